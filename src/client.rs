@@ -1,0 +1,431 @@
+//! `ComputeClient`: the user's entry point. Calls validate what can be checked at once and push a
+//! command into the inbox without taking the runtime lock; blocking calls then tick (or, with a
+//! device thread, wait) until their own reply is ready.
+
+use futures_channel::oneshot;
+use gpuworld_systems::inbox::{Command, ReadReply};
+use gpuworld_systems::kernel::validate_arity;
+use gpuworld_systems::stages::tune::{TuneCache, TuneResult};
+use gpuworld_systems::{
+    Backend, Binding, CubeCount, DeviceProperties, Error, ExecutionMode, Handle, Kernel,
+    MemoryUsage, Result, Runtime, RuntimeConfig, RuntimeId, StreamId,
+};
+use parking_lot::Mutex;
+use smallvec::SmallVec;
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// Who advances the runtime.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Driver {
+    /// The host calls [`ComputeClient::tick`]; blocking calls tick until their reply is ready.
+    Manual,
+    /// A device thread ticks whenever the inbox has work; callers only enqueue.
+    DeviceThread,
+}
+
+/// The buffers and scalars of a launch, in the kernel's order.
+#[derive(Clone, Debug, Default)]
+pub struct Bindings {
+    buffers: SmallVec<[Binding; 4]>,
+    scalars: SmallVec<[u32; 4]>,
+}
+
+impl Bindings {
+    /// No bindings.
+    pub fn new() -> Bindings {
+        Bindings::default()
+    }
+
+    /// Appends a buffer binding.
+    pub fn buffer(mut self, binding: impl Into<Binding>) -> Bindings {
+        self.buffers.push(binding.into());
+        self
+    }
+
+    /// Appends a `u32` scalar.
+    pub fn scalar_u32(mut self, value: u32) -> Bindings {
+        self.scalars.push(value);
+        self
+    }
+
+    /// Appends an `f32` scalar.
+    pub fn scalar_f32(mut self, value: f32) -> Bindings {
+        self.scalars.push(value.to_bits());
+        self
+    }
+
+    /// The buffer bindings.
+    pub fn buffers(&self) -> &[Binding] {
+        &self.buffers
+    }
+
+    /// The scalars.
+    pub fn scalars(&self) -> &[u32] {
+        &self.scalars
+    }
+}
+
+struct Shared<B: Backend> {
+    runtime: Mutex<Runtime<B>>,
+    inbox: Arc<gpuworld_systems::inbox::Inbox>,
+    id: RuntimeId,
+    properties: DeviceProperties,
+    driver: Driver,
+}
+
+/// Stops the device thread when the last client clone is dropped.
+struct Lifetime {
+    stop: Arc<AtomicBool>,
+    inbox: Arc<gpuworld_systems::inbox::Inbox>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl Drop for Lifetime {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        self.inbox.wake_all();
+        if let Some(thread) = self.thread.lock().take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// A client of one runtime: cheap to clone, usable from many threads at once.
+pub struct ComputeClient<B: Backend> {
+    shared: Arc<Shared<B>>,
+    stream: Option<StreamId>,
+    _lifetime: Arc<Lifetime>,
+}
+
+impl<B: Backend> Clone for ComputeClient<B> {
+    fn clone(&self) -> Self {
+        ComputeClient {
+            shared: self.shared.clone(),
+            stream: self.stream,
+            _lifetime: self._lifetime.clone(),
+        }
+    }
+}
+
+impl<B: Backend> ComputeClient<B> {
+    /// A client of a new runtime over `backend`.
+    pub fn new(backend: B, config: RuntimeConfig, driver: Driver) -> ComputeClient<B> {
+        let runtime = Runtime::new(backend, config);
+        let inbox = runtime.inbox().clone();
+        let shared = Arc::new(Shared {
+            id: runtime.id(),
+            properties: runtime.properties().clone(),
+            runtime: Mutex::new(runtime),
+            inbox: inbox.clone(),
+            driver,
+        });
+        let stop = Arc::new(AtomicBool::new(false));
+        let thread = match driver {
+            Driver::Manual => None,
+            Driver::DeviceThread => {
+                let shared = shared.clone();
+                let stop = stop.clone();
+                std::thread::Builder::new()
+                    .name("gpuworld-device".into())
+                    .spawn(move || run_device_thread(&shared, &stop))
+                    .ok()
+            }
+        };
+        ComputeClient {
+            shared,
+            stream: None,
+            _lifetime: Arc::new(Lifetime {
+                stop,
+                inbox,
+                thread: Mutex::new(thread),
+            }),
+        }
+    }
+
+    /// The stream this client works on: its override, else the calling thread's.
+    pub fn stream_id(&self) -> StreamId {
+        self.stream.unwrap_or_else(StreamId::current)
+    }
+
+    /// A clone of this client that works on `stream` whatever the calling thread.
+    pub fn with_stream(&self, stream: StreamId) -> ComputeClient<B> {
+        ComputeClient {
+            stream: Some(stream),
+            ..self.clone()
+        }
+    }
+
+    /// The device's properties.
+    pub fn properties(&self) -> &DeviceProperties {
+        &self.shared.properties
+    }
+
+    /// The id of the runtime behind this client.
+    pub fn runtime_id(&self) -> RuntimeId {
+        self.shared.id
+    }
+
+    /// A new handle of `size` bytes whose contents are undefined until written.
+    pub fn empty(&self, size: u64) -> Handle {
+        self.new_handle(size, None)
+    }
+
+    /// A new handle holding `data`.
+    pub fn create(&self, data: Vec<u8>) -> Handle {
+        self.new_handle(data.len() as u64, Some(data))
+    }
+
+    /// A new handle holding a copy of `data`.
+    pub fn create_from_slice(&self, data: &[u8]) -> Handle {
+        self.create(data.to_vec())
+    }
+
+    fn new_handle(&self, size: u64, data: Option<Vec<u8>>) -> Handle {
+        let id = self.shared.inbox.next_handle_id();
+        self.shared.inbox.push(Command::Create {
+            handle: id,
+            size,
+            data,
+            stream: self.stream_id(),
+        });
+        Handle::new(id, size, self.shared.inbox.clone())
+    }
+
+    /// Copies `data` to the start of `dst`.
+    pub fn write(&self, dst: impl Into<Binding>, data: &[u8]) -> Result<()> {
+        let dst = dst.into();
+        let (start, end) = dst.validate(self.shared.id)?;
+        if data.len() as u64 > end - start {
+            return Err(Error::WriteTooLarge {
+                handle: dst.handle,
+                len: data.len() as u64,
+                capacity: end - start,
+            });
+        }
+        self.shared.inbox.push(Command::Write {
+            dst,
+            data: data.to_vec(),
+            stream: self.stream_id(),
+        });
+        Ok(())
+    }
+
+    /// Reads `sources` back; the future completes once a tick has seen the bytes arrive.
+    pub fn read_async(
+        &self,
+        sources: &[Binding],
+    ) -> impl Future<Output = Result<Vec<Vec<u8>>>> + Send + 'static {
+        let receiver = self.enqueue_read(sources);
+        async move {
+            match receiver {
+                Ok(receiver) => receiver.await.unwrap_or(Err(Error::Disconnected)),
+                Err(error) => Err(error),
+            }
+        }
+    }
+
+    /// Reads `sources` back, blocking until the bytes are there.
+    pub fn read(&self, sources: &[Binding]) -> Result<Vec<Vec<u8>>> {
+        let receiver = self.enqueue_read(sources)?;
+        self.wait(receiver)
+    }
+
+    /// Reads one binding back, blocking until the bytes are there.
+    pub fn read_one(&self, source: impl Into<Binding>) -> Result<Vec<u8>> {
+        let mut bytes = self.read(&[source.into()])?;
+        bytes.pop().ok_or(Error::Disconnected)
+    }
+
+    fn enqueue_read(&self, sources: &[Binding]) -> Result<oneshot::Receiver<ReadReply>> {
+        for source in sources {
+            source.validate(self.shared.id)?;
+        }
+        let (reply, receiver) = oneshot::channel();
+        self.shared.inbox.push(Command::Read {
+            sources: sources.iter().copied().collect(),
+            stream: self.stream_id(),
+            reply,
+        });
+        Ok(receiver)
+    }
+
+    /// Launches `kernel` over `count` cubes with every buffer access bound-checked.
+    pub fn launch(&self, kernel: Kernel, count: CubeCount, bindings: Bindings) -> Result<()> {
+        self.launch_with(kernel, count, bindings, ExecutionMode::Checked)
+    }
+
+    /// Launches `kernel` without bound checks.
+    ///
+    /// # Safety
+    /// Every buffer access of the kernel must be in bounds for the given bindings and count.
+    pub unsafe fn launch_unchecked(
+        &self,
+        kernel: Kernel,
+        count: CubeCount,
+        bindings: Bindings,
+    ) -> Result<()> {
+        self.launch_with(kernel, count, bindings, ExecutionMode::Unchecked)
+    }
+
+    fn launch_with(
+        &self,
+        kernel: Kernel,
+        count: CubeCount,
+        bindings: Bindings,
+        mode: ExecutionMode,
+    ) -> Result<()> {
+        validate_arity(kernel, bindings.buffers.len(), bindings.scalars.len())?;
+        if !kernel.has_source(B::SOURCE) {
+            return Err(Error::MissingKernelSource {
+                kernel: kernel.name,
+                backend: B::NAME,
+            });
+        }
+        for (index, binding) in bindings.buffers.iter().enumerate() {
+            let (start, _) = binding.validate(self.shared.id)?;
+            if start % 4 != 0 {
+                return Err(Error::MisalignedBinding {
+                    kernel: kernel.name,
+                    index,
+                    offset: start,
+                });
+            }
+        }
+        if let CubeCount::Dynamic(binding) = &count {
+            let (start, end) = binding.validate(self.shared.id)?;
+            if end - start < 12 {
+                return Err(Error::OutOfRange {
+                    handle: binding.handle,
+                    start,
+                    end: start + 12,
+                    size: binding.capacity,
+                });
+            }
+        }
+        if count.is_empty() {
+            return Ok(());
+        }
+        self.shared.inbox.push(Command::Launch {
+            kernel,
+            count,
+            buffers: bindings.buffers,
+            scalars: bindings.scalars,
+            mode,
+            stream: self.stream_id(),
+        });
+        Ok(())
+    }
+
+    /// Submits this stream's queued work to the device.
+    pub fn flush(&self) {
+        self.shared.inbox.push(Command::Flush {
+            stream: self.stream_id(),
+        });
+        if self.shared.driver == Driver::Manual {
+            self.tick();
+        }
+    }
+
+    /// Waits until this stream's work has run; reports the stream's fault, if any.
+    pub fn sync(&self) -> Result<()> {
+        let receiver = self.enqueue_sync();
+        self.wait(receiver)
+    }
+
+    /// Like [`ComputeClient::sync`], as a future completed by the tick.
+    pub fn sync_async(&self) -> impl Future<Output = Result<()>> + Send + 'static {
+        let receiver = self.enqueue_sync();
+        async move { receiver.await.unwrap_or(Err(Error::Disconnected)) }
+    }
+
+    fn enqueue_sync(&self) -> oneshot::Receiver<Result<()>> {
+        let (reply, receiver) = oneshot::channel();
+        self.shared.inbox.push(Command::Sync {
+            stream: self.stream_id(),
+            reply,
+        });
+        receiver
+    }
+
+    /// Memory in use and reserved, counting every command sent so far.
+    pub fn memory_usage(&self) -> MemoryUsage {
+        self.with_runtime(|runtime| {
+            runtime.tick();
+            runtime.memory_usage()
+        })
+    }
+
+    /// Returns free memory to the device at the next tick.
+    pub fn memory_cleanup(&self) {
+        self.shared.inbox.push(Command::MemoryCleanup);
+        if self.shared.driver == Driver::Manual {
+            self.tick();
+        }
+    }
+
+    /// Sends an autotune result; the tune stage caches it at the next tick.
+    pub fn submit_tune_result(&self, result: TuneResult) {
+        let results = self.with_runtime(|runtime| runtime.tune_results());
+        results.0.lock().push(result);
+    }
+
+    /// Reads the tune cache.
+    pub fn with_tune_cache<R>(&self, f: impl FnOnce(&TuneCache) -> R) -> R {
+        self.with_runtime(|runtime| f(runtime.tune_cache()))
+    }
+
+    /// Advances the runtime by one tick.
+    pub fn tick(&self) {
+        self.shared.runtime.lock().tick();
+    }
+
+    /// The runtime's state as stable text.
+    pub fn snapshot(&self) -> String {
+        self.shared.runtime.lock().snapshot()
+    }
+
+    /// Runs `f` with the runtime locked.
+    pub fn with_runtime<R>(&self, f: impl FnOnce(&mut Runtime<B>) -> R) -> R {
+        f(&mut self.shared.runtime.lock())
+    }
+
+    fn wait<T>(&self, mut receiver: oneshot::Receiver<Result<T>>) -> Result<T> {
+        if self.shared.driver == Driver::DeviceThread {
+            return futures_executor::block_on(receiver).unwrap_or(Err(Error::Disconnected));
+        }
+        loop {
+            match receiver.try_recv() {
+                Ok(Some(result)) => return result,
+                Ok(None) => {}
+                Err(oneshot::Canceled) => return Err(Error::Disconnected),
+            }
+            let busy = {
+                let mut runtime = self.shared.runtime.lock();
+                runtime.tick();
+                runtime.has_work_in_flight()
+            };
+            if busy {
+                std::thread::yield_now();
+            }
+        }
+    }
+}
+
+fn run_device_thread<B: Backend>(shared: &Shared<B>, stop: &AtomicBool) {
+    while !stop.load(Ordering::Acquire) {
+        let busy = {
+            let mut runtime = shared.runtime.lock();
+            runtime.tick();
+            runtime.has_work_in_flight()
+        };
+        if busy {
+            std::thread::yield_now();
+        } else {
+            shared.inbox.wait_for_work(Duration::from_millis(20));
+        }
+    }
+}

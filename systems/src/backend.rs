@@ -1,0 +1,107 @@
+//! The contract between the tick stages and a device: storage, streams, work and events.
+//! Backends are thin; everything the runtime decides (ordering, reuse, errors) happens above it.
+
+use crate::error::Error;
+use crate::ids::StreamId;
+use crate::kernel::{ExecutionMode, Kernel, SourceKind};
+
+/// A backend's buffer, as the backend numbers it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct StorageId(pub u64);
+
+/// A byte range of one storage buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Region {
+    /// The buffer.
+    pub storage: StorageId,
+    /// First byte.
+    pub offset: u64,
+    /// Length in bytes.
+    pub size: u64,
+}
+
+/// A backend's stream, as the backend numbers it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct DeviceStream(pub u32);
+
+/// A point in a stream's work: complete once everything submitted before it has run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct DeviceEvent(pub u64);
+
+/// A readback in flight.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ReadTicket(pub u64);
+
+/// A launch's cube count as the device sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LaunchCount {
+    /// Known at submission.
+    Static([u32; 3]),
+    /// Three `u32` in device memory, read when the launch runs.
+    Dynamic(Region),
+}
+
+/// What a device offers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeviceProperties {
+    /// The device's name.
+    pub name: String,
+    /// Total memory the runtime may use, in bytes.
+    pub memory_bytes: u64,
+    /// Alignment of every allocation, in bytes.
+    pub alignment: u64,
+    /// Largest cube count per axis.
+    pub max_cube_count: [u32; 3],
+}
+
+/// Why an allocation failed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AllocError {
+    /// The device has no room for it.
+    OutOfMemory,
+}
+
+/// A device: memory, streams that run work in order, events between them, readbacks.
+///
+/// Calls never block: completion is noticed by [`Backend::poll`] and the `*_done`/`take_*` queries.
+pub trait Backend: Send + Sync + 'static {
+    /// The backend's name (`"cpu"`, `"sim"`).
+    const NAME: &'static str;
+    /// Which kernel source the backend runs.
+    const SOURCE: SourceKind;
+
+    /// The device's properties.
+    fn properties(&self) -> DeviceProperties;
+    /// Reserves a buffer of `size` bytes.
+    fn allocate(&mut self, size: u64) -> Result<StorageId, AllocError>;
+    /// Returns a buffer to the device; the runtime guarantees no work uses it any more.
+    fn deallocate(&mut self, storage: StorageId);
+    /// Creates the device stream for the runtime's stream `id`.
+    fn create_stream(&mut self, id: StreamId) -> DeviceStream;
+    /// Enqueues a host-to-device copy of `data` into `dst` (`data.len() <= dst.size`).
+    fn write(&mut self, stream: DeviceStream, dst: Region, data: Vec<u8>);
+    /// Enqueues a kernel launch; the kernel has a source of kind [`Backend::SOURCE`].
+    fn launch(
+        &mut self,
+        stream: DeviceStream,
+        kernel: Kernel,
+        count: LaunchCount,
+        buffers: &[Region],
+        scalars: &[u32],
+        mode: ExecutionMode,
+    );
+    /// Enqueues a device-to-host copy of `src`.
+    fn read(&mut self, stream: DeviceStream, src: Region) -> ReadTicket;
+    /// Submits the stream's pending work and returns an event that completes after it.
+    fn flush(&mut self, stream: DeviceStream) -> DeviceEvent;
+    /// Makes later work on `stream` wait until `event` completes.
+    fn wait_event(&mut self, stream: DeviceStream, event: DeviceEvent);
+    /// Lets the device make progress and notices completions; `tick` is the runtime's tick.
+    fn poll(&mut self, tick: u64);
+    /// Whether `event` has completed.
+    fn event_done(&mut self, event: DeviceEvent) -> bool;
+    /// The bytes of a finished readback, once; `None` while it is in flight.
+    fn take_read(&mut self, ticket: ReadTicket) -> Option<Vec<u8>>;
+    /// The first fault raised on `stream` since the last call, if any.
+    fn take_fault(&mut self, stream: DeviceStream) -> Option<Error>;
+}

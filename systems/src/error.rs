@@ -1,0 +1,140 @@
+//! The one error type of gpuworld: every fallible client call returns it.
+
+use crate::ids::{HandleId, RuntimeId, StreamId};
+use crate::memory::MemoryUsage;
+use std::sync::Arc;
+
+/// What went wrong, with enough detail for the caller to fix it.
+#[derive(thiserror::Error, Debug, Clone, PartialEq)]
+pub enum Error {
+    /// The handle behind a binding was released (every clone dropped) before this use.
+    #[error("handle {handle} was released: every clone was dropped before this use")]
+    ReleasedHandle {
+        /// The released handle.
+        handle: HandleId,
+    },
+    /// The handle was made by another runtime.
+    #[error("handle {handle} belongs to {owner}, not to this runtime ({this})")]
+    ForeignHandle {
+        /// The handle.
+        handle: HandleId,
+        /// The runtime that made it.
+        owner: RuntimeId,
+        /// The runtime it was given to.
+        this: RuntimeId,
+    },
+    /// A binding's offsets leave no valid range inside its handle.
+    #[error("binding of {handle} covers bytes {start}..{end}, outside the handle's {size} bytes")]
+    OutOfRange {
+        /// The handle.
+        handle: HandleId,
+        /// First byte of the requested range.
+        start: u64,
+        /// One past the last byte of the requested range.
+        end: u64,
+        /// The handle's size in bytes.
+        size: u64,
+    },
+    /// A write holds more bytes than its destination.
+    #[error("write of {len} bytes does not fit in {handle}, which has {capacity} bytes")]
+    WriteTooLarge {
+        /// The destination handle.
+        handle: HandleId,
+        /// Bytes given.
+        len: u64,
+        /// Bytes available in the destination binding.
+        capacity: u64,
+    },
+    /// A kernel was given the wrong number of buffers or scalars.
+    #[error("kernel `{kernel}` takes {expected} {what}, got {got}")]
+    BindingCount {
+        /// The kernel's name.
+        kernel: &'static str,
+        /// "buffer bindings" or "scalars".
+        what: &'static str,
+        /// What the kernel declares.
+        expected: usize,
+        /// What the launch gave.
+        got: usize,
+    },
+    /// A binding handed to a kernel does not start on a 4-byte boundary.
+    #[error(
+        "kernel `{kernel}` binding {index} starts at byte {offset}, which is not a multiple of 4"
+    )]
+    MisalignedBinding {
+        /// The kernel's name.
+        kernel: &'static str,
+        /// Position of the binding in the launch.
+        index: usize,
+        /// The binding's byte offset.
+        offset: u64,
+    },
+    /// The backend has no source for the kernel.
+    #[error("kernel `{kernel}` has no source for the {backend} backend")]
+    MissingKernelSource {
+        /// The kernel's name.
+        kernel: &'static str,
+        /// The backend's name.
+        backend: &'static str,
+    },
+    /// A kernel panicked while running on the CPU.
+    #[error("kernel `{kernel}` panicked on {stream}: {message}")]
+    KernelPanic {
+        /// The kernel's name.
+        kernel: &'static str,
+        /// The stream it ran on.
+        stream: StreamId,
+        /// The panic message.
+        message: Arc<str>,
+    },
+    /// The device reported a fault while running work on a stream.
+    #[error("device fault on {stream}: {message}")]
+    DeviceFault {
+        /// The stream the work ran on.
+        stream: StreamId,
+        /// What the device said.
+        message: Arc<str>,
+    },
+    /// The device could not provide the requested memory, even after a cleanup.
+    #[error(
+        "out of memory: {requested} bytes requested with {} bytes in use and {} reserved",
+        usage.bytes_in_use,
+        usage.bytes_reserved
+    )]
+    OutOfMemory {
+        /// Bytes requested.
+        requested: u64,
+        /// Usage when the request failed.
+        usage: MemoryUsage,
+    },
+    /// A key into the memory pools no longer names a live page or slice.
+    #[error("stale memory key: {what} no longer exists")]
+    StaleHandle {
+        /// What the key referred to.
+        what: Arc<str>,
+    },
+    /// The backend cannot be used on this machine.
+    #[error("the {backend} backend is unavailable: {reason}")]
+    BackendUnavailable {
+        /// The backend's name.
+        backend: &'static str,
+        /// Why it cannot be used.
+        reason: Arc<str>,
+    },
+    /// The runtime was shut down before the request completed.
+    #[error("the runtime shut down before the request completed")]
+    Disconnected,
+}
+
+impl Error {
+    /// A device fault on `stream` with `message`.
+    pub fn device_fault(stream: StreamId, message: impl Into<Arc<str>>) -> Error {
+        Error::DeviceFault {
+            stream,
+            message: message.into(),
+        }
+    }
+}
+
+/// Shorthand for results of gpuworld calls.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

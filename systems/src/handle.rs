@@ -1,0 +1,172 @@
+//! The user's view of an allocation: a cheap-clone [`Handle`] whose last drop releases the memory
+//! through the inbox, and the [`Binding`] descriptor that names a byte range of it.
+
+use crate::error::Error;
+use crate::ids::{HandleId, RuntimeId};
+use crate::inbox::{Command, Inbox};
+use std::fmt;
+use std::sync::Arc;
+
+struct HandleInner {
+    id: HandleId,
+    runtime: RuntimeId,
+    size: u64,
+    inbox: Arc<Inbox>,
+}
+
+impl Drop for HandleInner {
+    fn drop(&mut self) {
+        self.inbox.push(Command::Release { handle: self.id });
+    }
+}
+
+/// An allocation on the device; clones share it, and dropping the last clone releases it.
+#[derive(Clone)]
+pub struct Handle {
+    inner: Arc<HandleInner>,
+    offset_start: u64,
+    offset_end: u64,
+}
+
+impl Handle {
+    /// Wraps a fresh allocation id of the runtime that owns `inbox`; clients call this.
+    pub fn new(id: HandleId, size: u64, inbox: Arc<Inbox>) -> Handle {
+        Handle {
+            inner: Arc::new(HandleInner {
+                id,
+                runtime: inbox.runtime(),
+                size,
+                inbox,
+            }),
+            offset_start: 0,
+            offset_end: 0,
+        }
+    }
+
+    /// The allocation's id.
+    pub fn id(&self) -> HandleId {
+        self.inner.id
+    }
+
+    /// The runtime that made this handle.
+    pub fn runtime(&self) -> RuntimeId {
+        self.inner.runtime
+    }
+
+    /// Size of the whole allocation in bytes, ignoring offsets.
+    pub fn capacity(&self) -> u64 {
+        self.inner.size
+    }
+
+    /// Size in bytes between the offsets (0 if they overlap).
+    pub fn size(&self) -> u64 {
+        self.inner
+            .size
+            .saturating_sub(self.offset_start)
+            .saturating_sub(self.offset_end)
+    }
+
+    /// Moves the start of the viewed range `bytes` further in.
+    pub fn offset_start(mut self, bytes: u64) -> Handle {
+        self.offset_start = self.offset_start.saturating_add(bytes);
+        self
+    }
+
+    /// Moves the end of the viewed range `bytes` further in.
+    pub fn offset_end(mut self, bytes: u64) -> Handle {
+        self.offset_end = self.offset_end.saturating_add(bytes);
+        self
+    }
+
+    /// Bytes skipped at the start.
+    pub fn start(&self) -> u64 {
+        self.offset_start
+    }
+
+    /// Bytes skipped at the end.
+    pub fn end(&self) -> u64 {
+        self.offset_end
+    }
+
+    /// True when this is the only clone, so the memory may be written in place.
+    pub fn can_mut(&self) -> bool {
+        Arc::strong_count(&self.inner) == 1
+    }
+
+    /// A binding of this handle's range, for launches, reads and writes.
+    pub fn binding(&self) -> Binding {
+        Binding {
+            handle: self.inner.id,
+            runtime: self.inner.runtime,
+            offset_start: self.offset_start,
+            offset_end: self.offset_end,
+            capacity: self.inner.size,
+        }
+    }
+}
+
+impl fmt::Debug for Handle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Handle")
+            .field("id", &self.inner.id)
+            .field("capacity", &self.inner.size)
+            .field("offset_start", &self.offset_start)
+            .field("offset_end", &self.offset_end)
+            .finish()
+    }
+}
+
+/// A byte range of a handle; it does not keep the memory alive, so a binding used after its
+/// handle was released is reported as [`Error::ReleasedHandle`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Binding {
+    /// The handle.
+    pub handle: HandleId,
+    /// The runtime that made the handle.
+    pub runtime: RuntimeId,
+    /// Bytes skipped at the start.
+    pub offset_start: u64,
+    /// Bytes skipped at the end.
+    pub offset_end: u64,
+    /// Size of the whole allocation.
+    pub capacity: u64,
+}
+
+impl Binding {
+    /// The byte range `start..end` inside the allocation, or why there is none.
+    pub fn range(&self) -> Result<(u64, u64), Error> {
+        let end = self.capacity.checked_sub(self.offset_end);
+        match end {
+            Some(end) if self.offset_start <= end => Ok((self.offset_start, end)),
+            _ => Err(Error::OutOfRange {
+                handle: self.handle,
+                start: self.offset_start,
+                end: self.capacity.saturating_sub(self.offset_end),
+                size: self.capacity,
+            }),
+        }
+    }
+
+    /// Size of the range in bytes (0 if invalid).
+    pub fn size(&self) -> u64 {
+        self.range().map_or(0, |(s, e)| e - s)
+    }
+
+    /// Checks the binding belongs to `runtime` and has a valid range.
+    pub fn validate(&self, runtime: RuntimeId) -> Result<(u64, u64), Error> {
+        if self.runtime != runtime {
+            return Err(Error::ForeignHandle {
+                handle: self.handle,
+                owner: self.runtime,
+                this: runtime,
+            });
+        }
+        self.range()
+    }
+}
+
+impl From<&Handle> for Binding {
+    fn from(handle: &Handle) -> Binding {
+        handle.binding()
+    }
+}

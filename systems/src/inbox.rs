@@ -1,0 +1,168 @@
+//! The client inbox: clients push commands without taking the runtime lock; the ingest stage
+//! drains them in arrival order.
+
+use crate::error::{Error, Result};
+use crate::handle::Binding;
+use crate::ids::{HandleId, RuntimeId, StreamId};
+use crate::kernel::{CubeCount, ExecutionMode, Kernel};
+use futures_channel::oneshot;
+use parking_lot::{Condvar, Mutex};
+use smallvec::SmallVec;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+/// The sending half of a reply the tick completes.
+pub type Reply<T> = oneshot::Sender<T>;
+
+/// The bytes of each binding of a read, in order.
+pub type ReadReply = Result<Vec<Vec<u8>>>;
+
+/// A client request, as queued for the next tick.
+pub enum Command {
+    /// Reserve `size` bytes for `handle`, optionally filled with `data`.
+    Create {
+        /// The new handle.
+        handle: HandleId,
+        /// Bytes to reserve.
+        size: u64,
+        /// Initial contents.
+        data: Option<Vec<u8>>,
+        /// The stream it is created on.
+        stream: StreamId,
+    },
+    /// Copy `data` into `dst`.
+    Write {
+        /// Destination range.
+        dst: Binding,
+        /// Bytes to copy.
+        data: Vec<u8>,
+        /// The stream it runs on.
+        stream: StreamId,
+    },
+    /// Run a kernel.
+    Launch {
+        /// The kernel.
+        kernel: Kernel,
+        /// How many cubes.
+        count: CubeCount,
+        /// Buffer bindings, in the kernel's order.
+        buffers: SmallVec<[Binding; 4]>,
+        /// 32-bit scalars.
+        scalars: SmallVec<[u32; 4]>,
+        /// Checked or unchecked.
+        mode: ExecutionMode,
+        /// The stream it runs on.
+        stream: StreamId,
+    },
+    /// Read bindings back to the host.
+    Read {
+        /// What to read.
+        sources: SmallVec<[Binding; 2]>,
+        /// The stream it runs on.
+        stream: StreamId,
+        /// Where the bytes go.
+        reply: Reply<ReadReply>,
+    },
+    /// Submit the stream's queued work.
+    Flush {
+        /// The stream.
+        stream: StreamId,
+    },
+    /// Wait until the stream's work has completed.
+    Sync {
+        /// The stream.
+        stream: StreamId,
+        /// Completed when the work has run, with the stream's fault if any.
+        reply: Reply<Result<()>>,
+    },
+    /// The last clone of a handle was dropped.
+    Release {
+        /// The handle.
+        handle: HandleId,
+    },
+    /// Return free memory to the device.
+    MemoryCleanup,
+}
+
+impl Command {
+    /// Fails the command's reply, if it has one, with `error`.
+    pub fn fail(self, error: Error) {
+        match self {
+            Command::Read { reply, .. } => {
+                let _ = reply.send(Err(error));
+            }
+            Command::Sync { reply, .. } => {
+                let _ = reply.send(Err(error));
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The queue between clients and the tick.
+pub struct Inbox {
+    runtime: RuntimeId,
+    queue: Mutex<Vec<Command>>,
+    work: Condvar,
+    next_handle: AtomicU64,
+}
+
+impl Inbox {
+    /// An empty inbox for `runtime`.
+    pub fn new(runtime: RuntimeId) -> Inbox {
+        Inbox {
+            runtime,
+            queue: Mutex::new(Vec::with_capacity(1024)),
+            work: Condvar::new(),
+            next_handle: AtomicU64::new(0),
+        }
+    }
+
+    /// The runtime the inbox feeds.
+    pub fn runtime(&self) -> RuntimeId {
+        self.runtime
+    }
+
+    /// A handle id never used before by this runtime.
+    pub fn next_handle_id(&self) -> HandleId {
+        HandleId(self.next_handle.fetch_add(1, Ordering::Relaxed))
+    }
+
+    /// Queues a command and wakes a waiting device thread.
+    pub fn push(&self, command: Command) {
+        let mut queue = self.queue.lock();
+        queue.push(command);
+        if queue.len() == 1 {
+            self.work.notify_one();
+        }
+    }
+
+    /// Moves every queued command, in arrival order, to the end of `into`.
+    pub fn drain_into(&self, into: &mut Vec<Command>) {
+        let mut queue = self.queue.lock();
+        if into.is_empty() {
+            std::mem::swap(&mut *queue, into);
+        } else {
+            into.append(&mut queue);
+        }
+    }
+
+    /// Whether commands are waiting.
+    pub fn has_work(&self) -> bool {
+        !self.queue.lock().is_empty()
+    }
+
+    /// Blocks until a command arrives or `timeout` passes.
+    pub fn wait_for_work(&self, timeout: Duration) {
+        let mut queue = self.queue.lock();
+        if queue.is_empty() {
+            self.work.wait_for(&mut queue, timeout);
+        }
+    }
+
+    /// Wakes every thread waiting for work (used on shutdown).
+    pub fn wake_all(&self) {
+        let _queue = self.queue.lock();
+        self.work.notify_all();
+    }
+}

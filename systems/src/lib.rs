@@ -1,0 +1,27 @@
+//! gpuworld-systems: the world model of gpuworld (components, resources, backend traits), the
+//! seven ordered tick stages, and the deterministic sim backend. No GPU dependency.
+
+pub mod backend;
+pub mod error;
+pub mod handle;
+pub mod host_memory;
+pub mod ids;
+pub mod inbox;
+pub mod kernel;
+pub mod library;
+pub mod memory;
+pub mod runtime;
+pub mod sim;
+mod snapshot;
+pub mod stages;
+pub mod world;
+
+pub use backend::{Backend, DeviceProperties};
+pub use error::{Error, Result};
+pub use handle::{Binding, Handle};
+pub use ids::{HandleId, RuntimeId, StreamId};
+pub use kernel::{CubeCount, ExecutionMode, Kernel, KernelDef};
+pub use memory::MemoryUsage;
+pub use runtime::Runtime;
+pub use sim::{SimBackend, SimConfig};
+pub use world::{RuntimeConfig, SchedulingStrategy};

@@ -1,0 +1,162 @@
+//! `Runtime<B>`: the world and the tick schedule for one device. Clients talk to it through its
+//! inbox; whoever holds it calls [`Runtime::tick`].
+
+use crate::backend::{Backend, DeviceProperties};
+use crate::ids::RuntimeId;
+use crate::inbox::Inbox;
+use crate::memory::{MemoryPool, MemoryUsage};
+use crate::stages::tick_schedule;
+use crate::stages::tune::{TuneCache, TuneResults};
+use crate::world::*;
+use bevy_ecs::prelude::*;
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+/// The runtime of one device: a `World` advanced one tick at a time.
+pub struct Runtime<B: Backend> {
+    world: World,
+    schedule: Schedule,
+    inbox: Arc<Inbox>,
+    properties: DeviceProperties,
+    backend: PhantomData<fn() -> B>,
+}
+
+impl<B: Backend> Runtime<B> {
+    /// A runtime over `backend` with `config`.
+    pub fn new(backend: B, config: RuntimeConfig) -> Runtime<B> {
+        let properties = backend.properties();
+        let inbox = Arc::new(Inbox::new(RuntimeId::fresh()));
+        let mut world = World::new();
+        world.insert_resource(StreamTable {
+            slots: vec![None; config.stream_slots.max(1)],
+        });
+        world.insert_resource(config);
+        world.insert_resource(MemoryPool::new(properties.alignment));
+        world.insert_resource(Device(backend));
+        world.insert_resource(InboxQueue(inbox.clone()));
+        world.init_resource::<HandleIndex>();
+        world.init_resource::<NewTasks>();
+        world.init_resource::<TickCounter>();
+        world.init_resource::<Stats>();
+        world.init_resource::<CleanupRequested>();
+        world.init_resource::<TuneResults>();
+        world.init_resource::<TuneCache>();
+        let mut schedule = tick_schedule::<B>();
+        if let Err(error) = schedule.initialize(&mut world) {
+            // The schedule is fixed code: a build error is a bug in gpuworld, not in its use.
+            panic!("gpuworld's tick schedule is invalid: {error:?}");
+        }
+        Runtime {
+            world,
+            schedule,
+            inbox,
+            properties,
+            backend: PhantomData,
+        }
+    }
+
+    /// Advances the world by one tick: runs the seven stages once.
+    pub fn tick(&mut self) {
+        self.world.resource_mut::<TickCounter>().0 += 1;
+        self.schedule.run(&mut self.world);
+    }
+
+    /// Number of ticks run so far.
+    pub fn tick_count(&self) -> u64 {
+        self.world.resource::<TickCounter>().0
+    }
+
+    /// The inbox clients push commands into.
+    pub fn inbox(&self) -> &Arc<Inbox> {
+        &self.inbox
+    }
+
+    /// The id of this runtime.
+    pub fn id(&self) -> RuntimeId {
+        self.inbox.runtime()
+    }
+
+    /// The device's properties.
+    pub fn properties(&self) -> &DeviceProperties {
+        &self.properties
+    }
+
+    /// Memory in use and reserved.
+    pub fn memory_usage(&self) -> MemoryUsage {
+        self.world.resource::<MemoryPool>().usage()
+    }
+
+    /// Highest bytes in use seen.
+    pub fn peak_memory(&self) -> u64 {
+        self.world.resource::<MemoryPool>().peak_in_use()
+    }
+
+    /// Running totals.
+    pub fn stats(&self) -> Stats {
+        self.world.resource::<Stats>().clone()
+    }
+
+    /// The backend.
+    pub fn backend(&self) -> &B {
+        &self.world.resource::<Device<B>>().0
+    }
+
+    /// The backend, mutably (for tests that inspect or configure it).
+    pub fn backend_mut(&mut self) -> &mut B {
+        &mut self.world.resource_mut::<Device<B>>().into_inner().0
+    }
+
+    /// The world, for inspection.
+    pub fn world(&self) -> &World {
+        &self.world
+    }
+
+    /// The queue autotune results are sent to; the tune stage ingests it.
+    pub fn tune_results(&self) -> TuneResults {
+        self.world.resource::<TuneResults>().clone()
+    }
+
+    /// The tune cache.
+    pub fn tune_cache(&self) -> &TuneCache {
+        self.world.resource::<TuneCache>()
+    }
+
+    /// Whether work is queued, in flight or waiting for reclamation.
+    pub fn has_work_in_flight(&mut self) -> bool {
+        let queued = self
+            .world
+            .query::<&TaskQueue>()
+            .iter(&self.world)
+            .any(|q| !q.tasks.is_empty());
+        queued
+            || self
+                .world
+                .query::<&PendingRead>()
+                .iter(&self.world)
+                .next()
+                .is_some()
+            || self
+                .world
+                .query::<&PendingSync>()
+                .iter(&self.world)
+                .next()
+                .is_some()
+            || self
+                .world
+                .query::<&PendingGc>()
+                .iter(&self.world)
+                .next()
+                .is_some()
+            || self
+                .world
+                .query_filtered::<(), (With<Released>, Without<AwaitingGc>)>()
+                .iter(&self.world)
+                .next()
+                .is_some()
+    }
+
+    /// The whole runtime state as stable text, sorted by ids, for snapshots.
+    pub fn snapshot(&mut self) -> String {
+        crate::snapshot::render(&mut self.world)
+    }
+}

@@ -1,0 +1,472 @@
+//! The sim backend: a deterministic virtual device for tick-stepped tests. Work submitted during
+//! tick `t` completes at tick `t + latency_ticks`, in stream order, and runs the CPU sources of
+//! kernels, so reads return real data. Every backend call and completion is recorded in a log.
+
+use crate::backend::*;
+use crate::error::Error;
+use crate::host_memory::HostMemory;
+use crate::ids::StreamId;
+use crate::kernel::{ExecutionMode, Kernel, KernelIo, SourceKind, run_cubes_in_order};
+use smallvec::SmallVec;
+use std::collections::{HashMap, VecDeque};
+use std::fmt;
+
+/// How the virtual device behaves.
+#[derive(Clone, Debug)]
+pub struct SimConfig {
+    /// Ticks between a submission and its completion.
+    pub latency_ticks: u64,
+    /// Device memory in bytes; allocations beyond it fail.
+    pub memory_bytes: u64,
+    /// Whether calls are recorded in the log.
+    pub record: bool,
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        SimConfig {
+            latency_ticks: 1,
+            memory_bytes: 1 << 30,
+            record: true,
+        }
+    }
+}
+
+/// One entry of the sim's log.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SimCall {
+    /// A buffer was allocated.
+    Allocate { storage: StorageId, size: u64 },
+    /// An allocation was refused.
+    AllocateRefused { size: u64 },
+    /// A buffer was freed.
+    Deallocate { storage: StorageId },
+    /// A stream was created.
+    CreateStream { stream: DeviceStream, id: StreamId },
+    /// Work was enqueued on a stream.
+    Enqueue {
+        stream: DeviceStream,
+        op: u64,
+        what: String,
+    },
+    /// A stream was flushed to an event.
+    Flush {
+        stream: DeviceStream,
+        event: DeviceEvent,
+    },
+    /// A stream was made to wait on an event.
+    Wait {
+        stream: DeviceStream,
+        event: DeviceEvent,
+    },
+    /// Queued work ran.
+    Complete { stream: DeviceStream, op: u64 },
+}
+
+impl fmt::Display for SimCall {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SimCall::Allocate { storage, size } => {
+                write!(f, "allocate storage {} ({size}B)", storage.0)
+            }
+            SimCall::AllocateRefused { size } => write!(f, "allocate {size}B refused"),
+            SimCall::Deallocate { storage } => write!(f, "deallocate storage {}", storage.0),
+            SimCall::CreateStream { stream, id } => write!(f, "create d{} for {id}", stream.0),
+            SimCall::Enqueue { stream, op, what } => write!(f, "d{} op {op}: {what}", stream.0),
+            SimCall::Flush { stream, event } => {
+                write!(f, "d{} flush -> {}", stream.0, event_name(*event))
+            }
+            SimCall::Wait { stream, event } => {
+                write!(f, "d{} wait {}", stream.0, event_name(*event))
+            }
+            SimCall::Complete { stream, op } => write!(f, "d{} op {op} done", stream.0),
+        }
+    }
+}
+
+fn event_name(event: DeviceEvent) -> String {
+    let (stream, op) = decode_event(event);
+    format!("d{stream}@{op}")
+}
+
+const EVENT_SHIFT: u32 = 40;
+
+fn encode_event(stream: u32, ops: u64) -> DeviceEvent {
+    DeviceEvent((u64::from(stream) << EVENT_SHIFT) | ops)
+}
+
+fn decode_event(event: DeviceEvent) -> (u32, u64) {
+    (
+        (event.0 >> EVENT_SHIFT) as u32,
+        event.0 & ((1 << EVENT_SHIFT) - 1),
+    )
+}
+
+enum OpKind {
+    Write {
+        dst: Region,
+        data: Vec<u8>,
+    },
+    Launch {
+        kernel: Kernel,
+        count: LaunchCount,
+        buffers: SmallVec<[Region; 4]>,
+        scalars: SmallVec<[u32; 4]>,
+        mode: ExecutionMode,
+    },
+    Read {
+        ticket: ReadTicket,
+        src: Region,
+    },
+    Wait {
+        event: DeviceEvent,
+    },
+}
+
+struct Op {
+    ready_at: u64,
+    kind: OpKind,
+}
+
+struct SimStream {
+    id: StreamId,
+    queue: VecDeque<Op>,
+    enqueued: u64,
+    completed: u64,
+    fault: Option<Error>,
+}
+
+/// A deterministic virtual device.
+pub struct SimBackend {
+    config: SimConfig,
+    memory: HostMemory,
+    streams: Vec<SimStream>,
+    reads: HashMap<ReadTicket, Vec<u8>>,
+    next_ticket: u64,
+    polled_tick: u64,
+    log: Vec<(u64, SimCall)>,
+}
+
+impl SimBackend {
+    /// A virtual device with `config`.
+    pub fn new(config: SimConfig) -> SimBackend {
+        SimBackend {
+            memory: HostMemory::new(Some(config.memory_bytes)),
+            config,
+            streams: Vec::new(),
+            reads: HashMap::new(),
+            next_ticket: 0,
+            polled_tick: 0,
+            log: Vec::new(),
+        }
+    }
+
+    /// Every recorded call with the tick it happened in.
+    pub fn log(&self) -> &[(u64, SimCall)] {
+        &self.log
+    }
+
+    /// Removes and returns the recorded calls.
+    pub fn take_log(&mut self) -> Vec<(u64, SimCall)> {
+        std::mem::take(&mut self.log)
+    }
+
+    /// The log as text, one call a line: `t<tick> <call>`.
+    pub fn log_text(&self) -> String {
+        self.log
+            .iter()
+            .map(|(tick, call)| format!("t{tick} {call}\n"))
+            .collect()
+    }
+
+    /// Bytes currently allocated on the virtual device.
+    pub fn allocated(&self) -> u64 {
+        self.memory.allocated()
+    }
+
+    fn now(&self) -> u64 {
+        // Calls between poll(t-1) and poll(t) belong to tick t.
+        self.polled_tick + 1
+    }
+
+    fn record(&mut self, call: SimCall) {
+        if self.config.record {
+            let now = self.now();
+            self.log.push((now, call));
+        }
+    }
+
+    fn enqueue(&mut self, stream: DeviceStream, kind: OpKind, what: impl FnOnce() -> String) {
+        let ready_at = self.now() + self.config.latency_ticks;
+        let Some(s) = self.streams.get_mut(stream.0 as usize) else {
+            return;
+        };
+        s.enqueued += 1;
+        let op = s.enqueued;
+        s.queue.push_back(Op { ready_at, kind });
+        if self.config.record {
+            self.record(SimCall::Enqueue {
+                stream,
+                op,
+                what: what(),
+            });
+        }
+    }
+
+    fn event_passed(&self, event: DeviceEvent) -> bool {
+        let (stream, ops) = decode_event(event);
+        self.streams
+            .get(stream as usize)
+            .is_none_or(|s| s.completed >= ops)
+    }
+
+    fn execute(&mut self, stream: usize, kind: OpKind) {
+        let id = self.streams[stream].id;
+        let result = match kind {
+            OpKind::Write { dst, data } => {
+                if self.memory.write(dst, &data) {
+                    Ok(())
+                } else {
+                    Err(Error::device_fault(id, "write to freed memory"))
+                }
+            }
+            OpKind::Read { ticket, src } => match self.memory.read(src) {
+                Some(bytes) => {
+                    self.reads.insert(ticket, bytes);
+                    Ok(())
+                }
+                None => {
+                    self.reads.insert(ticket, Vec::new());
+                    Err(Error::device_fault(id, "read of freed memory"))
+                }
+            },
+            OpKind::Launch {
+                kernel,
+                count,
+                buffers,
+                scalars,
+                mode,
+            } => self.run_kernel(id, kernel, count, &buffers, &scalars, mode),
+            OpKind::Wait { .. } => Ok(()),
+        };
+        if let Err(error) = result {
+            self.streams[stream].fault.get_or_insert(error);
+        }
+    }
+
+    fn run_kernel(
+        &self,
+        stream: StreamId,
+        kernel: Kernel,
+        count: LaunchCount,
+        buffers: &[Region],
+        scalars: &[u32],
+        mode: ExecutionMode,
+    ) -> Result<(), Error> {
+        let Some(source) = kernel.cpu else {
+            return Err(Error::MissingKernelSource {
+                kernel: kernel.name,
+                backend: Self::NAME,
+            });
+        };
+        let count = resolve_count(&self.memory, count)
+            .ok_or_else(|| Error::device_fault(stream, "dynamic cube count in freed memory"))?;
+        let views = buffers
+            .iter()
+            .map(|r| self.memory.view(*r))
+            .collect::<Option<SmallVec<[_; 4]>>>()
+            .ok_or_else(|| Error::device_fault(stream, "kernel bound to freed memory"))?;
+        let io = KernelIo::new(&views, scalars, mode);
+        run_cubes_in_order(kernel, source, count, &io).map_err(|message| Error::KernelPanic {
+            kernel: kernel.name,
+            stream,
+            message: message.into(),
+        })
+    }
+}
+
+/// The cube count of a launch, reading a dynamic count from memory.
+pub fn resolve_count(memory: &HostMemory, count: LaunchCount) -> Option<[u32; 3]> {
+    match count {
+        LaunchCount::Static(c) => Some(c),
+        LaunchCount::Dynamic(region) => {
+            let bytes = memory.read(Region {
+                size: 12.min(region.size),
+                ..region
+            })?;
+            let word = |i: usize| {
+                bytes
+                    .get(i * 4..i * 4 + 4)
+                    .map_or(0, |b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+            };
+            Some([word(0), word(1), word(2)])
+        }
+    }
+}
+
+impl Backend for SimBackend {
+    const NAME: &'static str = "sim";
+    const SOURCE: SourceKind = SourceKind::Cpu;
+
+    fn properties(&self) -> DeviceProperties {
+        DeviceProperties {
+            name: format!("sim (latency {} ticks)", self.config.latency_ticks),
+            memory_bytes: self.config.memory_bytes,
+            alignment: 256,
+            max_cube_count: [u32::MAX; 3],
+        }
+    }
+
+    fn allocate(&mut self, size: u64) -> Result<StorageId, AllocError> {
+        let result = self.memory.allocate(size);
+        match result {
+            Ok(storage) => self.record(SimCall::Allocate { storage, size }),
+            Err(_) => self.record(SimCall::AllocateRefused { size }),
+        }
+        result
+    }
+
+    fn deallocate(&mut self, storage: StorageId) {
+        self.memory.deallocate(storage);
+        self.record(SimCall::Deallocate { storage });
+    }
+
+    fn create_stream(&mut self, id: StreamId) -> DeviceStream {
+        let stream = DeviceStream(self.streams.len() as u32);
+        self.streams.push(SimStream {
+            id,
+            queue: VecDeque::new(),
+            enqueued: 0,
+            completed: 0,
+            fault: None,
+        });
+        self.record(SimCall::CreateStream { stream, id });
+        stream
+    }
+
+    fn write(&mut self, stream: DeviceStream, dst: Region, data: Vec<u8>) {
+        let len = data.len();
+        self.enqueue(stream, OpKind::Write { dst, data }, || {
+            format!("write {len}B to storage {}+{}", dst.storage.0, dst.offset)
+        });
+    }
+
+    fn launch(
+        &mut self,
+        stream: DeviceStream,
+        kernel: Kernel,
+        count: LaunchCount,
+        buffers: &[Region],
+        scalars: &[u32],
+        mode: ExecutionMode,
+    ) {
+        let kind = OpKind::Launch {
+            kernel,
+            count,
+            buffers: buffers.iter().copied().collect(),
+            scalars: scalars.iter().copied().collect(),
+            mode,
+        };
+        self.enqueue(stream, kind, || {
+            let regions: Vec<String> = buffers
+                .iter()
+                .map(|r| {
+                    format!(
+                        "storage {}+{}..{}",
+                        r.storage.0,
+                        r.offset,
+                        r.offset + r.size
+                    )
+                })
+                .collect();
+            format!(
+                "launch {} {:?} [{}]",
+                kernel.name,
+                count,
+                regions.join(", ")
+            )
+        });
+    }
+
+    fn read(&mut self, stream: DeviceStream, src: Region) -> ReadTicket {
+        let ticket = ReadTicket(self.next_ticket);
+        self.next_ticket += 1;
+        self.enqueue(stream, OpKind::Read { ticket, src }, || {
+            format!(
+                "read storage {}+{}..{}",
+                src.storage.0,
+                src.offset,
+                src.offset + src.size
+            )
+        });
+        ticket
+    }
+
+    fn flush(&mut self, stream: DeviceStream) -> DeviceEvent {
+        let ops = self
+            .streams
+            .get(stream.0 as usize)
+            .map_or(0, |s| s.enqueued);
+        let event = encode_event(stream.0, ops);
+        self.record(SimCall::Flush { stream, event });
+        event
+    }
+
+    fn wait_event(&mut self, stream: DeviceStream, event: DeviceEvent) {
+        self.record(SimCall::Wait { stream, event });
+        self.enqueue(stream, OpKind::Wait { event }, || {
+            format!("wait {}", event_name(event))
+        });
+    }
+
+    fn poll(&mut self, tick: u64) {
+        self.polled_tick = tick;
+        loop {
+            let mut progressed = false;
+            for index in 0..self.streams.len() {
+                loop {
+                    let runnable = match self.streams[index].queue.front() {
+                        Some(op) if op.ready_at <= tick => match op.kind {
+                            OpKind::Wait { event } => self.event_passed(event),
+                            _ => true,
+                        },
+                        _ => false,
+                    };
+                    if !runnable {
+                        break;
+                    }
+                    let Some(op) = self.streams[index].queue.pop_front() else {
+                        break;
+                    };
+                    self.execute(index, op.kind);
+                    let s = &mut self.streams[index];
+                    s.completed += 1;
+                    let done = SimCall::Complete {
+                        stream: DeviceStream(index as u32),
+                        op: s.completed,
+                    };
+                    // Completions belong to the tick being polled.
+                    if self.config.record {
+                        self.log.push((tick, done));
+                    }
+                    progressed = true;
+                }
+            }
+            if !progressed {
+                break;
+            }
+        }
+    }
+
+    fn event_done(&mut self, event: DeviceEvent) -> bool {
+        self.event_passed(event)
+    }
+
+    fn take_read(&mut self, ticket: ReadTicket) -> Option<Vec<u8>> {
+        self.reads.remove(&ticket)
+    }
+
+    fn take_fault(&mut self, stream: DeviceStream) -> Option<Error> {
+        self.streams.get_mut(stream.0 as usize)?.fault.take()
+    }
+}

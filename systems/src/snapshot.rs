@@ -1,0 +1,189 @@
+//! `Runtime::snapshot()`: the tick, streams, tasks, in-flight work, handles and memory as
+//! stable text sorted by ids, so that `insta` snapshots read like a report.
+
+use crate::memory::MemoryPool;
+use crate::world::*;
+use bevy_ecs::prelude::*;
+use std::collections::HashMap;
+use std::fmt::Write;
+
+/// Renders the world.
+pub fn render(world: &mut World) -> String {
+    let mut out = String::new();
+    let tick = world.resource::<TickCounter>().0;
+    let _ = writeln!(out, "tick {tick}");
+
+    let slot_of: HashMap<Entity, usize> = world
+        .query::<(Entity, &Stream)>()
+        .iter(world)
+        .map(|(e, s)| (e, s.slot))
+        .collect();
+    let slot = |e: &Entity| slot_of.get(e).map_or("?".to_string(), |s| format!("s{s}"));
+    let handle_of: HashMap<Entity, String> = world
+        .query::<(Entity, &HandleRecord)>()
+        .iter(world)
+        .map(|(e, h)| (e, h.id.to_string()))
+        .collect();
+    let handle = |e: &Entity| handle_of.get(e).cloned().unwrap_or_else(|| "?".to_string());
+
+    let _ = writeln!(out, "streams:");
+    let mut streams: Vec<_> = world
+        .query::<(
+            &Stream,
+            &StreamCursor,
+            &SubmittedCursor,
+            &LastSynced,
+            &TaskQueue,
+            &StreamFault,
+        )>()
+        .iter(world)
+        .map(|(s, c, sub, synced, q, f)| {
+            let synced: Vec<String> = synced.0.iter().map(|(s, c)| format!("s{s}@{c}")).collect();
+            let fault = f.0.as_ref().map_or("-".to_string(), |e| e.to_string());
+            (
+                s.slot,
+                format!(
+                    "  s{} ({:?}, {}) cursor {} submitted {} queued {} synced [{}] fault {}",
+                    s.slot,
+                    s.role,
+                    s.id,
+                    c.0,
+                    sub.0,
+                    q.tasks.len(),
+                    synced.join(", "),
+                    fault
+                ),
+            )
+        })
+        .collect();
+    streams.sort();
+    for (_, line) in streams {
+        let _ = writeln!(out, "{line}");
+    }
+
+    let _ = writeln!(out, "tasks:");
+    let mut tasks: Vec<_> = world
+        .query::<&Task>()
+        .iter(world)
+        .map(|t| {
+            let bindings: Vec<String> = t.bindings.iter().map(|b| handle(&b.handle)).collect();
+            let waits: Vec<String> = t
+                .waits
+                .iter()
+                .map(|(s, c)| format!("{}@{c}", slot(s)))
+                .collect();
+            (
+                t.seq,
+                format!(
+                    "  #{} {}@{} {} [{}] waits [{}]",
+                    t.seq,
+                    slot(&t.stream),
+                    t.cursor,
+                    t.work
+                        .as_ref()
+                        .map_or("submitted".to_string(), TaskWork::label),
+                    bindings.join(", "),
+                    waits.join(", ")
+                ),
+            )
+        })
+        .collect();
+    tasks.sort_by_key(|(seq, _)| *seq);
+    for (_, line) in tasks {
+        let _ = writeln!(out, "{line}");
+    }
+
+    let _ = writeln!(out, "in flight:");
+    let mut flight: Vec<String> = world
+        .query::<&PendingRead>()
+        .iter(world)
+        .map(|r| {
+            let waiting = r.tickets.iter().filter(|t| t.is_some()).count();
+            format!(
+                "  read on {} waiting for {waiting}/{} bindings",
+                slot(&r.stream),
+                r.tickets.len()
+            )
+        })
+        .collect();
+    flight.extend(
+        world
+            .query::<&PendingSync>()
+            .iter(world)
+            .map(|s| format!("  sync on {} until event {}", slot(&s.stream), s.event.0)),
+    );
+    flight.extend(world.query::<&PendingGc>().iter(world).map(|g| {
+        let mut handles: Vec<String> = g.handles.iter().map(&handle).collect();
+        handles.sort();
+        let events: Vec<String> = g.events.iter().map(|e| e.0.to_string()).collect();
+        format!(
+            "  gc of [{}] until events [{}]",
+            handles.join(", "),
+            events.join(", ")
+        )
+    }));
+    flight.sort();
+    for line in flight {
+        let _ = writeln!(out, "{line}");
+    }
+
+    let _ = writeln!(out, "handles:");
+    let mut handles: Vec<_> = world
+        .query::<(
+            &HandleRecord,
+            &Allocation,
+            &Owner,
+            &Uses,
+            Has<Released>,
+            Has<AwaitingGc>,
+        )>()
+        .iter(world)
+        .map(|(record, allocation, owner, uses, released, awaiting)| {
+            let memory = match allocation {
+                Allocation::Slice { slice, .. } => format!("slice {slice:?}"),
+                Allocation::Failed(e) => format!("failed ({e})"),
+            };
+            let mut uses: Vec<String> = uses
+                .0
+                .iter()
+                .map(|(s, c)| format!("{}@{c}", slot(s)))
+                .collect();
+            uses.sort();
+            let state = match (released, awaiting) {
+                (false, _) => "live",
+                (true, false) => "released",
+                (true, true) => "released, awaiting gc",
+            };
+            (
+                record.id,
+                format!(
+                    "  {} {}B {} written {}@{} uses [{}] {}",
+                    record.id,
+                    record.size,
+                    memory,
+                    slot(&owner.stream),
+                    owner.cursor,
+                    uses.join(", "),
+                    state
+                ),
+            )
+        })
+        .collect();
+    handles.sort_by_key(|(id, _)| *id);
+    for (_, line) in handles {
+        let _ = writeln!(out, "{line}");
+    }
+
+    let pool = world.resource::<MemoryPool>();
+    let usage = pool.usage();
+    let _ = writeln!(
+        out,
+        "memory: allocs {} in use {}B padding {}B reserved {}B free slices {}",
+        usage.number_allocs,
+        usage.bytes_in_use,
+        usage.bytes_padding,
+        usage.bytes_reserved,
+        pool.free_slices()
+    );
+    out
+}

@@ -1,0 +1,163 @@
+//! Stage 6, GC reclamation: lets the device progress, completes reads and syncs whose work has
+//! run (reporting a stream's fault on them), pins released handles behind an event on every
+//! stream that used them, returns their memory once those events pass, and runs requested
+//! cleanups. Owns `PendingRead`, `PendingSync` and `PendingGc`. Never blocks.
+
+use crate::backend::{Backend, DeviceEvent};
+use crate::memory::MemoryPool;
+use crate::world::*;
+use bevy_ecs::prelude::*;
+use smallvec::SmallVec;
+
+/// Lets the device make progress and collects faults onto their streams.
+pub fn poll_device<B: Backend>(
+    tick: Res<TickCounter>,
+    mut device: ResMut<Device<B>>,
+    mut streams: Query<(&Stream, &mut StreamFault)>,
+) {
+    device.0.poll(tick.0);
+    for (stream, mut fault) in &mut streams {
+        if let Some(error) = device.0.take_fault(stream.device) {
+            tracing::warn!(target: "gpuworld::stream", slot = stream.slot, %error, "device fault");
+            fault.0.get_or_insert(error);
+        }
+    }
+}
+
+/// Replies to reads whose bytes have all arrived.
+pub fn complete_reads<B: Backend>(
+    mut commands: Commands,
+    mut device: ResMut<Device<B>>,
+    mut reads: Query<(Entity, &mut PendingRead)>,
+    mut faults: Query<&mut StreamFault>,
+) {
+    for (entity, mut read) in &mut reads {
+        let read = read.as_mut();
+        for (slot, ticket) in read.tickets.iter_mut().enumerate() {
+            if let Some(t) = *ticket
+                && let Some(bytes) = device.0.take_read(t)
+            {
+                read.bytes[slot] = bytes;
+                *ticket = None;
+            }
+        }
+        if read.tickets.iter().any(Option::is_some) {
+            continue;
+        }
+        let fault = faults
+            .get_mut(read.stream)
+            .ok()
+            .and_then(|mut f| f.0.take());
+        let result = match fault {
+            Some(error) => Err(error),
+            None => Ok(std::mem::take(&mut read.bytes)),
+        };
+        if let Some(reply) = read.reply.take() {
+            let _ = reply.send(result);
+        }
+        commands.entity(entity).despawn();
+    }
+}
+
+/// Replies to syncs whose event has passed.
+pub fn complete_syncs<B: Backend>(
+    mut commands: Commands,
+    mut device: ResMut<Device<B>>,
+    mut syncs: Query<(Entity, &mut PendingSync)>,
+    mut faults: Query<&mut StreamFault>,
+) {
+    for (entity, mut sync) in &mut syncs {
+        if !device.0.event_done(sync.event) {
+            continue;
+        }
+        let fault = faults
+            .get_mut(sync.stream)
+            .ok()
+            .and_then(|mut f| f.0.take());
+        if let Some(reply) = sync.reply.take() {
+            let _ = reply.send(fault.map_or(Ok(()), Err));
+        }
+        commands.entity(entity).despawn();
+    }
+}
+
+/// Pins released handles whose last uses were submitted behind one event per using stream.
+pub fn pin_released_memory<B: Backend>(
+    mut commands: Commands,
+    mut device: ResMut<Device<B>>,
+    released: Query<(Entity, &Uses), (With<Released>, Without<AwaitingGc>)>,
+    streams: Query<(&Stream, &SubmittedCursor)>,
+) {
+    let mut events: SmallVec<[(Entity, DeviceEvent); 4]> = SmallVec::new();
+    let mut handles = Vec::new();
+    for (entity, uses) in &released {
+        // Work still queued would run after an event flushed now: wait for its submission.
+        let all_submitted = uses.0.iter().all(|&(stream, cursor)| {
+            streams
+                .get(stream)
+                .is_ok_and(|(_, submitted)| submitted.0 >= cursor)
+        });
+        if !all_submitted {
+            continue;
+        }
+        for &(stream, _) in &uses.0 {
+            if events.iter().any(|(s, _)| *s == stream) {
+                continue;
+            }
+            if let Ok((info, _)) = streams.get(stream) {
+                events.push((stream, device.0.flush(info.device)));
+            }
+        }
+        commands.entity(entity).insert(AwaitingGc);
+        handles.push(entity);
+    }
+    if !handles.is_empty() {
+        tracing::trace!(target: "gpuworld::memory", handles = handles.len(), "released memory pinned behind events");
+        commands.spawn(PendingGc {
+            events: events.into_iter().map(|(_, e)| e).collect(),
+            handles,
+        });
+    }
+}
+
+/// Returns the memory of pinned handles whose events have all passed.
+pub fn reclaim_finished_gc<B: Backend>(
+    mut commands: Commands,
+    mut device: ResMut<Device<B>>,
+    mut pool: ResMut<MemoryPool>,
+    mut index: ResMut<HandleIndex>,
+    mut stats: ResMut<Stats>,
+    gcs: Query<(Entity, &PendingGc)>,
+    handles: Query<(&HandleRecord, &Allocation)>,
+) {
+    for (entity, gc) in &gcs {
+        if !gc.events.iter().all(|&e| device.0.event_done(e)) {
+            continue;
+        }
+        for &handle in &gc.handles {
+            if let Ok((record, allocation)) = handles.get(handle) {
+                if let Allocation::Slice { slice, .. } = allocation
+                    && let Err(error) = pool.release(*slice)
+                {
+                    tracing::error!(target: "gpuworld::memory", %error, "reclaiming a slice failed");
+                }
+                index.0.remove(&record.id);
+                stats.handles_reclaimed += 1;
+            }
+            commands.entity(handle).despawn();
+        }
+        commands.entity(entity).despawn();
+    }
+}
+
+/// Returns free memory to the device when a cleanup was requested.
+pub fn cleanup_memory<B: Backend>(
+    mut requested: ResMut<CleanupRequested>,
+    mut pool: ResMut<MemoryPool>,
+    mut device: ResMut<Device<B>>,
+) {
+    if std::mem::take(&mut requested.0) {
+        pool.cleanup(&mut device.0);
+        tracing::debug!(target: "gpuworld::memory", reserved = pool.usage().bytes_reserved, "memory cleanup");
+    }
+}

@@ -1,0 +1,231 @@
+//! Stage 5, interleave: hands the ready queues to the backend, `Interleave` (round-robin, one
+//! task per stream) or `Sequential` (stream after stream). Before a task that must wait on
+//! another stream, that stream's work up to the needed cursor is submitted and flushed to an
+//! event the consumer waits on. Owns `SubmittedCursor`; turns reads and syncs into in-flight
+//! entities.
+
+use crate::backend::{Backend, DeviceStream, Region};
+use crate::error::Error;
+use crate::world::*;
+use bevy_ecs::prelude::*;
+use smallvec::SmallVec;
+
+/// Submits every ready queue to the backend.
+pub fn submit_ready_queues<B: Backend>(
+    mut commands: Commands,
+    config: Res<RuntimeConfig>,
+    mut device: ResMut<Device<B>>,
+    mut stats: ResMut<Stats>,
+    mut tasks: Query<&'static mut Task>,
+    mut streams: StreamQuery,
+) {
+    let mut ready: SmallVec<[(usize, Entity); 8]> = streams
+        .iter()
+        .filter(|(_, queue, _, _)| queue.flush_through.is_some())
+        .map(|(stream, ..)| (stream.slot, stream.entity))
+        .collect();
+    if ready.is_empty() {
+        return;
+    }
+    ready.sort_unstable();
+    let mut submitter = Submitter {
+        device: &mut device.0,
+        stats: &mut stats,
+        tasks: &mut tasks,
+        streams: &mut streams,
+        in_flight: Vec::new(),
+        submitted: Vec::new(),
+    };
+    match config.strategy {
+        SchedulingStrategy::Sequential => {
+            for &(_, stream) in &ready {
+                while submitter.submit_next(stream) {}
+            }
+        }
+        SchedulingStrategy::Interleave => loop {
+            let mut progressed = false;
+            for &(_, stream) in &ready {
+                progressed |= submitter.submit_next(stream);
+            }
+            if !progressed {
+                break;
+            }
+        },
+    }
+    let Submitter {
+        in_flight,
+        submitted,
+        ..
+    } = submitter;
+    for entity in submitted {
+        commands.entity(entity).despawn();
+    }
+    for work in in_flight {
+        match work {
+            InFlight::Read(read) => commands.spawn(read),
+            InFlight::Sync(sync) => commands.spawn(sync),
+        };
+    }
+}
+
+enum InFlight {
+    Read(PendingRead),
+    Sync(PendingSync),
+}
+
+type StreamQuery<'w, 's> = Query<
+    'w,
+    's,
+    (
+        &'static Stream,
+        &'static mut TaskQueue,
+        &'static mut SubmittedCursor,
+        &'static mut StreamFault,
+    ),
+>;
+
+/// Submits tasks in order, collecting what must be spawned or despawned afterwards.
+struct Submitter<'a, 'tw, 'ts, 'sw, 'ss, B: Backend> {
+    device: &'a mut B,
+    stats: &'a mut Stats,
+    tasks: &'a mut Query<'tw, 'ts, &'static mut Task>,
+    streams: &'a mut StreamQuery<'sw, 'ss>,
+    in_flight: Vec<InFlight>,
+    submitted: Vec<Entity>,
+}
+
+impl<B: Backend> Submitter<'_, '_, '_, '_, '_, B> {
+    /// Submits the next task of `stream` if the queue must reach it this tick.
+    fn submit_next(&mut self, stream: Entity) -> bool {
+        let Ok((info, mut queue, _, _)) = self.streams.get_mut(stream) else {
+            return false;
+        };
+        let device_stream = info.device;
+        let Some(through) = queue.flush_through else {
+            return false;
+        };
+        let next = queue
+            .tasks
+            .front()
+            .copied()
+            .filter(|&task| self.tasks.get(task).is_ok_and(|t| t.cursor <= through));
+        let Some(task) = next else {
+            queue.flush_through = None;
+            return false;
+        };
+        queue.tasks.pop_front();
+        self.submit(task, stream, device_stream);
+        true
+    }
+
+    /// Submits `stream`'s queue up to `cursor`, so that an event flushed afterwards covers it.
+    fn submit_through(&mut self, stream: Entity, cursor: u64) {
+        loop {
+            let Ok((info, mut queue, submitted, _)) = self.streams.get_mut(stream) else {
+                return;
+            };
+            if submitted.0 >= cursor {
+                return;
+            }
+            let device_stream = info.device;
+            let Some(task) = queue.tasks.pop_front() else {
+                return;
+            };
+            self.submit(task, stream, device_stream);
+        }
+    }
+
+    fn submit(&mut self, entity: Entity, stream: Entity, device_stream: DeviceStream) {
+        let Ok(mut task) = self.tasks.get_mut(entity) else {
+            return;
+        };
+        let waits = std::mem::take(&mut task.waits);
+        let work = task.work.take();
+        let bindings = std::mem::take(&mut task.bindings);
+        let cursor = task.cursor;
+        for (origin, origin_cursor) in waits {
+            self.submit_through(origin, origin_cursor);
+            if let Ok((origin_info, ..)) = self.streams.get(origin) {
+                let event = self.device.flush(origin_info.device);
+                self.device.wait_event(device_stream, event);
+                tracing::debug!(
+                    target: "gpuworld::stream",
+                    consumer = ?device_stream, origin = origin_info.slot, ?event,
+                    "stream waits on origin's event"
+                );
+            }
+        }
+        match work {
+            Some(TaskWork::Write(data)) => {
+                if let Some(dst) = bindings.first() {
+                    self.stats.bytes_written += data.len() as u64;
+                    self.device.write(device_stream, dst.region, data);
+                }
+            }
+            Some(TaskWork::Launch {
+                kernel,
+                count,
+                scalars,
+                mode,
+            }) => {
+                if kernel.has_source(B::SOURCE) {
+                    let buffers: SmallVec<[Region; 4]> = bindings
+                        .iter()
+                        .take(kernel.buffers)
+                        .map(|b| b.region)
+                        .collect();
+                    self.device
+                        .launch(device_stream, kernel, count, &buffers, &scalars, mode);
+                    self.stats.launches += 1;
+                } else {
+                    self.fault(
+                        stream,
+                        Error::MissingKernelSource {
+                            kernel: kernel.name,
+                            backend: B::NAME,
+                        },
+                    );
+                }
+            }
+            Some(TaskWork::Read(reply)) => {
+                let tickets = bindings
+                    .iter()
+                    .map(|b| {
+                        self.stats.bytes_read += b.region.size;
+                        Some(self.device.read(device_stream, b.region))
+                    })
+                    .collect();
+                self.in_flight.push(InFlight::Read(PendingRead {
+                    stream,
+                    tickets,
+                    bytes: vec![Vec::new(); bindings.len()],
+                    reply: Some(reply),
+                }));
+            }
+            Some(TaskWork::Flush) => {
+                self.device.flush(device_stream);
+            }
+            Some(TaskWork::Sync(reply)) => {
+                let event = self.device.flush(device_stream);
+                self.in_flight.push(InFlight::Sync(PendingSync {
+                    stream,
+                    event,
+                    reply: Some(reply),
+                }));
+            }
+            None => {}
+        }
+        self.stats.tasks_submitted += 1;
+        if let Ok((_, _, mut submitted, _)) = self.streams.get_mut(stream) {
+            submitted.0 = submitted.0.max(cursor);
+        }
+        self.submitted.push(entity);
+    }
+
+    fn fault(&mut self, stream: Entity, error: Error) {
+        tracing::warn!(target: "gpuworld::stream", %error, "fault recorded on stream");
+        if let Ok((_, _, _, mut fault)) = self.streams.get_mut(stream) {
+            fault.0.get_or_insert(error);
+        }
+    }
+}

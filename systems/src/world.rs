@@ -1,0 +1,335 @@
+//! The world model: the components of streams, handles, tasks, pending reads and pending GCs, and
+//! the runtime's resources. Stages own the behaviour; this module only names the state.
+
+use crate::backend::{
+    Backend, DeviceEvent, DeviceStream, LaunchCount, ReadTicket, Region, StorageId,
+};
+use crate::error::{Error, Result};
+use crate::ids::{HandleId, StreamId};
+use crate::inbox::{Inbox, ReadReply, Reply};
+use crate::kernel::{ExecutionMode, Kernel};
+use crate::memory::SliceKey;
+use bevy_ecs::prelude::*;
+use smallvec::SmallVec;
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+
+// ---- streams ----
+
+/// What a stream is for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum StreamRole {
+    /// User work.
+    Compute,
+}
+
+/// A stream entity: the slot it occupies and the user stream that opened it.
+#[derive(Component, Debug)]
+pub struct Stream {
+    /// The first user stream mapped to this slot.
+    pub id: StreamId,
+    /// The slot (user stream number modulo the slot count).
+    pub slot: usize,
+    /// What it is for.
+    pub role: StreamRole,
+    /// The backend's stream.
+    pub device: DeviceStream,
+    /// This stream's own entity.
+    pub entity: Entity,
+}
+
+/// Number of tasks ever assigned to the stream; a task's cursor is the count after it.
+#[derive(Component, Debug, Default)]
+pub struct StreamCursor(pub u64);
+
+/// Cursor of the last task handed to the backend.
+#[derive(Component, Debug, Default)]
+pub struct SubmittedCursor(pub u64);
+
+/// For each origin slot, the origin cursor this stream has waited for.
+#[derive(Component, Debug, Default)]
+pub struct LastSynced(pub SmallVec<[(usize, u64); 4]>);
+
+impl LastSynced {
+    /// The cursor synced with `slot`, if ever.
+    pub fn get(&self, slot: usize) -> Option<u64> {
+        self.0.iter().find(|(s, _)| *s == slot).map(|(_, c)| *c)
+    }
+
+    /// Records a sync with `slot` at `cursor` (never moves backwards).
+    pub fn record(&mut self, slot: usize, cursor: u64) {
+        match self.0.iter_mut().find(|(s, _)| *s == slot) {
+            Some((_, c)) => *c = (*c).max(cursor),
+            None => {
+                self.0.push((slot, cursor));
+                self.0.sort_unstable();
+            }
+        }
+    }
+}
+
+/// Tasks assigned to the stream and not yet handed to the backend, in order.
+#[derive(Component, Debug, Default)]
+pub struct TaskQueue {
+    /// The queued task entities.
+    pub tasks: VecDeque<Entity>,
+    /// The queue must be submitted at this tick (a flush, sync, read or another stream needs it).
+    pub flush_through: Option<u64>,
+}
+
+/// A fault raised on the stream, kept until the next read or sync on it reports it.
+#[derive(Component, Debug, Default)]
+pub struct StreamFault(pub Option<Error>);
+
+// ---- handles ----
+
+/// A handle entity: the allocation behind a user [`crate::Handle`].
+#[derive(Component, Debug)]
+pub struct HandleRecord {
+    /// The user-visible id.
+    pub id: HandleId,
+    /// Requested size in bytes.
+    pub size: u64,
+}
+
+/// Where a handle's bytes live, or why they don't.
+#[derive(Component, Debug)]
+pub enum Allocation {
+    /// A pool slice.
+    Slice {
+        /// The pool key.
+        slice: SliceKey,
+        /// The backend buffer.
+        storage: StorageId,
+    },
+    /// The allocation failed; every use reports this error.
+    Failed(Error),
+}
+
+/// The stream and cursor of the last task that wrote the handle.
+#[derive(Component, Debug, Clone, Copy)]
+pub struct Owner {
+    /// The stream entity.
+    pub stream: Entity,
+    /// That stream's cursor at the write.
+    pub cursor: u64,
+}
+
+/// For each stream that used the handle, the cursor of its last use.
+#[derive(Component, Debug, Default)]
+pub struct Uses(pub SmallVec<[(Entity, u64); 2]>);
+
+impl Uses {
+    /// Records a use on `stream` at `cursor`.
+    pub fn record(&mut self, stream: Entity, cursor: u64) {
+        match self.0.iter_mut().find(|(s, _)| *s == stream) {
+            Some((_, c)) => *c = (*c).max(cursor),
+            None => self.0.push((stream, cursor)),
+        }
+    }
+}
+
+/// Every clone of the user handle was dropped; the memory goes back once the device is done.
+#[derive(Component, Debug)]
+pub struct Released;
+
+/// A released handle whose reclamation waits on a pending-GC entity.
+#[derive(Component, Debug)]
+pub struct AwaitingGc;
+
+// ---- tasks ----
+
+/// One binding of a task, resolved to device memory.
+#[derive(Clone, Copy, Debug)]
+pub struct TaskBinding {
+    /// The handle entity.
+    pub handle: Entity,
+    /// The bytes it covers.
+    pub region: Region,
+    /// Whether the task may write it.
+    pub writes: bool,
+}
+
+/// What a task does.
+pub enum TaskWork {
+    /// Copy host bytes into the first binding.
+    Write(Vec<u8>),
+    /// Run a kernel over the bindings.
+    Launch {
+        /// The kernel.
+        kernel: Kernel,
+        /// Its cube count (dynamic counts name device memory).
+        count: LaunchCount,
+        /// Its scalars.
+        scalars: SmallVec<[u32; 4]>,
+        /// Checked or unchecked.
+        mode: ExecutionMode,
+    },
+    /// Copy the bindings back to the host.
+    Read(Reply<ReadReply>),
+    /// Submit the stream's work.
+    Flush,
+    /// Reply once the stream's work has run.
+    Sync(Reply<Result<()>>),
+}
+
+impl TaskWork {
+    /// Short name for logs and snapshots.
+    pub fn label(&self) -> String {
+        match self {
+            TaskWork::Write(data) => format!("write {}B", data.len()),
+            TaskWork::Launch { kernel, .. } => format!("launch {}", kernel.name),
+            TaskWork::Read(_) => "read".to_string(),
+            TaskWork::Flush => "flush".to_string(),
+            TaskWork::Sync(_) => "sync".to_string(),
+        }
+    }
+}
+
+/// A task entity: work on a stream, in submission order.
+#[derive(Component)]
+pub struct Task {
+    /// Arrival order across all streams.
+    pub seq: u64,
+    /// The stream entity.
+    pub stream: Entity,
+    /// The stream's cursor for this task (assigned by alignment analysis).
+    pub cursor: u64,
+    /// What it does; taken when submitted.
+    pub work: Option<TaskWork>,
+    /// Its bindings.
+    pub bindings: SmallVec<[TaskBinding; 4]>,
+    /// Origin streams written after this stream last synced with them: (origin, cursor).
+    pub sync_needs: SmallVec<[(Entity, u64); 1]>,
+    /// Waits decided by the flush/wait stage, issued just before the task.
+    pub waits: SmallVec<[(Entity, u64); 1]>,
+}
+
+// ---- in flight ----
+
+/// A readback in flight.
+#[derive(Component)]
+pub struct PendingRead {
+    /// The stream it ran on.
+    pub stream: Entity,
+    /// One ticket per binding; `None` once its bytes arrived.
+    pub tickets: SmallVec<[Option<ReadTicket>; 2]>,
+    /// Bytes received so far, by binding.
+    pub bytes: Vec<Vec<u8>>,
+    /// Where the bytes go.
+    pub reply: Option<Reply<ReadReply>>,
+}
+
+/// A sync in flight: completes when the event has passed.
+#[derive(Component)]
+pub struct PendingSync {
+    /// The stream synced.
+    pub stream: Entity,
+    /// Completes after the stream's work.
+    pub event: DeviceEvent,
+    /// The caller's reply.
+    pub reply: Option<Reply<Result<()>>>,
+}
+
+/// Memory that may be reused once every event has passed.
+#[derive(Component, Debug)]
+pub struct PendingGc {
+    /// Events that prove the device is done.
+    pub events: SmallVec<[DeviceEvent; 2]>,
+    /// The released handle entities whose memory returns afterwards.
+    pub handles: Vec<Entity>,
+}
+
+// ---- resources ----
+
+/// The backend, as a resource.
+#[derive(Resource)]
+pub struct Device<B: Backend>(pub B);
+
+/// The client inbox.
+#[derive(Resource, Clone)]
+pub struct InboxQueue(pub Arc<Inbox>);
+
+/// What the ingest stage knows about each live handle, by id.
+#[derive(Clone, Debug)]
+pub struct HandleEntry {
+    /// The handle entity.
+    pub entity: Entity,
+    /// Its storage, or why the allocation failed.
+    pub storage: Result<StorageId>,
+    /// Whether the user dropped every clone.
+    pub released: bool,
+}
+
+/// Live handles by id.
+#[derive(Resource, Default)]
+pub struct HandleIndex(pub HashMap<HandleId, HandleEntry>);
+
+/// The stream entities by slot.
+#[derive(Resource)]
+pub struct StreamTable {
+    /// Compute stream entity per slot, created on first use.
+    pub slots: Vec<Option<Entity>>,
+}
+
+/// Tasks ingested this tick and not yet queued, in arrival order.
+#[derive(Resource, Default)]
+pub struct NewTasks {
+    /// The task entities.
+    pub tasks: Vec<Entity>,
+    /// The sequence number of the next task.
+    pub next_seq: u64,
+}
+
+/// How streams are batched and submitted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SchedulingStrategy {
+    /// Round-robin over ready streams, one task each.
+    Interleave,
+    /// Each ready stream's queue whole, one stream after another.
+    Sequential,
+}
+
+/// The runtime's settings.
+#[derive(Resource, Clone, Debug)]
+pub struct RuntimeConfig {
+    /// Number of compute stream slots.
+    pub stream_slots: usize,
+    /// A stream's queue is submitted once it holds this many tasks.
+    pub max_tasks: usize,
+    /// Submission order across ready streams.
+    pub strategy: SchedulingStrategy,
+}
+
+impl Default for RuntimeConfig {
+    fn default() -> Self {
+        RuntimeConfig {
+            stream_slots: 4,
+            max_tasks: 1,
+            strategy: SchedulingStrategy::Interleave,
+        }
+    }
+}
+
+/// The tick counter: number of completed ticks before the current one.
+#[derive(Resource, Default, Debug)]
+pub struct TickCounter(pub u64);
+
+/// Running totals for summaries.
+#[derive(Resource, Default, Debug, Clone)]
+pub struct Stats {
+    /// Kernel launches submitted.
+    pub launches: u64,
+    /// Bytes written host-to-device.
+    pub bytes_written: u64,
+    /// Bytes read device-to-host.
+    pub bytes_read: u64,
+    /// Tasks submitted to the backend.
+    pub tasks_submitted: u64,
+    /// Handles whose memory went back to the pool.
+    pub handles_reclaimed: u64,
+}
+
+/// A request from the client to return free memory to the device this tick.
+#[derive(Resource, Default)]
+pub struct CleanupRequested(pub bool);
