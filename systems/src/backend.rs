@@ -9,6 +9,17 @@ use crate::kernel::{ExecutionMode, Kernel, SourceKind};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct StorageId(pub u64);
 
+impl std::fmt::Display for StorageId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Host backends pack a generational key as (version << 32) | index.
+        let (index, version) = (self.0 & 0xffff_ffff, self.0 >> 32);
+        match version {
+            0 | 1 => write!(f, "storage#{index}"),
+            _ => write!(f, "storage#{index}v{version}"),
+        }
+    }
+}
+
 /// A byte range of one storage buffer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Region {
@@ -72,6 +83,8 @@ pub trait Backend: Send + Sync + 'static {
 
     /// The device's properties.
     fn properties(&self) -> DeviceProperties;
+    /// Called first in every tick with the tick's number.
+    fn begin_tick(&mut self, _tick: u64) {}
     /// Reserves a buffer of `size` bytes.
     fn allocate(&mut self, size: u64) -> Result<StorageId, AllocError>;
     /// Returns a buffer to the device; the runtime guarantees no work uses it any more.

@@ -1,5 +1,5 @@
 //! The sim backend: a deterministic virtual device for tick-stepped tests. Work submitted during
-//! tick `t` completes at tick `t + latency_ticks`, in stream order, and runs the CPU sources of
+//! tick `t` completes in the GC stage of tick `t + latency_ticks`, in stream order, and runs the CPU sources of
 //! kernels, so reads return real data. Every backend call and completion is recorded in a log.
 
 use crate::backend::*;
@@ -67,10 +67,10 @@ impl fmt::Display for SimCall {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             SimCall::Allocate { storage, size } => {
-                write!(f, "allocate storage {} ({size}B)", storage.0)
+                write!(f, "allocate {storage} ({size}B)")
             }
             SimCall::AllocateRefused { size } => write!(f, "allocate {size}B refused"),
-            SimCall::Deallocate { storage } => write!(f, "deallocate storage {}", storage.0),
+            SimCall::Deallocate { storage } => write!(f, "deallocate {storage}"),
             SimCall::CreateStream { stream, id } => write!(f, "create d{} for {id}", stream.0),
             SimCall::Enqueue { stream, op, what } => write!(f, "d{} op {op}: {what}", stream.0),
             SimCall::Flush { stream, event } => {
@@ -143,7 +143,7 @@ pub struct SimBackend {
     streams: Vec<SimStream>,
     reads: HashMap<ReadTicket, Vec<u8>>,
     next_ticket: u64,
-    polled_tick: u64,
+    tick: u64,
     log: Vec<(u64, SimCall)>,
 }
 
@@ -156,7 +156,7 @@ impl SimBackend {
             streams: Vec::new(),
             reads: HashMap::new(),
             next_ticket: 0,
-            polled_tick: 0,
+            tick: 0,
             log: Vec::new(),
         }
     }
@@ -184,20 +184,14 @@ impl SimBackend {
         self.memory.allocated()
     }
 
-    fn now(&self) -> u64 {
-        // Calls between poll(t-1) and poll(t) belong to tick t.
-        self.polled_tick + 1
-    }
-
     fn record(&mut self, call: SimCall) {
         if self.config.record {
-            let now = self.now();
-            self.log.push((now, call));
+            self.log.push((self.tick, call));
         }
     }
 
     fn enqueue(&mut self, stream: DeviceStream, kind: OpKind, what: impl FnOnce() -> String) {
-        let ready_at = self.now() + self.config.latency_ticks;
+        let ready_at = self.tick + self.config.latency_ticks;
         let Some(s) = self.streams.get_mut(stream.0 as usize) else {
             return;
         };
@@ -347,7 +341,7 @@ impl Backend for SimBackend {
     fn write(&mut self, stream: DeviceStream, dst: Region, data: Vec<u8>) {
         let len = data.len();
         self.enqueue(stream, OpKind::Write { dst, data }, || {
-            format!("write {len}B to storage {}+{}", dst.storage.0, dst.offset)
+            format!("write {len}B to {}+{}", dst.storage, dst.offset)
         });
     }
 
@@ -370,21 +364,13 @@ impl Backend for SimBackend {
         self.enqueue(stream, kind, || {
             let regions: Vec<String> = buffers
                 .iter()
-                .map(|r| {
-                    format!(
-                        "storage {}+{}..{}",
-                        r.storage.0,
-                        r.offset,
-                        r.offset + r.size
-                    )
-                })
+                .map(|r| format!("{}+{}..{}", r.storage, r.offset, r.offset + r.size))
                 .collect();
-            format!(
-                "launch {} {:?} [{}]",
-                kernel.name,
-                count,
-                regions.join(", ")
-            )
+            let cubes = match count {
+                LaunchCount::Static([x, y, z]) => format!("{x}x{y}x{z}"),
+                LaunchCount::Dynamic(r) => format!("dynamic from {}+{}", r.storage, r.offset),
+            };
+            format!("launch {} {cubes} [{}]", kernel.name, regions.join(", "))
         });
     }
 
@@ -393,8 +379,8 @@ impl Backend for SimBackend {
         self.next_ticket += 1;
         self.enqueue(stream, OpKind::Read { ticket, src }, || {
             format!(
-                "read storage {}+{}..{}",
-                src.storage.0,
+                "read {}+{}..{}",
+                src.storage,
                 src.offset,
                 src.offset + src.size
             )
@@ -419,8 +405,12 @@ impl Backend for SimBackend {
         });
     }
 
+    fn begin_tick(&mut self, tick: u64) {
+        self.tick = tick;
+    }
+
     fn poll(&mut self, tick: u64) {
-        self.polled_tick = tick;
+        self.tick = tick;
         loop {
             let mut progressed = false;
             for index in 0..self.streams.len() {
@@ -445,10 +435,7 @@ impl Backend for SimBackend {
                         stream: DeviceStream(index as u32),
                         op: s.completed,
                     };
-                    // Completions belong to the tick being polled.
-                    if self.config.record {
-                        self.log.push((tick, done));
-                    }
+                    self.record(done);
                     progressed = true;
                 }
             }

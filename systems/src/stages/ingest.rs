@@ -15,6 +15,8 @@ use smallvec::SmallVec;
 
 /// Drains the inbox into entities.
 pub fn ingest_commands<B: Backend>(world: &mut World, mut drained: Local<Vec<Command>>) {
+    let tick = world.resource::<TickCounter>().0;
+    world.resource_mut::<Device<B>>().0.begin_tick(tick);
     let inbox = world.resource::<InboxQueue>().0.clone();
     inbox.drain_into(&mut drained);
     for command in drained.drain(..) {
