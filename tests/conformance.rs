@@ -1,0 +1,68 @@
+//! The backend conformance suite: the same cases on every backend built into this test binary.
+//! A backend is added with one `conformance!` line.
+
+mod common;
+mod conformance {
+    pub mod cases;
+}
+
+use conformance::cases;
+
+macro_rules! conformance {
+    ($backend:ident, $make:expr) => {
+        mod $backend {
+            use super::cases;
+
+            macro_rules! case {
+                ($name:ident) => {
+                    #[test]
+                    fn $name() {
+                        cases::$name($make);
+                    }
+                };
+            }
+
+            case!(fill_writes_every_element);
+            case!(copy_copies_every_element);
+            case!(add_adds_elementwise);
+            case!(scale_multiplies_by_the_scalar);
+            case!(stencil_matches_the_host_reference);
+            case!(offsets_bind_only_the_sub_range);
+            case!(a_dynamic_cube_count_is_read_from_device_memory);
+            case!(a_read_of_many_bindings_returns_each_in_order);
+            case!(writes_land_in_order_with_launches);
+            case!(a_chain_of_launches_runs_in_order);
+            case!(unchecked_launches_compute_the_same);
+            case!(an_empty_handle_reads_back_empty);
+            case!(read_async_completes_as_the_runtime_ticks);
+            case!(sync_returns_after_all_work_ran);
+            case!(memory_is_reclaimed_and_returned_by_cleanup);
+        }
+    };
+}
+
+conformance!(cpu, gpuworld::cpu_client(gpuworld::Driver::Manual));
+conformance!(
+    cpu_device_thread,
+    gpuworld::cpu_client(gpuworld::Driver::DeviceThread)
+);
+conformance!(sim, gpuworld::sim_client(gpuworld::SimConfig::default()));
+conformance!(
+    sim_slow,
+    gpuworld::sim_client(gpuworld::SimConfig {
+        latency_ticks: 3,
+        ..Default::default()
+    })
+);
+conformance!(
+    sim_batched_sequential,
+    gpuworld::ComputeClient::new(
+        gpuworld::SimBackend::new(gpuworld::SimConfig::default()),
+        gpuworld::RuntimeConfig {
+            max_tasks: 8,
+            strategy: gpuworld::SchedulingStrategy::Sequential,
+            ..Default::default()
+        },
+        gpuworld::Driver::Manual,
+    )
+);

@@ -1,0 +1,283 @@
+//! The conformance cases: what every backend must do, written once, generic over the backend.
+
+use crate::common::{Pending, bytes_of, f32s};
+use gpuworld::{Backend, Bindings, ComputeClient, CubeCount, library};
+
+fn f32_handle<B: Backend>(client: &ComputeClient<B>, values: &[f32]) -> gpuworld::Handle {
+    client.create(bytes_of(values))
+}
+
+fn read_f32<B: Backend>(client: &ComputeClient<B>, handle: &gpuworld::Handle) -> Vec<f32> {
+    f32s(&client.read_one(handle).expect("read succeeds"))
+}
+
+pub fn fill_writes_every_element<B: Backend>(client: ComputeClient<B>) {
+    let len = 1000;
+    let out = client.empty(len * 4);
+    client
+        .launch(
+            &library::FILL,
+            CubeCount::covering(len, library::LINEAR_CUBE),
+            Bindings::new().buffer(&out).scalar_f32(1.25),
+        )
+        .unwrap();
+    assert_eq!(read_f32(&client, &out), vec![1.25; len as usize]);
+}
+
+pub fn copy_copies_every_element<B: Backend>(client: ComputeClient<B>) {
+    let values: Vec<f32> = (0..777).map(|i| i as f32 * 1.5).collect();
+    let src = f32_handle(&client, &values);
+    let dst = client.empty(777 * 4);
+    client
+        .launch(
+            &library::COPY,
+            CubeCount::covering(777, library::LINEAR_CUBE),
+            Bindings::new().buffer(&src).buffer(&dst),
+        )
+        .unwrap();
+    assert_eq!(read_f32(&client, &dst), values);
+}
+
+pub fn add_adds_elementwise<B: Backend>(client: ComputeClient<B>) {
+    let a: Vec<f32> = (0..600).map(|i| i as f32).collect();
+    let b: Vec<f32> = (0..600).map(|i| 1000.0 - i as f32 * 2.0).collect();
+    let (ha, hb, out) = (
+        f32_handle(&client, &a),
+        f32_handle(&client, &b),
+        client.empty(2400),
+    );
+    client
+        .launch(
+            &library::ADD,
+            CubeCount::covering(600, library::LINEAR_CUBE),
+            Bindings::new().buffer(&ha).buffer(&hb).buffer(&out),
+        )
+        .unwrap();
+    let expected: Vec<f32> = a.iter().zip(&b).map(|(x, y)| x + y).collect();
+    assert_eq!(read_f32(&client, &out), expected);
+}
+
+pub fn scale_multiplies_by_the_scalar<B: Backend>(client: ComputeClient<B>) {
+    let x: Vec<f32> = (0..300).map(|i| i as f32 - 150.0).collect();
+    let (hx, out) = (f32_handle(&client, &x), client.empty(1200));
+    client
+        .launch(
+            &library::SCALE,
+            CubeCount::covering(300, library::LINEAR_CUBE),
+            Bindings::new().buffer(&hx).buffer(&out).scalar_f32(-0.5),
+        )
+        .unwrap();
+    let expected: Vec<f32> = x.iter().map(|v| v * -0.5).collect();
+    assert_eq!(read_f32(&client, &out), expected);
+}
+
+fn stencil_on_host(u: &[f32], width: usize, height: usize, alpha: f32) -> Vec<f32> {
+    let mut out = u.to_vec();
+    for y in 1..height - 1 {
+        for x in 1..width - 1 {
+            let i = y * width + x;
+            let sum = u[i - 1] + u[i + 1] + u[i - width] + u[i + width];
+            out[i] = u[i] + alpha * (sum - 4.0 * u[i]);
+        }
+    }
+    out
+}
+
+pub fn stencil_matches_the_host_reference<B: Backend>(client: ComputeClient<B>) {
+    let (width, height, alpha) = (37usize, 21usize, 0.2f32);
+    let mut field = vec![0.0f32; width * height];
+    field[10 * width + 18] = 100.0;
+    field[..width].fill(1.0);
+    let mut ping = f32_handle(&client, &field);
+    let mut pong = client.empty((width * height * 4) as u64);
+    let count = CubeCount::new_2d(
+        (width as u32).div_ceil(library::STENCIL_TILE),
+        (height as u32).div_ceil(library::STENCIL_TILE),
+    );
+    for _ in 0..5 {
+        client
+            .launch(
+                &library::STENCIL,
+                count,
+                Bindings::new()
+                    .buffer(&ping)
+                    .buffer(&pong)
+                    .scalar_u32(width as u32)
+                    .scalar_u32(height as u32)
+                    .scalar_f32(alpha),
+            )
+            .unwrap();
+        std::mem::swap(&mut ping, &mut pong);
+        field = stencil_on_host(&field, width, height, alpha);
+    }
+    let device = read_f32(&client, &ping);
+    for (i, (d, h)) in device.iter().zip(&field).enumerate() {
+        assert!(
+            (d - h).abs() <= 1e-5 * h.abs().max(1.0),
+            "cell {i}: device {d} host {h}"
+        );
+    }
+}
+
+pub fn offsets_bind_only_the_sub_range<B: Backend>(client: ComputeClient<B>) {
+    let handle = f32_handle(&client, &[0.0; 8]);
+    let middle = handle.clone().offset_start(8).offset_end(12);
+    assert_eq!(middle.size(), 12);
+    client
+        .launch(
+            &library::FILL,
+            CubeCount::new_1d(1),
+            Bindings::new().buffer(&middle).scalar_f32(7.0),
+        )
+        .unwrap();
+    assert_eq!(
+        read_f32(&client, &handle),
+        vec![0.0, 0.0, 7.0, 7.0, 7.0, 0.0, 0.0, 0.0]
+    );
+    assert_eq!(read_f32(&client, &middle), vec![7.0; 3]);
+}
+
+pub fn a_dynamic_cube_count_is_read_from_device_memory<B: Backend>(client: ComputeClient<B>) {
+    let out = client.empty(1024 * 4);
+    let count = client.create(bytemuck::cast_slice(&[2u32, 1, 1]).to_vec());
+    client
+        .launch(
+            &library::FILL,
+            CubeCount::Dynamic(count.binding()),
+            Bindings::new().buffer(&out).scalar_f32(3.0),
+        )
+        .unwrap();
+    let values = read_f32(&client, &out);
+    assert!(values[..512].iter().all(|v| *v == 3.0));
+    assert!(values[512..].iter().all(|v| *v == 0.0));
+}
+
+pub fn a_read_of_many_bindings_returns_each_in_order<B: Backend>(client: ComputeClient<B>) {
+    let handles: Vec<_> = (0..5)
+        .map(|i| f32_handle(&client, &[i as f32; 3]))
+        .collect();
+    let bindings: Vec<_> = handles.iter().map(|h| h.binding()).collect();
+    let bytes = client.read(&bindings).unwrap();
+    for (i, b) in bytes.iter().enumerate() {
+        assert_eq!(f32s(b), vec![i as f32; 3]);
+    }
+}
+
+pub fn writes_land_in_order_with_launches<B: Backend>(client: ComputeClient<B>) {
+    let handle = client.empty(16);
+    client
+        .write(&handle, &bytes_of(&[1.0, 2.0, 3.0, 4.0]))
+        .unwrap();
+    let doubled = client.empty(16);
+    client
+        .launch(
+            &library::SCALE,
+            CubeCount::new_1d(1),
+            Bindings::new()
+                .buffer(&handle)
+                .buffer(&doubled)
+                .scalar_f32(2.0),
+        )
+        .unwrap();
+    client
+        .write(&handle.clone().offset_start(4), &bytes_of(&[9.0]))
+        .unwrap();
+    assert_eq!(read_f32(&client, &doubled), vec![2.0, 4.0, 6.0, 8.0]);
+    assert_eq!(read_f32(&client, &handle), vec![1.0, 9.0, 3.0, 4.0]);
+}
+
+pub fn a_chain_of_launches_runs_in_order<B: Backend>(client: ComputeClient<B>) {
+    let mut a = f32_handle(&client, &[1.0; 64]);
+    let mut b = client.empty(256);
+    for _ in 0..20 {
+        client
+            .launch(
+                &library::SCALE,
+                CubeCount::new_1d(1),
+                Bindings::new().buffer(&a).buffer(&b).scalar_f32(2.0),
+            )
+            .unwrap();
+        std::mem::swap(&mut a, &mut b);
+    }
+    assert_eq!(read_f32(&client, &a), vec![1_048_576.0; 64]);
+}
+
+pub fn unchecked_launches_compute_the_same<B: Backend>(client: ComputeClient<B>) {
+    let x = f32_handle(&client, &[1.0, 2.0, 3.0, 4.0]);
+    let out = client.empty(16);
+    // SAFETY: scale touches exactly the 4 elements both bindings hold.
+    unsafe {
+        client
+            .launch_unchecked(
+                &library::SCALE,
+                CubeCount::new_1d(1),
+                Bindings::new().buffer(&x).buffer(&out).scalar_f32(4.0),
+            )
+            .unwrap();
+    }
+    assert_eq!(read_f32(&client, &out), vec![4.0, 8.0, 12.0, 16.0]);
+}
+
+pub fn an_empty_handle_reads_back_empty<B: Backend>(client: ComputeClient<B>) {
+    let empty = client.create(Vec::new());
+    assert_eq!(client.read_one(&empty).unwrap(), Vec::<u8>::new());
+}
+
+pub fn read_async_completes_as_the_runtime_ticks<B: Backend>(client: ComputeClient<B>) {
+    let handle = f32_handle(&client, &[5.0; 4]);
+    let mut read = Pending::new(client.read_async(&[handle.binding()]));
+    let mut ticks = 0;
+    let bytes = loop {
+        if let Some(result) = read.poll() {
+            break result.unwrap();
+        }
+        assert!(ticks < 100, "the read never completed");
+        client.tick();
+        ticks += 1;
+    };
+    assert_eq!(f32s(&bytes[0]), vec![5.0; 4]);
+}
+
+pub fn sync_returns_after_all_work_ran<B: Backend>(client: ComputeClient<B>) {
+    let out = client.empty(4096);
+    for i in 0..10 {
+        client
+            .launch(
+                &library::FILL,
+                CubeCount::new_1d(4),
+                Bindings::new().buffer(&out).scalar_f32(i as f32),
+            )
+            .unwrap();
+    }
+    client.sync().unwrap();
+    assert!(client.with_runtime(|rt| rt.stats()).launches >= 10);
+    assert_eq!(read_f32(&client, &out), vec![9.0; 1024]);
+}
+
+pub fn memory_is_reclaimed_and_returned_by_cleanup<B: Backend>(client: ComputeClient<B>) {
+    {
+        let handles: Vec<_> = (1..20).map(|i| client.empty(i * 100)).collect();
+        for h in &handles {
+            client
+                .launch(
+                    &library::FILL,
+                    CubeCount::new_1d(1),
+                    Bindings::new().buffer(h).scalar_f32(1.0),
+                )
+                .unwrap();
+        }
+        assert_eq!(client.memory_usage().number_allocs, 19);
+    }
+    client.sync().unwrap();
+    for _ in 0..10 {
+        client.tick();
+    }
+    let usage = client.memory_usage();
+    assert_eq!(
+        (usage.number_allocs, usage.bytes_in_use),
+        (0, 0),
+        "{usage:?}"
+    );
+    client.memory_cleanup();
+    assert_eq!(client.memory_usage().bytes_reserved, 0);
+}
