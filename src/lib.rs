@@ -42,3 +42,8 @@ pub fn sim_client(config: SimConfig) -> ComputeClient<SimBackend> {
         Driver::Manual,
     )
 }
+
+/// The README's examples, compiled and run as doctests so they stay true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
