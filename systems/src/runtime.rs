@@ -16,6 +16,7 @@ use std::sync::Arc;
 pub struct Runtime<B: Backend> {
     world: World,
     schedule: Schedule,
+    in_flight: InFlightQueries,
     inbox: Arc<Inbox>,
     properties: DeviceProperties,
     backend: PhantomData<fn() -> B>,
@@ -47,6 +48,7 @@ impl<B: Backend> Runtime<B> {
             panic!("gpuworld's tick schedule is invalid: {error:?}");
         }
         Runtime {
+            in_flight: InFlightQueries::new(&mut world),
             world,
             schedule,
             inbox,
@@ -121,42 +123,35 @@ impl<B: Backend> Runtime<B> {
         self.world.resource::<TuneCache>()
     }
 
-    /// Whether work is queued, in flight or waiting for reclamation.
+    /// Whether submitted work awaits the device (reads, syncs, memory pinned behind events):
+    /// ticking again makes progress. Tasks still queued wait for a flush, not for the device.
     pub fn has_work_in_flight(&mut self) -> bool {
-        let queued = self
-            .world
-            .query::<&TaskQueue>()
-            .iter(&self.world)
-            .any(|q| !q.tasks.is_empty());
-        queued
-            || self
-                .world
-                .query::<&PendingRead>()
-                .iter(&self.world)
-                .next()
-                .is_some()
-            || self
-                .world
-                .query::<&PendingSync>()
-                .iter(&self.world)
-                .next()
-                .is_some()
-            || self
-                .world
-                .query::<&PendingGc>()
-                .iter(&self.world)
-                .next()
-                .is_some()
-            || self
-                .world
-                .query_filtered::<(), (With<Released>, Without<AwaitingGc>)>()
-                .iter(&self.world)
-                .next()
-                .is_some()
+        let world = &self.world;
+        let q = &mut self.in_flight;
+        q.reads.iter(world).next().is_some()
+            || q.syncs.iter(world).next().is_some()
+            || q.gcs.iter(world).next().is_some()
     }
 
     /// The whole runtime state as stable text, sorted by ids, for snapshots.
     pub fn snapshot(&mut self) -> String {
         crate::snapshot::render(&mut self.world)
+    }
+}
+
+/// Cached queries behind [`Runtime::has_work_in_flight`], which runs after every tick.
+struct InFlightQueries {
+    reads: QueryState<(), With<PendingRead>>,
+    syncs: QueryState<(), With<PendingSync>>,
+    gcs: QueryState<(), With<PendingGc>>,
+}
+
+impl InFlightQueries {
+    fn new(world: &mut World) -> InFlightQueries {
+        InFlightQueries {
+            reads: world.query_filtered(),
+            syncs: world.query_filtered(),
+            gcs: world.query_filtered(),
+        }
     }
 }
