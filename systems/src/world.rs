@@ -34,8 +34,6 @@ pub struct Stream {
     pub role: StreamRole,
     /// The backend's stream.
     pub device: DeviceStream,
-    /// This stream's own entity.
-    pub entity: Entity,
 }
 
 /// Number of tasks ever assigned to the stream; a task's cursor is the count after it.

@@ -181,21 +181,21 @@ fn stream_entity<B: Backend>(world: &mut World, id: StreamId) -> Entity {
         return entity;
     }
     let device = world.resource_mut::<Device<B>>().0.create_stream(id);
-    let entity = world.spawn_empty().id();
-    world.entity_mut(entity).insert((
-        Stream {
-            id,
-            slot,
-            role: StreamRole::Compute,
-            device,
-            entity,
-        },
-        StreamCursor::default(),
-        SubmittedCursor::default(),
-        LastSynced::default(),
-        TaskQueue::default(),
-        StreamFault::default(),
-    ));
+    let entity = world
+        .spawn((
+            Stream {
+                id,
+                slot,
+                role: StreamRole::Compute,
+                device,
+            },
+            StreamCursor::default(),
+            SubmittedCursor::default(),
+            LastSynced::default(),
+            TaskQueue::default(),
+            StreamFault::default(),
+        ))
+        .id();
     world.resource_mut::<StreamTable>().slots[slot] = Some(entity);
     tracing::debug!(target: "gpuworld::stream", %id, slot, "stream opened");
     entity

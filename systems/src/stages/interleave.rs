@@ -21,8 +21,8 @@ pub fn submit_ready_queues<B: Backend>(
 ) {
     let mut ready: SmallVec<[(usize, Entity); 8]> = streams
         .iter()
-        .filter(|(_, queue, _, _)| queue.flush_through.is_some())
-        .map(|(stream, ..)| (stream.slot, stream.entity))
+        .filter(|(_, _, queue, _, _)| queue.flush_through.is_some())
+        .map(|(entity, stream, ..)| (stream.slot, entity))
         .collect();
     if ready.is_empty() {
         return;
@@ -77,6 +77,7 @@ type StreamQuery<'w, 's> = Query<
     'w,
     's,
     (
+        Entity,
         &'static Stream,
         &'static mut TaskQueue,
         &'static mut SubmittedCursor,
@@ -97,7 +98,7 @@ struct Submitter<'a, 'tw, 'ts, 'sw, 'ss, B: Backend> {
 impl<B: Backend> Submitter<'_, '_, '_, '_, '_, B> {
     /// Submits the next task of `stream` if the queue must reach it this tick.
     fn submit_next(&mut self, stream: Entity) -> bool {
-        let Ok((info, mut queue, _, _)) = self.streams.get_mut(stream) else {
+        let Ok((_, info, mut queue, _, _)) = self.streams.get_mut(stream) else {
             return false;
         };
         let device_stream = info.device;
@@ -121,7 +122,7 @@ impl<B: Backend> Submitter<'_, '_, '_, '_, '_, B> {
     /// Submits `stream`'s queue up to `cursor`, so that an event flushed afterwards covers it.
     fn submit_through(&mut self, stream: Entity, cursor: u64) {
         loop {
-            let Ok((info, mut queue, submitted, _)) = self.streams.get_mut(stream) else {
+            let Ok((_, info, mut queue, submitted, _)) = self.streams.get_mut(stream) else {
                 return;
             };
             if submitted.0 >= cursor {
@@ -145,7 +146,7 @@ impl<B: Backend> Submitter<'_, '_, '_, '_, '_, B> {
         let cursor = task.cursor;
         for (origin, origin_cursor) in waits {
             self.submit_through(origin, origin_cursor);
-            if let Ok((origin_info, ..)) = self.streams.get(origin) {
+            if let Ok((_, origin_info, ..)) = self.streams.get(origin) {
                 let event = self.device.flush(origin_info.device);
                 self.device.wait_event(device_stream, event);
                 tracing::debug!(
@@ -216,7 +217,7 @@ impl<B: Backend> Submitter<'_, '_, '_, '_, '_, B> {
             None => {}
         }
         self.stats.tasks_submitted += 1;
-        if let Ok((_, _, mut submitted, _)) = self.streams.get_mut(stream) {
+        if let Ok((_, _, _, mut submitted, _)) = self.streams.get_mut(stream) {
             submitted.0 = submitted.0.max(cursor);
         }
         self.submitted.push(entity);
@@ -224,7 +225,7 @@ impl<B: Backend> Submitter<'_, '_, '_, '_, '_, B> {
 
     fn fault(&mut self, stream: Entity, error: Error) {
         tracing::warn!(target: "gpuworld::stream", %error, "fault recorded on stream");
-        if let Ok((_, _, _, mut fault)) = self.streams.get_mut(stream) {
+        if let Ok((_, _, _, _, mut fault)) = self.streams.get_mut(stream) {
             fault.0.get_or_insert(error);
         }
     }
