@@ -142,3 +142,93 @@ impl MemoryPool {
         self.free_by_size.values().map(Vec::len).sum()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::{SimBackend, SimConfig};
+
+    fn device(memory_bytes: u64) -> SimBackend {
+        SimBackend::new(SimConfig {
+            memory_bytes,
+            ..Default::default()
+        })
+    }
+
+    #[test]
+    fn a_released_slice_is_reused_for_the_same_padded_size() {
+        let mut backend = device(1 << 20);
+        let mut pool = MemoryPool::new(256);
+        let (first, storage) = pool.reserve(&mut backend, 100).unwrap();
+        pool.release(first).unwrap();
+        let (second, reused) = pool.reserve(&mut backend, 200).unwrap();
+        assert_eq!(reused, storage, "200 B pads to the same 256 B slice");
+        assert_eq!(second, first);
+        assert_eq!(backend.allocated(), 256);
+        let usage = pool.usage();
+        assert_eq!(
+            (
+                usage.number_allocs,
+                usage.bytes_in_use,
+                usage.bytes_padding,
+                usage.bytes_reserved
+            ),
+            (1, 200, 56, 256)
+        );
+    }
+
+    #[test]
+    fn releasing_twice_is_a_stale_key_error() {
+        let mut backend = device(1 << 20);
+        let mut pool = MemoryPool::new(256);
+        let (key, _) = pool.reserve(&mut backend, 64).unwrap();
+        pool.release(key).unwrap();
+        assert!(matches!(pool.release(key), Err(Error::StaleHandle { .. })));
+        pool.cleanup(&mut backend);
+        assert!(matches!(pool.release(key), Err(Error::StaleHandle { .. })));
+    }
+
+    #[test]
+    fn cleanup_returns_every_free_slice_to_the_device() {
+        let mut backend = device(1 << 20);
+        let mut pool = MemoryPool::new(256);
+        let keys: Vec<_> = (1..=4)
+            .map(|i| pool.reserve(&mut backend, i * 300).unwrap().0)
+            .collect();
+        let kept = pool.reserve(&mut backend, 10).unwrap();
+        for key in keys {
+            pool.release(key).unwrap();
+        }
+        pool.cleanup(&mut backend);
+        assert_eq!(pool.usage().bytes_reserved, 256);
+        assert_eq!(backend.allocated(), 256);
+        assert_eq!(pool.free_slices(), 0);
+        pool.release(kept.0).unwrap();
+        pool.cleanup(&mut backend);
+        assert_eq!(pool.usage(), MemoryUsage::default());
+        assert_eq!(backend.allocated(), 0);
+    }
+
+    #[test]
+    fn out_of_memory_cleans_up_and_retries_once_before_failing() {
+        let mut backend = device(1024);
+        let mut pool = MemoryPool::new(256);
+        let (free_me, _) = pool.reserve(&mut backend, 512).unwrap();
+        let (_kept, _) = pool.reserve(&mut backend, 256).unwrap();
+        pool.release(free_me).unwrap();
+        // 768 B fits only once the free 512 B slice went back to the device.
+        assert!(pool.reserve(&mut backend, 768).is_ok());
+        let error = pool.reserve(&mut backend, 4096).unwrap_err();
+        assert!(
+            matches!(
+                error,
+                Error::OutOfMemory {
+                    requested: 4096,
+                    ..
+                }
+            ),
+            "{error}"
+        );
+        assert_eq!(pool.usage().bytes_in_use, 256 + 768);
+    }
+}

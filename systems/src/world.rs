@@ -331,3 +331,19 @@ pub struct Stats {
 /// A request from the client to return free memory to the device this tick.
 #[derive(Resource, Default)]
 pub struct CleanupRequested(pub bool);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn last_synced_never_moves_backwards_and_stays_sorted() {
+        let mut synced = LastSynced::default();
+        synced.record(2, 5);
+        synced.record(0, 1);
+        synced.record(2, 3);
+        assert_eq!(synced.get(2), Some(5));
+        assert_eq!(synced.get(1), None);
+        assert_eq!(synced.0.as_slice(), &[(0, 1), (2, 5)]);
+    }
+}

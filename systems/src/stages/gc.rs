@@ -81,11 +81,14 @@ pub fn complete_syncs<B: Backend>(
     }
 }
 
+/// Released handles not yet pinned behind events.
+type ReleasedUnpinned = (With<Released>, Without<AwaitingGc>);
+
 /// Pins released handles whose last uses were submitted behind one event per using stream.
 pub fn pin_released_memory<B: Backend>(
     mut commands: Commands,
     mut device: ResMut<Device<B>>,
-    released: Query<(Entity, &Uses), (With<Released>, Without<AwaitingGc>)>,
+    released: Query<(Entity, &Uses), ReleasedUnpinned>,
     streams: Query<(&Stream, &SubmittedCursor)>,
 ) {
     let mut events: SmallVec<[(Entity, DeviceEvent); 4]> = SmallVec::new();
