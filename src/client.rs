@@ -74,7 +74,8 @@ struct Shared<B: Backend> {
     inbox: Arc<gpuworld_systems::inbox::Inbox>,
     id: RuntimeId,
     properties: DeviceProperties,
-    driver: Driver,
+    /// Set for `Driver::Manual`, and when the device thread could not be started.
+    manual: AtomicBool,
 }
 
 /// Stops the device thread when the last client clone is dropped.
@@ -121,18 +122,26 @@ impl<B: Backend> ComputeClient<B> {
             properties: runtime.properties().clone(),
             runtime: Mutex::new(runtime),
             inbox: inbox.clone(),
-            driver,
+            manual: AtomicBool::new(driver == Driver::Manual),
         });
         let stop = Arc::new(AtomicBool::new(false));
         let thread = match driver {
             Driver::Manual => None,
             Driver::DeviceThread => {
-                let shared = shared.clone();
-                let stop = stop.clone();
-                std::thread::Builder::new()
+                let thread_shared = shared.clone();
+                let thread_stop = stop.clone();
+                let spawned = std::thread::Builder::new()
                     .name("gpuworld-device".into())
-                    .spawn(move || run_device_thread(&shared, &stop))
-                    .ok()
+                    .spawn(move || run_device_thread(&thread_shared, &thread_stop));
+                match spawned {
+                    Ok(thread) => Some(thread),
+                    Err(error) => {
+                        // Without a device thread nothing would tick: blocking calls tick instead.
+                        tracing::warn!(target: "gpuworld::stream", %error, "no device thread; ticking on the calling threads");
+                        shared.manual.store(true, Ordering::Release);
+                        None
+                    }
+                }
             }
         };
         ComputeClient {
@@ -156,6 +165,15 @@ impl<B: Backend> ComputeClient<B> {
         ComputeClient {
             stream: Some(stream),
             ..self.clone()
+        }
+    }
+
+    /// Who advances the runtime.
+    pub fn driver(&self) -> Driver {
+        if self.shared.manual.load(Ordering::Acquire) {
+            Driver::Manual
+        } else {
+            Driver::DeviceThread
         }
     }
 
@@ -238,6 +256,23 @@ impl<B: Backend> ComputeClient<B> {
     pub fn read_one(&self, source: impl Into<Binding>) -> Result<Vec<u8>> {
         let mut bytes = self.read(&[source.into()])?;
         bytes.pop().ok_or(Error::Disconnected)
+    }
+
+    /// Reads one binding back as elements of `T`, blocking until the bytes are there.
+    pub fn read_one_as<T: bytemuck::Pod>(&self, source: impl Into<Binding>) -> Result<Vec<T>> {
+        let bytes = self.read_one(source)?;
+        let elem_size = std::mem::size_of::<T>();
+        if elem_size == 0 || bytes.len() % elem_size != 0 {
+            return Err(Error::ElementSize {
+                len: bytes.len() as u64,
+                elem_size: elem_size as u64,
+            });
+        }
+        // The bytes are only aligned for u8: copy the elements out rather than cast in place.
+        Ok(bytes
+            .chunks_exact(elem_size)
+            .map(bytemuck::pod_read_unaligned)
+            .collect())
     }
 
     fn enqueue_read(&self, sources: &[Binding]) -> Result<oneshot::Receiver<ReadReply>> {
@@ -325,7 +360,7 @@ impl<B: Backend> ComputeClient<B> {
         self.shared.inbox.push(Command::Flush {
             stream: self.stream_id(),
         });
-        if self.shared.driver == Driver::Manual {
+        if self.driver() == Driver::Manual {
             self.tick();
         }
     }
@@ -362,7 +397,7 @@ impl<B: Backend> ComputeClient<B> {
     /// Returns free memory to the device at the next tick.
     pub fn memory_cleanup(&self) {
         self.shared.inbox.push(Command::MemoryCleanup);
-        if self.shared.driver == Driver::Manual {
+        if self.driver() == Driver::Manual {
             self.tick();
         }
     }
@@ -394,7 +429,7 @@ impl<B: Backend> ComputeClient<B> {
     }
 
     fn wait<T>(&self, mut receiver: oneshot::Receiver<Result<T>>) -> Result<T> {
-        if self.shared.driver == Driver::DeviceThread {
+        if self.driver() == Driver::DeviceThread {
             return futures_executor::block_on(receiver).unwrap_or(Err(Error::Disconnected));
         }
         loop {

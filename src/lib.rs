@@ -9,8 +9,8 @@
 //! let output = client.empty(16);
 //! let bindings = Bindings::new().buffer(&input).buffer(&output).scalar_f32(10.0);
 //! client.launch(&library::SCALE, CubeCount::new_1d(1), bindings)?;
-//! let bytes = client.read_one(&output)?;
-//! assert_eq!(bytemuck::cast_slice::<u8, f32>(&bytes), &[10.0, 20.0, 30.0, 40.0]);
+//! let values: Vec<f32> = client.read_one_as(&output)?;
+//! assert_eq!(values, [10.0, 20.0, 30.0, 40.0]);
 //! # Ok::<(), gpuworld::Error>(())
 //! ```
 

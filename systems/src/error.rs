@@ -95,6 +95,14 @@ pub enum Error {
         /// What the device said.
         message: Arc<str>,
     },
+    /// A typed read got a byte count that is not a whole number of elements.
+    #[error("read of {len} bytes is not a whole number of {elem_size}-byte elements")]
+    ElementSize {
+        /// Bytes read.
+        len: u64,
+        /// Size of one element.
+        elem_size: u64,
+    },
     /// The device could not provide the requested memory, even after a cleanup.
     #[error(
         "out of memory: {requested} bytes requested with {} bytes in use and {} reserved",

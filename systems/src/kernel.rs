@@ -95,6 +95,12 @@ impl CubeCount {
         CubeCount::Static(u32::try_from(cubes).unwrap_or(u32::MAX), 1, 1)
     }
 
+    /// Enough `tile x tile` cubes to cover a `width x height` grid.
+    pub fn covering_2d(width: u32, height: u32, tile: u32) -> CubeCount {
+        let tile = tile.max(1);
+        CubeCount::Static(width.div_ceil(tile), height.div_ceil(tile), 1)
+    }
+
     /// Whether this count is statically known to run no cube at all.
     pub fn is_empty(&self) -> bool {
         matches!(self, CubeCount::Static(x, y, z) if *x == 0 || *y == 0 || *z == 0)

@@ -304,7 +304,10 @@ impl Backend for SimBackend {
 
     fn properties(&self) -> DeviceProperties {
         DeviceProperties {
-            name: format!("sim (latency {} ticks)", self.config.latency_ticks),
+            name: format!(
+                "sim device, work completes {} tick(s) after submission",
+                self.config.latency_ticks
+            ),
             memory_bytes: self.config.memory_bytes,
             alignment: 256,
             max_cube_count: [u32::MAX; 3],

@@ -1,0 +1,93 @@
+//! The command line of `gpuworld`: its subcommands, and the one error type a subcommand can end
+//! with, which also decides the process exit code.
+
+mod backends;
+mod demo;
+mod field_stats;
+mod heat;
+mod heatmap;
+mod info;
+mod summary;
+
+use backends::BackendKind;
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// The parsed command line.
+#[derive(Parser, Debug)]
+#[command(
+    name = "gpuworld",
+    version,
+    about = "Run compute jobs on a gpuworld runtime",
+    long_about = "Run compute jobs on a gpuworld runtime. Without a subcommand, runs `demo` \
+                  with its defaults."
+)]
+pub struct Cli {
+    /// What to run; `demo` when left out.
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+/// The subcommands.
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Simulate heat diffusion on a square grid and write the final field as a PNG (the default)
+    Demo(demo::DemoArgs),
+    /// List the backends built into this binary and their devices
+    Info,
+}
+
+/// Why a subcommand failed.
+#[derive(thiserror::Error, Debug)]
+pub enum CliError {
+    /// The runtime or its device reported an error.
+    #[error(transparent)]
+    Runtime(#[from] gpuworld::Error),
+    /// The requested backend was left out of this build.
+    #[error(
+        "the {backend} backend is not built into this binary (build with --features {feature})",
+        backend = .0.name(),
+        feature = .0.feature()
+    )]
+    BackendNotBuilt(BackendKind),
+    /// The device returned a field of the wrong size.
+    #[error("the device returned {got} cells for the field, expected {expected}")]
+    FieldSize {
+        /// Cells the field should have.
+        expected: usize,
+        /// Cells that came back.
+        got: usize,
+    },
+    /// The PNG could not be written.
+    #[error("cannot write {path}: {source}", path = .path.display())]
+    Image {
+        /// Where the PNG was to go.
+        path: PathBuf,
+        /// What the encoder or the file system said.
+        source: png::EncodingError,
+    },
+    /// Standard output could not be written.
+    #[error("cannot write to stdout: {0}")]
+    Stdout(#[from] std::io::Error),
+}
+
+impl CliError {
+    /// The process exit code for this error: 2 for a request this binary cannot serve, as clap
+    /// does for bad arguments, 1 for failures while running.
+    pub fn exit_code(&self) -> ExitCode {
+        match self {
+            CliError::BackendNotBuilt(_) => ExitCode::from(2),
+            _ => ExitCode::FAILURE,
+        }
+    }
+}
+
+/// Runs the subcommand of `cli`.
+pub fn run(cli: Cli) -> Result<(), CliError> {
+    match cli.command {
+        Some(Command::Demo(args)) => demo::run(&args),
+        None => demo::run(&demo::DemoArgs::default()),
+        Some(Command::Info) => info::run(),
+    }
+}
