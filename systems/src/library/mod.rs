@@ -1,5 +1,9 @@
 //! The kernel library shipped with gpuworld: used by tests, benches, autotune and the demo.
-//! Every kernel works on `f32` elements.
+//! Every kernel works on `f32` elements. The CPU sources are here; the WGSL and CUDA sources
+//! live in `wgsl.rs` and `cuda.rs`, one constant per kernel.
+
+pub mod cuda;
+pub mod wgsl;
 
 use crate::kernel::{CubeContext, KernelDef, KernelIo};
 
@@ -24,8 +28,8 @@ pub static NOOP: KernelDef = KernelDef {
     buffers: 0,
     scalars: 0,
     cpu: Some(|_, _| {}),
-    wgsl: None,
-    cuda: None,
+    wgsl: wgsl::NOOP,
+    cuda: cuda::NOOP,
 };
 
 /// `out[i] = value` — buffers: out; scalars: value (f32 bits).
@@ -39,8 +43,8 @@ pub static FILL: KernelDef = KernelDef {
         let value = io.scalar_f32(0);
         for_each_unit(ctx, io.len32(0), |i| io.store_f32(0, i, value));
     }),
-    wgsl: None,
-    cuda: None,
+    wgsl: wgsl::FILL,
+    cuda: cuda::FILL,
 };
 
 /// `dst[i] = src[i]` — buffers: src, dst.
@@ -53,8 +57,8 @@ pub static COPY: KernelDef = KernelDef {
     cpu: Some(|ctx, io: &KernelIo<'_>| {
         for_each_unit(ctx, io.len32(1), |i| io.store_u32(1, i, io.load_u32(0, i)));
     }),
-    wgsl: None,
-    cuda: None,
+    wgsl: wgsl::COPY,
+    cuda: cuda::COPY,
 };
 
 /// `out[i] = a[i] + b[i]` — buffers: a, b, out.
@@ -69,8 +73,8 @@ pub static ADD: KernelDef = KernelDef {
             io.store_f32(2, i, io.load_f32(0, i) + io.load_f32(1, i));
         });
     }),
-    wgsl: None,
-    cuda: None,
+    wgsl: wgsl::ADD,
+    cuda: cuda::ADD,
 };
 
 /// `out[i] = x[i] * factor` — buffers: x, out; scalars: factor (f32 bits).
@@ -86,8 +90,8 @@ pub static SCALE: KernelDef = KernelDef {
             io.store_f32(1, i, io.load_f32(0, i) * factor);
         });
     }),
-    wgsl: None,
-    cuda: None,
+    wgsl: wgsl::SCALE,
+    cuda: cuda::SCALE,
 };
 
 /// One explicit heat-diffusion step on a `width x height` grid with fixed borders:
@@ -124,8 +128,8 @@ pub static STENCIL: KernelDef = KernelDef {
             }
         }
     }),
-    wgsl: None,
-    cuda: None,
+    wgsl: wgsl::STENCIL,
+    cuda: cuda::STENCIL,
 };
 
 /// Every kernel of the library.
