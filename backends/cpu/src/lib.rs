@@ -131,6 +131,7 @@ impl Backend for CpuBackend {
             memory_bytes: self.memory.capacity().unwrap_or(u64::MAX),
             alignment: 64,
             max_cube_count: [u32::MAX; 3],
+            memory_layout: MemoryLayout::Sliced,
         }
     }
 

@@ -153,12 +153,15 @@ pub fn reclaim_finished_gc<B: Backend>(
     }
 }
 
-/// Returns free memory to the device when a cleanup was requested.
+/// Returns free memory to the device when a cleanup was requested, and long-unused free
+/// memory by the pool's own policy.
 pub fn cleanup_memory<B: Backend>(
+    tick: Res<TickCounter>,
     mut requested: ResMut<CleanupRequested>,
     mut pool: ResMut<MemoryPool>,
     mut device: ResMut<Device<B>>,
 ) {
+    pool.periodic_cleanup(&mut device.0, tick.0);
     if std::mem::take(&mut requested.0) {
         pool.cleanup(&mut device.0);
         tracing::debug!(target: "gpuworld::memory", reserved = pool.usage().bytes_reserved, "memory cleanup");
