@@ -438,28 +438,31 @@ impl<B: Backend> ComputeClient<B> {
                 Ok(None) => {}
                 Err(oneshot::Canceled) => return Err(Error::Disconnected),
             }
-            let busy = {
-                let mut runtime = self.shared.runtime.lock();
-                runtime.tick();
-                runtime.has_work_in_flight()
-            };
-            if busy {
-                std::thread::yield_now();
+            let mut runtime = self.shared.runtime.lock();
+            runtime.tick();
+            if runtime.has_work_in_flight() {
+                runtime.wait_for_device(DEVICE_WAIT);
             }
         }
     }
 }
+
+/// Longest a driver blocks between ticks waiting for the device; short, because the runtime
+/// lock is held meanwhile and other threads may want to tick.
+const DEVICE_WAIT: Duration = Duration::from_micros(200);
 
 fn run_device_thread<B: Backend>(shared: &Shared<B>, stop: &AtomicBool) {
     while !stop.load(Ordering::Acquire) {
         let busy = {
             let mut runtime = shared.runtime.lock();
             runtime.tick();
-            runtime.has_work_in_flight()
+            let busy = runtime.has_work_in_flight();
+            if busy && !shared.inbox.has_work() {
+                runtime.wait_for_device(DEVICE_WAIT);
+            }
+            busy
         };
-        if busy {
-            std::thread::yield_now();
-        } else {
+        if !busy {
             shared.inbox.wait_for_work(Duration::from_millis(20));
         }
     }

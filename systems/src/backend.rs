@@ -122,6 +122,9 @@ pub trait Backend: Send + Sync + 'static {
     fn wait_event(&mut self, stream: DeviceStream, event: DeviceEvent);
     /// Lets the device make progress and notices completions; `tick` is the runtime's tick.
     fn poll(&mut self, tick: u64);
+    /// Blocks the caller (a driver between ticks, never a tick) until the device may have made
+    /// progress or `timeout` passed; backends that progress only when polled return at once.
+    fn wait_for_progress(&mut self, _timeout: std::time::Duration) {}
     /// Whether `event` has completed.
     fn event_done(&mut self, event: DeviceEvent) -> bool;
     /// The bytes of a finished readback, once; `None` while it is in flight.

@@ -114,13 +114,14 @@ impl HostMemory {
     }
 
     /// Copies `data` to the start of `region`; false if the region is not live memory.
-    pub fn write(&mut self, region: Region, data: &[u8]) -> bool {
+    pub fn write(&self, region: Region, data: &[u8]) -> bool {
         let Some((buffer, offset, size)) = self.checked_range(region) else {
             return false;
         };
         let len = data.len().min(size);
-        // SAFETY: the range is inside the live buffer (checked_range) and &mut self excludes any
-        // concurrent access through views.
+        // SAFETY: the range is inside the live buffer (checked_range). The runtime orders every
+        // access that conflicts with this write behind events (alignment analysis), so no other
+        // work touches these bytes meanwhile.
         unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), buffer.base().add(offset), len) };
         true
     }
@@ -129,7 +130,8 @@ impl HostMemory {
     pub fn read(&self, region: Region) -> Option<Vec<u8>> {
         let (buffer, offset, size) = self.checked_range(region)?;
         let mut out = vec![0u8; size];
-        // SAFETY: the range is inside the live buffer; no kernel runs while the backend reads.
+        // SAFETY: the range is inside the live buffer; the runtime orders conflicting writes
+        // behind events, so the bytes are not written meanwhile.
         unsafe { std::ptr::copy_nonoverlapping(buffer.base().add(offset), out.as_mut_ptr(), size) };
         Some(out)
     }

@@ -30,7 +30,9 @@ impl<B: Backend> Runtime<B> {
         let mut world = World::new();
         world.insert_resource(StreamTable {
             slots: vec![None; config.stream_slots.max(1)],
+            gc: None,
         });
+        world.init_resource::<PinnedHandles>();
         world.insert_resource(config);
         world.insert_resource(MemoryPool::new(properties.alignment));
         world.insert_resource(Device(backend));
@@ -55,6 +57,16 @@ impl<B: Backend> Runtime<B> {
             properties,
             backend: PhantomData,
         }
+    }
+
+    /// Blocks until the device may have progressed or `timeout` passed; for drivers, between
+    /// ticks.
+    pub fn wait_for_device(&mut self, timeout: std::time::Duration) {
+        self.world
+            .resource_mut::<Device<B>>()
+            .into_inner()
+            .0
+            .wait_for_progress(timeout);
     }
 
     /// Advances the world by one tick: runs the seven stages once.

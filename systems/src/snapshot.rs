@@ -7,6 +7,14 @@ use bevy_ecs::prelude::*;
 use std::collections::HashMap;
 use std::fmt::Write;
 
+fn slot_name(slot: usize) -> String {
+    if slot == GC_SLOT {
+        "gc".to_string()
+    } else {
+        format!("s{slot}")
+    }
+}
+
 /// Renders the world.
 pub fn render(world: &mut World) -> String {
     let mut out = String::new();
@@ -18,7 +26,7 @@ pub fn render(world: &mut World) -> String {
         .iter(world)
         .map(|(e, s)| (e, s.slot))
         .collect();
-    let slot = |e: &Entity| slot_of.get(e).map_or("?".to_string(), |s| format!("s{s}"));
+    let slot = |e: &Entity| slot_of.get(e).map_or("?".to_string(), |&s| slot_name(s));
     let handle_of: HashMap<Entity, String> = world
         .query::<(Entity, &HandleRecord)>()
         .iter(world)
@@ -43,8 +51,8 @@ pub fn render(world: &mut World) -> String {
             (
                 s.slot,
                 format!(
-                    "  s{} ({:?}, {}) cursor {} submitted {} queued {} synced [{}] fault {}",
-                    s.slot,
+                    "  {} ({:?}, {}) cursor {} submitted {} queued {} synced [{}] fault {}",
+                    slot_name(s.slot),
                     s.role,
                     s.id,
                     c.0,
@@ -127,9 +135,11 @@ pub fn render(world: &mut World) -> String {
         let _ = writeln!(out, "{line}");
     }
 
+    let pinned: HashMap<Entity, u32> = world.resource::<PinnedHandles>().0.clone();
     let _ = writeln!(out, "handles:");
     let mut handles: Vec<_> = world
         .query::<(
+            Entity,
             &HandleRecord,
             &Allocation,
             &Owner,
@@ -138,36 +148,42 @@ pub fn render(world: &mut World) -> String {
             Has<AwaitingGc>,
         )>()
         .iter(world)
-        .map(|(record, allocation, owner, uses, released, awaiting)| {
-            let memory = match allocation {
-                Allocation::Slice { slice, .. } => format!("slice {slice:?}"),
-                Allocation::Failed(e) => format!("failed ({e})"),
-            };
-            let mut uses: Vec<String> = uses
-                .0
-                .iter()
-                .map(|(s, c)| format!("{}@{c}", slot(s)))
-                .collect();
-            uses.sort();
-            let state = match (released, awaiting) {
-                (false, _) => "live",
-                (true, false) => "released",
-                (true, true) => "released, awaiting gc",
-            };
-            (
-                record.id,
-                format!(
-                    "  {} {}B {} written {}@{} uses [{}] {}",
+        .map(
+            |(entity, record, allocation, owner, uses, released, awaiting)| {
+                let memory = match allocation {
+                    Allocation::Slice { slice, .. } => format!("slice {slice:?}"),
+                    Allocation::Failed(e) => format!("failed ({e})"),
+                };
+                let mut uses: Vec<String> = uses
+                    .0
+                    .iter()
+                    .map(|(s, c)| format!("{}@{c}", slot(s)))
+                    .collect();
+                uses.sort();
+                let mut state = match (released, awaiting) {
+                    (false, _) => "live",
+                    (true, false) => "released",
+                    (true, true) => "released, awaiting gc",
+                }
+                .to_string();
+                if let Some(pins) = pinned.get(&entity) {
+                    state.push_str(&format!(", pinned x{pins}"));
+                }
+                (
                     record.id,
-                    record.size,
-                    memory,
-                    slot(&owner.stream),
-                    owner.cursor,
-                    uses.join(", "),
-                    state
-                ),
-            )
-        })
+                    format!(
+                        "  {} {}B {} written {}@{} uses [{}] {}",
+                        record.id,
+                        record.size,
+                        memory,
+                        slot(&owner.stream),
+                        owner.cursor,
+                        uses.join(", "),
+                        state
+                    ),
+                )
+            },
+        )
         .collect();
     handles.sort_by_key(|(id, _)| *id);
     for (_, line) in handles {

@@ -21,6 +21,8 @@ use std::sync::Arc;
 pub enum StreamRole {
     /// User work.
     Compute,
+    /// The stream whose events prove that shared bindings may be released.
+    Gc,
 }
 
 /// A stream entity: the slot it occupies and the user stream that opened it.
@@ -197,10 +199,43 @@ pub struct Task {
     pub work: Option<TaskWork>,
     /// Its bindings.
     pub bindings: SmallVec<[TaskBinding; 4]>,
-    /// Origin streams written after this stream last synced with them: (origin, cursor).
-    pub sync_needs: SmallVec<[(Entity, u64); 1]>,
-    /// Waits decided by the flush/wait stage, issued just before the task.
+    /// Other streams that used its bindings since this stream last synced with them.
+    pub sync_needs: SmallVec<[SyncNeed; 1]>,
+    /// Waits decided by the flush/wait stage, issued just before the task: (origin, through).
     pub waits: SmallVec<[(Entity, u64); 1]>,
+    /// Handles also used on other streams; pinned behind a GC event after the task.
+    pub shared: SmallVec<[Entity; 2]>,
+}
+
+impl Task {
+    /// Records that `handle` was used on `origin` at `used_at`, whose cursor is now `through`.
+    pub fn record_need(&mut self, origin: Entity, used_at: u64, through: u64, handle: Entity) {
+        match self.sync_needs.iter_mut().find(|n| n.origin == origin) {
+            Some(need) => {
+                need.used_at = need.used_at.max(used_at);
+                need.through = need.through.max(through);
+            }
+            None => self.sync_needs.push(SyncNeed {
+                origin,
+                used_at,
+                through,
+            }),
+        }
+        if !self.shared.contains(&handle) {
+            self.shared.push(handle);
+        }
+    }
+}
+
+/// A dependency of a task on another stream.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SyncNeed {
+    /// The other stream.
+    pub origin: Entity,
+    /// Its cursor at the latest use of a shared binding.
+    pub used_at: u64,
+    /// Its cursor when the task arrived: the wait covers everything up to here.
+    pub through: u64,
 }
 
 // ---- in flight ----
@@ -229,13 +264,16 @@ pub struct PendingSync {
     pub reply: Option<Reply<Result<()>>>,
 }
 
-/// Memory that may be reused once every event has passed.
+/// Memory held until every event has passed: released handles to reclaim, shared handles to
+/// unpin.
 #[derive(Component, Debug)]
 pub struct PendingGc {
     /// Events that prove the device is done.
     pub events: SmallVec<[DeviceEvent; 2]>,
-    /// The released handle entities whose memory returns afterwards.
+    /// Released handle entities whose memory returns afterwards.
     pub handles: Vec<Entity>,
+    /// Shared handle entities pinned until then.
+    pub pins: Vec<Entity>,
 }
 
 // ---- resources ----
@@ -263,12 +301,21 @@ pub struct HandleEntry {
 #[derive(Resource, Default)]
 pub struct HandleIndex(pub HashMap<HandleId, HandleEntry>);
 
-/// The stream entities by slot.
+/// The stream entities by slot, and the GC stream.
 #[derive(Resource)]
 pub struct StreamTable {
     /// Compute stream entity per slot, created on first use.
     pub slots: Vec<Option<Entity>>,
+    /// The GC stream's entity and device stream, created on first use.
+    pub gc: Option<(Entity, DeviceStream)>,
 }
+
+/// The slot number given to the GC stream.
+pub const GC_SLOT: usize = usize::MAX;
+
+/// How many pending GCs pin each shared handle; a pinned handle is never reclaimed.
+#[derive(Resource, Default, Debug)]
+pub struct PinnedHandles(pub HashMap<Entity, u32>);
 
 /// Tasks ingested this tick and not yet queued, in arrival order.
 #[derive(Resource, Default)]

@@ -1,31 +1,37 @@
-//! gpuworld-cpu: the embedded default backend. Memory is host memory; a kernel is a Rust
-//! function run once per cube, cubes spread over rayon's worker threads. Work runs when it is
-//! submitted, so every event has passed by the time it is returned.
+//! gpuworld-cpu: the embedded default backend. Memory is host memory; each stream is a worker
+//! thread running its work in order; events are per-stream completion counts; a kernel is a Rust
+//! function run once per cube, cubes spread over rayon's worker threads.
+
+mod worker;
 
 use gpuworld_systems::backend::*;
 use gpuworld_systems::error::Error;
 use gpuworld_systems::host_memory::HostMemory;
 use gpuworld_systems::ids::StreamId;
-use gpuworld_systems::kernel::{
-    CubeContext, ExecutionMode, Kernel, KernelIo, SourceKind, panic_message,
-};
-use gpuworld_systems::sim::resolve_count;
-use rayon::prelude::*;
-use std::collections::HashMap;
+use gpuworld_systems::kernel::{ExecutionMode, Kernel, SourceKind};
+use parking_lot::RwLock;
+use std::sync::Arc;
+use std::time::Duration;
+use worker::{Op, Progress, StreamWorker};
 
-/// Cubes per rayon job: small launches run inline, large ones are split.
-const CUBES_PER_JOB: u64 = 16;
+const EVENT_SHIFT: u32 = 40;
 
-struct CpuStream {
-    id: StreamId,
-    fault: Option<Error>,
+fn encode_event(stream: u32, ops: u64) -> DeviceEvent {
+    DeviceEvent((u64::from(stream) << EVENT_SHIFT) | ops)
+}
+
+fn decode_event(event: DeviceEvent) -> (usize, u64) {
+    (
+        (event.0 >> EVENT_SHIFT) as usize,
+        event.0 & ((1 << EVENT_SHIFT) - 1),
+    )
 }
 
 /// The CPU device.
 pub struct CpuBackend {
-    memory: HostMemory,
-    streams: Vec<CpuStream>,
-    reads: HashMap<ReadTicket, Vec<u8>>,
+    memory: Arc<RwLock<HostMemory>>,
+    progress: Arc<Progress>,
+    workers: Vec<StreamWorker>,
     next_ticket: u64,
 }
 
@@ -44,80 +50,22 @@ impl CpuBackend {
     /// A CPU device that refuses allocations beyond `capacity` bytes, when given.
     pub fn with_capacity(capacity: Option<u64>) -> CpuBackend {
         CpuBackend {
-            memory: HostMemory::new(capacity),
-            streams: Vec::new(),
-            reads: HashMap::new(),
+            memory: Arc::new(RwLock::new(HostMemory::new(capacity))),
+            progress: Arc::new(Progress::default()),
+            workers: Vec::new(),
             next_ticket: 0,
         }
     }
 
     /// Bytes allocated from the host.
     pub fn allocated(&self) -> u64 {
-        self.memory.allocated()
+        self.memory.read().allocated()
     }
 
-    fn fault(&mut self, stream: DeviceStream, error: Error) {
-        if let Some(s) = self.streams.get_mut(stream.0 as usize) {
-            s.fault.get_or_insert(error);
+    fn send(&mut self, stream: DeviceStream, op: Op) {
+        if let Some(worker) = self.workers.get_mut(stream.0 as usize) {
+            worker.send(op);
         }
-    }
-
-    fn stream_id(&self, stream: DeviceStream) -> StreamId {
-        self.streams
-            .get(stream.0 as usize)
-            .map_or(StreamId { value: u64::MAX }, |s| s.id)
-    }
-
-    fn run(
-        &self,
-        stream: StreamId,
-        kernel: Kernel,
-        count: LaunchCount,
-        buffers: &[Region],
-        scalars: &[u32],
-        mode: ExecutionMode,
-    ) -> Result<(), Error> {
-        let source = kernel.cpu.ok_or(Error::MissingKernelSource {
-            kernel: kernel.name,
-            backend: Self::NAME,
-        })?;
-        let count = resolve_count(&self.memory, count)
-            .ok_or_else(|| Error::device_fault(stream, "dynamic cube count in freed memory"))?;
-        let views = buffers
-            .iter()
-            .map(|r| self.memory.view(*r))
-            .collect::<Option<Vec<_>>>()
-            .ok_or_else(|| Error::device_fault(stream, "kernel bound to freed memory"))?;
-        let io = KernelIo::new(&views, scalars, mode);
-        let total = u64::from(count[0]) * u64::from(count[1]) * u64::from(count[2]);
-        let cube = |index: u64| {
-            let x = index % u64::from(count[0]);
-            let rest = index / u64::from(count[0]);
-            let y = rest % u64::from(count[1]);
-            let z = rest / u64::from(count[1]);
-            let ctx = CubeContext {
-                cube_pos: [x as u32, y as u32, z as u32],
-                cube_count: count,
-                cube_dim: kernel.cube_dim,
-            };
-            source(&ctx, &io);
-        };
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            if total <= CUBES_PER_JOB {
-                (0..total).for_each(cube);
-            } else {
-                let jobs = total.div_ceil(CUBES_PER_JOB);
-                (0..jobs).into_par_iter().for_each(|job| {
-                    let end = ((job + 1) * CUBES_PER_JOB).min(total);
-                    (job * CUBES_PER_JOB..end).for_each(cube);
-                });
-            }
-        }))
-        .map_err(|payload| Error::KernelPanic {
-            kernel: kernel.name,
-            stream,
-            message: panic_message(payload).into(),
-        })
     }
 }
 
@@ -128,7 +76,7 @@ impl Backend for CpuBackend {
     fn properties(&self) -> DeviceProperties {
         DeviceProperties {
             name: format!("host CPU ({} threads)", rayon::current_num_threads()),
-            memory_bytes: self.memory.capacity().unwrap_or(u64::MAX),
+            memory_bytes: self.memory.read().capacity().unwrap_or(u64::MAX),
             alignment: 64,
             max_cube_count: [u32::MAX; 3],
             memory_layout: MemoryLayout::Sliced,
@@ -136,23 +84,27 @@ impl Backend for CpuBackend {
     }
 
     fn allocate(&mut self, size: u64) -> Result<StorageId, AllocError> {
-        self.memory.allocate(size)
+        self.memory.write().allocate(size)
     }
 
     fn deallocate(&mut self, storage: StorageId) {
-        self.memory.deallocate(storage);
+        self.memory.write().deallocate(storage);
     }
 
     fn create_stream(&mut self, id: StreamId) -> DeviceStream {
-        self.streams.push(CpuStream { id, fault: None });
-        DeviceStream(self.streams.len() as u32 - 1)
+        let index = self.workers.len();
+        self.progress.add_stream();
+        self.workers.push(StreamWorker::spawn(
+            id,
+            index,
+            self.memory.clone(),
+            self.progress.clone(),
+        ));
+        DeviceStream(index as u32)
     }
 
     fn write(&mut self, stream: DeviceStream, dst: Region, data: Vec<u8>) {
-        if !self.memory.write(dst, &data) {
-            let id = self.stream_id(stream);
-            self.fault(stream, Error::device_fault(id, "write to freed memory"));
-        }
+        self.send(stream, Op::Write { dst, data });
     }
 
     fn launch(
@@ -164,42 +116,54 @@ impl Backend for CpuBackend {
         scalars: &[u32],
         mode: ExecutionMode,
     ) {
-        let id = self.stream_id(stream);
-        if let Err(error) = self.run(id, kernel, count, buffers, scalars, mode) {
-            self.fault(stream, error);
-        }
+        self.send(
+            stream,
+            Op::Launch {
+                kernel,
+                count,
+                buffers: buffers.iter().copied().collect(),
+                scalars: scalars.iter().copied().collect(),
+                mode,
+            },
+        );
     }
 
     fn read(&mut self, stream: DeviceStream, src: Region) -> ReadTicket {
         let ticket = ReadTicket(self.next_ticket);
         self.next_ticket += 1;
-        let bytes = self.memory.read(src).unwrap_or_else(|| {
-            let id = self.stream_id(stream);
-            self.fault(stream, Error::device_fault(id, "read of freed memory"));
-            Vec::new()
-        });
-        self.reads.insert(ticket, bytes);
+        self.send(stream, Op::Read { ticket, src });
         ticket
     }
 
-    fn flush(&mut self, _stream: DeviceStream) -> DeviceEvent {
-        // Work ran at submission: the event has passed already.
-        DeviceEvent(0)
+    fn flush(&mut self, stream: DeviceStream) -> DeviceEvent {
+        let sent = self
+            .workers
+            .get(stream.0 as usize)
+            .map_or(0, StreamWorker::sent);
+        encode_event(stream.0, sent)
     }
 
-    fn wait_event(&mut self, _stream: DeviceStream, _event: DeviceEvent) {}
+    fn wait_event(&mut self, stream: DeviceStream, event: DeviceEvent) {
+        let (origin, ops) = decode_event(event);
+        self.send(stream, Op::Wait { origin, ops });
+    }
 
     fn poll(&mut self, _tick: u64) {}
 
-    fn event_done(&mut self, _event: DeviceEvent) -> bool {
-        true
+    fn wait_for_progress(&mut self, timeout: Duration) {
+        self.progress.wait_for_change(timeout);
+    }
+
+    fn event_done(&mut self, event: DeviceEvent) -> bool {
+        let (stream, ops) = decode_event(event);
+        self.progress.completed(stream) >= ops
     }
 
     fn take_read(&mut self, ticket: ReadTicket) -> Option<Vec<u8>> {
-        self.reads.remove(&ticket)
+        self.progress.take_read(ticket)
     }
 
     fn take_fault(&mut self, stream: DeviceStream) -> Option<Error> {
-        self.streams.get_mut(stream.0 as usize)?.fault.take()
+        self.progress.take_fault(stream.0 as usize)
     }
 }

@@ -1,10 +1,12 @@
-//! Stage 2, alignment analysis: gives each new task its stream cursor and finds which other
-//! streams wrote its inputs after this stream last synced with them. Owns `Owner` and `Uses`.
+//! Stage 2, alignment analysis: gives each new task its stream cursor and finds the other
+//! streams it depends on: the last writer of each binding (read after write) and, for bindings it
+//! writes, every other stream that used them (write after read or write), unless this stream
+//! already synced with them at or after that use. Owns `Owner` and `Uses`.
 
 use crate::world::*;
 use bevy_ecs::prelude::*;
 
-/// Assigns cursors, records sync needs, and updates each binding's owner and uses.
+/// Assigns cursors, records sync needs and shared handles, and updates owners and uses.
 pub fn analyze_alignment(
     new: Res<NewTasks>,
     mut tasks: Query<&mut Task>,
@@ -24,29 +26,38 @@ pub fn analyze_alignment(
         task.cursor = now;
         let consumer = task.stream;
         let task = task.into_inner();
-        for binding in &task.bindings {
+        let bindings = task.bindings.clone();
+        for binding in &bindings {
             let Ok((mut owner, mut uses)) = handles.get_mut(binding.handle) else {
                 continue;
             };
-            if owner.stream != consumer {
-                let origin_slot = streams.get(owner.stream).map(|(s, _)| s.slot);
+            let depends_on = |origin: Entity, used_at: u64, task: &mut Task| {
+                if origin == consumer {
+                    return;
+                }
+                let Ok((origin_stream, _)) = streams.get(origin) else {
+                    return;
+                };
                 let synced = streams
                     .get(consumer)
                     .ok()
-                    .and_then(|(_, synced)| synced.get(origin_slot.unwrap_or(usize::MAX)));
-                if synced.is_none_or(|c| c < owner.cursor) {
-                    tracing::trace!(
-                        target: "gpuworld::stream",
-                        origin = ?origin_slot, cursor = owner.cursor, synced = ?synced,
-                        "binding written on another stream since the last sync"
-                    );
-                    match task.sync_needs.iter_mut().find(|(s, _)| *s == owner.stream) {
-                        Some((_, c)) => *c = (*c).max(owner.cursor),
-                        None => task.sync_needs.push((owner.stream, owner.cursor)),
-                    }
+                    .and_then(|(_, synced)| synced.get(origin_stream.slot));
+                if synced.is_some_and(|c| c >= used_at) {
+                    return;
                 }
-            }
+                let through = cursors.get(origin).map_or(used_at, |c| c.0);
+                tracing::trace!(
+                    target: "gpuworld::stream",
+                    origin = origin_stream.slot, used_at, ?synced,
+                    "binding used on another stream since the last sync"
+                );
+                task.record_need(origin, used_at, through, binding.handle);
+            };
+            depends_on(owner.stream, owner.cursor, task);
             if binding.writes {
+                for &(stream, used_at) in &uses.0 {
+                    depends_on(stream, used_at, task);
+                }
                 *owner = Owner {
                     stream: consumer,
                     cursor: now,

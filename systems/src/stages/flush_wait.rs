@@ -1,8 +1,9 @@
 //! Stage 3, flush/wait: decides, in arrival order, which origin streams each task must wait on
-//! (skipping origins this stream already synced with) and which streams must flush this tick
-//! because a flush, sync or read was asked. Owns `LastSynced` and the queues' flush marks.
-//! The event calls themselves are issued by the interleave stage, right after the origin's
-//! work is submitted: an event must follow the work it proves done.
+//! (skipping origins this stream already synced with at or after the use, so a second use adds
+//! no second wait) and which streams must flush this tick: the origin of a wait, and any stream
+//! with a flush, sync or read. Owns `LastSynced` and the queues' flush marks.
+//! The event calls themselves are issued by the interleave stage, right after the origin's work
+//! is submitted: an event must follow the work it proves done.
 
 use crate::world::*;
 use bevy_ecs::prelude::*;
@@ -18,27 +19,27 @@ pub fn decide_flush_and_waits(
             continue;
         };
         let task = task.as_mut();
-        for (origin, cursor) in std::mem::take(&mut task.sync_needs) {
-            let Ok((origin_stream, _, _)) = streams.get(origin) else {
+        for need in std::mem::take(&mut task.sync_needs) {
+            let Ok((origin_stream, _, _)) = streams.get(need.origin) else {
                 continue;
             };
             let origin_slot = origin_stream.slot;
             let Ok((consumer, mut synced, _)) = streams.get_mut(task.stream) else {
                 continue;
             };
-            if synced.get(origin_slot).is_some_and(|c| c >= cursor) {
+            if synced.get(origin_slot).is_some_and(|c| c >= need.used_at) {
                 continue;
             }
             tracing::debug!(
                 target: "gpuworld::stream",
-                consumer = consumer.slot, origin = origin_slot, cursor,
-                "waits on origin: it wrote a binding after the last sync"
+                consumer = consumer.slot, origin = origin_slot, used_at = need.used_at,
+                through = need.through,
+                "waits on origin: it used a shared binding after the last sync"
             );
-            synced.record(origin_slot, cursor);
-            task.waits.push((origin, cursor));
-            // The origin must reach this cursor before the consumer can wait on it.
-            if let Ok((_, _, mut origin_queue)) = streams.get_mut(origin) {
-                mark_flush(&mut origin_queue, cursor);
+            synced.record(origin_slot, need.through);
+            task.waits.push((need.origin, need.through));
+            if let Ok((_, _, mut origin_queue)) = streams.get_mut(need.origin) {
+                mark_flush(&mut origin_queue, need.through);
             }
         }
         let needs_results = matches!(

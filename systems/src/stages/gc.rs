@@ -88,12 +88,16 @@ type ReleasedUnpinned = (With<Released>, Without<AwaitingGc>);
 pub fn pin_released_memory<B: Backend>(
     mut commands: Commands,
     mut device: ResMut<Device<B>>,
+    pinned: Res<PinnedHandles>,
     released: Query<(Entity, &Uses), ReleasedUnpinned>,
     streams: Query<(&Stream, &SubmittedCursor)>,
 ) {
     let mut events: SmallVec<[(Entity, DeviceEvent); 4]> = SmallVec::new();
     let mut handles = Vec::new();
     for (entity, uses) in &released {
+        if pinned.0.contains_key(&entity) {
+            continue;
+        }
         // Work still queued would run after an event flushed now: wait for its submission.
         let all_submitted = uses.0.iter().all(|&(stream, cursor)| {
             streams
@@ -119,14 +123,16 @@ pub fn pin_released_memory<B: Backend>(
         commands.spawn(PendingGc {
             events: events.into_iter().map(|(_, e)| e).collect(),
             handles,
+            pins: Vec::new(),
         });
     }
 }
 
-/// Returns the memory of pinned handles whose events have all passed.
+/// Unpins shared handles and returns the memory of released ones once their events passed.
 pub fn reclaim_finished_gc<B: Backend>(
     mut commands: Commands,
     mut device: ResMut<Device<B>>,
+    mut pinned: ResMut<PinnedHandles>,
     mut pool: ResMut<MemoryPool>,
     mut index: ResMut<HandleIndex>,
     mut stats: ResMut<Stats>,
@@ -136,6 +142,14 @@ pub fn reclaim_finished_gc<B: Backend>(
     for (entity, gc) in &gcs {
         if !gc.events.iter().all(|&e| device.0.event_done(e)) {
             continue;
+        }
+        for handle in &gc.pins {
+            if let Some(count) = pinned.0.get_mut(handle) {
+                *count -= 1;
+                if *count == 0 {
+                    pinned.0.remove(handle);
+                }
+            }
         }
         for &handle in &gc.handles {
             if let Ok((record, allocation)) = handles.get(handle) {

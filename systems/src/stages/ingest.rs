@@ -244,6 +244,7 @@ fn spawn_task(
             bindings,
             sync_needs: SmallVec::new(),
             waits: SmallVec::new(),
+            shared: SmallVec::new(),
         })
         .id();
     let mut new = world.resource_mut::<NewTasks>();

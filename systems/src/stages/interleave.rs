@@ -1,11 +1,13 @@
 //! Stage 5, interleave: hands the ready queues to the backend, `Interleave` (round-robin, one
 //! task per stream) or `Sequential` (stream after stream). Before a task that must wait on
 //! another stream, that stream's work up to the needed cursor is submitted and flushed to an
-//! event the consumer waits on. Owns `SubmittedCursor`; turns reads and syncs into in-flight
-//! entities.
+//! event the consumer waits on; after it, the shared bindings are pinned behind an event of the
+//! GC stream that waits on the consumer. Owns `SubmittedCursor` and the GC stream; turns reads,
+//! syncs and pins into in-flight entities.
 
 use crate::backend::{Backend, DeviceStream, Region};
 use crate::error::Error;
+use crate::ids::StreamId;
 use crate::world::*;
 use bevy_ecs::prelude::*;
 use smallvec::SmallVec;
@@ -16,6 +18,8 @@ pub fn submit_ready_queues<B: Backend>(
     config: Res<RuntimeConfig>,
     mut device: ResMut<Device<B>>,
     mut stats: ResMut<Stats>,
+    mut table: ResMut<StreamTable>,
+    mut pinned: ResMut<PinnedHandles>,
     mut tasks: Query<&'static mut Task>,
     mut streams: StreamQuery,
 ) {
@@ -31,6 +35,8 @@ pub fn submit_ready_queues<B: Backend>(
     let mut submitter = Submitter {
         device: &mut device.0,
         stats: &mut stats,
+        pinned: &mut pinned,
+        gc: table.gc.map(|(_, device)| device),
         tasks: &mut tasks,
         streams: &mut streams,
         in_flight: Vec::new(),
@@ -55,8 +61,27 @@ pub fn submit_ready_queues<B: Backend>(
     let Submitter {
         in_flight,
         submitted,
+        gc,
         ..
     } = submitter;
+    if let (None, Some(device)) = (table.gc, gc) {
+        let entity = commands
+            .spawn((
+                Stream {
+                    id: GC_STREAM_ID,
+                    slot: GC_SLOT,
+                    role: StreamRole::Gc,
+                    device,
+                },
+                StreamCursor::default(),
+                SubmittedCursor::default(),
+                LastSynced::default(),
+                TaskQueue::default(),
+                StreamFault::default(),
+            ))
+            .id();
+        table.gc = Some((entity, device));
+    }
     for entity in submitted {
         commands.entity(entity).despawn();
     }
@@ -64,13 +89,18 @@ pub fn submit_ready_queues<B: Backend>(
         match work {
             InFlight::Read(read) => commands.spawn(read),
             InFlight::Sync(sync) => commands.spawn(sync),
+            InFlight::Pin(gc) => commands.spawn(gc),
         };
     }
 }
 
+/// The user-invisible stream id the GC stream is created for.
+const GC_STREAM_ID: StreamId = StreamId { value: u64::MAX };
+
 enum InFlight {
     Read(PendingRead),
     Sync(PendingSync),
+    Pin(PendingGc),
 }
 
 type StreamQuery<'w, 's> = Query<
@@ -89,6 +119,8 @@ type StreamQuery<'w, 's> = Query<
 struct Submitter<'a, 'tw, 'ts, 'sw, 'ss, B: Backend> {
     device: &'a mut B,
     stats: &'a mut Stats,
+    pinned: &'a mut PinnedHandles,
+    gc: Option<DeviceStream>,
     tasks: &'a mut Query<'tw, 'ts, &'static mut Task>,
     streams: &'a mut StreamQuery<'sw, 'ss>,
     in_flight: Vec<InFlight>,
@@ -143,10 +175,17 @@ impl<B: Backend> Submitter<'_, '_, '_, '_, '_, B> {
         let waits = std::mem::take(&mut task.waits);
         let work = task.work.take();
         let bindings = std::mem::take(&mut task.bindings);
+        let shared = std::mem::take(&mut task.shared);
         let cursor = task.cursor;
-        for (origin, origin_cursor) in waits {
+        let waited = !waits.is_empty();
+        for &(origin, origin_cursor) in &waits {
             self.submit_through(origin, origin_cursor);
             if let Ok((_, origin_info, ..)) = self.streams.get(origin) {
+                tracing::debug!(
+                    target: "gpuworld::stream",
+                    consumer = ?device_stream, origin = origin_info.slot, through = origin_cursor,
+                    "flushing origin: the consumer's next task uses what it wrote"
+                );
                 let event = self.device.flush(origin_info.device);
                 self.device.wait_event(device_stream, event);
                 tracing::debug!(
@@ -216,11 +255,38 @@ impl<B: Backend> Submitter<'_, '_, '_, '_, '_, B> {
             }
             None => {}
         }
+        if waited && !shared.is_empty() {
+            self.pin_shared(device_stream, shared.into_vec());
+        }
         self.stats.tasks_submitted += 1;
         if let Ok((_, _, _, mut submitted, _)) = self.streams.get_mut(stream) {
             submitted.0 = submitted.0.max(cursor);
         }
         self.submitted.push(entity);
+    }
+
+    /// Pins `shared` until the GC stream, waiting on the consumer's event, has passed its own.
+    fn pin_shared(&mut self, consumer: DeviceStream, shared: Vec<Entity>) {
+        let consumer_event = self.device.flush(consumer);
+        let gc = match self.gc {
+            Some(gc) => gc,
+            None => {
+                let gc = self.device.create_stream(GC_STREAM_ID);
+                self.gc = Some(gc);
+                gc
+            }
+        };
+        self.device.wait_event(gc, consumer_event);
+        let gc_event = self.device.flush(gc);
+        for &handle in &shared {
+            *self.pinned.0.entry(handle).or_default() += 1;
+        }
+        tracing::trace!(target: "gpuworld::memory", pins = shared.len(), "shared bindings pinned behind the GC stream");
+        self.in_flight.push(InFlight::Pin(PendingGc {
+            events: SmallVec::from_elem(gc_event, 1),
+            handles: Vec::new(),
+            pins: shared,
+        }));
     }
 
     fn fault(&mut self, stream: Entity, error: Error) {

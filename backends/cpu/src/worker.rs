@@ -1,0 +1,293 @@
+//! One worker thread per CPU stream: it runs the stream's work in order, blocks on waits for
+//! other streams' events, and publishes completions, readbacks and faults through `Progress`.
+
+use gpuworld_systems::backend::{LaunchCount, ReadTicket, Region};
+use gpuworld_systems::error::Error;
+use gpuworld_systems::host_memory::HostMemory;
+use gpuworld_systems::ids::StreamId;
+use gpuworld_systems::kernel::{CubeContext, ExecutionMode, Kernel, KernelIo, panic_message};
+use gpuworld_systems::sim::resolve_count;
+use parking_lot::{Condvar, Mutex, RwLock};
+use rayon::prelude::*;
+use smallvec::SmallVec;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::mpsc::{Sender, channel};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// Cubes per rayon job: small launches run on the worker itself, large ones are split.
+const CUBES_PER_JOB: u64 = 16;
+
+/// Work for a stream's worker.
+pub enum Op {
+    /// Copy host bytes to device memory.
+    Write { dst: Region, data: Vec<u8> },
+    /// Run a kernel.
+    Launch {
+        kernel: Kernel,
+        count: LaunchCount,
+        buffers: SmallVec<[Region; 4]>,
+        scalars: SmallVec<[u32; 4]>,
+        mode: ExecutionMode,
+    },
+    /// Copy device memory back to the host.
+    Read { ticket: ReadTicket, src: Region },
+    /// Block until stream `origin` completed `ops` operations.
+    Wait { origin: usize, ops: u64 },
+}
+
+#[derive(Default)]
+struct ProgressState {
+    completed: Vec<u64>,
+    faults: Vec<Option<Error>>,
+    reads: HashMap<ReadTicket, Vec<u8>>,
+    shutdown: bool,
+}
+
+/// What the workers report: completion counts, readbacks and faults, behind one lock.
+#[derive(Default)]
+pub struct Progress {
+    state: Mutex<ProgressState>,
+    changed: Condvar,
+}
+
+impl Progress {
+    /// Registers one more stream.
+    pub fn add_stream(&self) {
+        let mut state = self.state.lock();
+        state.completed.push(0);
+        state.faults.push(None);
+    }
+
+    /// Operations completed by `stream`.
+    pub fn completed(&self, stream: usize) -> u64 {
+        self.state
+            .lock()
+            .completed
+            .get(stream)
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// The bytes of a finished readback, once.
+    pub fn take_read(&self, ticket: ReadTicket) -> Option<Vec<u8>> {
+        self.state.lock().reads.remove(&ticket)
+    }
+
+    /// The first fault of `stream` since the last call.
+    pub fn take_fault(&self, stream: usize) -> Option<Error> {
+        self.state.lock().faults.get_mut(stream)?.take()
+    }
+
+    /// Blocks until some stream completes work or `timeout` passes.
+    pub fn wait_for_change(&self, timeout: Duration) {
+        let mut state = self.state.lock();
+        self.changed.wait_for(&mut state, timeout);
+    }
+
+    fn finish(&self, stream: usize, read: Option<(ReadTicket, Vec<u8>)>, fault: Option<Error>) {
+        let mut state = self.state.lock();
+        if let Some((ticket, bytes)) = read {
+            state.reads.insert(ticket, bytes);
+        }
+        if let Some(error) = fault {
+            state.faults[stream].get_or_insert(error);
+        }
+        state.completed[stream] += 1;
+        self.changed.notify_all();
+    }
+
+    /// Blocks until `origin` completed `ops` operations; false if the device shut down first.
+    fn wait_until(&self, origin: usize, ops: u64) -> bool {
+        let mut state = self.state.lock();
+        loop {
+            if state.shutdown {
+                return false;
+            }
+            if state.completed.get(origin).is_none_or(|&done| done >= ops) {
+                return true;
+            }
+            self.changed.wait(&mut state);
+        }
+    }
+
+    fn shut_down(&self) {
+        self.state.lock().shutdown = true;
+        self.changed.notify_all();
+    }
+}
+
+/// The thread that runs one stream.
+pub struct StreamWorker {
+    sender: Option<Sender<Op>>,
+    sent: u64,
+    thread: Option<JoinHandle<()>>,
+    progress: Arc<Progress>,
+}
+
+impl StreamWorker {
+    /// Starts the worker of stream `id` at `index`.
+    pub fn spawn(
+        id: StreamId,
+        index: usize,
+        memory: Arc<RwLock<HostMemory>>,
+        progress: Arc<Progress>,
+    ) -> StreamWorker {
+        let (sender, receiver) = channel::<Op>();
+        let shared = progress.clone();
+        let thread = std::thread::Builder::new()
+            .name(format!("gpuworld-cpu-{index}"))
+            .spawn(move || {
+                while let Ok(op) = receiver.recv() {
+                    let (read, fault) = run(op, id, &memory, &shared);
+                    shared.finish(index, read, fault);
+                }
+            });
+        let (sender, thread) = match thread {
+            Ok(thread) => (Some(sender), Some(thread)),
+            Err(error) => {
+                tracing::error!(target: "gpuworld::stream", %error, "cannot start a CPU stream worker");
+                progress.finish(
+                    index,
+                    None,
+                    Some(Error::device_fault(
+                        id,
+                        format!("no worker thread: {error}"),
+                    )),
+                );
+                (None, None)
+            }
+        };
+        StreamWorker {
+            sender,
+            sent: 0,
+            thread,
+            progress,
+        }
+    }
+
+    /// Operations sent so far.
+    pub fn sent(&self) -> u64 {
+        self.sent
+    }
+
+    /// Queues an operation.
+    pub fn send(&mut self, op: Op) {
+        if let Some(sender) = &self.sender
+            && sender.send(op).is_ok()
+        {
+            self.sent += 1;
+        }
+    }
+}
+
+impl Drop for StreamWorker {
+    fn drop(&mut self) {
+        self.sender = None;
+        self.progress.shut_down();
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+fn run(
+    op: Op,
+    stream: StreamId,
+    memory: &RwLock<HostMemory>,
+    progress: &Progress,
+) -> (Option<(ReadTicket, Vec<u8>)>, Option<Error>) {
+    match op {
+        Op::Write { dst, data } => {
+            let written = memory.read().write(dst, &data);
+            let fault = (!written).then(|| Error::device_fault(stream, "write to freed memory"));
+            (None, fault)
+        }
+        Op::Read { ticket, src } => match memory.read().read(src) {
+            Some(bytes) => (Some((ticket, bytes)), None),
+            None => (
+                Some((ticket, Vec::new())),
+                Some(Error::device_fault(stream, "read of freed memory")),
+            ),
+        },
+        Op::Launch {
+            kernel,
+            count,
+            buffers,
+            scalars,
+            mode,
+        } => {
+            let result = launch(
+                stream,
+                &memory.read(),
+                kernel,
+                count,
+                &buffers,
+                &scalars,
+                mode,
+            );
+            (None, result.err())
+        }
+        Op::Wait { origin, ops } => {
+            let fault = (!progress.wait_until(origin, ops))
+                .then(|| Error::device_fault(stream, "device shut down during a wait"));
+            (None, fault)
+        }
+    }
+}
+
+fn launch(
+    stream: StreamId,
+    memory: &HostMemory,
+    kernel: Kernel,
+    count: LaunchCount,
+    buffers: &[Region],
+    scalars: &[u32],
+    mode: ExecutionMode,
+) -> Result<(), Error> {
+    let source = kernel.cpu.ok_or(Error::MissingKernelSource {
+        kernel: kernel.name,
+        backend: "cpu",
+    })?;
+    let count = resolve_count(memory, count)
+        .ok_or_else(|| Error::device_fault(stream, "dynamic cube count in freed memory"))?;
+    let views = buffers
+        .iter()
+        .map(|r| memory.view(*r))
+        .collect::<Option<SmallVec<[_; 4]>>>()
+        .ok_or_else(|| Error::device_fault(stream, "kernel bound to freed memory"))?;
+    let io = KernelIo::new(&views, scalars, mode);
+    let total = u64::from(count[0]) * u64::from(count[1]) * u64::from(count[2]);
+    let cube = |index: u64| {
+        let x = index % u64::from(count[0]);
+        let rest = index / u64::from(count[0]);
+        let ctx = CubeContext {
+            cube_pos: [
+                x as u32,
+                (rest % u64::from(count[1])) as u32,
+                (rest / u64::from(count[1])) as u32,
+            ],
+            cube_count: count,
+            cube_dim: kernel.cube_dim,
+        };
+        source(&ctx, &io);
+    };
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        if total <= CUBES_PER_JOB {
+            (0..total).for_each(cube);
+        } else {
+            (0..total.div_ceil(CUBES_PER_JOB))
+                .into_par_iter()
+                .for_each(|job| {
+                    let end = ((job + 1) * CUBES_PER_JOB).min(total);
+                    (job * CUBES_PER_JOB..end).for_each(cube);
+                });
+        }
+    }))
+    .map_err(|payload| Error::KernelPanic {
+        kernel: kernel.name,
+        stream,
+        message: panic_message(payload).into(),
+    })
+}
