@@ -2,6 +2,10 @@
 //! command into the inbox without taking the runtime lock; blocking calls then tick (or, with a
 //! device thread, wait) until their own reply is ready.
 
+mod tensors;
+
+pub use tensors::{TensorDesc, TensorHandle};
+
 use futures_channel::oneshot;
 use gpuworld_systems::inbox::{Command, ReadReply};
 use gpuworld_systems::kernel::validate_arity;

@@ -16,22 +16,48 @@
 
 mod client;
 
-pub use client::{Bindings, ComputeClient, Driver};
-pub use gpuworld_systems::sim::{SimBackend, SimCall, SimConfig};
+pub use client::{Bindings, ComputeClient, Driver, TensorDesc, TensorHandle};
+pub use gpuworld_systems::memory::{
+    AllocationMode, MemoryConfig, PoolConfig, PoolKind, PoolReport, TensorLayout,
+};
+pub use gpuworld_systems::sim::{SimBackend, SimCall, SimConfig, SimModel};
 pub use gpuworld_systems::stages::tune::TuneResult;
 pub use gpuworld_systems::{
     Backend, Binding, CubeCount, DeviceProperties, Error, ExecutionMode, Handle, HandleId, Kernel,
     KernelDef, MemoryUsage, Result, Runtime, RuntimeConfig, RuntimeId, SchedulingStrategy,
-    StreamId, kernel, library,
+    StreamId, StreamState, kernel, library,
 };
 
 #[cfg(feature = "cpu")]
 pub use gpuworld_cpu::CpuBackend;
+#[cfg(feature = "wgpu")]
+pub use gpuworld_wgpu::{
+    AdapterSelection, AdapterSummary, KernelTiming, WgpuBackend, WgpuConfig,
+    list_adapters as wgpu_adapters, wgpu,
+};
 
 /// A client of a new runtime on the CPU backend with the default configuration.
 #[cfg(feature = "cpu")]
 pub fn cpu_client(driver: Driver) -> ComputeClient<CpuBackend> {
     ComputeClient::new(CpuBackend::new(), RuntimeConfig::default(), driver)
+}
+
+/// Tasks a wgpu stream queues before they are recorded, when nothing forces them earlier.
+#[cfg(feature = "wgpu")]
+pub const WGPU_MAX_TASKS: usize = 16;
+
+/// A client of a new runtime on the wgpu device `config` selects, ticked by a device thread, with
+/// up to [`WGPU_MAX_TASKS`] tasks batched per stream and streams interleaved;
+/// `Error::BackendUnavailable` when no adapter is found.
+#[cfg(feature = "wgpu")]
+pub fn wgpu_client(config: WgpuConfig) -> Result<ComputeClient<WgpuBackend>> {
+    let backend = WgpuBackend::new(config)?;
+    let runtime = RuntimeConfig {
+        max_tasks: WGPU_MAX_TASKS,
+        strategy: SchedulingStrategy::Interleave,
+        ..RuntimeConfig::default()
+    };
+    Ok(ComputeClient::new(backend, runtime, Driver::DeviceThread))
 }
 
 /// A client of a new runtime on the sim backend, ticked by hand.

@@ -1,4 +1,5 @@
-//! Shared pieces of the integration tests: polling a future once, and f32 conversions.
+//! Shared pieces of the integration tests: polling a future once, f32 conversions, and a wgpu
+//! device when this machine has one.
 
 #![allow(dead_code)]
 
@@ -39,4 +40,47 @@ pub fn f32s(bytes: &[u8]) -> Vec<f32> {
         .chunks_exact(4)
         .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
         .collect()
+}
+
+/// Whether a missing wgpu adapter must fail the test (CI sets `GPUWORLD_REQUIRE_WGPU=1`).
+#[cfg(feature = "wgpu")]
+fn wgpu_required() -> bool {
+    std::env::var("GPUWORLD_REQUIRE_WGPU").is_ok_and(|v| v == "1")
+}
+
+/// A wgpu backend on the default adapter; `None` (with a loud note) when there is none, unless
+/// `GPUWORLD_REQUIRE_WGPU=1`, which makes a missing adapter a failure.
+#[cfg(feature = "wgpu")]
+pub fn wgpu_backend_or_skip() -> Option<gpuworld::WgpuBackend> {
+    wgpu_backend_with(gpuworld::WgpuConfig::default())
+}
+
+/// Like [`wgpu_backend_or_skip`], with `config`.
+#[cfg(feature = "wgpu")]
+pub fn wgpu_backend_with(config: gpuworld::WgpuConfig) -> Option<gpuworld::WgpuBackend> {
+    match gpuworld::WgpuBackend::new(config) {
+        Ok(backend) => Some(backend),
+        Err(error) if wgpu_required() => {
+            panic!("GPUWORLD_REQUIRE_WGPU=1 but there is no wgpu adapter: {error}")
+        }
+        Err(error) => {
+            eprintln!("SKIPPED: no wgpu adapter: {error}");
+            None
+        }
+    }
+}
+
+/// A client from `gpuworld::wgpu_client`, or `None` as [`wgpu_backend_or_skip`] decides.
+#[cfg(feature = "wgpu")]
+pub fn wgpu_client_or_skip() -> Option<gpuworld::ComputeClient<gpuworld::WgpuBackend>> {
+    match gpuworld::wgpu_client(gpuworld::WgpuConfig::default()) {
+        Ok(client) => Some(client),
+        Err(error) if wgpu_required() => {
+            panic!("GPUWORLD_REQUIRE_WGPU=1 but there is no wgpu adapter: {error}")
+        }
+        Err(error) => {
+            eprintln!("SKIPPED: no wgpu adapter: {error}");
+            None
+        }
+    }
 }

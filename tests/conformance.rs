@@ -1,5 +1,6 @@
 //! The backend conformance suite: the same cases on every backend built into this test binary.
-//! A backend is added with one `conformance!` line.
+//! A backend is added with one `conformance!` line; `optional` takes an `Option` of a client,
+//! for backends that may have no device on this machine (a `None` skips the case).
 
 mod common;
 mod conformance {
@@ -10,6 +11,9 @@ use conformance::cases;
 
 macro_rules! conformance {
     ($backend:ident, $make:expr) => {
+        conformance!($backend, optional Some($make));
+    };
+    ($backend:ident, optional $make:expr) => {
         mod $backend {
             use super::cases;
 
@@ -17,7 +21,9 @@ macro_rules! conformance {
                 ($name:ident) => {
                     #[test]
                     fn $name() {
-                        cases::$name($make);
+                        if let Some(client) = $make {
+                            cases::$name(client);
+                        }
                     }
                 };
             }
@@ -55,6 +61,20 @@ conformance!(
     })
 );
 conformance!(
+    sim_single_queue,
+    gpuworld::ComputeClient::new(
+        gpuworld::SimBackend::new(gpuworld::SimConfig {
+            model: gpuworld::SimModel::SingleQueue,
+            ..Default::default()
+        }),
+        gpuworld::RuntimeConfig {
+            max_tasks: 4,
+            ..Default::default()
+        },
+        gpuworld::Driver::Manual,
+    )
+);
+conformance!(
     sim_batched_sequential,
     gpuworld::ComputeClient::new(
         gpuworld::SimBackend::new(gpuworld::SimConfig::default()),
@@ -65,4 +85,17 @@ conformance!(
         },
         gpuworld::Driver::Manual,
     )
+);
+#[cfg(feature = "wgpu")]
+conformance!(wgpu, optional crate::common::wgpu_client_or_skip());
+#[cfg(feature = "wgpu")]
+conformance!(
+    wgpu_manual,
+    optional crate::common::wgpu_backend_or_skip().map(|backend| {
+        gpuworld::ComputeClient::new(
+            backend,
+            gpuworld::RuntimeConfig::default(),
+            gpuworld::Driver::Manual,
+        )
+    })
 );

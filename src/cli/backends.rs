@@ -11,7 +11,7 @@ pub enum BackendKind {
     Cpu,
     /// Deterministic virtual device that runs the CPU kernels a tick late
     Sim,
-    /// WebGPU (not built into this binary)
+    /// Vulkan, Metal or DX12 through wgpu (cargo feature `wgpu`)
     Wgpu,
     /// CUDA (not built into this binary)
     Cuda,
@@ -39,6 +39,45 @@ impl BackendKind {
     /// The cargo feature that builds this backend in.
     pub fn feature(self) -> &'static str {
         self.name()
+    }
+}
+
+/// A kind of wgpu adapter, as `--device-type` names it.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DeviceTypeArg {
+    /// A GPU of its own
+    Discrete,
+    /// A GPU sharing the CPU's memory
+    Integrated,
+    /// A device implemented in software on the CPU (such as lavapipe)
+    Cpu,
+    /// A virtualised GPU
+    Virtual,
+    /// Anything else
+    Other,
+}
+
+/// The wgpu adapter the command line selects.
+#[cfg(feature = "wgpu")]
+pub fn wgpu_config(
+    adapter: Option<usize>,
+    device_type: Option<DeviceTypeArg>,
+) -> gpuworld::WgpuConfig {
+    use gpuworld::{AdapterSelection, wgpu::DeviceType};
+    let adapter = match (adapter, device_type) {
+        (Some(index), _) => AdapterSelection::Index(index),
+        (None, Some(kind)) => AdapterSelection::Type(match kind {
+            DeviceTypeArg::Discrete => DeviceType::DiscreteGpu,
+            DeviceTypeArg::Integrated => DeviceType::IntegratedGpu,
+            DeviceTypeArg::Cpu => DeviceType::Cpu,
+            DeviceTypeArg::Virtual => DeviceType::VirtualGpu,
+            DeviceTypeArg::Other => DeviceType::Other,
+        }),
+        (None, None) => AdapterSelection::Default,
+    };
+    gpuworld::WgpuConfig {
+        adapter,
+        ..gpuworld::WgpuConfig::default()
     }
 }
 

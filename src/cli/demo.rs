@@ -2,7 +2,7 @@
 //! it, writes the final field as a PNG and prints a closing summary.
 
 use super::CliError;
-use super::backends::{BackendKind, sim_config};
+use super::backends::{BackendKind, DeviceTypeArg, sim_config};
 use super::field_stats::FieldStats;
 use super::heat::HeatProblem;
 use super::heatmap;
@@ -41,9 +41,15 @@ pub struct DemoArgs {
     /// Where to write the final field as a PNG
     #[arg(long, value_name = "PATH", default_value = DEFAULT_OUTPUT)]
     pub output: PathBuf,
-    /// Who advances the runtime [default: device-thread for cpu, manual for sim]
+    /// Who advances the runtime [default: device-thread for cpu and wgpu, manual for sim]
     #[arg(long, value_enum)]
     pub driver: Option<DriverKind>,
+    /// wgpu adapter to run on, by its index in `gpuworld info`
+    #[arg(long, value_name = "INDEX", conflicts_with = "device_type")]
+    pub adapter: Option<usize>,
+    /// wgpu adapter to run on, the first of this type
+    #[arg(long, value_enum)]
+    pub device_type: Option<DeviceTypeArg>,
     /// Hide the progress bar
     #[arg(long)]
     pub quiet: bool,
@@ -58,6 +64,8 @@ impl Default for DemoArgs {
             alpha: DEFAULT_ALPHA,
             output: PathBuf::from(DEFAULT_OUTPUT),
             driver: None,
+            adapter: None,
+            device_type: None,
             quiet: false,
         }
     }
@@ -116,19 +124,40 @@ pub fn run(args: &DemoArgs) -> Result<(), CliError> {
         BackendKind::Cpu => {
             let driver = args.driver.unwrap_or(DriverKind::DeviceThread);
             let backend = gpuworld::CpuBackend::new();
-            run_on(backend, driver, args)
+            run_on(backend, RuntimeConfig::default(), driver, args)
+        }
+        #[cfg(feature = "wgpu")]
+        BackendKind::Wgpu => {
+            let driver = args.driver.unwrap_or(DriverKind::DeviceThread);
+            let config = super::backends::wgpu_config(args.adapter, args.device_type);
+            let backend = gpuworld::WgpuBackend::new(config)?;
+            let runtime = RuntimeConfig {
+                max_tasks: gpuworld::WGPU_MAX_TASKS,
+                ..RuntimeConfig::default()
+            };
+            run_on(backend, runtime, driver, args)
         }
         BackendKind::Sim => {
             // The sim exists for stepping by hand; a device thread would only spin on latency.
             let driver = args.driver.unwrap_or(DriverKind::Manual);
-            run_on(SimBackend::new(sim_config()), driver, args)
+            run_on(
+                SimBackend::new(sim_config()),
+                RuntimeConfig::default(),
+                driver,
+                args,
+            )
         }
         missing => Err(CliError::BackendNotBuilt(missing)),
     }
 }
 
-fn run_on<B: Backend>(backend: B, driver: DriverKind, args: &DemoArgs) -> Result<(), CliError> {
-    let client = ComputeClient::new(backend, RuntimeConfig::default(), driver.into());
+fn run_on<B: Backend>(
+    backend: B,
+    runtime: RuntimeConfig,
+    driver: DriverKind,
+    args: &DemoArgs,
+) -> Result<(), CliError> {
+    let client = ComputeClient::new(backend, runtime, driver.into());
     let problem = HeatProblem {
         side: args.size,
         alpha: args.alpha,

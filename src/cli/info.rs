@@ -1,5 +1,6 @@
 //! `gpuworld info`: which backends this binary was built with and the device each one drives,
-//! so a user can tell what `--backend` will accept before running a job.
+//! so a user can tell what `--backend` will accept before running a job; for wgpu, every
+//! adapter with the index `--adapter` takes.
 
 use super::CliError;
 use super::backends::{BackendKind, describe_device, sim_config};
@@ -11,6 +12,13 @@ pub fn run() -> Result<(), CliError> {
     let mut out = std::io::stdout().lock();
     for backend in BackendKind::ALL {
         writeln!(out, "{}: {}", backend.name(), device_line(backend))?;
+        #[cfg(feature = "wgpu")]
+        if backend == BackendKind::Wgpu {
+            let backends = gpuworld::WgpuConfig::default().backends;
+            for adapter in gpuworld::wgpu_adapters(backends) {
+                writeln!(out, "  adapter {adapter}")?;
+            }
+        }
     }
     Ok(())
 }
@@ -20,6 +28,29 @@ fn device_line(backend: BackendKind) -> String {
         #[cfg(feature = "cpu")]
         BackendKind::Cpu => describe_device(&gpuworld::CpuBackend::new().properties()),
         BackendKind::Sim => describe_device(&SimBackend::new(sim_config()).properties()),
+        #[cfg(feature = "wgpu")]
+        BackendKind::Wgpu => match gpuworld::WgpuBackend::new(gpuworld::WgpuConfig::default()) {
+            Ok(backend) => {
+                let limits = backend.limits();
+                format!(
+                    "{} (default adapter), max buffer {}, max storage binding {}, \
+                     storage offset alignment {}B, timestamps {}",
+                    describe_device(&backend.properties()),
+                    crate::cli::summary::format_bytes(limits.max_buffer_size),
+                    crate::cli::summary::format_bytes(limits.max_storage_buffer_binding_size),
+                    limits.min_storage_buffer_offset_alignment,
+                    if backend
+                        .features()
+                        .contains(gpuworld::wgpu::Features::TIMESTAMP_QUERY)
+                    {
+                        "yes"
+                    } else {
+                        "no"
+                    }
+                )
+            }
+            Err(error) => format!("no device: {error}"),
+        },
         missing => format!(
             "not built into this binary (enable feature `{}`)",
             missing.feature()

@@ -125,6 +125,10 @@ pub trait Backend: Send + Sync + 'static {
     /// Blocks the caller (a driver between ticks, never a tick) until the device may have made
     /// progress or `timeout` passed; backends that progress only when polled return at once.
     fn wait_for_progress(&mut self, _timeout: std::time::Duration) {}
+    /// A short, stable name of `event` for snapshots and logs.
+    fn event_label(&self, event: DeviceEvent) -> String {
+        format!("event {}", event.0)
+    }
     /// Whether `event` has completed.
     fn event_done(&mut self, event: DeviceEvent) -> bool;
     /// The bytes of a finished readback, once; `None` while it is in flight.

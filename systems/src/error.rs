@@ -132,6 +132,12 @@ pub enum Error {
     /// The runtime was shut down before the request completed.
     #[error("the runtime shut down before the request completed")]
     Disconnected,
+    /// A tensor's shape, strides, element size or data do not describe a valid tensor.
+    #[error("invalid tensor: {reason}")]
+    InvalidTensor {
+        /// What is wrong, with the shape, strides and element size.
+        reason: Arc<str>,
+    },
 }
 
 impl Error {

@@ -38,9 +38,18 @@ impl StreamId {
     }
 }
 
+impl StreamId {
+    /// The id the runtime's GC stream is created for; never a thread's.
+    pub const GC: StreamId = StreamId { value: u64::MAX };
+}
+
 impl fmt::Display for StreamId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "stream#{}", self.value)
+        if *self == StreamId::GC {
+            write!(f, "stream#gc")
+        } else {
+            write!(f, "stream#{}", self.value)
+        }
     }
 }
 

@@ -5,6 +5,7 @@ use crate::error::{Error, Result};
 use crate::handle::Binding;
 use crate::ids::{HandleId, RuntimeId, StreamId};
 use crate::kernel::{CubeCount, ExecutionMode, Kernel};
+use crate::memory::AllocationMode;
 use futures_channel::oneshot;
 use parking_lot::{Condvar, Mutex};
 use smallvec::SmallVec;
@@ -82,6 +83,18 @@ pub enum Command {
     },
     /// Return free memory to the device.
     MemoryCleanup,
+    /// Open a window of `mode` for the stream's allocations, until the matching close.
+    OpenAllocationMode {
+        /// The stream whose allocations it governs.
+        stream: StreamId,
+        /// The mode.
+        mode: AllocationMode,
+    },
+    /// Close the stream's innermost allocation-mode window.
+    CloseAllocationMode {
+        /// The stream.
+        stream: StreamId,
+    },
 }
 
 impl Command {

@@ -22,6 +22,6 @@ pub use handle::{Binding, Handle};
 pub use ids::{HandleId, RuntimeId, StreamId};
 pub use kernel::{CubeCount, ExecutionMode, Kernel, KernelDef};
 pub use memory::MemoryUsage;
-pub use runtime::Runtime;
-pub use sim::{SimBackend, SimConfig};
+pub use runtime::{Runtime, StreamState};
+pub use sim::{SimBackend, SimConfig, SimModel};
 pub use world::{RuntimeConfig, SchedulingStrategy};

@@ -2,7 +2,7 @@
 //! inbox; whoever holds it calls [`Runtime::tick`].
 
 use crate::backend::{Backend, DeviceProperties};
-use crate::ids::RuntimeId;
+use crate::ids::{RuntimeId, StreamId};
 use crate::inbox::Inbox;
 use crate::memory::{MemoryPool, MemoryUsage};
 use crate::stages::tick_schedule;
@@ -34,7 +34,10 @@ impl<B: Backend> Runtime<B> {
         });
         world.init_resource::<PinnedHandles>();
         world.insert_resource(config);
-        world.insert_resource(MemoryPool::new(properties.alignment));
+        world.insert_resource(MemoryPool::new(
+            &properties,
+            &world.resource::<RuntimeConfig>().memory,
+        ));
         world.insert_resource(Device(backend));
         world.insert_resource(InboxQueue(inbox.clone()));
         world.init_resource::<HandleIndex>();
@@ -145,9 +148,32 @@ impl<B: Backend> Runtime<B> {
             || q.gcs.iter(world).next().is_some()
     }
 
+    /// The bookkeeping of the stream that runs `id`, if it was opened.
+    pub fn stream_state(&mut self, id: StreamId) -> Option<StreamState> {
+        let table = self.world.resource::<StreamTable>();
+        let entity = table.slots[(id.value % table.slots.len() as u64) as usize]?;
+        let mut query = self.world.query::<(
+            &Stream,
+            &StreamCursor,
+            &SubmittedCursor,
+            &LastSynced,
+            &TaskQueue,
+        )>();
+        let (stream, cursor, submitted, synced, queue) = query.get(&self.world, entity).ok()?;
+        Some(StreamState {
+            slot: stream.slot,
+            cursor: cursor.0,
+            submitted: submitted.0,
+            last_synced: synced.0.to_vec(),
+            queued: queue.tasks.len(),
+        })
+    }
+
     /// The whole runtime state as stable text, sorted by ids, for snapshots.
     pub fn snapshot(&mut self) -> String {
-        crate::snapshot::render(&mut self.world)
+        self.world.resource_scope(|world, device: Mut<Device<B>>| {
+            crate::snapshot::render(world, &|event| device.0.event_label(event))
+        })
     }
 }
 
@@ -166,4 +192,19 @@ impl InFlightQueries {
             gcs: world.query_filtered(),
         }
     }
+}
+
+/// A stream's bookkeeping, as [`Runtime::stream_state`] reports it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StreamState {
+    /// The slot the stream occupies.
+    pub slot: usize,
+    /// Tasks assigned to the stream so far.
+    pub cursor: u64,
+    /// Cursor of the last task handed to the backend.
+    pub submitted: u64,
+    /// For each origin slot, the origin cursor this stream has waited for.
+    pub last_synced: Vec<(usize, u64)>,
+    /// Tasks queued and not yet submitted.
+    pub queued: usize,
 }

@@ -11,9 +11,20 @@ use smallvec::SmallVec;
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
 
+/// How the virtual device orders work across streams.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SimModel {
+    /// Each stream is a queue of its own; waits on other streams' events order them (CUDA-like).
+    Events,
+    /// Every stream feeds one device queue in submission order; waits are implied (wgpu-like).
+    SingleQueue,
+}
+
 /// How the virtual device behaves.
 #[derive(Clone, Debug)]
 pub struct SimConfig {
+    /// How work of different streams is ordered.
+    pub model: SimModel,
     /// Ticks between a submission and its completion.
     pub latency_ticks: u64,
     /// Device memory in bytes; allocations beyond it fail.
@@ -25,6 +36,7 @@ pub struct SimConfig {
 impl Default for SimConfig {
     fn default() -> Self {
         SimConfig {
+            model: SimModel::Events,
             latency_ticks: 1,
             memory_bytes: 1 << 30,
             record: true,
@@ -125,9 +137,12 @@ enum OpKind {
 
 struct Op {
     ready_at: u64,
+    /// The stream that submitted it (its faults go there).
+    stream: usize,
     kind: OpKind,
 }
 
+/// A stream; with `SimModel::SingleQueue` only stream 0's queue and counters are used.
 struct SimStream {
     id: StreamId,
     queue: VecDeque<Op>,
@@ -190,14 +205,27 @@ impl SimBackend {
         }
     }
 
+    /// The queue that runs `stream`'s work.
+    fn queue_of(&self, stream: usize) -> usize {
+        match self.config.model {
+            SimModel::Events => stream,
+            SimModel::SingleQueue => 0,
+        }
+    }
+
     fn enqueue(&mut self, stream: DeviceStream, kind: OpKind, what: impl FnOnce() -> String) {
         let ready_at = self.tick + self.config.latency_ticks;
-        let Some(s) = self.streams.get_mut(stream.0 as usize) else {
+        let queue = self.queue_of(stream.0 as usize);
+        let Some(s) = self.streams.get_mut(queue) else {
             return;
         };
         s.enqueued += 1;
         let op = s.enqueued;
-        s.queue.push_back(Op { ready_at, kind });
+        s.queue.push_back(Op {
+            ready_at,
+            stream: stream.0 as usize,
+            kind,
+        });
         if self.config.record {
             self.record(SimCall::Enqueue {
                 stream,
@@ -393,11 +421,9 @@ impl Backend for SimBackend {
     }
 
     fn flush(&mut self, stream: DeviceStream) -> DeviceEvent {
-        let ops = self
-            .streams
-            .get(stream.0 as usize)
-            .map_or(0, |s| s.enqueued);
-        let event = encode_event(stream.0, ops);
+        let queue = self.queue_of(stream.0 as usize);
+        let ops = self.streams.get(queue).map_or(0, |s| s.enqueued);
+        let event = encode_event(queue as u32, ops);
         self.record(SimCall::Flush { stream, event });
         event
     }
@@ -432,7 +458,7 @@ impl Backend for SimBackend {
                     let Some(op) = self.streams[index].queue.pop_front() else {
                         break;
                     };
-                    self.execute(index, op.kind);
+                    self.execute(op.stream, op.kind);
                     let s = &mut self.streams[index];
                     s.completed += 1;
                     let done = SimCall::Complete {
@@ -447,6 +473,10 @@ impl Backend for SimBackend {
                 break;
             }
         }
+    }
+
+    fn event_label(&self, event: DeviceEvent) -> String {
+        event_name(event)
     }
 
     fn event_done(&mut self, event: DeviceEvent) -> bool {

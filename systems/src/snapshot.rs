@@ -1,6 +1,7 @@
 //! `Runtime::snapshot()`: the tick, streams, tasks, in-flight work, handles and memory as
 //! stable text sorted by ids, so that `insta` snapshots read like a report.
 
+use crate::backend::DeviceEvent;
 use crate::memory::MemoryPool;
 use crate::world::*;
 use bevy_ecs::prelude::*;
@@ -15,8 +16,8 @@ fn slot_name(slot: usize) -> String {
     }
 }
 
-/// Renders the world.
-pub fn render(world: &mut World) -> String {
+/// Renders the world; `event_label` names the backend's events.
+pub fn render(world: &mut World, event_label: &dyn Fn(DeviceEvent) -> String) -> String {
     let mut out = String::new();
     let tick = world.resource::<TickCounter>().0;
     let _ = writeln!(out, "tick {tick}");
@@ -114,19 +115,23 @@ pub fn render(world: &mut World) -> String {
             )
         })
         .collect();
-    flight.extend(
-        world
-            .query::<&PendingSync>()
-            .iter(world)
-            .map(|s| format!("  sync on {} until event {}", slot(&s.stream), s.event.0)),
-    );
+    flight.extend(world.query::<&PendingSync>().iter(world).map(|s| {
+        format!(
+            "  sync on {} until event {}",
+            slot(&s.stream),
+            event_label(s.event)
+        )
+    }));
     flight.extend(world.query::<&PendingGc>().iter(world).map(|g| {
         let mut handles: Vec<String> = g.handles.iter().map(&handle).collect();
         handles.sort();
-        let events: Vec<String> = g.events.iter().map(|e| e.0.to_string()).collect();
+        let mut pins: Vec<String> = g.pins.iter().map(&handle).collect();
+        pins.sort();
+        let events: Vec<String> = g.events.iter().map(|e| event_label(*e)).collect();
         format!(
-            "  gc of [{}] until events [{}]",
+            "  gc reclaims [{}] unpins [{}] after [{}]",
             handles.join(", "),
+            pins.join(", "),
             events.join(", ")
         )
     }));

@@ -1,14 +1,12 @@
 //! The world model: the components of streams, handles, tasks, pending reads and pending GCs, and
 //! the runtime's resources. Stages own the behaviour; this module only names the state.
 
-use crate::backend::{
-    Backend, DeviceEvent, DeviceStream, LaunchCount, ReadTicket, Region, StorageId,
-};
+use crate::backend::{Backend, DeviceEvent, DeviceStream, LaunchCount, ReadTicket, Region};
 use crate::error::{Error, Result};
 use crate::ids::{HandleId, StreamId};
 use crate::inbox::{Inbox, ReadReply, Reply};
 use crate::kernel::{ExecutionMode, Kernel};
-use crate::memory::SliceKey;
+use crate::memory::{MemoryConfig, SliceKey};
 use bevy_ecs::prelude::*;
 use smallvec::SmallVec;
 use std::collections::{HashMap, VecDeque};
@@ -99,8 +97,8 @@ pub enum Allocation {
     Slice {
         /// The pool key.
         slice: SliceKey,
-        /// The backend buffer.
-        storage: StorageId,
+        /// The requested bytes inside the backend buffer (a slice may start past byte 0).
+        region: Region,
     },
     /// The allocation failed; every use reports this error.
     Failed(Error),
@@ -291,8 +289,9 @@ pub struct InboxQueue(pub Arc<Inbox>);
 pub struct HandleEntry {
     /// The handle entity.
     pub entity: Entity,
-    /// Its storage, or why the allocation failed.
-    pub storage: Result<StorageId>,
+    /// Its bytes in a backend buffer (bindings are offset from `region.offset`), or why the
+    /// allocation failed.
+    pub memory: Result<Region>,
     /// Whether the user dropped every clone.
     pub released: bool,
 }
@@ -344,6 +343,8 @@ pub struct RuntimeConfig {
     pub max_tasks: usize,
     /// Submission order across ready streams.
     pub strategy: SchedulingStrategy,
+    /// Memory pools and tensor layout.
+    pub memory: MemoryConfig,
 }
 
 impl Default for RuntimeConfig {
@@ -352,6 +353,7 @@ impl Default for RuntimeConfig {
             stream_slots: 4,
             max_tasks: 1,
             strategy: SchedulingStrategy::Interleave,
+            memory: MemoryConfig::default(),
         }
     }
 }

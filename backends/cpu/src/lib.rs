@@ -154,6 +154,11 @@ impl Backend for CpuBackend {
         self.progress.wait_for_change(timeout);
     }
 
+    fn event_label(&self, event: DeviceEvent) -> String {
+        let (stream, ops) = decode_event(event);
+        format!("d{stream}@{ops}")
+    }
+
     fn event_done(&mut self, event: DeviceEvent) -> bool {
         let (stream, ops) = decode_event(event);
         self.progress.completed(stream) >= ops

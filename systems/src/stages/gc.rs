@@ -24,12 +24,26 @@ pub fn poll_device<B: Backend>(
     }
 }
 
+/// The stream's fault, including one the device raised after the last poll: a backend publishes
+/// a fault before completing any later work, so it is visible once that work is.
+fn take_stream_fault<B: Backend>(
+    device: &mut B,
+    streams: &mut Query<(&Stream, &mut StreamFault)>,
+    stream: Entity,
+) -> Option<crate::error::Error> {
+    let (info, mut fault) = streams.get_mut(stream).ok()?;
+    if let Some(error) = device.take_fault(info.device) {
+        fault.0.get_or_insert(error);
+    }
+    fault.0.take()
+}
+
 /// Replies to reads whose bytes have all arrived.
 pub fn complete_reads<B: Backend>(
     mut commands: Commands,
     mut device: ResMut<Device<B>>,
     mut reads: Query<(Entity, &mut PendingRead)>,
-    mut faults: Query<&mut StreamFault>,
+    mut streams: Query<(&Stream, &mut StreamFault)>,
 ) {
     for (entity, mut read) in &mut reads {
         let read = read.as_mut();
@@ -44,10 +58,7 @@ pub fn complete_reads<B: Backend>(
         if read.tickets.iter().any(Option::is_some) {
             continue;
         }
-        let fault = faults
-            .get_mut(read.stream)
-            .ok()
-            .and_then(|mut f| f.0.take());
+        let fault = take_stream_fault(&mut device.0, &mut streams, read.stream);
         let result = match fault {
             Some(error) => Err(error),
             None => Ok(std::mem::take(&mut read.bytes)),
@@ -64,16 +75,13 @@ pub fn complete_syncs<B: Backend>(
     mut commands: Commands,
     mut device: ResMut<Device<B>>,
     mut syncs: Query<(Entity, &mut PendingSync)>,
-    mut faults: Query<&mut StreamFault>,
+    mut streams: Query<(&Stream, &mut StreamFault)>,
 ) {
     for (entity, mut sync) in &mut syncs {
         if !device.0.event_done(sync.event) {
             continue;
         }
-        let fault = faults
-            .get_mut(sync.stream)
-            .ok()
-            .and_then(|mut f| f.0.take());
+        let fault = take_stream_fault(&mut device.0, &mut streams, sync.stream);
         if let Some(reply) = sync.reply.take() {
             let _ = reply.send(fault.map_or(Ok(()), Err));
         }
@@ -129,6 +137,10 @@ pub fn pin_released_memory<B: Backend>(
 }
 
 /// Unpins shared handles and returns the memory of released ones once their events passed.
+#[expect(
+    clippy::too_many_arguments,
+    reason = "a system's parameters list exactly what it touches"
+)]
 pub fn reclaim_finished_gc<B: Backend>(
     mut commands: Commands,
     mut device: ResMut<Device<B>>,

@@ -30,17 +30,23 @@ fn ingest_one<B: Backend>(world: &mut World, command: Command) {
             handle,
             size,
             data,
-            stream,
+            stream: stream_id,
         } => {
-            let stream = stream_entity::<B>(world, stream);
+            let stream = stream_entity::<B>(world, stream_id);
             let reserved = world.resource_scope(|world, mut device: Mut<Device<B>>| {
                 world
                     .resource_mut::<MemoryPool>()
-                    .reserve(&mut device.0, size)
+                    .reserve_for(&mut device.0, size, stream_id)
             });
             let cursor = world.get::<StreamCursor>(stream).map_or(0, |c| c.0);
-            let (allocation, storage) = match reserved {
-                Ok((slice, storage)) => (Allocation::Slice { slice, storage }, Ok(storage)),
+            let (allocation, memory) = match reserved {
+                Ok(reservation) => (
+                    Allocation::Slice {
+                        slice: reservation.slice,
+                        region: reservation.region,
+                    },
+                    Ok(reservation.region),
+                ),
                 Err(error) => {
                     tracing::warn!(target: "gpuworld::memory", %handle, size, %error, "allocation failed");
                     record_fault(world, stream, error.clone());
@@ -55,23 +61,19 @@ fn ingest_one<B: Backend>(world: &mut World, command: Command) {
                     Uses::default(),
                 ))
                 .id();
-            let storage_ok = storage.as_ref().ok().copied();
+            let region = memory.as_ref().ok().copied();
             world.resource_mut::<HandleIndex>().0.insert(
                 handle,
                 HandleEntry {
                     entity,
-                    storage,
+                    memory,
                     released: false,
                 },
             );
-            if let (Some(data), Some(storage)) = (data, storage_ok) {
+            if let (Some(data), Some(region)) = (data, region) {
                 let binding = TaskBinding {
                     handle: entity,
-                    region: Region {
-                        storage,
-                        offset: 0,
-                        size,
-                    },
+                    region,
                     writes: true,
                 };
                 spawn_task(
@@ -170,6 +172,17 @@ fn ingest_one<B: Backend>(world: &mut World, command: Command) {
             }
         }
         Command::MemoryCleanup => world.resource_mut::<CleanupRequested>().0 = true,
+        Command::OpenAllocationMode { stream, mode } => {
+            world
+                .resource_mut::<MemoryPool>()
+                .modes_mut()
+                .push(stream, mode);
+        }
+        Command::CloseAllocationMode { stream } => {
+            if !world.resource_mut::<MemoryPool>().modes_mut().pop(stream) {
+                tracing::warn!(target: "gpuworld::memory", %stream, "closing an allocation mode window that is not open");
+            }
+        }
     }
 }
 
@@ -216,12 +229,12 @@ fn resolve(world: &World, binding: &Binding, writes: bool) -> Result<TaskBinding
             handle: binding.handle,
         });
     }
-    let storage = entry.storage.clone()?;
+    let memory = entry.memory.as_ref().map_err(Clone::clone)?;
     Ok(TaskBinding {
         handle: entry.entity,
         region: Region {
-            storage,
-            offset: start,
+            storage: memory.storage,
+            offset: memory.offset + start,
             size: end - start,
         },
         writes,

@@ -13,6 +13,10 @@ use bevy_ecs::prelude::*;
 use smallvec::SmallVec;
 
 /// Submits every ready queue to the backend.
+#[expect(
+    clippy::too_many_arguments,
+    reason = "a system's parameters list exactly what it touches"
+)]
 pub fn submit_ready_queues<B: Backend>(
     mut commands: Commands,
     config: Res<RuntimeConfig>,
@@ -68,7 +72,7 @@ pub fn submit_ready_queues<B: Backend>(
         let entity = commands
             .spawn((
                 Stream {
-                    id: GC_STREAM_ID,
+                    id: StreamId::GC,
                     slot: GC_SLOT,
                     role: StreamRole::Gc,
                     device,
@@ -93,9 +97,6 @@ pub fn submit_ready_queues<B: Backend>(
         };
     }
 }
-
-/// The user-invisible stream id the GC stream is created for.
-const GC_STREAM_ID: StreamId = StreamId { value: u64::MAX };
 
 enum InFlight {
     Read(PendingRead),
@@ -271,7 +272,7 @@ impl<B: Backend> Submitter<'_, '_, '_, '_, '_, B> {
         let gc = match self.gc {
             Some(gc) => gc,
             None => {
-                let gc = self.device.create_stream(GC_STREAM_ID);
+                let gc = self.device.create_stream(StreamId::GC);
                 self.gc = Some(gc);
                 gc
             }

@@ -1,0 +1,192 @@
+//! Finding a device: the backend's configuration, the adapters wgpu can see, and the choice of
+//! one by index or by type. The only blocking in the crate is here, at construction.
+
+use gpuworld_systems::error::Error;
+
+/// Which adapter the backend drives.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum AdapterSelection {
+    /// wgpu's choice, preferring a high-performance device.
+    #[default]
+    Default,
+    /// The adapter at this position in [`list_adapters`].
+    Index(usize),
+    /// The first adapter of this type in [`list_adapters`].
+    Type(wgpu::DeviceType),
+}
+
+/// How the wgpu backend is set up.
+#[derive(Clone, Debug)]
+pub struct WgpuConfig {
+    /// Graphics APIs to look for adapters on.
+    pub backends: wgpu::Backends,
+    /// Which adapter to use.
+    pub adapter: AdapterSelection,
+    /// Most bytes of upload staging the backend holds; beyond it writes go through the queue.
+    pub upload_budget: u64,
+    /// Size of one upload staging chunk.
+    pub upload_chunk: u64,
+    /// Whether to time every dispatch with timestamp queries, when the adapter has them.
+    pub timestamps: bool,
+    /// Memory the runtime may allocate, if it should be limited below the device's.
+    pub memory_capacity: Option<u64>,
+}
+
+impl Default for WgpuConfig {
+    fn default() -> Self {
+        WgpuConfig {
+            backends: wgpu::Backends::from_env().unwrap_or(wgpu::Backends::PRIMARY),
+            adapter: AdapterSelection::Default,
+            upload_budget: 64 << 20,
+            upload_chunk: 1 << 20,
+            timestamps: false,
+            memory_capacity: None,
+        }
+    }
+}
+
+/// One adapter as `gpuworld info` lists it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AdapterSummary {
+    /// Position for [`AdapterSelection::Index`].
+    pub index: usize,
+    /// The adapter's name.
+    pub name: String,
+    /// The graphics API it is reached through.
+    pub backend: wgpu::Backend,
+    /// Discrete, integrated, virtual, CPU or other.
+    pub device_type: wgpu::DeviceType,
+    /// Driver name and version.
+    pub driver: String,
+}
+
+impl std::fmt::Display for AdapterSummary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "#{} {} ({:?}, {:?})",
+            self.index, self.name, self.backend, self.device_type
+        )?;
+        if !self.driver.is_empty() {
+            write!(f, ", driver {}", self.driver)?;
+        }
+        Ok(())
+    }
+}
+
+/// A wgpu instance for `backends`.
+pub(crate) fn instance(backends: wgpu::Backends) -> wgpu::Instance {
+    let mut descriptor = wgpu::InstanceDescriptor::new_without_display_handle_from_env();
+    descriptor.backends = backends;
+    wgpu::Instance::new(descriptor)
+}
+
+/// Every adapter wgpu finds on `backends`, in the order [`AdapterSelection::Index`] counts.
+pub fn list_adapters(backends: wgpu::Backends) -> Vec<AdapterSummary> {
+    let instance = instance(backends);
+    pollster::block_on(instance.enumerate_adapters(backends))
+        .iter()
+        .enumerate()
+        .map(|(index, adapter)| summary(index, adapter))
+        .collect()
+}
+
+fn summary(index: usize, adapter: &wgpu::Adapter) -> AdapterSummary {
+    let info = adapter.get_info();
+    AdapterSummary {
+        index,
+        name: info.name,
+        backend: info.backend,
+        device_type: info.device_type,
+        driver: [info.driver, info.driver_info]
+            .into_iter()
+            .filter(|s| !s.is_empty())
+            .collect::<Vec<_>>()
+            .join(" "),
+    }
+}
+
+fn unavailable(reason: String) -> Error {
+    Error::BackendUnavailable {
+        backend: "wgpu",
+        reason: reason.into(),
+    }
+}
+
+/// The adapter `config` selects, or why there is none.
+pub(crate) fn select_adapter(
+    instance: &wgpu::Instance,
+    config: &WgpuConfig,
+) -> Result<wgpu::Adapter, Error> {
+    let hint = "install a Vulkan driver (on Linux, `mesa-vulkan-drivers` gives a software one) \
+                or set WGPU_BACKEND";
+    match config.adapter {
+        AdapterSelection::Default => {
+            pollster::block_on(instance.request_adapter(&wgpu::RequestAdapterOptions {
+                power_preference: wgpu::PowerPreference::HighPerformance,
+                ..Default::default()
+            }))
+            .map_err(|error| {
+                unavailable(format!(
+                    "no adapter on {:?}: {error}; {hint}",
+                    config.backends
+                ))
+            })
+        }
+        AdapterSelection::Index(index) => {
+            let adapters = pollster::block_on(instance.enumerate_adapters(config.backends));
+            let count = adapters.len();
+            adapters.into_iter().nth(index).ok_or_else(|| {
+                unavailable(format!(
+                    "no adapter #{index}: {count} adapter(s) on {:?}; {hint}",
+                    config.backends
+                ))
+            })
+        }
+        AdapterSelection::Type(device_type) => {
+            let adapters = pollster::block_on(instance.enumerate_adapters(config.backends));
+            let found: Vec<String> = adapters
+                .iter()
+                .enumerate()
+                .map(|(i, a)| summary(i, a).to_string())
+                .collect();
+            adapters
+                .into_iter()
+                .find(|a| a.get_info().device_type == device_type)
+                .ok_or_else(|| {
+                    unavailable(format!(
+                        "no {device_type:?} adapter on {:?} (found: {})",
+                        config.backends,
+                        if found.is_empty() {
+                            "none".to_string()
+                        } else {
+                            found.join("; ")
+                        }
+                    ))
+                })
+        }
+    }
+}
+
+/// Opens `adapter` with its full limits, and timestamp queries when asked for and offered.
+pub(crate) fn open_device(
+    adapter: &wgpu::Adapter,
+    config: &WgpuConfig,
+) -> Result<(wgpu::Device, wgpu::Queue), Error> {
+    let mut features = wgpu::Features::empty();
+    if config.timestamps && adapter.features().contains(wgpu::Features::TIMESTAMP_QUERY) {
+        features |= wgpu::Features::TIMESTAMP_QUERY;
+    }
+    pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
+        label: Some("gpuworld"),
+        required_features: features,
+        required_limits: adapter.limits(),
+        ..Default::default()
+    }))
+    .map_err(|error| {
+        unavailable(format!(
+            "adapter {} refused a device: {error}",
+            adapter.get_info().name
+        ))
+    })
+}

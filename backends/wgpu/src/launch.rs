@@ -1,0 +1,330 @@
+//! Recording a launch: the kernel's pipeline, its cube count checked against the device's
+//! limits, each buffer region turned into a binding, the scalars into the batch's uniform, then
+//! the dispatch in the stream's open compute pass. A region whose offset is not a multiple of
+//! the device's storage offset alignment cannot be bound in place: it is copied to a scratch
+//! buffer, bound there, and copied back after the dispatch, all in stream order.
+
+use crate::WgpuBackend;
+use crate::bind_groups::BindKey;
+use gpuworld_systems::backend::{LaunchCount, Region, StorageId};
+use gpuworld_systems::kernel::{Kernel, KernelDef};
+use smallvec::SmallVec;
+
+/// Merges the bytes `mask` selects of `value` into one word: how a write that does not cover
+/// whole words reaches the device (copies move whole words). Internal to the backend.
+static PATCH_WORD: KernelDef = KernelDef {
+    id: "gpuworld.wgpu.patch_word",
+    name: "patch_word",
+    cube_dim: [1, 1, 1],
+    buffers: 1,
+    scalars: 3,
+    cpu: None,
+    wgsl: Some(
+        "struct Patch { word: u32, mask: u32, value: u32, pad0: u32 }
+
+@group(0) @binding(0) var<storage, read_write> words: array<u32>;
+@group(0) @binding(1) var<uniform> merge: Patch;
+
+@compute @workgroup_size(1, 1, 1)
+fn main() {
+    if merge.word < arrayLength(&words) {
+        let old = words[merge.word];
+        words[merge.word] = (old & ~merge.mask) | (merge.value & merge.mask);
+    }
+}
+",
+    ),
+    cuda: None,
+};
+
+/// How one buffer region is bound.
+enum Bound {
+    /// In place, at an aligned offset.
+    InPlace {
+        storage: StorageId,
+        buffer: wgpu::Buffer,
+        offset: u64,
+        size: u64,
+    },
+    /// Through a scratch copy of the region.
+    Scratch {
+        scratch: wgpu::Buffer,
+        source: wgpu::Buffer,
+        offset: u64,
+        size: u64,
+    },
+}
+
+impl Bound {
+    fn binding(&self) -> wgpu::BufferBinding<'_> {
+        let (buffer, offset, size) = match self {
+            Bound::InPlace {
+                buffer,
+                offset,
+                size,
+                ..
+            } => (buffer, *offset, *size),
+            Bound::Scratch { scratch, size, .. } => (scratch, 0, *size),
+        };
+        wgpu::BufferBinding {
+            buffer,
+            offset,
+            size: std::num::NonZeroU64::new(size),
+        }
+    }
+}
+
+impl WgpuBackend {
+    fn scratch(&self, size: u64) -> wgpu::Buffer {
+        self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("gpuworld unaligned binding"),
+            size,
+            usage: wgpu::BufferUsages::STORAGE
+                | wgpu::BufferUsages::COPY_SRC
+                | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        })
+    }
+
+    fn bind(&self, kernel: Kernel, region: Region) -> Result<Bound, String> {
+        let buffer = self
+            .buffer(region.storage)
+            .ok_or_else(|| format!("kernel `{}` bound to freed memory", kernel.name))?;
+        // The kernel sees whole words, as the CPU's `len32` does.
+        let size = region.size / 4 * 4;
+        if region.offset + size > buffer.size() {
+            return Err(format!(
+                "kernel `{}` binding {}..{} is past the end of its {}-byte buffer",
+                kernel.name,
+                region.offset,
+                region.offset + size,
+                buffer.size()
+            ));
+        }
+        let max = self.limits.max_storage_buffer_binding_size;
+        if size > max {
+            return Err(format!(
+                "kernel `{}` binding of {size} bytes exceeds the device's \
+                 max_storage_buffer_binding_size of {max}",
+                kernel.name
+            ));
+        }
+        let alignment = u64::from(self.limits.min_storage_buffer_offset_alignment);
+        Ok(if size == 0 {
+            // Nothing is visible: a fresh (zeroed) word stands in, and is thrown away.
+            Bound::Scratch {
+                scratch: self.scratch(4),
+                source: buffer.clone(),
+                offset: region.offset,
+                size: 0,
+            }
+        } else if region.offset.is_multiple_of(alignment) {
+            Bound::InPlace {
+                storage: region.storage,
+                buffer: buffer.clone(),
+                offset: region.offset,
+                size,
+            }
+        } else {
+            Bound::Scratch {
+                scratch: self.scratch(size),
+                source: buffer.clone(),
+                offset: region.offset,
+                size,
+            }
+        })
+    }
+
+    /// Records `kernel` on stream `s`; an error is the stream's fault and records nothing.
+    pub(crate) fn record_launch(
+        &mut self,
+        s: usize,
+        kernel: Kernel,
+        count: LaunchCount,
+        regions: &[Region],
+        scalars: &[u32],
+    ) -> Result<(), String> {
+        let pipeline = self
+            .pipelines
+            .get(&self.device, &self.errors, kernel)
+            .map_err(|message| message.to_string())?;
+        let per_axis = self.limits.max_compute_workgroups_per_dimension;
+        let indirect = match count {
+            LaunchCount::Static(cubes) if cubes.contains(&0) => return Ok(()),
+            LaunchCount::Static(cubes) if cubes.iter().any(|&n| n > per_axis) => {
+                return Err(format!(
+                    "kernel `{}`: cube count {cubes:?} exceeds the device's {per_axis} per axis",
+                    kernel.name
+                ));
+            }
+            LaunchCount::Static(_) => None,
+            LaunchCount::Dynamic(region) => {
+                let buffer = self
+                    .buffer(region.storage)
+                    .ok_or("dynamic cube count in freed memory")?;
+                if !region.offset.is_multiple_of(4) || region.offset + 12 > buffer.size() {
+                    return Err(format!(
+                        "kernel `{}`: a dynamic cube count must be 12 bytes at a multiple of 4, \
+                         got offset {}",
+                        kernel.name, region.offset
+                    ));
+                }
+                Some((buffer.clone(), region.offset))
+            }
+        };
+        let bound = regions
+            .iter()
+            .map(|&region| self.bind(kernel, region))
+            .collect::<Result<SmallVec<[Bound; 4]>, String>>()?;
+
+        let WgpuBackend {
+            device,
+            streams,
+            uniforms,
+            bind_groups,
+            timing,
+            ..
+        } = self;
+        let stream = &mut streams[s];
+        let uniform = (kernel.scalars > 0).then(|| {
+            let (chunk, offset) =
+                uniforms.push(device, &mut stream.uniforms, scalars, pipeline.uniform_size);
+            let chunk = &stream.uniforms[chunk];
+            (chunk.id, chunk.buffer.clone(), offset)
+        });
+        let group = (!bound.is_empty() || uniform.is_some()).then(|| {
+            let create = || {
+                let mut entries: Vec<wgpu::BindGroupEntry<'_>> = bound
+                    .iter()
+                    .enumerate()
+                    .map(|(i, b)| wgpu::BindGroupEntry {
+                        binding: i as u32,
+                        resource: wgpu::BindingResource::Buffer(b.binding()),
+                    })
+                    .collect();
+                if let Some((_, buffer, _)) = &uniform {
+                    entries.push(wgpu::BindGroupEntry {
+                        binding: bound.len() as u32,
+                        resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                            buffer,
+                            offset: 0,
+                            size: std::num::NonZeroU64::new(pipeline.uniform_size),
+                        }),
+                    });
+                }
+                device.create_bind_group(&wgpu::BindGroupDescriptor {
+                    label: Some(kernel.id),
+                    layout: &pipeline.layout,
+                    entries: &entries,
+                })
+            };
+            let in_place: Option<SmallVec<[(StorageId, u64, u64); 4]>> = bound
+                .iter()
+                .map(|b| match b {
+                    Bound::InPlace {
+                        storage,
+                        offset,
+                        size,
+                        ..
+                    } => Some((*storage, *offset, *size)),
+                    Bound::Scratch { .. } => None,
+                })
+                .collect();
+            match in_place {
+                Some(buffers) => {
+                    let key = BindKey {
+                        kernel: kernel.id,
+                        buffers,
+                        uniform: uniform.as_ref().map_or(0, |(id, _, _)| *id),
+                    };
+                    bind_groups.get(key, create)
+                }
+                None => create(),
+            }
+        });
+        let offsets: SmallVec<[u32; 1]> = uniform.iter().map(|(_, _, o)| *o).collect();
+
+        for b in &bound {
+            if let Bound::Scratch {
+                scratch,
+                source,
+                offset,
+                size,
+            } = b
+                && *size > 0
+            {
+                stream
+                    .encoder(device)
+                    .copy_buffer_to_buffer(source, *offset, scratch, 0, *size);
+                stream.commands += 1;
+            }
+        }
+        let mut timed = None;
+        if let Some(timing) = timing.as_mut() {
+            let mut set = stream.timing.take().unwrap_or_else(|| timing.set(device));
+            if let Some(writes) = set.next(kernel.id) {
+                stream.timed_pass(device, writes);
+                timed = Some(());
+            }
+            stream.timing = Some(set);
+        }
+        let pass = stream.pass(device);
+        pass.set_pipeline(&pipeline.pipeline);
+        if let Some(group) = &group {
+            pass.set_bind_group(0, group, &offsets);
+        }
+        match (&indirect, count) {
+            (Some((buffer, offset)), _) => pass.dispatch_workgroups_indirect(buffer, *offset),
+            (None, LaunchCount::Static([x, y, z])) => pass.dispatch_workgroups(x, y, z),
+            (None, LaunchCount::Dynamic(_)) => {}
+        }
+        stream.commands += 1;
+        if timed.is_some() {
+            stream.end_pass();
+        }
+        for b in &bound {
+            if let Bound::Scratch {
+                scratch,
+                source,
+                offset,
+                size,
+            } = b
+                && *size > 0
+            {
+                stream
+                    .encoder(device)
+                    .copy_buffer_to_buffer(scratch, 0, source, *offset, *size);
+                stream.commands += 1;
+            }
+        }
+        Ok(())
+    }
+
+    /// Records the merge of the bytes `mask` selects of `value` into the word at byte `at` of
+    /// `buffer`, in stream order.
+    pub(crate) fn record_word_patch(
+        &mut self,
+        s: usize,
+        storage: StorageId,
+        buffer: &wgpu::Buffer,
+        at: u64,
+        mask: u32,
+        value: u32,
+    ) -> Result<(), String> {
+        let alignment = u64::from(self.limits.min_storage_buffer_offset_alignment).max(4);
+        let offset = at / alignment * alignment;
+        let region = Region {
+            storage,
+            offset,
+            size: alignment.min(buffer.size() - offset),
+        };
+        let word = ((at - offset) / 4) as u32;
+        self.record_launch(
+            s,
+            &PATCH_WORD,
+            LaunchCount::Static([1, 1, 1]),
+            &[region],
+            &[word, mask, value],
+        )
+    }
+}

@@ -1,0 +1,504 @@
+//! gpuworld-wgpu: the backend for Vulkan, Metal and DX12 through wgpu. Storage is one wgpu
+//! buffer per allocation; kernels are WGSL compiled once per kernel id; each stream records into
+//! a command encoder of its own, submitted on flush (an event is the submission's sequence
+//! number) or by the tick's poll. wgpu has a single queue, so submissions run in order and an
+//! event wait needs no device work. No method blocks: completion (submissions, read maps) is
+//! noticed by `poll`, through wgpu's callbacks.
+
+mod adapter;
+mod bind_groups;
+mod faults;
+mod launch;
+mod pipelines;
+mod readback;
+mod stream;
+mod timing;
+mod uniforms;
+mod uploads;
+
+pub use adapter::{AdapterSelection, AdapterSummary, WgpuConfig, list_adapters};
+pub use timing::KernelTiming;
+pub use wgpu;
+
+use bind_groups::BindGroupCache;
+use faults::{DeviceErrors, describe};
+use gpuworld_systems::backend::*;
+use gpuworld_systems::error::Error;
+use gpuworld_systems::ids::StreamId;
+use gpuworld_systems::kernel::{ExecutionMode, Kernel, SourceKind};
+use pipelines::PipelineCache;
+use readback::Readbacks;
+use slotmap::{DefaultKey, Key, KeyData, SlotMap};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use stream::WgpuStream;
+use timing::Timing;
+use uniforms::UniformPool;
+use uploads::UploadBelt;
+
+/// Commands after which the poll submits a batch even while the device is busy.
+const AUTO_SUBMIT_COMMANDS: u32 = 512;
+
+/// A device driven through wgpu.
+pub struct WgpuBackend {
+    device: wgpu::Device,
+    queue: wgpu::Queue,
+    adapter_info: wgpu::AdapterInfo,
+    limits: wgpu::Limits,
+    config: WgpuConfig,
+    errors: DeviceErrors,
+    lost_reported: bool,
+    buffers: SlotMap<DefaultKey, wgpu::Buffer>,
+    allocated: u64,
+    streams: Vec<WgpuStream>,
+    pipelines: PipelineCache,
+    bind_groups: BindGroupCache,
+    uniforms: UniformPool,
+    uploads: UploadBelt,
+    readbacks: Readbacks,
+    timing: Option<Timing>,
+    submitted: u64,
+    completed: Arc<AtomicU64>,
+}
+
+impl WgpuBackend {
+    /// Opens the adapter `config` selects; `Error::BackendUnavailable` when there is none.
+    pub fn new(config: WgpuConfig) -> Result<WgpuBackend, Error> {
+        let instance = adapter::instance(config.backends);
+        let adapter = adapter::select_adapter(&instance, &config)?;
+        let (device, queue) = adapter::open_device(&adapter, &config)?;
+        let errors = DeviceErrors::install(&device);
+        let limits = device.limits();
+        let timing = if config.timestamps {
+            Timing::new(&device, &queue)
+        } else {
+            None
+        };
+        let adapter_info = adapter.get_info();
+        tracing::info!(
+            target: "gpuworld::stream",
+            adapter = %adapter_info.name,
+            backend = ?adapter_info.backend,
+            device_type = ?adapter_info.device_type,
+            "wgpu device opened"
+        );
+        Ok(WgpuBackend {
+            uniforms: UniformPool::new(u64::from(limits.min_uniform_buffer_offset_alignment)),
+            uploads: UploadBelt::new(config.upload_chunk, config.upload_budget),
+            device,
+            queue,
+            adapter_info,
+            limits,
+            config,
+            errors,
+            lost_reported: false,
+            buffers: SlotMap::new(),
+            allocated: 0,
+            streams: Vec::new(),
+            pipelines: PipelineCache::default(),
+            bind_groups: BindGroupCache::default(),
+            readbacks: Readbacks::default(),
+            timing,
+            submitted: 0,
+            completed: Arc::new(AtomicU64::new(0)),
+        })
+    }
+
+    /// The adapter's name, API, type and driver.
+    pub fn adapter_info(&self) -> &wgpu::AdapterInfo {
+        &self.adapter_info
+    }
+
+    /// The device's limits (the adapter's best, requested in full).
+    pub fn limits(&self) -> &wgpu::Limits {
+        &self.limits
+    }
+
+    /// The features enabled on the device.
+    pub fn features(&self) -> wgpu::Features {
+        self.device.features()
+    }
+
+    /// The wgpu device, for interoperation and tests.
+    pub fn device(&self) -> &wgpu::Device {
+        &self.device
+    }
+
+    /// The wgpu queue, for interoperation.
+    pub fn queue(&self) -> &wgpu::Queue {
+        &self.queue
+    }
+
+    /// Compute pipelines compiled so far; a cached kernel compiles once.
+    pub fn pipelines_compiled(&self) -> u64 {
+        self.pipelines.compiled()
+    }
+
+    /// Submissions made so far.
+    pub fn submissions(&self) -> u64 {
+        self.submitted
+    }
+
+    /// Bytes of upload staging held, at most the configured budget.
+    pub fn upload_staging_bytes(&self) -> u64 {
+        self.uploads.held()
+    }
+
+    /// Device time per kernel id, when timestamps were asked for and the adapter has them.
+    pub fn kernel_timings(&self) -> Option<&BTreeMap<&'static str, KernelTiming>> {
+        self.timing.as_ref().map(Timing::totals)
+    }
+
+    fn storage_key(storage: StorageId) -> DefaultKey {
+        KeyData::from_ffi(storage.0).into()
+    }
+
+    fn buffer(&self, storage: StorageId) -> Option<&wgpu::Buffer> {
+        self.buffers.get(Self::storage_key(storage))
+    }
+
+    fn completed(&self) -> u64 {
+        self.completed.load(Ordering::Acquire)
+    }
+
+    /// The stream's index, or `None` for a stream this backend never made.
+    fn stream_index(&self, stream: DeviceStream) -> Option<usize> {
+        let index = stream.0 as usize;
+        (index < self.streams.len()).then_some(index)
+    }
+
+    /// Moves the device errors raised by the call just made onto stream `s`.
+    fn attribute_errors(&mut self, s: usize) {
+        for error in self.errors.take() {
+            let message = describe(&error);
+            tracing::warn!(target: "gpuworld::stream", stream = s, %message, "wgpu error");
+            self.streams[s].fault(message);
+        }
+    }
+
+    /// Faults `s` and returns true when the device is lost.
+    fn lost_on(&mut self, s: usize) -> bool {
+        match self.errors.lost() {
+            Some(reason) => {
+                self.streams[s].fault(reason);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Submits stream `s`'s batch; returns the submission's sequence number.
+    fn submit(&mut self, s: usize) -> Option<u64> {
+        let stream = &mut self.streams[s];
+        let mut encoder = stream.take_encoder()?;
+        if let Some(set) = stream.timing.take()
+            && let Some(timing) = self.timing.as_mut()
+        {
+            timing.resolve(&mut encoder, set);
+        }
+        let commands = encoder.finish();
+        UniformPool::upload(&self.queue, &stream.uniforms);
+        UploadBelt::unmap(&stream.uploads);
+        self.queue.submit([commands]);
+        self.submitted += 1;
+        let seq = self.submitted;
+        let completed = self.completed.clone();
+        self.queue.on_submitted_work_done(move || {
+            completed.fetch_max(seq, Ordering::AcqRel);
+        });
+        self.uniforms.retire(&mut stream.uniforms, seq);
+        self.uploads.retire(&mut stream.uploads, seq);
+        self.attribute_errors(s);
+        Some(seq)
+    }
+
+    /// Copies `data` (whole words) to `offset` of `buffer` in stream order.
+    fn record_words(&mut self, s: usize, buffer: &wgpu::Buffer, offset: u64, data: &[u8]) {
+        let stream = &mut self.streams[s];
+        match self.uploads.stage(&self.device, &mut stream.uploads, data) {
+            Some((staging, from)) => {
+                stream.encoder(&self.device).copy_buffer_to_buffer(
+                    &staging,
+                    from,
+                    buffer,
+                    offset,
+                    data.len() as u64,
+                );
+                stream.commands += 1;
+            }
+            None => {
+                // The staging budget is spent: once nothing of this stream is pending, the
+                // queue's own write lands in order. The empty batch left behind makes the next
+                // flush submit, so its event covers the write.
+                self.submit(s);
+                self.queue.write_buffer(buffer, offset, data);
+                self.streams[s].encoder(&self.device);
+            }
+        }
+    }
+
+    /// Records a write of `data` at the start of `dst`.
+    fn record_write(&mut self, s: usize, dst: Region, data: &[u8]) -> Result<(), String> {
+        let buffer = self
+            .buffer(dst.storage)
+            .ok_or("write to freed memory")?
+            .clone();
+        let len = (data.len() as u64).min(dst.size);
+        if len == 0 {
+            return Ok(());
+        }
+        let (start, end) = (dst.offset, dst.offset + len);
+        if end > buffer.size() {
+            return Err(format!(
+                "write of bytes {start}..{end} past the end of a {}-byte buffer",
+                buffer.size()
+            ));
+        }
+        let (body_start, body_end) = (start.next_multiple_of(4), end / 4 * 4);
+        if body_end > body_start {
+            let body = &data[(body_start - start) as usize..(body_end - start) as usize];
+            self.record_words(s, &buffer, body_start, body);
+        }
+        // Copies move whole words: a partial word at either end is merged on the device.
+        let (first, last) = (start / 4, (end - 1) / 4);
+        let words = if first == last {
+            vec![first]
+        } else {
+            vec![first, last]
+        };
+        for word in words {
+            let at = word * 4;
+            if at >= start && at + 4 <= end {
+                continue;
+            }
+            let (mut mask, mut value) = (0u32, 0u32);
+            for byte in 0..4 {
+                let position = at + byte;
+                if position >= start && position < end {
+                    mask |= 0xff << (8 * byte);
+                    value |= u32::from(data[(position - start) as usize]) << (8 * byte);
+                }
+            }
+            self.record_word_patch(s, dst.storage, &buffer, at, mask, value)?;
+        }
+        Ok(())
+    }
+
+    fn on_lost(&mut self, reason: &str) {
+        if !self.lost_reported {
+            self.lost_reported = true;
+            tracing::error!(target: "gpuworld::stream", %reason, "wgpu device lost");
+            for stream in &mut self.streams {
+                stream.fault(reason.to_string());
+            }
+        }
+        self.readbacks.abandon();
+    }
+}
+
+impl Backend for WgpuBackend {
+    const NAME: &'static str = "wgpu";
+    const SOURCE: SourceKind = SourceKind::Wgsl;
+
+    fn properties(&self) -> DeviceProperties {
+        let info = &self.adapter_info;
+        let per_axis = self.limits.max_compute_workgroups_per_dimension;
+        DeviceProperties {
+            name: format!("{} ({:?}, {:?})", info.name, info.backend, info.device_type),
+            memory_bytes: self.config.memory_capacity.unwrap_or(u64::MAX),
+            alignment: u64::from(self.limits.min_storage_buffer_offset_alignment).max(4),
+            memory_layout: MemoryLayout::Sliced,
+            max_cube_count: [per_axis; 3],
+        }
+    }
+
+    fn allocate(&mut self, size: u64) -> Result<StorageId, AllocError> {
+        let size = size.max(4).next_multiple_of(4);
+        let over_capacity = self
+            .config
+            .memory_capacity
+            .is_some_and(|capacity| self.allocated + size > capacity);
+        if size > self.limits.max_buffer_size || over_capacity || self.errors.lost().is_some() {
+            return Err(AllocError::OutOfMemory);
+        }
+        let buffer = self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("gpuworld storage"),
+            size,
+            usage: wgpu::BufferUsages::STORAGE
+                | wgpu::BufferUsages::COPY_SRC
+                | wgpu::BufferUsages::COPY_DST
+                | wgpu::BufferUsages::INDIRECT,
+            mapped_at_creation: false,
+        });
+        let raised = self.errors.take();
+        if let Some(error) = raised.first() {
+            tracing::warn!(target: "gpuworld::memory", size, error = %describe(error), "wgpu allocation failed");
+            return Err(AllocError::OutOfMemory);
+        }
+        self.allocated += size;
+        let key = self.buffers.insert(buffer);
+        Ok(StorageId(key.data().as_ffi()))
+    }
+
+    fn deallocate(&mut self, storage: StorageId) {
+        if let Some(buffer) = self.buffers.remove(Self::storage_key(storage)) {
+            self.allocated -= buffer.size();
+            self.bind_groups.forget(storage);
+        }
+    }
+
+    fn create_stream(&mut self, id: StreamId) -> DeviceStream {
+        self.streams.push(WgpuStream::new(id));
+        DeviceStream(self.streams.len() as u32 - 1)
+    }
+
+    fn write(&mut self, stream: DeviceStream, dst: Region, data: Vec<u8>) {
+        let Some(s) = self.stream_index(stream) else {
+            return;
+        };
+        if self.lost_on(s) {
+            return;
+        }
+        if let Err(message) = self.record_write(s, dst, &data) {
+            self.streams[s].fault(message);
+        }
+        self.attribute_errors(s);
+    }
+
+    fn launch(
+        &mut self,
+        stream: DeviceStream,
+        kernel: Kernel,
+        count: LaunchCount,
+        buffers: &[Region],
+        scalars: &[u32],
+        _mode: ExecutionMode,
+    ) {
+        let Some(s) = self.stream_index(stream) else {
+            return;
+        };
+        if self.lost_on(s) {
+            return;
+        }
+        if let Err(message) = self.record_launch(s, kernel, count, buffers, scalars) {
+            tracing::warn!(target: "gpuworld::kernel", kernel = kernel.id, %message, "launch refused");
+            self.streams[s].fault(message);
+        }
+        self.attribute_errors(s);
+    }
+
+    fn read(&mut self, stream: DeviceStream, src: Region) -> ReadTicket {
+        let ticket = self.readbacks.ticket();
+        let Some(s) = self.stream_index(stream) else {
+            self.readbacks.finish(ticket, Vec::new());
+            return ticket;
+        };
+        let source = self.buffer(src.storage).cloned();
+        match source {
+            _ if src.size == 0 => self.readbacks.finish(ticket, Vec::new()),
+            _ if self.lost_on(s) => self.readbacks.finish(ticket, Vec::new()),
+            Some(source) if src.offset + src.size <= source.size() => {
+                let stream = &mut self.streams[s];
+                let encoder = stream.encoder(&self.device);
+                self.readbacks.record(
+                    &self.device,
+                    encoder,
+                    ticket,
+                    s,
+                    &source,
+                    src.offset,
+                    src.size,
+                );
+                stream.reads += 1;
+                stream.commands += 1;
+            }
+            Some(_) => {
+                self.streams[s].fault("read past the end of its buffer");
+                self.readbacks.finish(ticket, Vec::new());
+            }
+            None => {
+                self.streams[s].fault("read of freed memory");
+                self.readbacks.finish(ticket, Vec::new());
+            }
+        }
+        self.attribute_errors(s);
+        ticket
+    }
+
+    fn flush(&mut self, stream: DeviceStream) -> DeviceEvent {
+        // With nothing pending, everything the stream submitted is at or before the last
+        // submission: the queue runs submissions in order.
+        let seq = self
+            .stream_index(stream)
+            .and_then(|s| self.submit(s))
+            .unwrap_or(self.submitted);
+        DeviceEvent(seq)
+    }
+
+    fn wait_event(&mut self, _stream: DeviceStream, _event: DeviceEvent) {
+        // One queue: the event's submission precedes every later submission of any stream.
+    }
+
+    fn poll(&mut self, _tick: u64) {
+        if let Some(reason) = self.errors.lost() {
+            self.on_lost(&reason);
+            return;
+        }
+        let idle = self.completed() >= self.submitted;
+        for s in 0..self.streams.len() {
+            let stream = &self.streams[s];
+            let due = stream.reads > 0 || idle || stream.commands >= AUTO_SUBMIT_COMMANDS;
+            if stream.has_batch() && due {
+                self.submit(s);
+            }
+        }
+        if let Err(error) = self.device.poll(wgpu::PollType::Poll) {
+            for stream in &mut self.streams {
+                stream.fault(format!("polling the device failed: {error}"));
+            }
+        }
+        let completed = self.completed();
+        self.uniforms.recycle(completed);
+        self.uploads.recycle(completed);
+        for failed in self.readbacks.collect() {
+            self.streams[failed.stream].fault(failed.message);
+        }
+        if let Some(timing) = self.timing.as_mut() {
+            timing.collect();
+        }
+        // Errors outside any call of a stream (in callbacks) concern every stream.
+        for error in self.errors.take() {
+            let message = describe(&error);
+            for stream in &mut self.streams {
+                stream.fault(message.clone());
+            }
+        }
+        if let Some(reason) = self.errors.lost() {
+            self.on_lost(&reason);
+        }
+    }
+
+    fn wait_for_progress(&mut self, timeout: std::time::Duration) {
+        if self.completed() < self.submitted && self.errors.lost().is_none() {
+            // Between ticks only: the driver asked to sleep until the device did something.
+            let _ = self.device.poll(wgpu::PollType::Wait {
+                submission_index: None,
+                timeout: Some(timeout),
+            });
+        }
+    }
+
+    fn event_done(&mut self, event: DeviceEvent) -> bool {
+        event.0 <= self.completed() || self.errors.lost().is_some()
+    }
+
+    fn take_read(&mut self, ticket: ReadTicket) -> Option<Vec<u8>> {
+        self.readbacks.take(ticket)
+    }
+
+    fn take_fault(&mut self, stream: DeviceStream) -> Option<Error> {
+        let s = self.stream_index(stream)?;
+        self.streams[s].fault.take()
+    }
+}

@@ -1,0 +1,110 @@
+//! A device stream: the command encoder of its pending batch (created on first use), the compute
+//! pass kept open across consecutive dispatches, and what the batch owns until it is submitted:
+//! uniform chunks, upload staging, the timestamp set. wgpu has one queue, so streams differ only
+//! in which batch their commands go to; their submissions are ordered on the queue.
+
+use crate::timing::TimingSet;
+use crate::uniforms::UniformChunk;
+use crate::uploads::UploadChunk;
+use gpuworld_systems::error::Error;
+use gpuworld_systems::ids::StreamId;
+
+/// One stream's pending batch and fault.
+pub(crate) struct WgpuStream {
+    /// The runtime's stream.
+    pub id: StreamId,
+    encoder: Option<wgpu::CommandEncoder>,
+    pass: Option<wgpu::ComputePass<'static>>,
+    /// Commands recorded in the batch.
+    pub commands: u32,
+    /// Reads recorded in the batch: the poll submits it so they complete.
+    pub reads: u32,
+    /// Uniform chunks the batch's launches use.
+    pub uniforms: Vec<UniformChunk>,
+    /// Upload staging the batch's writes copy from.
+    pub uploads: Vec<UploadChunk>,
+    /// The timestamp set of the batch's timed dispatches.
+    pub timing: Option<TimingSet>,
+    /// The first fault since the last `take_fault`.
+    pub fault: Option<Error>,
+}
+
+impl WgpuStream {
+    /// A stream with nothing pending.
+    pub fn new(id: StreamId) -> WgpuStream {
+        WgpuStream {
+            id,
+            encoder: None,
+            pass: None,
+            commands: 0,
+            reads: 0,
+            uniforms: Vec::new(),
+            uploads: Vec::new(),
+            timing: None,
+            fault: None,
+        }
+    }
+
+    /// Records `error` unless an earlier fault is still unreported.
+    pub fn fault(&mut self, message: impl Into<std::sync::Arc<str>>) {
+        let id = self.id;
+        self.fault
+            .get_or_insert_with(|| Error::device_fault(id, message));
+    }
+
+    /// The batch's encoder, outside any pass, for copies.
+    pub fn encoder(&mut self, device: &wgpu::Device) -> &mut wgpu::CommandEncoder {
+        self.pass = None;
+        self.encoder.get_or_insert_with(|| {
+            device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                label: Some("gpuworld stream batch"),
+            })
+        })
+    }
+
+    /// The open compute pass, begun if there is none.
+    pub fn pass(&mut self, device: &wgpu::Device) -> &mut wgpu::ComputePass<'static> {
+        if let Some(pass) = self.pass.take() {
+            return self.pass.insert(pass);
+        }
+        let pass = self
+            .encoder(device)
+            .begin_compute_pass(&wgpu::ComputePassDescriptor::default())
+            .forget_lifetime();
+        self.pass.insert(pass)
+    }
+
+    /// A pass of its own whose beginning and end write `timestamps`.
+    pub fn timed_pass(
+        &mut self,
+        device: &wgpu::Device,
+        timestamps: wgpu::ComputePassTimestampWrites<'_>,
+    ) -> &mut wgpu::ComputePass<'static> {
+        let pass = self
+            .encoder(device)
+            .begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: None,
+                timestamp_writes: Some(timestamps),
+            })
+            .forget_lifetime();
+        self.pass.insert(pass)
+    }
+
+    /// Ends the open pass, so the next dispatch begins a new one.
+    pub fn end_pass(&mut self) {
+        self.pass = None;
+    }
+
+    /// Whether the batch holds an encoder to submit.
+    pub fn has_batch(&self) -> bool {
+        self.encoder.is_some()
+    }
+
+    /// Takes the batch's encoder, its pass ended.
+    pub fn take_encoder(&mut self) -> Option<wgpu::CommandEncoder> {
+        self.pass = None;
+        self.commands = 0;
+        self.reads = 0;
+        self.encoder.take()
+    }
+}

@@ -1,0 +1,160 @@
+//! Runtime overhead per kernel launch on the sim backend: `ComputeClient::launch` through a
+//! whole tick, against the same launches made on a `SimBackend` directly, with 0 bindings (NOOP)
+//! and 3 bindings (ADD). Each sample is one launch amortised over a tick of `LAUNCHES_PER_TICK`.
+
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use gpuworld::{
+    Backend, Bindings, ComputeClient, CubeCount, Driver, ExecutionMode, Handle, Kernel,
+    RuntimeConfig, SimBackend, SimConfig, StreamId, library,
+};
+use gpuworld_systems::backend::{DeviceStream, LaunchCount, Region};
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+/// Launches enqueued before each tick (or each backend poll).
+const LAUNCHES_PER_TICK: u32 = 1000;
+/// Size of each buffer bound to ADD: one cube of 256 `f32`.
+const BUFFER_BYTES: u64 = 1024;
+
+fn sim_config() -> SimConfig {
+    SimConfig {
+        latency_ticks: 0,
+        record: false,
+        ..Default::default()
+    }
+}
+
+/// The runtime side: a client ticked by hand and the handles its launches bind.
+struct RuntimeSide {
+    client: ComputeClient<SimBackend>,
+    buffers: Vec<Handle>,
+}
+
+impl RuntimeSide {
+    fn new(buffer_count: usize) -> RuntimeSide {
+        let client = ComputeClient::new(
+            SimBackend::new(sim_config()),
+            RuntimeConfig::default(),
+            Driver::Manual,
+        );
+        let buffers = (0..buffer_count)
+            .map(|_| client.empty(BUFFER_BYTES))
+            .collect();
+        client.tick();
+        RuntimeSide { client, buffers }
+    }
+
+    fn bindings(&self) -> Bindings {
+        self.buffers
+            .iter()
+            .fold(Bindings::new(), |bindings, handle| bindings.buffer(handle))
+    }
+
+    /// Enqueues `LAUNCHES_PER_TICK` launches of `kernel`, then runs one tick.
+    fn launch_tick(&self, kernel: Kernel) {
+        for _ in 0..LAUNCHES_PER_TICK {
+            let result =
+                self.client
+                    .launch(kernel, CubeCount::new_1d(1), black_box(self.bindings()));
+            debug_assert!(result.is_ok());
+        }
+        self.client.tick();
+    }
+
+    fn launches_submitted(&self) -> u64 {
+        self.client.with_runtime(|runtime| runtime.stats().launches)
+    }
+}
+
+/// The raw side: the same backend called directly, no runtime in between.
+struct RawSide {
+    backend: SimBackend,
+    stream: DeviceStream,
+    regions: Vec<Region>,
+    tick: u64,
+}
+
+impl RawSide {
+    fn new(buffer_count: usize) -> RawSide {
+        let mut backend = SimBackend::new(sim_config());
+        let stream = backend.create_stream(StreamId { value: 0 });
+        let regions = (0..buffer_count)
+            .map(|_| Region {
+                storage: backend
+                    .allocate(BUFFER_BYTES)
+                    .expect("the sim has room for a few KiB"),
+                offset: 0,
+                size: BUFFER_BYTES,
+            })
+            .collect();
+        RawSide {
+            backend,
+            stream,
+            regions,
+            tick: 0,
+        }
+    }
+
+    /// Makes `LAUNCHES_PER_TICK` backend launches of `kernel`, then polls once.
+    fn launch_tick(&mut self, kernel: Kernel) {
+        for _ in 0..LAUNCHES_PER_TICK {
+            self.backend.launch(
+                self.stream,
+                kernel,
+                LaunchCount::Static([1, 1, 1]),
+                black_box(&self.regions),
+                &[],
+                ExecutionMode::Checked,
+            );
+        }
+        self.tick += 1;
+        self.backend.poll(self.tick);
+    }
+}
+
+/// Runs `tick` once per `LAUNCHES_PER_TICK` iterations and reports the time per launch.
+fn time_per_launch(iters: u64, mut tick: impl FnMut()) -> Duration {
+    let ticks = iters.div_ceil(u64::from(LAUNCHES_PER_TICK));
+    let start = Instant::now();
+    for _ in 0..ticks {
+        tick();
+    }
+    let elapsed = start.elapsed();
+    elapsed.mul_f64(iters as f64 / (ticks * u64::from(LAUNCHES_PER_TICK)) as f64)
+}
+
+fn launch_overhead(c: &mut Criterion) {
+    let mut group = c.benchmark_group("launch_overhead");
+    group
+        .sample_size(30)
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(4))
+        .throughput(Throughput::Elements(1));
+
+    let cases: [(&str, Kernel); 2] = [
+        ("0_bindings", &library::NOOP),
+        ("3_bindings", &library::ADD),
+    ];
+    for (name, kernel) in cases {
+        let runtime = RuntimeSide::new(kernel.buffers);
+        let before = runtime.launches_submitted();
+        runtime.launch_tick(kernel);
+        assert_eq!(
+            runtime.launches_submitted() - before,
+            u64::from(LAUNCHES_PER_TICK),
+            "every launch must reach the backend within the tick"
+        );
+        group.bench_function(format!("runtime/{name}"), |b| {
+            b.iter_custom(|iters| time_per_launch(iters, || runtime.launch_tick(kernel)));
+        });
+
+        let mut raw = RawSide::new(kernel.buffers);
+        group.bench_function(format!("raw_backend/{name}"), |b| {
+            b.iter_custom(|iters| time_per_launch(iters, || raw.launch_tick(kernel)));
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, launch_overhead);
+criterion_main!(benches);

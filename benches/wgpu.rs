@@ -1,0 +1,196 @@
+//! The wgpu backend against raw wgpu in the same process, on the default adapter: the cost of
+//! one dispatch (`DISPATCHES` fills of one cube, then a sync, per sample) through gpuworld and as
+//! one encoder of the same dispatches submitted and waited for; and readback latency of 4 bytes
+//! and of 64 MiB through `read_one` and as copy + map + wait.
+
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use gpuworld::wgpu;
+use gpuworld::{Bindings, ComputeClient, CubeCount, WgpuBackend, WgpuConfig, library};
+use std::hint::black_box;
+
+/// Dispatches per sample of the dispatch benchmark.
+const DISPATCHES: u64 = 1000;
+/// Readback sizes: 4 bytes and 64 MiB.
+const READ_SIZES: [(u64, &str); 2] = [(4, "4B"), (64 << 20, "64MiB")];
+
+/// Raw wgpu: a device of its own on the same default adapter, and FILL's pipeline.
+struct Raw {
+    device: wgpu::Device,
+    queue: wgpu::Queue,
+    pipeline: wgpu::ComputePipeline,
+    group: wgpu::BindGroup,
+}
+
+impl Raw {
+    fn new() -> Raw {
+        let instance =
+            wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
+        let adapter = pollster::block_on(instance.request_adapter(&wgpu::RequestAdapterOptions {
+            power_preference: wgpu::PowerPreference::HighPerformance,
+            ..Default::default()
+        }))
+        .expect("an adapter (the bench needs one)");
+        let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
+            required_limits: adapter.limits(),
+            ..Default::default()
+        }))
+        .expect("a device");
+        let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+            label: None,
+            source: wgpu::ShaderSource::Wgsl(library::FILL.wgsl.expect("fill has WGSL").into()),
+        });
+        let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+            label: None,
+            layout: None,
+            module: &module,
+            entry_point: Some("main"),
+            compilation_options: Default::default(),
+            cache: None,
+        });
+        let out = device.create_buffer(&wgpu::BufferDescriptor {
+            label: None,
+            size: 1024,
+            usage: wgpu::BufferUsages::STORAGE,
+            mapped_at_creation: false,
+        });
+        let scalars = device.create_buffer(&wgpu::BufferDescriptor {
+            label: None,
+            size: 16,
+            usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        queue.write_buffer(&scalars, 0, bytemuck::cast_slice(&[1.0f32, 0.0, 0.0, 0.0]));
+        let group = device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: None,
+            layout: &pipeline.get_bind_group_layout(0),
+            entries: &[
+                wgpu::BindGroupEntry {
+                    binding: 0,
+                    resource: out.as_entire_binding(),
+                },
+                wgpu::BindGroupEntry {
+                    binding: 1,
+                    resource: scalars.as_entire_binding(),
+                },
+            ],
+        });
+        Raw {
+            device,
+            queue,
+            pipeline,
+            group,
+        }
+    }
+
+    fn wait(&self) {
+        self.device
+            .poll(wgpu::PollType::wait_indefinitely())
+            .expect("the device completes its work");
+    }
+
+    fn dispatches(&self, count: u64) {
+        let mut encoder = self
+            .device
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor::default());
+        {
+            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor::default());
+            pass.set_pipeline(&self.pipeline);
+            pass.set_bind_group(0, &self.group, &[]);
+            for _ in 0..count {
+                pass.dispatch_workgroups(1, 1, 1);
+            }
+        }
+        self.queue.submit([encoder.finish()]);
+        self.wait();
+    }
+
+    fn storage(&self, size: u64) -> wgpu::Buffer {
+        self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: None,
+            size,
+            usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC,
+            mapped_at_creation: false,
+        })
+    }
+
+    fn staging(&self, size: u64) -> wgpu::Buffer {
+        self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: None,
+            size,
+            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        })
+    }
+
+    fn read(&self, source: &wgpu::Buffer, staging: &wgpu::Buffer) -> Vec<u8> {
+        let size = source.size();
+        let mut encoder = self
+            .device
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor::default());
+        encoder.copy_buffer_to_buffer(source, 0, staging, 0, size);
+        encoder.map_buffer_on_submit(staging, wgpu::MapMode::Read, .., |r| {
+            r.expect("staging maps");
+        });
+        self.queue.submit([encoder.finish()]);
+        self.wait();
+        let bytes = staging
+            .get_mapped_range(..)
+            .expect("staging is mapped")
+            .to_vec();
+        staging.unmap();
+        bytes
+    }
+}
+
+fn client() -> ComputeClient<WgpuBackend> {
+    gpuworld::wgpu_client(WgpuConfig::default()).expect("a wgpu adapter (the bench needs one)")
+}
+
+fn dispatch_cost(c: &mut Criterion) {
+    let client = client();
+    let raw = Raw::new();
+    let out = client.empty(1024);
+    let mut group = c.benchmark_group("wgpu_dispatch");
+    group.throughput(Throughput::Elements(DISPATCHES));
+    group.bench_function("gpuworld", |b| {
+        b.iter(|| {
+            for _ in 0..DISPATCHES {
+                client
+                    .launch(
+                        &library::FILL,
+                        CubeCount::new_1d(1),
+                        Bindings::new().buffer(&out).scalar_f32(1.0),
+                    )
+                    .expect("launch");
+            }
+            client.sync().expect("sync");
+        });
+    });
+    group.bench_function("raw_wgpu", |b| b.iter(|| raw.dispatches(DISPATCHES)));
+    group.finish();
+}
+
+fn readback_latency(c: &mut Criterion) {
+    let client = client();
+    let raw = Raw::new();
+    let mut group = c.benchmark_group("wgpu_readback");
+    for (size, name) in READ_SIZES {
+        let handle = client.empty(size);
+        client.sync().expect("sync");
+        let (source, staging) = (raw.storage(size), raw.staging(size));
+        if size > 1 << 20 {
+            group.sample_size(20);
+        }
+        group.throughput(Throughput::Bytes(size));
+        group.bench_function(format!("gpuworld/{name}"), |b| {
+            b.iter(|| black_box(client.read_one(&handle).expect("read")));
+        });
+        group.bench_function(format!("raw_wgpu/{name}"), |b| {
+            b.iter(|| black_box(raw.read(&source, &staging)));
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, dispatch_cost, readback_latency);
+criterion_main!(benches);

@@ -1,0 +1,236 @@
+//! Which pools a runtime's memory has: the default ladder sized from the device's memory, or a
+//! programmatic list of pools. Each pool serves requests up to its `max_alloc`; a capped pool that
+//! is full spills to the next one.
+
+use crate::backend::{DeviceProperties, MemoryLayout};
+use crate::memory::layout::TensorLayout;
+
+const MIB: u64 = 1 << 20;
+
+/// Largest shared page of the default ladder. Measured on the training trace of
+/// `benches/memory.rs`: more size classes or larger pages reserve more (docs/benchmarks.md).
+const MAX_PAGE: u64 = 64 * MIB;
+/// Smallest page of the small-slice pool; below it the pool would not pay for itself.
+const MIN_SMALL_PAGE: u64 = 64 << 10;
+/// Device memory assumed when a backend reports none (host backends without a cap).
+const ASSUMED_MEMORY: u64 = 64 << 30;
+
+/// Free pages and buffers of the default ladder go back to the device after this many ticks
+/// unused. At 60 ticks a second that is ten seconds: a loop that reuses its memory every frame
+/// or training step never loses it, memory a workload stopped needing is returned.
+pub const DEFAULT_RELEASE_AFTER_TICKS: u64 = 600;
+
+/// How one pool places allocations in backend buffers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PoolKind {
+    /// Pages of `page_size` bytes split into slices; requests over `max_slice` get a page of
+    /// their own, which later requests may reuse only if they waste at most a fifth of it.
+    Sliced {
+        /// Bytes per page.
+        page_size: u64,
+        /// Largest request placed in a shared page.
+        max_slice: u64,
+    },
+    /// One backend buffer per allocation (backends such as wgpu need it).
+    Exclusive,
+}
+
+/// One pool of the ladder.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PoolConfig {
+    /// How it places allocations.
+    pub kind: PoolKind,
+    /// Largest request (after padding to the device alignment) routed to it.
+    pub max_alloc: u64,
+    /// Most bytes it may hold from the device; when full, requests spill to the next pool.
+    pub max_reserved: Option<u64>,
+    /// Free pages unused for this many ticks go back to the device; `None` keeps them.
+    pub release_after_ticks: Option<u64>,
+}
+
+/// A runtime's memory settings (part of `RuntimeConfig`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MemoryConfig {
+    /// The pools in routing order; `None` builds [`MemoryConfig::default_ladder`] from the device.
+    pub pools: Option<Vec<PoolConfig>>,
+    /// How `create_tensor`/`empty_tensor` lay tensors out.
+    pub tensor_layout: TensorLayout,
+}
+
+impl MemoryConfig {
+    /// Settings with exactly these pools.
+    pub fn with_pools(pools: Vec<PoolConfig>) -> MemoryConfig {
+        MemoryConfig {
+            pools: Some(pools),
+            ..MemoryConfig::default()
+        }
+    }
+
+    /// The pools a runtime on `device` gets: the configured list, or the default ladder; on a
+    /// device with [`MemoryLayout::Exclusive`] every pool is exclusive.
+    pub fn resolve(&self, device: &DeviceProperties) -> Vec<PoolConfig> {
+        let mut pools = match &self.pools {
+            Some(pools) if !pools.is_empty() => pools.clone(),
+            _ => MemoryConfig::default_ladder(device),
+        };
+        let alignment = device.alignment.max(1);
+        for pool in &mut pools {
+            pool.max_alloc = pool.max_alloc.max(alignment);
+            match &mut pool.kind {
+                PoolKind::Sliced { .. } if device.memory_layout == MemoryLayout::Exclusive => {
+                    tracing::warn!(target: "gpuworld::memory", ?pool, "the device needs one buffer per allocation: sliced pool made exclusive");
+                    pool.kind = PoolKind::Exclusive;
+                }
+                PoolKind::Sliced {
+                    page_size,
+                    max_slice,
+                } => {
+                    *page_size = (*page_size).max(alignment).next_multiple_of(alignment);
+                    *max_slice = (*max_slice).clamp(alignment, *page_size);
+                }
+                PoolKind::Exclusive => {}
+            }
+        }
+        pools
+    }
+
+    /// The default ladder for `device`, smallest requests first.
+    ///
+    /// Three pools: requests of at most one alignment unit get exclusive buffers (they need no
+    /// offsets and are reused exactly); small requests (up to 1/256 of the large page) share
+    /// small pages (1/32 of it); everything else shares large pages (a sixteenth of device
+    /// memory, at most 64 MiB), and requests over a quarter of a large page get pages of their
+    /// own. Few size classes keep fragmentation low: memory freed by one class cannot serve
+    /// another, and dynamic shapes move tensors between classes from step to step.
+    pub fn default_ladder(device: &DeviceProperties) -> Vec<PoolConfig> {
+        let alignment = device.alignment.max(1);
+        let memory = match device.memory_bytes {
+            0 | u64::MAX => ASSUMED_MEMORY,
+            bytes => bytes,
+        };
+        let round = |bytes: u64| bytes / alignment * alignment;
+        let large_page = round((memory / 16).clamp(alignment, MAX_PAGE));
+        let small_page = round(large_page / 32);
+        let small_slice = round(small_page / 8);
+        let release = Some(DEFAULT_RELEASE_AFTER_TICKS);
+        let mut pools = vec![PoolConfig {
+            kind: PoolKind::Exclusive,
+            max_alloc: alignment,
+            max_reserved: None,
+            release_after_ticks: release,
+        }];
+        if small_page >= MIN_SMALL_PAGE && small_slice > alignment {
+            pools.push(PoolConfig {
+                kind: PoolKind::Sliced {
+                    page_size: small_page,
+                    max_slice: small_slice,
+                },
+                max_alloc: small_slice,
+                max_reserved: None,
+                release_after_ticks: release,
+            });
+        }
+        pools.push(PoolConfig {
+            kind: PoolKind::Sliced {
+                page_size: large_page,
+                max_slice: round(large_page / 4).max(alignment),
+            },
+            max_alloc: u64::MAX,
+            max_reserved: None,
+            release_after_ticks: release,
+        });
+        if device.memory_layout == MemoryLayout::Exclusive {
+            for pool in &mut pools {
+                pool.kind = PoolKind::Exclusive;
+            }
+        }
+        pools
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn device(memory_bytes: u64, alignment: u64, memory_layout: MemoryLayout) -> DeviceProperties {
+        DeviceProperties {
+            name: "test".into(),
+            memory_bytes,
+            alignment,
+            memory_layout,
+            max_cube_count: [1; 3],
+        }
+    }
+
+    #[test]
+    fn the_default_ladder_has_three_size_classes_and_ends_unbounded() {
+        let ladder = MemoryConfig::default_ladder(&device(1 << 30, 256, MemoryLayout::Sliced));
+        let shape: Vec<(PoolKind, u64)> = ladder.iter().map(|p| (p.kind, p.max_alloc)).collect();
+        assert_eq!(
+            shape,
+            vec![
+                (PoolKind::Exclusive, 256),
+                (
+                    PoolKind::Sliced {
+                        page_size: 2 * MIB,
+                        max_slice: 256 << 10
+                    },
+                    256 << 10
+                ),
+                (
+                    PoolKind::Sliced {
+                        page_size: 64 * MIB,
+                        max_slice: 16 * MIB
+                    },
+                    u64::MAX
+                ),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_small_device_gets_smaller_pages() {
+        let ladder = MemoryConfig::default_ladder(&device(256 * MIB, 256, MemoryLayout::Sliced));
+        assert_eq!(
+            ladder[2].kind,
+            PoolKind::Sliced {
+                page_size: 16 * MIB,
+                max_slice: 4 * MIB
+            }
+        );
+    }
+
+    #[test]
+    fn a_tiny_device_gets_pages_it_can_hold() {
+        let ladder = MemoryConfig::default_ladder(&device(1024, 64, MemoryLayout::Sliced));
+        assert_eq!(ladder.len(), 2);
+        assert_eq!(
+            ladder[1].kind,
+            PoolKind::Sliced {
+                page_size: 64,
+                max_slice: 64
+            }
+        );
+    }
+
+    #[test]
+    fn an_exclusive_device_gets_only_exclusive_pools() {
+        let exclusive = device(1 << 30, 256, MemoryLayout::Exclusive);
+        let custom = MemoryConfig::with_pools(vec![PoolConfig {
+            kind: PoolKind::Sliced {
+                page_size: MIB,
+                max_slice: MIB,
+            },
+            max_alloc: u64::MAX,
+            max_reserved: None,
+            release_after_ticks: None,
+        }]);
+        for config in [MemoryConfig::default(), custom] {
+            let pools = config.resolve(&exclusive);
+            assert!(
+                pools.iter().all(|p| p.kind == PoolKind::Exclusive),
+                "{pools:?}"
+            );
+        }
+    }
+}

@@ -1,0 +1,225 @@
+//! Exclusive pool: one backend buffer per allocation, for backends (such as wgpu) that cannot
+//! bind one buffer at several offsets. A free buffer is reused for the smallest fitting request
+//! that wastes at most a fifth of it; free buffers go back to the device after a while unused.
+
+use crate::backend::{AllocError, Backend, StorageId};
+use crate::error::Error;
+use crate::memory::idle::IdlePages;
+use crate::memory::report::{PoolReport, human_bytes};
+use crate::memory::{Block, PageKey, stale_page};
+use slotmap::SlotMap;
+use std::collections::BTreeMap;
+
+/// Which free buffers a request may take.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fit {
+    /// Buffers of `L` bytes with `L - request <= L / 5`.
+    WithinAFifth,
+    /// Buffers of exactly the request's padded size.
+    Exact,
+}
+
+struct Buffer {
+    storage: StorageId,
+    size: u64,
+    in_use: bool,
+    idle_since: Option<u64>,
+    listed: bool,
+}
+
+/// One backend buffer per allocation, reused by size.
+pub struct ExclusivePool {
+    fit: Fit,
+    max_reserved: Option<u64>,
+    release_after: Option<u64>,
+    buffers: SlotMap<PageKey, Buffer>,
+    free: BTreeMap<u64, Vec<PageKey>>,
+    idle: IdlePages,
+    report: PoolReport,
+}
+
+impl ExclusivePool {
+    /// An empty pool whose free buffers are reused under `fit`.
+    pub fn new(
+        name: String,
+        fit: Fit,
+        max_reserved: Option<u64>,
+        release_after: Option<u64>,
+    ) -> ExclusivePool {
+        ExclusivePool {
+            fit,
+            max_reserved,
+            release_after,
+            buffers: SlotMap::with_key(),
+            free: BTreeMap::new(),
+            idle: IdlePages::default(),
+            report: PoolReport::new(name),
+        }
+    }
+
+    /// An exclusive pool of the ladder taking requests up to `max_alloc` bytes.
+    pub fn for_ladder(
+        name: String,
+        max_alloc: u64,
+        max_reserved: Option<u64>,
+        release_after: Option<u64>,
+    ) -> ExclusivePool {
+        let name = format!("{name} exclusive, allocs <= {}", human_bytes(max_alloc));
+        ExclusivePool::new(name, Fit::WithinAFifth, max_reserved, release_after)
+    }
+
+    /// Takes a free buffer that fits `padded` bytes, the smallest first.
+    pub fn try_reserve(&mut self, padded: u64, requested: u64) -> Option<Block> {
+        if self.free.is_empty() {
+            return None;
+        }
+        let largest = match self.fit {
+            // L - p <= L / 5  <=>  4L <= 5p
+            Fit::WithinAFifth => padded.saturating_mul(5) / 4,
+            Fit::Exact => padded,
+        };
+        let (&size, keys) = self.free.range_mut(padded..=largest).next()?;
+        let key = keys.pop()?;
+        if keys.is_empty() {
+            self.free.remove(&size);
+        }
+        self.take(key, requested)
+    }
+
+    /// Allocates a buffer of exactly `padded` bytes; `Ok(None)` when the cap leaves no room.
+    pub fn grow<B: Backend>(
+        &mut self,
+        backend: &mut B,
+        padded: u64,
+        requested: u64,
+    ) -> Result<Option<Block>, AllocError> {
+        if let Some(cap) = self.max_reserved
+            && self.report.bytes_reserved.saturating_add(padded) > cap
+        {
+            return Ok(None);
+        }
+        let storage = backend.allocate(padded)?;
+        let key = self.buffers.insert(Buffer {
+            storage,
+            size: padded,
+            in_use: false,
+            idle_since: None,
+            listed: false,
+        });
+        self.report.page_added(padded);
+        tracing::debug!(target: "gpuworld::memory", pool = %self.report.name, size = padded, %storage, "buffer allocated");
+        Ok(self.take(key, requested))
+    }
+
+    fn take(&mut self, key: PageKey, requested: u64) -> Option<Block> {
+        let buffer = self.buffers.get_mut(key)?;
+        buffer.in_use = true;
+        buffer.idle_since = None;
+        self.report.reserved(requested);
+        Some(Block {
+            page: key,
+            storage: buffer.storage,
+            offset: 0,
+            len: buffer.size,
+        })
+    }
+
+    /// Makes the buffer `key` free for reuse.
+    pub fn release(&mut self, key: PageKey, requested: u64) -> Result<(), Error> {
+        let buffer = self
+            .buffers
+            .get_mut(key)
+            .filter(|buffer| buffer.in_use)
+            .ok_or_else(|| stale_page(key))?;
+        buffer.in_use = false;
+        self.free.entry(buffer.size).or_default().push(key);
+        self.report.released(requested);
+        if self.release_after.is_some() {
+            self.idle.became_free(key, &mut buffer.listed);
+        }
+        Ok(())
+    }
+
+    /// The backend buffer of `key`.
+    pub fn storage(&self, key: PageKey) -> Option<StorageId> {
+        self.buffers.get(key).map(|buffer| buffer.storage)
+    }
+
+    /// Returns every free buffer to the device; the bytes returned.
+    pub fn cleanup<B: Backend>(&mut self, backend: &mut B) -> u64 {
+        let free: Vec<PageKey> = std::mem::take(&mut self.free)
+            .into_values()
+            .flatten()
+            .collect();
+        let mut freed = 0;
+        for key in free {
+            freed += self.remove(backend, key);
+        }
+        freed
+    }
+
+    /// Stamps buffers that became free since the last call and returns those free for
+    /// `release_after_ticks`; the bytes returned.
+    pub fn periodic_cleanup<B: Backend>(&mut self, backend: &mut B, tick: u64) -> u64 {
+        let Some(after) = self.release_after else {
+            return 0;
+        };
+        let buffers = &mut self.buffers;
+        self.idle.stamp(tick, |key| {
+            buffers.get_mut(key).is_some_and(|buffer| {
+                buffer.listed = false;
+                let fresh = !buffer.in_use && buffer.idle_since.is_none();
+                if fresh {
+                    buffer.idle_since = Some(tick);
+                }
+                fresh
+            })
+        });
+        let mut freed = 0;
+        while let Some((stamp, key)) = self.idle.pop_expired(tick, after) {
+            let Some(buffer) = self.buffers.get(key) else {
+                continue;
+            };
+            if buffer.in_use || buffer.idle_since != Some(stamp) {
+                continue;
+            }
+            if let Some(keys) = self.free.get_mut(&buffer.size) {
+                keys.retain(|&k| k != key);
+                if keys.is_empty() {
+                    self.free.remove(&buffer.size);
+                }
+            }
+            freed += self.remove(backend, key);
+        }
+        freed
+    }
+
+    fn remove<B: Backend>(&mut self, backend: &mut B, key: PageKey) -> u64 {
+        let Some(buffer) = self.buffers.remove(key) else {
+            return 0;
+        };
+        backend.deallocate(buffer.storage);
+        self.report.page_removed(buffer.size);
+        buffer.size
+    }
+
+    /// Free buffers waiting for reuse.
+    pub fn free_buffers(&self) -> usize {
+        self.free.values().map(Vec::len).sum()
+    }
+
+    /// Whether a free buffer of exactly `padded` bytes waits.
+    pub fn has_free_of_size(&self, padded: u64) -> bool {
+        self.free.contains_key(&padded)
+    }
+
+    /// The pool's counts.
+    pub fn report(&self) -> &PoolReport {
+        &self.report
+    }
+
+    /// Entries waiting in the idle queue.
+    pub fn idle_entries(&self) -> usize {
+        self.idle.len()
+    }
+}

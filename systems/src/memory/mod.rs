@@ -1,0 +1,493 @@
+//! Device memory: `MemoryPool`, the resource the tick stages reserve from (ingest) and release
+//! to (GC), over a ladder of sliced and exclusive pools plus a persistent pool. Slices and pages
+//! are generational keys, so a stale key is an error, never another buffer.
+
+mod config;
+mod exclusive;
+mod idle;
+pub mod layout;
+mod mode;
+mod persistent;
+mod report;
+mod sliced;
+
+pub use config::{DEFAULT_RELEASE_AFTER_TICKS, MemoryConfig, PoolConfig, PoolKind};
+pub use exclusive::{ExclusivePool, Fit};
+pub use layout::{TensorLayout, TensorPlacement};
+pub use mode::{AllocationMode, AllocationModes};
+pub use report::PoolReport;
+pub use sliced::SlicedPool;
+
+use crate::backend::{AllocError, Backend, DeviceProperties, Region, StorageId};
+use crate::error::Error;
+use crate::ids::StreamId;
+use bevy_ecs::resource::Resource;
+use slotmap::{SlotMap, new_key_type};
+use std::fmt::Write;
+
+new_key_type! {
+    /// A live allocation; generational, so a released or stale key is detected, never misread.
+    pub struct SliceKey;
+    /// A page (backend buffer) of one pool; never renumbered, not even by cleanup.
+    pub struct PageKey;
+}
+
+/// How much memory is used and reserved.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MemoryUsage {
+    /// Live allocations.
+    pub number_allocs: u64,
+    /// Bytes requested by live allocations.
+    pub bytes_in_use: u64,
+    /// Bytes lost to alignment in live allocations.
+    pub bytes_padding: u64,
+    /// Bytes held from the device, used or free.
+    pub bytes_reserved: u64,
+}
+
+/// Where a pool placed a request: a byte range of one of its pages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Block {
+    /// The page.
+    pub page: PageKey,
+    /// The page's backend buffer.
+    pub storage: StorageId,
+    /// First byte in the page (a multiple of the device alignment).
+    pub offset: u64,
+    /// Bytes set aside, padding included.
+    pub len: u64,
+}
+
+/// A reserved allocation: its key and the device bytes it may use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Reservation {
+    /// The key to release it with.
+    pub slice: SliceKey,
+    /// The requested bytes inside the backend buffer.
+    pub region: Region,
+}
+
+/// The persistent pool's index in slice records.
+const PERSISTENT: usize = usize::MAX;
+
+struct SliceRecord {
+    pool: usize,
+    block: Block,
+    requested: u64,
+}
+
+/// One pool of the ladder.
+enum LadderPool {
+    Sliced(SlicedPool),
+    Exclusive(ExclusivePool),
+}
+
+impl LadderPool {
+    fn try_reserve(&mut self, padded: u64, requested: u64) -> Option<Block> {
+        match self {
+            LadderPool::Sliced(pool) => pool.try_reserve(padded, requested),
+            LadderPool::Exclusive(pool) => pool.try_reserve(padded, requested),
+        }
+    }
+
+    fn grow<B: Backend>(
+        &mut self,
+        backend: &mut B,
+        padded: u64,
+        requested: u64,
+    ) -> Result<Option<Block>, AllocError> {
+        match self {
+            LadderPool::Sliced(pool) => pool.grow(backend, padded, requested),
+            LadderPool::Exclusive(pool) => pool.grow(backend, padded, requested),
+        }
+    }
+
+    fn release(&mut self, block: &Block, requested: u64) -> Result<(), Error> {
+        match self {
+            LadderPool::Sliced(pool) => {
+                pool.release(block.page, block.offset, block.len, requested)
+            }
+            LadderPool::Exclusive(pool) => pool.release(block.page, requested),
+        }
+    }
+
+    fn storage(&self, page: PageKey) -> Option<StorageId> {
+        match self {
+            LadderPool::Sliced(pool) => pool.storage(page),
+            LadderPool::Exclusive(pool) => pool.storage(page),
+        }
+    }
+
+    fn cleanup<B: Backend>(&mut self, backend: &mut B) -> u64 {
+        match self {
+            LadderPool::Sliced(pool) => pool.cleanup(backend),
+            LadderPool::Exclusive(pool) => pool.cleanup(backend),
+        }
+    }
+
+    fn periodic_cleanup<B: Backend>(&mut self, backend: &mut B, tick: u64) -> u64 {
+        match self {
+            LadderPool::Sliced(pool) => pool.periodic_cleanup(backend, tick),
+            LadderPool::Exclusive(pool) => pool.periodic_cleanup(backend, tick),
+        }
+    }
+
+    fn free_blocks(&self) -> usize {
+        match self {
+            LadderPool::Sliced(pool) => pool.free_ranges(),
+            LadderPool::Exclusive(pool) => pool.free_buffers(),
+        }
+    }
+
+    fn report(&self) -> &PoolReport {
+        match self {
+            LadderPool::Sliced(pool) => pool.report(),
+            LadderPool::Exclusive(pool) => pool.report(),
+        }
+    }
+}
+
+/// The memory of a runtime: the pool ladder, the persistent pool, every live slice, usage, and
+/// each stream's allocation mode.
+#[derive(Resource)]
+pub struct MemoryPool {
+    alignment: u64,
+    /// Largest padded request of each ladder pool, for routing.
+    max_allocs: Vec<u64>,
+    ladder: Vec<LadderPool>,
+    persistent: ExclusivePool,
+    slices: SlotMap<SliceKey, SliceRecord>,
+    usage: MemoryUsage,
+    peak_in_use: u64,
+    modes: AllocationModes,
+}
+
+impl MemoryPool {
+    /// The pools `config` asks for on `device`.
+    pub fn new(device: &DeviceProperties, config: &MemoryConfig) -> MemoryPool {
+        let pools = config.resolve(device);
+        let ladder = pools
+            .iter()
+            .enumerate()
+            .map(|(index, pool)| {
+                let name = format!("pool {index}");
+                match pool.kind {
+                    PoolKind::Sliced {
+                        page_size,
+                        max_slice,
+                    } => LadderPool::Sliced(SlicedPool::new(
+                        name,
+                        page_size,
+                        max_slice,
+                        pool.max_reserved,
+                        pool.release_after_ticks,
+                    )),
+                    PoolKind::Exclusive => LadderPool::Exclusive(ExclusivePool::for_ladder(
+                        name,
+                        pool.max_alloc,
+                        pool.max_reserved,
+                        pool.release_after_ticks,
+                    )),
+                }
+            })
+            .collect();
+        MemoryPool {
+            alignment: device.alignment.max(1),
+            max_allocs: pools.iter().map(|pool| pool.max_alloc).collect(),
+            ladder,
+            persistent: persistent::persistent_pool(),
+            slices: SlotMap::with_key(),
+            usage: MemoryUsage::default(),
+            peak_in_use: 0,
+            modes: AllocationModes::default(),
+        }
+    }
+
+    /// Current usage.
+    pub fn usage(&self) -> MemoryUsage {
+        self.usage
+    }
+
+    /// Highest `bytes_in_use` seen.
+    pub fn peak_in_use(&self) -> u64 {
+        self.peak_in_use
+    }
+
+    /// Alignment of every slice offset and size.
+    pub fn alignment(&self) -> u64 {
+        self.alignment
+    }
+
+    /// The allocation mode windows of every stream.
+    pub fn modes(&self) -> &AllocationModes {
+        &self.modes
+    }
+
+    /// The allocation mode windows, to open or close one.
+    pub fn modes_mut(&mut self) -> &mut AllocationModes {
+        &mut self.modes
+    }
+
+    /// Reserves `size` bytes for a new allocation of `stream`, in its current mode.
+    pub fn reserve_for<B: Backend>(
+        &mut self,
+        backend: &mut B,
+        size: u64,
+        stream: StreamId,
+    ) -> Result<Reservation, Error> {
+        let mode = self.modes.current(stream);
+        self.reserve(backend, size, mode)
+    }
+
+    /// Reserves `size` bytes in `mode`: from free memory when some fits, else from a new page;
+    /// when the device refuses, cleans up and retries once before reporting out of memory.
+    pub fn reserve<B: Backend>(
+        &mut self,
+        backend: &mut B,
+        size: u64,
+        mode: AllocationMode,
+    ) -> Result<Reservation, Error> {
+        let padded =
+            size.max(1)
+                .checked_next_multiple_of(self.alignment)
+                .ok_or(Error::OutOfMemory {
+                    requested: size,
+                    usage: self.usage,
+                })?;
+        let (pool, block) = match mode {
+            AllocationMode::Persistent => {
+                (PERSISTENT, self.reserve_persistent(backend, padded, size)?)
+            }
+            AllocationMode::Auto => match self.persistent.try_reserve(padded, size) {
+                Some(block) => (PERSISTENT, block),
+                None => self.reserve_from_ladder(backend, padded, size)?,
+            },
+        };
+        let slice = self.slices.insert(SliceRecord {
+            pool,
+            block,
+            requested: size,
+        });
+        self.usage.number_allocs += 1;
+        self.usage.bytes_in_use += size;
+        self.usage.bytes_padding += block.len - size;
+        self.peak_in_use = self.peak_in_use.max(self.usage.bytes_in_use);
+        Ok(Reservation {
+            slice,
+            region: Region {
+                storage: block.storage,
+                offset: block.offset,
+                size,
+            },
+        })
+    }
+
+    fn reserve_persistent<B: Backend>(
+        &mut self,
+        backend: &mut B,
+        padded: u64,
+        size: u64,
+    ) -> Result<Block, Error> {
+        if let Some(block) = self.persistent.try_reserve(padded, size) {
+            return Ok(block);
+        }
+        let grown = match self.persistent.grow(backend, padded, size) {
+            Err(AllocError::OutOfMemory) => {
+                self.cleanup(backend);
+                self.persistent.grow(backend, padded, size)
+            }
+            grown => grown,
+        };
+        self.account_growth(grown, size)?.ok_or(Error::OutOfMemory {
+            requested: size,
+            usage: self.usage,
+        })
+    }
+
+    /// The first pool whose limit fits the request takes it from free memory or a new page; a
+    /// capped pool that is full passes it on to the next pool.
+    fn reserve_from_ladder<B: Backend>(
+        &mut self,
+        backend: &mut B,
+        padded: u64,
+        size: u64,
+    ) -> Result<(usize, Block), Error> {
+        let last = self.ladder.len().saturating_sub(1);
+        let first = self
+            .max_allocs
+            .iter()
+            .position(|&max| padded <= max)
+            .unwrap_or(last);
+        for index in first..self.ladder.len() {
+            if let Some(block) = self.ladder[index].try_reserve(padded, size) {
+                return Ok((index, block));
+            }
+            let grown = match self.ladder[index].grow(backend, padded, size) {
+                Err(AllocError::OutOfMemory) => {
+                    tracing::debug!(target: "gpuworld::memory", size, "device refused a page: cleaning up and retrying once");
+                    self.cleanup(backend);
+                    self.ladder[index].grow(backend, padded, size)
+                }
+                grown => grown,
+            };
+            if let Some(block) = self.account_growth(grown, size)? {
+                return Ok((index, block));
+            }
+            tracing::debug!(target: "gpuworld::memory", pool = index, size, "pool at its cap: spilling to the next pool");
+        }
+        Err(Error::OutOfMemory {
+            requested: size,
+            usage: self.usage,
+        })
+    }
+
+    /// Adds a grown page to `bytes_reserved`, or turns the device's refusal into an error.
+    fn account_growth(
+        &mut self,
+        grown: Result<Option<Block>, AllocError>,
+        size: u64,
+    ) -> Result<Option<Block>, Error> {
+        match grown {
+            Ok(Some(block)) => {
+                self.recount_reserved();
+                Ok(Some(block))
+            }
+            Ok(None) => Ok(None),
+            Err(AllocError::OutOfMemory) => {
+                tracing::warn!(target: "gpuworld::memory", size, usage = ?self.usage, "out of memory");
+                Err(Error::OutOfMemory {
+                    requested: size,
+                    usage: self.usage,
+                })
+            }
+        }
+    }
+
+    fn recount_reserved(&mut self) {
+        self.usage.bytes_reserved = self
+            .ladder
+            .iter()
+            .map(|pool| pool.report().bytes_reserved)
+            .sum::<u64>()
+            + self.persistent.report().bytes_reserved;
+    }
+
+    /// Makes a slice's memory available again; the GC stage calls it once every stream that
+    /// used the slice has passed an event proving the device is done with it.
+    pub fn release(&mut self, key: SliceKey) -> Result<(), Error> {
+        let record = self.slices.remove(key).ok_or_else(|| stale_slice(key))?;
+        match record.pool {
+            PERSISTENT => self
+                .persistent
+                .release(record.block.page, record.requested)?,
+            index => self
+                .ladder
+                .get_mut(index)
+                .ok_or_else(|| stale_slice(key))?
+                .release(&record.block, record.requested)?,
+        }
+        self.usage.number_allocs -= 1;
+        self.usage.bytes_in_use -= record.requested;
+        self.usage.bytes_padding -= record.block.len - record.requested;
+        Ok(())
+    }
+
+    /// The device bytes of a live slice.
+    pub fn locate(&self, key: SliceKey) -> Result<Region, Error> {
+        let record = self.slices.get(key).ok_or_else(|| stale_slice(key))?;
+        let storage = match record.pool {
+            PERSISTENT => self.persistent.storage(record.block.page),
+            index => self
+                .ladder
+                .get(index)
+                .and_then(|pool| pool.storage(record.block.page)),
+        }
+        .ok_or_else(|| stale_page(record.block.page))?;
+        Ok(Region {
+            storage,
+            offset: record.block.offset,
+            size: record.requested,
+        })
+    }
+
+    /// Returns every fully free page and free buffer, persistent ones included, to the device.
+    pub fn cleanup<B: Backend>(&mut self, backend: &mut B) {
+        let mut freed: u64 = self
+            .ladder
+            .iter_mut()
+            .map(|pool| pool.cleanup(backend))
+            .sum();
+        freed += self.persistent.cleanup(backend);
+        self.recount_reserved();
+        tracing::debug!(target: "gpuworld::memory", freed, reserved = self.usage.bytes_reserved, "memory cleanup");
+    }
+
+    /// Returns free pages unused for their pool's `release_after_ticks`; the GC stage calls it
+    /// every tick. Its cost is the pages that became free or expired, not the pages held.
+    pub fn periodic_cleanup<B: Backend>(&mut self, backend: &mut B, tick: u64) {
+        let freed: u64 = self
+            .ladder
+            .iter_mut()
+            .map(|pool| pool.periodic_cleanup(backend, tick))
+            .sum();
+        if freed > 0 {
+            self.recount_reserved();
+            tracing::debug!(target: "gpuworld::memory", freed, tick, "long-unused pages returned");
+        }
+    }
+
+    /// Each pool's counts: the ladder in routing order, then the persistent pool.
+    pub fn reports(&self) -> Vec<PoolReport> {
+        self.ladder
+            .iter()
+            .map(|pool| pool.report().clone())
+            .chain(std::iter::once(self.persistent.report().clone()))
+            .collect()
+    }
+
+    /// Free slices and buffers waiting for reuse.
+    pub fn free_slices(&self) -> usize {
+        self.ladder
+            .iter()
+            .map(LadderPool::free_blocks)
+            .sum::<usize>()
+            + self.persistent.free_buffers()
+    }
+
+    /// The memory state as stable text lines for `Runtime::snapshot()`: usage, then one line per
+    /// pool in routing order, then open allocation-mode windows.
+    pub fn describe(&self) -> String {
+        let usage = self.usage;
+        let mut out = format!(
+            "memory: allocs {} in use {}B padding {}B reserved {}B free slices {}\n",
+            usage.number_allocs,
+            usage.bytes_in_use,
+            usage.bytes_padding,
+            usage.bytes_reserved,
+            self.free_slices()
+        );
+        for report in self.reports() {
+            let _ = writeln!(out, "  {report}");
+        }
+        for window in self.modes.describe() {
+            let _ = writeln!(out, "  allocation mode {window}");
+        }
+        out
+    }
+}
+
+fn stale_slice(key: SliceKey) -> Error {
+    Error::StaleHandle {
+        what: format!("memory slice {key:?}").into(),
+    }
+}
+
+/// The error for a page key that no longer names a page.
+pub(crate) fn stale_page(key: PageKey) -> Error {
+    Error::StaleHandle {
+        what: format!("memory page {key:?}").into(),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,91 @@
+//! What each pool reports: pages now and at peak, live allocations, bytes in use and reserved,
+//! the largest allocation it served. One stable text line per pool for snapshots.
+
+use std::fmt;
+
+/// Running counts of one pool.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PoolReport {
+    /// What the pool is (kind, page size, size limit), as text.
+    pub name: String,
+    /// Pages (backend buffers) held now.
+    pub pages: usize,
+    /// Most pages held at once.
+    pub peak_pages: usize,
+    /// Live allocations.
+    pub allocs: u64,
+    /// Bytes requested by live allocations.
+    pub bytes_in_use: u64,
+    /// Bytes held from the device.
+    pub bytes_reserved: u64,
+    /// Largest request it ever served.
+    pub largest_alloc: u64,
+}
+
+impl PoolReport {
+    /// An empty report for a pool described by `name`.
+    pub fn new(name: String) -> PoolReport {
+        PoolReport {
+            name,
+            ..PoolReport::default()
+        }
+    }
+
+    /// Counts a new page of `size` bytes.
+    pub fn page_added(&mut self, size: u64) {
+        self.pages += 1;
+        self.peak_pages = self.peak_pages.max(self.pages);
+        self.bytes_reserved += size;
+    }
+
+    /// Counts a page of `size` bytes returned to the device.
+    pub fn page_removed(&mut self, size: u64) {
+        self.pages -= 1;
+        self.bytes_reserved -= size;
+    }
+
+    /// Counts an allocation of `requested` bytes.
+    pub fn reserved(&mut self, requested: u64) {
+        self.allocs += 1;
+        self.bytes_in_use += requested;
+        self.largest_alloc = self.largest_alloc.max(requested);
+    }
+
+    /// Counts a released allocation of `requested` bytes.
+    pub fn released(&mut self, requested: u64) {
+        self.allocs -= 1;
+        self.bytes_in_use -= requested;
+    }
+}
+
+impl fmt::Display for PoolReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}: pages {} (peak {}) allocs {} in use {}B reserved {}B largest {}",
+            self.name,
+            self.pages,
+            self.peak_pages,
+            self.allocs,
+            self.bytes_in_use,
+            self.bytes_reserved,
+            human_bytes(self.largest_alloc)
+        )
+    }
+}
+
+/// `n` bytes in the largest binary unit that divides it exactly (`4MiB`, `1280B`); `any` for
+/// `u64::MAX`.
+pub fn human_bytes(n: u64) -> String {
+    const UNITS: [(u64, &str); 3] = [(1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")];
+    if n == u64::MAX {
+        return "any".to_string();
+    }
+    UNITS
+        .iter()
+        .find(|(unit, _)| n >= *unit && n.is_multiple_of(*unit))
+        .map_or_else(
+            || format!("{n}B"),
+            |(unit, name)| format!("{}{name}", n / unit),
+        )
+}

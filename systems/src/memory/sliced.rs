@@ -1,0 +1,282 @@
+//! Sliced pool: backend buffers ("pages") split into slices at aligned offsets. A request takes
+//! the first free range that fits, first page first (creation order), lowest offset first; a
+//! released slice merges with its free neighbours; a fully free page can go back to the device.
+
+use crate::backend::{AllocError, Backend, StorageId};
+use crate::error::Error;
+use crate::memory::idle::IdlePages;
+use crate::memory::report::{PoolReport, human_bytes};
+use crate::memory::{Block, PageKey, stale_page};
+use slotmap::SlotMap;
+
+struct Page {
+    storage: StorageId,
+    size: u64,
+    /// Free ranges `(offset, len)`, sorted by offset; neighbours are always merged.
+    free: Vec<(u64, u64)>,
+    /// Bytes of live slices.
+    used: u64,
+    /// Index of the page's summary in `SlicedPool::order`.
+    position: usize,
+    /// Tick the periodic cleanup first saw the page fully free.
+    idle_since: Option<u64>,
+    /// Whether the page waits in `IdlePages` to be stamped.
+    listed: bool,
+}
+
+/// What first-fit needs to skip a page without touching it.
+#[derive(Clone, Copy)]
+struct PageSummary {
+    key: PageKey,
+    largest_free: u64,
+    size: u64,
+    dedicated: bool,
+}
+
+impl PageSummary {
+    /// A page accepts a request only if it has room and the request wastes at most a fifth of
+    /// it: shared pages split off what a slice does not use, so only a page of its own (made for
+    /// one oversized request) can be wasted, by a request much smaller than it.
+    fn accepts(&self, padded: u64) -> bool {
+        self.largest_free >= padded
+            && (!self.dedicated || padded.saturating_mul(5) >= self.size.saturating_mul(4))
+    }
+}
+
+/// Pages of one size split into slices; oversized requests get pages of their own.
+pub struct SlicedPool {
+    page_size: u64,
+    max_slice: u64,
+    max_reserved: Option<u64>,
+    release_after: Option<u64>,
+    pages: SlotMap<PageKey, Page>,
+    order: Vec<PageSummary>,
+    idle: IdlePages,
+    report: PoolReport,
+}
+
+impl SlicedPool {
+    /// An empty pool of `page_size`-byte pages holding slices up to `max_slice` bytes.
+    pub fn new(
+        name: String,
+        page_size: u64,
+        max_slice: u64,
+        max_reserved: Option<u64>,
+        release_after: Option<u64>,
+    ) -> SlicedPool {
+        let name = format!(
+            "{name} sliced, {} pages, slices <= {}",
+            human_bytes(page_size),
+            human_bytes(max_slice)
+        );
+        SlicedPool {
+            page_size,
+            max_slice,
+            max_reserved,
+            release_after,
+            pages: SlotMap::with_key(),
+            order: Vec::new(),
+            idle: IdlePages::default(),
+            report: PoolReport::new(name),
+        }
+    }
+
+    /// Places `padded` bytes in a free range of an existing page, if one accepts them.
+    pub fn try_reserve(&mut self, padded: u64, requested: u64) -> Option<Block> {
+        let position = self.order.iter().position(|s| s.accepts(padded))?;
+        self.take(position, padded, requested)
+    }
+
+    /// Allocates a new page and places `padded` bytes at its start; `Ok(None)` when the pool's
+    /// cap leaves no room for another page.
+    pub fn grow<B: Backend>(
+        &mut self,
+        backend: &mut B,
+        padded: u64,
+        requested: u64,
+    ) -> Result<Option<Block>, AllocError> {
+        let dedicated = padded > self.max_slice;
+        let size = if dedicated { padded } else { self.page_size };
+        if let Some(cap) = self.max_reserved
+            && self.report.bytes_reserved.saturating_add(size) > cap
+        {
+            return Ok(None);
+        }
+        let storage = backend.allocate(size)?;
+        let position = self.order.len();
+        let key = self.pages.insert(Page {
+            storage,
+            size,
+            free: vec![(0, size)],
+            used: 0,
+            position,
+            idle_since: None,
+            listed: false,
+        });
+        self.order.push(PageSummary {
+            key,
+            largest_free: size,
+            size,
+            dedicated,
+        });
+        self.report.page_added(size);
+        tracing::debug!(target: "gpuworld::memory", pool = %self.report.name, size, %storage, "page allocated");
+        Ok(self.take(position, padded, requested))
+    }
+
+    fn take(&mut self, position: usize, padded: u64, requested: u64) -> Option<Block> {
+        let summary = self.order.get_mut(position)?;
+        let page = self.pages.get_mut(summary.key)?;
+        let index = page.free.iter().position(|&(_, len)| len >= padded)?;
+        let (offset, len) = page.free[index];
+        if len == padded {
+            page.free.remove(index);
+        } else {
+            page.free[index] = (offset + padded, len - padded);
+        }
+        if len == summary.largest_free {
+            summary.largest_free = page.free.iter().map(|&(_, len)| len).max().unwrap_or(0);
+        }
+        page.used += padded;
+        page.idle_since = None;
+        self.report.reserved(requested);
+        Some(Block {
+            page: summary.key,
+            storage: page.storage,
+            offset,
+            len: padded,
+        })
+    }
+
+    /// Frees the slice at `offset..offset + len` of `page`, merging it with free neighbours.
+    pub fn release(
+        &mut self,
+        key: PageKey,
+        offset: u64,
+        len: u64,
+        requested: u64,
+    ) -> Result<(), Error> {
+        let page = self.pages.get_mut(key).ok_or_else(|| stale_page(key))?;
+        let index = page.free.partition_point(|&(o, _)| o < offset);
+        let joins_next = page
+            .free
+            .get(index)
+            .is_some_and(|&(next, _)| next == offset + len);
+        let joins_previous = index
+            .checked_sub(1)
+            .and_then(|i| page.free.get(i))
+            .is_some_and(|&(o, l)| o + l == offset);
+        let merged = match (joins_previous, joins_next) {
+            (true, true) => {
+                let (_, next_len) = page.free.remove(index);
+                page.free[index - 1].1 += len + next_len;
+                page.free[index - 1].1
+            }
+            (true, false) => {
+                page.free[index - 1].1 += len;
+                page.free[index - 1].1
+            }
+            (false, true) => {
+                let next_len = page.free[index].1;
+                page.free[index] = (offset, len + next_len);
+                len + next_len
+            }
+            (false, false) => {
+                page.free.insert(index, (offset, len));
+                len
+            }
+        };
+        page.used -= len;
+        if let Some(summary) = self.order.get_mut(page.position) {
+            summary.largest_free = summary.largest_free.max(merged);
+        }
+        self.report.released(requested);
+        if page.used == 0 && self.release_after.is_some() {
+            self.idle.became_free(key, &mut page.listed);
+        }
+        Ok(())
+    }
+
+    /// The backend buffer of `page`.
+    pub fn storage(&self, key: PageKey) -> Option<StorageId> {
+        self.pages.get(key).map(|page| page.storage)
+    }
+
+    /// Returns every fully free page to the device; the bytes returned.
+    pub fn cleanup<B: Backend>(&mut self, backend: &mut B) -> u64 {
+        let free: Vec<PageKey> = self
+            .pages
+            .iter()
+            .filter(|(_, page)| page.used == 0)
+            .map(|(key, _)| key)
+            .collect();
+        self.remove_pages(backend, free)
+    }
+
+    /// Stamps pages that became free since the last call and returns those free for
+    /// `release_after_ticks`; the bytes returned.
+    pub fn periodic_cleanup<B: Backend>(&mut self, backend: &mut B, tick: u64) -> u64 {
+        let Some(after) = self.release_after else {
+            return 0;
+        };
+        let pages = &mut self.pages;
+        self.idle.stamp(tick, |key| {
+            pages.get_mut(key).is_some_and(|page| {
+                page.listed = false;
+                let fresh = page.used == 0 && page.idle_since.is_none();
+                if fresh {
+                    page.idle_since = Some(tick);
+                }
+                fresh
+            })
+        });
+        let mut expired = Vec::new();
+        while let Some((stamp, key)) = self.idle.pop_expired(tick, after) {
+            if self
+                .pages
+                .get(key)
+                .is_some_and(|page| page.used == 0 && page.idle_since == Some(stamp))
+            {
+                expired.push(key);
+            }
+        }
+        self.remove_pages(backend, expired)
+    }
+
+    fn remove_pages<B: Backend>(&mut self, backend: &mut B, keys: Vec<PageKey>) -> u64 {
+        if keys.is_empty() {
+            return 0;
+        }
+        let mut freed = 0;
+        for key in keys {
+            if let Some(page) = self.pages.remove(key) {
+                backend.deallocate(page.storage);
+                self.report.page_removed(page.size);
+                freed += page.size;
+            }
+        }
+        let pages = &mut self.pages;
+        self.order.retain(|summary| pages.contains_key(summary.key));
+        for (position, summary) in self.order.iter().enumerate() {
+            if let Some(page) = pages.get_mut(summary.key) {
+                page.position = position;
+            }
+        }
+        freed
+    }
+
+    /// Free ranges across all pages.
+    pub fn free_ranges(&self) -> usize {
+        self.pages.values().map(|page| page.free.len()).sum()
+    }
+
+    /// The pool's counts.
+    pub fn report(&self) -> &PoolReport {
+        &self.report
+    }
+
+    /// Entries waiting in the idle queue (bounded by pages freed per tick times the delay).
+    pub fn idle_entries(&self) -> usize {
+        self.idle.len()
+    }
+}

@@ -1,0 +1,405 @@
+//! Unit tests of the pools behind `MemoryPool`, on the sim backend: reuse, coalescing, cleanup,
+//! caps and spill, alignment, persistent windows, periodic release and stale keys.
+
+use super::*;
+use crate::backend::MemoryLayout;
+use crate::sim::{SimBackend, SimConfig};
+
+const KIB: u64 = 1 << 10;
+const MIB: u64 = 1 << 20;
+const AUTO: AllocationMode = AllocationMode::Auto;
+
+fn device(memory_bytes: u64) -> SimBackend {
+    SimBackend::new(SimConfig {
+        memory_bytes,
+        record: false,
+        ..Default::default()
+    })
+}
+
+fn properties(alignment: u64, memory_layout: MemoryLayout) -> DeviceProperties {
+    DeviceProperties {
+        name: "unit".into(),
+        memory_bytes: 1 << 30,
+        alignment,
+        memory_layout,
+        max_cube_count: [1; 3],
+    }
+}
+
+fn sliced(page_size: u64, max_slice: u64, max_alloc: u64) -> PoolConfig {
+    PoolConfig {
+        kind: PoolKind::Sliced {
+            page_size,
+            max_slice,
+        },
+        max_alloc,
+        max_reserved: None,
+        release_after_ticks: None,
+    }
+}
+
+fn exclusive(max_alloc: u64) -> PoolConfig {
+    PoolConfig {
+        kind: PoolKind::Exclusive,
+        max_alloc,
+        max_reserved: None,
+        release_after_ticks: None,
+    }
+}
+
+/// A pool with one sliced pool of 64 KiB pages on a 256-byte-aligned device.
+fn one_sliced_pool() -> MemoryPool {
+    MemoryPool::new(
+        &properties(256, MemoryLayout::Sliced),
+        &MemoryConfig::with_pools(vec![sliced(64 * KIB, 64 * KIB, u64::MAX)]),
+    )
+}
+
+#[test]
+fn a_released_slice_is_reused_without_a_new_page() {
+    let mut backend = device(1 << 20);
+    let mut pool = one_sliced_pool();
+    let first = pool.reserve(&mut backend, 1000, AUTO).unwrap();
+    pool.release(first.slice).unwrap();
+    let second = pool.reserve(&mut backend, 900, AUTO).unwrap();
+    assert_eq!(second.region.storage, first.region.storage);
+    assert_eq!(second.region.offset, 0, "first fit takes the lowest offset");
+    assert_eq!(backend.allocated(), 64 * KIB, "one page, reused");
+    assert_eq!(
+        pool.usage(),
+        MemoryUsage {
+            number_allocs: 1,
+            bytes_in_use: 900,
+            bytes_padding: 124,
+            bytes_reserved: 64 * KIB,
+        }
+    );
+}
+
+#[test]
+fn freed_neighbours_coalesce_into_one_range() {
+    let mut backend = device(1 << 20);
+    let mut pool = one_sliced_pool();
+    let keys: Vec<_> = (0..4)
+        .map(|_| pool.reserve(&mut backend, 16 * KIB, AUTO).unwrap())
+        .collect();
+    assert_eq!(pool.free_slices(), 0, "four 16 KiB slices fill the page");
+    // Free the middle two in either order: they merge into one 32 KiB range.
+    pool.release(keys[2].slice).unwrap();
+    pool.release(keys[1].slice).unwrap();
+    assert_eq!(pool.free_slices(), 1);
+    let merged = pool.reserve(&mut backend, 32 * KIB, AUTO).unwrap();
+    assert_eq!(merged.region.offset, 16 * KIB);
+    assert_eq!(merged.region.storage, keys[0].region.storage);
+    assert_eq!(backend.allocated(), 64 * KIB, "no second page was needed");
+    // Freeing everything leaves one range covering the page.
+    for key in [keys[0].slice, keys[3].slice, merged.slice] {
+        pool.release(key).unwrap();
+    }
+    assert_eq!(pool.free_slices(), 1);
+}
+
+#[test]
+fn first_fit_takes_the_first_page_that_has_room() {
+    let mut backend = device(1 << 20);
+    let mut pool = one_sliced_pool();
+    let a = pool.reserve(&mut backend, 48 * KIB, AUTO).unwrap();
+    let b = pool.reserve(&mut backend, 48 * KIB, AUTO).unwrap();
+    assert_ne!(
+        a.region.storage, b.region.storage,
+        "the second does not fit the first page"
+    );
+    let small = pool.reserve(&mut backend, 8 * KIB, AUTO).unwrap();
+    assert_eq!(small.region.storage, a.region.storage);
+    assert_eq!(small.region.offset, 48 * KIB);
+}
+
+#[test]
+fn every_offset_is_a_multiple_of_the_device_alignment() {
+    for alignment in [64, 256] {
+        let mut backend = device(1 << 24);
+        let mut pool = MemoryPool::new(
+            &properties(alignment, MemoryLayout::Sliced),
+            &MemoryConfig::default(),
+        );
+        let mut live = Vec::new();
+        for i in 1..200u64 {
+            let reservation = pool.reserve(&mut backend, i * 37 % 5000 + 1, AUTO).unwrap();
+            assert_eq!(reservation.region.offset % alignment, 0, "size {}", i * 37);
+            live.push(reservation.slice);
+            if i % 3 == 0 {
+                pool.release(live.swap_remove(live.len() / 2)).unwrap();
+            }
+        }
+    }
+}
+
+#[test]
+fn an_oversized_request_gets_its_own_page_reused_only_within_a_fifth() {
+    let mut backend = device(1 << 24);
+    let mut pool = MemoryPool::new(
+        &properties(256, MemoryLayout::Sliced),
+        &MemoryConfig::with_pools(vec![sliced(64 * KIB, 16 * KIB, u64::MAX)]),
+    );
+    let big = pool.reserve(&mut backend, 100 * KIB, AUTO).unwrap();
+    assert_eq!(
+        backend.allocated(),
+        100 * KIB,
+        "a page of its own, sized to it"
+    );
+    pool.release(big.slice).unwrap();
+    // 70 KiB would waste 30% of the 100 KiB page: it takes a new page instead.
+    let smaller = pool.reserve(&mut backend, 70 * KIB, AUTO).unwrap();
+    assert_ne!(smaller.region.storage, big.region.storage);
+    // 85 KiB wastes 15%: the page accepts it.
+    let close = pool.reserve(&mut backend, 85 * KIB, AUTO).unwrap();
+    assert_eq!(close.region.storage, big.region.storage);
+}
+
+#[test]
+fn an_exclusive_buffer_is_reused_only_if_it_wastes_at_most_a_fifth() {
+    let mut backend = device(1 << 24);
+    let mut pool = MemoryPool::new(
+        &properties(256, MemoryLayout::Sliced),
+        &MemoryConfig::with_pools(vec![exclusive(u64::MAX)]),
+    );
+    let first = pool.reserve(&mut backend, 10 * KIB, AUTO).unwrap();
+    pool.release(first.slice).unwrap();
+    let too_small = pool.reserve(&mut backend, 7 * KIB, AUTO).unwrap();
+    assert_ne!(too_small.region.storage, first.region.storage);
+    let fits = pool.reserve(&mut backend, 8 * KIB, AUTO).unwrap();
+    assert_eq!(fits.region.storage, first.region.storage);
+    assert_eq!(
+        pool.usage().bytes_padding,
+        2 * KIB,
+        "the unused fifth is padding"
+    );
+}
+
+#[test]
+fn an_exclusive_device_gets_one_buffer_per_allocation() {
+    let mut backend = device(1 << 24);
+    let mut pool = MemoryPool::new(
+        &properties(256, MemoryLayout::Exclusive),
+        &MemoryConfig::default(),
+    );
+    let regions: Vec<_> = (0..5)
+        .map(|_| pool.reserve(&mut backend, 3000, AUTO).unwrap().region)
+        .collect();
+    for (i, region) in regions.iter().enumerate() {
+        assert_eq!(region.offset, 0);
+        assert!(regions[..i].iter().all(|r| r.storage != region.storage));
+    }
+}
+
+#[test]
+fn cleanup_returns_fully_free_pages_and_keeps_used_ones() {
+    let mut backend = device(1 << 20);
+    let mut pool = one_sliced_pool();
+    let a = pool.reserve(&mut backend, 60 * KIB, AUTO).unwrap();
+    let b = pool.reserve(&mut backend, 60 * KIB, AUTO).unwrap();
+    let c = pool.reserve(&mut backend, KIB, AUTO).unwrap();
+    pool.release(a.slice).unwrap();
+    pool.release(c.slice).unwrap();
+    assert_eq!(backend.allocated(), 128 * KIB);
+    pool.cleanup(&mut backend);
+    assert_eq!(
+        backend.allocated(),
+        64 * KIB,
+        "only the page of `b` is left"
+    );
+    assert_eq!(pool.usage().bytes_reserved, 64 * KIB);
+    assert_eq!(pool.locate(b.slice).unwrap(), b.region);
+    pool.release(b.slice).unwrap();
+    pool.cleanup(&mut backend);
+    assert_eq!(pool.usage(), MemoryUsage::default());
+    assert_eq!(backend.allocated(), 0);
+}
+
+#[test]
+fn a_capped_pool_that_is_full_spills_to_the_next_pool() {
+    let mut backend = device(1 << 24);
+    let mut capped = sliced(64 * KIB, 64 * KIB, 64 * KIB);
+    capped.max_reserved = Some(64 * KIB);
+    let mut pool = MemoryPool::new(
+        &properties(256, MemoryLayout::Sliced),
+        &MemoryConfig::with_pools(vec![capped, sliced(MIB, MIB, u64::MAX)]),
+    );
+    let first = pool.reserve(&mut backend, 40 * KIB, AUTO).unwrap();
+    let spilled = pool.reserve(&mut backend, 40 * KIB, AUTO).unwrap();
+    let reports = pool.reports();
+    assert_eq!((reports[0].pages, reports[1].pages), (1, 1), "{reports:?}");
+    assert_eq!(reports[1].largest_alloc, 40 * KIB);
+    assert_ne!(first.region.storage, spilled.region.storage);
+}
+
+#[test]
+fn when_every_pool_is_capped_and_full_the_request_is_out_of_memory() {
+    let mut backend = device(1 << 24);
+    let mut capped = exclusive(u64::MAX);
+    capped.max_reserved = Some(8 * KIB);
+    let mut pool = MemoryPool::new(
+        &properties(256, MemoryLayout::Sliced),
+        &MemoryConfig::with_pools(vec![capped]),
+    );
+    let kept = pool.reserve(&mut backend, 6 * KIB, AUTO).unwrap();
+    let error = pool.reserve(&mut backend, 4 * KIB, AUTO).unwrap_err();
+    assert!(
+        matches!(error, Error::OutOfMemory { requested, usage } if requested == 4 * KIB && usage.bytes_in_use == 6 * KIB),
+        "{error}"
+    );
+    assert_eq!(pool.locate(kept.slice).unwrap(), kept.region);
+}
+
+#[test]
+fn out_of_memory_cleans_up_and_retries_once_before_failing() {
+    let mut backend = device(4 * KIB);
+    let mut pool = MemoryPool::new(
+        &properties(256, MemoryLayout::Sliced),
+        &MemoryConfig::with_pools(vec![exclusive(u64::MAX)]),
+    );
+    let free_me = pool.reserve(&mut backend, 2 * KIB, AUTO).unwrap();
+    let kept = pool.reserve(&mut backend, KIB, AUTO).unwrap();
+    pool.release(free_me.slice).unwrap();
+    // 3 KiB fits only once the free 2 KiB buffer went back to the device.
+    let after_cleanup = pool.reserve(&mut backend, 3 * KIB, AUTO).unwrap();
+    let error = pool.reserve(&mut backend, 16 * KIB, AUTO).unwrap_err();
+    assert!(
+        matches!(error, Error::OutOfMemory { requested, .. } if requested == 16 * KIB),
+        "{error}"
+    );
+    assert_eq!(pool.usage().bytes_in_use, 4 * KIB);
+    assert_eq!(pool.locate(kept.slice).unwrap(), kept.region);
+    assert_eq!(
+        pool.locate(after_cleanup.slice).unwrap(),
+        after_cleanup.region
+    );
+}
+
+#[test]
+fn a_released_key_is_stale_even_after_its_memory_is_reused() {
+    let mut backend = device(1 << 20);
+    let mut pool = one_sliced_pool();
+    let first = pool.reserve(&mut backend, 512, AUTO).unwrap();
+    pool.release(first.slice).unwrap();
+    let reused = pool.reserve(&mut backend, 512, AUTO).unwrap();
+    assert_eq!(reused.region, first.region, "same bytes");
+    assert_ne!(reused.slice, first.slice, "new key");
+    for error in [
+        pool.release(first.slice).unwrap_err(),
+        pool.locate(first.slice).unwrap_err(),
+    ] {
+        assert!(matches!(error, Error::StaleHandle { .. }), "{error}");
+    }
+    assert_eq!(pool.locate(reused.slice).unwrap(), reused.region);
+}
+
+/// cubecl #1401: cleanup renumbered pages, so a live slice named a page that no longer existed.
+#[test]
+fn cleanup_never_renumbers_pages_so_live_slices_keep_their_buffer() {
+    let mut backend = device(1 << 20);
+    let mut pool = one_sliced_pool();
+    let pages: Vec<_> = (0..3)
+        .map(|_| pool.reserve(&mut backend, 60 * KIB, AUTO).unwrap())
+        .collect();
+    pool.release(pages[0].slice).unwrap();
+    pool.release(pages[1].slice).unwrap();
+    pool.cleanup(&mut backend);
+    assert_eq!(pool.locate(pages[2].slice).unwrap(), pages[2].region);
+    let fresh = pool.reserve(&mut backend, 60 * KIB, AUTO).unwrap();
+    assert_ne!(fresh.region.storage, pages[2].region.storage);
+    pool.release(pages[2].slice).unwrap();
+    assert!(matches!(
+        pool.release(pages[0].slice),
+        Err(Error::StaleHandle { .. })
+    ));
+}
+
+#[test]
+fn persistent_buffers_are_exact_size_and_survive_periodic_cleanup() {
+    let mut backend = device(1 << 24);
+    let mut config = sliced(64 * KIB, 64 * KIB, u64::MAX);
+    config.release_after_ticks = Some(2);
+    let mut pool = MemoryPool::new(
+        &properties(256, MemoryLayout::Sliced),
+        &MemoryConfig::with_pools(vec![config]),
+    );
+    let weights = pool
+        .reserve(&mut backend, 3000, AllocationMode::Persistent)
+        .unwrap();
+    assert_eq!(
+        backend.allocated(),
+        3072,
+        "its own buffer, padded to the alignment"
+    );
+    pool.release(weights.slice).unwrap();
+    for tick in 1..10 {
+        pool.periodic_cleanup(&mut backend, tick);
+    }
+    assert_eq!(
+        pool.usage().bytes_reserved,
+        3072,
+        "periodic cleanup keeps it"
+    );
+    // An Auto request of the same padded size reuses the persistent buffer.
+    let same = pool.reserve(&mut backend, 3050, AUTO).unwrap();
+    assert_eq!(same.region.storage, weights.region.storage);
+    pool.release(same.slice).unwrap();
+    pool.cleanup(&mut backend);
+    assert_eq!(backend.allocated(), 0, "explicit cleanup returns it");
+}
+
+#[test]
+fn nested_mode_windows_decide_where_a_stream_allocates() {
+    let mut backend = device(1 << 24);
+    let mut pool = one_sliced_pool();
+    let (stream, other) = (StreamId { value: 7 }, StreamId { value: 8 });
+    let persistent_pool = |pool: &MemoryPool| pool.reports().last().map_or(0, |r| r.allocs);
+    pool.modes_mut().push(stream, AllocationMode::Persistent);
+    pool.reserve_for(&mut backend, 100, stream).unwrap();
+    pool.reserve_for(&mut backend, 100, other).unwrap();
+    assert_eq!(persistent_pool(&pool), 1, "only the stream in the window");
+    pool.modes_mut().push(stream, AllocationMode::Auto);
+    pool.reserve_for(&mut backend, 100, stream).unwrap();
+    assert_eq!(persistent_pool(&pool), 1, "the inner Auto window wins");
+    assert!(pool.modes_mut().pop(stream));
+    pool.reserve_for(&mut backend, 100, stream).unwrap();
+    assert_eq!(persistent_pool(&pool), 2, "back in the persistent window");
+    assert!(pool.modes_mut().pop(stream));
+    pool.reserve_for(&mut backend, 100, stream).unwrap();
+    assert_eq!(persistent_pool(&pool), 2);
+    assert!(
+        pool.describe()
+            .lines()
+            .all(|l| !l.contains("allocation mode"))
+    );
+}
+
+#[test]
+fn a_free_page_returns_to_the_device_after_its_delay_unless_reused() {
+    let mut backend = device(1 << 24);
+    let mut config = sliced(64 * KIB, 64 * KIB, u64::MAX);
+    config.release_after_ticks = Some(3);
+    let mut pool = MemoryPool::new(
+        &properties(256, MemoryLayout::Sliced),
+        &MemoryConfig::with_pools(vec![config]),
+    );
+    let a = pool.reserve(&mut backend, KIB, AUTO).unwrap();
+    pool.release(a.slice).unwrap();
+    pool.periodic_cleanup(&mut backend, 10); // stamped free at tick 10
+    let b = pool.reserve(&mut backend, KIB, AUTO).unwrap();
+    pool.periodic_cleanup(&mut backend, 13);
+    assert_eq!(
+        backend.allocated(),
+        64 * KIB,
+        "reused before the delay: kept"
+    );
+    pool.release(b.slice).unwrap();
+    pool.periodic_cleanup(&mut backend, 14); // stamped free at tick 14
+    pool.periodic_cleanup(&mut backend, 16);
+    assert_eq!(backend.allocated(), 64 * KIB, "free for 2 ticks: kept");
+    pool.periodic_cleanup(&mut backend, 17);
+    assert_eq!(backend.allocated(), 0, "free for 3 ticks: returned");
+    assert_eq!(pool.usage().bytes_reserved, 0);
+}

@@ -1,0 +1,252 @@
+//! Memory through the client: tensors with their layouts and strides, several tensors packed in
+//! one allocation (launches see the right offsets), persistent-allocation windows, and no leak:
+//! once every handle is dropped and memory_cleanup ran, nothing is in use or reserved.
+
+mod common;
+
+use common::{bytes_of, f32s};
+use gpuworld::{
+    AllocationMode, Bindings, ComputeClient, CpuBackend, CubeCount, Driver, Error, MemoryConfig,
+    RuntimeConfig, TensorDesc, TensorLayout, library,
+};
+
+fn cpu() -> ComputeClient<CpuBackend> {
+    gpuworld::cpu_client(Driver::Manual)
+}
+
+fn pitched_cpu(row_alignment: u64) -> ComputeClient<CpuBackend> {
+    ComputeClient::new(
+        CpuBackend::new(),
+        RuntimeConfig {
+            memory: MemoryConfig {
+                tensor_layout: TensorLayout::Pitched { row_alignment },
+                ..Default::default()
+            },
+            ..Default::default()
+        },
+        Driver::Manual,
+    )
+}
+
+fn matrix(rows: usize, cols: usize) -> Vec<f32> {
+    (0..rows * cols).map(|i| i as f32).collect()
+}
+
+#[test]
+fn a_contiguous_tensor_has_row_major_strides_and_reads_back() {
+    let client = cpu();
+    let data = bytes_of(&matrix(2, 3));
+    let (handle, strides) = client.create_tensor(&data, &[2, 3], 4).unwrap();
+    assert_eq!(strides, vec![3, 1]);
+    assert_eq!(handle.size(), 24);
+    let back = client.read_tensor(&handle, &[2, 3], &strides, 4).unwrap();
+    assert_eq!(back, data);
+}
+
+#[test]
+fn a_pitched_tensor_pads_its_rows_and_reads_back_contiguous() {
+    let client = pitched_cpu(64);
+    let data = bytes_of(&matrix(3, 5));
+    let (handle, strides) = client.create_tensor(&data, &[3, 5], 4).unwrap();
+    assert_eq!(strides, vec![16, 1], "20-byte rows start every 64 bytes");
+    assert_eq!(handle.size(), 3 * 64);
+    let raw = f32s(&client.read_one(&handle).unwrap());
+    assert_eq!(
+        &raw[16..21],
+        &[5.0, 6.0, 7.0, 8.0, 9.0],
+        "row 1 starts at element 16"
+    );
+    assert_eq!(
+        client.read_tensor(&handle, &[3, 5], &strides, 4).unwrap(),
+        data
+    );
+    let (empty, empty_strides) = client.empty_tensor(&[2, 5], 4).unwrap();
+    assert_eq!((empty.size(), empty_strides), (128, vec![16, 1]));
+}
+
+#[test]
+fn packed_tensors_sit_at_aligned_offsets_of_one_allocation_and_launches_see_them() {
+    let client = cpu();
+    let alignment = client.properties().alignment;
+    let (a, b) = (bytes_of(&[1.0; 10]), bytes_of(&[2.0; 33]));
+    let out = [0u8; 33 * 4];
+    let tensors = client
+        .create_tensors(&[
+            (
+                TensorDesc {
+                    shape: &[10],
+                    elem_size: 4,
+                },
+                &a[..],
+            ),
+            (
+                TensorDesc {
+                    shape: &[33],
+                    elem_size: 4,
+                },
+                &b[..],
+            ),
+            (
+                TensorDesc {
+                    shape: &[33],
+                    elem_size: 4,
+                },
+                &out[..],
+            ),
+        ])
+        .unwrap();
+    let allocs_before = client.memory_usage().number_allocs;
+    assert_eq!(allocs_before, 1, "one allocation holds all three");
+    let starts: Vec<u64> = tensors.iter().map(|(h, _)| h.start()).collect();
+    assert_eq!(alignment, 64);
+    assert_eq!(
+        starts,
+        vec![0, 64, 256],
+        "40 B, then 132 B, each on a 64-byte boundary"
+    );
+    let (first, second, third) = (&tensors[0].0, &tensors[1].0, &tensors[2].0);
+    client
+        .launch(
+            &library::SCALE,
+            CubeCount::new_1d(1),
+            Bindings::new().buffer(second).buffer(third).scalar_f32(3.0),
+        )
+        .unwrap();
+    assert_eq!(f32s(&client.read_one(third).unwrap()), vec![6.0; 33]);
+    assert_eq!(f32s(&client.read_one(second).unwrap()), vec![2.0; 33]);
+    assert_eq!(f32s(&client.read_one(first).unwrap()), vec![1.0; 10]);
+}
+
+#[test]
+fn bad_tensor_descriptions_are_errors_that_say_what_is_wrong() {
+    let client = cpu();
+    let error = client.create_tensor(&[0; 20], &[2, 3], 4).unwrap_err();
+    assert!(
+        matches!(&error, Error::InvalidTensor { .. })
+            && error.to_string().contains("needs 24 bytes"),
+        "{error}"
+    );
+    let (handle, _) = client.empty_tensor(&[2, 2], 4).unwrap();
+    let error = client
+        .read_tensor(&handle, &[2, 2], &[4, 1], 4)
+        .unwrap_err();
+    assert!(error.to_string().contains("span 24 bytes"), "{error}");
+    let error = client.read_tensor(&handle, &[2, 2], &[1], 4).unwrap_err();
+    assert!(error.to_string().contains("different lengths"), "{error}");
+    assert!(client.empty_tensor(&[4], 0).is_err());
+}
+
+#[test]
+fn persistent_windows_nest_and_put_allocations_in_the_persistent_pool() {
+    let client = cpu();
+    let persistent_allocs = |client: &ComputeClient<CpuBackend>| {
+        client
+            .memory_report()
+            .last()
+            .map_or(0, |report| report.allocs)
+    };
+    let (weights, scratch, bias) = client.memory_persistent_allocation(7u64, |n| {
+        let weights = client.create(bytes_of(&vec![0.5; n as usize]));
+        let scratch =
+            client.with_allocation_mode(AllocationMode::Auto, (), |()| client.empty(4096));
+        (weights, scratch, client.empty(n * 4))
+    });
+    let outside = client.empty(4096);
+    assert_eq!(
+        persistent_allocs(&client),
+        2,
+        "weights and bias, not scratch or outside"
+    );
+    assert_eq!(f32s(&client.read_one(&weights).unwrap()), vec![0.5; 7]);
+    drop((weights, scratch, bias, outside));
+    client.sync().unwrap();
+    client.tick();
+    assert_eq!(client.memory_usage().number_allocs, 0);
+    let persistent = client.memory_report().pop().unwrap();
+    assert!(
+        persistent.bytes_reserved > 0,
+        "freed only by cleanup: {persistent:?}"
+    );
+    client.memory_cleanup();
+    assert_eq!(client.memory_usage().bytes_reserved, 0);
+}
+
+#[test]
+fn a_panicking_task_does_not_leave_its_window_open() {
+    let client = cpu();
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        client.memory_persistent_allocation((), |()| panic!("task failed"))
+    }));
+    assert!(result.is_err());
+    let after = client.empty(100);
+    assert_eq!(client.memory_report().last().map(|r| r.allocs), Some(0));
+    drop(after);
+}
+
+/// Every kind of allocation, then every handle dropped: nothing may stay in use or reserved.
+fn leaves_nothing_behind<B: gpuworld::Backend>(client: ComputeClient<B>) {
+    {
+        let mut handles = Vec::new();
+        for i in 0..64u64 {
+            handles.push(client.create(vec![i as u8; (i * 997 % 70_000 + 1) as usize]));
+        }
+        handles.push(client.empty(3 << 20));
+        handles.push(client.empty(100 << 20));
+        let tensors = client.empty_tensors(&[
+            TensorDesc {
+                shape: &[17, 9],
+                elem_size: 4,
+            },
+            TensorDesc {
+                shape: &[5],
+                elem_size: 2,
+            },
+        ]);
+        let persistent = client.memory_persistent_allocation((), |()| client.empty(12_345));
+        for handle in handles.iter().step_by(7) {
+            client
+                .launch(
+                    &library::FILL,
+                    CubeCount::new_1d(1),
+                    Bindings::new().buffer(handle).scalar_f32(1.0),
+                )
+                .unwrap();
+        }
+        client.sync().unwrap();
+        assert!(client.memory_usage().bytes_in_use > 100 << 20);
+        drop((handles, tensors, persistent));
+    }
+    client.sync().unwrap();
+    for _ in 0..4 {
+        client.tick();
+    }
+    client.memory_cleanup();
+    let usage = client.memory_usage();
+    assert_eq!(
+        (usage.bytes_in_use, usage.bytes_reserved),
+        (0, 0),
+        "{usage:?}"
+    );
+    assert_eq!(
+        (usage.number_allocs, usage.bytes_padding),
+        (0, 0),
+        "{usage:?}"
+    );
+}
+
+#[test]
+fn nothing_leaks_on_the_cpu_backend() {
+    let client = cpu();
+    leaves_nothing_behind(client.clone());
+    assert_eq!(client.with_runtime(|rt| rt.backend().allocated()), 0);
+}
+
+#[test]
+fn nothing_leaks_on_the_sim_backend() {
+    let client = gpuworld::sim_client(gpuworld::SimConfig {
+        record: false,
+        ..Default::default()
+    });
+    leaves_nothing_behind(client.clone());
+    assert_eq!(client.with_runtime(|rt| rt.backend().allocated()), 0);
+}

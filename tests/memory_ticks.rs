@@ -1,0 +1,152 @@
+//! Tick-stepped pool state on the sim backend: where slices land in a page, when released memory
+//! comes back (only after the device passed its events, on every stream that used it), how free
+//! neighbours merge, and when a long-unused page goes back to the device.
+
+mod common;
+
+use common::bytes_of;
+use gpuworld::{
+    Bindings, ComputeClient, CubeCount, Driver, MemoryConfig, PoolConfig, PoolKind, RuntimeConfig,
+    SimBackend, SimConfig, StreamId, library,
+};
+
+const KIB: u64 = 1024;
+
+/// A sim runtime with a small ladder whose pages are easy to read in snapshots.
+fn sim(latency_ticks: u64) -> ComputeClient<SimBackend> {
+    let pools = vec![
+        PoolConfig {
+            kind: PoolKind::Sliced {
+                page_size: 16 * KIB,
+                max_slice: 4 * KIB,
+            },
+            max_alloc: 4 * KIB,
+            max_reserved: None,
+            release_after_ticks: Some(3),
+        },
+        PoolConfig {
+            kind: PoolKind::Exclusive,
+            max_alloc: u64::MAX,
+            max_reserved: None,
+            release_after_ticks: None,
+        },
+    ];
+    ComputeClient::new(
+        SimBackend::new(SimConfig {
+            latency_ticks,
+            ..Default::default()
+        }),
+        RuntimeConfig {
+            memory: MemoryConfig::with_pools(pools),
+            ..Default::default()
+        },
+        Driver::Manual,
+    )
+    .with_stream(StreamId { value: 0 })
+}
+
+/// The memory lines of the snapshot and the sim's memory calls (allocations, writes with their
+/// offsets, frees) during the last tick.
+fn memory_state(client: &ComputeClient<SimBackend>) -> String {
+    let snapshot = client.snapshot();
+    let memory = snapshot
+        .find("memory:")
+        .map_or(snapshot.as_str(), |at| &snapshot[at..]);
+    let calls = client.with_runtime(|rt| {
+        rt.backend_mut()
+            .take_log()
+            .iter()
+            .map(|(tick, call)| format!("  t{tick} {call}\n"))
+            .filter(|line| line.contains("allocate") || line.contains("write"))
+            .collect::<String>()
+    });
+    format!("{memory}memory calls:\n{calls}")
+}
+
+fn fill(client: &ComputeClient<SimBackend>, handle: &gpuworld::Handle) {
+    client
+        .launch(
+            &library::FILL,
+            CubeCount::new_1d(1),
+            Bindings::new().buffer(handle).scalar_f32(1.0),
+        )
+        .unwrap();
+}
+
+#[test]
+fn slices_share_a_page_merge_when_freed_and_the_idle_page_goes_back() {
+    let client = sim(1);
+    let a = client.create(vec![1; KIB as usize]);
+    let b = client.create(vec![2; 2 * KIB as usize]);
+    let c = client.create(vec![3; KIB as usize]);
+    client.tick();
+    insta::assert_snapshot!("pool_three_slices_in_one_page", memory_state(&client));
+
+    // Dropped while the fill still runs: pinned, not reusable.
+    fill(&client, &b);
+    drop(b);
+    client.tick();
+    insta::assert_snapshot!("pool_b_pinned", memory_state(&client));
+
+    client.tick();
+    insta::assert_snapshot!("pool_b_reclaimed", memory_state(&client));
+
+    // Freeing `a` merges it with `b`'s range: a 3 KiB request fits at offset 0.
+    drop(a);
+    client.tick();
+    let d = client.create(vec![4; 3 * KIB as usize]);
+    client.tick();
+    insta::assert_snapshot!("pool_merged_range_reused", memory_state(&client));
+    assert_eq!(client.read_one(&d).unwrap(), vec![4; 3 * KIB as usize]);
+    assert_eq!(client.read_one(&c).unwrap(), vec![3; KIB as usize]);
+
+    drop((c, d));
+    for _ in 0..5 {
+        client.tick();
+    }
+    insta::assert_snapshot!("pool_idle_page_returned", memory_state(&client));
+    assert_eq!(client.memory_usage().bytes_reserved, 0);
+}
+
+#[test]
+fn memory_used_on_two_streams_is_reused_only_after_both_passed_their_events() {
+    let client = sim(2);
+    let other = client.with_stream(StreamId { value: 1 });
+    let shared = client.create(bytes_of(&[1.0; 256]));
+    fill(&client, &shared);
+    fill(&other, &shared);
+    let region_user = client.empty(KIB);
+    drop(shared);
+    let mut allocs = Vec::new();
+    for _ in 0..5 {
+        client.tick();
+        allocs.push(client.with_runtime(|rt| rt.memory_usage().number_allocs));
+    }
+    // Both streams' work completes two ticks after submission; only then is the slice free.
+    assert_eq!(allocs.first(), Some(&2), "{allocs:?}");
+    assert_eq!(allocs.last(), Some(&1), "{allocs:?}");
+    let reclaimed_at = allocs.iter().position(|&n| n == 1).unwrap_or(usize::MAX);
+    assert!(
+        reclaimed_at >= 2,
+        "reclaimed before the device was done: {allocs:?}"
+    );
+    drop(region_user);
+}
+
+#[test]
+fn the_snapshot_reports_every_pool_and_open_allocation_windows() {
+    let client = sim(1);
+    let (kept, snapshot) = client.memory_persistent_allocation((), |()| {
+        let kept = client.empty(300);
+        client.tick();
+        (kept, client.snapshot())
+    });
+    let pool_lines: Vec<&str> = snapshot
+        .lines()
+        .skip_while(|line| !line.starts_with("memory:"))
+        .collect();
+    insta::assert_snapshot!("pool_report_lines", pool_lines.join("\n"));
+    let persistent = client.memory_report().pop().unwrap();
+    assert_eq!((persistent.allocs, persistent.largest_alloc), (1, 300));
+    drop(kept);
+}

@@ -1,0 +1,340 @@
+//! The wgpu backend's own behaviour, beyond the conformance suite: writes keep stream order under
+//! bursts (cubecl #1120), pipelines are cached, device errors surface on the stream, dynamic
+//! dispatch, unaligned writes, adapter selection and timestamps. Each test skips loudly when
+//! the machine has no adapter, and fails then under `GPUWORLD_REQUIRE_WGPU=1`.
+#![cfg(feature = "wgpu")]
+
+mod common;
+
+use common::{bytes_of, f32s, wgpu_backend_with};
+use gpuworld::{
+    AdapterSelection, Bindings, ComputeClient, CubeCount, Driver, Error, KernelDef, RuntimeConfig,
+    WgpuBackend, WgpuConfig, library,
+};
+
+fn client_with(config: WgpuConfig, driver: Driver) -> Option<ComputeClient<WgpuBackend>> {
+    let backend = wgpu_backend_with(config)?;
+    Some(ComputeClient::new(
+        backend,
+        RuntimeConfig::default(),
+        driver,
+    ))
+}
+
+fn manual_client() -> Option<ComputeClient<WgpuBackend>> {
+    client_with(WgpuConfig::default(), Driver::Manual)
+}
+
+fn read_f32(client: &ComputeClient<WgpuBackend>, handle: &gpuworld::Handle) -> Vec<f32> {
+    f32s(&client.read_one(handle).expect("read succeeds"))
+}
+
+/// Writes and launches on one buffer, alternating, each launch copying the buffer's current
+/// contents out; every copy must see exactly the write before it.
+fn burst_keeps_order(client: &ComputeClient<WgpuBackend>, rounds: usize, len: usize) {
+    let shared = client.empty((len * 4) as u64);
+    let outputs: Vec<_> = (0..rounds)
+        .map(|round| {
+            let values: Vec<f32> = (0..len).map(|i| (round * len + i) as f32).collect();
+            client.write(&shared, &bytes_of(&values)).unwrap();
+            let out = client.empty((len * 4) as u64);
+            client
+                .launch(
+                    &library::SCALE,
+                    CubeCount::covering(len as u64, library::LINEAR_CUBE),
+                    Bindings::new().buffer(&shared).buffer(&out).scalar_f32(2.0),
+                )
+                .unwrap();
+            out
+        })
+        .collect();
+    for (round, out) in outputs.iter().enumerate() {
+        let expected: Vec<f32> = (0..len).map(|i| (round * len + i) as f32 * 2.0).collect();
+        assert_eq!(read_f32(client, out), expected, "round {round}");
+    }
+}
+
+#[test]
+fn a_burst_of_writes_between_launches_never_overtakes_them() {
+    let Some(client) = client_with(WgpuConfig::default(), Driver::DeviceThread) else {
+        return;
+    };
+    burst_keeps_order(&client, 200, 300);
+}
+
+#[test]
+fn writes_beyond_the_staging_budget_still_land_in_order() {
+    let config = WgpuConfig {
+        upload_budget: 8 * 1024,
+        upload_chunk: 4 * 1024,
+        ..WgpuConfig::default()
+    };
+    let Some(client) = client_with(config, Driver::Manual) else {
+        return;
+    };
+    // 3 KiB per write: two fit in the budget, the rest go through the queue after a submit.
+    burst_keeps_order(&client, 40, 768);
+    let held = client.with_runtime(|rt| rt.backend().upload_staging_bytes());
+    assert!(held <= 8 * 1024, "staging held {held} bytes");
+}
+
+#[test]
+fn a_kernel_compiles_once_however_often_it_is_launched() {
+    let Some(client) = manual_client() else {
+        return;
+    };
+    let out = client.empty(4096);
+    for i in 0..50 {
+        client
+            .launch(
+                &library::FILL,
+                CubeCount::new_1d(4),
+                Bindings::new().buffer(&out).scalar_f32(i as f32),
+            )
+            .unwrap();
+    }
+    assert_eq!(read_f32(&client, &out), vec![49.0; 1024]);
+    assert_eq!(
+        client.with_runtime(|rt| rt.backend().pipelines_compiled()),
+        1
+    );
+}
+
+/// A kernel whose WGSL declares a binding its launch does not have.
+static MISMATCHED: KernelDef = KernelDef {
+    id: "test.mismatched_bindings",
+    name: "mismatched_bindings",
+    cube_dim: [1, 1, 1],
+    buffers: 1,
+    scalars: 0,
+    cpu: None,
+    wgsl: Some(
+        "@group(0) @binding(0) var<storage, read_write> a: array<f32>;
+@group(0) @binding(3) var<storage, read_write> b: array<f32>;
+@compute @workgroup_size(1)
+fn main() { a[0] = b[0]; }
+",
+    ),
+    cuda: None,
+};
+
+/// A kernel whose WGSL does not parse.
+static UNPARSABLE: KernelDef = KernelDef {
+    id: "test.unparsable",
+    name: "unparsable",
+    cube_dim: [1, 1, 1],
+    buffers: 0,
+    scalars: 0,
+    cpu: None,
+    wgsl: Some("@compute fn main( {"),
+    cuda: None,
+};
+
+#[test]
+fn a_validation_error_is_reported_by_the_next_read_and_the_stream_recovers() {
+    let Some(client) = manual_client() else {
+        return;
+    };
+    let data = client.create(bytes_of(&[1.0, 2.0]));
+    for kernel in [&MISMATCHED, &UNPARSABLE] {
+        let bindings = (0..kernel.buffers).fold(Bindings::new(), |b, _| b.buffer(&data));
+        client
+            .launch(kernel, CubeCount::new_1d(1), bindings)
+            .unwrap();
+        match client.read_one(&data) {
+            Err(Error::DeviceFault { message, .. }) => {
+                assert!(message.contains(kernel.name), "{message}");
+            }
+            other => panic!("expected a device fault, got {other:?}"),
+        }
+        assert_eq!(read_f32(&client, &data), vec![1.0, 2.0]);
+    }
+}
+
+#[test]
+fn a_lost_device_fails_reads_and_syncs_instead_of_hanging() {
+    let Some(client) = manual_client() else {
+        return;
+    };
+    let data = client.create(bytes_of(&[1.0; 16]));
+    assert_eq!(read_f32(&client, &data), vec![1.0; 16]);
+    client.with_runtime(|rt| rt.backend().device().destroy());
+    client
+        .launch(
+            &library::FILL,
+            CubeCount::new_1d(1),
+            Bindings::new().buffer(&data).scalar_f32(2.0),
+        )
+        .unwrap();
+    assert!(matches!(client.sync(), Err(Error::DeviceFault { .. })));
+    assert!(matches!(
+        client.read_one(&data),
+        Err(Error::DeviceFault { .. })
+    ));
+}
+
+#[test]
+fn a_dynamic_count_follows_the_writes_before_each_launch() {
+    let Some(client) = client_with(WgpuConfig::default(), Driver::DeviceThread) else {
+        return;
+    };
+    let count = client.create(bytemuck::cast_slice(&[1u32, 1, 1]).to_vec());
+    let (first, second) = (client.empty(1024 * 4), client.empty(1024 * 4));
+    let fill = |out: &gpuworld::Handle| {
+        client
+            .launch(
+                &library::FILL,
+                CubeCount::Dynamic(count.binding()),
+                Bindings::new().buffer(out).scalar_f32(5.0),
+            )
+            .unwrap();
+    };
+    fill(&first);
+    client
+        .write(&count, bytemuck::cast_slice(&[3u32, 1, 1]))
+        .unwrap();
+    fill(&second);
+    let covered = |values: Vec<f32>| values.iter().take_while(|v| **v == 5.0).count();
+    assert_eq!(covered(read_f32(&client, &first)), 256);
+    assert_eq!(covered(read_f32(&client, &second)), 768);
+}
+
+#[test]
+fn writes_that_do_not_cover_whole_words_keep_the_bytes_around_them() {
+    let Some(client) = manual_client() else {
+        return;
+    };
+    let odd = client.create((1..=7u8).collect());
+    assert_eq!(
+        client.read_one(&odd).unwrap(),
+        (1..=7u8).collect::<Vec<_>>()
+    );
+    let handle = client.create(vec![0xaa; 16]);
+    client
+        .write(&handle.clone().offset_start(3), &[1, 2, 3, 4, 5, 6])
+        .unwrap();
+    client
+        .write(&handle.clone().offset_start(13), &[9])
+        .unwrap();
+    let mut expected = vec![0xaa; 16];
+    expected[3..9].copy_from_slice(&[1, 2, 3, 4, 5, 6]);
+    expected[13] = 9;
+    assert_eq!(client.read_one(&handle).unwrap(), expected);
+    assert_eq!(
+        client
+            .read_one(&handle.clone().offset_start(5).offset_end(2))
+            .unwrap(),
+        expected[5..14]
+    );
+}
+
+#[test]
+fn adapters_are_selected_by_index_and_by_type() {
+    let Some(default) = wgpu_backend_with(WgpuConfig::default()) else {
+        return;
+    };
+    let backends = WgpuConfig::default().backends;
+    let adapters = gpuworld::wgpu_adapters(backends);
+    assert!(!adapters.is_empty());
+    let first = &adapters[0];
+    let by_index = WgpuBackend::new(WgpuConfig {
+        adapter: AdapterSelection::Index(0),
+        ..WgpuConfig::default()
+    })
+    .unwrap();
+    assert_eq!(by_index.adapter_info().name, first.name);
+    let by_type = WgpuBackend::new(WgpuConfig {
+        adapter: AdapterSelection::Type(first.device_type),
+        ..WgpuConfig::default()
+    })
+    .unwrap();
+    assert_eq!(by_type.adapter_info().device_type, first.device_type);
+    assert!(
+        adapters
+            .iter()
+            .any(|a| a.name == default.adapter_info().name)
+    );
+    let missing = WgpuBackend::new(WgpuConfig {
+        adapter: AdapterSelection::Index(adapters.len()),
+        ..WgpuConfig::default()
+    });
+    assert!(matches!(
+        missing,
+        Err(Error::BackendUnavailable {
+            backend: "wgpu",
+            ..
+        })
+    ));
+}
+
+#[test]
+fn limits_and_properties_describe_the_device() {
+    let Some(client) = manual_client() else {
+        return;
+    };
+    let (limits, properties) = client.with_runtime(|rt| {
+        let backend = rt.backend();
+        (backend.limits().clone(), rt.properties().clone())
+    });
+    assert_eq!(
+        properties.alignment,
+        u64::from(limits.min_storage_buffer_offset_alignment)
+    );
+    assert_eq!(
+        properties.max_cube_count,
+        [limits.max_compute_workgroups_per_dimension; 3]
+    );
+    let too_big = client.empty(limits.max_buffer_size + 4);
+    assert!(matches!(
+        client.read_one(&too_big),
+        Err(Error::OutOfMemory { .. })
+    ));
+}
+
+#[test]
+fn timestamps_time_each_kernel_when_the_adapter_has_them() {
+    let config = WgpuConfig {
+        timestamps: true,
+        ..WgpuConfig::default()
+    };
+    let Some(client) = client_with(config, Driver::Manual) else {
+        return;
+    };
+    let out = client.empty(1 << 20);
+    for _ in 0..10 {
+        client
+            .launch(
+                &library::FILL,
+                CubeCount::covering(1 << 18, library::LINEAR_CUBE),
+                Bindings::new().buffer(&out).scalar_f32(1.0),
+            )
+            .unwrap();
+    }
+    client.sync().unwrap();
+    let supported = client.with_runtime(|rt| {
+        rt.backend()
+            .features()
+            .contains(gpuworld::wgpu::Features::TIMESTAMP_QUERY)
+    });
+    let mut timing = None;
+    for _ in 0..1000 {
+        client.tick();
+        timing = client.with_runtime(|rt| {
+            rt.backend()
+                .kernel_timings()
+                .and_then(|t| t.get(library::FILL.id).copied())
+        });
+        if timing.is_some_and(|t| t.dispatches == 10) || !supported {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    if !supported {
+        eprintln!("SKIPPED: this adapter has no timestamp queries");
+        assert!(client.with_runtime(|rt| rt.backend().kernel_timings().is_none()));
+        return;
+    }
+    let timing = timing.expect("fill was timed");
+    assert_eq!(timing.dispatches, 10);
+    assert!(timing.device_time > std::time::Duration::ZERO);
+}
