@@ -9,7 +9,7 @@ pub use tensors::{TensorDesc, TensorHandle};
 use futures_channel::oneshot;
 use gpuworld_systems::inbox::{Command, ReadReply};
 use gpuworld_systems::kernel::validate_arity;
-use gpuworld_systems::stages::tune::{TuneCache, TuneResult};
+use gpuworld_systems::stages::tune::{TuneCache, TuneMessage, TuneResult, TuneResults};
 use gpuworld_systems::{
     Backend, Binding, CubeCount, DeviceProperties, Error, ExecutionMode, Handle, Kernel,
     MemoryUsage, Result, Runtime, RuntimeConfig, RuntimeId, StreamId,
@@ -78,6 +78,9 @@ struct Shared<B: Backend> {
     inbox: Arc<gpuworld_systems::inbox::Inbox>,
     id: RuntimeId,
     properties: DeviceProperties,
+    /// The tune stage's message queue and cache, shared so tuners never take the runtime lock.
+    tune_results: TuneResults,
+    tune_cache: TuneCache,
     /// Set for `Driver::Manual`, and when the device thread could not be started.
     manual: AtomicBool,
 }
@@ -124,6 +127,8 @@ impl<B: Backend> ComputeClient<B> {
         let shared = Arc::new(Shared {
             id: runtime.id(),
             properties: runtime.properties().clone(),
+            tune_results: runtime.tune_results(),
+            tune_cache: runtime.tune_cache().clone(),
             runtime: Mutex::new(runtime),
             inbox: inbox.clone(),
             manual: AtomicBool::new(driver == Driver::Manual),
@@ -408,13 +413,22 @@ impl<B: Backend> ComputeClient<B> {
 
     /// Sends an autotune result; the tune stage caches it at the next tick.
     pub fn submit_tune_result(&self, result: TuneResult) {
-        let results = self.with_runtime(|runtime| runtime.tune_results());
-        results.0.lock().push(result);
+        self.send_tune_message(TuneMessage::Done(result));
     }
 
-    /// Reads the tune cache.
+    /// Sends a message to the tune stage (pending, done, failed); ingested at the next tick.
+    pub fn send_tune_message(&self, message: TuneMessage) {
+        self.shared.tune_results.send(message);
+    }
+
+    /// Reads the tune cache (without taking the runtime lock).
     pub fn with_tune_cache<R>(&self, f: impl FnOnce(&TuneCache) -> R) -> R {
-        self.with_runtime(|runtime| f(runtime.tune_cache()))
+        f(&self.shared.tune_cache)
+    }
+
+    /// The runtime's tune cache, shared: it changes as ticks ingest tune messages.
+    pub fn tune_cache(&self) -> TuneCache {
+        self.shared.tune_cache.clone()
     }
 
     /// Advances the runtime by one tick.

@@ -15,18 +15,19 @@
 //! ```
 
 mod client;
+pub mod tune;
 
 pub use client::{Bindings, ComputeClient, Driver, TensorDesc, TensorHandle};
 pub use gpuworld_systems::memory::{
     AllocationMode, MemoryConfig, PoolConfig, PoolKind, PoolReport, TensorLayout,
 };
 pub use gpuworld_systems::sim::{SimBackend, SimCall, SimConfig, SimModel};
-pub use gpuworld_systems::stages::tune::TuneResult;
 pub use gpuworld_systems::{
     Backend, Binding, CubeCount, DeviceProperties, Error, ExecutionMode, Handle, HandleId, Kernel,
     KernelDef, MemoryUsage, Result, Runtime, RuntimeConfig, RuntimeId, SchedulingStrategy,
     StreamId, StreamState, kernel, library,
 };
+pub use tune::{Tunable, TunableSet, TuneKey, TuneMode, TuneResult, Tuner, TunerConfig};
 
 #[cfg(feature = "cpu")]
 pub use gpuworld_cpu::CpuBackend;
@@ -34,6 +35,11 @@ pub use gpuworld_cpu::CpuBackend;
 pub use gpuworld_wgpu::{
     AdapterSelection, AdapterSummary, KernelTiming, WgpuBackend, WgpuConfig,
     list_adapters as wgpu_adapters, wgpu,
+};
+
+#[cfg(feature = "cuda")]
+pub use gpuworld_cuda::{
+    CompileStats, CudaBackend, CudaConfig, availability as cuda_availability, cudarc,
 };
 
 /// A client of a new runtime on the CPU backend with the default configuration.
@@ -54,6 +60,23 @@ pub fn wgpu_client(config: WgpuConfig) -> Result<ComputeClient<WgpuBackend>> {
     let backend = WgpuBackend::new(config)?;
     let runtime = RuntimeConfig {
         max_tasks: WGPU_MAX_TASKS,
+        strategy: SchedulingStrategy::Interleave,
+        ..RuntimeConfig::default()
+    };
+    Ok(ComputeClient::new(backend, runtime, Driver::DeviceThread))
+}
+
+/// Tasks a cuda stream queues before they are submitted, when nothing forces them earlier.
+#[cfg(feature = "cuda")]
+pub const CUDA_MAX_TASKS: usize = 1;
+
+/// A client of a new runtime on the CUDA device `config` names, ticked by a device thread;
+/// `Error::BackendUnavailable` when there is no CUDA driver or no such device.
+#[cfg(feature = "cuda")]
+pub fn cuda_client(config: CudaConfig) -> Result<ComputeClient<CudaBackend>> {
+    let backend = CudaBackend::new(config)?;
+    let runtime = RuntimeConfig {
+        max_tasks: CUDA_MAX_TASKS,
         strategy: SchedulingStrategy::Interleave,
         ..RuntimeConfig::default()
     };

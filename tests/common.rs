@@ -84,3 +84,46 @@ pub fn wgpu_client_or_skip() -> Option<gpuworld::ComputeClient<gpuworld::WgpuBac
         }
     }
 }
+
+/// Whether a missing CUDA driver must fail the test (the GPU machine sets `GPUWORLD_REQUIRE_CUDA=1`).
+#[cfg(feature = "cuda")]
+pub fn cuda_required() -> bool {
+    std::env::var("GPUWORLD_REQUIRE_CUDA").is_ok_and(|v| v == "1")
+}
+
+/// A CUDA backend on device 0 with `config`; `None` (with a loud note) when there is no driver,
+/// unless `GPUWORLD_REQUIRE_CUDA=1`, which makes a missing driver a failure.
+#[cfg(feature = "cuda")]
+pub fn cuda_backend_with(config: gpuworld::CudaConfig) -> Option<gpuworld::CudaBackend> {
+    match gpuworld::CudaBackend::new(config) {
+        Ok(backend) => Some(backend),
+        Err(error) if cuda_required() => {
+            panic!("GPUWORLD_REQUIRE_CUDA=1 but CUDA is unavailable: {error}")
+        }
+        Err(error) => {
+            eprintln!("SKIPPED: no CUDA driver: {error}");
+            None
+        }
+    }
+}
+
+/// Like [`cuda_backend_with`], with the default configuration.
+#[cfg(feature = "cuda")]
+pub fn cuda_backend_or_skip() -> Option<gpuworld::CudaBackend> {
+    cuda_backend_with(gpuworld::CudaConfig::default())
+}
+
+/// A client from `gpuworld::cuda_client`, or `None` as [`cuda_backend_with`] decides.
+#[cfg(feature = "cuda")]
+pub fn cuda_client_or_skip() -> Option<gpuworld::ComputeClient<gpuworld::CudaBackend>> {
+    match gpuworld::cuda_client(gpuworld::CudaConfig::default()) {
+        Ok(client) => Some(client),
+        Err(error) if cuda_required() => {
+            panic!("GPUWORLD_REQUIRE_CUDA=1 but CUDA is unavailable: {error}")
+        }
+        Err(error) => {
+            eprintln!("SKIPPED: no CUDA driver: {error}");
+            None
+        }
+    }
+}

@@ -99,3 +99,31 @@ conformance!(
         )
     })
 );
+#[cfg(feature = "cuda")]
+conformance!(cuda, optional crate::common::cuda_client_or_skip());
+#[cfg(feature = "cuda")]
+conformance!(
+    cuda_manual,
+    optional crate::common::cuda_backend_or_skip().map(|backend| {
+        gpuworld::ComputeClient::new(
+            backend,
+            gpuworld::RuntimeConfig::default(),
+            gpuworld::Driver::Manual,
+        )
+    })
+);
+#[cfg(feature = "cuda")]
+conformance!(
+    cuda_batched,
+    optional crate::common::cuda_backend_or_skip().map(|backend| {
+        gpuworld::ComputeClient::new(
+            backend,
+            gpuworld::RuntimeConfig {
+                max_tasks: 16,
+                strategy: gpuworld::SchedulingStrategy::Interleave,
+                ..Default::default()
+            },
+            gpuworld::Driver::DeviceThread,
+        )
+    })
+);

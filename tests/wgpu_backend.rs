@@ -276,6 +276,7 @@ fn limits_and_properties_describe_the_device() {
         let backend = rt.backend();
         (backend.limits().clone(), rt.properties().clone())
     });
+    eprintln!("wgpu device: {}", properties.name);
     assert_eq!(
         properties.alignment,
         u64::from(limits.min_storage_buffer_offset_alignment)

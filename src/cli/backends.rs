@@ -13,7 +13,7 @@ pub enum BackendKind {
     Sim,
     /// Vulkan, Metal or DX12 through wgpu (cargo feature `wgpu`)
     Wgpu,
-    /// CUDA (not built into this binary)
+    /// NVIDIA GPUs through the CUDA driver and NVRTC (cargo feature `cuda`)
     Cuda,
 }
 

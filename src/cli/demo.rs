@@ -41,7 +41,7 @@ pub struct DemoArgs {
     /// Where to write the final field as a PNG
     #[arg(long, value_name = "PATH", default_value = DEFAULT_OUTPUT)]
     pub output: PathBuf,
-    /// Who advances the runtime [default: device-thread for cpu and wgpu, manual for sim]
+    /// Who advances the runtime [default: device-thread for cpu, wgpu and cuda, manual for sim]
     #[arg(long, value_enum)]
     pub driver: Option<DriverKind>,
     /// wgpu adapter to run on, by its index in `gpuworld info`
@@ -137,6 +137,16 @@ pub fn run(args: &DemoArgs) -> Result<(), CliError> {
             };
             run_on(backend, runtime, driver, args)
         }
+        #[cfg(feature = "cuda")]
+        BackendKind::Cuda => {
+            let driver = args.driver.unwrap_or(DriverKind::DeviceThread);
+            let backend = gpuworld::CudaBackend::new(gpuworld::CudaConfig::default())?;
+            let runtime = RuntimeConfig {
+                max_tasks: gpuworld::CUDA_MAX_TASKS,
+                ..RuntimeConfig::default()
+            };
+            run_on(backend, runtime, driver, args)
+        }
         BackendKind::Sim => {
             // The sim exists for stepping by hand; a device thread would only spin on latency.
             let driver = args.driver.unwrap_or(DriverKind::Manual);
@@ -147,6 +157,8 @@ pub fn run(args: &DemoArgs) -> Result<(), CliError> {
                 args,
             )
         }
+        // Reached only for a backend whose feature is off in this build.
+        #[allow(unreachable_patterns)]
         missing => Err(CliError::BackendNotBuilt(missing)),
     }
 }

@@ -51,6 +51,20 @@ fn device_line(backend: BackendKind) -> String {
             }
             Err(error) => format!("no device: {error}"),
         },
+        #[cfg(feature = "cuda")]
+        BackendKind::Cuda => match gpuworld::CudaBackend::new(gpuworld::CudaConfig::default()) {
+            Ok(backend) => {
+                let (major, minor) = backend.compute_capability();
+                format!(
+                    "{}, compute capability {major}.{minor}, {} multiprocessors",
+                    describe_device(&backend.properties()),
+                    backend.multiprocessors()
+                )
+            }
+            Err(error) => format!("no device: {error}"),
+        },
+        // Reached only for a backend whose feature is off in this build.
+        #[allow(unreachable_patterns)]
         missing => format!(
             "not built into this binary (enable feature `{}`)",
             missing.feature()

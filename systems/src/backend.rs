@@ -135,4 +135,20 @@ pub trait Backend: Send + Sync + 'static {
     fn take_read(&mut self, ticket: ReadTicket) -> Option<Vec<u8>>;
     /// The first fault raised on `stream` since the last call, if any.
     fn take_fault(&mut self, stream: DeviceStream) -> Option<Error>;
+    /// Device time spent running completed work since the backend was created, if the backend
+    /// keeps such a clock (the sim's virtual clock); `None` by default, and callers that time
+    /// work (the autotuner) then fall back to host wall time around a sync.
+    fn device_clock(&self) -> Option<std::time::Duration> {
+        None
+    }
+    /// Device time between two completed events of this backend, measured by the device; `None`
+    /// where the device keeps no timestamps, while either event is in flight, or once the backend
+    /// has recycled them (the cuda backend keeps the last 1024 completed events).
+    fn device_elapsed(
+        &mut self,
+        _start: DeviceEvent,
+        _end: DeviceEvent,
+    ) -> Option<std::time::Duration> {
+        None
+    }
 }

@@ -138,6 +138,48 @@ pub enum Error {
         /// What is wrong, with the shape, strides and element size.
         reason: Arc<str>,
     },
+    /// Every candidate of a tunable set failed for a key; nothing was cached.
+    #[error(
+        "autotune of `{set}` for key {key} failed: {}",
+        describe_failures(reasons)
+    )]
+    AutotuneFailed {
+        /// The tunable set's name.
+        set: Arc<str>,
+        /// The key that was being tuned.
+        key: Arc<str>,
+        /// Why each candidate failed, in the set's order.
+        reasons: Vec<CandidateFailure>,
+    },
+    /// A kernel's source did not compile for the device.
+    #[error("kernel `{kernel}` failed to compile:\n{log}")]
+    Compile {
+        /// The kernel's name.
+        kernel: &'static str,
+        /// The compiler's log.
+        log: Arc<str>,
+    },
+}
+
+/// The reasons of [`Error::AutotuneFailed`] as one line.
+fn describe_failures(reasons: &[CandidateFailure]) -> String {
+    if reasons.is_empty() {
+        return "the set has no candidate".to_string();
+    }
+    let each: Vec<String> = reasons
+        .iter()
+        .map(|r| format!("`{}`: {}", r.candidate, r.reason))
+        .collect();
+    format!("every candidate failed ({})", each.join("; "))
+}
+
+/// Why one autotune candidate could not be used.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CandidateFailure {
+    /// The candidate's name.
+    pub candidate: Arc<str>,
+    /// What went wrong: the error, the panic message or the output mismatch.
+    pub reason: Arc<str>,
 }
 
 impl Error {

@@ -6,10 +6,14 @@ use crate::backend::*;
 use crate::error::Error;
 use crate::host_memory::HostMemory;
 use crate::ids::StreamId;
-use crate::kernel::{ExecutionMode, Kernel, KernelIo, SourceKind, run_cubes_in_order};
+use crate::kernel::{ExecutionMode, Kernel, KernelDef, KernelIo, SourceKind, run_cubes_in_order};
 use smallvec::SmallVec;
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
+use std::time::Duration;
+
+/// The virtual device time, in nanoseconds, of one launch of a kernel over a cube count.
+pub type KernelCost = fn(&KernelDef, [u32; 3]) -> u64;
 
 /// How the virtual device orders work across streams.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -31,6 +35,9 @@ pub struct SimConfig {
     pub memory_bytes: u64,
     /// Whether calls are recorded in the log.
     pub record: bool,
+    /// Virtual cost of each launch; when set, a virtual device clock advances by it as launches
+    /// complete and [`Backend::device_clock`] reports it (deterministic timings for autotune).
+    pub kernel_cost: Option<KernelCost>,
 }
 
 impl Default for SimConfig {
@@ -40,6 +47,7 @@ impl Default for SimConfig {
             latency_ticks: 1,
             memory_bytes: 1 << 30,
             record: true,
+            kernel_cost: None,
         }
     }
 }
@@ -160,6 +168,8 @@ pub struct SimBackend {
     next_ticket: u64,
     tick: u64,
     log: Vec<(u64, SimCall)>,
+    /// Virtual nanoseconds of completed launches, when `kernel_cost` is set.
+    clock_ns: u64,
 }
 
 impl SimBackend {
@@ -173,6 +183,7 @@ impl SimBackend {
             next_ticket: 0,
             tick: 0,
             log: Vec::new(),
+            clock_ns: 0,
         }
     }
 
@@ -268,11 +279,22 @@ impl SimBackend {
                 buffers,
                 scalars,
                 mode,
-            } => self.run_kernel(id, kernel, count, &buffers, &scalars, mode),
+            } => {
+                self.advance_clock(kernel, count);
+                self.run_kernel(id, kernel, count, &buffers, &scalars, mode)
+            }
             OpKind::Wait { .. } => Ok(()),
         };
         if let Err(error) = result {
             self.streams[stream].fault.get_or_insert(error);
+        }
+    }
+
+    /// Advances the virtual clock by the launch's configured cost.
+    fn advance_clock(&mut self, kernel: Kernel, count: LaunchCount) {
+        if let Some(cost) = self.config.kernel_cost {
+            let cubes = resolve_count(&self.memory, count).unwrap_or([0; 3]);
+            self.clock_ns = self.clock_ns.saturating_add(cost(kernel, cubes));
         }
     }
 
@@ -489,5 +511,11 @@ impl Backend for SimBackend {
 
     fn take_fault(&mut self, stream: DeviceStream) -> Option<Error> {
         self.streams.get_mut(stream.0 as usize)?.fault.take()
+    }
+
+    fn device_clock(&self) -> Option<Duration> {
+        self.config
+            .kernel_cost
+            .map(|_| Duration::from_nanos(self.clock_ns))
     }
 }

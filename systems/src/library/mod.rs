@@ -3,6 +3,8 @@
 //! live in `wgsl.rs` and `cuda.rs`, one constant per kernel.
 
 pub mod cuda;
+pub mod matmul;
+pub mod reduce;
 pub mod wgsl;
 
 use crate::kernel::{CubeContext, KernelDef, KernelIo};

@@ -1,10 +1,21 @@
-//! Stage 7, tune-result ingestion: moves autotune results that arrived as messages (from a
-//! blocking or a background benchmark) into the tune cache. Owns `TuneCache`. Never blocks.
+//! Stage 7, tune-result ingestion: moves autotune messages that arrived from a blocking or a
+//! background benchmark (a key became pending, was tuned, or failed) into the tune cache.
+//! Owns `TuneCache`, which clients share read-only through an `Arc`. Never blocks on tuning.
 
 use bevy_ecs::prelude::*;
-use parking_lot::Mutex;
+use parking_lot::{Mutex, RwLock};
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Duration;
+
+/// How one candidate fared when a key was tuned.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CandidateOutcome {
+    /// The candidate's name.
+    pub name: String,
+    /// The median time of one run, or why the candidate failed or was not run.
+    pub result: Result<Duration, String>,
+}
 
 /// The outcome of tuning one key of one tunable set.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -17,32 +28,153 @@ pub struct TuneResult {
     pub winner: usize,
     /// Checksum of the candidates' names; an entry whose checksum changed is stale.
     pub checksum: u64,
+    /// Every candidate's outcome, in the set's order (empty when nothing was benchmarked).
+    pub outcomes: Vec<CandidateOutcome>,
 }
 
-/// Results waiting for the next tick.
-#[derive(Resource, Clone, Default)]
-pub struct TuneResults(pub Arc<Mutex<Vec<TuneResult>>>);
+/// A message from a tuner to the tune stage.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TuneMessage {
+    /// Tuning of `key` started in the background; callers use the fallback meanwhile.
+    Pending {
+        /// The tunable set's name.
+        set: String,
+        /// The key being tuned.
+        key: String,
+    },
+    /// Tuning finished with a winner.
+    Done(TuneResult),
+    /// Tuning finished without a winner (every candidate failed): the pending mark goes.
+    Failed {
+        /// The tunable set's name.
+        set: String,
+        /// The key that failed.
+        key: String,
+    },
+}
 
-/// The winner per (set, key), with its checksum.
-#[derive(Resource, Default, Debug)]
-pub struct TuneCache(pub HashMap<(String, String), (usize, u64)>);
+/// Messages waiting for the next tick.
+#[derive(Resource, Clone, Default)]
+pub struct TuneResults(pub Arc<Mutex<Vec<TuneMessage>>>);
+
+impl TuneResults {
+    /// Queues a message for the next tick.
+    pub fn send(&self, message: TuneMessage) {
+        self.0.lock().push(message);
+    }
+}
+
+/// What the cache knows about one (set, key).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TuneEntry {
+    /// A tuner is benchmarking it.
+    Pending,
+    /// Tuned: the winner among candidates whose names have checksum `checksum`.
+    Tuned {
+        /// Index of the winning candidate.
+        winner: usize,
+        /// Checksum of the candidates' names.
+        checksum: u64,
+        /// Every candidate's outcome.
+        outcomes: Vec<CandidateOutcome>,
+    },
+}
+
+/// The winner per (set, key), shared with clients: the tune stage is its only writer, so
+/// readers never take the runtime lock.
+#[derive(Resource, Clone, Default, Debug)]
+pub struct TuneCache(Arc<RwLock<HashMap<(String, String), TuneEntry>>>);
 
 impl TuneCache {
     /// The winner for `key` of `set`, if tuned with candidates of checksum `checksum`.
     pub fn winner(&self, set: &str, key: &str, checksum: u64) -> Option<usize> {
+        match self.entry(set, key)? {
+            TuneEntry::Tuned {
+                winner,
+                checksum: c,
+                ..
+            } if c == checksum => Some(winner),
+            _ => None,
+        }
+    }
+
+    /// What the cache holds for `key` of `set`.
+    pub fn entry(&self, set: &str, key: &str) -> Option<TuneEntry> {
         self.0
+            .read()
             .get(&(set.to_string(), key.to_string()))
-            .filter(|(_, c)| *c == checksum)
-            .map(|(w, _)| *w)
+            .cloned()
+    }
+
+    /// Whether a tuner is benchmarking `key` of `set`.
+    pub fn is_pending(&self, set: &str, key: &str) -> bool {
+        matches!(self.entry(set, key), Some(TuneEntry::Pending))
+    }
+
+    /// Number of (set, key) entries, pending ones included.
+    pub fn len(&self) -> usize {
+        self.0.read().len()
+    }
+
+    /// Whether the cache holds nothing.
+    pub fn is_empty(&self) -> bool {
+        self.0.read().is_empty()
+    }
+
+    /// Every entry, sorted by set and key.
+    pub fn entries(&self) -> Vec<((String, String), TuneEntry)> {
+        let mut entries: Vec<_> = self
+            .0
+            .read()
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        entries.sort_by(|a, b| a.0.cmp(&b.0));
+        entries
+    }
+
+    fn apply(&self, message: TuneMessage) {
+        let mut map = self.0.write();
+        match message {
+            TuneMessage::Pending { set, key } => {
+                // A finished entry stays usable until a new result replaces it.
+                map.entry((set, key)).or_insert(TuneEntry::Pending);
+            }
+            TuneMessage::Done(result) => {
+                map.insert(
+                    (result.set, result.key),
+                    TuneEntry::Tuned {
+                        winner: result.winner,
+                        checksum: result.checksum,
+                        outcomes: result.outcomes,
+                    },
+                );
+            }
+            TuneMessage::Failed { set, key } => {
+                let slot = (set, key);
+                if map.get(&slot) == Some(&TuneEntry::Pending) {
+                    map.remove(&slot);
+                }
+            }
+        }
     }
 }
 
-/// Moves arrived results into the cache.
-pub fn ingest_tune_results(results: Res<TuneResults>, mut cache: ResMut<TuneCache>) {
-    for result in results.0.lock().drain(..) {
-        tracing::info!(target: "gpuworld::tune", set = %result.set, key = %result.key, winner = result.winner, "tune result cached");
-        cache
-            .0
-            .insert((result.set, result.key), (result.winner, result.checksum));
+/// Moves arrived messages into the cache.
+pub fn ingest_tune_results(results: Res<TuneResults>, cache: Res<TuneCache>) {
+    let messages = std::mem::take(&mut *results.0.lock());
+    for message in messages {
+        match &message {
+            TuneMessage::Pending { set, key } => {
+                tracing::debug!(target: "gpuworld::tune", %set, %key, "tuning pending");
+            }
+            TuneMessage::Done(result) => {
+                tracing::info!(target: "gpuworld::tune", set = %result.set, key = %result.key, winner = result.winner, "tune result cached");
+            }
+            TuneMessage::Failed { set, key } => {
+                tracing::warn!(target: "gpuworld::tune", %set, %key, "tuning failed; nothing cached");
+            }
+        }
+        cache.apply(message);
     }
 }

@@ -1,0 +1,566 @@
+//! gpuworld-cuda: the backend for NVIDIA GPUs through the CUDA driver API (cudarc, loaded at run
+//! time, so it builds and fails cleanly without CUDA). One primary context per device, one
+//! non-blocking stream per stream slot, CUDA events for the runtime's events; uploads and
+//! readbacks go through a pinned staging pool; kernels are CUDA C compiled by NVRTC and cached.
+//! No method blocks: completion is noticed by `poll` through event queries.
+
+mod compiler;
+mod events;
+mod faults;
+mod launch;
+mod loader;
+mod open;
+mod pinned;
+
+pub use compiler::{CompileStats, default_cache_dir};
+pub use cudarc;
+pub use open::availability;
+
+use cudarc::driver::sys;
+use events::{EventState, EventTable};
+use gpuworld_systems::backend::*;
+use gpuworld_systems::error::Error;
+use gpuworld_systems::ids::StreamId;
+use gpuworld_systems::kernel::{ExecutionMode, Kernel, SourceKind};
+use pinned::{PinnedBuffer, PinnedPool};
+use std::collections::HashMap;
+use std::ffi::c_void;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Blocks per multiprocessor of a launch whose cube count is read on the device.
+const DYNAMIC_BLOCKS_PER_SM: u32 = 8;
+
+/// How to open a CUDA device.
+#[derive(Clone, Debug)]
+pub struct CudaConfig {
+    /// The device's ordinal.
+    pub device: usize,
+    /// Where compiled kernels are cached on disk; `None` keeps them in memory only.
+    pub cache_dir: Option<PathBuf>,
+    /// Free pinned staging bytes kept for reuse; more is returned to the driver.
+    pub max_free_staging: usize,
+}
+
+impl Default for CudaConfig {
+    fn default() -> Self {
+        CudaConfig {
+            device: 0,
+            cache_dir: default_cache_dir(),
+            max_free_staging: 1 << 30,
+        }
+    }
+}
+
+/// One runtime stream's CUDA stream and its first unreported fault.
+struct CudaStream {
+    id: StreamId,
+    handle: sys::CUstream,
+    fault: Option<Error>,
+}
+
+/// A host-to-device copy whose pinned source is held until its event passed.
+struct Upload {
+    stream: usize,
+    event: sys::CUevent,
+    buffer: PinnedBuffer,
+}
+
+/// A device-to-host copy into pinned memory, waiting for its event.
+struct PendingRead {
+    stream: usize,
+    event: sys::CUevent,
+    buffer: PinnedBuffer,
+    len: usize,
+}
+
+/// An NVIDIA GPU driven through the CUDA driver API.
+pub struct CudaBackend {
+    device: sys::CUdevice,
+    context: sys::CUcontext,
+    properties: DeviceProperties,
+    arch: (i32, i32),
+    multiprocessors: u32,
+    buffers: HashMap<u64, (sys::CUdeviceptr, u64)>,
+    next_storage: u64,
+    allocated: u64,
+    streams: Vec<CudaStream>,
+    events: EventTable,
+    kernels: compiler::KernelCache,
+    pinned: PinnedPool,
+    uploads: Vec<Upload>,
+    reads: HashMap<ReadTicket, PendingRead>,
+    finished_reads: HashMap<ReadTicket, Vec<u8>>,
+    next_ticket: u64,
+    poisoned: Option<Arc<str>>,
+}
+
+// SAFETY: the CUDA handles are owned by the backend and used only through `&mut self` (each call
+// makes the context current on the calling thread first); `&self` methods read plain data.
+unsafe impl Send for CudaBackend {}
+// SAFETY: as above: no `&self` method touches a CUDA handle.
+unsafe impl Sync for CudaBackend {}
+
+impl CudaBackend {
+    /// The device's compute capability (major, minor).
+    pub fn compute_capability(&self) -> (i32, i32) {
+        self.arch
+    }
+
+    /// The device's multiprocessor count.
+    pub fn multiprocessors(&self) -> u32 {
+        self.multiprocessors
+    }
+
+    /// How kernels were served so far: NVRTC compiles, disk cache hits, memory cache hits.
+    pub fn compile_stats(&self) -> CompileStats {
+        self.kernels.stats()
+    }
+
+    /// Page-locked staging bytes held, free or in use.
+    pub fn pinned_bytes(&self) -> usize {
+        self.pinned.allocated_bytes()
+    }
+
+    /// Device bytes allocated from the driver.
+    pub fn allocated(&self) -> u64 {
+        self.allocated
+    }
+
+    /// The reason the context became unusable, once a sticky device error happened.
+    pub fn poisoned(&self) -> Option<Arc<str>> {
+        self.poisoned.clone()
+    }
+
+    /// The device pointer of `storage`, for interoperation with raw CUDA (benchmarks).
+    pub fn device_pointer(&self, storage: StorageId) -> Option<u64> {
+        self.buffers.get(&storage.0).map(|(ptr, _)| *ptr)
+    }
+
+    /// The raw CUDA stream behind a device stream, for interoperation with raw CUDA.
+    pub fn raw_stream(&self, stream: DeviceStream) -> Option<*mut c_void> {
+        self.streams
+            .get(stream.0 as usize)
+            .map(|s| s.handle.cast::<c_void>())
+    }
+
+    /// Makes the context current on the calling thread if it is not already (reading the current
+    /// context is cheaper than setting it, which matters for launch throughput).
+    fn bind(&self) {
+        let mut current = std::ptr::null_mut();
+        // SAFETY: `context` is the primary context retained in `new`, alive until `Drop`;
+        // `current` is a valid out-pointer.
+        unsafe {
+            if sys::cuCtxGetCurrent(&mut current) != sys::CUresult::CUDA_SUCCESS
+                || current != self.context
+            {
+                sys::cuCtxSetCurrent(self.context);
+            }
+        }
+    }
+
+    fn region_pointer(&self, region: Region) -> Option<sys::CUdeviceptr> {
+        let (base, size) = self.buffers.get(&region.storage.0)?;
+        (region.offset.checked_add(region.size)? <= *size).then_some(base + region.offset)
+    }
+
+    /// Records an internal event on stream `s`; `None` after recording the failure.
+    fn record_internal(&mut self, s: usize) -> Option<sys::CUevent> {
+        let event = match self.events.take_cuda_event() {
+            Ok(event) => event,
+            Err(code) => {
+                self.failed(s, "cuEventCreate", code);
+                return None;
+            }
+        };
+        // SAFETY: `event` and the stream belong to the current context.
+        let code = unsafe { sys::cuEventRecord(event, self.streams[s].handle) };
+        if code != sys::CUresult::CUDA_SUCCESS {
+            self.events.recycle(event);
+            self.failed(s, "cuEventRecord", code);
+            return None;
+        }
+        Some(event)
+    }
+
+    /// Moves finished uploads' staging back to the pool and finished reads' bytes out.
+    fn collect_copies(&mut self) {
+        let mut failure = None;
+        let mut i = 0;
+        while i < self.uploads.len() {
+            match events::query(self.uploads[i].event) {
+                EventState::Pending => i += 1,
+                state => {
+                    if let EventState::Failed(code) = state {
+                        failure.get_or_insert((self.uploads[i].stream, code));
+                    }
+                    let upload = self.uploads.swap_remove(i);
+                    self.events.recycle(upload.event);
+                    self.pinned.give_back(upload.buffer);
+                }
+            }
+        }
+        let done: Vec<(ReadTicket, Option<sys::CUresult>)> = self
+            .reads
+            .iter()
+            .filter_map(|(ticket, read)| match events::query(read.event) {
+                EventState::Pending => None,
+                EventState::Done => Some((*ticket, None)),
+                EventState::Failed(code) => Some((*ticket, Some(code))),
+            })
+            .collect();
+        for (ticket, code) in done {
+            let Some(read) = self.reads.remove(&ticket) else {
+                continue;
+            };
+            let bytes = match code {
+                None => read.buffer.bytes(read.len).to_vec(),
+                Some(code) => {
+                    failure.get_or_insert((read.stream, code));
+                    Vec::new()
+                }
+            };
+            self.finished_reads.insert(ticket, bytes);
+            self.events.recycle(read.event);
+            self.pinned.give_back(read.buffer);
+        }
+        if let Some((s, code)) = failure {
+            self.failed(s, "a copy failed", code);
+        }
+    }
+
+    /// Whether some copy or event in flight has completed (or failed) since the last poll.
+    fn something_completed(&self) -> bool {
+        let passed = |event| !matches!(events::query(event), EventState::Pending);
+        self.uploads.iter().any(|u| passed(u.event)) || self.reads.values().any(|r| passed(r.event))
+    }
+}
+
+impl Backend for CudaBackend {
+    const NAME: &'static str = "cuda";
+    const SOURCE: SourceKind = SourceKind::Cuda;
+
+    fn properties(&self) -> DeviceProperties {
+        self.properties.clone()
+    }
+
+    fn allocate(&mut self, size: u64) -> Result<StorageId, AllocError> {
+        self.bind();
+        let bytes = usize::try_from(size.max(1)).map_err(|_| AllocError::OutOfMemory)?;
+        let mut pointer = 0;
+        // SAFETY: allocates device memory in the current context, freed in `deallocate`/`Drop`.
+        let code = unsafe { sys::cuMemAlloc_v2(&mut pointer, bytes) };
+        if code != sys::CUresult::CUDA_SUCCESS {
+            tracing::warn!(target: "gpuworld::memory", size, ?code, "cuMemAlloc failed");
+            return Err(AllocError::OutOfMemory);
+        }
+        let id = self.next_storage;
+        self.next_storage += 1;
+        self.buffers.insert(id, (pointer, size));
+        self.allocated += size;
+        Ok(StorageId(id))
+    }
+
+    fn deallocate(&mut self, storage: StorageId) {
+        self.bind();
+        if let Some((pointer, size)) = self.buffers.remove(&storage.0) {
+            self.allocated -= size;
+            // SAFETY: the runtime guarantees no work uses the buffer any more.
+            unsafe {
+                sys::cuMemFree_v2(pointer);
+            }
+        }
+    }
+
+    fn create_stream(&mut self, id: StreamId) -> DeviceStream {
+        self.bind();
+        let index = self.streams.len();
+        let mut handle = std::ptr::null_mut();
+        // SAFETY: creates a stream in the current context, destroyed in `Drop`.
+        let code = unsafe {
+            sys::cuStreamCreate(
+                &mut handle,
+                sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32,
+            )
+        };
+        self.streams.push(CudaStream {
+            id,
+            handle: std::ptr::null_mut(),
+            fault: None,
+        });
+        if code == sys::CUresult::CUDA_SUCCESS {
+            self.streams[index].handle = handle;
+        } else {
+            self.failed(index, "cuStreamCreate", code);
+        }
+        DeviceStream(index as u32)
+    }
+
+    fn write(&mut self, stream: DeviceStream, dst: Region, data: Vec<u8>) {
+        let s = stream.0 as usize;
+        if self.refuse(s) || data.is_empty() {
+            return;
+        }
+        self.bind();
+        let Some(pointer) = self.region_pointer(dst) else {
+            self.fault(s, "write to freed memory");
+            return;
+        };
+        let len = data.len().min(dst.size as usize);
+        let handle = self.streams[s].handle;
+        let Some(mut buffer) = self.pinned.take(len) else {
+            // No pinned memory: the driver stages pageable bytes before the call returns, and the
+            // copy keeps its place in the stream.
+            // SAFETY: `data` holds `len` bytes; the destination range is inside a live buffer.
+            let code =
+                unsafe { sys::cuMemcpyHtoDAsync_v2(pointer, data.as_ptr().cast(), len, handle) };
+            if code != sys::CUresult::CUDA_SUCCESS {
+                self.failed(s, "cuMemcpyHtoDAsync", code);
+            }
+            return;
+        };
+        buffer.bytes_mut(len).copy_from_slice(&data[..len]);
+        // SAFETY: the pinned buffer holds `len` bytes and is kept until the event after the copy
+        // passed; the destination range is inside a live buffer.
+        let code =
+            unsafe { sys::cuMemcpyHtoDAsync_v2(pointer, buffer.as_ptr().cast(), len, handle) };
+        if code != sys::CUresult::CUDA_SUCCESS {
+            self.pinned.give_back(buffer);
+            self.failed(s, "cuMemcpyHtoDAsync", code);
+            return;
+        }
+        match self.record_internal(s) {
+            Some(event) => self.uploads.push(Upload {
+                stream: s,
+                event,
+                buffer,
+            }),
+            // Without an event nobody can prove the copy finished: keep the memory out of reuse.
+            None => self.pinned.abandon(buffer),
+        }
+    }
+
+    fn launch(
+        &mut self,
+        stream: DeviceStream,
+        kernel: Kernel,
+        count: LaunchCount,
+        buffers: &[Region],
+        scalars: &[u32],
+        mode: ExecutionMode,
+    ) {
+        let s = stream.0 as usize;
+        if self.refuse(s) {
+            return;
+        }
+        self.bind();
+        if let Err(error) = self.launch_on(s, kernel, count, buffers, scalars, mode) {
+            tracing::warn!(target: "gpuworld::kernel", kernel = kernel.id, %error, "launch refused");
+            self.fault_with(s, error);
+        }
+    }
+
+    fn read(&mut self, stream: DeviceStream, src: Region) -> ReadTicket {
+        let ticket = ReadTicket(self.next_ticket);
+        self.next_ticket += 1;
+        let s = stream.0 as usize;
+        if self.refuse(s) || src.size == 0 {
+            self.finished_reads.insert(ticket, Vec::new());
+            return ticket;
+        }
+        self.bind();
+        let Some(pointer) = self.region_pointer(src) else {
+            self.fault(s, "read of freed memory");
+            self.finished_reads.insert(ticket, Vec::new());
+            return ticket;
+        };
+        let len = src.size as usize;
+        let Some(buffer) = self.pinned.take(len) else {
+            self.fault(
+                s,
+                format!("no pinned host memory for a readback of {len} bytes"),
+            );
+            self.finished_reads.insert(ticket, Vec::new());
+            return ticket;
+        };
+        // SAFETY: the pinned buffer holds `len` bytes and is kept until the event after the copy
+        // passed; the source range is inside a live buffer.
+        let code = unsafe {
+            sys::cuMemcpyDtoHAsync_v2(buffer.as_ptr().cast(), pointer, len, self.streams[s].handle)
+        };
+        if code != sys::CUresult::CUDA_SUCCESS {
+            self.pinned.give_back(buffer);
+            self.failed(s, "cuMemcpyDtoHAsync", code);
+            self.finished_reads.insert(ticket, Vec::new());
+            return ticket;
+        }
+        match self.record_internal(s) {
+            Some(event) => {
+                self.reads.insert(
+                    ticket,
+                    PendingRead {
+                        stream: s,
+                        event,
+                        buffer,
+                        len,
+                    },
+                );
+            }
+            None => {
+                self.pinned.abandon(buffer);
+                self.finished_reads.insert(ticket, Vec::new());
+            }
+        }
+        ticket
+    }
+
+    fn flush(&mut self, stream: DeviceStream) -> DeviceEvent {
+        let s = stream.0 as usize;
+        if self.refuse(s) {
+            return self.events.completed_number();
+        }
+        self.bind();
+        match self.record_internal(s) {
+            Some(event) => self.events.insert(s, event),
+            None => self.events.completed_number(),
+        }
+    }
+
+    fn wait_event(&mut self, stream: DeviceStream, event: DeviceEvent) {
+        let s = stream.0 as usize;
+        if self.refuse(s) {
+            return;
+        }
+        let Some(cuda_event) = self.events.live(event) else {
+            return;
+        };
+        self.bind();
+        // SAFETY: the stream and the event belong to the current context.
+        let code = unsafe { sys::cuStreamWaitEvent(self.streams[s].handle, cuda_event, 0) };
+        if code != sys::CUresult::CUDA_SUCCESS {
+            self.failed(s, "cuStreamWaitEvent", code);
+        }
+    }
+
+    fn poll(&mut self, _tick: u64) {
+        if self.poisoned.is_some() {
+            return;
+        }
+        self.bind();
+        if let Some(code) = self.events.sweep() {
+            self.failed(usize::MAX, "an event failed", code);
+        }
+        self.collect_copies();
+    }
+
+    fn wait_for_progress(&mut self, timeout: Duration) {
+        if self.poisoned.is_some()
+            || (self.uploads.is_empty() && self.reads.is_empty() && !self.events.any_live())
+        {
+            return;
+        }
+        self.bind();
+        let start = Instant::now();
+        loop {
+            if self.something_completed() || self.events.front_passed() {
+                return;
+            }
+            let waited = start.elapsed();
+            if waited >= timeout {
+                return;
+            }
+            // Spin briefly (kernels often finish within microseconds), then sleep.
+            if waited < Duration::from_micros(200) {
+                std::thread::yield_now();
+            } else {
+                std::thread::sleep(Duration::from_micros(50).min(timeout - waited));
+            }
+        }
+    }
+
+    fn event_label(&self, event: DeviceEvent) -> String {
+        format!("cuda event {}", event.0)
+    }
+
+    fn event_done(&mut self, event: DeviceEvent) -> bool {
+        let Some(cuda_event) = self.events.live(event) else {
+            return true;
+        };
+        self.bind();
+        match events::query(cuda_event) {
+            EventState::Pending => false,
+            EventState::Done => {
+                self.events.complete(event);
+                true
+            }
+            EventState::Failed(code) => {
+                self.failed(usize::MAX, "an event failed", code);
+                self.events.complete(event);
+                true
+            }
+        }
+    }
+
+    fn take_read(&mut self, ticket: ReadTicket) -> Option<Vec<u8>> {
+        self.finished_reads.remove(&ticket)
+    }
+
+    fn take_fault(&mut self, stream: DeviceStream) -> Option<Error> {
+        self.streams.get_mut(stream.0 as usize)?.fault.take()
+    }
+
+    fn device_elapsed(&mut self, start: DeviceEvent, end: DeviceEvent) -> Option<Duration> {
+        let (a, b) = (self.events.timed(start)?, self.events.timed(end)?);
+        self.bind();
+        let mut ms = 0f32;
+        // SAFETY: both events belong to the current context and were recorded.
+        let code = unsafe { sys::cuEventElapsedTime_v2(&mut ms, a, b) };
+        (code == sys::CUresult::CUDA_SUCCESS && ms >= 0.0)
+            .then(|| Duration::from_secs_f64(f64::from(ms) / 1000.0))
+    }
+}
+
+impl Drop for CudaBackend {
+    fn drop(&mut self) {
+        self.bind();
+        // SAFETY: waits for every copy and launch of this context before their memory goes.
+        unsafe {
+            sys::cuCtxSynchronize();
+        }
+        for upload in std::mem::take(&mut self.uploads) {
+            self.events.recycle(upload.event);
+            self.pinned.give_back(upload.buffer);
+        }
+        for (_, read) in std::mem::take(&mut self.reads) {
+            self.events.recycle(read.event);
+            self.pinned.give_back(read.buffer);
+        }
+        self.pinned.clear();
+        self.events.destroy_all();
+        self.kernels.unload();
+        for (_, (pointer, _)) in self.buffers.drain() {
+            // SAFETY: the context is idle, so no work uses the buffer.
+            unsafe {
+                sys::cuMemFree_v2(pointer);
+            }
+        }
+        for stream in self.streams.drain(..) {
+            if !stream.handle.is_null() {
+                // SAFETY: the stream is idle and never used again.
+                unsafe {
+                    sys::cuStreamDestroy_v2(stream.handle);
+                }
+            }
+        }
+        // SAFETY: a poisoned primary context is dead for every user of the process already;
+        // resetting it is the documented way to let a later retain start afresh where the driver
+        // allows it. Then the retain made in `new` is released.
+        unsafe {
+            if self.poisoned.is_some() {
+                sys::cuDevicePrimaryCtxReset_v2(self.device);
+            }
+            sys::cuDevicePrimaryCtxRelease_v2(self.device);
+        }
+    }
+}

@@ -1,0 +1,153 @@
+//! Opening a CUDA device: the driver is proven loadable first, then the primary context is
+//! retained and the device's properties read; every failure is `Error::BackendUnavailable` with
+//! the reason, never a panic.
+
+use crate::events::EventTable;
+use crate::pinned::PinnedPool;
+use crate::{CudaBackend, CudaConfig, compiler, loader};
+use cudarc::driver::sys;
+use gpuworld_systems::backend::{DeviceProperties, MemoryLayout};
+use gpuworld_systems::error::Error;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+fn unavailable(reason: impl Into<Arc<str>>) -> Error {
+    Error::BackendUnavailable {
+        backend: "cuda",
+        reason: reason.into(),
+    }
+}
+
+fn attribute(device: sys::CUdevice, which: sys::CUdevice_attribute) -> Result<i32, Error> {
+    let mut value = 0;
+    // SAFETY: `device` is a valid device handle and `value` a valid out-pointer.
+    let code = unsafe { sys::cuDeviceGetAttribute(&mut value, which, device) };
+    code.result().map_err(|error| {
+        unavailable(format!(
+            "cannot read {which:?}: {}",
+            loader::describe(error)
+        ))
+    })?;
+    Ok(value)
+}
+
+impl CudaBackend {
+    /// Opens the device `config` names; `Error::BackendUnavailable` (never a panic) when there is
+    /// no CUDA driver or no such device.
+    pub fn new(config: CudaConfig) -> Result<CudaBackend, Error> {
+        loader::driver().map_err(unavailable)?;
+        let mut count = 0;
+        // SAFETY: the driver is loaded and initialised; `count` is a valid out-pointer.
+        let code = unsafe { sys::cuDeviceGetCount(&mut count) };
+        code.result()
+            .map_err(|e| unavailable(format!("cannot count devices: {}", loader::describe(e))))?;
+        let ordinal = i32::try_from(config.device).unwrap_or(i32::MAX);
+        if ordinal >= count {
+            return Err(unavailable(format!(
+                "no CUDA device {} (the driver sees {count})",
+                config.device
+            )));
+        }
+        let mut device = 0;
+        // SAFETY: `ordinal` is below the device count.
+        let code = unsafe { sys::cuDeviceGet(&mut device, ordinal) };
+        code.result()
+            .map_err(|e| unavailable(format!("cannot open device: {}", loader::describe(e))))?;
+        let mut context = std::ptr::null_mut();
+        // SAFETY: retains the device's primary context, released in `Drop`.
+        let code = unsafe { sys::cuDevicePrimaryCtxRetain(&mut context, device) };
+        code.result().map_err(|e| {
+            unavailable(format!("cannot create a context: {}", loader::describe(e)))
+        })?;
+        // SAFETY: `context` was just retained.
+        let code = unsafe { sys::cuCtxSetCurrent(context) };
+        if let Err(e) = code.result() {
+            // SAFETY: releases the retain above.
+            unsafe { sys::cuDevicePrimaryCtxRelease_v2(device) };
+            return Err(unavailable(format!(
+                "cannot make the context current: {}",
+                loader::describe(e)
+            )));
+        }
+        let properties = Self::read_properties(device);
+        let properties = match properties {
+            Ok(p) => p,
+            Err(error) => {
+                // SAFETY: releases the retain above.
+                unsafe { sys::cuDevicePrimaryCtxRelease_v2(device) };
+                return Err(error);
+            }
+        };
+        use sys::CUdevice_attribute::*;
+        let arch = (
+            attribute(device, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?,
+            attribute(device, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?,
+        );
+        let multiprocessors =
+            attribute(device, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?.max(1) as u32;
+        tracing::info!(target: "gpuworld::stream", device = %properties.name, ?arch, multiprocessors, "CUDA device opened");
+        Ok(CudaBackend {
+            device,
+            context,
+            properties,
+            arch,
+            multiprocessors,
+            buffers: HashMap::new(),
+            next_storage: 1,
+            allocated: 0,
+            streams: Vec::new(),
+            events: EventTable::default(),
+            kernels: compiler::KernelCache::new(arch, config.cache_dir),
+            pinned: PinnedPool::new(config.max_free_staging),
+            uploads: Vec::new(),
+            reads: HashMap::new(),
+            finished_reads: HashMap::new(),
+            next_ticket: 0,
+            poisoned: None,
+        })
+    }
+
+    fn read_properties(device: sys::CUdevice) -> Result<DeviceProperties, Error> {
+        let mut name = [0 as std::ffi::c_char; 256];
+        // SAFETY: `name` holds the 256 bytes the call may write.
+        let code = unsafe { sys::cuDeviceGetName(name.as_mut_ptr(), name.len() as i32, device) };
+        code.result()
+            .map_err(|e| unavailable(format!("cannot read the name: {}", loader::describe(e))))?;
+        // SAFETY: the driver wrote a NUL-terminated string into `name`.
+        let name = unsafe { std::ffi::CStr::from_ptr(name.as_ptr()) }
+            .to_string_lossy()
+            .into_owned();
+        let mut memory = 0usize;
+        // SAFETY: `memory` is a valid out-pointer.
+        let code = unsafe { sys::cuDeviceTotalMem_v2(&mut memory, device) };
+        code.result()
+            .map_err(|e| unavailable(format!("cannot read the memory: {}", loader::describe(e))))?;
+        use sys::CUdevice_attribute::*;
+        let grid = [
+            attribute(device, CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X)?,
+            attribute(device, CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y)?,
+            attribute(device, CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z)?,
+        ];
+        Ok(DeviceProperties {
+            name,
+            memory_bytes: memory as u64,
+            alignment: 256,
+            memory_layout: MemoryLayout::Sliced,
+            max_cube_count: grid.map(|g| g.max(1) as u32),
+        })
+    }
+}
+
+/// Whether a CUDA driver and a device can be used here; the reason when not.
+pub fn availability() -> Result<(), Error> {
+    loader::driver().map_err(unavailable)?;
+    let mut count = 0;
+    // SAFETY: the driver is loaded and initialised; `count` is a valid out-pointer.
+    let code = unsafe { sys::cuDeviceGetCount(&mut count) };
+    code.result()
+        .map_err(|e| unavailable(format!("cannot count devices: {}", loader::describe(e))))?;
+    if count == 0 {
+        return Err(unavailable("the CUDA driver sees no device"));
+    }
+    Ok(())
+}

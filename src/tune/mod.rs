@@ -1,0 +1,25 @@
+//! Autotune: a [`TunableSet`] names the candidate operations of one job; a [`Tuner`] picks one
+//! per key — a cached winner, the first candidate while the key is pending, or the winner of a
+//! benchmark — and sends results to the tick's tune stage (stage 7), which caches them; a
+//! [`PersistentCache`] file keeps them across runs. The library's sets: reduce-sum and matmul.
+
+mod benchmark;
+mod cache;
+pub mod checks;
+mod key;
+mod matmul;
+mod reduce_sum;
+mod tunable;
+mod tuner;
+
+pub use benchmark::BenchmarkConfig;
+pub use cache::{CACHE_DIR_ENV, PersistentCache, StoredEntry, StoredOutcome, default_cache_dir};
+pub use gpuworld_systems::error::CandidateFailure;
+pub use gpuworld_systems::stages::tune::{
+    CandidateOutcome, TuneCache, TuneEntry, TuneMessage, TuneResult,
+};
+pub use key::{MAX_KEY_PARTS, TuneKey, pow2_bucket};
+pub use matmul::{MATMUL_SET, MatmulInput, matmul_key, matmul_set};
+pub use reduce_sum::{REDUCE_SUM_SET, ReduceInput, STRIDED_CUBES, reduce_key, reduce_sum_set};
+pub use tunable::{GroupPriorityFn, InputFn, KeyFn, OutputCheckFn, Tunable, TunableSet, TuneOp};
+pub use tuner::{CacheLocation, FALLBACK_CANDIDATE, TuneMode, Tuner, TunerConfig};

@@ -1,0 +1,271 @@
+//! The cuda backend beyond the conformance suite: a clear error without a driver, compile errors
+//! with NVRTC's log, the disk cache of compiled kernels, pinned staging round trips, many streams
+//! at once and device timing. Each test skips loudly without a CUDA driver, unless
+//! `GPUWORLD_REQUIRE_CUDA=1`.
+
+#![cfg(feature = "cuda")]
+
+mod common;
+
+use common::{bytes_of, cuda_backend_with, cuda_client_or_skip, cuda_required, f32s};
+use gpuworld::{
+    Backend, Bindings, ComputeClient, CubeCount, CudaBackend, CudaConfig, Driver, Error,
+    ExecutionMode, KernelDef, RuntimeConfig, StreamId, library,
+};
+use gpuworld_systems::backend::{LaunchCount, Region};
+use std::time::{Duration, Instant};
+
+/// A kernel whose CUDA source does not compile.
+static BROKEN: KernelDef = KernelDef {
+    id: "test.cuda.broken",
+    name: "broken",
+    cube_dim: [32, 1, 1],
+    buffers: 1,
+    scalars: 0,
+    cpu: None,
+    wgsl: None,
+    cuda: Some(
+        r#"
+extern "C" __global__ void broken(float* b0, unsigned int n0 GW_COUNT_PARAM) {
+    GW_FOR_EACH_CUBE { b0[0] = gpuworld_this_name_is_undefined; }
+}
+"#,
+    ),
+};
+
+/// Spins each cube for `s0` clock cycles, then marks its word of `b0`: busy work of a known length.
+static SPIN: KernelDef = KernelDef {
+    id: "test.cuda.spin",
+    name: "spin",
+    cube_dim: [32, 1, 1],
+    buffers: 1,
+    scalars: 1,
+    cpu: None,
+    wgsl: None,
+    cuda: Some(
+        r#"
+extern "C" __global__ void spin(unsigned int* b0, unsigned int n0, unsigned int s0 GW_COUNT_PARAM) {
+    GW_FOR_EACH_CUBE {
+        const long long start = clock64();
+        while (clock64() - start < (long long)s0) {}
+        if (threadIdx.x == 0 && GW_IN_BOUNDS(GW_CUBE_INDEX, n0)) b0[GW_CUBE_INDEX] = 1u;
+    }
+}
+"#,
+    ),
+};
+
+/// A directory of its own under the system's temp dir.
+fn fresh_dir(name: &str) -> std::path::PathBuf {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    std::env::temp_dir().join(format!("gpuworld-{name}-{}-{nanos}", std::process::id()))
+}
+
+#[test]
+fn without_a_driver_new_returns_backend_unavailable_with_a_reason() {
+    match CudaBackend::new(CudaConfig::default()) {
+        Ok(backend) => {
+            assert!(!backend.properties().name.is_empty());
+            assert!(backend.properties().memory_bytes > 0);
+        }
+        Err(Error::BackendUnavailable { backend, reason }) => {
+            assert!(
+                !cuda_required(),
+                "GPUWORLD_REQUIRE_CUDA=1 but CUDA is unavailable: {reason}"
+            );
+            assert_eq!(backend, "cuda");
+            assert!(!reason.is_empty());
+            eprintln!("SKIPPED: no CUDA driver: {reason} (the error is the expected one)");
+        }
+        Err(other) => panic!("expected BackendUnavailable, got {other}"),
+    }
+}
+
+#[test]
+fn availability_agrees_with_new() {
+    let available = gpuworld::cuda_availability();
+    let opened = CudaBackend::new(CudaConfig::default());
+    assert_eq!(available.is_ok(), opened.is_ok(), "{available:?}");
+}
+
+#[test]
+fn a_compile_error_is_reported_with_the_nvrtc_log_and_the_runtime_stays_usable() {
+    let Some(client) = cuda_client_or_skip() else {
+        return;
+    };
+    let out = client.empty(128);
+    client
+        .launch(&BROKEN, CubeCount::new_1d(1), Bindings::new().buffer(&out))
+        .unwrap();
+    match client.sync() {
+        Err(Error::Compile { kernel, log }) => {
+            assert_eq!(kernel, "broken");
+            assert!(
+                log.contains("gpuworld_this_name_is_undefined"),
+                "the log names the undefined identifier: {log}"
+            );
+        }
+        other => panic!("expected a compile error, got {other:?}"),
+    }
+    client
+        .launch(
+            &library::FILL,
+            CubeCount::new_1d(1),
+            Bindings::new().buffer(&out).scalar_f32(2.5),
+        )
+        .unwrap();
+    assert_eq!(f32s(&client.read_one(&out).unwrap()), vec![2.5; 32]);
+}
+
+#[test]
+fn a_second_backend_loads_the_kernel_from_the_disk_cache() {
+    let dir = fresh_dir("cuda-cache");
+    let config = CudaConfig {
+        cache_dir: Some(dir.clone()),
+        ..CudaConfig::default()
+    };
+    let fill_once = |backend: CudaBackend| {
+        let client = ComputeClient::new(backend, RuntimeConfig::default(), Driver::Manual);
+        let out = client.empty(1024);
+        client
+            .launch(
+                &library::FILL,
+                CubeCount::new_1d(1),
+                Bindings::new().buffer(&out).scalar_f32(1.0),
+            )
+            .unwrap();
+        assert_eq!(f32s(&client.read_one(&out).unwrap()), vec![1.0; 256]);
+        client.with_runtime(|rt| rt.backend().compile_stats())
+    };
+    let Some(first) = cuda_backend_with(config.clone()) else {
+        return;
+    };
+    let cold = fill_once(first);
+    assert_eq!((cold.compiled, cold.disk_hits), (1, 0), "{cold:?}");
+    let Some(second) = cuda_backend_with(config) else {
+        return;
+    };
+    let warm = fill_once(second);
+    assert_eq!((warm.compiled, warm.disk_hits), (0, 1), "{warm:?}");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn uploads_and_readbacks_through_pinned_staging_round_trip() {
+    let Some(client) = cuda_client_or_skip() else {
+        return;
+    };
+    for len in [1usize, 3, 4096, 4097, 1 << 20, (64 << 20) + 12] {
+        let data: Vec<u8> = (0..len).map(|i| (i * 31 + len) as u8).collect();
+        let handle = client.create_from_slice(&data);
+        assert_eq!(client.read_one(&handle).unwrap(), data, "{len} bytes");
+        let tail = handle.clone().offset_start(len as u64 / 2);
+        let patch = vec![0xa5u8; len - len / 2];
+        client.write(&tail, &patch).unwrap();
+        let back = client.read_one(&handle).unwrap();
+        assert_eq!(&back[..len / 2], &data[..len / 2]);
+        assert_eq!(&back[len / 2..], &patch[..]);
+    }
+    let pinned = client.with_runtime(|rt| rt.backend().pinned_bytes());
+    assert!(pinned > 0, "the copies went through pinned staging");
+    assert!(pinned <= 4 << 30, "pinned staging stays bounded: {pinned}");
+}
+
+#[test]
+fn many_streams_run_independent_work_and_share_results() {
+    let Some(client) = cuda_client_or_skip() else {
+        return;
+    };
+    let len = 1 << 16;
+    let results: Vec<gpuworld::Handle> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..8)
+            .map(|s| {
+                let client = client.clone();
+                scope.spawn(move || {
+                    let mut a = client.create(bytes_of(&vec![1.0; len]));
+                    let mut b = client.empty(len as u64 * 4);
+                    for _ in 0..(s + 4) {
+                        client
+                            .launch(
+                                &library::SCALE,
+                                CubeCount::covering(len as u64, library::LINEAR_CUBE),
+                                Bindings::new().buffer(&a).buffer(&b).scalar_f32(2.0),
+                            )
+                            .unwrap();
+                        std::mem::swap(&mut a, &mut b);
+                    }
+                    a
+                })
+            })
+            .collect();
+        workers.into_iter().map(|w| w.join().unwrap()).collect()
+    });
+    // Read each stream's result from another stream: the runtime makes it wait for the writer.
+    let reader = client.with_stream(StreamId::current());
+    for (s, handle) in results.iter().enumerate() {
+        let expected = 2f32.powi(s as i32 + 4);
+        assert_eq!(f32s(&reader.read_one(handle).unwrap()), vec![expected; len]);
+    }
+}
+
+#[test]
+fn device_elapsed_measures_the_work_between_two_events() {
+    let Some(mut backend) = cuda_backend_with(CudaConfig::default()) else {
+        return;
+    };
+    let stream = backend.create_stream(StreamId::current());
+    let storage = backend.allocate(4 * 132).unwrap();
+    let region = Region {
+        storage,
+        offset: 0,
+        size: 4 * 132,
+    };
+    let start = backend.flush(stream);
+    backend.launch(
+        stream,
+        &SPIN,
+        LaunchCount::Static([132, 1, 1]),
+        &[region],
+        &[20_000_000],
+        ExecutionMode::Checked,
+    );
+    let end = backend.flush(stream);
+    let began = Instant::now();
+    while !backend.event_done(end) {
+        assert!(
+            began.elapsed() < Duration::from_secs(30),
+            "the spin never finished"
+        );
+        backend.wait_for_progress(Duration::from_millis(1));
+        backend.poll(0);
+    }
+    assert!(backend.take_fault(stream).is_none());
+    let elapsed = backend
+        .device_elapsed(start, end)
+        .expect("both events completed recently");
+    // 20M cycles at no more than ~2.1 GHz is at least 9 ms.
+    assert!(elapsed >= Duration::from_millis(5), "{elapsed:?}");
+    assert!(elapsed < Duration::from_secs(10), "{elapsed:?}");
+    backend.deallocate(storage);
+}
+
+#[test]
+fn a_dynamic_count_larger_than_the_fixed_grid_covers_every_cube() {
+    let Some(client) = cuda_client_or_skip() else {
+        return;
+    };
+    let cubes = 5000u32;
+    let out = client.empty(u64::from(cubes) * 256 * 4);
+    let count = client.create(bytemuck::cast_slice(&[cubes, 1, 1]).to_vec());
+    client
+        .launch(
+            &library::FILL,
+            CubeCount::Dynamic(count.binding()),
+            Bindings::new().buffer(&out).scalar_f32(4.0),
+        )
+        .unwrap();
+    let values = f32s(&client.read_one(&out).unwrap());
+    assert!(values.iter().all(|v| *v == 4.0));
+}
