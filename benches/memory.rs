@@ -52,6 +52,8 @@ impl Backend for VirtualDevice {
             memory_bytes: self.memory_bytes,
             alignment: 256,
             memory_layout: MemoryLayout::Sliced,
+            limits: Default::default(),
+            features: Vec::new(),
             max_cube_count: [u32::MAX; 3],
         }
     }

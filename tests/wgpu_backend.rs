@@ -285,6 +285,26 @@ fn limits_and_properties_describe_the_device() {
         properties.max_cube_count,
         [limits.max_compute_workgroups_per_dimension; 3]
     );
+    // The client's properties carry the device's limits and features by name.
+    assert_eq!(
+        client
+            .properties()
+            .limits
+            .get("max_storage_buffer_binding_size"),
+        Some(&limits.max_storage_buffer_binding_size)
+    );
+    assert_eq!(
+        client
+            .properties()
+            .limits
+            .get("max_compute_invocations_per_workgroup"),
+        Some(&u64::from(limits.max_compute_invocations_per_workgroup))
+    );
+    let features = client.with_runtime(|rt| rt.backend().features());
+    assert_eq!(
+        client.properties().features.len(),
+        features.iter_names().count()
+    );
     let too_big = client.empty(limits.max_buffer_size + 4);
     assert!(matches!(
         client.read_one(&too_big),

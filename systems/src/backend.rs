@@ -72,6 +72,10 @@ pub struct DeviceProperties {
     pub alignment: u64,
     /// How allocations may be placed in buffers.
     pub memory_layout: MemoryLayout,
+    /// The device's numeric limits by name (e.g. `max_storage_buffer_binding_size`).
+    pub limits: std::collections::BTreeMap<String, u64>,
+    /// The optional features the device has enabled, by name, sorted.
+    pub features: Vec<String>,
     /// Largest cube count per axis.
     pub max_cube_count: [u32; 3],
 }

@@ -362,6 +362,8 @@ impl Backend for SimBackend {
             alignment: 256,
             max_cube_count: [u32::MAX; 3],
             memory_layout: MemoryLayout::Sliced,
+            limits: Default::default(),
+            features: Vec::new(),
         }
     }
 

@@ -80,6 +80,8 @@ impl Backend for CpuBackend {
             alignment: 64,
             max_cube_count: [u32::MAX; 3],
             memory_layout: MemoryLayout::Sliced,
+            limits: Default::default(),
+            features: Vec::new(),
         }
     }
 

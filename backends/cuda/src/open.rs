@@ -128,11 +128,52 @@ impl CudaBackend {
             attribute(device, CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y)?,
             attribute(device, CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z)?,
         ];
+        let mut limits = std::collections::BTreeMap::new();
+        for (label, which) in [
+            (
+                "compute_capability_major",
+                CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
+            ),
+            (
+                "compute_capability_minor",
+                CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
+            ),
+            ("multiprocessors", CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT),
+            (
+                "max_threads_per_block",
+                CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK,
+            ),
+            ("max_block_dim_x", CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X),
+            ("max_block_dim_y", CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y),
+            ("max_block_dim_z", CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z),
+            (
+                "max_shared_memory_per_block",
+                CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK,
+            ),
+            ("warp_size", CU_DEVICE_ATTRIBUTE_WARP_SIZE),
+            ("max_grid_dim_x", CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X),
+            ("max_grid_dim_y", CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y),
+            ("max_grid_dim_z", CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z),
+        ] {
+            limits.insert(label.to_string(), attribute(device, which)?.max(0) as u64);
+        }
+        let mut features = Vec::new();
+        for (label, which) in [
+            ("concurrent_kernels", CU_DEVICE_ATTRIBUTE_CONCURRENT_KERNELS),
+            ("memory_pools", CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED),
+            ("unified_addressing", CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING),
+        ] {
+            if attribute(device, which)? != 0 {
+                features.push(label.to_string());
+            }
+        }
         Ok(DeviceProperties {
             name,
             memory_bytes: memory as u64,
             alignment: 256,
             memory_layout: MemoryLayout::Sliced,
+            limits,
+            features,
             max_cube_count: grid.map(|g| g.max(1) as u32),
         })
     }

@@ -158,6 +158,8 @@ mod tests {
             memory_bytes,
             alignment,
             memory_layout,
+            limits: Default::default(),
+            features: Vec::new(),
             max_cube_count: [1; 3],
         }
     }

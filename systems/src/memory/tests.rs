@@ -23,6 +23,8 @@ fn properties(alignment: u64, memory_layout: MemoryLayout) -> DeviceProperties {
         memory_bytes: 1 << 30,
         alignment,
         memory_layout,
+        limits: Default::default(),
+        features: Vec::new(),
         max_cube_count: [1; 3],
     }
 }
