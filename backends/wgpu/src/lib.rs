@@ -303,12 +303,66 @@ impl Backend for WgpuBackend {
 
     fn properties(&self) -> DeviceProperties {
         let info = &self.adapter_info;
-        let per_axis = self.limits.max_compute_workgroups_per_dimension;
+        let l = &self.limits;
+        let per_axis = l.max_compute_workgroups_per_dimension;
+        let limits = [
+            ("max_bind_groups", u64::from(l.max_bind_groups)),
+            ("max_buffer_size", l.max_buffer_size),
+            (
+                "max_compute_invocations_per_workgroup",
+                u64::from(l.max_compute_invocations_per_workgroup),
+            ),
+            (
+                "max_compute_workgroup_size_x",
+                u64::from(l.max_compute_workgroup_size_x),
+            ),
+            (
+                "max_compute_workgroup_size_y",
+                u64::from(l.max_compute_workgroup_size_y),
+            ),
+            (
+                "max_compute_workgroup_size_z",
+                u64::from(l.max_compute_workgroup_size_z),
+            ),
+            (
+                "max_compute_workgroup_storage_size",
+                u64::from(l.max_compute_workgroup_storage_size),
+            ),
+            ("max_compute_workgroups_per_dimension", u64::from(per_axis)),
+            (
+                "max_storage_buffer_binding_size",
+                l.max_storage_buffer_binding_size,
+            ),
+            (
+                "max_storage_buffers_per_shader_stage",
+                u64::from(l.max_storage_buffers_per_shader_stage),
+            ),
+            (
+                "min_storage_buffer_offset_alignment",
+                u64::from(l.min_storage_buffer_offset_alignment),
+            ),
+            (
+                "min_uniform_buffer_offset_alignment",
+                u64::from(l.min_uniform_buffer_offset_alignment),
+            ),
+        ]
+        .into_iter()
+        .map(|(name, value)| (name.to_string(), value))
+        .collect();
+        let mut features: Vec<String> = self
+            .device
+            .features()
+            .iter_names()
+            .map(|(name, _)| name.to_string())
+            .collect();
+        features.sort();
         DeviceProperties {
             name: format!("{} ({:?}, {:?})", info.name, info.backend, info.device_type),
             memory_bytes: self.config.memory_capacity.unwrap_or(u64::MAX),
-            alignment: u64::from(self.limits.min_storage_buffer_offset_alignment).max(4),
+            alignment: u64::from(l.min_storage_buffer_offset_alignment).max(4),
             memory_layout: MemoryLayout::Sliced,
+            limits,
+            features,
             max_cube_count: [per_axis; 3],
         }
     }
