@@ -72,8 +72,10 @@ pub fn render(world: &mut World, event_label: &dyn Fn(DeviceEvent) -> String) ->
 
     let _ = writeln!(out, "tasks:");
     let mut tasks: Vec<_> = world
-        .query::<&Task>()
+        .query::<&TaskQueue>()
         .iter(world)
+        .flat_map(|queue| queue.tasks.iter())
+        .chain(world.resource::<NewTasks>().tasks.iter())
         .map(|t| {
             let bindings: Vec<String> = t.bindings.iter().map(|b| handle(&b.handle)).collect();
             let waits: Vec<String> = t

@@ -69,8 +69,8 @@ impl LastSynced {
 /// Tasks assigned to the stream and not yet handed to the backend, in order.
 #[derive(Component, Debug, Default)]
 pub struct TaskQueue {
-    /// The queued task entities.
-    pub tasks: VecDeque<Entity>,
+    /// The queued tasks, in cursor order.
+    pub tasks: VecDeque<Task>,
     /// The queue must be submitted at this tick (a flush, sync, read or another stream needs it).
     pub flush_through: Option<u64>,
 }
@@ -184,8 +184,9 @@ impl TaskWork {
     }
 }
 
-/// A task entity: work on a stream, in submission order.
-#[derive(Component)]
+/// A task: work on a stream. A plain value, not an entity: it lives in `NewTasks` for the
+/// stages that analyse it, then in its stream's `TaskQueue` until submitted. Spawning and
+/// despawning an entity per launch cost more than everything else the tick does for it.
 pub struct Task {
     /// Arrival order across all streams.
     pub seq: u64,
@@ -198,11 +199,26 @@ pub struct Task {
     /// Its bindings.
     pub bindings: SmallVec<[TaskBinding; 4]>,
     /// Other streams that used its bindings since this stream last synced with them.
-    pub sync_needs: SmallVec<[SyncNeed; 1]>,
+    pub sync_needs: Vec<SyncNeed>,
     /// Waits decided by the flush/wait stage, issued just before the task: (origin, through).
-    pub waits: SmallVec<[(Entity, u64); 1]>,
+    pub waits: Vec<(Entity, u64)>,
     /// Handles also used on other streams; pinned behind a GC event after the task.
-    pub shared: SmallVec<[Entity; 2]>,
+    /// (These three are `Vec`s, empty and unallocated on the common single-stream path, to keep
+    /// the task small: it is moved from stage to stage.)
+    pub shared: Vec<Entity>,
+}
+
+impl std::fmt::Debug for Task {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Task")
+            .field("seq", &self.seq)
+            .field("stream", &self.stream)
+            .field("cursor", &self.cursor)
+            .field("work", &self.work.as_ref().map(TaskWork::label))
+            .field("bindings", &self.bindings)
+            .field("waits", &self.waits)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Task {
@@ -296,9 +312,9 @@ pub struct HandleEntry {
     pub released: bool,
 }
 
-/// Live handles by id.
+/// Live handles by id (ids are dense integers: a multiply-hash is enough).
 #[derive(Resource, Default)]
-pub struct HandleIndex(pub HashMap<HandleId, HandleEntry>);
+pub struct HandleIndex(pub rustc_hash::FxHashMap<HandleId, HandleEntry>);
 
 /// The stream entities by slot, and the GC stream.
 #[derive(Resource)]
@@ -319,8 +335,8 @@ pub struct PinnedHandles(pub HashMap<Entity, u32>);
 /// Tasks ingested this tick and not yet queued, in arrival order.
 #[derive(Resource, Default)]
 pub struct NewTasks {
-    /// The task entities.
-    pub tasks: Vec<Entity>,
+    /// The tasks, in arrival order.
+    pub tasks: Vec<Task>,
     /// The sequence number of the next task.
     pub next_seq: u64,
 }

@@ -8,16 +8,12 @@ use bevy_ecs::prelude::*;
 
 /// Assigns cursors, records sync needs and shared handles, and updates owners and uses.
 pub fn analyze_alignment(
-    new: Res<NewTasks>,
-    mut tasks: Query<&mut Task>,
+    mut new: ResMut<NewTasks>,
     mut cursors: Query<&mut StreamCursor>,
     streams: Query<(&Stream, &LastSynced)>,
     mut handles: Query<(&mut Owner, &mut Uses)>,
 ) {
-    for &entity in &new.tasks {
-        let Ok(mut task) = tasks.get_mut(entity) else {
-            continue;
-        };
+    for task in &mut new.tasks {
         let Ok(mut cursor) = cursors.get_mut(task.stream) else {
             continue;
         };
@@ -25,9 +21,8 @@ pub fn analyze_alignment(
         let now = cursor.0;
         task.cursor = now;
         let consumer = task.stream;
-        let task = task.into_inner();
-        let bindings = task.bindings.clone();
-        for binding in &bindings {
+        for index in 0..task.bindings.len() {
+            let binding = task.bindings[index];
             let Ok((mut owner, mut uses)) = handles.get_mut(binding.handle) else {
                 continue;
             };

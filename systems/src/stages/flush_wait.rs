@@ -10,15 +10,10 @@ use bevy_ecs::prelude::*;
 
 /// Turns sync needs into waits and marks the streams that must flush.
 pub fn decide_flush_and_waits(
-    new: Res<NewTasks>,
-    mut tasks: Query<&mut Task>,
+    mut new: ResMut<NewTasks>,
     mut streams: Query<(&Stream, &mut LastSynced, &mut TaskQueue)>,
 ) {
-    for &entity in &new.tasks {
-        let Ok(mut task) = tasks.get_mut(entity) else {
-            continue;
-        };
-        let task = task.as_mut();
+    for task in &mut new.tasks {
         for need in std::mem::take(&mut task.sync_needs) {
             let Ok((origin_stream, _, _)) = streams.get(need.origin) else {
                 continue;

@@ -1,11 +1,13 @@
-//! Stage 1, ingest: drains the client inbox, in arrival order, into handle and task entities and
+//! Stage 1, ingest: drains the client inbox, in arrival order, into handle entities, tasks and
 //! release markers. Owns `HandleIndex` and `NewTasks`; creates stream entities on first use.
-//! It is an exclusive system because every later stage works on the entities it creates.
+//! It is an exclusive system because every later stage works on the entities it creates. The
+//! resources it touches per command are taken out of the world once per drain: ingest is on
+//! every launch's path.
 
 use crate::backend::{Backend, LaunchCount, Region};
 use crate::error::Error;
 use crate::handle::Binding;
-use crate::ids::StreamId;
+use crate::ids::{HandleId, StreamId};
 use crate::inbox::Command;
 use crate::kernel::CubeCount;
 use crate::memory::MemoryPool;
@@ -19,250 +21,258 @@ pub fn ingest_commands<B: Backend>(world: &mut World, mut drained: Local<Vec<Com
     world.resource_mut::<Device<B>>().0.begin_tick(tick);
     let inbox = world.resource::<InboxQueue>().0.clone();
     inbox.drain_into(&mut drained);
-    for command in drained.drain(..) {
-        ingest_one::<B>(world, command);
+    if drained.is_empty() {
+        return;
     }
+    let mut ingest = Ingest {
+        index: std::mem::take(&mut world.resource_mut::<HandleIndex>().0),
+        slots: world.resource::<StreamTable>().slots.clone(),
+        next_seq: world.resource::<NewTasks>().next_seq,
+        tasks: std::mem::take(&mut world.resource_mut::<NewTasks>().tasks),
+    };
+    for command in drained.drain(..) {
+        ingest.one::<B>(world, command);
+    }
+    let Ingest {
+        index,
+        slots,
+        next_seq,
+        tasks,
+    } = ingest;
+    world.resource_mut::<HandleIndex>().0 = index;
+    world.resource_mut::<StreamTable>().slots = slots;
+    let mut new = world.resource_mut::<NewTasks>();
+    new.next_seq = next_seq;
+    new.tasks = tasks;
 }
 
-fn ingest_one<B: Backend>(world: &mut World, command: Command) {
-    match command {
-        Command::Create {
-            handle,
-            size,
-            data,
-            stream: stream_id,
-        } => {
-            let stream = stream_entity::<B>(world, stream_id);
-            let reserved = world.resource_scope(|world, mut device: Mut<Device<B>>| {
-                world
-                    .resource_mut::<MemoryPool>()
-                    .reserve_for(&mut device.0, size, stream_id)
-            });
-            let cursor = world.get::<StreamCursor>(stream).map_or(0, |c| c.0);
-            let (allocation, memory) = match reserved {
-                Ok(reservation) => (
-                    Allocation::Slice {
-                        slice: reservation.slice,
-                        region: reservation.region,
-                    },
-                    Ok(reservation.region),
-                ),
-                Err(error) => {
-                    tracing::warn!(target: "gpuworld::memory", %handle, size, %error, "allocation failed");
-                    record_fault(world, stream, error.clone());
-                    (Allocation::Failed(error.clone()), Err(error))
-                }
-            };
-            let entity = world
-                .spawn((
-                    HandleRecord { id: handle, size },
-                    allocation,
-                    Owner { stream, cursor },
-                    Uses::default(),
-                ))
-                .id();
-            let region = memory.as_ref().ok().copied();
-            world.resource_mut::<HandleIndex>().0.insert(
+/// What ingest holds while it drains: the handle index, the slot table, and the new tasks.
+struct Ingest {
+    index: rustc_hash::FxHashMap<HandleId, HandleEntry>,
+    slots: Vec<Option<Entity>>,
+    next_seq: u64,
+    tasks: Vec<Task>,
+}
+
+impl Ingest {
+    fn one<B: Backend>(&mut self, world: &mut World, command: Command) {
+        match command {
+            Command::Create {
                 handle,
-                HandleEntry {
-                    entity,
-                    memory,
-                    released: false,
-                },
-            );
-            if let (Some(data), Some(region)) = (data, region) {
-                let binding = TaskBinding {
-                    handle: entity,
-                    region,
-                    writes: true,
-                };
-                spawn_task(
-                    world,
-                    stream,
-                    TaskWork::Write(data),
-                    SmallVec::from_elem(binding, 1),
-                );
-            }
-        }
-        Command::Write { dst, data, stream } => {
-            let stream = stream_entity::<B>(world, stream);
-            match resolve(world, &dst, true) {
-                Ok(binding) => spawn_task(
-                    world,
-                    stream,
-                    TaskWork::Write(data),
-                    SmallVec::from_elem(binding, 1),
-                ),
-                Err(error) => record_fault(world, stream, error),
-            }
-        }
-        Command::Launch {
-            kernel,
-            count,
-            buffers,
-            scalars,
-            mode,
-            stream,
-        } => {
-            let stream = stream_entity::<B>(world, stream);
-            let mut bindings = SmallVec::<[TaskBinding; 4]>::new();
-            let mut launch_count = LaunchCount::Static([0; 3]);
-            let resolved = buffers
-                .iter()
-                .try_for_each(|b| resolve(world, b, true).map(|tb| bindings.push(tb)))
-                .and_then(|()| match count {
-                    CubeCount::Static(x, y, z) => {
-                        launch_count = LaunchCount::Static([x, y, z]);
-                        Ok(())
-                    }
-                    CubeCount::Dynamic(b) => resolve(world, &b, false).map(|tb| {
-                        launch_count = LaunchCount::Dynamic(tb.region);
-                        bindings.push(tb);
-                    }),
+                size,
+                data,
+                stream: stream_id,
+            } => {
+                let stream = self.stream_entity::<B>(world, stream_id);
+                let reserved = world.resource_scope(|world, mut device: Mut<Device<B>>| {
+                    world
+                        .resource_mut::<MemoryPool>()
+                        .reserve_for(&mut device.0, size, stream_id)
                 });
-            match resolved {
-                Ok(()) => spawn_task(
-                    world,
-                    stream,
-                    TaskWork::Launch {
-                        kernel,
-                        count: launch_count,
-                        scalars,
-                        mode,
+                let cursor = world.get::<StreamCursor>(stream).map_or(0, |c| c.0);
+                let (allocation, memory) = match reserved {
+                    Ok(reservation) => (
+                        Allocation::Slice {
+                            slice: reservation.slice,
+                            region: reservation.region,
+                        },
+                        Ok(reservation.region),
+                    ),
+                    Err(error) => {
+                        tracing::warn!(target: "gpuworld::memory", %handle, size, %error, "allocation failed");
+                        record_fault(world, stream, error.clone());
+                        (Allocation::Failed(error.clone()), Err(error))
+                    }
+                };
+                let entity = world
+                    .spawn((
+                        HandleRecord { id: handle, size },
+                        allocation,
+                        Owner { stream, cursor },
+                        Uses::default(),
+                    ))
+                    .id();
+                let region = memory.as_ref().ok().copied();
+                self.index.insert(
+                    handle,
+                    HandleEntry {
+                        entity,
+                        memory,
+                        released: false,
                     },
-                    bindings,
-                ),
-                Err(error) => record_fault(world, stream, error),
-            }
-        }
-        Command::Read {
-            sources,
-            stream,
-            reply,
-        } => {
-            let stream = stream_entity::<B>(world, stream);
-            let resolved: Result<SmallVec<[TaskBinding; 4]>, Error> =
-                sources.iter().map(|b| resolve(world, b, false)).collect();
-            match resolved {
-                Ok(bindings) => spawn_task(world, stream, TaskWork::Read(reply), bindings),
-                Err(error) => {
-                    let _ = reply.send(Err(error));
+                );
+                if let (Some(data), Some(region)) = (data, region) {
+                    let binding = TaskBinding {
+                        handle: entity,
+                        region,
+                        writes: true,
+                    };
+                    self.spawn_task(
+                        stream,
+                        TaskWork::Write(data),
+                        SmallVec::from_elem(binding, 1),
+                    );
                 }
             }
-        }
-        Command::Flush { stream } => {
-            let stream = stream_entity::<B>(world, stream);
-            spawn_task(world, stream, TaskWork::Flush, SmallVec::new());
-        }
-        Command::Sync { stream, reply } => {
-            let stream = stream_entity::<B>(world, stream);
-            spawn_task(world, stream, TaskWork::Sync(reply), SmallVec::new());
-        }
-        Command::Release { handle } => {
-            let entry = world
-                .resource_mut::<HandleIndex>()
-                .0
-                .get_mut(&handle)
-                .map(|entry| {
+            Command::Write { dst, data, stream } => {
+                let stream = self.stream_entity::<B>(world, stream);
+                match self.resolve(&dst, true) {
+                    Ok(binding) => self.spawn_task(
+                        stream,
+                        TaskWork::Write(data),
+                        SmallVec::from_elem(binding, 1),
+                    ),
+                    Err(error) => record_fault(world, stream, error),
+                }
+            }
+            Command::Launch {
+                kernel,
+                count,
+                buffers,
+                scalars,
+                mode,
+                stream,
+            } => {
+                let stream = self.stream_entity::<B>(world, stream);
+                let mut bindings = SmallVec::<[TaskBinding; 4]>::new();
+                let mut launch_count = LaunchCount::Static([0; 3]);
+                let resolved = buffers
+                    .iter()
+                    .try_for_each(|b| self.resolve(b, true).map(|tb| bindings.push(tb)))
+                    .and_then(|()| match count {
+                        CubeCount::Static(x, y, z) => {
+                            launch_count = LaunchCount::Static([x, y, z]);
+                            Ok(())
+                        }
+                        CubeCount::Dynamic(b) => self.resolve(&b, false).map(|tb| {
+                            launch_count = LaunchCount::Dynamic(tb.region);
+                            bindings.push(tb);
+                        }),
+                    });
+                match resolved {
+                    Ok(()) => self.spawn_task(
+                        stream,
+                        TaskWork::Launch {
+                            kernel,
+                            count: launch_count,
+                            scalars,
+                            mode,
+                        },
+                        bindings,
+                    ),
+                    Err(error) => record_fault(world, stream, error),
+                }
+            }
+            Command::Read {
+                sources,
+                stream,
+                reply,
+            } => {
+                let stream = self.stream_entity::<B>(world, stream);
+                let resolved: Result<SmallVec<[TaskBinding; 4]>, Error> =
+                    sources.iter().map(|b| self.resolve(b, false)).collect();
+                match resolved {
+                    Ok(bindings) => self.spawn_task(stream, TaskWork::Read(reply), bindings),
+                    Err(error) => {
+                        let _ = reply.send(Err(error));
+                    }
+                }
+            }
+            Command::Flush { stream } => {
+                let stream = self.stream_entity::<B>(world, stream);
+                self.spawn_task(stream, TaskWork::Flush, SmallVec::new());
+            }
+            Command::Sync { stream, reply } => {
+                let stream = self.stream_entity::<B>(world, stream);
+                self.spawn_task(stream, TaskWork::Sync(reply), SmallVec::new());
+            }
+            Command::Release { handle } => {
+                let entry = self.index.get_mut(&handle).map(|entry| {
                     entry.released = true;
                     entry.entity
                 });
-            if let Some(entity) = entry {
-                world.entity_mut(entity).insert(Released);
+                if let Some(entity) = entry {
+                    world.entity_mut(entity).insert(Released);
+                }
             }
-        }
-        Command::MemoryCleanup => world.resource_mut::<CleanupRequested>().0 = true,
-        Command::OpenAllocationMode { stream, mode } => {
-            world
-                .resource_mut::<MemoryPool>()
-                .modes_mut()
-                .push(stream, mode);
-        }
-        Command::CloseAllocationMode { stream } => {
-            if !world.resource_mut::<MemoryPool>().modes_mut().pop(stream) {
-                tracing::warn!(target: "gpuworld::memory", %stream, "closing an allocation mode window that is not open");
+            Command::MemoryCleanup => world.resource_mut::<CleanupRequested>().0 = true,
+            Command::OpenAllocationMode { stream, mode } => {
+                world
+                    .resource_mut::<MemoryPool>()
+                    .modes_mut()
+                    .push(stream, mode);
+            }
+            Command::CloseAllocationMode { stream } => {
+                if !world.resource_mut::<MemoryPool>().modes_mut().pop(stream) {
+                    tracing::warn!(target: "gpuworld::memory", %stream, "closing an allocation mode window that is not open");
+                }
             }
         }
     }
-}
 
-/// The stream entity of `id`'s slot, created with its device stream on first use.
-fn stream_entity<B: Backend>(world: &mut World, id: StreamId) -> Entity {
-    let slots = world.resource::<StreamTable>().slots.len();
-    let slot = (id.value % slots as u64) as usize;
-    if let Some(entity) = world.resource::<StreamTable>().slots[slot] {
-        return entity;
+    /// The stream entity of `id`'s slot, created with its device stream on first use.
+    fn stream_entity<B: Backend>(&mut self, world: &mut World, id: StreamId) -> Entity {
+        let slot = (id.value % self.slots.len() as u64) as usize;
+        if let Some(entity) = self.slots[slot] {
+            return entity;
+        }
+        let device = world.resource_mut::<Device<B>>().0.create_stream(id);
+        let entity = world
+            .spawn((
+                Stream {
+                    id,
+                    slot,
+                    role: StreamRole::Compute,
+                    device,
+                },
+                StreamCursor::default(),
+                SubmittedCursor::default(),
+                LastSynced::default(),
+                TaskQueue::default(),
+                StreamFault::default(),
+            ))
+            .id();
+        self.slots[slot] = Some(entity);
+        tracing::debug!(target: "gpuworld::stream", %id, slot, "stream opened");
+        entity
     }
-    let device = world.resource_mut::<Device<B>>().0.create_stream(id);
-    let entity = world
-        .spawn((
-            Stream {
-                id,
-                slot,
-                role: StreamRole::Compute,
-                device,
+
+    /// Resolves a binding to device memory, or says why it cannot be used.
+    fn resolve(&self, binding: &Binding, writes: bool) -> Result<TaskBinding, Error> {
+        let (start, end) = binding.range()?;
+        let released = || Error::ReleasedHandle {
+            handle: binding.handle,
+        };
+        let entry = self.index.get(&binding.handle).ok_or_else(released)?;
+        if entry.released {
+            return Err(released());
+        }
+        let memory = entry.memory.as_ref().map_err(Clone::clone)?;
+        Ok(TaskBinding {
+            handle: entry.entity,
+            region: Region {
+                storage: memory.storage,
+                offset: memory.offset + start,
+                size: end - start,
             },
-            StreamCursor::default(),
-            SubmittedCursor::default(),
-            LastSynced::default(),
-            TaskQueue::default(),
-            StreamFault::default(),
-        ))
-        .id();
-    world.resource_mut::<StreamTable>().slots[slot] = Some(entity);
-    tracing::debug!(target: "gpuworld::stream", %id, slot, "stream opened");
-    entity
-}
-
-/// Resolves a binding to device memory, or says why it cannot be used.
-fn resolve(world: &World, binding: &Binding, writes: bool) -> Result<TaskBinding, Error> {
-    let (start, end) = binding.range()?;
-    let entry = world
-        .resource::<HandleIndex>()
-        .0
-        .get(&binding.handle)
-        .ok_or(Error::ReleasedHandle {
-            handle: binding.handle,
-        })?;
-    if entry.released {
-        return Err(Error::ReleasedHandle {
-            handle: binding.handle,
-        });
+            writes,
+        })
     }
-    let memory = entry.memory.as_ref().map_err(Clone::clone)?;
-    Ok(TaskBinding {
-        handle: entry.entity,
-        region: Region {
-            storage: memory.storage,
-            offset: memory.offset + start,
-            size: end - start,
-        },
-        writes,
-    })
-}
 
-fn spawn_task(
-    world: &mut World,
-    stream: Entity,
-    work: TaskWork,
-    bindings: SmallVec<[TaskBinding; 4]>,
-) {
-    let seq = world.resource::<NewTasks>().next_seq;
-    let entity = world
-        .spawn(Task {
-            seq,
+    /// Appends a task to this tick's new tasks.
+    fn spawn_task(&mut self, stream: Entity, work: TaskWork, bindings: SmallVec<[TaskBinding; 4]>) {
+        self.tasks.push(Task {
+            seq: self.next_seq,
             stream,
             cursor: 0,
             work: Some(work),
             bindings,
-            sync_needs: SmallVec::new(),
-            waits: SmallVec::new(),
-            shared: SmallVec::new(),
-        })
-        .id();
-    let mut new = world.resource_mut::<NewTasks>();
-    new.next_seq += 1;
-    new.tasks.push(entity);
+            sync_needs: Vec::new(),
+            waits: Vec::new(),
+            shared: Vec::new(),
+        });
+        self.next_seq += 1;
+    }
 }
 
 /// Keeps the first fault of a stream until a read or sync reports it.

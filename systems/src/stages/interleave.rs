@@ -13,10 +13,6 @@ use bevy_ecs::prelude::*;
 use smallvec::SmallVec;
 
 /// Submits every ready queue to the backend.
-#[expect(
-    clippy::too_many_arguments,
-    reason = "a system's parameters list exactly what it touches"
-)]
 pub fn submit_ready_queues<B: Backend>(
     mut commands: Commands,
     config: Res<RuntimeConfig>,
@@ -24,7 +20,6 @@ pub fn submit_ready_queues<B: Backend>(
     mut stats: ResMut<Stats>,
     mut table: ResMut<StreamTable>,
     mut pinned: ResMut<PinnedHandles>,
-    mut tasks: Query<&'static mut Task>,
     mut streams: StreamQuery,
 ) {
     let mut ready: SmallVec<[(usize, Entity); 8]> = streams
@@ -41,10 +36,8 @@ pub fn submit_ready_queues<B: Backend>(
         stats: &mut stats,
         pinned: &mut pinned,
         gc: table.gc.map(|(_, device)| device),
-        tasks: &mut tasks,
         streams: &mut streams,
         in_flight: Vec::new(),
-        submitted: Vec::new(),
     };
     match config.strategy {
         SchedulingStrategy::Sequential => {
@@ -62,12 +55,7 @@ pub fn submit_ready_queues<B: Backend>(
             }
         },
     }
-    let Submitter {
-        in_flight,
-        submitted,
-        gc,
-        ..
-    } = submitter;
+    let Submitter { in_flight, gc, .. } = submitter;
     if let (None, Some(device)) = (table.gc, gc) {
         let entity = commands
             .spawn((
@@ -85,9 +73,6 @@ pub fn submit_ready_queues<B: Backend>(
             ))
             .id();
         table.gc = Some((entity, device));
-    }
-    for entity in submitted {
-        commands.entity(entity).despawn();
     }
     for work in in_flight {
         match work {
@@ -116,19 +101,17 @@ type StreamQuery<'w, 's> = Query<
     ),
 >;
 
-/// Submits tasks in order, collecting what must be spawned or despawned afterwards.
-struct Submitter<'a, 'tw, 'ts, 'sw, 'ss, B: Backend> {
+/// Submits tasks in order, collecting the in-flight entities to spawn afterwards.
+struct Submitter<'a, 'sw, 'ss, B: Backend> {
     device: &'a mut B,
     stats: &'a mut Stats,
     pinned: &'a mut PinnedHandles,
     gc: Option<DeviceStream>,
-    tasks: &'a mut Query<'tw, 'ts, &'static mut Task>,
     streams: &'a mut StreamQuery<'sw, 'ss>,
     in_flight: Vec<InFlight>,
-    submitted: Vec<Entity>,
 }
 
-impl<B: Backend> Submitter<'_, '_, '_, '_, '_, B> {
+impl<B: Backend> Submitter<'_, '_, '_, B> {
     /// Submits the next task of `stream` if the queue must reach it this tick.
     fn submit_next(&mut self, stream: Entity) -> bool {
         let Ok((_, info, mut queue, _, _)) = self.streams.get_mut(stream) else {
@@ -138,16 +121,13 @@ impl<B: Backend> Submitter<'_, '_, '_, '_, '_, B> {
         let Some(through) = queue.flush_through else {
             return false;
         };
-        let next = queue
-            .tasks
-            .front()
-            .copied()
-            .filter(|&task| self.tasks.get(task).is_ok_and(|t| t.cursor <= through));
-        let Some(task) = next else {
+        if queue.tasks.front().is_none_or(|t| t.cursor > through) {
             queue.flush_through = None;
             return false;
+        }
+        let Some(task) = queue.tasks.pop_front() else {
+            return false;
         };
-        queue.tasks.pop_front();
         self.submit(task, stream, device_stream);
         true
     }
@@ -169,15 +149,15 @@ impl<B: Backend> Submitter<'_, '_, '_, '_, '_, B> {
         }
     }
 
-    fn submit(&mut self, entity: Entity, stream: Entity, device_stream: DeviceStream) {
-        let Ok(mut task) = self.tasks.get_mut(entity) else {
-            return;
-        };
-        let waits = std::mem::take(&mut task.waits);
-        let work = task.work.take();
-        let bindings = std::mem::take(&mut task.bindings);
-        let shared = std::mem::take(&mut task.shared);
-        let cursor = task.cursor;
+    fn submit(&mut self, task: Task, stream: Entity, device_stream: DeviceStream) {
+        let Task {
+            waits,
+            work,
+            bindings,
+            shared,
+            cursor,
+            ..
+        } = task;
         let waited = !waits.is_empty();
         for &(origin, origin_cursor) in &waits {
             self.submit_through(origin, origin_cursor);
@@ -257,13 +237,12 @@ impl<B: Backend> Submitter<'_, '_, '_, '_, '_, B> {
             None => {}
         }
         if waited && !shared.is_empty() {
-            self.pin_shared(device_stream, shared.into_vec());
+            self.pin_shared(device_stream, shared);
         }
         self.stats.tasks_submitted += 1;
         if let Ok((_, _, _, mut submitted, _)) = self.streams.get_mut(stream) {
             submitted.0 = submitted.0.max(cursor);
         }
-        self.submitted.push(entity);
     }
 
     /// Pins `shared` until the GC stream, waiting on the consumer's event, has passed its own.

@@ -9,19 +9,16 @@ use bevy_ecs::prelude::*;
 pub fn queue_tasks(
     mut new: ResMut<NewTasks>,
     config: Res<RuntimeConfig>,
-    tasks: Query<&Task>,
     mut queues: Query<&mut TaskQueue>,
 ) {
-    for entity in new.tasks.drain(..) {
-        let Ok(task) = tasks.get(entity) else {
-            continue;
-        };
+    for task in new.tasks.drain(..) {
         let Ok(mut queue) = queues.get_mut(task.stream) else {
             continue;
         };
-        queue.tasks.push_back(entity);
+        let cursor = task.cursor;
+        queue.tasks.push_back(task);
         if queue.tasks.len() >= config.max_tasks {
-            mark_flush(&mut queue, task.cursor);
+            mark_flush(&mut queue, cursor);
         }
     }
 }
