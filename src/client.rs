@@ -395,6 +395,27 @@ impl<B: Backend> ComputeClient<B> {
         receiver
     }
 
+    /// Submits this stream's work so far and returns the event that follows it; with
+    /// [`ComputeClient::device_elapsed`] two marks time the work between them on the device.
+    pub fn mark(&self) -> Result<gpuworld_systems::backend::DeviceEvent> {
+        let (reply, receiver) = oneshot::channel();
+        self.shared.inbox.push(Command::Mark {
+            stream: self.stream_id(),
+            reply,
+        });
+        self.wait(receiver)
+    }
+
+    /// Device time between two completed marks, where the backend measures it (CUDA events);
+    /// `None` on backends without device timestamps.
+    pub fn device_elapsed(
+        &self,
+        start: gpuworld_systems::backend::DeviceEvent,
+        end: gpuworld_systems::backend::DeviceEvent,
+    ) -> Option<Duration> {
+        self.with_runtime(|runtime| runtime.backend_mut().device_elapsed(start, end))
+    }
+
     /// Memory in use and reserved, counting every command sent so far.
     pub fn memory_usage(&self) -> MemoryUsage {
         self.with_runtime(|runtime| {

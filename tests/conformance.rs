@@ -43,6 +43,7 @@ macro_rules! conformance {
             case!(read_async_completes_as_the_runtime_ticks);
             case!(sync_returns_after_all_work_ran);
             case!(memory_is_reclaimed_and_returned_by_cleanup);
+            case!(a_mark_follows_the_work_before_it);
         }
     };
 }

@@ -269,3 +269,27 @@ fn a_dynamic_count_larger_than_the_fixed_grid_covers_every_cube() {
     let values = f32s(&client.read_one(&out).unwrap());
     assert!(values.iter().all(|v| *v == 4.0));
 }
+
+#[test]
+fn two_marks_time_the_work_between_them_on_the_device() {
+    let Some(client) = cuda_client_or_skip() else {
+        return;
+    };
+    let out = client.empty(4 * 132);
+    let start = client.mark().unwrap();
+    client
+        .launch(
+            &SPIN,
+            CubeCount::new_1d(132),
+            Bindings::new().buffer(&out).scalar_u32(20_000_000),
+        )
+        .unwrap();
+    let end = client.mark().unwrap();
+    client.sync().unwrap();
+    let elapsed = client
+        .device_elapsed(start, end)
+        .expect("CUDA measures the device time between two marks");
+    // 20M cycles at no more than ~2.1 GHz is at least 9 ms.
+    assert!(elapsed >= Duration::from_millis(5), "{elapsed:?}");
+    assert!(elapsed < Duration::from_secs(10), "{elapsed:?}");
+}

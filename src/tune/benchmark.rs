@@ -36,9 +36,13 @@ pub(crate) struct Measured<O> {
 }
 
 /// Which clock times the runs.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Clock {
+    /// The backend's running device clock (the sim's virtual time).
     Device,
+    /// Device time between two marks on the stream (CUDA events).
+    Events,
+    /// Host time around the work and its sync.
     Host,
 }
 
@@ -46,20 +50,43 @@ fn device_clock<B: Backend>(client: &ComputeClient<B>) -> Option<Duration> {
     client.with_runtime(|runtime| runtime.backend().device_clock())
 }
 
-/// Runs `op` once and waits for its work; a panic or an error becomes the reason.
+/// Runs `op` once without waiting for its work; a panic or an error becomes the reason.
+fn run_op<B: Backend, I, O>(
+    client: &ComputeClient<B>,
+    op: &TuneOp<B, I, O>,
+    inputs: &I,
+) -> Result<O, String> {
+    catch_unwind(AssertUnwindSafe(|| op(client, inputs)))
+        .map_err(|payload| format!("panicked: {}", panic_message(payload)))?
+        .map_err(|error| error.to_string())
+}
+
+/// Runs `op` once and waits for its work.
 fn run_once<B: Backend, I, O>(
     client: &ComputeClient<B>,
     op: &TuneOp<B, I, O>,
     inputs: &I,
 ) -> Result<O, String> {
-    let output = catch_unwind(AssertUnwindSafe(|| op(client, inputs)))
-        .map_err(|payload| format!("panicked: {}", panic_message(payload)))?
-        .map_err(|error| error.to_string())?;
+    let output = run_op(client, op, inputs)?;
     client.sync().map_err(|error| error.to_string())?;
     Ok(output)
 }
 
-/// Times `op` on `inputs` as `config` says.
+/// Runs `op` once between two marks and returns its output and the device time between them,
+/// if the backend measures it.
+fn run_marked<B: Backend, I, O>(
+    client: &ComputeClient<B>,
+    op: &TuneOp<B, I, O>,
+    inputs: &I,
+) -> Result<(O, Option<Duration>), String> {
+    let start = client.mark().map_err(|error| error.to_string())?;
+    let output = run_op(client, op, inputs)?;
+    let end = client.mark().map_err(|error| error.to_string())?;
+    client.sync().map_err(|error| error.to_string())?;
+    Ok((output, client.device_elapsed(start, end)))
+}
+
+/// Times `op` on `inputs` as `config` says, with the best clock the backend offers.
 pub(crate) fn measure<B: Backend, I, O>(
     client: &ComputeClient<B>,
     op: &TuneOp<B, I, O>,
@@ -67,23 +94,44 @@ pub(crate) fn measure<B: Backend, I, O>(
     config: BenchmarkConfig,
 ) -> Result<Measured<O>, String> {
     let mut output = None;
+    let mut clock = Clock::Host;
     for _ in 0..config.warmup {
         output = Some(run_once(client, op, inputs)?);
     }
-    let clock = match device_clock(client) {
-        Some(_) => Clock::Device,
-        None => Clock::Host,
-    };
+    if device_clock(client).is_some() {
+        clock = Clock::Device;
+    } else {
+        let (warm, device) = run_marked(client, op, inputs)?;
+        output = Some(warm);
+        if device.is_some() {
+            clock = Clock::Events;
+        }
+    }
     let mut times = Vec::with_capacity(config.samples.max(1));
     for _ in 0..config.samples.max(1) {
-        let (device_start, host_start) = (device_clock(client), Instant::now());
-        output = Some(run_once(client, op, inputs)?);
-        let elapsed = match (clock, device_start, device_clock(client)) {
-            (Clock::Device, Some(start), Some(end)) => end.saturating_sub(start),
-            _ => host_start.elapsed(),
+        let host_start = Instant::now();
+        let elapsed = match clock {
+            Clock::Device => {
+                let start = device_clock(client);
+                output = Some(run_once(client, op, inputs)?);
+                match (start, device_clock(client)) {
+                    (Some(start), Some(end)) => end.saturating_sub(start),
+                    _ => host_start.elapsed(),
+                }
+            }
+            Clock::Events => {
+                let (out, device) = run_marked(client, op, inputs)?;
+                output = Some(out);
+                device.unwrap_or_else(|| host_start.elapsed())
+            }
+            Clock::Host => {
+                output = Some(run_once(client, op, inputs)?);
+                host_start.elapsed()
+            }
         };
         times.push(elapsed);
     }
+    tracing::debug!(target: "gpuworld::tune", clock = ?clock, "candidate timed");
     let output = output.ok_or_else(|| "no run completed".to_string())?;
     Ok(Measured {
         median: median(&mut times),

@@ -76,6 +76,13 @@ pub enum Command {
         /// Completed when the work has run, with the stream's fault if any.
         reply: Reply<Result<()>>,
     },
+    /// Flush the stream and reply with the event that follows its work so far (for device timing).
+    Mark {
+        /// The stream.
+        stream: StreamId,
+        /// The event, once the stream's earlier work is submitted.
+        reply: Reply<Result<crate::backend::DeviceEvent>>,
+    },
     /// The last clone of a handle was dropped.
     Release {
         /// The handle.
@@ -102,6 +109,9 @@ impl Command {
     pub fn fail(self, error: Error) {
         match self {
             Command::Read { reply, .. } => {
+                let _ = reply.send(Err(error));
+            }
+            Command::Mark { reply, .. } => {
                 let _ = reply.send(Err(error));
             }
             Command::Sync { reply, .. } => {

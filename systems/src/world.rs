@@ -169,6 +169,8 @@ pub enum TaskWork {
     Flush,
     /// Reply once the stream's work has run.
     Sync(Reply<Result<()>>),
+    /// Flush the stream and reply with the event that follows the work before it.
+    Mark(Reply<Result<DeviceEvent>>),
 }
 
 impl TaskWork {
@@ -180,6 +182,7 @@ impl TaskWork {
             TaskWork::Read(_) => "read".to_string(),
             TaskWork::Flush => "flush".to_string(),
             TaskWork::Sync(_) => "sync".to_string(),
+            TaskWork::Mark(_) => "mark".to_string(),
         }
     }
 }

@@ -286,3 +286,30 @@ pub fn memory_is_reclaimed_and_returned_by_cleanup<B: Backend>(client: ComputeCl
     client.memory_cleanup();
     assert_eq!(client.memory_usage().bytes_reserved, 0);
 }
+
+pub fn a_mark_follows_the_work_before_it<B: Backend>(client: ComputeClient<B>) {
+    let out = client.empty(4096);
+    client
+        .launch(
+            &library::FILL,
+            CubeCount::new_1d(4),
+            Bindings::new().buffer(&out).scalar_f32(2.0),
+        )
+        .unwrap();
+    let start = client.mark().unwrap();
+    client
+        .launch(
+            &library::FILL,
+            CubeCount::new_1d(4),
+            Bindings::new().buffer(&out).scalar_f32(3.0),
+        )
+        .unwrap();
+    let end = client.mark().unwrap();
+    client.sync().unwrap();
+    assert!(client.with_runtime(|rt| rt.backend_mut().event_done(end)));
+    // Where the backend measures device time it is a duration; elsewhere there is none.
+    if let Some(elapsed) = client.device_elapsed(start, end) {
+        assert!(elapsed < std::time::Duration::from_secs(10), "{elapsed:?}");
+    }
+    assert_eq!(read_f32(&client, &out), vec![3.0; 1024]);
+}

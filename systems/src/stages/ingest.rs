@@ -186,6 +186,10 @@ impl Ingest {
                 let stream = self.stream_entity::<B>(world, stream);
                 self.spawn_task(stream, TaskWork::Sync(reply), SmallVec::new());
             }
+            Command::Mark { stream, reply } => {
+                let stream = self.stream_entity::<B>(world, stream);
+                self.spawn_task(stream, TaskWork::Mark(reply), SmallVec::new());
+            }
             Command::Release { handle } => {
                 let entry = self.index.get_mut(&handle).map(|entry| {
                     entry.released = true;

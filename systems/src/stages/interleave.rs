@@ -226,6 +226,9 @@ impl<B: Backend> Submitter<'_, '_, '_, B> {
             Some(TaskWork::Flush) => {
                 self.device.flush(device_stream);
             }
+            Some(TaskWork::Mark(reply)) => {
+                let _ = reply.send(Ok(self.device.flush(device_stream)));
+            }
             Some(TaskWork::Sync(reply)) => {
                 let event = self.device.flush(device_stream);
                 self.in_flight.push(InFlight::Sync(PendingSync {
