@@ -39,6 +39,24 @@ pub struct DeviceStream(pub u32);
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct DeviceEvent(pub u64);
 
+/// Bits of a host backend's event that count operations; the stream index sits above them.
+const EVENT_OPS_BITS: u32 = 40;
+
+impl DeviceEvent {
+    /// The event "stream `stream` completed `ops` operations", as the host backends number events.
+    pub fn on_stream(stream: u32, ops: u64) -> DeviceEvent {
+        DeviceEvent((u64::from(stream) << EVENT_OPS_BITS) | ops)
+    }
+
+    /// The stream and operation count of an event made by [`DeviceEvent::on_stream`].
+    pub fn stream_and_ops(self) -> (u32, u64) {
+        (
+            (self.0 >> EVENT_OPS_BITS) as u32,
+            self.0 & ((1 << EVENT_OPS_BITS) - 1),
+        )
+    }
+}
+
 /// A readback in flight.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ReadTicket(pub u64);

@@ -248,30 +248,6 @@ impl<'a> KernelIo<'a> {
     }
 }
 
-/// Runs `f` on every cube of a launch, in order, on the calling thread; a panic becomes its message.
-pub fn run_cubes_in_order(
-    kernel: &KernelDef,
-    f: CpuKernelFn,
-    count: [u32; 3],
-    io: &KernelIo<'_>,
-) -> Result<(), String> {
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        for z in 0..count[2] {
-            for y in 0..count[1] {
-                for x in 0..count[0] {
-                    let ctx = CubeContext {
-                        cube_pos: [x, y, z],
-                        cube_count: count,
-                        cube_dim: kernel.cube_dim,
-                    };
-                    f(&ctx, io);
-                }
-            }
-        }
-    }))
-    .map_err(panic_message)
-}
-
 /// The text of a caught panic.
 pub fn panic_message(payload: Box<dyn std::any::Any + Send>) -> String {
     if let Some(s) = payload.downcast_ref::<&str>() {

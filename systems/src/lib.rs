@@ -4,6 +4,7 @@
 pub mod backend;
 pub mod error;
 pub mod handle;
+pub mod host_launch;
 pub mod host_memory;
 pub mod ids;
 pub mod inbox;

@@ -4,9 +4,10 @@
 
 use crate::backend::*;
 use crate::error::Error;
+use crate::host_launch::{resolve_count, run_on_host};
 use crate::host_memory::HostMemory;
 use crate::ids::StreamId;
-use crate::kernel::{ExecutionMode, Kernel, KernelDef, KernelIo, SourceKind, run_cubes_in_order};
+use crate::kernel::{ExecutionMode, Kernel, KernelDef, SourceKind};
 use smallvec::SmallVec;
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
@@ -105,21 +106,8 @@ impl fmt::Display for SimCall {
 }
 
 fn event_name(event: DeviceEvent) -> String {
-    let (stream, op) = decode_event(event);
+    let (stream, op) = event.stream_and_ops();
     format!("d{stream}@{op}")
-}
-
-const EVENT_SHIFT: u32 = 40;
-
-fn encode_event(stream: u32, ops: u64) -> DeviceEvent {
-    DeviceEvent((u64::from(stream) << EVENT_SHIFT) | ops)
-}
-
-fn decode_event(event: DeviceEvent) -> (u32, u64) {
-    (
-        (event.0 >> EVENT_SHIFT) as u32,
-        event.0 & ((1 << EVENT_SHIFT) - 1),
-    )
 }
 
 enum OpKind {
@@ -247,7 +235,7 @@ impl SimBackend {
     }
 
     fn event_passed(&self, event: DeviceEvent) -> bool {
-        let (stream, ops) = decode_event(event);
+        let (stream, ops) = event.stream_and_ops();
         self.streams
             .get(stream as usize)
             .is_none_or(|s| s.completed >= ops)
@@ -307,44 +295,18 @@ impl SimBackend {
         scalars: &[u32],
         mode: ExecutionMode,
     ) -> Result<(), Error> {
-        let Some(source) = kernel.cpu else {
-            return Err(Error::MissingKernelSource {
-                kernel: kernel.name,
-                backend: Self::NAME,
-            });
-        };
-        let count = resolve_count(&self.memory, count)
-            .ok_or_else(|| Error::device_fault(stream, "dynamic cube count in freed memory"))?;
-        let views = buffers
-            .iter()
-            .map(|r| self.memory.view(*r))
-            .collect::<Option<SmallVec<[_; 4]>>>()
-            .ok_or_else(|| Error::device_fault(stream, "kernel bound to freed memory"))?;
-        let io = KernelIo::new(&views, scalars, mode);
-        run_cubes_in_order(kernel, source, count, &io).map_err(|message| Error::KernelPanic {
-            kernel: kernel.name,
+        // In order, on the polling thread: deterministic.
+        run_on_host(
+            &self.memory,
+            Self::NAME,
             stream,
-            message: message.into(),
-        })
-    }
-}
-
-/// The cube count of a launch, reading a dynamic count from memory.
-pub fn resolve_count(memory: &HostMemory, count: LaunchCount) -> Option<[u32; 3]> {
-    match count {
-        LaunchCount::Static(c) => Some(c),
-        LaunchCount::Dynamic(region) => {
-            let bytes = memory.read(Region {
-                size: 12.min(region.size),
-                ..region
-            })?;
-            let word = |i: usize| {
-                bytes
-                    .get(i * 4..i * 4 + 4)
-                    .map_or(0, |b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-            };
-            Some([word(0), word(1), word(2)])
-        }
+            kernel,
+            count,
+            buffers,
+            scalars,
+            mode,
+            |launch| (0..launch.cubes()).for_each(|cube| launch.run_cube(cube)),
+        )
     }
 }
 
@@ -447,7 +409,7 @@ impl Backend for SimBackend {
     fn flush(&mut self, stream: DeviceStream) -> DeviceEvent {
         let queue = self.queue_of(stream.0 as usize);
         let ops = self.streams.get(queue).map_or(0, |s| s.enqueued);
-        let event = encode_event(queue as u32, ops);
+        let event = DeviceEvent::on_stream(queue as u32, ops);
         self.record(SimCall::Flush { stream, event });
         event
     }

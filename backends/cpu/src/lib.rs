@@ -14,19 +14,6 @@ use std::sync::Arc;
 use std::time::Duration;
 use worker::{Op, Progress, StreamWorker};
 
-const EVENT_SHIFT: u32 = 40;
-
-fn encode_event(stream: u32, ops: u64) -> DeviceEvent {
-    DeviceEvent((u64::from(stream) << EVENT_SHIFT) | ops)
-}
-
-fn decode_event(event: DeviceEvent) -> (usize, u64) {
-    (
-        (event.0 >> EVENT_SHIFT) as usize,
-        event.0 & ((1 << EVENT_SHIFT) - 1),
-    )
-}
-
 /// The CPU device.
 pub struct CpuBackend {
     memory: Arc<RwLock<HostMemory>>,
@@ -142,11 +129,12 @@ impl Backend for CpuBackend {
             .workers
             .get(stream.0 as usize)
             .map_or(0, StreamWorker::sent);
-        encode_event(stream.0, sent)
+        DeviceEvent::on_stream(stream.0, sent)
     }
 
     fn wait_event(&mut self, stream: DeviceStream, event: DeviceEvent) {
-        let (origin, ops) = decode_event(event);
+        let (origin, ops) = event.stream_and_ops();
+        let origin = origin as usize;
         self.send(stream, Op::Wait { origin, ops });
     }
 
@@ -157,13 +145,13 @@ impl Backend for CpuBackend {
     }
 
     fn event_label(&self, event: DeviceEvent) -> String {
-        let (stream, ops) = decode_event(event);
+        let (stream, ops) = event.stream_and_ops();
         format!("d{stream}@{ops}")
     }
 
     fn event_done(&mut self, event: DeviceEvent) -> bool {
-        let (stream, ops) = decode_event(event);
-        self.progress.completed(stream) >= ops
+        let (stream, ops) = event.stream_and_ops();
+        self.progress.completed(stream as usize) >= ops
     }
 
     fn take_read(&mut self, ticket: ReadTicket) -> Option<Vec<u8>> {

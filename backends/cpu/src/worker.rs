@@ -3,10 +3,10 @@
 
 use gpuworld_systems::backend::{LaunchCount, ReadTicket, Region};
 use gpuworld_systems::error::Error;
+use gpuworld_systems::host_launch::run_on_host;
 use gpuworld_systems::host_memory::HostMemory;
 use gpuworld_systems::ids::StreamId;
-use gpuworld_systems::kernel::{CubeContext, ExecutionMode, Kernel, KernelIo, panic_message};
-use gpuworld_systems::sim::resolve_count;
+use gpuworld_systems::kernel::{ExecutionMode, Kernel};
 use parking_lot::{Condvar, Mutex, RwLock};
 use rayon::prelude::*;
 use smallvec::SmallVec;
@@ -246,48 +246,27 @@ fn launch(
     scalars: &[u32],
     mode: ExecutionMode,
 ) -> Result<(), Error> {
-    let source = kernel.cpu.ok_or(Error::MissingKernelSource {
-        kernel: kernel.name,
-        backend: "cpu",
-    })?;
-    let count = resolve_count(memory, count)
-        .ok_or_else(|| Error::device_fault(stream, "dynamic cube count in freed memory"))?;
-    let views = buffers
-        .iter()
-        .map(|r| memory.view(*r))
-        .collect::<Option<SmallVec<[_; 4]>>>()
-        .ok_or_else(|| Error::device_fault(stream, "kernel bound to freed memory"))?;
-    let io = KernelIo::new(&views, scalars, mode);
-    let total = u64::from(count[0]) * u64::from(count[1]) * u64::from(count[2]);
-    let cube = |index: u64| {
-        let x = index % u64::from(count[0]);
-        let rest = index / u64::from(count[0]);
-        let ctx = CubeContext {
-            cube_pos: [
-                x as u32,
-                (rest % u64::from(count[1])) as u32,
-                (rest / u64::from(count[1])) as u32,
-            ],
-            cube_count: count,
-            cube_dim: kernel.cube_dim,
-        };
-        source(&ctx, &io);
-    };
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        if total <= CUBES_PER_JOB {
-            (0..total).for_each(cube);
-        } else {
-            (0..total.div_ceil(CUBES_PER_JOB))
-                .into_par_iter()
-                .for_each(|job| {
-                    let end = ((job + 1) * CUBES_PER_JOB).min(total);
-                    (job * CUBES_PER_JOB..end).for_each(cube);
-                });
-        }
-    }))
-    .map_err(|payload| Error::KernelPanic {
-        kernel: kernel.name,
+    run_on_host(
+        memory,
+        "cpu",
         stream,
-        message: panic_message(payload).into(),
-    })
+        kernel,
+        count,
+        buffers,
+        scalars,
+        mode,
+        |launch| {
+            let total = launch.cubes();
+            if total <= CUBES_PER_JOB {
+                (0..total).for_each(|cube| launch.run_cube(cube));
+            } else {
+                (0..total.div_ceil(CUBES_PER_JOB))
+                    .into_par_iter()
+                    .for_each(|job| {
+                        let end = ((job + 1) * CUBES_PER_JOB).min(total);
+                        (job * CUBES_PER_JOB..end).for_each(|cube| launch.run_cube(cube));
+                    });
+            }
+        },
+    )
 }

@@ -1,0 +1,106 @@
+//! Running a launch on host memory, shared by the cpu and sim backends: the cube count (read
+//! from memory when dynamic), the buffers' views, and a kernel panic turned into a stream error.
+//! The backends differ only in how they walk the cubes (in order, or spread over threads).
+
+use crate::backend::{LaunchCount, Region};
+use crate::error::Error;
+use crate::host_memory::HostMemory;
+use crate::ids::StreamId;
+use crate::kernel::{CpuKernelFn, CubeContext, ExecutionMode, Kernel, KernelIo, panic_message};
+use smallvec::SmallVec;
+
+/// A launch ready to run: its CPU source, cube count and buffer views.
+pub struct HostLaunch<'a> {
+    /// The kernel.
+    pub kernel: Kernel,
+    /// Its CPU source.
+    pub source: CpuKernelFn,
+    /// Its cube count.
+    pub count: [u32; 3],
+    /// Its buffers and scalars.
+    pub io: KernelIo<'a>,
+}
+
+impl HostLaunch<'_> {
+    /// Number of cubes.
+    pub fn cubes(&self) -> u64 {
+        self.count.iter().map(|&c| u64::from(c)).product()
+    }
+
+    /// Runs cube `index` of the launch (x fastest, then y, then z).
+    pub fn run_cube(&self, index: u64) {
+        let [cx, cy, _] = self.count.map(u64::from);
+        let ctx = CubeContext {
+            cube_pos: [
+                (index % cx) as u32,
+                ((index / cx) % cy) as u32,
+                (index / cx / cy) as u32,
+            ],
+            cube_count: self.count,
+            cube_dim: self.kernel.cube_dim,
+        };
+        (self.source)(&ctx, &self.io);
+    }
+}
+
+/// Prepares a launch on `memory` and runs it with `walk`, which must call
+/// [`HostLaunch::run_cube`] once for every cube.
+#[expect(
+    clippy::too_many_arguments,
+    reason = "the launch's own arguments, as Backend::launch receives them"
+)]
+pub fn run_on_host(
+    memory: &HostMemory,
+    backend: &'static str,
+    stream: StreamId,
+    kernel: Kernel,
+    count: LaunchCount,
+    buffers: &[Region],
+    scalars: &[u32],
+    mode: ExecutionMode,
+    walk: impl FnOnce(&HostLaunch<'_>),
+) -> Result<(), Error> {
+    let source = kernel.cpu.ok_or(Error::MissingKernelSource {
+        kernel: kernel.name,
+        backend,
+    })?;
+    let count = resolve_count(memory, count)
+        .ok_or_else(|| Error::device_fault(stream, "dynamic cube count in freed memory"))?;
+    let views = buffers
+        .iter()
+        .map(|r| memory.view(*r))
+        .collect::<Option<SmallVec<[_; 4]>>>()
+        .ok_or_else(|| Error::device_fault(stream, "kernel bound to freed memory"))?;
+    let launch = HostLaunch {
+        kernel,
+        source,
+        count,
+        io: KernelIo::new(&views, scalars, mode),
+    };
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| walk(&launch))).map_err(|payload| {
+        Error::KernelPanic {
+            kernel: kernel.name,
+            stream,
+            message: panic_message(payload).into(),
+        }
+    })
+}
+
+/// The cube count of a launch, reading a dynamic count from memory.
+pub fn resolve_count(memory: &HostMemory, count: LaunchCount) -> Option<[u32; 3]> {
+    match count {
+        LaunchCount::Static(c) => Some(c),
+        LaunchCount::Dynamic(region) => {
+            let bytes = memory.read(Region {
+                size: 12.min(region.size),
+                ..region
+            })?;
+            let word = |i: usize| {
+                bytes
+                    .get(i * 4..i * 4 + 4)
+                    .map_or(0, |b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+            };
+            Some([word(0), word(1), word(2)])
+        }
+    }
+}
