@@ -67,63 +67,41 @@ fn empty_task(client: &ComputeClient<SimBackend>) {
 // The reference's shared-binding analysis, through the public API: `s1.empty()` makes a binding
 // owned by stream 1, and a launch with bindings is the reference's `resolve`.
 
-#[test]
-fn a_binding_from_another_stream_is_shared_once() {
+/// The reference's analysis setup: bindings owned by the given streams (1 or 2), one empty task
+/// on each stream, then a launch with those bindings on stream 1; the compute-stream waits it made.
+fn waits_of_a_launch_on_stream_1(owners: &[u64]) -> Vec<String> {
     let client = sim();
     let (s1, s2) = (on(&client, 1), on(&client, 2));
-    let b1 = s1.empty(16);
-    let b2 = s2.empty(16);
+    let bindings: Vec<_> = owners.iter().map(|&id| on(&client, id).empty(16)).collect();
     empty_task(&s1);
     empty_task(&s2);
     client.tick();
-    s1.launch(
-        &library::COPY,
-        CubeCount::new_1d(1),
-        Bindings::new().buffer(&b1).buffer(&b2),
-    )
-    .unwrap();
+    let kernel = match bindings.len() {
+        2 => &library::COPY,
+        _ => &library::ADD,
+    };
+    let launch = bindings.iter().fold(Bindings::new(), |b, h| b.buffer(h));
+    s1.launch(kernel, CubeCount::new_1d(1), launch).unwrap();
     client.tick();
-    assert_eq!(waits_in(&client), vec!["d0 wait d1@1"]);
+    waits_in(&client)
+}
+
+#[test]
+fn a_binding_from_another_stream_is_shared_once() {
+    assert_eq!(waits_of_a_launch_on_stream_1(&[1, 2]), vec!["d0 wait d1@1"]);
 }
 
 #[test]
 fn a_repeated_shared_binding_adds_no_second_wait() {
-    let client = sim();
-    let (s1, s2) = (on(&client, 1), on(&client, 2));
-    let b1 = s1.empty(16);
-    let b2 = s2.empty(16);
-    let b3 = s1.empty(16);
-    empty_task(&s1);
-    empty_task(&s2);
-    client.tick();
-    s1.launch(
-        &library::ADD,
-        CubeCount::new_1d(1),
-        Bindings::new().buffer(&b1).buffer(&b2).buffer(&b3),
-    )
-    .unwrap();
-    client.tick();
-    assert_eq!(waits_in(&client), vec!["d0 wait d1@1"]);
+    assert_eq!(
+        waits_of_a_launch_on_stream_1(&[1, 2, 1]),
+        vec!["d0 wait d1@1"]
+    );
 }
 
 #[test]
 fn bindings_of_the_same_stream_are_not_shared() {
-    let client = sim();
-    let (s1, s2) = (on(&client, 1), on(&client, 2));
-    let b1 = s1.empty(16);
-    let b2 = s1.empty(16);
-    let b3 = s1.empty(16);
-    empty_task(&s1);
-    empty_task(&s2);
-    client.tick();
-    s1.launch(
-        &library::ADD,
-        CubeCount::new_1d(1),
-        Bindings::new().buffer(&b1).buffer(&b2).buffer(&b3),
-    )
-    .unwrap();
-    client.tick();
-    assert!(waits_in(&client).is_empty());
+    assert!(waits_of_a_launch_on_stream_1(&[1, 1, 1]).is_empty());
 }
 
 #[test]
