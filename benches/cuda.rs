@@ -272,8 +272,28 @@ fn bandwidth(c: &mut Criterion, client: &ComputeClient<CudaBackend>, raw: &Raw) 
             client.sync().expect("sync");
         });
     });
+    group.bench_function("gpuworld_staged_write_h2d", |b| {
+        b.iter(|| {
+            let staging = client
+                .reserve_staging(&[COPY_BYTES])
+                .pop()
+                .expect("staging");
+            client.write_bytes(&handle, staging).expect("write");
+            client.sync().expect("sync");
+        });
+    });
+    group.bench_function("gpuworld_create_from_slice_pinned_h2d", |b| {
+        b.iter(|| {
+            let created = client.create_from_slice_pinned(&data);
+            client.sync().expect("sync");
+            created
+        });
+    });
     group.bench_function("gpuworld_read_d2h", |b| {
         b.iter(|| client.read_one(&handle).expect("read"));
+    });
+    group.bench_function("gpuworld_read_bytes_d2h", |b| {
+        b.iter(|| client.read_bytes(&[handle.binding()]).expect("read"));
     });
     group.bench_function("raw_pinned_h2d", |b| b.iter(|| raw.copy_to_device()));
     group.bench_function("raw_pinned_d2h", |b| b.iter(|| raw.copy_to_host()));

@@ -72,7 +72,7 @@ impl Backend for VirtualDevice {
     fn create_stream(&mut self, _id: StreamId) -> DeviceStream {
         DeviceStream(0)
     }
-    fn write(&mut self, _stream: DeviceStream, _dst: Region, _data: Vec<u8>) {}
+    fn write(&mut self, _stream: DeviceStream, _dst: Region, _data: HostBytes) {}
     fn launch(
         &mut self,
         _stream: DeviceStream,
@@ -94,7 +94,7 @@ impl Backend for VirtualDevice {
     fn event_done(&mut self, _event: DeviceEvent) -> bool {
         true
     }
-    fn take_read(&mut self, _ticket: ReadTicket) -> Option<Vec<u8>> {
+    fn take_read(&mut self, _ticket: ReadTicket) -> Option<HostBytes> {
         None
     }
     fn take_fault(&mut self, _stream: DeviceStream) -> Option<Error> {

@@ -11,7 +11,7 @@ use gpuworld_systems::inbox::{Command, ReadReply};
 use gpuworld_systems::kernel::validate_arity;
 use gpuworld_systems::stages::tune::{TuneCache, TuneMessage, TuneResult, TuneResults};
 use gpuworld_systems::{
-    Backend, Binding, CubeCount, DeviceProperties, Error, ExecutionMode, Handle, Kernel,
+    Backend, Binding, CubeCount, DeviceProperties, Error, ExecutionMode, Handle, HostBytes, Kernel,
     MemoryUsage, Result, Runtime, RuntimeConfig, RuntimeId, StreamId,
 };
 use parking_lot::Mutex;
@@ -104,9 +104,13 @@ impl Drop for Lifetime {
 
 /// A client of one runtime: cheap to clone, usable from many threads at once.
 pub struct ComputeClient<B: Backend> {
+    // Declared first so that it drops first: the last client joins the device thread before it
+    // drops the runtime, so the backend is torn down on the client's thread, after the device
+    // thread has exited (drivers keep per-thread state that outlives a device destroyed on the
+    // thread that exits next).
+    _lifetime: Arc<Lifetime>,
     shared: Arc<Shared<B>>,
     stream: Option<StreamId>,
-    _lifetime: Arc<Lifetime>,
 }
 
 impl<B: Backend> Clone for ComputeClient<B> {
@@ -201,17 +205,53 @@ impl<B: Backend> ComputeClient<B> {
         self.new_handle(size, None)
     }
 
-    /// A new handle holding `data`.
-    pub fn create(&self, data: Vec<u8>) -> Handle {
+    /// A new handle holding `data` (a `Vec<u8>`, or [`HostBytes`] from
+    /// [`ComputeClient::reserve_staging`], which page-locked backends copy from directly).
+    pub fn create(&self, data: impl Into<HostBytes>) -> Handle {
+        let data = data.into();
         self.new_handle(data.len() as u64, Some(data))
     }
 
     /// A new handle holding a copy of `data`.
     pub fn create_from_slice(&self, data: &[u8]) -> Handle {
-        self.create(data.to_vec())
+        let bytes = if data.len() >= STAGE_DIRECTLY_FROM {
+            self.staged_copy(data)
+        } else {
+            HostBytes::from_vec(data.to_vec())
+        };
+        self.create(bytes)
     }
 
-    fn new_handle(&self, size: u64, data: Option<Vec<u8>>) -> Handle {
+    /// A new handle holding a copy of `data`, copied once into staging memory the device reads
+    /// directly (page-locked on CUDA) instead of into a heap buffer that the backend stages again.
+    pub fn create_from_slice_pinned(&self, data: &[u8]) -> Handle {
+        self.create(self.staged_copy(data))
+    }
+
+    /// A copy of `data` in staging memory, or on the heap where none is handed out.
+    fn staged_copy(&self, data: &[u8]) -> HostBytes {
+        match self.reserve_staging(&[data.len()]).pop() {
+            Some(mut bytes) if bytes.len() == data.len() => {
+                bytes.copy_from_slice(data);
+                bytes
+            }
+            _ => HostBytes::from_vec(data.to_vec()),
+        }
+    }
+
+    /// Host buffers of `sizes` bytes in the memory the device copies fastest (page-locked on
+    /// CUDA; ordinary heap memory on backends without such memory, or when the driver refuses
+    /// more). Fill them and pass them to [`ComputeClient::create`] or
+    /// [`ComputeClient::write_bytes`]; dropping one returns it to the backend's pool. Contents
+    /// are unspecified until written.
+    pub fn reserve_staging(&self, sizes: &[usize]) -> Vec<HostBytes> {
+        if sizes.is_empty() {
+            return Vec::new();
+        }
+        self.with_runtime(|runtime| runtime.backend_mut().reserve_staging(sizes))
+    }
+
+    fn new_handle(&self, size: u64, data: Option<HostBytes>) -> Handle {
         let id = self.shared.inbox.next_handle_id();
         self.shared.inbox.push(Command::Create {
             handle: id,
@@ -233,9 +273,30 @@ impl<B: Backend> ComputeClient<B> {
                 capacity: end - start,
             });
         }
+        let bytes = if data.len() >= STAGE_DIRECTLY_FROM {
+            self.staged_copy(data)
+        } else {
+            HostBytes::from_vec(data.to_vec())
+        };
+        self.write_bytes(dst, bytes)
+    }
+
+    /// Copies `data` (a `Vec<u8>`, or [`HostBytes`] from [`ComputeClient::reserve_staging`]) to
+    /// the start of `dst`, without another host copy on the way.
+    pub fn write_bytes(&self, dst: impl Into<Binding>, data: impl Into<HostBytes>) -> Result<()> {
+        let dst = dst.into();
+        let data = data.into();
+        let (start, end) = dst.validate(self.shared.id)?;
+        if data.len() as u64 > end - start {
+            return Err(Error::WriteTooLarge {
+                handle: dst.handle,
+                len: data.len() as u64,
+                capacity: end - start,
+            });
+        }
         self.shared.inbox.push(Command::Write {
             dst,
-            data: data.to_vec(),
+            data,
             stream: self.stream_id(),
         });
         Ok(())
@@ -246,6 +307,16 @@ impl<B: Backend> ComputeClient<B> {
         &self,
         sources: &[Binding],
     ) -> impl Future<Output = Result<Vec<Vec<u8>>>> + Send + 'static {
+        let bytes = self.read_bytes_async(sources);
+        async move { Ok(bytes.await?.into_iter().map(HostBytes::into_vec).collect()) }
+    }
+
+    /// Reads `sources` back into the memory the backend copied them to (page-locked on CUDA,
+    /// so no further host copy); the future completes once a tick has seen the bytes arrive.
+    pub fn read_bytes_async(
+        &self,
+        sources: &[Binding],
+    ) -> impl Future<Output = Result<Vec<HostBytes>>> + Send + 'static {
         let receiver = self.enqueue_read(sources);
         async move {
             match receiver {
@@ -257,6 +328,17 @@ impl<B: Backend> ComputeClient<B> {
 
     /// Reads `sources` back, blocking until the bytes are there.
     pub fn read(&self, sources: &[Binding]) -> Result<Vec<Vec<u8>>> {
+        Ok(self
+            .read_bytes(sources)?
+            .into_iter()
+            .map(HostBytes::into_vec)
+            .collect())
+    }
+
+    /// Reads `sources` back into the memory the backend copied them to (page-locked on CUDA,
+    /// so no further host copy), blocking until the bytes are there. Dropping the bytes returns
+    /// that memory to the backend.
+    pub fn read_bytes(&self, sources: &[Binding]) -> Result<Vec<HostBytes>> {
         let receiver = self.enqueue_read(sources)?;
         self.wait(receiver)
     }
@@ -485,6 +567,10 @@ impl<B: Backend> ComputeClient<B> {
         }
     }
 }
+
+/// Host copies at least this large go straight into staging memory (page-locked on CUDA), saving
+/// the backend a second copy; smaller ones are not worth taking the runtime lock for.
+const STAGE_DIRECTLY_FROM: usize = 1 << 20;
 
 /// Longest a driver blocks between ticks waiting for the device; short, because the runtime
 /// lock is held meanwhile and other threads may want to tick.

@@ -23,9 +23,9 @@ pub use gpuworld_systems::memory::{
 };
 pub use gpuworld_systems::sim::{SimBackend, SimCall, SimConfig, SimModel};
 pub use gpuworld_systems::{
-    Backend, Binding, CubeCount, DeviceProperties, Error, ExecutionMode, Handle, HandleId, Kernel,
-    KernelDef, MemoryUsage, Result, Runtime, RuntimeConfig, RuntimeId, SchedulingStrategy,
-    StreamId, StreamState, kernel, library,
+    Backend, Binding, CubeCount, DeviceProperties, Error, ExecutionMode, Handle, HandleId,
+    HostBytes, Kernel, KernelDef, MemoryUsage, Result, Runtime, RuntimeConfig, RuntimeId,
+    SchedulingStrategy, StreamId, StreamState, kernel, library,
 };
 pub use tune::{Tunable, TunableSet, TuneKey, TuneMode, TuneResult, Tuner, TunerConfig};
 

@@ -44,6 +44,9 @@ macro_rules! conformance {
             case!(sync_returns_after_all_work_ran);
             case!(memory_is_reclaimed_and_returned_by_cleanup);
             case!(a_mark_follows_the_work_before_it);
+            case!(staging_buffers_upload_and_read_back);
+            case!(a_staged_write_too_large_is_refused_and_nothing_is_lost);
+            case!(read_bytes_outlive_the_client);
         }
     };
 }

@@ -174,6 +174,38 @@ fn uploads_and_readbacks_through_pinned_staging_round_trip() {
 }
 
 #[test]
+fn reserved_staging_is_page_locked_and_goes_back_to_the_pool() {
+    let Some(client) = cuda_client_or_skip() else {
+        return;
+    };
+    let pinned =
+        |client: &ComputeClient<CudaBackend>| client.with_runtime(|rt| rt.backend().pinned_bytes());
+    let len = 8 << 20;
+    let data: Vec<u8> = (0..len).map(|i| (i % 253) as u8).collect();
+    let mut staging = client.reserve_staging(&[len]);
+    assert!(staging[0].is_page_locked(), "{:?}", staging[0]);
+    staging[0].copy_from_slice(&data);
+    let handle = client.create(staging.pop().unwrap());
+    let back = client.read_bytes(&[handle.binding()]).unwrap();
+    assert!(back[0].is_page_locked(), "readbacks land in pinned memory");
+    assert_eq!(back[0], data);
+    let held = pinned(&client);
+    assert!(held >= 2 * len, "source and readback are pinned: {held}");
+    drop(back);
+    // Once dropped, the same buffers serve the next round: no new page-locked memory.
+    for _ in 0..4 {
+        let mut again = client.reserve_staging(&[len]);
+        again[0].copy_from_slice(&data);
+        client.write_bytes(&handle, again.pop().unwrap()).unwrap();
+        let back = client.read_bytes(&[handle.binding()]).unwrap();
+        assert_eq!(back[0], data);
+    }
+    assert_eq!(pinned(&client), held, "pinned staging is reused");
+    let slice = client.create_from_slice_pinned(&data[..1000]);
+    assert_eq!(client.read_one(&slice).unwrap(), data[..1000].to_vec());
+}
+
+#[test]
 fn many_streams_run_independent_work_and_share_results() {
     let Some(client) = cuda_client_or_skip() else {
         return;

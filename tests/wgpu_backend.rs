@@ -204,7 +204,7 @@ fn writes_that_do_not_cover_whole_words_keep_the_bytes_around_them() {
     let Some(client) = manual_client() else {
         return;
     };
-    let odd = client.create((1..=7u8).collect());
+    let odd = client.create((1..=7u8).collect::<Vec<u8>>());
     assert_eq!(
         client.read_one(&odd).unwrap(),
         (1..=7u8).collect::<Vec<_>>()

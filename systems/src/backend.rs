@@ -1,6 +1,7 @@
 //! The contract between the tick stages and a device: storage, streams, work and events.
 //! Backends are thin; everything the runtime decides (ordering, reuse, errors) happens above it.
 
+pub use crate::bytes::{HostBytes, HostMemoryHome};
 use crate::error::Error;
 use crate::ids::StreamId;
 use crate::kernel::{ExecutionMode, Kernel, SourceKind};
@@ -125,7 +126,7 @@ pub trait Backend: Send + Sync + 'static {
     /// Creates the device stream for the runtime's stream `id`.
     fn create_stream(&mut self, id: StreamId) -> DeviceStream;
     /// Enqueues a host-to-device copy of `data` into `dst` (`data.len() <= dst.size`).
-    fn write(&mut self, stream: DeviceStream, dst: Region, data: Vec<u8>);
+    fn write(&mut self, stream: DeviceStream, dst: Region, data: HostBytes);
     /// Enqueues a kernel launch; the kernel has a source of kind [`Backend::SOURCE`].
     fn launch(
         &mut self,
@@ -154,9 +155,17 @@ pub trait Backend: Send + Sync + 'static {
     /// Whether `event` has completed.
     fn event_done(&mut self, event: DeviceEvent) -> bool;
     /// The bytes of a finished readback, once; `None` while it is in flight.
-    fn take_read(&mut self, ticket: ReadTicket) -> Option<Vec<u8>>;
+    fn take_read(&mut self, ticket: ReadTicket) -> Option<HostBytes>;
     /// The first fault raised on `stream` since the last call, if any.
     fn take_fault(&mut self, stream: DeviceStream) -> Option<Error>;
+    /// Host buffers of the given sizes for transfers, in memory the device copies fastest
+    /// (page-locked on CUDA); ordinary zeroed heap memory by default.
+    fn reserve_staging(&mut self, sizes: &[usize]) -> Vec<HostBytes> {
+        sizes
+            .iter()
+            .map(|&size| HostBytes::from_vec(vec![0; size]))
+            .collect()
+    }
     /// Device time spent running completed work since the backend was created, if the backend
     /// keeps such a clock (the sim's virtual clock); `None` by default, and callers that time
     /// work (the autotuner) then fall back to host wall time around a sync.

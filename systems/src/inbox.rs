@@ -1,6 +1,7 @@
 //! The client inbox: clients push commands without taking the runtime lock; the ingest stage
 //! drains them in arrival order.
 
+use crate::bytes::HostBytes;
 use crate::error::{Error, Result};
 use crate::handle::Binding;
 use crate::ids::{HandleId, RuntimeId, StreamId};
@@ -16,7 +17,7 @@ use std::time::Duration;
 pub type Reply<T> = oneshot::Sender<T>;
 
 /// The bytes of each binding of a read, in order.
-pub type ReadReply = Result<Vec<Vec<u8>>>;
+pub type ReadReply = Result<Vec<HostBytes>>;
 
 /// A client request, as queued for the next tick.
 pub enum Command {
@@ -27,7 +28,7 @@ pub enum Command {
         /// Bytes to reserve.
         size: u64,
         /// Initial contents.
-        data: Option<Vec<u8>>,
+        data: Option<HostBytes>,
         /// The stream it is created on.
         stream: StreamId,
     },
@@ -36,7 +37,7 @@ pub enum Command {
         /// Destination range.
         dst: Binding,
         /// Bytes to copy.
-        data: Vec<u8>,
+        data: HostBytes,
         /// The stream it runs on.
         stream: StreamId,
     },

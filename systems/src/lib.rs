@@ -2,6 +2,7 @@
 //! seven ordered tick stages, and the deterministic sim backend. No GPU dependency.
 
 pub mod backend;
+pub mod bytes;
 pub mod error;
 pub mod handle;
 pub mod host_launch;
@@ -18,6 +19,7 @@ pub mod stages;
 pub mod world;
 
 pub use backend::{Backend, DeviceProperties};
+pub use bytes::HostBytes;
 pub use error::{Error, Result};
 pub use handle::{Binding, Handle};
 pub use ids::{HandleId, RuntimeId, StreamId};

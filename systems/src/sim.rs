@@ -3,6 +3,7 @@
 //! kernels, so reads return real data. Every backend call and completion is recorded in a log.
 
 use crate::backend::*;
+use crate::bytes::HostBytes;
 use crate::error::Error;
 use crate::host_launch::{resolve_count, run_on_host};
 use crate::host_memory::HostMemory;
@@ -113,7 +114,7 @@ fn event_name(event: DeviceEvent) -> String {
 enum OpKind {
     Write {
         dst: Region,
-        data: Vec<u8>,
+        data: HostBytes,
     },
     Launch {
         kernel: Kernel,
@@ -356,7 +357,7 @@ impl Backend for SimBackend {
         stream
     }
 
-    fn write(&mut self, stream: DeviceStream, dst: Region, data: Vec<u8>) {
+    fn write(&mut self, stream: DeviceStream, dst: Region, data: HostBytes) {
         let len = data.len();
         self.enqueue(stream, OpKind::Write { dst, data }, || {
             format!("write {len}B to {}+{}", dst.storage, dst.offset)
@@ -469,8 +470,8 @@ impl Backend for SimBackend {
         self.event_passed(event)
     }
 
-    fn take_read(&mut self, ticket: ReadTicket) -> Option<Vec<u8>> {
-        self.reads.remove(&ticket)
+    fn take_read(&mut self, ticket: ReadTicket) -> Option<HostBytes> {
+        self.reads.remove(&ticket).map(HostBytes::from_vec)
     }
 
     fn take_fault(&mut self, stream: DeviceStream) -> Option<Error> {

@@ -2,6 +2,7 @@
 //! the runtime's resources. Stages own the behaviour; this module only names the state.
 
 use crate::backend::{Backend, DeviceEvent, DeviceStream, LaunchCount, ReadTicket, Region};
+use crate::bytes::HostBytes;
 use crate::error::{Error, Result};
 use crate::ids::{HandleId, StreamId};
 use crate::inbox::{Inbox, ReadReply, Reply};
@@ -151,7 +152,7 @@ pub struct TaskBinding {
 /// What a task does.
 pub enum TaskWork {
     /// Copy host bytes into the first binding.
-    Write(Vec<u8>),
+    Write(HostBytes),
     /// Run a kernel over the bindings.
     Launch {
         /// The kernel.
@@ -265,7 +266,7 @@ pub struct PendingRead {
     /// One ticket per binding; `None` once its bytes arrived.
     pub tickets: SmallVec<[Option<ReadTicket>; 2]>,
     /// Bytes received so far, by binding.
-    pub bytes: Vec<Vec<u8>>,
+    pub bytes: Vec<HostBytes>,
     /// Where the bytes go.
     pub reply: Option<Reply<ReadReply>>,
 }

@@ -313,3 +313,83 @@ pub fn a_mark_follows_the_work_before_it<B: Backend>(client: ComputeClient<B>) {
     }
     assert_eq!(read_f32(&client, &out), vec![3.0; 1024]);
 }
+
+pub fn staging_buffers_upload_and_read_back<B: Backend>(client: ComputeClient<B>) {
+    let sizes = [4096, 100, 0];
+    let mut staging = client.reserve_staging(&sizes);
+    let lens: Vec<usize> = staging.iter().map(|b| b.len()).collect();
+    assert_eq!(lens, sizes);
+    staging[0]
+        .iter_mut()
+        .enumerate()
+        .for_each(|(i, b)| *b = (i % 251) as u8);
+    staging[1].fill(9);
+    let first_copy = staging[0].to_vec();
+    let mut staging = staging.into_iter();
+    let a = client.create(staging.next().unwrap());
+    let b = client.empty(256);
+    let middle = b.clone().offset_start(100).offset_end(56);
+    client
+        .write_bytes(&middle, staging.next().unwrap())
+        .unwrap();
+    let empty = client.create(staging.next().unwrap());
+    let pinned = client.create_from_slice_pinned(&first_copy[..1000]);
+
+    let back = client
+        .read_bytes(&[
+            a.binding(),
+            middle.binding(),
+            empty.binding(),
+            pinned.binding(),
+        ])
+        .unwrap();
+    assert_eq!(back[0], first_copy);
+    assert_eq!(back[1], vec![9u8; 100]);
+    assert!(back[2].is_empty());
+    assert_eq!(back[3], first_copy[..1000].to_vec());
+    drop(back);
+
+    // Buffers come back to the pool and are handed out again, for as many rounds as asked.
+    for round in 0..3u8 {
+        let mut again = client.reserve_staging(&[4096]);
+        again[0].fill(round);
+        client.write_bytes(&a, again.pop().unwrap()).unwrap();
+        assert_eq!(client.read_one(&a).unwrap(), vec![round; 4096]);
+    }
+}
+
+pub fn a_staged_write_too_large_is_refused_and_nothing_is_lost<B: Backend>(
+    client: ComputeClient<B>,
+) {
+    let handle = client.create_from_slice_pinned(&[5u8; 64]);
+    let mut staging = client.reserve_staging(&[128]);
+    staging[0].fill(1);
+    let error = client
+        .write_bytes(&handle, staging.pop().unwrap())
+        .unwrap_err();
+    assert!(
+        matches!(
+            error,
+            gpuworld::Error::WriteTooLarge {
+                len: 128,
+                capacity: 64,
+                ..
+            }
+        ),
+        "{error}"
+    );
+    assert_eq!(client.read_one(&handle).unwrap(), vec![5u8; 64]);
+    assert!(client.reserve_staging(&[]).is_empty());
+}
+
+pub fn read_bytes_outlive_the_client<B: Backend>(client: ComputeClient<B>) {
+    let values: Vec<u8> = (0..=255).cycle().take(1 << 16).collect();
+    let handle = client.create_from_slice_pinned(&values);
+    let held = client.reserve_staging(&[1 << 12]);
+    let back = client.read_bytes(&[handle.binding()]).unwrap();
+    drop(handle);
+    drop(client);
+    // The runtime and its backend are gone; bytes it lent stay valid until dropped.
+    assert_eq!(back[0], values);
+    assert_eq!(held[0].len(), 1 << 12);
+}

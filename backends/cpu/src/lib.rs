@@ -92,7 +92,7 @@ impl Backend for CpuBackend {
         DeviceStream(index as u32)
     }
 
-    fn write(&mut self, stream: DeviceStream, dst: Region, data: Vec<u8>) {
+    fn write(&mut self, stream: DeviceStream, dst: Region, data: HostBytes) {
         self.send(stream, Op::Write { dst, data });
     }
 
@@ -154,8 +154,8 @@ impl Backend for CpuBackend {
         self.progress.completed(stream as usize) >= ops
     }
 
-    fn take_read(&mut self, ticket: ReadTicket) -> Option<Vec<u8>> {
-        self.progress.take_read(ticket)
+    fn take_read(&mut self, ticket: ReadTicket) -> Option<HostBytes> {
+        self.progress.take_read(ticket).map(HostBytes::from_vec)
     }
 
     fn take_fault(&mut self, stream: DeviceStream) -> Option<Error> {

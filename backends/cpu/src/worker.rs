@@ -1,7 +1,7 @@
 //! One worker thread per CPU stream: it runs the stream's work in order, blocks on waits for
 //! other streams' events, and publishes completions, readbacks and faults through `Progress`.
 
-use gpuworld_systems::backend::{LaunchCount, ReadTicket, Region};
+use gpuworld_systems::backend::{HostBytes, LaunchCount, ReadTicket, Region};
 use gpuworld_systems::error::Error;
 use gpuworld_systems::host_launch::run_on_host;
 use gpuworld_systems::host_memory::HostMemory;
@@ -22,7 +22,7 @@ const CUBES_PER_JOB: u64 = 16;
 /// Work for a stream's worker.
 pub enum Op {
     /// Copy host bytes to device memory.
-    Write { dst: Region, data: Vec<u8> },
+    Write { dst: Region, data: HostBytes },
     /// Run a kernel.
     Launch {
         kernel: Kernel,

@@ -3,6 +3,7 @@
 
 use crate::{CudaBackend, loader};
 use cudarc::driver::sys;
+use gpuworld_systems::backend::HostBytes;
 use gpuworld_systems::error::Error;
 use std::sync::Arc;
 
@@ -46,9 +47,9 @@ impl CudaBackend {
             self.fault(s, message.clone());
         }
         self.events.complete_all();
-        for (ticket, read) in self.reads.drain() {
-            self.pinned.give_back(read.buffer);
-            self.finished_reads.insert(ticket, Vec::new());
+        // A dead context runs no more copies: the staging can go back to the pool.
+        for (ticket, _read) in self.reads.drain() {
+            self.finished_reads.insert(ticket, HostBytes::default());
         }
     }
 

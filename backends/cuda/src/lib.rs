@@ -22,7 +22,7 @@ use gpuworld_systems::backend::*;
 use gpuworld_systems::error::Error;
 use gpuworld_systems::ids::StreamId;
 use gpuworld_systems::kernel::{ExecutionMode, Kernel, SourceKind};
-use pinned::{PinnedBuffer, PinnedPool};
+use pinned::PinnedHome;
 use std::collections::HashMap;
 use std::ffi::c_void;
 use std::path::PathBuf;
@@ -64,15 +64,15 @@ struct CudaStream {
 struct Upload {
     stream: usize,
     event: sys::CUevent,
-    buffer: PinnedBuffer,
+    /// The copy's source, kept alive (never read) until the event passed.
+    _source: HostBytes,
 }
 
 /// A device-to-host copy into pinned memory, waiting for its event.
 struct PendingRead {
     stream: usize,
     event: sys::CUevent,
-    buffer: PinnedBuffer,
-    len: usize,
+    buffer: HostBytes,
 }
 
 /// An NVIDIA GPU driven through the CUDA driver API.
@@ -88,10 +88,10 @@ pub struct CudaBackend {
     streams: Vec<CudaStream>,
     events: EventTable,
     kernels: compiler::KernelCache,
-    pinned: PinnedPool,
+    pinned: Arc<PinnedHome>,
     uploads: Vec<Upload>,
     reads: HashMap<ReadTicket, PendingRead>,
-    finished_reads: HashMap<ReadTicket, Vec<u8>>,
+    finished_reads: HashMap<ReadTicket, HostBytes>,
     next_ticket: u64,
     poisoned: Option<Arc<str>>,
 }
@@ -118,7 +118,7 @@ impl CudaBackend {
         self.kernels.stats()
     }
 
-    /// Page-locked staging bytes held, free or in use.
+    /// Page-locked staging bytes held: free, in use by copies, or lent to callers.
     pub fn pinned_bytes(&self) -> usize {
         self.pinned.allocated_bytes()
     }
@@ -195,9 +195,9 @@ impl CudaBackend {
                     if let EventState::Failed(code) = state {
                         failure.get_or_insert((self.uploads[i].stream, code));
                     }
+                    // Dropping the source gives pinned staging back to its pool.
                     let upload = self.uploads.swap_remove(i);
                     self.events.recycle(upload.event);
-                    self.pinned.give_back(upload.buffer);
                 }
             }
         }
@@ -215,15 +215,14 @@ impl CudaBackend {
                 continue;
             };
             let bytes = match code {
-                None => read.buffer.bytes(read.len).to_vec(),
+                None => read.buffer,
                 Some(code) => {
                     failure.get_or_insert((read.stream, code));
-                    Vec::new()
+                    HostBytes::default()
                 }
             };
             self.finished_reads.insert(ticket, bytes);
             self.events.recycle(read.event);
-            self.pinned.give_back(read.buffer);
         }
         if let Some((s, code)) = failure {
             self.failed(s, "a copy failed", code);
@@ -297,7 +296,7 @@ impl Backend for CudaBackend {
         DeviceStream(index as u32)
     }
 
-    fn write(&mut self, stream: DeviceStream, dst: Region, data: Vec<u8>) {
+    fn write(&mut self, stream: DeviceStream, dst: Region, data: HostBytes) {
         let s = stream.0 as usize;
         if self.refuse(s) || data.is_empty() {
             return;
@@ -309,24 +308,34 @@ impl Backend for CudaBackend {
         };
         let len = data.len().min(dst.size as usize);
         let handle = self.streams[s].handle;
-        let Some(mut buffer) = self.pinned.take(len) else {
-            // No pinned memory: the driver stages pageable bytes before the call returns, and the
-            // copy keeps its place in the stream.
-            // SAFETY: `data` holds `len` bytes; the destination range is inside a live buffer.
-            let code =
-                unsafe { sys::cuMemcpyHtoDAsync_v2(pointer, data.as_ptr().cast(), len, handle) };
-            if code != sys::CUresult::CUDA_SUCCESS {
-                self.failed(s, "cuMemcpyHtoDAsync", code);
+        // Page-locked bytes are copied from directly; pageable ones are staged first.
+        let source = if data.is_page_locked() {
+            data
+        } else {
+            match self.pinned.take(len) {
+                Some(mut staging) => {
+                    staging.copy_from_slice(&data[..len]);
+                    staging
+                }
+                None => {
+                    // No pinned memory: the driver stages pageable bytes before the call
+                    // returns, and the copy keeps its place in the stream.
+                    // SAFETY: `data` holds `len` bytes; the destination is inside a live buffer.
+                    let code = unsafe {
+                        sys::cuMemcpyHtoDAsync_v2(pointer, data.as_ptr().cast(), len, handle)
+                    };
+                    if code != sys::CUresult::CUDA_SUCCESS {
+                        self.failed(s, "cuMemcpyHtoDAsync", code);
+                    }
+                    return;
+                }
             }
-            return;
         };
-        buffer.bytes_mut(len).copy_from_slice(&data[..len]);
-        // SAFETY: the pinned buffer holds `len` bytes and is kept until the event after the copy
-        // passed; the destination range is inside a live buffer.
+        // SAFETY: the page-locked source holds `len` bytes and is kept until the event after the
+        // copy passed; the destination range is inside a live buffer.
         let code =
-            unsafe { sys::cuMemcpyHtoDAsync_v2(pointer, buffer.as_ptr().cast(), len, handle) };
+            unsafe { sys::cuMemcpyHtoDAsync_v2(pointer, source.as_ptr().cast(), len, handle) };
         if code != sys::CUresult::CUDA_SUCCESS {
-            self.pinned.give_back(buffer);
             self.failed(s, "cuMemcpyHtoDAsync", code);
             return;
         }
@@ -334,10 +343,10 @@ impl Backend for CudaBackend {
             Some(event) => self.uploads.push(Upload {
                 stream: s,
                 event,
-                buffer,
+                _source: source,
             }),
             // Without an event nobody can prove the copy finished: keep the memory out of reuse.
-            None => self.pinned.abandon(buffer),
+            None => pinned::abandon(source),
         }
     }
 
@@ -366,13 +375,13 @@ impl Backend for CudaBackend {
         self.next_ticket += 1;
         let s = stream.0 as usize;
         if self.refuse(s) || src.size == 0 {
-            self.finished_reads.insert(ticket, Vec::new());
+            self.finished_reads.insert(ticket, HostBytes::default());
             return ticket;
         }
         self.bind();
         let Some(pointer) = self.region_pointer(src) else {
             self.fault(s, "read of freed memory");
-            self.finished_reads.insert(ticket, Vec::new());
+            self.finished_reads.insert(ticket, HostBytes::default());
             return ticket;
         };
         let len = src.size as usize;
@@ -381,18 +390,22 @@ impl Backend for CudaBackend {
                 s,
                 format!("no pinned host memory for a readback of {len} bytes"),
             );
-            self.finished_reads.insert(ticket, Vec::new());
+            self.finished_reads.insert(ticket, HostBytes::default());
             return ticket;
         };
         // SAFETY: the pinned buffer holds `len` bytes and is kept until the event after the copy
         // passed; the source range is inside a live buffer.
         let code = unsafe {
-            sys::cuMemcpyDtoHAsync_v2(buffer.as_ptr().cast(), pointer, len, self.streams[s].handle)
+            sys::cuMemcpyDtoHAsync_v2(
+                buffer.as_ptr().cast_mut().cast(),
+                pointer,
+                len,
+                self.streams[s].handle,
+            )
         };
         if code != sys::CUresult::CUDA_SUCCESS {
-            self.pinned.give_back(buffer);
             self.failed(s, "cuMemcpyDtoHAsync", code);
-            self.finished_reads.insert(ticket, Vec::new());
+            self.finished_reads.insert(ticket, HostBytes::default());
             return ticket;
         }
         match self.record_internal(s) {
@@ -403,13 +416,12 @@ impl Backend for CudaBackend {
                         stream: s,
                         event,
                         buffer,
-                        len,
                     },
                 );
             }
             None => {
-                self.pinned.abandon(buffer);
-                self.finished_reads.insert(ticket, Vec::new());
+                pinned::abandon(buffer);
+                self.finished_reads.insert(ticket, HostBytes::default());
             }
         }
         ticket
@@ -502,8 +514,20 @@ impl Backend for CudaBackend {
         }
     }
 
-    fn take_read(&mut self, ticket: ReadTicket) -> Option<Vec<u8>> {
+    fn take_read(&mut self, ticket: ReadTicket) -> Option<HostBytes> {
         self.finished_reads.remove(&ticket)
+    }
+
+    fn reserve_staging(&mut self, sizes: &[usize]) -> Vec<HostBytes> {
+        sizes
+            .iter()
+            .map(|&size| match self.pinned.take(size) {
+                Some(bytes) => bytes,
+                // Pinned memory is a limited resource: fall back to pageable memory, which
+                // uploads stage as before.
+                None => HostBytes::from_vec(vec![0; size]),
+            })
+            .collect()
     }
 
     fn take_fault(&mut self, stream: DeviceStream) -> Option<Error> {
@@ -530,13 +554,14 @@ impl Drop for CudaBackend {
         }
         for upload in std::mem::take(&mut self.uploads) {
             self.events.recycle(upload.event);
-            self.pinned.give_back(upload.buffer);
         }
         for (_, read) in std::mem::take(&mut self.reads) {
             self.events.recycle(read.event);
-            self.pinned.give_back(read.buffer);
         }
+        self.finished_reads.clear();
         self.pinned.clear();
+        // Pinned memory lent to callers lives in this context: never reset it under them.
+        let lent_out = Arc::strong_count(&self.pinned) > 1;
         self.events.destroy_all();
         self.kernels.unload();
         for (_, (pointer, _)) in self.buffers.drain() {
@@ -557,7 +582,7 @@ impl Drop for CudaBackend {
         // resetting it is the documented way to let a later retain start afresh where the driver
         // allows it. Then the retain made in `new` is released.
         unsafe {
-            if self.poisoned.is_some() {
+            if self.poisoned.is_some() && !lent_out {
                 sys::cuDevicePrimaryCtxReset_v2(self.device);
             }
             sys::cuDevicePrimaryCtxRelease_v2(self.device);

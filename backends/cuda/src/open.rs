@@ -3,7 +3,7 @@
 //! the reason, never a panic.
 
 use crate::events::EventTable;
-use crate::pinned::PinnedPool;
+use crate::pinned::PinnedHome;
 use crate::{CudaBackend, CudaConfig, compiler, loader};
 use cudarc::driver::sys;
 use gpuworld_systems::backend::{DeviceProperties, MemoryLayout};
@@ -78,6 +78,11 @@ impl CudaBackend {
                 return Err(error);
             }
         };
+        let Some(pinned) = PinnedHome::new(device, config.max_free_staging) else {
+            // SAFETY: releases the retain above.
+            unsafe { sys::cuDevicePrimaryCtxRelease_v2(device) };
+            return Err(unavailable("cannot retain the context for pinned staging"));
+        };
         use sys::CUdevice_attribute::*;
         let arch = (
             attribute(device, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?,
@@ -98,7 +103,7 @@ impl CudaBackend {
             streams: Vec::new(),
             events: EventTable::default(),
             kernels: compiler::KernelCache::new(arch, config.cache_dir),
-            pinned: PinnedPool::new(config.max_free_staging),
+            pinned,
             uploads: Vec::new(),
             reads: HashMap::new(),
             finished_reads: HashMap::new(),

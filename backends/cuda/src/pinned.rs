@@ -1,56 +1,69 @@
 //! The pinned host staging pool: page-locked buffers (cuMemHostAlloc) reused by power-of-two size
-//! class. Every upload and readback goes through one, so copies are truly asynchronous; the pool
-//! keeps at most a bounded number of free bytes and returns the rest to the driver.
+//! class. Uploads from pageable memory and every readback go through one, so copies are truly
+//! asynchronous. Buffers are lent out as [`HostBytes`] (to the backend's own copies and to users
+//! through `reserve_staging` and readbacks) and come back to the pool when dropped, from any
+//! thread. The pool keeps at most a bounded number of free bytes and frees the rest.
 
 use cudarc::driver::sys;
+use gpuworld_systems::backend::{HostBytes, HostMemoryHome};
+use parking_lot::Mutex;
 use std::collections::HashMap;
+use std::ptr::NonNull;
+use std::sync::Arc;
 
 /// Smallest size class, in bytes.
 const MIN_CLASS: usize = 4096;
 
 /// One page-locked host buffer.
-pub struct PinnedBuffer {
-    ptr: *mut u8,
+struct PinnedBuffer {
+    ptr: NonNull<u8>,
     capacity: usize,
 }
 
-impl PinnedBuffer {
-    /// The buffer's first `len` bytes (`len <= capacity`).
-    pub fn bytes(&self, len: usize) -> &[u8] {
-        // SAFETY: `ptr` is a live allocation of `capacity` bytes owned by this buffer; callers read
-        // only after the copy that filled it completed.
-        unsafe { std::slice::from_raw_parts(self.ptr, len.min(self.capacity)) }
-    }
-
-    /// The buffer's first `len` bytes, to fill.
-    pub fn bytes_mut(&mut self, len: usize) -> &mut [u8] {
-        // SAFETY: as in `bytes`; no copy uses the buffer while the caller fills it.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr, len.min(self.capacity)) }
-    }
-
-    /// The address the device copies from or to.
-    pub fn as_ptr(&self) -> *mut u8 {
-        self.ptr
-    }
-}
+// SAFETY: the buffer is plain page-locked memory owned by whoever holds the value.
+unsafe impl Send for PinnedBuffer {}
 
 /// Free pinned buffers by size class.
-pub struct PinnedPool {
+struct Pool {
     free: HashMap<usize, Vec<PinnedBuffer>>,
     free_bytes: usize,
     max_free_bytes: usize,
     allocated_bytes: usize,
 }
 
-impl PinnedPool {
-    /// A pool that keeps at most `max_free_bytes` of free buffers.
-    pub fn new(max_free_bytes: usize) -> PinnedPool {
-        PinnedPool {
-            free: HashMap::new(),
-            free_bytes: 0,
-            max_free_bytes,
-            allocated_bytes: 0,
-        }
+/// The pinned pool, shared by the backend and every buffer it lent. It holds its own retain of
+/// the device's primary context, so lent memory stays valid after the backend is gone.
+pub struct PinnedHome {
+    device: sys::CUdevice,
+    context: sys::CUcontext,
+    pool: Mutex<Pool>,
+}
+
+// SAFETY: the context handle is only used to make the context current around driver calls, which
+// the CUDA driver allows from any thread; the pool is behind a mutex.
+unsafe impl Send for PinnedHome {}
+// SAFETY: as above.
+unsafe impl Sync for PinnedHome {}
+
+impl PinnedHome {
+    /// A pool for `device`'s primary context that keeps at most `max_free_bytes` of free buffers;
+    /// `None` when the context cannot be retained.
+    pub fn new(device: sys::CUdevice, max_free_bytes: usize) -> Option<Arc<PinnedHome>> {
+        let mut context = std::ptr::null_mut();
+        // SAFETY: retains the primary context of a valid device, released in `Drop`.
+        let code = unsafe { sys::cuDevicePrimaryCtxRetain(&mut context, device) };
+        (code == sys::CUresult::CUDA_SUCCESS).then(|| {
+            Arc::new(PinnedHome {
+                device,
+                context,
+                pool: Mutex::new(Pool {
+                    free: HashMap::new(),
+                    free_bytes: 0,
+                    max_free_bytes,
+                    allocated_bytes: 0,
+                }),
+            })
+        })
     }
 
     /// The size class that holds `len` bytes.
@@ -58,65 +71,117 @@ impl PinnedPool {
         len.max(MIN_CLASS).next_power_of_two()
     }
 
-    /// A buffer of at least `len` bytes; `None` when the driver refuses page-locked memory.
-    /// The context must be current.
-    pub fn take(&mut self, len: usize) -> Option<PinnedBuffer> {
+    /// `len` bytes of page-locked memory (contents undefined, zero where fresh from the
+    /// driver); `None` when the driver refuses page-locked memory.
+    pub fn take(self: &Arc<Self>, len: usize) -> Option<HostBytes> {
         let class = Self::class(len);
-        if let Some(buffer) = self.free.get_mut(&class).and_then(Vec::pop) {
-            self.free_bytes -= class;
-            return Some(buffer);
-        }
+        let reused = {
+            let mut pool = self.pool.lock();
+            let buffer = pool.free.get_mut(&class).and_then(Vec::pop);
+            if buffer.is_some() {
+                pool.free_bytes -= class;
+            }
+            buffer
+        };
+        let buffer = match reused {
+            Some(buffer) => buffer,
+            None => self.allocate(class)?,
+        };
+        let home: Arc<dyn HostMemoryHome> = self.clone();
+        // SAFETY: the buffer is `class >= len` bytes of page-locked memory owned by nobody else
+        // until it comes back through `give_back`; cuMemHostAlloc memory is readable as bytes.
+        Some(unsafe { HostBytes::lent(buffer.ptr, len, buffer.capacity, home) })
+    }
+
+    fn allocate(&self, class: usize) -> Option<PinnedBuffer> {
         let mut ptr = std::ptr::null_mut();
-        // SAFETY: allocates `class` bytes of page-locked memory in the current context; the
-        // pointer is owned by the returned buffer and freed by `give_back` or `Drop`.
-        let result = unsafe { sys::cuMemHostAlloc(&mut ptr, class, sys::CU_MEMHOSTALLOC_PORTABLE) };
-        if result != sys::CUresult::CUDA_SUCCESS || ptr.is_null() {
-            tracing::warn!(target: "gpuworld::memory", bytes = class, ?result, "no pinned host memory");
+        let code = self.in_context(|| {
+            // SAFETY: allocates `class` bytes of page-locked memory in the current context,
+            // freed by `free_buffer`.
+            unsafe { sys::cuMemHostAlloc(&mut ptr, class, sys::CU_MEMHOSTALLOC_PORTABLE) }
+        });
+        let Some(ptr) =
+            NonNull::new(ptr.cast::<u8>()).filter(|_| code == sys::CUresult::CUDA_SUCCESS)
+        else {
+            tracing::warn!(target: "gpuworld::memory", bytes = class, ?code, "no pinned host memory");
             return None;
-        }
-        self.allocated_bytes += class;
+        };
+        self.pool.lock().allocated_bytes += class;
         Some(PinnedBuffer {
-            ptr: ptr.cast(),
+            ptr,
             capacity: class,
         })
     }
 
-    /// Returns a buffer whose copies have completed.
-    pub fn give_back(&mut self, buffer: PinnedBuffer) {
-        if self.free_bytes + buffer.capacity > self.max_free_bytes {
-            self.free_buffer(buffer);
-            return;
+    /// Runs `f` with this pool's context current on the calling thread, then restores the
+    /// thread's previous context.
+    fn in_context<R>(&self, f: impl FnOnce() -> R) -> R {
+        // SAFETY: the context is retained by this value; push and pop are balanced.
+        let pushed =
+            unsafe { sys::cuCtxPushCurrent_v2(self.context) } == sys::CUresult::CUDA_SUCCESS;
+        let result = f();
+        if pushed {
+            let mut previous = std::ptr::null_mut();
+            // SAFETY: pops the context pushed above.
+            unsafe { sys::cuCtxPopCurrent_v2(&mut previous) };
         }
-        self.free_bytes += buffer.capacity;
-        self.free.entry(buffer.capacity).or_default().push(buffer);
+        result
     }
 
-    /// Gives up a buffer that a copy may still use, when no event can prove the copy finished:
-    /// it is never reused nor freed (a small leak on a path that already faulted its stream).
-    pub fn abandon(&mut self, buffer: PinnedBuffer) {
-        let PinnedBuffer { capacity, .. } = buffer;
-        tracing::warn!(target: "gpuworld::memory", bytes = capacity, "pinned staging abandoned");
+    fn free_buffer(&self, buffer: PinnedBuffer) {
+        self.in_context(|| {
+            // SAFETY: the buffer came from cuMemHostAlloc and no copy uses it any more.
+            unsafe { sys::cuMemFreeHost(buffer.ptr.as_ptr().cast()) };
+        });
     }
 
-    /// Page-locked bytes held, free or in use.
+    /// Page-locked bytes held, free or lent.
     pub fn allocated_bytes(&self) -> usize {
-        self.allocated_bytes
+        self.pool.lock().allocated_bytes
     }
 
-    fn free_buffer(&mut self, buffer: PinnedBuffer) {
-        self.allocated_bytes -= buffer.capacity;
-        // SAFETY: the buffer came from cuMemHostAlloc and no copy uses it any more.
-        unsafe {
-            sys::cuMemFreeHost(buffer.ptr.cast());
-        }
-    }
-
-    /// Frees every free buffer (the context must be current and no copy in flight).
-    pub fn clear(&mut self) {
-        let buffers: Vec<PinnedBuffer> = self.free.drain().flat_map(|(_, v)| v).collect();
-        self.free_bytes = 0;
+    /// Frees every free buffer.
+    pub fn clear(&self) {
+        let buffers: Vec<PinnedBuffer> = {
+            let mut pool = self.pool.lock();
+            pool.free_bytes = 0;
+            let buffers: Vec<PinnedBuffer> = pool.free.drain().flat_map(|(_, v)| v).collect();
+            pool.allocated_bytes -= buffers.iter().map(|b| b.capacity).sum::<usize>();
+            buffers
+        };
         for buffer in buffers {
             self.free_buffer(buffer);
         }
     }
+}
+
+impl HostMemoryHome for PinnedHome {
+    fn give_back(&self, ptr: NonNull<u8>, capacity: usize) {
+        let buffer = PinnedBuffer { ptr, capacity };
+        {
+            let mut pool = self.pool.lock();
+            if pool.free_bytes + capacity <= pool.max_free_bytes {
+                pool.free_bytes += capacity;
+                pool.free.entry(capacity).or_default().push(buffer);
+                return;
+            }
+            pool.allocated_bytes -= capacity;
+        }
+        self.free_buffer(buffer);
+    }
+}
+
+impl Drop for PinnedHome {
+    fn drop(&mut self) {
+        self.clear();
+        // SAFETY: releases the retain made in `new`; every lent buffer has come back.
+        unsafe { sys::cuDevicePrimaryCtxRelease_v2(self.device) };
+    }
+}
+
+/// Gives up bytes a copy may still use, when no event can prove the copy finished: they are
+/// never reused nor freed (a small leak on a path that already faulted its stream).
+pub fn abandon(bytes: HostBytes) {
+    tracing::warn!(target: "gpuworld::memory", bytes = bytes.len(), "pinned staging abandoned");
+    std::mem::forget(bytes);
 }

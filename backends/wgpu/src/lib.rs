@@ -407,7 +407,7 @@ impl Backend for WgpuBackend {
         DeviceStream(self.streams.len() as u32 - 1)
     }
 
-    fn write(&mut self, stream: DeviceStream, dst: Region, data: Vec<u8>) {
+    fn write(&mut self, stream: DeviceStream, dst: Region, data: HostBytes) {
         let Some(s) = self.stream_index(stream) else {
             return;
         };
@@ -547,8 +547,8 @@ impl Backend for WgpuBackend {
         event.0 <= self.completed() || self.errors.lost().is_some()
     }
 
-    fn take_read(&mut self, ticket: ReadTicket) -> Option<Vec<u8>> {
-        self.readbacks.take(ticket)
+    fn take_read(&mut self, ticket: ReadTicket) -> Option<HostBytes> {
+        self.readbacks.take(ticket).map(HostBytes::from_vec)
     }
 
     fn take_fault(&mut self, stream: DeviceStream) -> Option<Error> {

@@ -6,6 +6,7 @@
 //! syncs and pins into in-flight entities.
 
 use crate::backend::{Backend, DeviceStream, Region};
+use crate::bytes::HostBytes;
 use crate::error::Error;
 use crate::ids::StreamId;
 use crate::world::*;
@@ -219,7 +220,9 @@ impl<B: Backend> Submitter<'_, '_, '_, B> {
                 self.in_flight.push(InFlight::Read(PendingRead {
                     stream,
                     tickets,
-                    bytes: vec![Vec::new(); bindings.len()],
+                    bytes: std::iter::repeat_with(HostBytes::default)
+                        .take(bindings.len())
+                        .collect(),
                     reply: Some(reply),
                 }));
             }
