@@ -359,3 +359,39 @@ fn timestamps_time_each_kernel_when_the_adapter_has_them() {
     assert_eq!(timing.dispatches, 10);
     assert!(timing.device_time > std::time::Duration::ZERO);
 }
+
+#[test]
+fn clients_opened_and_dropped_on_many_threads_at_once_all_work() {
+    // NVIDIA's Vulkan driver deadlocked when devices were created and destroyed on several
+    // threads at once; each round here opens, uses and drops clients on 6 threads together.
+    if manual_client().is_none() {
+        return;
+    }
+    for round in 0..3 {
+        let threads: Vec<_> = (0..6)
+            .map(|t| {
+                std::thread::spawn(move || {
+                    let driver = if t % 2 == 0 {
+                        Driver::DeviceThread
+                    } else {
+                        Driver::Manual
+                    };
+                    let client = client_with(WgpuConfig::default(), driver).expect("adapter");
+                    let value = (round * 10 + t) as f32;
+                    let out = client.empty(256 * 4);
+                    client
+                        .launch(
+                            &library::FILL,
+                            CubeCount::new_1d(1),
+                            Bindings::new().buffer(&out).scalar_f32(value),
+                        )
+                        .unwrap();
+                    assert_eq!(read_f32(&client, &out), vec![value; 256]);
+                })
+            })
+            .collect();
+        for thread in threads {
+            thread.join().expect("a client thread failed");
+        }
+    }
+}

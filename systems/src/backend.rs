@@ -158,6 +158,15 @@ pub trait Backend: Send + Sync + 'static {
     fn take_read(&mut self, ticket: ReadTicket) -> Option<HostBytes>;
     /// The first fault raised on `stream` since the last call, if any.
     fn take_fault(&mut self, stream: DeviceStream) -> Option<Error>;
+    /// A process-wide lock held while a device of this backend is opened and while a runtime
+    /// over it is torn down, for drivers that deadlock when devices are created and destroyed
+    /// concurrently (NVIDIA's Vulkan driver); `None` by default.
+    fn lifecycle_lock() -> Option<&'static parking_lot::Mutex<()>>
+    where
+        Self: Sized,
+    {
+        None
+    }
     /// Host buffers of the given sizes for transfers, in memory the device copies fastest
     /// (page-locked on CUDA); ordinary zeroed heap memory by default.
     fn reserve_staging(&mut self, sizes: &[usize]) -> Vec<HostBytes> {

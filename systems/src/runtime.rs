@@ -22,6 +22,14 @@ pub struct Runtime<B: Backend> {
     backend: PhantomData<fn() -> B>,
 }
 
+impl<B: Backend> Drop for Runtime<B> {
+    fn drop(&mut self) {
+        // The world owns the backend: tear it down under the backend's lifecycle lock, if any.
+        let _guard = B::lifecycle_lock().map(parking_lot::Mutex::lock);
+        drop(std::mem::take(&mut self.world));
+    }
+}
+
 impl<B: Backend> Runtime<B> {
     /// A runtime over `backend` with `config`.
     pub fn new(backend: B, config: RuntimeConfig) -> Runtime<B> {

@@ -40,6 +40,11 @@ use uploads::UploadBelt;
 /// Commands after which the poll submits a batch even while the device is busy.
 const AUTO_SUBMIT_COMMANDS: u32 = 512;
 
+/// Held while a wgpu device is opened and while a runtime over one is torn down: NVIDIA's
+/// Vulkan driver (580) deadlocks when devices are created and destroyed on several threads at
+/// once (seen as `vkCreateDevice` and `vkDestroyDevice` blocked on each other's locks).
+static DEVICE_LIFECYCLE: parking_lot::Mutex<()> = parking_lot::Mutex::new(());
+
 /// A device driven through wgpu.
 pub struct WgpuBackend {
     device: wgpu::Device,
@@ -65,6 +70,7 @@ pub struct WgpuBackend {
 impl WgpuBackend {
     /// Opens the adapter `config` selects; `Error::BackendUnavailable` when there is none.
     pub fn new(config: WgpuConfig) -> Result<WgpuBackend, Error> {
+        let _guard = DEVICE_LIFECYCLE.lock();
         let instance = adapter::instance(config.backends);
         let adapter = adapter::select_adapter(&instance, &config)?;
         let (device, queue) = adapter::open_device(&adapter, &config)?;
@@ -299,6 +305,10 @@ impl WgpuBackend {
 
 impl Backend for WgpuBackend {
     const NAME: &'static str = "wgpu";
+
+    fn lifecycle_lock() -> Option<&'static parking_lot::Mutex<()>> {
+        Some(&DEVICE_LIFECYCLE)
+    }
     const SOURCE: SourceKind = SourceKind::Wgsl;
 
     fn properties(&self) -> DeviceProperties {
