@@ -50,6 +50,7 @@ impl<B: Backend> Runtime<B> {
         world.insert_resource(InboxQueue(inbox.clone()));
         world.init_resource::<HandleIndex>();
         world.init_resource::<NewTasks>();
+        world.init_resource::<SpareTasks>();
         world.init_resource::<TickCounter>();
         world.init_resource::<Stats>();
         world.init_resource::<CleanupRequested>();

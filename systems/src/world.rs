@@ -71,7 +71,7 @@ impl LastSynced {
 #[derive(Component, Debug, Default)]
 pub struct TaskQueue {
     /// The queued tasks, in cursor order.
-    pub tasks: VecDeque<Task>,
+    pub tasks: VecDeque<Box<Task>>,
     /// The queue must be submitted at this tick (a flush, sync, read or another stream needs it).
     pub flush_through: Option<u64>,
 }
@@ -336,11 +336,21 @@ pub const GC_SLOT: usize = usize::MAX;
 #[derive(Resource, Default, Debug)]
 pub struct PinnedHandles(pub HashMap<Entity, u32>);
 
+/// Emptied task boxes kept for reuse: a task is boxed so that stages move a pointer, and the
+/// boxes are recycled so that a tick of many launches does not go through the allocator.
+#[derive(Resource, Default)]
+pub struct SpareTasks(pub Vec<Box<Task>>);
+
+impl SpareTasks {
+    /// Most boxes kept.
+    pub const MAX: usize = 4096;
+}
+
 /// Tasks ingested this tick and not yet queued, in arrival order.
 #[derive(Resource, Default)]
 pub struct NewTasks {
     /// The tasks, in arrival order.
-    pub tasks: Vec<Task>,
+    pub tasks: Vec<Box<Task>>,
     /// The sequence number of the next task.
     pub next_seq: u64,
 }

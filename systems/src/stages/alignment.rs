@@ -22,36 +22,20 @@ pub fn analyze_alignment(
         task.cursor = now;
         let consumer = task.stream;
         for index in 0..task.bindings.len() {
-            let binding = task.bindings[index];
-            let Ok((mut owner, mut uses)) = handles.get_mut(binding.handle) else {
+            let TaskBinding { handle, writes, .. } = task.bindings[index];
+            let Ok((mut owner, mut uses)) = handles.get_mut(handle) else {
                 continue;
             };
-            let depends_on = |origin: Entity, used_at: u64, task: &mut Task| {
-                if origin == consumer {
-                    return;
-                }
-                let Ok((origin_stream, _)) = streams.get(origin) else {
-                    return;
-                };
-                let synced = streams
-                    .get(consumer)
-                    .ok()
-                    .and_then(|(_, synced)| synced.get(origin_stream.slot));
-                if synced.is_some_and(|c| c >= used_at) {
-                    return;
-                }
-                let through = cursors.get(origin).map_or(used_at, |c| c.0);
-                tracing::trace!(
-                    target: "gpuworld::stream",
-                    origin = origin_stream.slot, used_at, ?synced,
-                    "binding used on another stream since the last sync"
-                );
-                task.record_need(origin, used_at, through, binding.handle);
-            };
-            depends_on(owner.stream, owner.cursor, task);
-            if binding.writes {
+            // The single-stream path only compares entities; other streams' uses go through
+            // `depend_on`, which finds out whether this stream already synced with them.
+            if owner.stream != consumer {
+                depend_on(&streams, &cursors, task, owner.stream, owner.cursor, handle);
+            }
+            if writes {
                 for &(stream, used_at) in &uses.0 {
-                    depends_on(stream, used_at, task);
+                    if stream != consumer {
+                        depend_on(&streams, &cursors, task, stream, used_at, handle);
+                    }
                 }
                 *owner = Owner {
                     stream: consumer,
@@ -61,4 +45,34 @@ pub fn analyze_alignment(
             uses.record(consumer, now);
         }
     }
+}
+
+/// Records that `task` must wait for `origin`'s use of `handle` at `used_at`, unless the task's
+/// stream already synced with `origin` at or after it.
+#[cold]
+fn depend_on(
+    streams: &Query<(&Stream, &LastSynced)>,
+    cursors: &Query<&mut StreamCursor>,
+    task: &mut Task,
+    origin: Entity,
+    used_at: u64,
+    handle: Entity,
+) {
+    let Ok((origin_stream, _)) = streams.get(origin) else {
+        return;
+    };
+    let synced = streams
+        .get(task.stream)
+        .ok()
+        .and_then(|(_, synced)| synced.get(origin_stream.slot));
+    if synced.is_some_and(|c| c >= used_at) {
+        return;
+    }
+    let through = cursors.get(origin).map_or(used_at, |c| c.0);
+    tracing::trace!(
+        target: "gpuworld::stream",
+        origin = origin_stream.slot, used_at, ?synced,
+        "binding used on another stream since the last sync"
+    );
+    task.record_need(origin, used_at, through, handle);
 }

@@ -29,6 +29,7 @@ pub fn ingest_commands<B: Backend>(world: &mut World, mut drained: Local<Vec<Com
         slots: world.resource::<StreamTable>().slots.clone(),
         next_seq: world.resource::<NewTasks>().next_seq,
         tasks: std::mem::take(&mut world.resource_mut::<NewTasks>().tasks),
+        spare: std::mem::take(&mut world.resource_mut::<SpareTasks>().0),
     };
     for command in drained.drain(..) {
         ingest.one::<B>(world, command);
@@ -38,7 +39,9 @@ pub fn ingest_commands<B: Backend>(world: &mut World, mut drained: Local<Vec<Com
         slots,
         next_seq,
         tasks,
+        spare,
     } = ingest;
+    world.resource_mut::<SpareTasks>().0 = spare;
     world.resource_mut::<HandleIndex>().0 = index;
     world.resource_mut::<StreamTable>().slots = slots;
     let mut new = world.resource_mut::<NewTasks>();
@@ -51,7 +54,8 @@ struct Ingest {
     index: rustc_hash::FxHashMap<HandleId, HandleEntry>,
     slots: Vec<Option<Entity>>,
     next_seq: u64,
-    tasks: Vec<Task>,
+    tasks: Vec<Box<Task>>,
+    spare: Vec<Box<Task>>,
 }
 
 impl Ingest {
@@ -242,6 +246,7 @@ impl Ingest {
     }
 
     /// Resolves a binding to device memory, or says why it cannot be used.
+    #[inline]
     fn resolve(&self, binding: &Binding, writes: bool) -> Result<TaskBinding, Error> {
         let (start, end) = binding.range()?;
         let released = || Error::ReleasedHandle {
@@ -265,7 +270,7 @@ impl Ingest {
 
     /// Appends a task to this tick's new tasks.
     fn spawn_task(&mut self, stream: Entity, work: TaskWork, bindings: SmallVec<[TaskBinding; 4]>) {
-        self.tasks.push(Task {
+        let task = Task {
             seq: self.next_seq,
             stream,
             cursor: 0,
@@ -274,7 +279,15 @@ impl Ingest {
             sync_needs: Vec::new(),
             waits: Vec::new(),
             shared: Vec::new(),
-        });
+        };
+        let boxed = match self.spare.pop() {
+            Some(mut spare) => {
+                *spare = task;
+                spare
+            }
+            None => Box::new(task),
+        };
+        self.tasks.push(boxed);
         self.next_seq += 1;
     }
 }

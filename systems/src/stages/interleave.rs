@@ -21,6 +21,7 @@ pub fn submit_ready_queues<B: Backend>(
     mut stats: ResMut<Stats>,
     mut table: ResMut<StreamTable>,
     mut pinned: ResMut<PinnedHandles>,
+    mut spare: ResMut<SpareTasks>,
     mut streams: StreamQuery,
 ) {
     let mut ready: SmallVec<[(usize, Entity); 8]> = streams
@@ -39,6 +40,7 @@ pub fn submit_ready_queues<B: Backend>(
         gc: table.gc.map(|(_, device)| device),
         streams: &mut streams,
         in_flight: Vec::new(),
+        spare: &mut spare.0,
     };
     match config.strategy {
         SchedulingStrategy::Sequential => {
@@ -110,12 +112,13 @@ struct Submitter<'a, 'sw, 'ss, B: Backend> {
     gc: Option<DeviceStream>,
     streams: &'a mut StreamQuery<'sw, 'ss>,
     in_flight: Vec<InFlight>,
+    spare: &'a mut Vec<Box<Task>>,
 }
 
 impl<B: Backend> Submitter<'_, '_, '_, B> {
     /// Submits the next task of `stream` if the queue must reach it this tick.
     fn submit_next(&mut self, stream: Entity) -> bool {
-        let Ok((_, info, mut queue, _, _)) = self.streams.get_mut(stream) else {
+        let Ok((_, info, mut queue, mut submitted, _)) = self.streams.get_mut(stream) else {
             return false;
         };
         let device_stream = info.device;
@@ -129,6 +132,7 @@ impl<B: Backend> Submitter<'_, '_, '_, B> {
         let Some(task) = queue.tasks.pop_front() else {
             return false;
         };
+        submitted.0 = submitted.0.max(task.cursor);
         self.submit(task, stream, device_stream);
         true
     }
@@ -136,7 +140,7 @@ impl<B: Backend> Submitter<'_, '_, '_, B> {
     /// Submits `stream`'s queue up to `cursor`, so that an event flushed afterwards covers it.
     fn submit_through(&mut self, stream: Entity, cursor: u64) {
         loop {
-            let Ok((_, info, mut queue, submitted, _)) = self.streams.get_mut(stream) else {
+            let Ok((_, info, mut queue, mut submitted, _)) = self.streams.get_mut(stream) else {
                 return;
             };
             if submitted.0 >= cursor {
@@ -146,19 +150,17 @@ impl<B: Backend> Submitter<'_, '_, '_, B> {
             let Some(task) = queue.tasks.pop_front() else {
                 return;
             };
+            submitted.0 = submitted.0.max(task.cursor);
             self.submit(task, stream, device_stream);
         }
     }
 
-    fn submit(&mut self, task: Task, stream: Entity, device_stream: DeviceStream) {
-        let Task {
-            waits,
-            work,
-            bindings,
-            shared,
-            cursor,
-            ..
-        } = task;
+    /// Submits one task; the caller has already advanced the stream's submitted cursor.
+    fn submit(&mut self, mut task: Box<Task>, stream: Entity, device_stream: DeviceStream) {
+        let waits = std::mem::take(&mut task.waits);
+        let work = task.work.take();
+        let shared = std::mem::take(&mut task.shared);
+        let bindings = &task.bindings;
         let waited = !waits.is_empty();
         for &(origin, origin_cursor) in &waits {
             self.submit_through(origin, origin_cursor);
@@ -246,8 +248,10 @@ impl<B: Backend> Submitter<'_, '_, '_, B> {
             self.pin_shared(device_stream, shared);
         }
         self.stats.tasks_submitted += 1;
-        if let Ok((_, _, _, mut submitted, _)) = self.streams.get_mut(stream) {
-            submitted.0 = submitted.0.max(cursor);
+        if self.spare.len() < SpareTasks::MAX {
+            task.bindings.clear();
+            task.sync_needs.clear();
+            self.spare.push(task);
         }
     }
 
