@@ -14,6 +14,7 @@ use bevy_ecs::prelude::*;
 use smallvec::SmallVec;
 
 /// Submits every ready queue to the backend.
+#[allow(clippy::too_many_arguments, reason = "a system's parameters")]
 pub fn submit_ready_queues<B: Backend>(
     mut commands: Commands,
     config: Res<RuntimeConfig>,
