@@ -113,6 +113,7 @@ struct Submitter<'a, 'sw, 'ss, B: Backend> {
     gc: Option<DeviceStream>,
     streams: &'a mut StreamQuery<'sw, 'ss>,
     in_flight: Vec<InFlight>,
+    #[allow(clippy::vec_box, reason = "emptied task boxes, reused by ingest")]
     spare: &'a mut Vec<Box<Task>>,
 }
 
