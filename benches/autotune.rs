@@ -2,8 +2,9 @@
 //! same launch made directly (sim backend, hand-ticked, each sample `LAUNCHES_PER_TICK` launches
 //! and one tick), plus `select` alone. `tune_matmul`: the time to tune the matmul set for one
 //! key from nothing (a fresh runtime and tuner each run) on cpu, sim and, with the `wgpu` or
-//! `cuda` feature and a device, wgpu and cuda; the candidates' medians are printed once per
-//! backend.
+//! `cuda` feature and a device, wgpu (timed by marks where the adapter has timestamp queries, and
+//! again opened without them, timed by host time) and cuda; the candidates' medians are printed
+//! once per backend.
 
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 use gpuworld::tune::{
@@ -197,6 +198,17 @@ fn tune_matmul(c: &mut Criterion) {
         gpuworld::wgpu_client(gpuworld::WgpuConfig::default())
             .map_err(|error| eprintln!("no wgpu adapter: {error}"))
             .ok()
+    });
+    #[cfg(feature = "wgpu")]
+    // The same adapter without timestamp queries: marks time nothing, so the tuner times with
+    // host wall time, side by side with the marks' device time above.
+    tune_matmul_on(c, "wgpu_host_clock", Duration::from_secs(4), || {
+        gpuworld::wgpu_client(gpuworld::WgpuConfig {
+            mark_timestamps: false,
+            ..gpuworld::WgpuConfig::default()
+        })
+        .map_err(|error| eprintln!("no wgpu adapter: {error}"))
+        .ok()
     });
     #[cfg(feature = "cuda")]
     tune_matmul_on(c, "cuda", Duration::from_secs(4), || {

@@ -488,8 +488,8 @@ impl<B: Backend> ComputeClient<B> {
         self.wait(receiver)
     }
 
-    /// Device time between two completed marks, where the backend measures it (CUDA events);
-    /// `None` on backends without device timestamps.
+    /// Device time between two completed marks, where the backend measures it (CUDA events,
+    /// wgpu timestamp queries); `None` on backends or adapters without device timestamps.
     pub fn device_elapsed(
         &self,
         start: gpuworld_systems::backend::DeviceEvent,

@@ -1,6 +1,8 @@
 //! Timing one candidate: warm-up runs, then samples, each run followed by a sync, timed with
-//! the backend's device clock when it has one (the sim's virtual clock) and with host wall time
-//! around the sync otherwise. A candidate that errs, faults or panics gives its reason.
+//! the backend's device clock when it has one (the sim's virtual clock), else with the device
+//! time between two marks where the backend measures it (CUDA events, wgpu timestamp queries),
+//! else with host wall time around the sync. A candidate that errs, faults or panics gives its
+//! reason.
 
 use super::tunable::TuneOp;
 use crate::ComputeClient;
@@ -40,7 +42,7 @@ pub(crate) struct Measured<O> {
 enum Clock {
     /// The backend's running device clock (the sim's virtual time).
     Device,
-    /// Device time between two marks on the stream (CUDA events).
+    /// Device time between two marks on the stream (CUDA events, wgpu timestamp queries).
     Events,
     /// Host time around the work and its sync.
     Host,

@@ -141,6 +141,12 @@ pub trait Backend: Send + Sync + 'static {
     fn read(&mut self, stream: DeviceStream, src: Region) -> ReadTicket;
     /// Submits the stream's pending work and returns an event that completes after it.
     fn flush(&mut self, stream: DeviceStream) -> DeviceEvent;
+    /// Like [`Backend::flush`], for an event that [`Backend::device_elapsed`] may time from or
+    /// to; backends that must record something for that (timestamps) do it here, not on every
+    /// flush. A plain flush by default.
+    fn mark(&mut self, stream: DeviceStream) -> DeviceEvent {
+        self.flush(stream)
+    }
     /// Makes later work on `stream` wait until `event` completes.
     fn wait_event(&mut self, stream: DeviceStream, event: DeviceEvent);
     /// Lets the device make progress and notices completions; `tick` is the runtime's tick.
@@ -181,9 +187,9 @@ pub trait Backend: Send + Sync + 'static {
     fn device_clock(&self) -> Option<std::time::Duration> {
         None
     }
-    /// Device time between two completed events of this backend, measured by the device; `None`
-    /// where the device keeps no timestamps, while either event is in flight, or once the backend
-    /// has recycled them (the cuda backend keeps the last 1024 completed events).
+    /// Device time between two completed marks ([`Backend::mark`]) of this backend, measured by
+    /// the device; `None` where the device keeps no timestamps, while either mark is in flight,
+    /// or once the backend has recycled them (the cuda and wgpu backends keep the last 1024).
     fn device_elapsed(
         &mut self,
         _start: DeviceEvent,

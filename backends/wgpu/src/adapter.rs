@@ -28,6 +28,9 @@ pub struct WgpuConfig {
     pub upload_chunk: u64,
     /// Whether to time every dispatch with timestamp queries, when the adapter has them.
     pub timestamps: bool,
+    /// Whether marks write timestamps, so `device_elapsed` measures the device time between
+    /// two of them, when the adapter has timestamp queries.
+    pub mark_timestamps: bool,
     /// Memory the runtime may allocate, if it should be limited below the device's.
     pub memory_capacity: Option<u64>,
 }
@@ -40,6 +43,7 @@ impl Default for WgpuConfig {
             upload_budget: 64 << 20,
             upload_chunk: 1 << 20,
             timestamps: false,
+            mark_timestamps: true,
             memory_capacity: None,
         }
     }
@@ -168,13 +172,15 @@ pub(crate) fn select_adapter(
     }
 }
 
-/// Opens `adapter` with its full limits, and timestamp queries when asked for and offered.
+/// Opens `adapter` with its full limits, and timestamp queries when dispatch timing or marks
+/// ask for them and the adapter offers them.
 pub(crate) fn open_device(
     adapter: &wgpu::Adapter,
     config: &WgpuConfig,
 ) -> Result<(wgpu::Device, wgpu::Queue), Error> {
     let mut features = wgpu::Features::empty();
-    if config.timestamps && adapter.features().contains(wgpu::Features::TIMESTAMP_QUERY) {
+    let wants_timestamps = config.timestamps || config.mark_timestamps;
+    if wants_timestamps && adapter.features().contains(wgpu::Features::TIMESTAMP_QUERY) {
         features |= wgpu::Features::TIMESTAMP_QUERY;
     }
     pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {

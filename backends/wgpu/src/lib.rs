@@ -1,14 +1,16 @@
 //! gpuworld-wgpu: the backend for Vulkan, Metal and DX12 through wgpu. Storage is one wgpu
 //! buffer per allocation; kernels are WGSL compiled once per kernel id; each stream records into
 //! a command encoder of its own, submitted on flush (an event is the submission's sequence
-//! number) or by the tick's poll. wgpu has a single queue, so submissions run in order and an
-//! event wait needs no device work. No method blocks: completion (submissions, read maps) is
-//! noticed by `poll`, through wgpu's callbacks.
+//! number) or by the tick's poll; a mark's submission also writes device timestamps (`marks`).
+//! wgpu has a single queue, so submissions run in order and an event wait needs no device work.
+//! No method blocks: completion (submissions, read maps) is noticed by `poll`, through wgpu's
+//! callbacks.
 
 mod adapter;
 mod bind_groups;
 mod faults;
 mod launch;
+mod marks;
 mod pipelines;
 mod readback;
 mod stream;
@@ -26,6 +28,7 @@ use gpuworld_systems::backend::*;
 use gpuworld_systems::error::Error;
 use gpuworld_systems::ids::StreamId;
 use gpuworld_systems::kernel::{ExecutionMode, Kernel, SourceKind};
+use marks::Marks;
 use pipelines::PipelineCache;
 use readback::Readbacks;
 use slotmap::{DefaultKey, Key, KeyData, SlotMap};
@@ -63,6 +66,7 @@ pub struct WgpuBackend {
     uploads: UploadBelt,
     readbacks: Readbacks,
     timing: Option<Timing>,
+    marks: Option<Marks>,
     submitted: u64,
     completed: Arc<AtomicU64>,
 }
@@ -78,6 +82,11 @@ impl WgpuBackend {
         let limits = device.limits();
         let timing = if config.timestamps {
             Timing::new(&device, &queue)
+        } else {
+            None
+        };
+        let marks = if config.mark_timestamps {
+            Marks::new(&device, &queue)
         } else {
             None
         };
@@ -106,6 +115,7 @@ impl WgpuBackend {
             bind_groups: BindGroupCache::default(),
             readbacks: Readbacks::default(),
             timing,
+            marks,
             submitted: 0,
             completed: Arc::new(AtomicU64::new(0)),
         })
@@ -203,6 +213,12 @@ impl WgpuBackend {
         {
             timing.resolve(&mut encoder, set);
         }
+        if let Some(marks) = self.marks.as_mut() {
+            // The batch becomes the next submission.
+            for stamp in stream.stamps.drain(..) {
+                marks.resolve(&mut encoder, stamp, self.submitted + 1);
+            }
+        }
         let commands = encoder.finish();
         UniformPool::upload(&self.queue, &stream.uniforms);
         UploadBelt::unmap(&stream.uploads);
@@ -217,6 +233,13 @@ impl WgpuBackend {
         self.uploads.retire(&mut stream.uploads, seq);
         self.attribute_errors(s);
         Some(seq)
+    }
+
+    /// Submits stream `s`'s batch, if any, and returns the event after it. With nothing
+    /// pending, everything the stream submitted is at or before the last submission: the queue
+    /// runs submissions in order.
+    fn flush_stream(&mut self, s: usize) -> DeviceEvent {
+        DeviceEvent(self.submit(s).unwrap_or(self.submitted))
     }
 
     /// Copies `data` (whole words) to `offset` of `buffer` in stream order.
@@ -491,13 +514,14 @@ impl Backend for WgpuBackend {
     }
 
     fn flush(&mut self, stream: DeviceStream) -> DeviceEvent {
-        // With nothing pending, everything the stream submitted is at or before the last
-        // submission: the queue runs submissions in order.
-        let seq = self
-            .stream_index(stream)
-            .and_then(|s| self.submit(s))
-            .unwrap_or(self.submitted);
-        DeviceEvent(seq)
+        match self.stream_index(stream) {
+            Some(s) => self.flush_stream(s),
+            None => DeviceEvent(self.submitted),
+        }
+    }
+
+    fn mark(&mut self, stream: DeviceStream) -> DeviceEvent {
+        self.record_mark(stream)
     }
 
     fn wait_event(&mut self, _stream: DeviceStream, _event: DeviceEvent) {
@@ -530,6 +554,9 @@ impl Backend for WgpuBackend {
         }
         if let Some(timing) = self.timing.as_mut() {
             timing.collect();
+        }
+        if let Some(marks) = self.marks.as_mut() {
+            marks.collect();
         }
         // Errors outside any call of a stream (in callbacks) concern every stream.
         for error in self.errors.take() {
@@ -564,5 +591,13 @@ impl Backend for WgpuBackend {
     fn take_fault(&mut self, stream: DeviceStream) -> Option<Error> {
         let s = self.stream_index(stream)?;
         self.streams[s].fault.take()
+    }
+
+    fn device_elapsed(
+        &mut self,
+        start: DeviceEvent,
+        end: DeviceEvent,
+    ) -> Option<std::time::Duration> {
+        self.marked_elapsed(start, end)
     }
 }

@@ -1,8 +1,10 @@
 //! A device stream: the command encoder of its pending batch (created on first use), the compute
 //! pass kept open across consecutive dispatches, and what the batch owns until it is submitted:
-//! uniform chunks, upload staging, the timestamp set. wgpu has one queue, so streams differ only
-//! in which batch their commands go to; their submissions are ordered on the queue.
+//! uniform chunks, upload staging, the timestamp set, the marks' timestamps. wgpu has one queue,
+//! so streams differ only in which batch their commands go to; their submissions are ordered on
+//! the queue.
 
+use crate::marks::Stamp;
 use crate::timing::TimingSet;
 use crate::uniforms::UniformChunk;
 use crate::uploads::UploadChunk;
@@ -25,6 +27,10 @@ pub(crate) struct WgpuStream {
     pub uploads: Vec<UploadChunk>,
     /// The timestamp set of the batch's timed dispatches.
     pub timing: Option<TimingSet>,
+    /// Mark timestamps the batch writes, resolved when it is submitted.
+    pub stamps: Vec<Stamp>,
+    /// The last mark's start timestamp, written first by the next batch the stream begins.
+    pub next_start: Option<Stamp>,
     /// The first fault since the last `take_fault`.
     pub fault: Option<Error>,
 }
@@ -41,6 +47,8 @@ impl WgpuStream {
             uniforms: Vec::new(),
             uploads: Vec::new(),
             timing: None,
+            stamps: Vec::new(),
+            next_start: None,
             fault: None,
         }
     }
@@ -52,14 +60,21 @@ impl WgpuStream {
             .get_or_insert_with(|| Error::device_fault(id, message));
     }
 
-    /// The batch's encoder, outside any pass, for copies.
+    /// The batch's encoder, outside any pass, for copies; a new one begins with the last
+    /// mark's start timestamp, if one is waiting.
     pub fn encoder(&mut self, device: &wgpu::Device) -> &mut wgpu::CommandEncoder {
         self.pass = None;
-        self.encoder.get_or_insert_with(|| {
+        let begun = self.encoder.is_none();
+        let encoder = self.encoder.get_or_insert_with(|| {
             device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
                 label: Some("gpuworld stream batch"),
             })
-        })
+        });
+        if begun && let Some(stamp) = self.next_start.take() {
+            stamp.write(encoder);
+            self.stamps.push(stamp);
+        }
+        encoder
     }
 
     /// The open compute pass, begun if there is none.

@@ -234,7 +234,7 @@ impl<B: Backend> Submitter<'_, '_, '_, B> {
                 self.device.flush(device_stream);
             }
             Some(TaskWork::Mark(reply)) => {
-                let _ = reply.send(Ok(self.device.flush(device_stream)));
+                let _ = reply.send(Ok(self.device.mark(device_stream)));
             }
             Some(TaskWork::Sync(reply)) => {
                 let event = self.device.flush(device_stream);
