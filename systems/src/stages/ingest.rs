@@ -54,7 +54,10 @@ struct Ingest {
     index: rustc_hash::FxHashMap<HandleId, HandleEntry>,
     slots: Vec<Option<Entity>>,
     next_seq: u64,
-    #[allow(clippy::vec_box, reason = "stages move a task's box, not the task (measured)")]
+    #[allow(
+        clippy::vec_box,
+        reason = "stages move a task's box, not the task (measured)"
+    )]
     tasks: Vec<Box<Task>>,
     #[allow(clippy::vec_box, reason = "emptied boxes, reused")]
     spare: Vec<Box<Task>>,
