@@ -153,6 +153,7 @@ impl Inbox {
     }
 
     /// Queues a command and wakes a waiting device thread.
+    #[inline]
     pub fn push(&self, command: Command) {
         let mut queue = self.queue.lock();
         queue.push(command);
