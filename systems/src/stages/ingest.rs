@@ -275,22 +275,26 @@ impl Ingest {
 
     /// Appends a task to this tick's new tasks.
     fn spawn_task(&mut self, stream: Entity, work: TaskWork, bindings: SmallVec<[TaskBinding; 4]>) {
-        let task = Task {
-            seq: self.next_seq,
-            stream,
-            cursor: 0,
-            work: Some(work),
-            bindings,
-            sync_needs: Vec::new(),
-            waits: Vec::new(),
-            shared: Vec::new(),
-        };
         let boxed = match self.spare.pop() {
+            // A spare box was emptied by interleave: only its live fields are written.
             Some(mut spare) => {
-                *spare = task;
+                spare.seq = self.next_seq;
+                spare.stream = stream;
+                spare.cursor = 0;
+                spare.work = Some(work);
+                spare.bindings = bindings;
                 spare
             }
-            None => Box::new(task),
+            None => Box::new(Task {
+                seq: self.next_seq,
+                stream,
+                cursor: 0,
+                work: Some(work),
+                bindings,
+                sync_needs: Vec::new(),
+                waits: Vec::new(),
+                shared: Vec::new(),
+            }),
         };
         self.tasks.push(boxed);
         self.next_seq += 1;

@@ -11,14 +11,22 @@ pub fn queue_tasks(
     config: Res<RuntimeConfig>,
     mut queues: Query<&mut TaskQueue>,
 ) {
-    for task in new.tasks.drain(..) {
-        let Ok(mut queue) = queues.get_mut(task.stream) else {
+    // New tasks come in runs on one stream: each run looks its queue up once.
+    let mut tasks = new.tasks.drain(..).peekable();
+    while let Some(first) = tasks.next() {
+        let stream = first.stream;
+        let Ok(mut queue) = queues.get_mut(stream) else {
             continue;
         };
-        let cursor = task.cursor;
-        queue.tasks.push_back(task);
-        if queue.tasks.len() >= config.max_tasks {
-            mark_flush(&mut queue, cursor);
+        let queue = &mut *queue;
+        let mut next = Some(first);
+        while let Some(task) = next {
+            let cursor = task.cursor;
+            queue.tasks.push_back(task);
+            if queue.tasks.len() >= config.max_tasks {
+                mark_flush(queue, cursor);
+            }
+            next = tasks.next_if(|t| t.stream == stream);
         }
     }
 }
