@@ -1,6 +1,8 @@
-//! Finding a device: the backend's configuration, the adapters wgpu can see, and the choice of
-//! one by index or by type. The only blocking in the crate is here, at construction.
+//! Finding a device: the backend's configuration, the adapters wgpu can see, the choice of one
+//! by index or by type, and what the opened device offers. The only blocking in the crate is
+//! here, at construction.
 
+use gpuworld_systems::backend::{DeviceProperties, MemoryLayout};
 use gpuworld_systems::error::Error;
 
 /// Which adapter the backend drives.
@@ -195,4 +197,73 @@ pub(crate) fn open_device(
             adapter.get_info().name
         ))
     })
+}
+
+/// What the runtime learns of an opened device: its name, limits by name, enabled features and
+/// the memory the runtime may use (`memory_capacity`, unbounded by default).
+pub(crate) fn device_properties(
+    info: &wgpu::AdapterInfo,
+    l: &wgpu::Limits,
+    enabled: wgpu::Features,
+    memory_capacity: Option<u64>,
+) -> DeviceProperties {
+    let per_axis = l.max_compute_workgroups_per_dimension;
+    let limits = [
+        ("max_bind_groups", u64::from(l.max_bind_groups)),
+        ("max_buffer_size", l.max_buffer_size),
+        (
+            "max_compute_invocations_per_workgroup",
+            u64::from(l.max_compute_invocations_per_workgroup),
+        ),
+        (
+            "max_compute_workgroup_size_x",
+            u64::from(l.max_compute_workgroup_size_x),
+        ),
+        (
+            "max_compute_workgroup_size_y",
+            u64::from(l.max_compute_workgroup_size_y),
+        ),
+        (
+            "max_compute_workgroup_size_z",
+            u64::from(l.max_compute_workgroup_size_z),
+        ),
+        (
+            "max_compute_workgroup_storage_size",
+            u64::from(l.max_compute_workgroup_storage_size),
+        ),
+        ("max_compute_workgroups_per_dimension", u64::from(per_axis)),
+        (
+            "max_storage_buffer_binding_size",
+            l.max_storage_buffer_binding_size,
+        ),
+        (
+            "max_storage_buffers_per_shader_stage",
+            u64::from(l.max_storage_buffers_per_shader_stage),
+        ),
+        (
+            "min_storage_buffer_offset_alignment",
+            u64::from(l.min_storage_buffer_offset_alignment),
+        ),
+        (
+            "min_uniform_buffer_offset_alignment",
+            u64::from(l.min_uniform_buffer_offset_alignment),
+        ),
+    ]
+    .into_iter()
+    .map(|(name, value)| (name.to_string(), value))
+    .collect();
+    let mut features: Vec<String> = enabled
+        .iter_names()
+        .map(|(name, _)| name.to_string())
+        .collect();
+    features.sort();
+    DeviceProperties {
+        name: format!("{} ({:?}, {:?})", info.name, info.backend, info.device_type),
+        memory_bytes: memory_capacity.unwrap_or(u64::MAX),
+        alignment: u64::from(l.min_storage_buffer_offset_alignment).max(4),
+        memory_layout: MemoryLayout::Sliced,
+        limits,
+        features,
+        max_cube_count: [per_axis; 3],
+    }
 }

@@ -7,35 +7,8 @@
 use crate::WgpuBackend;
 use crate::bind_groups::BindKey;
 use gpuworld_systems::backend::{LaunchCount, Region, StorageId};
-use gpuworld_systems::kernel::{Kernel, KernelDef};
+use gpuworld_systems::kernel::Kernel;
 use smallvec::SmallVec;
-
-/// Merges the bytes `mask` selects of `value` into one word: how a write that does not cover
-/// whole words reaches the device (copies move whole words). Internal to the backend.
-static PATCH_WORD: KernelDef = KernelDef {
-    id: "gpuworld.wgpu.patch_word",
-    name: "patch_word",
-    cube_dim: [1, 1, 1],
-    buffers: 1,
-    scalars: 3,
-    cpu: None,
-    wgsl: Some(
-        "struct Patch { word: u32, mask: u32, value: u32, pad0: u32 }
-
-@group(0) @binding(0) var<storage, read_write> words: array<u32>;
-@group(0) @binding(1) var<uniform> merge: Patch;
-
-@compute @workgroup_size(1, 1, 1)
-fn main() {
-    if merge.word < arrayLength(&words) {
-        let old = words[merge.word];
-        words[merge.word] = (old & ~merge.mask) | (merge.value & merge.mask);
-    }
-}
-",
-    ),
-    cuda: None,
-};
 
 /// How one buffer region is bound.
 enum Bound {
@@ -298,33 +271,5 @@ impl WgpuBackend {
             }
         }
         Ok(())
-    }
-
-    /// Records the merge of the bytes `mask` selects of `value` into the word at byte `at` of
-    /// `buffer`, in stream order.
-    pub(crate) fn record_word_patch(
-        &mut self,
-        s: usize,
-        storage: StorageId,
-        buffer: &wgpu::Buffer,
-        at: u64,
-        mask: u32,
-        value: u32,
-    ) -> Result<(), String> {
-        let alignment = u64::from(self.limits.min_storage_buffer_offset_alignment).max(4);
-        let offset = at / alignment * alignment;
-        let region = Region {
-            storage,
-            offset,
-            size: alignment.min(buffer.size() - offset),
-        };
-        let word = ((at - offset) / 4) as u32;
-        self.record_launch(
-            s,
-            &PATCH_WORD,
-            LaunchCount::Static([1, 1, 1]),
-            &[region],
-            &[word, mask, value],
-        )
     }
 }

@@ -17,6 +17,7 @@ mod stream;
 mod timing;
 mod uniforms;
 mod uploads;
+mod writes;
 
 pub use adapter::{AdapterSelection, AdapterSummary, WgpuConfig, list_adapters};
 pub use timing::KernelTiming;
@@ -242,78 +243,6 @@ impl WgpuBackend {
         DeviceEvent(self.submit(s).unwrap_or(self.submitted))
     }
 
-    /// Copies `data` (whole words) to `offset` of `buffer` in stream order.
-    fn record_words(&mut self, s: usize, buffer: &wgpu::Buffer, offset: u64, data: &[u8]) {
-        let stream = &mut self.streams[s];
-        match self.uploads.stage(&self.device, &mut stream.uploads, data) {
-            Some((staging, from)) => {
-                stream.encoder(&self.device).copy_buffer_to_buffer(
-                    &staging,
-                    from,
-                    buffer,
-                    offset,
-                    data.len() as u64,
-                );
-                stream.commands += 1;
-            }
-            None => {
-                // The staging budget is spent: once nothing of this stream is pending, the
-                // queue's own write lands in order. The empty batch left behind makes the next
-                // flush submit, so its event covers the write.
-                self.submit(s);
-                self.queue.write_buffer(buffer, offset, data);
-                self.streams[s].encoder(&self.device);
-            }
-        }
-    }
-
-    /// Records a write of `data` at the start of `dst`.
-    fn record_write(&mut self, s: usize, dst: Region, data: &[u8]) -> Result<(), String> {
-        let buffer = self
-            .buffer(dst.storage)
-            .ok_or("write to freed memory")?
-            .clone();
-        let len = (data.len() as u64).min(dst.size);
-        if len == 0 {
-            return Ok(());
-        }
-        let (start, end) = (dst.offset, dst.offset + len);
-        if end > buffer.size() {
-            return Err(format!(
-                "write of bytes {start}..{end} past the end of a {}-byte buffer",
-                buffer.size()
-            ));
-        }
-        let (body_start, body_end) = (start.next_multiple_of(4), end / 4 * 4);
-        if body_end > body_start {
-            let body = &data[(body_start - start) as usize..(body_end - start) as usize];
-            self.record_words(s, &buffer, body_start, body);
-        }
-        // Copies move whole words: a partial word at either end is merged on the device.
-        let (first, last) = (start / 4, (end - 1) / 4);
-        let words = if first == last {
-            vec![first]
-        } else {
-            vec![first, last]
-        };
-        for word in words {
-            let at = word * 4;
-            if at >= start && at + 4 <= end {
-                continue;
-            }
-            let (mut mask, mut value) = (0u32, 0u32);
-            for byte in 0..4 {
-                let position = at + byte;
-                if position >= start && position < end {
-                    mask |= 0xff << (8 * byte);
-                    value |= u32::from(data[(position - start) as usize]) << (8 * byte);
-                }
-            }
-            self.record_word_patch(s, dst.storage, &buffer, at, mask, value)?;
-        }
-        Ok(())
-    }
-
     fn on_lost(&mut self, reason: &str) {
         if !self.lost_reported {
             self.lost_reported = true;
@@ -335,69 +264,12 @@ impl Backend for WgpuBackend {
     const SOURCE: SourceKind = SourceKind::Wgsl;
 
     fn properties(&self) -> DeviceProperties {
-        let info = &self.adapter_info;
-        let l = &self.limits;
-        let per_axis = l.max_compute_workgroups_per_dimension;
-        let limits = [
-            ("max_bind_groups", u64::from(l.max_bind_groups)),
-            ("max_buffer_size", l.max_buffer_size),
-            (
-                "max_compute_invocations_per_workgroup",
-                u64::from(l.max_compute_invocations_per_workgroup),
-            ),
-            (
-                "max_compute_workgroup_size_x",
-                u64::from(l.max_compute_workgroup_size_x),
-            ),
-            (
-                "max_compute_workgroup_size_y",
-                u64::from(l.max_compute_workgroup_size_y),
-            ),
-            (
-                "max_compute_workgroup_size_z",
-                u64::from(l.max_compute_workgroup_size_z),
-            ),
-            (
-                "max_compute_workgroup_storage_size",
-                u64::from(l.max_compute_workgroup_storage_size),
-            ),
-            ("max_compute_workgroups_per_dimension", u64::from(per_axis)),
-            (
-                "max_storage_buffer_binding_size",
-                l.max_storage_buffer_binding_size,
-            ),
-            (
-                "max_storage_buffers_per_shader_stage",
-                u64::from(l.max_storage_buffers_per_shader_stage),
-            ),
-            (
-                "min_storage_buffer_offset_alignment",
-                u64::from(l.min_storage_buffer_offset_alignment),
-            ),
-            (
-                "min_uniform_buffer_offset_alignment",
-                u64::from(l.min_uniform_buffer_offset_alignment),
-            ),
-        ]
-        .into_iter()
-        .map(|(name, value)| (name.to_string(), value))
-        .collect();
-        let mut features: Vec<String> = self
-            .device
-            .features()
-            .iter_names()
-            .map(|(name, _)| name.to_string())
-            .collect();
-        features.sort();
-        DeviceProperties {
-            name: format!("{} ({:?}, {:?})", info.name, info.backend, info.device_type),
-            memory_bytes: self.config.memory_capacity.unwrap_or(u64::MAX),
-            alignment: u64::from(l.min_storage_buffer_offset_alignment).max(4),
-            memory_layout: MemoryLayout::Sliced,
-            limits,
-            features,
-            max_cube_count: [per_axis; 3],
-        }
+        adapter::device_properties(
+            &self.adapter_info,
+            &self.limits,
+            self.device.features(),
+            self.config.memory_capacity,
+        )
     }
 
     fn allocate(&mut self, size: u64) -> Result<StorageId, AllocError> {
