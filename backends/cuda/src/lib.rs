@@ -5,6 +5,7 @@
 //! No method blocks: completion is noticed by `poll` through event queries.
 
 mod compiler;
+mod copies;
 mod events;
 mod faults;
 mod launch;
@@ -16,6 +17,7 @@ pub use compiler::{CompileStats, default_cache_dir};
 pub use cudarc;
 pub use open::availability;
 
+use copies::{PendingRead, Upload};
 use cudarc::driver::sys;
 use events::{EventState, EventTable};
 use gpuworld_systems::backend::*;
@@ -58,21 +60,6 @@ struct CudaStream {
     id: StreamId,
     handle: sys::CUstream,
     fault: Option<Error>,
-}
-
-/// A host-to-device copy whose pinned source is held until its event passed.
-struct Upload {
-    stream: usize,
-    event: sys::CUevent,
-    /// The copy's source, kept alive (never read) until the event passed.
-    _source: HostBytes,
-}
-
-/// A device-to-host copy into pinned memory, waiting for its event.
-struct PendingRead {
-    stream: usize,
-    event: sys::CUevent,
-    buffer: HostBytes,
 }
 
 /// An NVIDIA GPU driven through the CUDA driver API.
@@ -183,57 +170,6 @@ impl CudaBackend {
         }
         Some(event)
     }
-
-    /// Moves finished uploads' staging back to the pool and finished reads' bytes out.
-    fn collect_copies(&mut self) {
-        let mut failure = None;
-        let mut i = 0;
-        while i < self.uploads.len() {
-            match events::query(self.uploads[i].event) {
-                EventState::Pending => i += 1,
-                state => {
-                    if let EventState::Failed(code) = state {
-                        failure.get_or_insert((self.uploads[i].stream, code));
-                    }
-                    // Dropping the source gives pinned staging back to its pool.
-                    let upload = self.uploads.swap_remove(i);
-                    self.events.recycle(upload.event);
-                }
-            }
-        }
-        let done: Vec<(ReadTicket, Option<sys::CUresult>)> = self
-            .reads
-            .iter()
-            .filter_map(|(ticket, read)| match events::query(read.event) {
-                EventState::Pending => None,
-                EventState::Done => Some((*ticket, None)),
-                EventState::Failed(code) => Some((*ticket, Some(code))),
-            })
-            .collect();
-        for (ticket, code) in done {
-            let Some(read) = self.reads.remove(&ticket) else {
-                continue;
-            };
-            let bytes = match code {
-                None => read.buffer,
-                Some(code) => {
-                    failure.get_or_insert((read.stream, code));
-                    HostBytes::default()
-                }
-            };
-            self.finished_reads.insert(ticket, bytes);
-            self.events.recycle(read.event);
-        }
-        if let Some((s, code)) = failure {
-            self.failed(s, "a copy failed", code);
-        }
-    }
-
-    /// Whether some copy or event in flight has completed (or failed) since the last poll.
-    fn something_completed(&self) -> bool {
-        let passed = |event| !matches!(events::query(event), EventState::Pending);
-        self.uploads.iter().any(|u| passed(u.event)) || self.reads.values().any(|r| passed(r.event))
-    }
 }
 
 impl Backend for CudaBackend {
@@ -297,57 +233,7 @@ impl Backend for CudaBackend {
     }
 
     fn write(&mut self, stream: DeviceStream, dst: Region, data: HostBytes) {
-        let s = stream.0 as usize;
-        if self.refuse(s) || data.is_empty() {
-            return;
-        }
-        self.bind();
-        let Some(pointer) = self.region_pointer(dst) else {
-            self.fault(s, "write to freed memory");
-            return;
-        };
-        let len = data.len().min(dst.size as usize);
-        let handle = self.streams[s].handle;
-        // Page-locked bytes are copied from directly; pageable ones are staged first.
-        let source = if data.is_page_locked() {
-            data
-        } else {
-            match self.pinned.take(len) {
-                Some(mut staging) => {
-                    staging.copy_from_slice(&data[..len]);
-                    staging
-                }
-                None => {
-                    // No pinned memory: the driver stages pageable bytes before the call
-                    // returns, and the copy keeps its place in the stream.
-                    // SAFETY: `data` holds `len` bytes; the destination is inside a live buffer.
-                    let code = unsafe {
-                        sys::cuMemcpyHtoDAsync_v2(pointer, data.as_ptr().cast(), len, handle)
-                    };
-                    if code != sys::CUresult::CUDA_SUCCESS {
-                        self.failed(s, "cuMemcpyHtoDAsync", code);
-                    }
-                    return;
-                }
-            }
-        };
-        // SAFETY: the page-locked source holds `len` bytes and is kept until the event after the
-        // copy passed; the destination range is inside a live buffer.
-        let code =
-            unsafe { sys::cuMemcpyHtoDAsync_v2(pointer, source.as_ptr().cast(), len, handle) };
-        if code != sys::CUresult::CUDA_SUCCESS {
-            self.failed(s, "cuMemcpyHtoDAsync", code);
-            return;
-        }
-        match self.record_internal(s) {
-            Some(event) => self.uploads.push(Upload {
-                stream: s,
-                event,
-                _source: source,
-            }),
-            // Without an event nobody can prove the copy finished: keep the memory out of reuse.
-            None => pinned::abandon(source),
-        }
+        self.upload(stream.0 as usize, dst, data);
     }
 
     fn launch(
@@ -371,60 +257,7 @@ impl Backend for CudaBackend {
     }
 
     fn read(&mut self, stream: DeviceStream, src: Region) -> ReadTicket {
-        let ticket = ReadTicket(self.next_ticket);
-        self.next_ticket += 1;
-        let s = stream.0 as usize;
-        if self.refuse(s) || src.size == 0 {
-            self.finished_reads.insert(ticket, HostBytes::default());
-            return ticket;
-        }
-        self.bind();
-        let Some(pointer) = self.region_pointer(src) else {
-            self.fault(s, "read of freed memory");
-            self.finished_reads.insert(ticket, HostBytes::default());
-            return ticket;
-        };
-        let len = src.size as usize;
-        let Some(buffer) = self.pinned.take(len) else {
-            self.fault(
-                s,
-                format!("no pinned host memory for a readback of {len} bytes"),
-            );
-            self.finished_reads.insert(ticket, HostBytes::default());
-            return ticket;
-        };
-        // SAFETY: the pinned buffer holds `len` bytes and is kept until the event after the copy
-        // passed; the source range is inside a live buffer.
-        let code = unsafe {
-            sys::cuMemcpyDtoHAsync_v2(
-                buffer.as_ptr().cast_mut().cast(),
-                pointer,
-                len,
-                self.streams[s].handle,
-            )
-        };
-        if code != sys::CUresult::CUDA_SUCCESS {
-            self.failed(s, "cuMemcpyDtoHAsync", code);
-            self.finished_reads.insert(ticket, HostBytes::default());
-            return ticket;
-        }
-        match self.record_internal(s) {
-            Some(event) => {
-                self.reads.insert(
-                    ticket,
-                    PendingRead {
-                        stream: s,
-                        event,
-                        buffer,
-                    },
-                );
-            }
-            None => {
-                pinned::abandon(buffer);
-                self.finished_reads.insert(ticket, HostBytes::default());
-            }
-        }
-        ticket
+        self.readback(stream.0 as usize, src)
     }
 
     fn flush(&mut self, stream: DeviceStream) -> DeviceEvent {
@@ -552,13 +385,7 @@ impl Drop for CudaBackend {
         unsafe {
             sys::cuCtxSynchronize();
         }
-        for upload in std::mem::take(&mut self.uploads) {
-            self.events.recycle(upload.event);
-        }
-        for (_, read) in std::mem::take(&mut self.reads) {
-            self.events.recycle(read.event);
-        }
-        self.finished_reads.clear();
+        self.retire_all_copies();
         self.pinned.clear();
         // Pinned memory lent to callers lives in this context: never reset it under them.
         let lent_out = Arc::strong_count(&self.pinned) > 1;

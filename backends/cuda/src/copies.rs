@@ -1,0 +1,201 @@
+//! Host-device copies on the cuda backend: uploads from page-locked bytes or through pinned
+//! staging, readbacks into pinned buffers handed over without a host copy, and the poll that
+//! retires both once their events passed (staging goes back to the pool when dropped).
+
+use crate::events::{self, EventState};
+use crate::{CudaBackend, pinned};
+use cudarc::driver::sys;
+use gpuworld_systems::backend::{HostBytes, ReadTicket, Region};
+
+/// A host-to-device copy whose pinned source is held until its event passed.
+pub(crate) struct Upload {
+    stream: usize,
+    event: sys::CUevent,
+    /// The copy's source, kept alive (never read) until the event passed.
+    _source: HostBytes,
+}
+
+/// A device-to-host copy into pinned memory, waiting for its event.
+pub(crate) struct PendingRead {
+    stream: usize,
+    event: sys::CUevent,
+    buffer: HostBytes,
+}
+
+impl CudaBackend {
+    /// Enqueues a copy of `data` into `dst` on stream `s`: straight from page-locked bytes, else
+    /// through a pinned staging buffer (or, without one, the driver's own pageable staging).
+    pub(crate) fn upload(&mut self, s: usize, dst: Region, data: HostBytes) {
+        if self.refuse(s) || data.is_empty() {
+            return;
+        }
+        self.bind();
+        let Some(pointer) = self.region_pointer(dst) else {
+            self.fault(s, "write to freed memory");
+            return;
+        };
+        let len = data.len().min(dst.size as usize);
+        let handle = self.streams[s].handle;
+        // Page-locked bytes are copied from directly; pageable ones are staged first.
+        let source = if data.is_page_locked() {
+            data
+        } else {
+            match self.pinned.take(len) {
+                Some(mut staging) => {
+                    staging.copy_from_slice(&data[..len]);
+                    staging
+                }
+                None => {
+                    // No pinned memory: the driver stages pageable bytes before the call
+                    // returns, and the copy keeps its place in the stream.
+                    // SAFETY: `data` holds `len` bytes; the destination is inside a live buffer.
+                    let code = unsafe {
+                        sys::cuMemcpyHtoDAsync_v2(pointer, data.as_ptr().cast(), len, handle)
+                    };
+                    if code != sys::CUresult::CUDA_SUCCESS {
+                        self.failed(s, "cuMemcpyHtoDAsync", code);
+                    }
+                    return;
+                }
+            }
+        };
+        // SAFETY: the page-locked source holds `len` bytes and is kept until the event after the
+        // copy passed; the destination range is inside a live buffer.
+        let code =
+            unsafe { sys::cuMemcpyHtoDAsync_v2(pointer, source.as_ptr().cast(), len, handle) };
+        if code != sys::CUresult::CUDA_SUCCESS {
+            self.failed(s, "cuMemcpyHtoDAsync", code);
+            return;
+        }
+        match self.record_internal(s) {
+            Some(event) => self.uploads.push(Upload {
+                stream: s,
+                event,
+                _source: source,
+            }),
+            // Without an event nobody can prove the copy finished: keep the memory out of reuse.
+            None => pinned::abandon(source),
+        }
+    }
+
+    /// Enqueues a copy of `src` into a pinned buffer on stream `s`; its bytes are
+    /// handed over by `take_read` once `collect_copies` saw the copy's event pass.
+    pub(crate) fn readback(&mut self, s: usize, src: Region) -> ReadTicket {
+        let ticket = ReadTicket(self.next_ticket);
+        self.next_ticket += 1;
+        if self.refuse(s) || src.size == 0 {
+            self.finished_reads.insert(ticket, HostBytes::default());
+            return ticket;
+        }
+        self.bind();
+        let Some(pointer) = self.region_pointer(src) else {
+            self.fault(s, "read of freed memory");
+            self.finished_reads.insert(ticket, HostBytes::default());
+            return ticket;
+        };
+        let len = src.size as usize;
+        let Some(buffer) = self.pinned.take(len) else {
+            self.fault(
+                s,
+                format!("no pinned host memory for a readback of {len} bytes"),
+            );
+            self.finished_reads.insert(ticket, HostBytes::default());
+            return ticket;
+        };
+        // SAFETY: the pinned buffer holds `len` bytes and is kept until the event after the copy
+        // passed; the source range is inside a live buffer.
+        let code = unsafe {
+            sys::cuMemcpyDtoHAsync_v2(
+                buffer.as_ptr().cast_mut().cast(),
+                pointer,
+                len,
+                self.streams[s].handle,
+            )
+        };
+        if code != sys::CUresult::CUDA_SUCCESS {
+            self.failed(s, "cuMemcpyDtoHAsync", code);
+            self.finished_reads.insert(ticket, HostBytes::default());
+            return ticket;
+        }
+        match self.record_internal(s) {
+            Some(event) => {
+                self.reads.insert(
+                    ticket,
+                    PendingRead {
+                        stream: s,
+                        event,
+                        buffer,
+                    },
+                );
+            }
+            None => {
+                pinned::abandon(buffer);
+                self.finished_reads.insert(ticket, HostBytes::default());
+            }
+        }
+        ticket
+    }
+
+    /// Moves finished uploads' staging back to the pool and finished reads' bytes out.
+    pub(crate) fn collect_copies(&mut self) {
+        let mut failure = None;
+        let mut i = 0;
+        while i < self.uploads.len() {
+            match events::query(self.uploads[i].event) {
+                EventState::Pending => i += 1,
+                state => {
+                    if let EventState::Failed(code) = state {
+                        failure.get_or_insert((self.uploads[i].stream, code));
+                    }
+                    // Dropping the source gives pinned staging back to its pool.
+                    let upload = self.uploads.swap_remove(i);
+                    self.events.recycle(upload.event);
+                }
+            }
+        }
+        let done: Vec<(ReadTicket, Option<sys::CUresult>)> = self
+            .reads
+            .iter()
+            .filter_map(|(ticket, read)| match events::query(read.event) {
+                EventState::Pending => None,
+                EventState::Done => Some((*ticket, None)),
+                EventState::Failed(code) => Some((*ticket, Some(code))),
+            })
+            .collect();
+        for (ticket, code) in done {
+            let Some(read) = self.reads.remove(&ticket) else {
+                continue;
+            };
+            let bytes = match code {
+                None => read.buffer,
+                Some(code) => {
+                    failure.get_or_insert((read.stream, code));
+                    HostBytes::default()
+                }
+            };
+            self.finished_reads.insert(ticket, bytes);
+            self.events.recycle(read.event);
+        }
+        if let Some((s, code)) = failure {
+            self.failed(s, "a copy failed", code);
+        }
+    }
+
+    /// Whether some copy or event in flight has completed (or failed) since the last poll.
+    pub(crate) fn something_completed(&self) -> bool {
+        let passed = |event| !matches!(events::query(event), EventState::Pending);
+        self.uploads.iter().any(|u| passed(u.event)) || self.reads.values().any(|r| passed(r.event))
+    }
+
+    /// Retires every copy once the context is idle (the backend is being dropped): their events
+    /// are recycled and their staging goes back to the pool.
+    pub(crate) fn retire_all_copies(&mut self) {
+        for upload in std::mem::take(&mut self.uploads) {
+            self.events.recycle(upload.event);
+        }
+        for (_, read) in std::mem::take(&mut self.reads) {
+            self.events.recycle(read.event);
+        }
+        self.finished_reads.clear();
+    }
+}
