@@ -109,30 +109,45 @@ pub(crate) fn measure<B: Backend, I, O>(
             clock = Clock::Events;
         }
     }
-    let mut times = Vec::with_capacity(config.samples.max(1));
-    for _ in 0..config.samples.max(1) {
+    // Host time is kept for every sample: if the device clock misses one, the candidate's
+    // samples all fall back to host time, so one median never mixes the two clocks.
+    let samples = config.samples.max(1);
+    let mut device_times = Vec::with_capacity(samples);
+    let mut host_times = Vec::with_capacity(samples);
+    for _ in 0..samples {
         let host_start = Instant::now();
-        let elapsed = match clock {
+        let device = match clock {
             Clock::Device => {
                 let start = device_clock(client);
                 output = Some(run_once(client, op, inputs)?);
                 match (start, device_clock(client)) {
-                    (Some(start), Some(end)) => end.saturating_sub(start),
-                    _ => host_start.elapsed(),
+                    (Some(start), Some(end)) => Some(end.saturating_sub(start)),
+                    _ => None,
                 }
             }
             Clock::Events => {
                 let (out, device) = run_marked(client, op, inputs)?;
                 output = Some(out);
-                device.unwrap_or_else(|| host_start.elapsed())
+                device
             }
             Clock::Host => {
                 output = Some(run_once(client, op, inputs)?);
-                host_start.elapsed()
+                None
             }
         };
-        times.push(elapsed);
+        host_times.push(host_start.elapsed());
+        device_times.push(device);
     }
+    let mut times: Vec<Duration> = match device_times.into_iter().collect::<Option<Vec<_>>>() {
+        Some(device) if !matches!(clock, Clock::Host) => device,
+        _ => {
+            if !matches!(clock, Clock::Host) {
+                tracing::warn!(target: "gpuworld::tune", clock = ?clock, "a sample had no device time: the candidate is timed by the host clock");
+                clock = Clock::Host;
+            }
+            host_times
+        }
+    };
     tracing::debug!(target: "gpuworld::tune", clock = ?clock, "candidate timed");
     let output = output.ok_or_else(|| "no run completed".to_string())?;
     Ok(Measured {
