@@ -395,3 +395,25 @@ fn clients_opened_and_dropped_on_many_threads_at_once_all_work() {
         }
     }
 }
+
+#[test]
+fn forty_clients_made_one_after_another_all_find_the_adapter() {
+    // With NVIDIA's Vulkan driver the 30th wgpu instance a process made after dropping the
+    // earlier ones found no adapter; clients now share the process's instance.
+    if manual_client().is_none() {
+        return;
+    }
+    for round in 0..40 {
+        let client = client_with(WgpuConfig::default(), Driver::DeviceThread)
+            .unwrap_or_else(|| panic!("client {round} found no adapter"));
+        let out = client.empty(4);
+        client
+            .launch(
+                &library::FILL,
+                CubeCount::new_1d(1),
+                Bindings::new().buffer(&out).scalar_f32(round as f32),
+            )
+            .unwrap();
+        assert_eq!(read_f32(&client, &out), vec![round as f32]);
+    }
+}

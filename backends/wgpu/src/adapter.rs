@@ -4,6 +4,7 @@
 
 use gpuworld_systems::backend::{DeviceProperties, MemoryLayout};
 use gpuworld_systems::error::Error;
+use parking_lot::Mutex;
 
 /// Which adapter the backend drives.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -80,11 +81,21 @@ impl std::fmt::Display for AdapterSummary {
     }
 }
 
-/// A wgpu instance for `backends`.
+/// The process's wgpu instance for `backends`, made on first use and kept: with NVIDIA's Vulkan
+/// driver (580) the 30th instance a process makes after dropping the earlier ones finds no
+/// adapter ("vulkan drivers/libraries could not be loaded"), so backends share one instance and
+/// each opens a device of its own on it.
 pub(crate) fn instance(backends: wgpu::Backends) -> wgpu::Instance {
+    static INSTANCES: Mutex<Vec<(wgpu::Backends, wgpu::Instance)>> = Mutex::new(Vec::new());
+    let mut instances = INSTANCES.lock();
+    if let Some((_, instance)) = instances.iter().find(|(b, _)| *b == backends) {
+        return instance.clone();
+    }
     let mut descriptor = wgpu::InstanceDescriptor::new_without_display_handle_from_env();
     descriptor.backends = backends;
-    wgpu::Instance::new(descriptor)
+    let instance = wgpu::Instance::new(descriptor);
+    instances.push((backends, instance.clone()));
+    instance
 }
 
 /// Every adapter wgpu finds on `backends`, in the order [`AdapterSelection::Index`] counts.
