@@ -26,18 +26,23 @@ impl<B: Backend> ComputeClient<B> {
 
     /// A new handle holding a copy of `data`.
     pub fn create_from_slice(&self, data: &[u8]) -> Handle {
-        let bytes = if data.len() >= STAGE_DIRECTLY_FROM {
-            self.staged_copy(data)
-        } else {
-            HostBytes::from_vec(data.to_vec())
-        };
-        self.create(bytes)
+        self.create(self.host_copy(data))
     }
 
     /// A new handle holding a copy of `data`, copied once into staging memory the device reads
     /// directly (page-locked on CUDA) instead of into a heap buffer that the backend stages again.
     pub fn create_from_slice_pinned(&self, data: &[u8]) -> Handle {
         self.create(self.staged_copy(data))
+    }
+
+    /// A copy of `data` for a transfer: in staging memory from [`STAGE_DIRECTLY_FROM`] bytes on,
+    /// on the heap below.
+    fn host_copy(&self, data: &[u8]) -> HostBytes {
+        if data.len() >= STAGE_DIRECTLY_FROM {
+            self.staged_copy(data)
+        } else {
+            HostBytes::from_vec(data.to_vec())
+        }
     }
 
     /// A copy of `data` in staging memory, or on the heap where none is handed out.
@@ -77,20 +82,10 @@ impl<B: Backend> ComputeClient<B> {
     /// Copies `data` to the start of `dst`.
     pub fn write(&self, dst: impl Into<Binding>, data: &[u8]) -> Result<()> {
         let dst = dst.into();
-        let (start, end) = dst.validate(self.shared.id)?;
-        if data.len() as u64 > end - start {
-            return Err(Error::WriteTooLarge {
-                handle: dst.handle,
-                len: data.len() as u64,
-                capacity: end - start,
-            });
-        }
-        let bytes = if data.len() >= STAGE_DIRECTLY_FROM {
-            self.staged_copy(data)
-        } else {
-            HostBytes::from_vec(data.to_vec())
-        };
-        self.write_bytes(dst, bytes)
+        // Checked before the copy, so a refused write costs no staging.
+        self.check_write(&dst, data.len())?;
+        self.push_write(dst, self.host_copy(data));
+        Ok(())
     }
 
     /// Copies `data` (a `Vec<u8>`, or [`HostBytes`] from [`ComputeClient::reserve_staging`]) to
@@ -98,20 +93,30 @@ impl<B: Backend> ComputeClient<B> {
     pub fn write_bytes(&self, dst: impl Into<Binding>, data: impl Into<HostBytes>) -> Result<()> {
         let dst = dst.into();
         let data = data.into();
+        self.check_write(&dst, data.len())?;
+        self.push_write(dst, data);
+        Ok(())
+    }
+
+    /// Whether `len` bytes may be written to `dst`: its runtime, its range, its size.
+    fn check_write(&self, dst: &Binding, len: usize) -> Result<()> {
         let (start, end) = dst.validate(self.shared.id)?;
-        if data.len() as u64 > end - start {
+        if len as u64 > end - start {
             return Err(Error::WriteTooLarge {
                 handle: dst.handle,
-                len: data.len() as u64,
+                len: len as u64,
                 capacity: end - start,
             });
         }
+        Ok(())
+    }
+
+    fn push_write(&self, dst: Binding, data: HostBytes) {
         self.shared.inbox.push(Command::Write {
             dst,
             data,
             stream: self.stream_id(),
         });
-        Ok(())
     }
 
     /// Reads `sources` back; the future completes once a tick has seen the bytes arrive.
