@@ -70,6 +70,20 @@ pub fn wgpu_backend_with(config: gpuworld::WgpuConfig) -> Option<gpuworld::WgpuB
     }
 }
 
+/// A client over [`wgpu_backend_with`]'s backend, driven by `driver`; `None` as it is.
+#[cfg(feature = "wgpu")]
+pub fn wgpu_client_with(
+    config: gpuworld::WgpuConfig,
+    driver: gpuworld::Driver,
+) -> Option<gpuworld::ComputeClient<gpuworld::WgpuBackend>> {
+    let backend = wgpu_backend_with(config)?;
+    Some(gpuworld::ComputeClient::new(
+        backend,
+        gpuworld::RuntimeConfig::default(),
+        driver,
+    ))
+}
+
 /// A client from `gpuworld::wgpu_client`, or `None` as [`wgpu_backend_or_skip`] decides.
 #[cfg(feature = "wgpu")]
 pub fn wgpu_client_or_skip() -> Option<gpuworld::ComputeClient<gpuworld::WgpuBackend>> {

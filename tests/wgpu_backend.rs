@@ -6,23 +6,14 @@
 
 mod common;
 
-use common::{bytes_of, f32s, wgpu_backend_with};
+use common::{bytes_of, f32s, wgpu_backend_with, wgpu_client_with};
 use gpuworld::{
-    AdapterSelection, Bindings, ComputeClient, CubeCount, Driver, Error, KernelDef, RuntimeConfig,
-    WgpuBackend, WgpuConfig, library,
+    AdapterSelection, Bindings, ComputeClient, CubeCount, Driver, Error, KernelDef, WgpuBackend,
+    WgpuConfig, library,
 };
 
-fn client_with(config: WgpuConfig, driver: Driver) -> Option<ComputeClient<WgpuBackend>> {
-    let backend = wgpu_backend_with(config)?;
-    Some(ComputeClient::new(
-        backend,
-        RuntimeConfig::default(),
-        driver,
-    ))
-}
-
 fn manual_client() -> Option<ComputeClient<WgpuBackend>> {
-    client_with(WgpuConfig::default(), Driver::Manual)
+    wgpu_client_with(WgpuConfig::default(), Driver::Manual)
 }
 
 fn read_f32(client: &ComputeClient<WgpuBackend>, handle: &gpuworld::Handle) -> Vec<f32> {
@@ -56,7 +47,7 @@ fn burst_keeps_order(client: &ComputeClient<WgpuBackend>, rounds: usize, len: us
 
 #[test]
 fn a_burst_of_writes_between_launches_never_overtakes_them() {
-    let Some(client) = client_with(WgpuConfig::default(), Driver::DeviceThread) else {
+    let Some(client) = wgpu_client_with(WgpuConfig::default(), Driver::DeviceThread) else {
         return;
     };
     burst_keeps_order(&client, 200, 300);
@@ -69,7 +60,7 @@ fn writes_beyond_the_staging_budget_still_land_in_order() {
         upload_chunk: 4 * 1024,
         ..WgpuConfig::default()
     };
-    let Some(client) = client_with(config, Driver::Manual) else {
+    let Some(client) = wgpu_client_with(config, Driver::Manual) else {
         return;
     };
     // 3 KiB per write: two fit in the budget, the rest go through the queue after a submit.
@@ -175,7 +166,7 @@ fn a_lost_device_fails_reads_and_syncs_instead_of_hanging() {
 
 #[test]
 fn a_dynamic_count_follows_the_writes_before_each_launch() {
-    let Some(client) = client_with(WgpuConfig::default(), Driver::DeviceThread) else {
+    let Some(client) = wgpu_client_with(WgpuConfig::default(), Driver::DeviceThread) else {
         return;
     };
     let count = client.create(bytemuck::cast_slice(&[1u32, 1, 1]).to_vec());
@@ -318,7 +309,7 @@ fn timestamps_time_each_kernel_when_the_adapter_has_them() {
         timestamps: true,
         ..WgpuConfig::default()
     };
-    let Some(client) = client_with(config, Driver::Manual) else {
+    let Some(client) = wgpu_client_with(config, Driver::Manual) else {
         return;
     };
     let out = client.empty(1 << 20);
@@ -376,7 +367,7 @@ fn clients_opened_and_dropped_on_many_threads_at_once_all_work() {
                     } else {
                         Driver::Manual
                     };
-                    let client = client_with(WgpuConfig::default(), driver).expect("adapter");
+                    let client = wgpu_client_with(WgpuConfig::default(), driver).expect("adapter");
                     let value = (round * 10 + t) as f32;
                     let out = client.empty(256 * 4);
                     client
@@ -404,7 +395,7 @@ fn forty_clients_made_one_after_another_all_find_the_adapter() {
         return;
     }
     for round in 0..40 {
-        let client = client_with(WgpuConfig::default(), Driver::DeviceThread)
+        let client = wgpu_client_with(WgpuConfig::default(), Driver::DeviceThread)
             .unwrap_or_else(|| panic!("client {round} found no adapter"));
         let out = client.empty(4);
         client

@@ -7,13 +7,13 @@
 
 mod common;
 
-use common::wgpu_backend_with;
+use common::{wgpu_backend_with, wgpu_client_with};
 use gpuworld::tune::{
     BenchmarkConfig, CacheLocation, MATMUL_SET, MatmulInput, TuneEntry, matmul_set,
 };
 use gpuworld::{
-    Backend, Bindings, ComputeClient, CubeCount, Driver, ExecutionMode, RuntimeConfig, StreamId,
-    TuneMode, Tuner, TunerConfig, WgpuBackend, WgpuConfig, library,
+    Backend, Bindings, ComputeClient, CubeCount, Driver, ExecutionMode, StreamId, TuneMode, Tuner,
+    TunerConfig, WgpuBackend, WgpuConfig, library,
 };
 use gpuworld_systems::backend::{DeviceEvent, LaunchCount, Region};
 use std::io::Write;
@@ -29,18 +29,9 @@ fn has_timestamps(backend: &WgpuBackend) -> bool {
         .contains(gpuworld::wgpu::Features::TIMESTAMP_QUERY)
 }
 
-fn client_with(config: WgpuConfig, driver: Driver) -> Option<ComputeClient<WgpuBackend>> {
-    let backend = wgpu_backend_with(config)?;
-    Some(ComputeClient::new(
-        backend,
-        RuntimeConfig::default(),
-        driver,
-    ))
-}
-
 /// A manual client on an adapter with timestamp queries, or `None` (loudly) without one.
 fn timed_client() -> Option<ComputeClient<WgpuBackend>> {
-    let client = client_with(WgpuConfig::default(), Driver::Manual)?;
+    let client = wgpu_client_with(WgpuConfig::default(), Driver::Manual)?;
     if !client.with_runtime(|rt| has_timestamps(rt.backend())) {
         eprintln!("SKIPPED: this adapter has no timestamp queries");
         return None;
@@ -200,7 +191,7 @@ fn without_timestamp_queries_a_mark_is_a_flush_that_times_nothing() {
         mark_timestamps: false,
         ..WgpuConfig::default()
     };
-    let Some(client) = client_with(config, Driver::Manual) else {
+    let Some(client) = wgpu_client_with(config, Driver::Manual) else {
         return;
     };
     assert!(!client.with_runtime(|rt| has_timestamps(rt.backend())));
