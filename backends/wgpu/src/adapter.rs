@@ -219,49 +219,27 @@ pub(crate) fn device_properties(
     memory_capacity: Option<u64>,
 ) -> DeviceProperties {
     let per_axis = l.max_compute_workgroups_per_dimension;
-    let limits = [
-        ("max_bind_groups", u64::from(l.max_bind_groups)),
-        ("max_buffer_size", l.max_buffer_size),
-        (
-            "max_compute_invocations_per_workgroup",
-            u64::from(l.max_compute_invocations_per_workgroup),
-        ),
-        (
-            "max_compute_workgroup_size_x",
-            u64::from(l.max_compute_workgroup_size_x),
-        ),
-        (
-            "max_compute_workgroup_size_y",
-            u64::from(l.max_compute_workgroup_size_y),
-        ),
-        (
-            "max_compute_workgroup_size_z",
-            u64::from(l.max_compute_workgroup_size_z),
-        ),
-        (
-            "max_compute_workgroup_storage_size",
-            u64::from(l.max_compute_workgroup_storage_size),
-        ),
-        ("max_compute_workgroups_per_dimension", u64::from(per_axis)),
-        (
-            "max_storage_buffer_binding_size",
-            l.max_storage_buffer_binding_size,
-        ),
-        (
-            "max_storage_buffers_per_shader_stage",
-            u64::from(l.max_storage_buffers_per_shader_stage),
-        ),
-        (
-            "min_storage_buffer_offset_alignment",
-            u64::from(l.min_storage_buffer_offset_alignment),
-        ),
-        (
-            "min_uniform_buffer_offset_alignment",
-            u64::from(l.min_uniform_buffer_offset_alignment),
-        ),
+    // Each limit under its field's name, so the list cannot drift from the fields it reads.
+    macro_rules! named {
+        ($($field:ident),* $(,)?) => {
+            [$((stringify!($field).to_string(), u64::from(l.$field))),*]
+        };
+    }
+    let limits = named![
+        max_bind_groups,
+        max_buffer_size,
+        max_compute_invocations_per_workgroup,
+        max_compute_workgroup_size_x,
+        max_compute_workgroup_size_y,
+        max_compute_workgroup_size_z,
+        max_compute_workgroup_storage_size,
+        max_compute_workgroups_per_dimension,
+        max_storage_buffer_binding_size,
+        max_storage_buffers_per_shader_stage,
+        min_storage_buffer_offset_alignment,
+        min_uniform_buffer_offset_alignment,
     ]
     .into_iter()
-    .map(|(name, value)| (name.to_string(), value))
     .collect();
     let mut features: Vec<String> = enabled
         .iter_names()
