@@ -19,6 +19,7 @@ fn sim(latency_ticks: u64) -> ComputeClient<SimBackend> {
             kind: PoolKind::Sliced {
                 page_size: 16 * KIB,
                 max_slice: 4 * KIB,
+                first_page: 16 * KIB,
             },
             max_alloc: 4 * KIB,
             max_reserved: None,
@@ -82,7 +83,7 @@ fn slices_share_a_page_merge_when_freed_and_the_idle_page_goes_back() {
     client.tick();
     insta::assert_snapshot!("pool_three_slices_in_one_page", memory_state(&client));
 
-    // Dropped while the fill still runs: pinned, not reusable.
+    // Dropped while the fill still runs: parked for its stream, not free for the others.
     fill(&client, &b);
     drop(b);
     client.tick();

@@ -69,7 +69,7 @@ fn write_then_read_returns_the_written_bytes() {
 }
 
 #[test]
-fn released_memory_is_reused_only_after_its_event_passed() {
+fn a_release_is_reused_by_the_next_allocation_of_its_stream_in_the_same_tick() {
     let client = sim();
     let first = client.create(bytes_of(&[7.0; 64]));
     client
@@ -79,26 +79,71 @@ fn released_memory_is_reused_only_after_its_event_passed() {
             Bindings::new().buffer(&first).scalar_f32(1.0),
         )
         .unwrap();
-    // Dropped while its write and fill are still in flight: the memory must stay pinned.
+    // Dropped while its write and fill are queued: the stream runs in order, so its next
+    // allocation may take the memory at once; the write below runs after the fill.
     drop(first);
-    client.tick();
-    insta::assert_snapshot!("release_reuse_tick1", state(&client));
-    let usage = client.with_runtime(|rt| rt.memory_usage());
-    assert_eq!(usage.number_allocs, 1, "still pinned by the in-flight work");
-
-    client.tick();
-    insta::assert_snapshot!("release_reuse_tick2", state(&client));
-    let usage = client.with_runtime(|rt| rt.memory_usage());
-    assert_eq!(usage.number_allocs, 0, "reclaimed once the event passed");
-    assert_eq!(usage.bytes_reserved, 256, "kept for reuse");
-
-    // Same size: the freed slice is reused instead of a new device allocation.
     let second = client.create(bytes_of(&[2.0; 64]));
     client.tick();
-    insta::assert_snapshot!("release_reuse_tick3", state(&client));
-    assert_eq!(client.memory_usage().bytes_reserved, 256);
+    insta::assert_snapshot!("release_reuse_same_stream_tick1", state(&client));
+    let usage = client.with_runtime(|rt| rt.memory_usage());
+    assert_eq!(usage.number_allocs, 1, "only the second handle is in use");
+    assert_eq!(usage.bytes_reserved, 256, "no second device allocation");
+
+    client.tick();
+    insta::assert_snapshot!("release_reuse_same_stream_tick2", state(&client));
     let bytes = client.read_one(&second).unwrap();
     assert_eq!(f32s(&bytes), vec![2.0; 64]);
+}
+
+#[test]
+fn a_release_waits_for_its_event_before_another_stream_reuses_it() {
+    let client = sim();
+    let other = client.with_stream(StreamId { value: 1 });
+    let first = client.create(bytes_of(&[7.0; 64]));
+    client
+        .launch(
+            &library::FILL,
+            CubeCount::new_1d(1),
+            Bindings::new().buffer(&first).scalar_f32(1.0),
+        )
+        .unwrap();
+    drop(first);
+    // Stream 1's work could run before stream 0's fill: it gets memory of its own.
+    let second = other.create(bytes_of(&[2.0; 64]));
+    client.tick();
+    insta::assert_snapshot!("release_reuse_other_stream_tick1", state(&client));
+    assert_eq!(
+        client.with_runtime(|rt| rt.memory_usage()).bytes_reserved,
+        512
+    );
+
+    // The event after the fill passed: the memory is back in the pool, for every stream.
+    client.tick();
+    insta::assert_snapshot!("release_reuse_other_stream_tick2", state(&client));
+    let third = other.create(bytes_of(&[3.0; 64]));
+    client.tick();
+    insta::assert_snapshot!("release_reuse_other_stream_tick3", state(&client));
+    assert_eq!(
+        client.with_runtime(|rt| rt.memory_usage()).bytes_reserved,
+        512
+    );
+    assert_eq!(f32s(&other.read_one(&second).unwrap()), vec![2.0; 64]);
+    assert_eq!(f32s(&other.read_one(&third).unwrap()), vec![3.0; 64]);
+}
+
+#[test]
+fn memory_no_work_used_returns_to_the_pool_when_released() {
+    let client = sim();
+    let kept = client.empty(256);
+    for _ in 0..1000 {
+        drop(client.empty(1 << 20));
+    }
+    client.tick();
+    insta::assert_snapshot!("release_unused", state(&client));
+    let usage = client.with_runtime(|rt| rt.memory_usage());
+    assert_eq!(usage.number_allocs, 1);
+    assert!(usage.bytes_reserved <= (2 << 20) + 256, "{usage:?}");
+    drop(kept);
 }
 
 #[test]

@@ -50,6 +50,7 @@ impl<B: Backend> Runtime<B> {
         world.insert_resource(InboxQueue(inbox.clone()));
         world.init_resource::<HandleIndex>();
         world.init_resource::<NewTasks>();
+        world.init_resource::<DeferredCommands>();
         world.init_resource::<SpareTasks>();
         world.init_resource::<TickCounter>();
         world.init_resource::<Stats>();
@@ -147,14 +148,16 @@ impl<B: Backend> Runtime<B> {
         self.world.resource::<TuneCache>()
     }
 
-    /// Whether submitted work awaits the device (reads, syncs, memory pinned behind events):
-    /// ticking again makes progress. Tasks still queued wait for a flush, not for the device.
+    /// Whether submitted work awaits the device (reads, syncs, memory pinned behind events, commands
+    /// waiting for that memory): ticking again makes progress. Tasks still queued wait for a
+    /// flush, not for the device.
     pub fn has_work_in_flight(&mut self) -> bool {
         let world = &self.world;
         let q = &mut self.in_flight;
         q.reads.iter(world).next().is_some()
             || q.syncs.iter(world).next().is_some()
             || q.gcs.iter(world).next().is_some()
+            || !world.resource::<DeferredCommands>().0.is_empty()
     }
 
     /// The bookkeeping of the stream that runs `id`, if it was opened.

@@ -159,6 +159,7 @@ pub fn render(world: &mut World, event_label: &dyn Fn(DeviceEvent) -> String) ->
             |(entity, record, allocation, owner, uses, released, awaiting)| {
                 let memory = match allocation {
                     Allocation::Slice { slice, .. } => format!("slice {slice:?}"),
+                    Allocation::Parked { slice } => format!("slice {slice:?} parked"),
                     Allocation::Failed(e) => format!("failed ({e})"),
                 };
                 let mut uses: Vec<String> = uses

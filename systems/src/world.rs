@@ -101,6 +101,12 @@ pub enum Allocation {
         /// The requested bytes inside the backend buffer (a slice may start past byte 0).
         region: Region,
     },
+    /// A released slice parked for its stream's later allocations (`memory/parked.rs`); the GC
+    /// stage returns it to its pool unless that stream took it first.
+    Parked {
+        /// The pool key (dead once the stream took the memory).
+        slice: SliceKey,
+    },
     /// The allocation failed; every use reports this error.
     Failed(Error),
 }
@@ -312,11 +318,36 @@ pub struct HandleEntry {
     /// Its bytes in a backend buffer (bindings are offset from `region.offset`), or why the
     /// allocation failed.
     pub memory: Result<Region>,
-    /// Whether the user dropped every clone.
-    pub released: bool,
+    /// The streams whose tasks used its memory, counted as ingest creates the tasks (alignment
+    /// records the same uses with cursors, a stage later): how its release may go.
+    pub used_on: UsedOn,
 }
 
-/// Live handles by id (ids are dense integers: a multiply-hash is enough).
+/// The streams that used a handle's memory, as far as its release needs to know.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UsedOn {
+    /// No work: the memory goes back to its pool when the handle is released.
+    Nothing,
+    /// Work of one stream only: that stream's later allocations may reuse it at once.
+    One(Entity),
+    /// Several streams: reuse waits for an event on each.
+    Several,
+}
+
+impl UsedOn {
+    /// Adds a use on `stream`.
+    #[inline]
+    pub fn record(&mut self, stream: Entity) {
+        *self = match *self {
+            UsedOn::Nothing => UsedOn::One(stream),
+            UsedOn::One(s) if s == stream => UsedOn::One(s),
+            _ => UsedOn::Several,
+        };
+    }
+}
+
+/// Live handles by id (ids are dense integers: a multiply-hash is enough); an entry goes when
+/// the user releases the handle.
 #[derive(Resource, Default)]
 pub struct HandleIndex(pub rustc_hash::FxHashMap<HandleId, HandleEntry>);
 
@@ -406,6 +437,12 @@ pub struct Stats {
     /// Handles whose memory went back to the pool.
     pub handles_reclaimed: u64,
 }
+
+/// Commands ingest could not take yet, in arrival order: an allocation found no memory while
+/// released memory was still on its way back. Ingest retries them first at the next tick;
+/// meanwhile every queue is submitted so that the released memory can retire.
+#[derive(Resource, Default)]
+pub struct DeferredCommands(pub Vec<crate::inbox::Command>);
 
 /// A request from the client to return free memory to the device this tick.
 #[derive(Resource, Default)]

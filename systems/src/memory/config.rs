@@ -26,10 +26,14 @@ pub enum PoolKind {
     /// Pages of `page_size` bytes split into slices; requests over `max_slice` get a page of
     /// their own, which later requests may reuse only if they waste at most a fifth of it.
     Sliced {
-        /// Bytes per page.
+        /// Bytes of a full page.
         page_size: u64,
         /// Largest request placed in a shared page.
         max_slice: u64,
+        /// Bytes of the first shared page: each new shared page is as large as the shared pages
+        /// already held, from `first_page` up to `page_size` (equal to it for fixed pages), so a
+        /// pool that serves a few buffers reserves about what they need.
+        first_page: u64,
     },
     /// One backend buffer per allocation (backends such as wgpu need it).
     Exclusive,
@@ -84,9 +88,13 @@ impl MemoryConfig {
                 PoolKind::Sliced {
                     page_size,
                     max_slice,
+                    first_page,
                 } => {
                     *page_size = (*page_size).max(alignment).next_multiple_of(alignment);
                     *max_slice = (*max_slice).clamp(alignment, *page_size);
+                    *first_page = (*first_page)
+                        .clamp(alignment, *page_size)
+                        .next_multiple_of(alignment);
                 }
                 PoolKind::Exclusive => {}
             }
@@ -112,6 +120,9 @@ impl MemoryConfig {
         let large_page = round((memory / 16).clamp(alignment, MAX_PAGE));
         let small_page = round(large_page / 32);
         let small_slice = round(small_page / 8);
+        // Pages start at a 64th of their full size: a 64 MiB pool serving two 1 MiB buffers
+        // holds 2 MiB, not 64 (cubecl holds 2 MiB there).
+        let first_page = |page: u64| round(page / 64).max(alignment);
         let release = Some(DEFAULT_RELEASE_AFTER_TICKS);
         let mut pools = vec![PoolConfig {
             kind: PoolKind::Exclusive,
@@ -124,6 +135,7 @@ impl MemoryConfig {
                 kind: PoolKind::Sliced {
                     page_size: small_page,
                     max_slice: small_slice,
+                    first_page: first_page(small_page),
                 },
                 max_alloc: small_slice,
                 max_reserved: None,
@@ -134,6 +146,7 @@ impl MemoryConfig {
             kind: PoolKind::Sliced {
                 page_size: large_page,
                 max_slice: round(large_page / 4).max(alignment),
+                first_page: first_page(large_page),
             },
             max_alloc: u64::MAX,
             max_reserved: None,
@@ -175,14 +188,16 @@ mod tests {
                 (
                     PoolKind::Sliced {
                         page_size: 2 * MIB,
-                        max_slice: 256 << 10
+                        max_slice: 256 << 10,
+                        first_page: 32 << 10,
                     },
                     256 << 10
                 ),
                 (
                     PoolKind::Sliced {
                         page_size: 64 * MIB,
-                        max_slice: 16 * MIB
+                        max_slice: 16 * MIB,
+                        first_page: MIB,
                     },
                     u64::MAX
                 ),
@@ -197,7 +212,8 @@ mod tests {
             ladder[2].kind,
             PoolKind::Sliced {
                 page_size: 16 * MIB,
-                max_slice: 4 * MIB
+                max_slice: 4 * MIB,
+                first_page: 256 << 10,
             }
         );
     }
@@ -210,7 +226,8 @@ mod tests {
             ladder[1].kind,
             PoolKind::Sliced {
                 page_size: 64,
-                max_slice: 64
+                max_slice: 64,
+                first_page: 64,
             }
         );
     }
@@ -222,6 +239,7 @@ mod tests {
             kind: PoolKind::Sliced {
                 page_size: MIB,
                 max_slice: MIB,
+                first_page: MIB,
             },
             max_alloc: u64::MAX,
             max_reserved: None,

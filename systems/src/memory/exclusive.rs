@@ -218,6 +218,11 @@ impl ExclusivePool {
         &self.report
     }
 
+    /// The pool's counts, to adjust when a parked slice changes hands.
+    pub(crate) fn report_mut(&mut self) -> &mut PoolReport {
+        &mut self.report
+    }
+
     /// Entries waiting in the idle queue.
     pub fn idle_entries(&self) -> usize {
         self.idle.len()

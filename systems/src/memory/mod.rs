@@ -7,6 +7,7 @@ mod exclusive;
 mod idle;
 pub mod layout;
 mod mode;
+mod parked;
 mod persistent;
 mod report;
 mod sliced;
@@ -16,12 +17,14 @@ pub use exclusive::{ExclusivePool, Fit};
 pub use layout::{TensorLayout, TensorPlacement};
 pub use mode::{AllocationMode, AllocationModes};
 pub use report::PoolReport;
-pub use sliced::SlicedPool;
+pub use sliced::{PageSizes, SlicedPool};
 
 use crate::backend::{AllocError, Backend, DeviceProperties, Region, StorageId};
 use crate::error::Error;
 use crate::ids::StreamId;
+use bevy_ecs::entity::Entity;
 use bevy_ecs::resource::Resource;
+use parked::ParkedSlices;
 use slotmap::{SlotMap, new_key_type};
 use std::fmt::Write;
 
@@ -65,6 +68,9 @@ pub struct Reservation {
     pub slice: SliceKey,
     /// The requested bytes inside the backend buffer.
     pub region: Region,
+    /// The memory was parked by the allocating stream: work of that stream submitted earlier may
+    /// still use it, so the new allocation inherits that stream's use.
+    pub parked_by_stream: bool,
 }
 
 /// The persistent pool's index in slice records.
@@ -74,6 +80,8 @@ struct SliceRecord {
     pool: usize,
     block: Block,
     requested: u64,
+    /// The stream whose later allocations may take the slice (see `parked.rs`).
+    parked_on: Option<Entity>,
 }
 
 /// One pool of the ladder.
@@ -145,6 +153,13 @@ impl LadderPool {
             LadderPool::Exclusive(pool) => pool.report(),
         }
     }
+
+    fn report_mut(&mut self) -> &mut PoolReport {
+        match self {
+            LadderPool::Sliced(pool) => pool.report_mut(),
+            LadderPool::Exclusive(pool) => pool.report_mut(),
+        }
+    }
 }
 
 /// The memory of a runtime: the pool ladder, the persistent pool, every live slice, usage, and
@@ -160,6 +175,7 @@ pub struct MemoryPool {
     usage: MemoryUsage,
     peak_in_use: u64,
     modes: AllocationModes,
+    parked: ParkedSlices,
 }
 
 impl MemoryPool {
@@ -175,9 +191,14 @@ impl MemoryPool {
                     PoolKind::Sliced {
                         page_size,
                         max_slice,
+                        first_page,
                     } => LadderPool::Sliced(SlicedPool::new(
                         name,
-                        page_size,
+                        PageSizes {
+                            full: page_size,
+                            first: first_page,
+                            alignment: device.alignment,
+                        },
                         max_slice,
                         pool.max_reserved,
                         pool.release_after_ticks,
@@ -200,6 +221,7 @@ impl MemoryPool {
             usage: MemoryUsage::default(),
             peak_in_use: 0,
             modes: AllocationModes::default(),
+            parked: ParkedSlices::default(),
         }
     }
 
@@ -228,15 +250,100 @@ impl MemoryPool {
         &mut self.modes
     }
 
-    /// Reserves `size` bytes for a new allocation of `stream`, in its current mode.
+    /// Reserves `size` bytes for a new allocation of `stream` (whose entity is `entity`), in
+    /// its current mode: first from memory the stream itself parked, then from its pools.
     pub fn reserve_for<B: Backend>(
         &mut self,
         backend: &mut B,
         size: u64,
         stream: StreamId,
+        entity: Entity,
     ) -> Result<Reservation, Error> {
         let mode = self.modes.current(stream);
+        if mode == AllocationMode::Auto
+            && let Some(reservation) = self.take_parked(entity, size)
+        {
+            return Ok(reservation);
+        }
         self.reserve(backend, size, mode)
+    }
+
+    /// A slice `stream` parked that fits `size` bytes, under a new key (a released key stays
+    /// dead).
+    fn take_parked(&mut self, stream: Entity, size: u64) -> Option<Reservation> {
+        let padded = size.max(1).checked_next_multiple_of(self.alignment)?;
+        let (old, _) = self.parked.take(stream, padded)?;
+        let record = self.slices.remove(old)?;
+        let report = match record.pool {
+            PERSISTENT => Some(self.persistent.report_mut()),
+            index => self.ladder.get_mut(index).map(LadderPool::report_mut),
+        };
+        if let Some(report) = report {
+            report.resized(record.requested, size);
+        }
+        let block = record.block;
+        let slice = self.slices.insert(SliceRecord {
+            pool: record.pool,
+            block,
+            requested: size,
+            parked_on: None,
+        });
+        self.count_reserved(size, block.len);
+        Some(Reservation {
+            slice,
+            region: Region {
+                storage: block.storage,
+                offset: block.offset,
+                size,
+            },
+            parked_by_stream: true,
+        })
+    }
+
+    /// Parks a released slice whose every use was on `stream`: that stream's later allocations
+    /// may take it at once; it returns to its pool by [`MemoryPool::release_parked`] once the
+    /// device is proven done with it. It no longer counts as in use.
+    pub fn park(&mut self, key: SliceKey, stream: Entity) -> Result<(), Error> {
+        let record = self
+            .slices
+            .get_mut(key)
+            .filter(|record| record.parked_on.is_none())
+            .ok_or_else(|| stale_slice(key))?;
+        record.parked_on = Some(stream);
+        let (requested, len) = (record.requested, record.block.len);
+        self.parked.park(stream, len, key);
+        self.count_released(requested, len);
+        Ok(())
+    }
+
+    /// Returns a parked slice to its pool; `Ok(false)` when its stream already took it for a
+    /// later allocation (then the key is dead and there is nothing to return).
+    pub fn release_parked(&mut self, key: SliceKey) -> Result<bool, Error> {
+        match self.slices.get(key) {
+            None => Ok(false),
+            Some(record) if record.parked_on.is_some() => self.release(key).map(|()| true),
+            Some(_) => Err(Error::StaleHandle {
+                what: format!("memory slice {key:?} (live, not parked)").into(),
+            }),
+        }
+    }
+
+    /// Slices parked by their streams, and their bytes (padding included).
+    pub fn parked(&self) -> (usize, u64) {
+        (self.parked.len(), self.parked.bytes())
+    }
+
+    fn count_reserved(&mut self, requested: u64, len: u64) {
+        self.usage.number_allocs += 1;
+        self.usage.bytes_in_use += requested;
+        self.usage.bytes_padding += len - requested;
+        self.peak_in_use = self.peak_in_use.max(self.usage.bytes_in_use);
+    }
+
+    fn count_released(&mut self, requested: u64, len: u64) {
+        self.usage.number_allocs -= 1;
+        self.usage.bytes_in_use -= requested;
+        self.usage.bytes_padding -= len - requested;
     }
 
     /// Reserves `size` bytes in `mode`: from free memory when some fits, else from a new page;
@@ -267,11 +374,9 @@ impl MemoryPool {
             pool,
             block,
             requested: size,
+            parked_on: None,
         });
-        self.usage.number_allocs += 1;
-        self.usage.bytes_in_use += size;
-        self.usage.bytes_padding += block.len - size;
-        self.peak_in_use = self.peak_in_use.max(self.usage.bytes_in_use);
+        self.count_reserved(size, block.len);
         Ok(Reservation {
             slice,
             region: Region {
@@ -279,6 +384,7 @@ impl MemoryPool {
                 offset: block.offset,
                 size,
             },
+            parked_by_stream: false,
         })
     }
 
@@ -372,10 +478,16 @@ impl MemoryPool {
             + self.persistent.report().bytes_reserved;
     }
 
-    /// Makes a slice's memory available again; the GC stage calls it once every stream that
-    /// used the slice has passed an event proving the device is done with it.
+    /// Makes a slice's memory available again: at once for memory no work used, else once every
+    /// stream that used the slice has passed an event proving the device is done with it.
     pub fn release(&mut self, key: SliceKey) -> Result<(), Error> {
         let record = self.slices.remove(key).ok_or_else(|| stale_slice(key))?;
+        match record.parked_on {
+            Some(stream) => {
+                self.parked.remove(stream, record.block.len, key);
+            }
+            None => self.count_released(record.requested, record.block.len),
+        }
         match record.pool {
             PERSISTENT => self
                 .persistent
@@ -386,9 +498,6 @@ impl MemoryPool {
                 .ok_or_else(|| stale_slice(key))?
                 .release(&record.block, record.requested)?,
         }
-        self.usage.number_allocs -= 1;
-        self.usage.bytes_in_use -= record.requested;
-        self.usage.bytes_padding -= record.block.len - record.requested;
         Ok(())
     }
 
@@ -459,13 +568,22 @@ impl MemoryPool {
     pub fn describe(&self) -> String {
         let usage = self.usage;
         let mut out = format!(
-            "memory: allocs {} in use {}B padding {}B reserved {}B free slices {}\n",
+            "memory: allocs {} in use {}B padding {}B reserved {}B free slices {}",
             usage.number_allocs,
             usage.bytes_in_use,
             usage.bytes_padding,
             usage.bytes_reserved,
             self.free_slices()
         );
+        if !self.parked.is_empty() {
+            let _ = write!(
+                out,
+                " parked {} ({}B)",
+                self.parked.len(),
+                self.parked.bytes()
+            );
+        }
+        out.push('\n');
         for report in self.reports() {
             let _ = writeln!(out, "  {report}");
         }

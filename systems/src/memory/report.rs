@@ -51,6 +51,12 @@ impl PoolReport {
         self.largest_alloc = self.largest_alloc.max(requested);
     }
 
+    /// Counts a live allocation's memory handed to a new request of `requested` bytes.
+    pub fn resized(&mut self, before: u64, requested: u64) {
+        self.bytes_in_use = self.bytes_in_use - before + requested;
+        self.largest_alloc = self.largest_alloc.max(requested);
+    }
+
     /// Counts a released allocation of `requested` bytes.
     pub fn released(&mut self, requested: u64) {
         self.allocs -= 1;

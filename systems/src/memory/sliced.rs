@@ -22,6 +22,8 @@ struct Page {
     idle_since: Option<u64>,
     /// Whether the page waits in `IdlePages` to be stamped.
     listed: bool,
+    /// Made for one request over `max_slice`.
+    dedicated: bool,
 }
 
 /// What first-fit needs to skip a page without touching it.
@@ -43,38 +45,68 @@ impl PageSummary {
     }
 }
 
+/// The page sizes of a sliced pool.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PageSizes {
+    /// A full page.
+    pub full: u64,
+    /// The first shared page; new ones are as large as those held, up to `full`.
+    pub first: u64,
+    /// Every page size is a multiple of it (the device alignment).
+    pub alignment: u64,
+}
+
 /// Pages of one size split into slices; oversized requests get pages of their own.
 pub struct SlicedPool {
     page_size: u64,
+    first_page: u64,
     max_slice: u64,
     max_reserved: Option<u64>,
     release_after: Option<u64>,
     pages: SlotMap<PageKey, Page>,
+    /// Bytes of shared (not dedicated) pages: new shared pages grow with it.
+    shared_reserved: u64,
     order: Vec<PageSummary>,
     idle: IdlePages,
     report: PoolReport,
 }
 
 impl SlicedPool {
-    /// An empty pool of `page_size`-byte pages holding slices up to `max_slice` bytes.
+    /// An empty pool of `pages` holding slices up to `max_slice` bytes.
     pub fn new(
         name: String,
-        page_size: u64,
+        pages: PageSizes,
         max_slice: u64,
         max_reserved: Option<u64>,
         release_after: Option<u64>,
     ) -> SlicedPool {
+        let alignment = pages.alignment.max(1);
+        let page_size = pages.full.max(alignment).next_multiple_of(alignment);
+        let first_page = pages
+            .first
+            .clamp(alignment, page_size)
+            .next_multiple_of(alignment);
+        let sizes = if first_page == page_size {
+            format!("{} pages", human_bytes(page_size))
+        } else {
+            format!(
+                "pages {}..{}",
+                human_bytes(first_page),
+                human_bytes(page_size)
+            )
+        };
         let name = format!(
-            "{name} sliced, {} pages, slices <= {}",
-            human_bytes(page_size),
+            "{name} sliced, {sizes}, slices <= {}",
             human_bytes(max_slice)
         );
         SlicedPool {
             page_size,
+            first_page,
             max_slice,
             max_reserved,
             release_after,
             pages: SlotMap::with_key(),
+            shared_reserved: 0,
             order: Vec::new(),
             idle: IdlePages::default(),
             report: PoolReport::new(name),
@@ -96,7 +128,11 @@ impl SlicedPool {
         requested: u64,
     ) -> Result<Option<Block>, AllocError> {
         let dedicated = padded > self.max_slice;
-        let size = if dedicated { padded } else { self.page_size };
+        let size = if dedicated {
+            padded
+        } else {
+            self.next_shared_page(padded)
+        };
         if let Some(cap) = self.max_reserved
             && self.report.bytes_reserved.saturating_add(size) > cap
         {
@@ -112,7 +148,11 @@ impl SlicedPool {
             position,
             idle_since: None,
             listed: false,
+            dedicated,
         });
+        if !dedicated {
+            self.shared_reserved += size;
+        }
         self.order.push(PageSummary {
             key,
             largest_free: size,
@@ -122,6 +162,17 @@ impl SlicedPool {
         self.report.page_added(size);
         tracing::debug!(target: "gpuworld::memory", pool = %self.report.name, size, %storage, "page allocated");
         Ok(self.take(position, padded, requested))
+    }
+
+    /// The size of a new shared page for a request of `padded` bytes: as many bytes as the
+    /// pool's shared pages already hold, between the first and the full page size (and at least
+    /// the request). A pool serving a few buffers reserves about what they need; a busy one
+    /// reaches full pages after a few doublings.
+    fn next_shared_page(&self, padded: u64) -> u64 {
+        self.shared_reserved
+            .max(self.first_page)
+            .min(self.page_size)
+            .max(padded)
     }
 
     fn take(&mut self, position: usize, padded: u64, requested: u64) -> Option<Block> {
@@ -250,6 +301,9 @@ impl SlicedPool {
         let mut freed = 0;
         for key in keys {
             if let Some(page) = self.pages.remove(key) {
+                if !page.dedicated {
+                    self.shared_reserved -= page.size;
+                }
                 backend.deallocate(page.storage);
                 self.report.page_removed(page.size);
                 freed += page.size;
@@ -273,6 +327,11 @@ impl SlicedPool {
     /// The pool's counts.
     pub fn report(&self) -> &PoolReport {
         &self.report
+    }
+
+    /// The pool's counts, to adjust when a parked slice changes hands.
+    pub(crate) fn report_mut(&mut self) -> &mut PoolReport {
+        &mut self.report
     }
 
     /// Entries waiting in the idle queue (bounded by pages freed per tick times the delay).

@@ -1,7 +1,8 @@
 //! Stage 6, GC reclamation: lets the device progress, completes reads and syncs whose work has
 //! run (reporting a stream's fault on them), pins released handles behind an event on every
-//! stream that used them, returns their memory once those events pass, and runs requested
-//! cleanups. Owns `PendingRead`, `PendingSync` and `PendingGc`. Never blocks.
+//! stream that used them, returns their memory once those events pass (parked memory too,
+//! unless its stream already took it), and runs requested cleanups. Owns `PendingRead`,
+//! `PendingSync` and `PendingGc`. Never blocks.
 
 use crate::backend::{Backend, DeviceEvent};
 use crate::memory::MemoryPool;
@@ -137,19 +138,14 @@ pub fn pin_released_memory<B: Backend>(
 }
 
 /// Unpins shared handles and returns the memory of released ones once their events passed.
-#[expect(
-    clippy::too_many_arguments,
-    reason = "a system's parameters list exactly what it touches"
-)]
 pub fn reclaim_finished_gc<B: Backend>(
     mut commands: Commands,
     mut device: ResMut<Device<B>>,
     mut pinned: ResMut<PinnedHandles>,
     mut pool: ResMut<MemoryPool>,
-    mut index: ResMut<HandleIndex>,
     mut stats: ResMut<Stats>,
     gcs: Query<(Entity, &PendingGc)>,
-    handles: Query<(&HandleRecord, &Allocation)>,
+    handles: Query<&Allocation>,
 ) {
     for (entity, gc) in &gcs {
         if !gc.events.iter().all(|&e| device.0.event_done(e)) {
@@ -164,14 +160,18 @@ pub fn reclaim_finished_gc<B: Backend>(
             }
         }
         for &handle in &gc.handles {
-            if let Ok((record, allocation)) = handles.get(handle) {
-                if let Allocation::Slice { slice, .. } = allocation
-                    && let Err(error) = pool.release(*slice)
-                {
+            let released = match handles.get(handle) {
+                Ok(Allocation::Slice { slice, .. }) => pool.release(*slice).map(|()| true),
+                // Unless its stream already took it for a later allocation.
+                Ok(Allocation::Parked { slice }) => pool.release_parked(*slice),
+                _ => Ok(false),
+            };
+            match released {
+                Ok(true) => stats.handles_reclaimed += 1,
+                Ok(false) => {}
+                Err(error) => {
                     tracing::error!(target: "gpuworld::memory", %error, "reclaiming a slice failed");
                 }
-                index.0.remove(&record.id);
-                stats.handles_reclaimed += 1;
             }
             commands.entity(handle).despawn();
         }

@@ -1,8 +1,12 @@
 //! Stage 1, ingest: drains the client inbox, in arrival order, into handle entities, tasks and
-//! release markers. Owns `HandleIndex` and `NewTasks`; creates stream entities on first use.
-//! It is an exclusive system because every later stage works on the entities it creates. The
-//! resources it touches per command are taken out of the world once per drain: ingest is on
-//! every launch's path.
+//! releases. Owns `HandleIndex`, `NewTasks` and `DeferredCommands`; creates stream entities on
+//! first use. Releases take effect in arrival order, so an allocation after a release can reuse
+//! its memory in the same tick: memory no work used goes back to its pool at once; memory that
+//! only one stream used is parked for that stream's later allocations; the rest waits for the GC
+//! stage. An allocation that finds no memory while released memory is still retiring waits,
+//! with every command after it, for a later tick. It is an exclusive system because every later
+//! stage works on the entities it creates. The resources it touches per command are taken out
+//! of the world once per drain: ingest is on every launch's path.
 
 use crate::backend::{Backend, LaunchCount, Region};
 use crate::error::Error;
@@ -15,13 +19,15 @@ use crate::world::*;
 use bevy_ecs::prelude::*;
 use smallvec::SmallVec;
 
-/// Drains the inbox into entities.
-pub fn ingest_commands<B: Backend>(world: &mut World, mut drained: Local<Vec<Command>>) {
+/// Drains the commands deferred last tick, then the inbox, into entities.
+pub fn ingest_commands<B: Backend>(world: &mut World, mut scratch: Local<Vec<Command>>) {
     let tick = world.resource::<TickCounter>().0;
     world.resource_mut::<Device<B>>().0.begin_tick(tick);
-    let inbox = world.resource::<InboxQueue>().0.clone();
-    inbox.drain_into(&mut drained);
+    let mut drained = std::mem::take(&mut *scratch);
+    drained.append(&mut world.resource_mut::<DeferredCommands>().0);
+    world.resource::<InboxQueue>().0.drain_into(&mut drained);
     if drained.is_empty() {
+        *scratch = drained;
         return;
     }
     let mut ingest = Ingest {
@@ -30,16 +36,31 @@ pub fn ingest_commands<B: Backend>(world: &mut World, mut drained: Local<Vec<Com
         next_seq: world.resource::<NewTasks>().next_seq,
         tasks: std::mem::take(&mut world.resource_mut::<NewTasks>().tasks),
         spare: std::mem::take(&mut world.resource_mut::<SpareTasks>().0),
+        spawned: SmallVec::new(),
     };
-    for command in drained.drain(..) {
-        ingest.one::<B>(world, command);
+    let mut deferred = Vec::new();
+    {
+        let mut commands = drained.drain(..);
+        while let Some(command) = commands.next() {
+            if let Some(waiting) = ingest.one::<B>(world, command) {
+                deferred.push(waiting);
+                deferred.extend(commands);
+                break;
+            }
+        }
     }
+    *scratch = drained;
+    if !deferred.is_empty() {
+        tracing::debug!(target: "gpuworld::memory", commands = deferred.len(), "no memory until released memory retires: commands wait");
+    }
+    world.resource_mut::<DeferredCommands>().0 = deferred;
     let Ingest {
         index,
         slots,
         next_seq,
         tasks,
         spare,
+        ..
     } = ingest;
     world.resource_mut::<SpareTasks>().0 = spare;
     world.resource_mut::<HandleIndex>().0 = index;
@@ -61,10 +82,13 @@ struct Ingest {
     tasks: Vec<Box<Task>>,
     #[allow(clippy::vec_box, reason = "emptied boxes, reused")]
     spare: Vec<Box<Task>>,
+    /// Tasks created this drain per stream: alignment gives them cursors after `StreamCursor`.
+    spawned: SmallVec<[(Entity, u64); 4]>,
 }
 
 impl Ingest {
-    fn one<B: Backend>(&mut self, world: &mut World, command: Command) {
+    /// Takes one command; gives it back when it must wait for released memory to retire.
+    fn one<B: Backend>(&mut self, world: &mut World, command: Command) -> Option<Command> {
         match command {
             Command::Create {
                 handle,
@@ -74,19 +98,41 @@ impl Ingest {
             } => {
                 let stream = self.stream_entity::<B>(world, stream_id);
                 let reserved = world.resource_scope(|world, mut device: Mut<Device<B>>| {
-                    world
-                        .resource_mut::<MemoryPool>()
-                        .reserve_for(&mut device.0, size, stream_id)
+                    world.resource_mut::<MemoryPool>().reserve_for(
+                        &mut device.0,
+                        size,
+                        stream_id,
+                        stream,
+                    )
                 });
-                let cursor = world.get::<StreamCursor>(stream).map_or(0, |c| c.0);
+                if matches!(reserved, Err(Error::OutOfMemory { .. })) && memory_retiring(world) {
+                    return Some(Command::Create {
+                        handle,
+                        size,
+                        data,
+                        stream: stream_id,
+                    });
+                }
+                // The cursor of the stream's last task so far, this drain's included: a later
+                // user of the handle on another stream waits for everything before its creation.
+                let cursor = self.cursor_now(world, stream);
+                let mut used_on = UsedOn::Nothing;
+                let mut uses = Uses::default();
                 let (allocation, memory) = match reserved {
-                    Ok(reservation) => (
-                        Allocation::Slice {
-                            slice: reservation.slice,
-                            region: reservation.region,
-                        },
-                        Ok(reservation.region),
-                    ),
+                    Ok(reservation) => {
+                        if reservation.parked_by_stream {
+                            // The stream's earlier work may still use this memory.
+                            used_on.record(stream);
+                            uses.record(stream, cursor);
+                        }
+                        (
+                            Allocation::Slice {
+                                slice: reservation.slice,
+                                region: reservation.region,
+                            },
+                            Ok(reservation.region),
+                        )
+                    }
                     Err(error) => {
                         tracing::warn!(target: "gpuworld::memory", %handle, size, %error, "allocation failed");
                         record_fault(world, stream, error.clone());
@@ -98,16 +144,19 @@ impl Ingest {
                         HandleRecord { id: handle, size },
                         allocation,
                         Owner { stream, cursor },
-                        Uses::default(),
+                        uses,
                     ))
                     .id();
                 let region = memory.as_ref().ok().copied();
+                if data.is_some() && region.is_some() {
+                    used_on.record(stream);
+                }
                 self.index.insert(
                     handle,
                     HandleEntry {
                         entity,
                         memory,
-                        released: false,
+                        used_on,
                     },
                 );
                 if let (Some(data), Some(region)) = (data, region) {
@@ -125,7 +174,7 @@ impl Ingest {
             }
             Command::Write { dst, data, stream } => {
                 let stream = self.stream_entity::<B>(world, stream);
-                match self.resolve(&dst, true) {
+                match self.resolve(&dst, true, stream) {
                     Ok(binding) => self.spawn_task(
                         stream,
                         TaskWork::Write(data),
@@ -147,13 +196,13 @@ impl Ingest {
                 let mut launch_count = LaunchCount::Static([0; 3]);
                 let resolved = buffers
                     .iter()
-                    .try_for_each(|b| self.resolve(b, true).map(|tb| bindings.push(tb)))
+                    .try_for_each(|b| self.resolve(b, true, stream).map(|tb| bindings.push(tb)))
                     .and_then(|()| match count {
                         CubeCount::Static(x, y, z) => {
                             launch_count = LaunchCount::Static([x, y, z]);
                             Ok(())
                         }
-                        CubeCount::Dynamic(b) => self.resolve(&b, false).map(|tb| {
+                        CubeCount::Dynamic(b) => self.resolve(&b, false, stream).map(|tb| {
                             launch_count = LaunchCount::Dynamic(tb.region);
                             bindings.push(tb);
                         }),
@@ -178,8 +227,10 @@ impl Ingest {
                 reply,
             } => {
                 let stream = self.stream_entity::<B>(world, stream);
-                let resolved: Result<SmallVec<[TaskBinding; 4]>, Error> =
-                    sources.iter().map(|b| self.resolve(b, false)).collect();
+                let resolved: Result<SmallVec<[TaskBinding; 4]>, Error> = sources
+                    .iter()
+                    .map(|b| self.resolve(b, false, stream))
+                    .collect();
                 match resolved {
                     Ok(bindings) => self.spawn_task(stream, TaskWork::Read(reply), bindings),
                     Err(error) => {
@@ -200,12 +251,8 @@ impl Ingest {
                 self.spawn_task(stream, TaskWork::Mark(reply), SmallVec::new());
             }
             Command::Release { handle } => {
-                let entry = self.index.get_mut(&handle).map(|entry| {
-                    entry.released = true;
-                    entry.entity
-                });
-                if let Some(entity) = entry {
-                    world.entity_mut(entity).insert(Released);
+                if let Some(entry) = self.index.remove(&handle) {
+                    release(world, entry);
                 }
             }
             Command::MemoryCleanup => world.resource_mut::<CleanupRequested>().0 = true,
@@ -221,6 +268,18 @@ impl Ingest {
                 }
             }
         }
+        None
+    }
+
+    /// The cursor `stream`'s last task will have once alignment has numbered this drain's tasks.
+    fn cursor_now(&self, world: &World, stream: Entity) -> u64 {
+        let assigned = world.get::<StreamCursor>(stream).map_or(0, |c| c.0);
+        let pending = self
+            .spawned
+            .iter()
+            .find(|(s, _)| *s == stream)
+            .map_or(0, |(_, n)| *n);
+        assigned + pending
     }
 
     /// The stream entity of `id`'s slot, created with its device stream on first use.
@@ -250,18 +309,24 @@ impl Ingest {
         entity
     }
 
-    /// Resolves a binding to device memory, or says why it cannot be used.
+    /// Resolves a binding used by a task of `stream` to device memory, or says why it cannot be
+    /// used.
     #[inline]
-    fn resolve(&self, binding: &Binding, writes: bool) -> Result<TaskBinding, Error> {
+    fn resolve(
+        &mut self,
+        binding: &Binding,
+        writes: bool,
+        stream: Entity,
+    ) -> Result<TaskBinding, Error> {
         let (start, end) = binding.range()?;
-        let released = || Error::ReleasedHandle {
-            handle: binding.handle,
-        };
-        let entry = self.index.get(&binding.handle).ok_or_else(released)?;
-        if entry.released {
-            return Err(released());
-        }
+        let entry = self
+            .index
+            .get_mut(&binding.handle)
+            .ok_or(Error::ReleasedHandle {
+                handle: binding.handle,
+            })?;
         let memory = entry.memory.as_ref().map_err(Clone::clone)?;
+        entry.used_on.record(stream);
         Ok(TaskBinding {
             handle: entry.entity,
             region: Region {
@@ -298,7 +363,64 @@ impl Ingest {
         };
         self.tasks.push(boxed);
         self.next_seq += 1;
+        match self.spawned.iter_mut().find(|(s, _)| *s == stream) {
+            Some((_, n)) => *n += 1,
+            None => self.spawned.push((stream, 1)),
+        }
     }
+}
+
+/// Releases a handle the user dropped, in arrival order: memory no work used returns to its
+/// pool now; memory only one stream used is parked for that stream's later allocations; the
+/// rest is marked `Released` for the GC stage, which returns it once events prove the device is
+/// done (parked memory included, unless its stream took it first).
+fn release(world: &mut World, entry: HandleEntry) {
+    let entity = entry.entity;
+    let slice = match world.get::<Allocation>(entity) {
+        Some(Allocation::Slice { slice, .. }) => Some(*slice),
+        _ => None,
+    };
+    let Some(slice) = slice else {
+        // A failed allocation holds no memory.
+        world.despawn(entity);
+        return;
+    };
+    let mut pool = world.resource_mut::<MemoryPool>();
+    match entry.used_on {
+        UsedOn::Nothing => {
+            if let Err(error) = pool.release(slice) {
+                tracing::error!(target: "gpuworld::memory", %error, "releasing unused memory failed");
+            }
+            world.resource_mut::<Stats>().handles_reclaimed += 1;
+            world.despawn(entity);
+        }
+        UsedOn::One(stream) => {
+            let parked = pool.park(slice, stream);
+            let mut handle = world.entity_mut(entity);
+            match parked {
+                Ok(()) => {
+                    handle.insert((Allocation::Parked { slice }, Released));
+                }
+                Err(error) => {
+                    tracing::error!(target: "gpuworld::memory", %error, "parking released memory failed");
+                    handle.insert(Released);
+                }
+            }
+        }
+        UsedOn::Several => {
+            world.entity_mut(entity).insert(Released);
+        }
+    }
+}
+
+/// Whether released memory is still on its way back to the pools: an allocation that found none
+/// may succeed once it has retired.
+fn memory_retiring(world: &mut World) -> bool {
+    world
+        .query_filtered::<(), With<Released>>()
+        .iter(world)
+        .next()
+        .is_some()
 }
 
 /// Keeps the first fault of a stream until a read or sync reports it.

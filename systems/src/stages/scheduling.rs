@@ -1,14 +1,17 @@
 //! Stage 4, scheduling: appends the new tasks to their streams' queues in arrival order and
-//! marks a queue ready once it holds `max_tasks` tasks. Owns `TaskQueue::tasks`.
+//! marks a queue ready once it holds `max_tasks` tasks, or whenever commands wait for memory.
+//! Owns `TaskQueue::tasks`.
 
 use super::flush_wait::mark_flush;
 use crate::world::*;
 use bevy_ecs::prelude::*;
 
-/// Queues new tasks per stream and marks full queues ready.
+/// Queues new tasks per stream and marks full queues ready; while commands wait for released
+/// memory, every queue, so that the work holding that memory runs and it can retire.
 pub fn queue_tasks(
     mut new: ResMut<NewTasks>,
     config: Res<RuntimeConfig>,
+    deferred: Res<DeferredCommands>,
     mut queues: Query<&mut TaskQueue>,
 ) {
     // New tasks come in runs on one stream: each run looks its queue up once.
@@ -27,6 +30,13 @@ pub fn queue_tasks(
                 mark_flush(queue, cursor);
             }
             next = tasks.next_if(|t| t.stream == stream);
+        }
+    }
+    if !deferred.0.is_empty() {
+        for mut queue in &mut queues {
+            if let Some(last) = queue.tasks.back().map(|t| t.cursor) {
+                mark_flush(&mut queue, last);
+            }
         }
     }
 }
