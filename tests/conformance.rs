@@ -5,9 +5,10 @@
 mod common;
 mod conformance {
     pub mod cases;
+    pub mod memory;
 }
 
-use conformance::cases;
+use conformance::{cases, memory};
 
 macro_rules! conformance {
     ($backend:ident, $make:expr) => {
@@ -15,14 +16,17 @@ macro_rules! conformance {
     };
     ($backend:ident, optional $make:expr) => {
         mod $backend {
-            use super::cases;
+            use super::{cases, memory};
 
             macro_rules! case {
                 ($name:ident) => {
+                    case!(cases, $name);
+                };
+                ($module:ident, $name:ident) => {
                     #[test]
                     fn $name() {
                         if let Some(client) = $make {
-                            cases::$name(client);
+                            $module::$name(client);
                         }
                     }
                 };
@@ -47,6 +51,8 @@ macro_rules! conformance {
             case!(staging_buffers_upload_and_read_back);
             case!(a_staged_write_too_large_is_refused_and_nothing_is_lost);
             case!(read_bytes_outlive_the_client);
+            case!(memory, a_drop_and_allocate_loop_reserves_what_is_live);
+            case!(memory, a_ring_of_live_buffers_stops_growing);
         }
     };
 }

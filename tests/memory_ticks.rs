@@ -151,3 +151,46 @@ fn the_snapshot_reports_every_pool_and_open_allocation_windows() {
     assert_eq!((persistent.allocs, persistent.largest_alloc), (1, 300));
     drop(kept);
 }
+
+#[test]
+fn an_allocation_waits_for_released_memory_to_retire_instead_of_failing() {
+    // Room for two 4 KiB buffers; stream 1 wants a third while stream 0's is still retiring.
+    let client = ComputeClient::new(
+        SimBackend::new(SimConfig {
+            latency_ticks: 2,
+            memory_bytes: 8 * KIB,
+            ..Default::default()
+        }),
+        RuntimeConfig {
+            memory: MemoryConfig::with_pools(vec![PoolConfig {
+                kind: PoolKind::Exclusive,
+                max_alloc: u64::MAX,
+                max_reserved: None,
+                release_after_ticks: None,
+            }]),
+            ..Default::default()
+        },
+        Driver::Manual,
+    )
+    .with_stream(StreamId { value: 0 });
+    let other = client.with_stream(StreamId { value: 1 });
+    let a = client.create(vec![1; 4 * KIB as usize]);
+    fill(&client, &a);
+    drop(a);
+    let b = other.create(vec![2; 4 * KIB as usize]);
+    let c = other.create(vec![3; 4 * KIB as usize]);
+    let mut ticks = Vec::new();
+    for _ in 0..4 {
+        client.tick();
+        ticks.push(client.snapshot());
+    }
+    insta::assert_snapshot!("deferred_tick1", ticks[0]);
+    insta::assert_snapshot!("deferred_tick3", ticks[2]);
+    insta::assert_snapshot!("deferred_tick4", ticks[3]);
+    assert_eq!(other.read_one(&b).unwrap(), vec![2; 4 * KIB as usize]);
+    assert_eq!(other.read_one(&c).unwrap(), vec![3; 4 * KIB as usize]);
+    assert_eq!(
+        client.with_runtime(|rt| rt.memory_usage()).bytes_reserved,
+        8 * KIB
+    );
+}

@@ -103,6 +103,13 @@ pub fn render(world: &mut World, event_label: &dyn Fn(DeviceEvent) -> String) ->
     for (_, line) in tasks {
         let _ = writeln!(out, "{line}");
     }
+    let deferred = world.resource::<DeferredCommands>().0.len();
+    if deferred > 0 {
+        let _ = writeln!(
+            out,
+            "  waiting for released memory to retire: {deferred} commands"
+        );
+    }
 
     let _ = writeln!(out, "in flight:");
     let mut flight: Vec<String> = world
