@@ -66,3 +66,41 @@ fn a_request_the_device_cannot_hold_is_out_of_memory_and_loses_nothing() {
     assert_eq!(client.read_one(&more).unwrap(), vec![5; 16 * KIB]);
     client.sync().unwrap();
 }
+
+#[test]
+fn streams_that_allocate_faster_than_the_device_retires_wait_instead_of_failing() {
+    // Room for two 1 MiB buffers; three streams each allocate, use and drop one in turn, never
+    // waiting. Memory one stream released reaches another only after its event passed, so an
+    // allocation regularly finds none free: it must wait for that memory, not fail.
+    const MIB: usize = 1 << 20;
+    let client = ComputeClient::new(
+        CpuBackend::with_capacity(Some(2 * MIB as u64)),
+        Default::default(),
+        Driver::DeviceThread,
+    );
+    let streams: Vec<_> = (0..3)
+        .map(|s| client.with_stream(gpuworld::StreamId { value: s }))
+        .collect();
+    for round in 0..60 {
+        for (index, stream) in streams.iter().enumerate() {
+            let value = (round * 3 + index) as f32;
+            let handle = stream.empty(MIB as u64);
+            stream
+                .launch(
+                    &gpuworld::library::FILL,
+                    gpuworld::CubeCount::covering(MIB as u64 / 4, gpuworld::library::LINEAR_CUBE),
+                    gpuworld::Bindings::new().buffer(&handle).scalar_f32(value),
+                )
+                .unwrap();
+            if round % 20 == 0 {
+                let values: Vec<f32> = stream.read_one_as(&handle).unwrap();
+                assert!(values.iter().all(|&v| v == value));
+            }
+        }
+    }
+    for stream in &streams {
+        stream.sync().unwrap();
+    }
+    let usage = client.memory_usage();
+    assert!(usage.bytes_reserved <= 2 * MIB as u64, "{usage:?}");
+}
