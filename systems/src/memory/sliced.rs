@@ -133,6 +133,10 @@ impl SlicedPool {
         } else {
             self.next_shared_page(padded)
         };
+        if !dedicated && size == self.page_size {
+            self.return_outgrown_pages(backend);
+            self.prefer_full_pages();
+        }
         if let Some(cap) = self.max_reserved
             && self.report.bytes_reserved.saturating_add(size) > cap
         {
@@ -161,6 +165,7 @@ impl SlicedPool {
         });
         self.report.page_added(size);
         tracing::debug!(target: "gpuworld::memory", pool = %self.report.name, size, %storage, "page allocated");
+        let position = self.pages.get(key).map_or(position, |page| page.position);
         Ok(self.take(position, padded, requested))
     }
 
@@ -173,6 +178,34 @@ impl SlicedPool {
             .max(self.first_page)
             .min(self.page_size)
             .max(padded)
+    }
+
+    /// Returns the free pages smaller than a full page to the device: once the pool needs full
+    /// pages, the small ones it grew through only fragment it (measured on the training trace of
+    /// `benches/memory.rs`: peak reserved over peak in use 1.096 while they were kept and
+    /// filled first, 1.041 returned and filled after the full pages held, 1.039 with full pages
+    /// only; 1.093 when even a new full page came before them).
+    fn return_outgrown_pages<B: Backend>(&mut self, backend: &mut B) {
+        let outgrown: Vec<PageKey> = self
+            .pages
+            .iter()
+            .filter(|(_, page)| !page.dedicated && page.used == 0 && page.size < self.page_size)
+            .map(|(key, _)| key)
+            .collect();
+        self.remove_pages(backend, outgrown);
+    }
+
+    /// Puts the full pages held before the small ones in first-fit order (a new full page still
+    /// comes last), so that the small ones drain.
+    fn prefer_full_pages(&mut self) {
+        let page_size = self.page_size;
+        self.order
+            .sort_by_key(|summary| !summary.dedicated && summary.size < page_size);
+        for (position, summary) in self.order.iter().enumerate() {
+            if let Some(page) = self.pages.get_mut(summary.key) {
+                page.position = position;
+            }
+        }
     }
 
     fn take(&mut self, position: usize, padded: u64, requested: u64) -> Option<Block> {
