@@ -175,6 +175,24 @@ impl AsMut<[u8]> for HostBytes {
     }
 }
 
+impl<'a> IntoIterator for &'a HostBytes {
+    type Item = &'a u8;
+    type IntoIter = std::slice::Iter<'a, u8>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.iter()
+    }
+}
+
+impl<'a> IntoIterator for &'a mut HostBytes {
+    type Item = &'a mut u8;
+    type IntoIter = std::slice::IterMut<'a, u8>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.iter_mut()
+    }
+}
+
 // `Eq` and `Hash` are those of the bytes, so borrowing as `[u8]` keeps map lookups consistent.
 impl Borrow<[u8]> for HostBytes {
     fn borrow(&self) -> &[u8] {
@@ -315,6 +333,10 @@ mod tests {
         assert!(seen.contains(&lent), "found by equal lent bytes");
         let as_ref: &[u8] = lent.as_ref();
         assert_eq!(as_ref, &[1, 2]);
+        for byte in &mut lent {
+            *byte += 1;
+        }
+        assert_eq!((&lent).into_iter().sum::<u8>(), 5, "iterates like a slice");
     }
 
     #[test]
