@@ -8,6 +8,7 @@ mod transfers;
 pub use tensors::{TensorDesc, TensorHandle};
 
 use futures_channel::oneshot;
+use gpuworld_systems::backend::StagingAllocator;
 use gpuworld_systems::inbox::Command;
 use gpuworld_systems::kernel::validate_arity;
 use gpuworld_systems::stages::tune::{TuneCache, TuneMessage, TuneResult, TuneResults};
@@ -79,6 +80,8 @@ struct Shared<B: Backend> {
     inbox: Arc<gpuworld_systems::inbox::Inbox>,
     id: RuntimeId,
     properties: DeviceProperties,
+    /// Where uploads take host memory, without the runtime lock (the backend's, fetched once).
+    staging: Arc<dyn StagingAllocator>,
     /// The tune stage's message queue and cache, shared so tuners never take the runtime lock.
     tune_results: TuneResults,
     tune_cache: TuneCache,
@@ -132,6 +135,7 @@ impl<B: Backend> ComputeClient<B> {
         let shared = Arc::new(Shared {
             id: runtime.id(),
             properties: runtime.properties().clone(),
+            staging: runtime.backend().staging(),
             tune_results: runtime.tune_results(),
             tune_cache: runtime.tune_cache().clone(),
             runtime: Mutex::new(runtime),

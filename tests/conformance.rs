@@ -50,7 +50,8 @@ macro_rules! conformance {
             case!(a_mark_follows_the_work_before_it);
             case!(staging_buffers_upload_and_read_back);
             case!(a_staged_write_too_large_is_refused_and_nothing_is_lost);
-            case!(read_bytes_outlive_the_client);
+            case!(reads_outlive_the_client);
+            case!(large_uploads_arrive_whole_at_odd_sizes_and_offsets);
             case!(memory, a_drop_and_allocate_loop_reserves_what_is_live);
             case!(memory, a_ring_of_live_buffers_stops_growing);
         }

@@ -1,6 +1,6 @@
 //! The cuda backend beyond the conformance suite: a clear error without a driver, compile errors
-//! with NVRTC's log, the disk cache of compiled kernels, pinned staging round trips, many streams
-//! at once and device timing. Each test skips loudly without a CUDA driver, unless
+//! with NVRTC's log, the disk cache of compiled kernels, pinned staging round trips and reuse,
+//! many streams at once and device timing. Each test skips loudly without a CUDA driver, unless
 //! `GPUWORLD_REQUIRE_CUDA=1`.
 
 #![cfg(feature = "cuda")]
@@ -174,6 +174,44 @@ fn uploads_and_readbacks_through_pinned_staging_round_trip() {
 }
 
 #[test]
+fn a_read_loop_reuses_one_pinned_buffer_and_small_reads_stay_pinned() {
+    let Some(client) = cuda_client_or_skip() else {
+        return;
+    };
+    let pinned =
+        |client: &ComputeClient<CudaBackend>| client.with_runtime(|rt| rt.backend().pinned_bytes());
+    let len = (64 << 20) + 5;
+    let data: Vec<u8> = (0..len).map(|i| (i % 241) as u8).collect();
+    let handle = client.create_from_slice(&data);
+    let first = client.read_one(&handle).unwrap();
+    assert!(first.is_page_locked(), "reads hand over the pinned buffer");
+    assert_eq!(first, data);
+    let address = first.as_ptr();
+    drop(first);
+    let held = pinned(&client);
+    for _ in 0..5 {
+        let again = client.read_one(&handle).unwrap();
+        assert_eq!(
+            again.as_ptr(),
+            address,
+            "the same pinned buffer serves every round"
+        );
+        assert_eq!(again[len - 1], data[len - 1]);
+    }
+    assert_eq!(
+        pinned(&client),
+        held,
+        "no page-locked memory allocated after the first read"
+    );
+    let small = client.create_from_slice(&[1, 2, 3, 4]);
+    for _ in 0..100 {
+        let back = client.read_one(&small).unwrap();
+        assert!(back.is_page_locked());
+        assert_eq!(back, [1u8, 2, 3, 4]);
+    }
+}
+
+#[test]
 fn reserved_staging_is_page_locked_and_goes_back_to_the_pool() {
     let Some(client) = cuda_client_or_skip() else {
         return;
@@ -186,7 +224,7 @@ fn reserved_staging_is_page_locked_and_goes_back_to_the_pool() {
     assert!(staging[0].is_page_locked(), "{:?}", staging[0]);
     staging[0].copy_from_slice(&data);
     let handle = client.create(staging.pop().unwrap());
-    let back = client.read_bytes(&[handle.binding()]).unwrap();
+    let back = client.read(&[handle.binding()]).unwrap();
     assert!(back[0].is_page_locked(), "readbacks land in pinned memory");
     assert_eq!(back[0], data);
     let held = pinned(&client);
@@ -197,7 +235,7 @@ fn reserved_staging_is_page_locked_and_goes_back_to_the_pool() {
         let mut again = client.reserve_staging(&[len]);
         again[0].copy_from_slice(&data);
         client.write_bytes(&handle, again.pop().unwrap()).unwrap();
-        let back = client.read_bytes(&[handle.binding()]).unwrap();
+        let back = client.read(&[handle.binding()]).unwrap();
         assert_eq!(back[0], data);
     }
     assert_eq!(pinned(&client), held, "pinned staging is reused");

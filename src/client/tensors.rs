@@ -9,7 +9,9 @@ use gpuworld_systems::memory::layout::{
     gather_contiguous, pack_offsets, place_tensor, scatter_strided, strided_span,
 };
 use gpuworld_systems::memory::{AllocationMode, MemoryPool, PoolReport, TensorLayout};
-use gpuworld_systems::{Backend, Binding, Error, Handle, Result, RuntimeConfig, StreamId};
+use gpuworld_systems::{
+    Backend, Binding, Error, Handle, HostBytes, Result, RuntimeConfig, StreamId,
+};
 use std::sync::Arc;
 
 /// The shape and element size of one tensor.
@@ -160,14 +162,15 @@ impl<B: Backend> ComputeClient<B> {
     }
 
     /// Reads a tensor of `shape` laid out with `strides` (in elements) from the start of
-    /// `source`, and returns its elements row-major and contiguous.
+    /// `source`, and returns its elements row-major and contiguous: the bytes the device copied
+    /// into when the tensor is contiguous already, a gathered copy otherwise.
     pub fn read_tensor(
         &self,
         source: impl Into<Binding>,
         shape: &[usize],
         strides: &[usize],
         elem_size: usize,
-    ) -> Result<Vec<u8>> {
+    ) -> Result<HostBytes> {
         let source = source.into();
         let (start, end) = source.validate(self.runtime_id())?;
         let span = strided_span(shape, strides, elem_size)?;
@@ -185,7 +188,11 @@ impl<B: Backend> ComputeClient<B> {
             ..source
         };
         let bytes = self.read_one(narrowed)?;
-        gather_contiguous(&bytes, shape, strides, elem_size)
+        let row_major = place_tensor(shape, elem_size, TensorLayout::Contiguous)?;
+        if row_major.strides == strides && row_major.size == span {
+            return Ok(bytes);
+        }
+        gather_contiguous(&bytes, shape, strides, elem_size).map(HostBytes::from_vec)
     }
 
     fn tensor_layout(&self) -> TensorLayout {

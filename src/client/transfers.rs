@@ -1,15 +1,22 @@
-//! Host↔device transfers of the client: handles created empty or from bytes, writes, reads, and
-//! the staging buffers (page-locked on CUDA) that let large transfers skip a host copy.
+//! Host↔device transfers of the client: handles created empty or from bytes, writes, reads that
+//! hand back the memory the device copied into, and the staging memory (page-locked on CUDA) that
+//! large uploads go through in chunks, pipelined with the device's copies.
 
 use super::ComputeClient;
 use futures_channel::oneshot;
 use gpuworld_systems::inbox::{Command, ReadReply};
+use gpuworld_systems::staging::copy_in_parallel;
 use gpuworld_systems::{Backend, Binding, Error, Handle, HostBytes, Result};
 use std::future::Future;
 
-/// Host copies at least this large go straight into staging memory (page-locked on CUDA), saving
-/// the backend a second copy; smaller ones are not worth taking the runtime lock for.
-const STAGE_DIRECTLY_FROM: usize = 1 << 20;
+/// Host copies at least this large go through staging memory, in chunks; a smaller one is copied
+/// to the heap in one piece, where taking staging memory would cost more than it saves.
+const STAGE_FROM: usize = 1 << 20;
+
+/// Bytes per chunk of a staged upload. Each chunk is a write of its own, so the device copies
+/// chunk k while the caller fills chunk k+1: large enough that a write's own cost (a command, an
+/// event) is small beside its copy, small enough that the first copy starts early.
+const CHUNK: usize = 8 << 20;
 
 impl<B: Backend> ComputeClient<B> {
     /// A new handle of `size` bytes whose contents are undefined until written.
@@ -24,9 +31,15 @@ impl<B: Backend> ComputeClient<B> {
         self.new_handle(data.len() as u64, Some(data))
     }
 
-    /// A new handle holding a copy of `data`.
+    /// A new handle holding a copy of `data`. From 1 MiB on the copy goes through staging memory
+    /// in chunks, each uploaded while the next is copied.
     pub fn create_from_slice(&self, data: &[u8]) -> Handle {
-        self.create(self.host_copy(data))
+        if data.len() < STAGE_FROM {
+            return self.create(data.to_vec());
+        }
+        let handle = self.empty(data.len() as u64);
+        self.write_in_chunks(handle.binding(), data);
+        handle
     }
 
     /// A new handle holding a copy of `data`, copied once into staging memory the device reads
@@ -35,24 +48,35 @@ impl<B: Backend> ComputeClient<B> {
         self.create(self.staged_copy(data))
     }
 
-    /// A copy of `data` for a transfer: in staging memory from [`STAGE_DIRECTLY_FROM`] bytes on,
-    /// on the heap below.
-    fn host_copy(&self, data: &[u8]) -> HostBytes {
-        if data.len() >= STAGE_DIRECTLY_FROM {
-            self.staged_copy(data)
-        } else {
-            HostBytes::from_vec(data.to_vec())
-        }
+    /// A copy of `data` in staging memory.
+    fn staged_copy(&self, data: &[u8]) -> HostBytes {
+        let mut bytes = self.take_staging(data.len());
+        copy_in_parallel(&mut bytes, data);
+        bytes
     }
 
-    /// A copy of `data` in staging memory, or on the heap where none is handed out.
-    fn staged_copy(&self, data: &[u8]) -> HostBytes {
-        match self.reserve_staging(&[data.len()]).pop() {
-            Some(mut bytes) if bytes.len() == data.len() => {
-                bytes.copy_from_slice(data);
-                bytes
-            }
-            _ => HostBytes::from_vec(data.to_vec()),
+    /// `len` bytes of the backend's staging memory, or of the heap when it has none to lend.
+    fn take_staging(&self, len: usize) -> HostBytes {
+        self.shared
+            .staging
+            .take(len)
+            .unwrap_or_else(|| HostBytes::from_vec(vec![0; len]))
+    }
+
+    /// Writes `data` to the start of `dst` (already checked) as one write per chunk, each copied
+    /// into staging just before it is pushed. The writes follow each other on this stream, so
+    /// together they keep the place of a single write in stream order.
+    fn write_in_chunks(&self, dst: Binding, data: &[u8]) {
+        let mut offset = dst.offset_start;
+        for chunk in data.chunks(CHUNK) {
+            let end = offset + chunk.len() as u64;
+            let part = Binding {
+                offset_start: offset,
+                offset_end: dst.capacity - end,
+                ..dst
+            };
+            self.push_write(part, self.staged_copy(chunk));
+            offset = end;
         }
     }
 
@@ -62,10 +86,7 @@ impl<B: Backend> ComputeClient<B> {
     /// [`ComputeClient::write_bytes`]; dropping one returns it to the backend's pool. Contents
     /// are unspecified until written.
     pub fn reserve_staging(&self, sizes: &[usize]) -> Vec<HostBytes> {
-        if sizes.is_empty() {
-            return Vec::new();
-        }
-        self.with_runtime(|runtime| runtime.backend_mut().reserve_staging(sizes))
+        sizes.iter().map(|&len| self.take_staging(len)).collect()
     }
 
     fn new_handle(&self, size: u64, data: Option<HostBytes>) -> Handle {
@@ -79,12 +100,17 @@ impl<B: Backend> ComputeClient<B> {
         Handle::new(id, size, self.shared.inbox.clone())
     }
 
-    /// Copies `data` to the start of `dst`.
+    /// Copies `data` to the start of `dst`; from 1 MiB on through staging memory in chunks, like
+    /// [`ComputeClient::create_from_slice`].
     pub fn write(&self, dst: impl Into<Binding>, data: &[u8]) -> Result<()> {
         let dst = dst.into();
         // Checked before the copy, so a refused write costs no staging.
         self.check_write(&dst, data.len())?;
-        self.push_write(dst, self.host_copy(data));
+        if data.len() < STAGE_FROM {
+            self.push_write(dst, HostBytes::from_vec(data.to_vec()));
+        } else {
+            self.write_in_chunks(dst, data);
+        }
         Ok(())
     }
 
@@ -119,18 +145,10 @@ impl<B: Backend> ComputeClient<B> {
         });
     }
 
-    /// Reads `sources` back; the future completes once a tick has seen the bytes arrive.
+    /// Reads `sources` back; the future completes once a tick has seen the bytes arrive. The
+    /// bytes are the memory the device copied into (page-locked on CUDA), handed over without a
+    /// host copy; dropping them returns that memory to the backend's pool.
     pub fn read_async(
-        &self,
-        sources: &[Binding],
-    ) -> impl Future<Output = Result<Vec<Vec<u8>>>> + Send + 'static {
-        let bytes = self.read_bytes_async(sources);
-        async move { Ok(bytes.await?.into_iter().map(HostBytes::into_vec).collect()) }
-    }
-
-    /// Reads `sources` back into the memory the backend copied them to (page-locked on CUDA,
-    /// so no further host copy); the future completes once a tick has seen the bytes arrive.
-    pub fn read_bytes_async(
         &self,
         sources: &[Binding],
     ) -> impl Future<Output = Result<Vec<HostBytes>>> + Send + 'static {
@@ -143,25 +161,15 @@ impl<B: Backend> ComputeClient<B> {
         }
     }
 
-    /// Reads `sources` back, blocking until the bytes are there.
-    pub fn read(&self, sources: &[Binding]) -> Result<Vec<Vec<u8>>> {
-        Ok(self
-            .read_bytes(sources)?
-            .into_iter()
-            .map(HostBytes::into_vec)
-            .collect())
-    }
-
-    /// Reads `sources` back into the memory the backend copied them to (page-locked on CUDA,
-    /// so no further host copy), blocking until the bytes are there. Dropping the bytes returns
-    /// that memory to the backend.
-    pub fn read_bytes(&self, sources: &[Binding]) -> Result<Vec<HostBytes>> {
+    /// Reads `sources` back, blocking until the bytes are there; like
+    /// [`ComputeClient::read_async`], without a host copy ([`HostBytes::into_vec`] makes one).
+    pub fn read(&self, sources: &[Binding]) -> Result<Vec<HostBytes>> {
         let receiver = self.enqueue_read(sources)?;
         self.wait(receiver)
     }
 
-    /// Reads one binding back, blocking until the bytes are there.
-    pub fn read_one(&self, source: impl Into<Binding>) -> Result<Vec<u8>> {
+    /// Reads one binding back, blocking until the bytes are there; see [`ComputeClient::read`].
+    pub fn read_one(&self, source: impl Into<Binding>) -> Result<HostBytes> {
         let mut bytes = self.read(&[source.into()])?;
         bytes.pop().ok_or(Error::Disconnected)
     }

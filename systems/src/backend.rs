@@ -5,6 +5,8 @@ pub use crate::bytes::{HostBytes, HostMemoryHome};
 use crate::error::Error;
 use crate::ids::StreamId;
 use crate::kernel::{ExecutionMode, Kernel, SourceKind};
+pub use crate::staging::{DEFAULT_MAX_FREE_HEAP_STAGING, HeapStaging, StagingAllocator};
+use std::sync::Arc;
 
 /// A backend's buffer, as the backend numbers it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -173,13 +175,11 @@ pub trait Backend: Send + Sync + 'static {
     {
         None
     }
-    /// Host buffers of the given sizes for transfers, in memory the device copies fastest
-    /// (page-locked on CUDA); ordinary zeroed heap memory by default.
-    fn reserve_staging(&mut self, sizes: &[usize]) -> Vec<HostBytes> {
-        sizes
-            .iter()
-            .map(|&size| HostBytes::from_vec(vec![0; size]))
-            .collect()
+    /// Where clients take host memory for uploads, on their own threads and without the runtime
+    /// lock: the memory the device copies fastest (page-locked on CUDA). Called once per client;
+    /// by default heap buffers pooled by size ([`HeapStaging`]).
+    fn staging(&self) -> Arc<dyn StagingAllocator> {
+        HeapStaging::new(DEFAULT_MAX_FREE_HEAP_STAGING)
     }
     /// Device time spent running completed work since the backend was created, if the backend
     /// keeps such a clock (the sim's virtual clock); `None` by default, and callers that time

@@ -1,7 +1,9 @@
 //! Host bytes on their way to or from a device: an ordinary heap allocation, or memory a backend
 //! lent (page-locked staging on CUDA) that goes back to the backend's pool when dropped.
 
+use std::borrow::Borrow;
 use std::fmt;
+use std::hash::{Hash, Hasher};
 use std::ops::{Deref, DerefMut};
 use std::ptr::NonNull;
 use std::sync::Arc;
@@ -10,6 +12,8 @@ use std::sync::Arc;
 pub trait HostMemoryHome: Send + Sync + 'static {
     /// Takes back `capacity` bytes at `ptr`, lent earlier by [`HostBytes::lent`].
     fn give_back(&self, ptr: NonNull<u8>, capacity: usize);
+    /// Whether the memory this home lends is page-locked, so a device may copy it directly.
+    fn is_page_locked(&self) -> bool;
 }
 
 /// Memory a backend lent, with the home it returns to.
@@ -25,10 +29,12 @@ enum Inner {
     Lent(Lent),
 }
 
-/// Bytes in host memory that a transfer reads from or writes to.
+/// Bytes in host memory that a transfer reads from or writes to, and what reads return.
 ///
 /// [`HostBytes::is_page_locked`] tells whether the device can copy them directly (CUDA DMA);
-/// otherwise a backend stages them first. Dereferences to `[u8]` either way.
+/// otherwise a backend stages them first. Dereferences to `[u8]` either way, compares equal to
+/// byte slices, arrays and `Vec`s holding the same bytes, and prints like a byte slice;
+/// [`HostBytes::into_vec`] (or `Vec::from`) turns it into a `Vec`.
 pub struct HostBytes {
     inner: Inner,
 }
@@ -68,9 +74,13 @@ impl HostBytes {
         }
     }
 
-    /// Whether the bytes are in memory a backend lent (page-locked on CUDA).
+    /// Whether the bytes are page-locked memory a backend lent (CUDA), which its device copies
+    /// directly.
     pub fn is_page_locked(&self) -> bool {
-        matches!(self.inner, Inner::Lent(_))
+        match &self.inner {
+            Inner::Heap(_) => false,
+            Inner::Lent(lent) => lent.home.is_page_locked(),
+        }
     }
 
     /// Shortens the bytes to `len` (no effect if they are already shorter).
@@ -140,12 +150,66 @@ impl Default for HostBytes {
     }
 }
 
+impl Clone for HostBytes {
+    /// A copy on the heap, whatever memory the original is in.
+    fn clone(&self) -> HostBytes {
+        HostBytes::from_vec(self.to_vec())
+    }
+}
+
+impl From<HostBytes> for Vec<u8> {
+    fn from(bytes: HostBytes) -> Vec<u8> {
+        bytes.into_vec()
+    }
+}
+
+impl AsRef<[u8]> for HostBytes {
+    fn as_ref(&self) -> &[u8] {
+        self
+    }
+}
+
+impl AsMut<[u8]> for HostBytes {
+    fn as_mut(&mut self) -> &mut [u8] {
+        self
+    }
+}
+
+impl<'a> IntoIterator for &'a HostBytes {
+    type Item = &'a u8;
+    type IntoIter = std::slice::Iter<'a, u8>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.iter()
+    }
+}
+
+impl<'a> IntoIterator for &'a mut HostBytes {
+    type Item = &'a mut u8;
+    type IntoIter = std::slice::IterMut<'a, u8>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.iter_mut()
+    }
+}
+
+// `Eq` and `Hash` are those of the bytes, so borrowing as `[u8]` keeps map lookups consistent.
+impl Borrow<[u8]> for HostBytes {
+    fn borrow(&self) -> &[u8] {
+        self
+    }
+}
+
+impl Hash for HostBytes {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        (**self).hash(state);
+    }
+}
+
+// The bytes, as a byte slice prints them: where they live is no part of the value.
 impl fmt::Debug for HostBytes {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("HostBytes")
-            .field("len", &self.len())
-            .field("page_locked", &self.is_page_locked())
-            .finish()
+        fmt::Debug::fmt(&**self, f)
     }
 }
 
@@ -155,16 +219,31 @@ impl PartialEq for HostBytes {
     }
 }
 
-impl PartialEq<[u8]> for HostBytes {
-    fn eq(&self, other: &[u8]) -> bool {
-        **self == *other
-    }
+impl Eq for HostBytes {}
+
+/// `HostBytes == other` and `other == HostBytes` for a type that dereferences to bytes.
+macro_rules! bytes_eq {
+    ($([$($params:tt)*] $other:ty),* $(,)?) => {$(
+        impl<$($params)*> PartialEq<$other> for HostBytes {
+            fn eq(&self, other: &$other) -> bool {
+                **self == other[..]
+            }
+        }
+
+        impl<$($params)*> PartialEq<HostBytes> for $other {
+            fn eq(&self, other: &HostBytes) -> bool {
+                self[..] == **other
+            }
+        }
+    )*};
 }
 
-impl PartialEq<Vec<u8>> for HostBytes {
-    fn eq(&self, other: &Vec<u8>) -> bool {
-        **self == **other
-    }
+bytes_eq! {
+    [] [u8],
+    ['a] &'a [u8],
+    [] Vec<u8>,
+    [const N: usize] [u8; N],
+    ['a, const N: usize] &'a [u8; N],
 }
 
 #[cfg(test)]
@@ -185,6 +264,10 @@ mod tests {
                 Box::from_raw(std::ptr::slice_from_raw_parts_mut(ptr.as_ptr(), capacity))
             });
             self.returned.lock().push(capacity);
+        }
+
+        fn is_page_locked(&self) -> bool {
+            true
         }
     }
 
@@ -216,5 +299,64 @@ mod tests {
         let back = bytes.into_vec();
         assert_eq!(back.as_ptr(), address);
         assert_eq!(back, vec![1, 2, 3]);
+    }
+
+    #[test]
+    fn bytes_compare_equal_to_slices_arrays_and_vecs_both_ways() {
+        let home = Arc::new(CountingHome::default());
+        let lent = lend(&home, 3, 16);
+        let heap = HostBytes::from_vec(vec![7, 7, 7]);
+        let slice: &[u8] = &[7, 7, 7];
+        assert_eq!(lent, heap);
+        assert_eq!(lent, *slice);
+        assert_eq!(lent, slice);
+        assert_eq!(lent, [7, 7, 7]);
+        assert_eq!(lent, &[7, 7, 7]);
+        assert_eq!(lent, vec![7, 7, 7]);
+        assert_eq!(*slice, lent);
+        assert_eq!(slice, lent);
+        assert_eq!([7, 7, 7], lent);
+        assert_eq!(&[7, 7, 7], lent);
+        assert_eq!(vec![7, 7, 7], lent);
+        assert_ne!(lent, [7, 7]);
+        assert_ne!(vec![7, 7, 8], lent);
+    }
+
+    #[test]
+    fn bytes_hash_and_borrow_as_their_slice() {
+        let mut seen = std::collections::HashSet::new();
+        seen.insert(HostBytes::from_vec(vec![1, 2]));
+        let home = Arc::new(CountingHome::default());
+        let mut lent = lend(&home, 2, 16);
+        lent.copy_from_slice(&[1, 2]);
+        assert!(seen.contains(&[1u8, 2][..]), "found by slice");
+        assert!(seen.contains(&lent), "found by equal lent bytes");
+        let as_ref: &[u8] = lent.as_ref();
+        assert_eq!(as_ref, &[1, 2]);
+        for byte in &mut lent {
+            *byte += 1;
+        }
+        assert_eq!((&lent).into_iter().sum::<u8>(), 5, "iterates like a slice");
+    }
+
+    #[test]
+    fn a_clone_is_a_heap_copy_and_a_vec_takes_the_bytes() {
+        let home = Arc::new(CountingHome::default());
+        let lent = lend(&home, 4, 16);
+        let copy = lent.clone();
+        assert!(!copy.is_page_locked());
+        assert_ne!(copy.as_ptr(), lent.as_ptr());
+        assert_eq!(copy, lent);
+        drop(lent);
+        assert_eq!(*home.returned.lock(), vec![16], "the original went home");
+        assert_eq!(Vec::from(copy), vec![7, 7, 7, 7]);
+    }
+
+    #[test]
+    fn debug_prints_the_bytes_like_a_slice() {
+        let home = Arc::new(CountingHome::default());
+        assert_eq!(format!("{:?}", lend(&home, 3, 16)), "[7, 7, 7]");
+        assert_eq!(format!("{:?}", HostBytes::from_vec(vec![1, 2])), "[1, 2]");
+        assert_eq!(format!("{:?}", HostBytes::default()), "[]");
     }
 }

@@ -128,12 +128,21 @@ impl HostMemory {
 
     /// Copies `region` out; `None` if the region is not live memory.
     pub fn read(&self, region: Region) -> Option<Vec<u8>> {
-        let (buffer, offset, size) = self.checked_range(region)?;
-        let mut out = vec![0u8; size];
+        let mut out = vec![0u8; usize::try_from(region.size).ok()?];
+        self.read_into(region, &mut out).then_some(out)
+    }
+
+    /// Copies the start of `region` into `out` (as many bytes as the shorter holds); false if
+    /// the region is not live memory.
+    pub fn read_into(&self, region: Region, out: &mut [u8]) -> bool {
+        let Some((buffer, offset, size)) = self.checked_range(region) else {
+            return false;
+        };
+        let len = out.len().min(size);
         // SAFETY: the range is inside the live buffer; the runtime orders conflicting writes
         // behind events, so the bytes are not written meanwhile.
-        unsafe { std::ptr::copy_nonoverlapping(buffer.base().add(offset), out.as_mut_ptr(), size) };
-        Some(out)
+        unsafe { std::ptr::copy_nonoverlapping(buffer.base().add(offset), out.as_mut_ptr(), len) };
+        true
     }
 
     /// A kernel's view of `region`; `None` if the region is not live memory or not 4-byte aligned.

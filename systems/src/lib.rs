@@ -16,6 +16,7 @@ pub mod runtime;
 pub mod sim;
 mod snapshot;
 pub mod stages;
+pub mod staging;
 pub mod world;
 
 pub use backend::{Backend, DeviceProperties};

@@ -336,7 +336,7 @@ pub fn staging_buffers_upload_and_read_back<B: Backend>(client: ComputeClient<B>
     let pinned = client.create_from_slice_pinned(&first_copy[..1000]);
 
     let back = client
-        .read_bytes(&[
+        .read(&[
             a.binding(),
             middle.binding(),
             empty.binding(),
@@ -382,14 +382,67 @@ pub fn a_staged_write_too_large_is_refused_and_nothing_is_lost<B: Backend>(
     assert!(client.reserve_staging(&[]).is_empty());
 }
 
-pub fn read_bytes_outlive_the_client<B: Backend>(client: ComputeClient<B>) {
+pub fn reads_outlive_the_client<B: Backend>(client: ComputeClient<B>) {
     let values: Vec<u8> = (0..=255).cycle().take(1 << 16).collect();
     let handle = client.create_from_slice_pinned(&values);
     let held = client.reserve_staging(&[1 << 12]);
-    let back = client.read_bytes(&[handle.binding()]).unwrap();
+    let back = client.read(&[handle.binding()]).unwrap();
     drop(handle);
     drop(client);
     // The runtime and its backend are gone; bytes it lent stay valid until dropped.
     assert_eq!(back[0], values);
     assert_eq!(held[0].len(), 1 << 12);
+}
+
+/// Bytes whose every position differs from its neighbours', so a misplaced chunk shows.
+fn pattern(len: usize, seed: usize) -> Vec<u8> {
+    (0..len)
+        .map(|i| ((i * 31 + seed) ^ (i >> 13)) as u8)
+        .collect()
+}
+
+pub fn large_uploads_arrive_whole_at_odd_sizes_and_offsets<B: Backend>(client: ComputeClient<B>) {
+    // Not a multiple of 4 nor of any power-of-two chunk, and several chunks long.
+    let len = (17 << 20) + 3;
+    let data = pattern(len, 1);
+    let created = client.create_from_slice(&data);
+    assert!(
+        client.read_one(&created).unwrap() == data,
+        "create_from_slice"
+    );
+
+    // A write into a view that starts and ends off every word boundary leaves its neighbours.
+    let (before, after) = (5, 6);
+    let around = client.create_from_slice(&vec![0xee; before + len + after]);
+    let view = around
+        .clone()
+        .offset_start(before as u64)
+        .offset_end(after as u64);
+    let update = pattern(len, 2);
+    client.write(&view, &update).unwrap();
+    assert!(
+        client.read_one(&view).unwrap() == update,
+        "write into a view"
+    );
+    let whole = client.read_one(&around).unwrap();
+    assert_eq!(&whole[..before], &[0xee; 5]);
+    assert_eq!(&whole[before + len..], &[0xee; 6]);
+
+    // Writes keep their order: a small write after a large one lands on top of it, and a large
+    // one after a small one covers it.
+    client.write(&view, &[1, 2, 3]).unwrap();
+    let back = client.read_one(&view).unwrap();
+    assert_eq!(&back[..4], &[1, 2, 3, update[3]]);
+    assert!(back[3..] == update[3..]);
+    client.write(&view, &data).unwrap();
+    assert!(
+        client.read_one(&view).unwrap() == data,
+        "a large write after a small one"
+    );
+
+    // Right at and just above the size from which uploads are staged.
+    for len in [(1 << 20) - 1, 1 << 20, (1 << 20) + 1] {
+        let data = pattern(len, len);
+        assert!(client.read_one(&client.create_from_slice(&data)).unwrap() == data);
+    }
 }

@@ -17,6 +17,8 @@ use worker::{Op, Progress, StreamWorker};
 /// The CPU device.
 pub struct CpuBackend {
     memory: Arc<RwLock<HostMemory>>,
+    /// Host memory for uploads and readbacks, shared with the clients and the workers.
+    staging: Arc<HeapStaging>,
     progress: Arc<Progress>,
     workers: Vec<StreamWorker>,
     next_ticket: u64,
@@ -38,6 +40,7 @@ impl CpuBackend {
     pub fn with_capacity(capacity: Option<u64>) -> CpuBackend {
         CpuBackend {
             memory: Arc::new(RwLock::new(HostMemory::new(capacity))),
+            staging: HeapStaging::new(DEFAULT_MAX_FREE_HEAP_STAGING),
             progress: Arc::new(Progress::default()),
             workers: Vec::new(),
             next_ticket: 0,
@@ -87,6 +90,7 @@ impl Backend for CpuBackend {
             id,
             index,
             self.memory.clone(),
+            self.staging.clone(),
             self.progress.clone(),
         ));
         DeviceStream(index as u32)
@@ -155,10 +159,14 @@ impl Backend for CpuBackend {
     }
 
     fn take_read(&mut self, ticket: ReadTicket) -> Option<HostBytes> {
-        self.progress.take_read(ticket).map(HostBytes::from_vec)
+        self.progress.take_read(ticket)
     }
 
     fn take_fault(&mut self, stream: DeviceStream) -> Option<Error> {
         self.progress.take_fault(stream.0 as usize)
+    }
+
+    fn staging(&self) -> Arc<dyn StagingAllocator> {
+        self.staging.clone()
     }
 }

@@ -1,12 +1,13 @@
 //! One worker thread per CPU stream: it runs the stream's work in order, blocks on waits for
 //! other streams' events, and publishes completions, readbacks and faults through `Progress`.
 
-use gpuworld_systems::backend::{HostBytes, LaunchCount, ReadTicket, Region};
+use gpuworld_systems::backend::{HeapStaging, HostBytes, LaunchCount, ReadTicket, Region};
 use gpuworld_systems::error::Error;
 use gpuworld_systems::host_launch::run_on_host;
 use gpuworld_systems::host_memory::HostMemory;
 use gpuworld_systems::ids::StreamId;
 use gpuworld_systems::kernel::{ExecutionMode, Kernel};
+use gpuworld_systems::staging::StagingAllocator;
 use parking_lot::{Condvar, Mutex, RwLock};
 use rayon::prelude::*;
 use smallvec::SmallVec;
@@ -41,7 +42,7 @@ pub enum Op {
 struct ProgressState {
     completed: Vec<u64>,
     faults: Vec<Option<Error>>,
-    reads: HashMap<ReadTicket, Vec<u8>>,
+    reads: HashMap<ReadTicket, HostBytes>,
     shutdown: bool,
 }
 
@@ -71,7 +72,7 @@ impl Progress {
     }
 
     /// The bytes of a finished readback, once.
-    pub fn take_read(&self, ticket: ReadTicket) -> Option<Vec<u8>> {
+    pub fn take_read(&self, ticket: ReadTicket) -> Option<HostBytes> {
         self.state.lock().reads.remove(&ticket)
     }
 
@@ -86,7 +87,7 @@ impl Progress {
         self.changed.wait_for(&mut state, timeout);
     }
 
-    fn finish(&self, stream: usize, read: Option<(ReadTicket, Vec<u8>)>, fault: Option<Error>) {
+    fn finish(&self, stream: usize, read: Option<(ReadTicket, HostBytes)>, fault: Option<Error>) {
         let mut state = self.state.lock();
         if let Some((ticket, bytes)) = read {
             state.reads.insert(ticket, bytes);
@@ -127,11 +128,12 @@ pub struct StreamWorker {
 }
 
 impl StreamWorker {
-    /// Starts the worker of stream `id` at `index`.
+    /// Starts the worker of stream `id` at `index`; its readbacks land in `staging`.
     pub fn spawn(
         id: StreamId,
         index: usize,
         memory: Arc<RwLock<HostMemory>>,
+        staging: Arc<HeapStaging>,
         progress: Arc<Progress>,
     ) -> StreamWorker {
         let (sender, receiver) = channel::<Op>();
@@ -140,7 +142,7 @@ impl StreamWorker {
             .name(format!("gpuworld-cpu-{index}"))
             .spawn(move || {
                 while let Ok(op) = receiver.recv() {
-                    let (read, fault) = run(op, id, &memory, &shared);
+                    let (read, fault) = run(op, id, &memory, &staging, &shared);
                     shared.finish(index, read, fault);
                 }
             });
@@ -196,21 +198,31 @@ fn run(
     op: Op,
     stream: StreamId,
     memory: &RwLock<HostMemory>,
+    staging: &HeapStaging,
     progress: &Progress,
-) -> (Option<(ReadTicket, Vec<u8>)>, Option<Error>) {
+) -> (Option<(ReadTicket, HostBytes)>, Option<Error>) {
     match op {
         Op::Write { dst, data } => {
             let written = memory.read().write(dst, &data);
             let fault = (!written).then(|| Error::device_fault(stream, "write to freed memory"));
             (None, fault)
         }
-        Op::Read { ticket, src } => match memory.read().read(src) {
-            Some(bytes) => (Some((ticket, bytes)), None),
-            None => (
-                Some((ticket, Vec::new())),
-                Some(Error::device_fault(stream, "read of freed memory")),
-            ),
-        },
+        Op::Read { ticket, src } => {
+            // Pooled staging: a loop of reads reuses one buffer instead of faulting in fresh
+            // pages every time.
+            let mut bytes = usize::try_from(src.size)
+                .ok()
+                .and_then(|len| staging.take(len))
+                .unwrap_or_default();
+            if memory.read().read_into(src, &mut bytes) && bytes.len() as u64 == src.size {
+                (Some((ticket, bytes)), None)
+            } else {
+                (
+                    Some((ticket, HostBytes::default())),
+                    Some(Error::device_fault(stream, "read of freed memory")),
+                )
+            }
+        }
         Op::Launch {
             kernel,
             count,

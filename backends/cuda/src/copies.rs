@@ -1,6 +1,7 @@
 //! Host-device copies on the cuda backend: uploads from page-locked bytes or through pinned
-//! staging, readbacks into pinned buffers handed over without a host copy, and the poll that
-//! retires both once their events passed (staging goes back to the pool when dropped).
+//! staging, readbacks into pinned buffers handed over without a host copy (they are what a read
+//! returns), and the poll that retires both once their events passed (staging goes back to the
+//! pool when dropped).
 
 use crate::events::{self, EventState};
 use crate::{CudaBackend, pinned};
@@ -94,19 +95,19 @@ impl CudaBackend {
             return ticket;
         };
         let len = src.size as usize;
-        let Some(buffer) = self.pinned.take(len) else {
-            self.fault(
-                s,
-                format!("no pinned host memory for a readback of {len} bytes"),
-            );
-            self.finished_reads.insert(ticket, HostBytes::default());
-            return ticket;
-        };
-        // SAFETY: the pinned buffer holds `len` bytes and is kept until the event after the copy
-        // passed; the source range is inside a live buffer.
+        // Reads hand their buffer to the caller, who may hold many: when the driver refuses more
+        // page-locked memory, the copy goes to the heap instead. CUDA then returns only once the
+        // copy has completed (pageable memory), which is slower but still in stream order.
+        let mut buffer = self
+            .pinned
+            .take(len)
+            .unwrap_or_else(|| HostBytes::from_vec(vec![0; len]));
+        // SAFETY: the buffer holds `len` bytes and is kept until the event after the copy passed
+        // (a pageable one is written before the call returns); the source range is inside a live
+        // buffer.
         let code = unsafe {
             sys::cuMemcpyDtoHAsync_v2(
-                buffer.as_ptr().cast_mut().cast(),
+                buffer.as_mut_ptr().cast(),
                 pointer,
                 len,
                 self.streams[s].handle,

@@ -351,16 +351,8 @@ impl Backend for CudaBackend {
         self.finished_reads.remove(&ticket)
     }
 
-    fn reserve_staging(&mut self, sizes: &[usize]) -> Vec<HostBytes> {
-        sizes
-            .iter()
-            .map(|&size| match self.pinned.take(size) {
-                Some(bytes) => bytes,
-                // Pinned memory is a limited resource: fall back to pageable memory, which
-                // uploads stage as before.
-                None => HostBytes::from_vec(vec![0; size]),
-            })
-            .collect()
+    fn staging(&self) -> Arc<dyn StagingAllocator> {
+        Arc::new(pinned::PinnedStaging(Arc::downgrade(&self.pinned)))
     }
 
     fn take_fault(&mut self, stream: DeviceStream) -> Option<Error> {

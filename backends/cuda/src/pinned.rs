@@ -1,18 +1,16 @@
 //! The pinned host staging pool: page-locked buffers (cuMemHostAlloc) reused by power-of-two size
 //! class. Uploads from pageable memory and every readback go through one, so copies are truly
-//! asynchronous. Buffers are lent out as [`HostBytes`] (to the backend's own copies and to users
-//! through `reserve_staging` and readbacks) and come back to the pool when dropped, from any
-//! thread. The pool keeps at most a bounded number of free bytes and frees the rest.
+//! asynchronous. Buffers are lent out as [`HostBytes`] (to the backend's own copies, to clients'
+//! chunked uploads and `reserve_staging`, and as the bytes a read returns) and come back to the
+//! pool when dropped, from any thread. The pool keeps at most a bounded number of free bytes and
+//! frees the rest, so a loop of same-sized transfers allocates page-locked memory only once.
 
 use cudarc::driver::sys;
-use gpuworld_systems::backend::{HostBytes, HostMemoryHome};
+use gpuworld_systems::backend::{HostBytes, HostMemoryHome, StagingAllocator};
+use gpuworld_systems::staging::FreeBuffers;
 use parking_lot::Mutex;
-use std::collections::HashMap;
 use std::ptr::NonNull;
-use std::sync::Arc;
-
-/// Smallest size class, in bytes.
-const MIN_CLASS: usize = 4096;
+use std::sync::{Arc, Weak};
 
 /// One page-locked host buffer.
 struct PinnedBuffer {
@@ -23,11 +21,9 @@ struct PinnedBuffer {
 // SAFETY: the buffer is plain page-locked memory owned by whoever holds the value.
 unsafe impl Send for PinnedBuffer {}
 
-/// Free pinned buffers by size class.
+/// Free pinned buffers by size class, and every byte allocated.
 struct Pool {
-    free: HashMap<usize, Vec<PinnedBuffer>>,
-    free_bytes: usize,
-    max_free_bytes: usize,
+    free: FreeBuffers<PinnedBuffer>,
     allocated_bytes: usize,
 }
 
@@ -57,32 +53,18 @@ impl PinnedHome {
                 device,
                 context,
                 pool: Mutex::new(Pool {
-                    free: HashMap::new(),
-                    free_bytes: 0,
-                    max_free_bytes,
+                    free: FreeBuffers::new(max_free_bytes),
                     allocated_bytes: 0,
                 }),
             })
         })
     }
 
-    /// The size class that holds `len` bytes.
-    fn class(len: usize) -> usize {
-        len.max(MIN_CLASS).next_power_of_two()
-    }
-
     /// `len` bytes of page-locked memory (contents undefined, zero where fresh from the
     /// driver); `None` when the driver refuses page-locked memory.
     pub fn take(self: &Arc<Self>, len: usize) -> Option<HostBytes> {
-        let class = Self::class(len);
-        let reused = {
-            let mut pool = self.pool.lock();
-            let buffer = pool.free.get_mut(&class).and_then(Vec::pop);
-            if buffer.is_some() {
-                pool.free_bytes -= class;
-            }
-            buffer
-        };
+        let class = FreeBuffers::<PinnedBuffer>::class(len)?;
+        let reused = self.pool.lock().free.take(class);
         let buffer = match reused {
             Some(buffer) => buffer,
             None => self.allocate(class)?,
@@ -144,8 +126,7 @@ impl PinnedHome {
     pub fn clear(&self) {
         let buffers: Vec<PinnedBuffer> = {
             let mut pool = self.pool.lock();
-            pool.free_bytes = 0;
-            let buffers: Vec<PinnedBuffer> = pool.free.drain().flat_map(|(_, v)| v).collect();
+            let buffers = pool.free.drain();
             pool.allocated_bytes -= buffers.iter().map(|b| b.capacity).sum::<usize>();
             buffers
         };
@@ -157,17 +138,30 @@ impl PinnedHome {
 
 impl HostMemoryHome for PinnedHome {
     fn give_back(&self, ptr: NonNull<u8>, capacity: usize) {
-        let buffer = PinnedBuffer { ptr, capacity };
-        {
+        let evicted = {
             let mut pool = self.pool.lock();
-            if pool.free_bytes + capacity <= pool.max_free_bytes {
-                pool.free_bytes += capacity;
-                pool.free.entry(capacity).or_default().push(buffer);
-                return;
-            }
-            pool.allocated_bytes -= capacity;
+            let evicted = pool.free.put(capacity, PinnedBuffer { ptr, capacity });
+            pool.allocated_bytes -= evicted.iter().map(|b| b.capacity).sum::<usize>();
+            evicted
+        };
+        // Freed outside the lock: cuMemFreeHost can take a while.
+        for buffer in evicted {
+            self.free_buffer(buffer);
         }
-        self.free_buffer(buffer);
+    }
+
+    fn is_page_locked(&self) -> bool {
+        true
+    }
+}
+
+/// The pool as the staging allocator clients take upload memory from. It holds the pool weakly:
+/// a client's reference must not count as memory lent out when the backend is dropped.
+pub struct PinnedStaging(pub Weak<PinnedHome>);
+
+impl StagingAllocator for PinnedStaging {
+    fn take(&self, len: usize) -> Option<HostBytes> {
+        self.0.upgrade()?.take(len)
     }
 }
 

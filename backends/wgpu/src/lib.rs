@@ -350,13 +350,13 @@ impl Backend for WgpuBackend {
     fn read(&mut self, stream: DeviceStream, src: Region) -> ReadTicket {
         let ticket = self.readbacks.ticket();
         let Some(s) = self.stream_index(stream) else {
-            self.readbacks.finish(ticket, Vec::new());
+            self.readbacks.finish(ticket);
             return ticket;
         };
         let source = self.buffer(src.storage).cloned();
         match source {
-            _ if src.size == 0 => self.readbacks.finish(ticket, Vec::new()),
-            _ if self.lost_on(s) => self.readbacks.finish(ticket, Vec::new()),
+            _ if src.size == 0 => self.readbacks.finish(ticket),
+            _ if self.lost_on(s) => self.readbacks.finish(ticket),
             Some(source) if src.offset + src.size <= source.size() => {
                 let stream = &mut self.streams[s];
                 let encoder = stream.encoder(&self.device);
@@ -374,11 +374,11 @@ impl Backend for WgpuBackend {
             }
             Some(_) => {
                 self.streams[s].fault("read past the end of its buffer");
-                self.readbacks.finish(ticket, Vec::new());
+                self.readbacks.finish(ticket);
             }
             None => {
                 self.streams[s].fault("read of freed memory");
-                self.readbacks.finish(ticket, Vec::new());
+                self.readbacks.finish(ticket);
             }
         }
         self.attribute_errors(s);
@@ -457,7 +457,11 @@ impl Backend for WgpuBackend {
     }
 
     fn take_read(&mut self, ticket: ReadTicket) -> Option<HostBytes> {
-        self.readbacks.take(ticket).map(HostBytes::from_vec)
+        self.readbacks.take(ticket)
+    }
+
+    fn staging(&self) -> Arc<dyn StagingAllocator> {
+        self.readbacks.host()
     }
 
     fn take_fault(&mut self, stream: DeviceStream) -> Option<Error> {

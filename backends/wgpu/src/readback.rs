@@ -1,9 +1,12 @@
 //! Device-to-host reads. A read records a copy into a `MAP_READ` staging buffer in the stream's
 //! encoder and asks wgpu to map it when that encoder is submitted; the map callback (run inside
-//! `device.poll`) queues the ticket, and the next poll copies the bytes out, unmaps the staging
-//! and returns it to a small pool. Nothing here waits.
+//! `device.poll`) queues the ticket, and the next poll copies the bytes out into pooled host
+//! memory (what the read returns, so a loop of reads reuses one buffer), unmaps the staging and
+//! returns it to a small pool. Nothing here waits.
 
-use gpuworld_systems::backend::ReadTicket;
+use gpuworld_systems::backend::{
+    DEFAULT_MAX_FREE_HEAP_STAGING, HeapStaging, HostBytes, ReadTicket, StagingAllocator,
+};
 use parking_lot::Mutex;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -22,11 +25,12 @@ struct InFlightRead {
 /// What the map callbacks report: a ticket and whether its mapping succeeded.
 type Mapped = Arc<Mutex<Vec<(ReadTicket, bool)>>>;
 
-/// Reads in flight, finished reads, and idle staging buffers by size.
-#[derive(Default)]
+/// Reads in flight, finished reads, idle staging buffers by size, and the host memory reads land
+/// in.
 pub(crate) struct Readbacks {
     in_flight: HashMap<ReadTicket, InFlightRead>,
-    finished: HashMap<ReadTicket, Vec<u8>>,
+    finished: HashMap<ReadTicket, HostBytes>,
+    host: Arc<HeapStaging>,
     mapped: Mapped,
     pool: BTreeMap<u64, Vec<wgpu::Buffer>>,
     pooled_bytes: u64,
@@ -41,16 +45,35 @@ pub(crate) struct FailedRead {
     pub message: &'static str,
 }
 
+impl Default for Readbacks {
+    fn default() -> Readbacks {
+        Readbacks {
+            in_flight: HashMap::new(),
+            finished: HashMap::new(),
+            host: HeapStaging::new(DEFAULT_MAX_FREE_HEAP_STAGING),
+            mapped: Mapped::default(),
+            pool: BTreeMap::new(),
+            pooled_bytes: 0,
+            next_ticket: 0,
+        }
+    }
+}
+
 impl Readbacks {
+    /// The host memory reads land in, which clients may take upload staging from too.
+    pub fn host(&self) -> Arc<HeapStaging> {
+        self.host.clone()
+    }
+
     /// A new ticket.
     pub fn ticket(&mut self) -> ReadTicket {
         self.next_ticket += 1;
         ReadTicket(self.next_ticket)
     }
 
-    /// Completes `ticket` at once with `bytes`.
-    pub fn finish(&mut self, ticket: ReadTicket, bytes: Vec<u8>) {
-        self.finished.insert(ticket, bytes);
+    /// Completes `ticket` at once with no bytes.
+    pub fn finish(&mut self, ticket: ReadTicket) {
+        self.finished.insert(ticket, HostBytes::default());
     }
 
     /// Records the copy of `len` bytes at `offset` of `source` into staging in `encoder`, mapped
@@ -115,7 +138,13 @@ impl Readbacks {
                     .as_ref()
                     .ok()
                     .and_then(|view| view.get(read.skip..read.skip + read.len))
-                    .map(<[u8]>::to_vec);
+                    .map(|mapped| match self.host.take(mapped.len()) {
+                        Some(mut bytes) => {
+                            bytes.copy_from_slice(mapped);
+                            bytes
+                        }
+                        None => HostBytes::from(mapped),
+                    });
                 drop(view);
                 read.staging.unmap();
                 bytes
@@ -132,7 +161,7 @@ impl Readbacks {
                         stream: read.stream,
                         message: "mapping the readback staging buffer failed",
                     });
-                    self.finished.insert(ticket, Vec::new());
+                    self.finished.insert(ticket, HostBytes::default());
                 }
             }
         }
@@ -142,7 +171,7 @@ impl Readbacks {
     /// Completes every read in flight with no bytes: the device is gone.
     pub fn abandon(&mut self) {
         for (ticket, _) in self.in_flight.drain() {
-            self.finished.insert(ticket, Vec::new());
+            self.finished.insert(ticket, HostBytes::default());
         }
     }
 
@@ -155,7 +184,7 @@ impl Readbacks {
     }
 
     /// The bytes of a finished read, once.
-    pub fn take(&mut self, ticket: ReadTicket) -> Option<Vec<u8>> {
+    pub fn take(&mut self, ticket: ReadTicket) -> Option<HostBytes> {
         self.finished.remove(&ticket)
     }
 }
