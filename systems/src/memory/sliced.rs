@@ -60,6 +60,7 @@ pub struct PageSizes {
 pub struct SlicedPool {
     page_size: u64,
     first_page: u64,
+    alignment: u64,
     max_slice: u64,
     max_reserved: Option<u64>,
     release_after: Option<u64>,
@@ -102,6 +103,7 @@ impl SlicedPool {
         SlicedPool {
             page_size,
             first_page,
+            alignment,
             max_slice,
             max_reserved,
             release_after,
@@ -173,10 +175,16 @@ impl SlicedPool {
     /// pool's shared pages already hold, between the first and the full page size (and at least
     /// the request). A pool serving a few buffers reserves about what they need; a busy one
     /// reaches full pages after a few doublings.
+    /// Under a cap, the page shrinks to the room left (what cubecl does with a cap smaller than
+    /// its page), so a pool capped below its page size still serves requests up to the cap.
     fn next_shared_page(&self, padded: u64) -> u64 {
+        let room = self.max_reserved.map_or(u64::MAX, |cap| {
+            cap.saturating_sub(self.report.bytes_reserved) / self.alignment * self.alignment
+        });
         self.shared_reserved
             .max(self.first_page)
             .min(self.page_size)
+            .min(room)
             .max(padded)
     }
 

@@ -524,3 +524,27 @@ fn shared_pages_grow_from_the_first_page_to_the_full_size() {
         pool.release(key).unwrap();
     }
 }
+
+#[test]
+fn a_sliced_pool_capped_below_its_page_size_serves_up_to_its_cap() {
+    let mut backend = device(1 << 24);
+    let mut capped = sliced(64 * KIB, 64 * KIB, u64::MAX);
+    capped.max_reserved = Some(10 * KIB);
+    let mut pool = MemoryPool::new(
+        &properties(256, MemoryLayout::Sliced),
+        &MemoryConfig::with_pools(vec![capped]),
+    );
+    let a = pool.reserve(&mut backend, 4 * KIB, AUTO).unwrap();
+    let b = pool.reserve(&mut backend, 6 * KIB, AUTO).unwrap();
+    assert!(
+        pool.usage().bytes_reserved <= 10 * KIB,
+        "{:?}",
+        pool.usage()
+    );
+    let error = pool.reserve(&mut backend, KIB, AUTO).unwrap_err();
+    assert!(matches!(error, Error::OutOfMemory { .. }), "{error}");
+    pool.release(a.slice).unwrap();
+    let c = pool.reserve(&mut backend, 4 * KIB, AUTO).unwrap();
+    assert_eq!(pool.locate(b.slice).unwrap(), b.region);
+    pool.release(c.slice).unwrap();
+}
