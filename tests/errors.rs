@@ -358,8 +358,35 @@ fn running_out_of_memory_is_an_error_and_keeps_what_exists() {
             .starts_with("out of memory: 4096 bytes requested"),
         "{error}"
     );
-    // The failed create is also reported on its stream once.
-    assert!(matches!(client.sync(), Err(Error::OutOfMemory { .. })));
+    // The failure belongs to the handle: the stream has no fault, other handles read fine.
+    client.sync().unwrap();
     drop(huge);
     still_works(&client, &kept, &[1.0; 128]);
+}
+
+#[test]
+fn a_failed_allocation_is_reported_by_every_use_of_its_handle_and_by_nothing_else() {
+    let backend = CpuBackend::with_capacity(Some(1024));
+    let client = ComputeClient::new(backend, Default::default(), Driver::Manual);
+    let kept = client.create(bytes_of(&[1.0; 128]));
+    let huge = client.empty(4096);
+    // The next read on the stream is of another, valid handle: it gets its data.
+    assert_eq!(f32s(&client.read_one(&kept).unwrap()), vec![1.0; 128]);
+    client.sync().unwrap();
+    for _ in 0..2 {
+        assert!(matches!(
+            client.read_one(&huge),
+            Err(Error::OutOfMemory { .. })
+        ));
+    }
+    // A launch that uses it fails, and reports that on its stream like any failed launch.
+    client
+        .launch(
+            &library::FILL,
+            CubeCount::new_1d(1),
+            Bindings::new().buffer(&huge).scalar_f32(2.0),
+        )
+        .unwrap();
+    assert!(matches!(client.sync(), Err(Error::OutOfMemory { .. })));
+    assert_eq!(f32s(&client.read_one(&kept).unwrap()), vec![1.0; 128]);
 }

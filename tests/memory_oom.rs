@@ -58,7 +58,7 @@ fn a_request_the_device_cannot_hold_is_out_of_memory_and_loses_nothing() {
         error.to_string().contains("1048576 bytes requested"),
         "{error}"
     );
-    assert!(matches!(client.sync(), Err(Error::OutOfMemory { .. })));
+    client.sync().unwrap();
     drop(huge);
     // Still usable: what exists is intact and new memory can be had.
     assert_eq!(client.read_one(&kept).unwrap(), bytes_of(&[3.0; 2048]));

@@ -134,8 +134,9 @@ impl Ingest {
                         )
                     }
                     Err(error) => {
+                        // The failure belongs to the handle: every use of it reports the error,
+                        // nothing else on the stream does.
                         tracing::warn!(target: "gpuworld::memory", %handle, size, %error, "allocation failed");
-                        record_fault(world, stream, error.clone());
                         (Allocation::Failed(error.clone()), Err(error))
                     }
                 };
