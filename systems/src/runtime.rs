@@ -5,6 +5,7 @@ use crate::backend::{Backend, DeviceProperties};
 use crate::ids::{RuntimeId, StreamId};
 use crate::inbox::Inbox;
 use crate::memory::{MemoryPool, MemoryUsage};
+use crate::published::Published;
 use crate::stages::tick_schedule;
 use crate::stages::tune::{TuneCache, TuneResults};
 use crate::world::*;
@@ -18,6 +19,7 @@ pub struct Runtime<B: Backend> {
     schedule: Schedule,
     in_flight: InFlightQueries,
     inbox: Arc<Inbox>,
+    published: Arc<Published>,
     properties: DeviceProperties,
     backend: PhantomData<fn() -> B>,
 }
@@ -61,11 +63,14 @@ impl<B: Backend> Runtime<B> {
             // The schedule is fixed code: a build error is a bug in gpuworld, not in its use.
             panic!("gpuworld's tick schedule is invalid: {error:?}");
         }
+        let published = Arc::new(Published::default());
+        published.finish_tick(0, world.resource::<MemoryPool>().usage());
         Runtime {
             in_flight: InFlightQueries::new(&mut world),
             world,
             schedule,
             inbox,
+            published,
             properties,
             backend: PhantomData,
         }
@@ -81,10 +86,21 @@ impl<B: Backend> Runtime<B> {
             .wait_for_progress(timeout);
     }
 
-    /// Advances the world by one tick: runs the seven stages once.
+    /// Advances the world by one tick: runs the seven stages once, then publishes what the
+    /// tick left (see [`Runtime::published`]).
     pub fn tick(&mut self) {
-        self.world.resource_mut::<TickCounter>().0 += 1;
+        let mut counter = self.world.resource_mut::<TickCounter>();
+        counter.0 += 1;
+        let tick = counter.0;
+        self.published.start_tick(tick);
         self.schedule.run(&mut self.world);
+        self.published
+            .finish_tick(tick, self.world.resource::<MemoryPool>().usage());
+    }
+
+    /// The state published at the end of every tick, readable without this runtime's lock.
+    pub fn published(&self) -> &Arc<Published> {
+        &self.published
     }
 
     /// Number of ticks run so far.
