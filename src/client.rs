@@ -79,6 +79,8 @@ struct Shared<B: Backend> {
     published: Arc<Published>,
     /// Set for `Driver::Manual`, and when the device thread could not be started.
     manual: AtomicBool,
+    /// Which thread drives the runtime beside a device thread.
+    drivers: drivers::Drivers,
 }
 
 /// A client of one runtime: cheap to clone, usable from many threads at once.
@@ -116,6 +118,7 @@ impl<B: Backend> ComputeClient<B> {
             runtime: Mutex::new(runtime),
             inbox: inbox.clone(),
             manual: AtomicBool::new(driver == Driver::Manual),
+            drivers: drivers::Drivers::default(),
         });
         let stop = Arc::new(AtomicBool::new(false));
         let thread = match driver {

@@ -48,9 +48,11 @@ pub fn parse_trace(text: &str) -> Vec<Event> {
         .collect()
 }
 
-/// The committed trace, read from [`TRACE_PATH`].
+/// The committed trace, read from [`TRACE_PATH`], else from the same path under the current
+/// directory (a bench binary copied to another machine runs from the repository's root there).
 pub fn committed_trace() -> Vec<Event> {
     std::fs::read_to_string(TRACE_PATH)
+        .or_else(|_| std::fs::read_to_string("benches/data/training_trace.txt"))
         .map(|text| parse_trace(&text))
         .unwrap_or_else(|error| panic!("reading {TRACE_PATH}: {error}"))
 }

@@ -1,14 +1,17 @@
 //! Who ticks: the device thread's loop, and how a blocking call waits for its reply under each
-//! driver. The runtime sits behind one mutex; whoever holds it ticks. A blocking caller that finds
-//! it free ticks itself (no handoff to another thread on the way to its reply), a device thread
-//! ticks whenever work is queued or in flight, and both spin briefly before they sleep, because
-//! the next command or reply usually comes within microseconds of the last.
+//! driver. The runtime sits behind one mutex; whoever holds it ticks. A blocking call drives the
+//! runtime itself from its command to its reply, under either driver, because every handoff to
+//! another thread on the way costs a wake-up; beside it the device thread stays out of the way,
+//! and it ticks whatever no blocking call is driving: commands that only enqueue, and work
+//! callers leave in flight. Threads spin only briefly (tens of microseconds) after activity,
+//! because the next command or reply usually comes within microseconds of the last.
 
 use super::{ComputeClient, Shared};
 use futures_channel::oneshot;
 use gpuworld_systems::{Backend, Error, Result};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::thread::JoinHandle;
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::thread::{JoinHandle, Thread};
 use std::time::{Duration, Instant};
 
 /// Who advances the runtime.
@@ -17,30 +20,70 @@ pub enum Driver {
     /// The host calls [`ComputeClient::tick`]; blocking calls tick until their reply is ready;
     /// nothing else ticks, and getters read what the last tick left.
     Manual,
-    /// A device thread ticks whenever the inbox has work; callers only enqueue, and a blocking
-    /// call ticks itself while the device thread is not ticking.
+    /// A device thread ticks whenever the inbox has work; calls that only enqueue return at
+    /// once, and a blocking call ticks itself as under `Manual` while the device thread waits.
     DeviceThread,
 }
 
-/// Longest a caller blocks on the device between two ticks of its own, holding the runtime lock;
+/// Longest the manual driver blocks on the device between two ticks, holding the runtime lock;
 /// short, because other threads may want to tick meanwhile.
-const CALLER_DEVICE_WAIT: Duration = Duration::from_micros(200);
+const MANUAL_DEVICE_WAIT: Duration = Duration::from_micros(200);
 
-/// Longest the device thread blocks on the device between ticks, holding the runtime lock:
-/// commands that arrive meanwhile wait at most this long before a tick ingests them.
-const DEVICE_THREAD_DEVICE_WAIT: Duration = Duration::from_micros(50);
+/// Beside a device thread, longest whoever ticks (the device thread or a blocking caller) blocks
+/// on the device between ticks, holding the runtime lock: commands that arrive meanwhile wait at
+/// most this long before a tick ingests them.
+const DEVICE_WAIT_SLICE: Duration = Duration::from_micros(50);
 
-/// How long a waiting caller spins for its reply while another thread ticks, before it sleeps
-/// (waking a sleeping thread costs tens of microseconds).
+/// How long a blocking caller spins for its reply while another thread holds the runtime,
+/// before it sleeps (waking a sleeping thread costs several microseconds).
 const CALLER_SPIN: Duration = Duration::from_micros(50);
 
-/// How long the device thread spins for new commands after a tick that did work, before it
-/// sleeps on the inbox; an idle runtime costs nothing beyond this.
+/// How long the device thread spins for new commands after a tick that did work, before it sleeps;
+/// an idle runtime costs nothing beyond this. (It does not spin while callers drive: on a machine
+/// with few cores that spin takes the core the device's own work needs.)
 const DEVICE_THREAD_SPIN: Duration = Duration::from_micros(50);
+
+/// How long the device thread holds back from fresh commands for a blocking caller to take them
+/// (see `run_device_thread`); a batch of non-blocking commands starts this much later.
+const DEVICE_THREAD_LINGER: Duration = Duration::from_micros(5);
 
 /// How long the idle device thread sleeps when nothing wakes it, so a lost wake-up costs at
 /// most this.
 const DEVICE_THREAD_IDLE: Duration = Duration::from_millis(20);
+
+/// What the device thread and blocking callers share so that one thread at a time drives the
+/// runtime: a blocking caller ticks itself from its command to its reply (no handoff on the
+/// way), and the device thread stays out of its way meanwhile.
+#[derive(Default)]
+pub(super) struct Drivers {
+    /// Blocking callers ticking the runtime themselves.
+    driving: AtomicUsize,
+    /// The device thread, woken when the last driving caller leaves.
+    device_thread: OnceLock<Thread>,
+}
+
+/// A blocking caller's turn at driving the runtime; leaving wakes the device thread if it was
+/// the last one.
+struct Driving<'a> {
+    drivers: &'a Drivers,
+}
+
+impl<'a> Driving<'a> {
+    fn enter(drivers: &'a Drivers) -> Driving<'a> {
+        drivers.driving.fetch_add(1, Ordering::AcqRel);
+        Driving { drivers }
+    }
+}
+
+impl Drop for Driving<'_> {
+    fn drop(&mut self) {
+        if self.drivers.driving.fetch_sub(1, Ordering::AcqRel) == 1
+            && let Some(thread) = self.drivers.device_thread.get()
+        {
+            thread.unpark();
+        }
+    }
+}
 
 /// Stops the device thread when the last client clone is dropped.
 pub(super) struct Lifetime {
@@ -54,33 +97,67 @@ impl Drop for Lifetime {
         self.stop.store(true, Ordering::Release);
         self.inbox.wake_all();
         if let Some(thread) = self.thread.lock().take() {
+            thread.thread().unpark();
             let _ = thread.join();
         }
     }
 }
 
-/// The device thread: ticks while commands are queued or work is in flight; after a tick that
-/// did work it spins briefly for the next command, then sleeps on the inbox.
+/// The device thread: ticks while commands are queued or work is in flight, unless blocking
+/// callers drive the runtime themselves; after a tick that did work it spins briefly for the next
+/// command, then sleeps on the inbox. Callers hand over what they leave in flight: replies others
+/// wait for through a tick request, memory behind events through a plain wake-up.
 pub(super) fn run_device_thread<B: Backend>(shared: &Shared<B>, stop: &AtomicBool) {
+    let drivers = &shared.drivers;
+    let inbox = &shared.inbox;
+    let _ = drivers.device_thread.set(std::thread::current());
+    let callers_drive = || drivers.driving.load(Ordering::Acquire) > 0;
+    // Whether our last tick left work in flight.
+    let mut busy = false;
+    // Whether others ticked, or nothing did, since our last tick.
+    let mut away = false;
     while !stop.load(Ordering::Acquire) {
-        let had_commands = shared.inbox.has_work();
-        let busy = {
+        if callers_drive() {
+            // The last one to leave unparks us (an unpark before the park makes it return).
+            std::thread::park_timeout(DEVICE_THREAD_IDLE);
+            (busy, away) = (false, true);
+            continue;
+        }
+        let had_commands = inbox.has_work();
+        if had_commands && !busy {
+            // A command is often followed at once by a blocking call (a launch, then its read)
+            // whose caller ticks itself: give that caller a moment to take both in one tick.
+            if spin_until(DEVICE_THREAD_LINGER, callers_drive) {
+                continue;
+            }
+        } else if away && !had_commands {
+            // Back after callers drove, or after a sleep: what is left in flight is memory behind
+            // events (a reply someone waits for comes with a tick request, which is work). It
+            // needs a tick, not at once, and the next blocking call often ticks it first.
+            if spin_until(DEVICE_THREAD_SPIN, || inbox.has_work() || callers_drive()) {
+                continue;
+            }
+        }
+        let was_busy = busy;
+        busy = {
             let mut runtime = shared.runtime.lock();
             runtime.tick();
             let busy = runtime.has_work_in_flight();
-            if busy && !shared.inbox.has_work() {
-                runtime.wait_for_device(DEVICE_THREAD_DEVICE_WAIT);
+            if busy && !inbox.has_work() && !callers_drive() {
+                runtime.wait_for_device(DEVICE_WAIT_SLICE);
             }
             busy
         };
-        let active = busy || had_commands;
+        away = false;
         if busy {
             continue;
         }
-        if active && spin_until(DEVICE_THREAD_SPIN, || shared.inbox.has_work()) {
+        let did_work = had_commands || was_busy;
+        if did_work && spin_until(DEVICE_THREAD_SPIN, || inbox.has_work() || callers_drive()) {
             continue;
         }
-        shared.inbox.wait_for_work(DEVICE_THREAD_IDLE);
+        inbox.wait_for_work(DEVICE_THREAD_IDLE);
+        away = true;
     }
 }
 
@@ -124,18 +201,20 @@ impl<B: Backend> ComputeClient<B> {
                 return reply;
             }
             if runtime.has_work_in_flight() {
-                runtime.wait_for_device(CALLER_DEVICE_WAIT);
+                runtime.wait_for_device(MANUAL_DEVICE_WAIT);
             }
         }
     }
 
-    /// Beside a device thread: tick ourselves whenever the runtime is free, as the manual driver
-    /// does (one thread from command to reply is the shortest path); while another thread ticks,
-    /// spin for the reply, then sleep until it wakes us.
+    /// Beside a device thread: drive the runtime ourselves, as the manual driver does (one
+    /// thread from command to reply is the shortest path), while the device thread stays out of
+    /// the way; while another thread holds the runtime, spin for the reply, and after a while
+    /// hand over to the device thread and sleep until the reply wakes us.
     fn wait_beside_device_thread<T>(
         &self,
         mut receiver: oneshot::Receiver<Result<T>>,
     ) -> Result<T> {
+        let driving = Driving::enter(&self.shared.drivers);
         let mut spin_start = Instant::now();
         loop {
             if let Some(reply) = ready(&mut receiver) {
@@ -145,16 +224,19 @@ impl<B: Backend> ComputeClient<B> {
                 runtime.tick();
                 let in_flight = runtime.has_work_in_flight();
                 if let Some(reply) = ready(&mut receiver) {
+                    let replies_in_flight = in_flight && runtime.has_replies_in_flight();
                     drop(runtime);
-                    if in_flight {
-                        // Others' work we leave in flight: the device thread may be asleep,
-                        // having found none before our tick took it from the inbox.
+                    // The device thread takes over what we leave in flight: at once what others
+                    // wait for, after a quiet moment memory behind events.
+                    if replies_in_flight {
                         self.shared.inbox.request_tick();
+                    } else if in_flight {
+                        self.shared.inbox.wake_all();
                     }
                     return reply;
                 }
                 if in_flight {
-                    runtime.wait_for_device(CALLER_DEVICE_WAIT);
+                    runtime.wait_for_device(DEVICE_WAIT_SLICE);
                 }
                 spin_start = Instant::now();
                 continue;
@@ -163,8 +245,9 @@ impl<B: Backend> ComputeClient<B> {
                 std::thread::yield_now();
                 continue;
             }
-            // Whatever we ticked may be in flight while the device thread sleeps: wake it, it
-            // ticks until nothing is in flight, completing our reply on the way.
+            // What we ticked may be in flight while the device thread sleeps: wake it, it ticks
+            // until nothing is in flight, completing our reply on the way.
+            drop(driving);
             self.shared.inbox.request_tick();
             return futures_executor::block_on(&mut receiver).unwrap_or(Err(Error::Disconnected));
         }

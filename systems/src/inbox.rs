@@ -207,7 +207,8 @@ impl Inbox {
         self.work.notify_one();
     }
 
-    /// Wakes every thread waiting for work (used on shutdown).
+    /// Wakes every thread waiting for work without queuing any (on shutdown, and when a caller
+    /// that ticked itself leaves work in flight).
     pub fn wake_all(&self) {
         let _queue = self.queue.lock();
         self.work.notify_all();

@@ -173,6 +173,14 @@ impl<B: Backend> Runtime<B> {
             || q.gcs.iter(world).next().is_some()
     }
 
+    /// Whether reads or syncs await the device: replies someone may be blocked on, unlike
+    /// memory pinned behind events, which only needs a tick eventually.
+    pub fn has_replies_in_flight(&mut self) -> bool {
+        let world = &self.world;
+        let q = &mut self.in_flight;
+        q.reads.iter(world).next().is_some() || q.syncs.iter(world).next().is_some()
+    }
+
     /// The bookkeeping of the stream that runs `id`, if it was opened.
     pub fn stream_state(&mut self, id: StreamId) -> Option<StreamState> {
         let table = self.world.resource::<StreamTable>();
@@ -202,7 +210,8 @@ impl<B: Backend> Runtime<B> {
     }
 }
 
-/// Cached queries behind [`Runtime::has_work_in_flight`], which runs after every tick.
+/// Cached queries behind [`Runtime::has_work_in_flight`] and [`Runtime::has_replies_in_flight`],
+/// which drivers run after every tick.
 struct InFlightQueries {
     reads: QueryState<(), With<PendingRead>>,
     syncs: QueryState<(), With<PendingSync>>,
