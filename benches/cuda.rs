@@ -1,9 +1,22 @@
 //! The cuda backend against raw CUDA driver calls (cudarc's `sys`) in the same process, on device
 //! 0: empty-kernel launch throughput (device thread), 256 MiB host-to-device (from staging and
-//! from pageable memory) and device-to-host copies, a cached allocation against cuMemAllocAsync +
-//! cuMemFreeAsync, and 4 streams of busy kernels against the same kernels on 1 stream. Without a
-//! CUDA driver it prints a SKIPPED line and exits cleanly.
+//! from pageable memory) and device-to-host copies, a cached allocation against
+//! cuMemAllocAsync + cuMemFreeAsync, and 4 streams of busy kernels against the same kernels on
+//! 1 stream. Then the public-API rows of issue 11
+//! (`common/client_rows.rs`, at the issue's sizes) through the device-thread client, the round
+//! trip also with the manual driver, beside their raw counterparts: pinned DtoH of 256 MiB,
+//! pageable `cuMemcpyHtoD` of 256 MiB from a `Vec`, and a launch + 4-byte DtoH on one stream;
+//! a table of every row's time and memory goes to stderr at the end. Without a CUDA driver it
+//! prints a SKIPPED line and exits cleanly.
+//!
+//! Run: `cargo bench --bench cuda --features cuda -- --quick` on the GPU machine (build it here
+//! with `../shared/tools/device-prep -- -p gpuworld --features cuda --bench cuda`); a filter
+//! such as `client/` or `round_trip` runs only those rows.
 
+#[path = "common/client_rows.rs"]
+mod client_rows;
+
+use client_rows::{Shape, Summary};
 use criterion::{Criterion, Throughput};
 use gpuworld::cudarc::driver::sys;
 use gpuworld::{
@@ -11,7 +24,7 @@ use gpuworld::{
     SchedulingStrategy, StreamId, library,
 };
 use std::ffi::CString;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Launches per sample of the launch benchmark.
 const LAUNCHES: u64 = 2000;
@@ -193,21 +206,6 @@ impl Raw {
         self.sync(0);
     }
 
-    /// The same copy from pageable memory, which the driver stages itself.
-    fn copy_pageable_to_device(&self, data: &[u8]) {
-        // SAFETY: `data` and the device buffer hold COPY_BYTES.
-        let code = unsafe {
-            sys::cuMemcpyHtoDAsync_v2(
-                self.device_buffer,
-                data.as_ptr().cast(),
-                COPY_BYTES,
-                self.streams[0],
-            )
-        };
-        check(code, "pageable htod");
-        self.sync(0);
-    }
-
     fn copy_to_host(&self) {
         // SAFETY: both buffers hold COPY_BYTES.
         let code = unsafe {
@@ -219,6 +217,25 @@ impl Raw {
             )
         };
         check(code, "dtoh");
+        self.sync(0);
+    }
+
+    /// Pageable host-to-device: a synchronous copy of `data` (a `Vec`'s bytes) into the device
+    /// buffer, as `cuMemcpyHtoD` stages it itself.
+    fn copy_pageable_to_device(&self, data: &[u8]) {
+        // SAFETY: `data` holds COPY_BYTES readable bytes; the device buffer holds COPY_BYTES.
+        let code =
+            unsafe { sys::cuMemcpyHtoD_v2(self.device_buffer, data.as_ptr().cast(), data.len()) };
+        check(code, "pageable htod");
+    }
+
+    /// One noop launch and a 4-byte copy back on the same stream, then a stream sync.
+    fn launch_and_read_word(&self) {
+        self.launch_noop();
+        // SAFETY: `pinned` holds COPY_BYTES, `flag` 4 KiB; the copy is ordered after the launch.
+        let code =
+            unsafe { sys::cuMemcpyDtoHAsync_v2(self.pinned.cast(), self.flag, 4, self.streams[0]) };
+        check(code, "dtoh 4 B");
         self.sync(0);
     }
 
@@ -330,7 +347,8 @@ fn allocation(c: &mut Criterion, client: &ComputeClient<CudaBackend>, raw: &Raw)
             for _ in 0..ALLOCATIONS {
                 drop(client.empty(ALLOCATION_BYTES as u64));
             }
-            // A blocking call: returns once the device thread ingested every create and release.
+            // Returns once a tick ingested every create and release.
+            client.sync().expect("sync");
             client.memory_usage()
         });
     });
@@ -396,6 +414,79 @@ fn overlap(c: &mut Criterion, client: &ComputeClient<CudaBackend>, raw: &Raw) {
     group.finish();
 }
 
+/// The raw counterparts of the client rows that have one, as lines of the same summary.
+fn raw_rows(c: &mut Criterion, raw: &Raw, shape: Shape, summary: &mut Summary) {
+    let label = "cuda raw";
+    let mut group = client_rows::group(c, label);
+    group.throughput(Throughput::Bytes(COPY_BYTES as u64));
+    let mut d2h = Vec::new();
+    group.bench_function("pinned_dtoh_256MiB", |b| {
+        b.iter_custom(|iters| timed(iters, &mut d2h, || raw.copy_to_host()))
+    });
+    let data = vec![7u8; COPY_BYTES];
+    let mut h2d = Vec::new();
+    group.bench_function("pageable_htod_256MiB", |b| {
+        b.iter_custom(|iters| timed(iters, &mut h2d, || raw.copy_pageable_to_device(&data)))
+    });
+    group.finish();
+    if !d2h.is_empty() {
+        let rate = client_rows::gb_per_s(COPY_BYTES, client_rows::median(&mut d2h));
+        summary.add(
+            label,
+            "pinned cuMemcpyDtoHAsync of 256.00 MiB",
+            rate,
+            "-".into(),
+        );
+    }
+    if !h2d.is_empty() {
+        let rate = client_rows::gb_per_s(COPY_BYTES, client_rows::median(&mut h2d));
+        summary.add(
+            label,
+            "pageable cuMemcpyHtoD of 256.00 MiB",
+            rate,
+            "-".into(),
+        );
+    }
+
+    let mut group = client_rows::group(c, label);
+    group.sample_size(30);
+    let mut ran = false;
+    group.bench_function("launch_noop_read_4B", |b| {
+        ran = true;
+        b.iter(|| raw.launch_and_read_word())
+    });
+    group.finish();
+    if ran {
+        let mut times: Vec<Duration> = (0..shape.round_trips)
+            .map(|_| {
+                let start = Instant::now();
+                raw.launch_and_read_word();
+                start.elapsed()
+            })
+            .collect();
+        let median = client_rows::median(&mut times);
+        summary.add(
+            label,
+            "cuLaunchKernel + cuMemcpyDtoHAsync 4 B + sync (median)",
+            format!("{:.1} µs", median.as_secs_f64() * 1e6),
+            "-".into(),
+        );
+    }
+}
+
+/// Runs `work` `iters` times, keeping each run's time; their sum.
+fn timed(iters: u64, times: &mut Vec<Duration>, mut work: impl FnMut()) -> Duration {
+    (0..iters)
+        .map(|_| {
+            let start = Instant::now();
+            work();
+            let time = start.elapsed();
+            times.push(time);
+            time
+        })
+        .sum()
+}
+
 fn main() {
     let client = match gpuworld::cuda_client(CudaConfig::default()) {
         Ok(client) => client,
@@ -434,5 +525,24 @@ fn main() {
     bandwidth(&mut c, &client, &raw);
     allocation(&mut c, &client, &raw);
     overlap(&mut c, &client, &raw);
+    drop(batched);
+
+    let shape = Shape::DEVICE;
+    let mut summary = Summary::default();
+    client_rows::all_rows(&mut c, "cuda device thread", &client, shape, &mut summary);
+    match CudaBackend::new(CudaConfig::default()) {
+        Ok(backend) => {
+            let runtime = RuntimeConfig {
+                max_tasks: gpuworld::CUDA_MAX_TASKS,
+                strategy: SchedulingStrategy::Interleave,
+                ..RuntimeConfig::default()
+            };
+            let manual = ComputeClient::new(backend, runtime, Driver::Manual);
+            client_rows::round_trip(&mut c, "cuda manual", &manual, shape, &mut summary);
+        }
+        Err(error) => eprintln!("SKIPPED cuda manual round trip: {error}"),
+    }
+    raw_rows(&mut c, &raw, shape, &mut summary);
     c.final_summary();
+    summary.print();
 }

@@ -7,6 +7,9 @@
 //! The trace is `benches/data/training_trace.txt`, made by `generate_training_trace` below;
 //! `GPUWORLD_REGENERATE_TRACE=1 cargo bench --bench memory` rewrites it.
 
+#[path = "common/training_trace.rs"]
+mod training_trace;
+
 use criterion::{Criterion, criterion_group};
 use gpuworld_systems::backend::*;
 use gpuworld_systems::error::Error;
@@ -16,12 +19,9 @@ use gpuworld_systems::memory::{AllocationMode, MemoryConfig, MemoryPool, SliceKe
 use std::collections::HashMap;
 use std::hint::black_box;
 use std::time::Duration;
+use training_trace::{Event, TRACE_PATH, committed_trace};
 
 const MIB: u64 = 1 << 20;
-const TRACE_PATH: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/benches/data/training_trace.txt"
-);
 
 /// A device that hands out numbered buffers and counts bytes; it runs no work.
 struct VirtualDevice {
@@ -175,19 +175,6 @@ fn dynamic_1mib(c: &mut Criterion) {
     group.finish();
 }
 
-/// One step of the trace.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Event {
-    /// Allocate `bytes` for buffer `id`, persistent (weights) or not.
-    Alloc {
-        id: u32,
-        bytes: u64,
-        persistent: bool,
-    },
-    /// Free buffer `id`.
-    Free { id: u32 },
-}
-
 /// A transformer-like training loop, scaled to run in seconds: persistent weights and optimizer
 /// state, then per step a forward pass keeping activations, a backward pass freeing them in
 /// reverse and allocating gradients, and an optimizer update. The sequence length changes every
@@ -319,32 +306,6 @@ fn trace_text(events: &[Event]) -> String {
     text
 }
 
-fn parse_trace(text: &str) -> Vec<Event> {
-    text.lines()
-        .filter(|line| !line.starts_with('#') && !line.is_empty())
-        .map(|line| {
-            let fields: Vec<&str> = line.split(' ').collect();
-            let number = |i: usize| -> u64 {
-                fields
-                    .get(i)
-                    .and_then(|f| f.parse().ok())
-                    .unwrap_or_else(|| panic!("bad trace line `{line}`"))
-            };
-            match fields[0] {
-                "a" | "p" => Event::Alloc {
-                    id: number(1) as u32,
-                    bytes: number(2),
-                    persistent: fields[0] == "p",
-                },
-                "f" => Event::Free {
-                    id: number(1) as u32,
-                },
-                _ => panic!("bad trace line `{line}`"),
-            }
-        })
-        .collect()
-}
-
 /// The committed trace; regenerated on request, and checked against the generator.
 fn training_trace() -> Vec<Event> {
     let generated = generate_training_trace();
@@ -353,9 +314,7 @@ fn training_trace() -> Vec<Event> {
     {
         panic!("writing {TRACE_PATH}: {error}");
     }
-    let committed = std::fs::read_to_string(TRACE_PATH)
-        .map(|text| parse_trace(&text))
-        .unwrap_or_else(|error| panic!("reading {TRACE_PATH}: {error}"));
+    let committed = committed_trace();
     assert_eq!(
         committed, generated,
         "the committed trace is stale: regenerate it"

@@ -1,7 +1,11 @@
 //! The wgpu backend against raw wgpu in the same process, on the default adapter: the cost of
 //! one dispatch (`DISPATCHES` fills of one cube, then a sync, per sample) through gpuworld and as
-//! one encoder of the same dispatches submitted and waited for; and readback latency of 4 bytes
-//! and of 64 MiB through `read_one` and as copy + map + wait.
+//! one encoder of the same dispatches submitted and waited for; readback latency of 4 bytes and
+//! of 64 MiB through `read_one` and as copy + map + wait; and the round trip of a launch and a
+//! 4-byte read (`fill` then `read_one`, against one encoder of the dispatch and the copy, mapped
+//! and waited for). The client's other rows, on wgpu beside cpu, are in `client.rs`.
+//!
+//! Run: `cargo bench --bench wgpu --features wgpu -- --quick`.
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use gpuworld::wgpu;
@@ -19,6 +23,7 @@ struct Raw {
     queue: wgpu::Queue,
     pipeline: wgpu::ComputePipeline,
     group: wgpu::BindGroup,
+    out: wgpu::Buffer,
 }
 
 impl Raw {
@@ -50,7 +55,7 @@ impl Raw {
         let out = device.create_buffer(&wgpu::BufferDescriptor {
             label: None,
             size: 1024,
-            usage: wgpu::BufferUsages::STORAGE,
+            usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC,
             mapped_at_creation: false,
         });
         let scalars = device.create_buffer(&wgpu::BufferDescriptor {
@@ -79,6 +84,7 @@ impl Raw {
             queue,
             pipeline,
             group,
+            out,
         }
     }
 
@@ -102,6 +108,32 @@ impl Raw {
         }
         self.queue.submit([encoder.finish()]);
         self.wait();
+    }
+
+    /// One fill dispatch and a copy of its first 4 bytes into `staging`, mapped on submit,
+    /// submitted and waited for.
+    fn fill_and_read(&self, staging: &wgpu::Buffer) -> Vec<u8> {
+        let mut encoder = self
+            .device
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor::default());
+        {
+            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor::default());
+            pass.set_pipeline(&self.pipeline);
+            pass.set_bind_group(0, &self.group, &[]);
+            pass.dispatch_workgroups(1, 1, 1);
+        }
+        encoder.copy_buffer_to_buffer(&self.out, 0, staging, 0, 4);
+        encoder.map_buffer_on_submit(staging, wgpu::MapMode::Read, 0..4, |r| {
+            r.expect("staging maps");
+        });
+        self.queue.submit([encoder.finish()]);
+        self.wait();
+        let bytes = staging
+            .get_mapped_range(0..4)
+            .expect("staging is mapped")
+            .to_vec();
+        staging.unmap();
+        bytes
     }
 
     fn storage(&self, size: u64) -> wgpu::Buffer {
@@ -192,5 +224,30 @@ fn readback_latency(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, dispatch_cost, readback_latency);
+fn round_trip(c: &mut Criterion) {
+    let client = client();
+    let raw = Raw::new();
+    let out = client.empty(1024);
+    let first_word = out.clone().offset_end(1020);
+    let staging = raw.staging(4);
+    let mut group = c.benchmark_group("wgpu_round_trip");
+    group.bench_function("gpuworld/fill_read_4B", |b| {
+        b.iter(|| {
+            client
+                .launch(
+                    &library::FILL,
+                    CubeCount::new_1d(1),
+                    Bindings::new().buffer(&out).scalar_f32(1.0),
+                )
+                .expect("launch");
+            black_box(client.read_one(&first_word).expect("read").len())
+        });
+    });
+    group.bench_function("raw_wgpu/fill_read_4B", |b| {
+        b.iter(|| black_box(raw.fill_and_read(&staging)))
+    });
+    group.finish();
+}
+
+criterion_group!(benches, dispatch_cost, readback_latency, round_trip);
 criterion_main!(benches);

@@ -1,16 +1,19 @@
 //! `ComputeClient`: the user's entry point. Calls validate what can be checked at once and push a
-//! command into the inbox without taking the runtime lock; blocking calls then tick (or, with a
-//! device thread, wait) until their own reply is ready.
+//! command into the inbox without taking the runtime lock; blocking calls then wait until their
+//! own reply is ready, ticking while nobody else does (`drivers.rs`).
 
+mod drivers;
 mod tensors;
 mod transfers;
 
+pub use drivers::Driver;
 pub use tensors::{TensorDesc, TensorHandle};
 
 use futures_channel::oneshot;
 use gpuworld_systems::backend::StagingAllocator;
 use gpuworld_systems::inbox::Command;
 use gpuworld_systems::kernel::validate_arity;
+use gpuworld_systems::published::Published;
 use gpuworld_systems::stages::tune::{TuneCache, TuneMessage, TuneResult, TuneResults};
 use gpuworld_systems::{
     Backend, Binding, CubeCount, DeviceProperties, Error, ExecutionMode, Kernel, MemoryUsage,
@@ -21,17 +24,7 @@ use smallvec::SmallVec;
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::thread::JoinHandle;
 use std::time::Duration;
-
-/// Who advances the runtime.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Driver {
-    /// The host calls [`ComputeClient::tick`]; blocking calls tick until their reply is ready.
-    Manual,
-    /// A device thread ticks whenever the inbox has work; callers only enqueue.
-    DeviceThread,
-}
 
 /// The buffers and scalars of a launch, in the kernel's order.
 #[derive(Clone, Debug, Default)]
@@ -85,25 +78,12 @@ struct Shared<B: Backend> {
     /// The tune stage's message queue and cache, shared so tuners never take the runtime lock.
     tune_results: TuneResults,
     tune_cache: TuneCache,
+    /// What the runtime publishes at the end of every tick (memory usage), read without its lock.
+    published: Arc<Published>,
     /// Set for `Driver::Manual`, and when the device thread could not be started.
     manual: AtomicBool,
-}
-
-/// Stops the device thread when the last client clone is dropped.
-struct Lifetime {
-    stop: Arc<AtomicBool>,
-    inbox: Arc<gpuworld_systems::inbox::Inbox>,
-    thread: Mutex<Option<JoinHandle<()>>>,
-}
-
-impl Drop for Lifetime {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Release);
-        self.inbox.wake_all();
-        if let Some(thread) = self.thread.lock().take() {
-            let _ = thread.join();
-        }
-    }
+    /// Which thread drives the runtime beside a device thread.
+    drivers: drivers::Drivers,
 }
 
 /// A client of one runtime: cheap to clone, usable from many threads at once.
@@ -112,7 +92,7 @@ pub struct ComputeClient<B: Backend> {
     // drops the runtime, so the backend is torn down on the client's thread, after the device
     // thread has exited (drivers keep per-thread state that outlives a device destroyed on the
     // thread that exits next).
-    _lifetime: Arc<Lifetime>,
+    _lifetime: Arc<drivers::Lifetime>,
     shared: Arc<Shared<B>>,
     stream: Option<StreamId>,
 }
@@ -138,9 +118,11 @@ impl<B: Backend> ComputeClient<B> {
             staging: runtime.backend().staging(),
             tune_results: runtime.tune_results(),
             tune_cache: runtime.tune_cache().clone(),
+            published: runtime.published().clone(),
             runtime: Mutex::new(runtime),
             inbox: inbox.clone(),
             manual: AtomicBool::new(driver == Driver::Manual),
+            drivers: drivers::Drivers::default(),
         });
         let stop = Arc::new(AtomicBool::new(false));
         let thread = match driver {
@@ -150,7 +132,7 @@ impl<B: Backend> ComputeClient<B> {
                 let thread_stop = stop.clone();
                 let spawned = std::thread::Builder::new()
                     .name("gpuworld-device".into())
-                    .spawn(move || run_device_thread(&thread_shared, &thread_stop));
+                    .spawn(move || drivers::run_device_thread(&thread_shared, &thread_stop));
                 match spawned {
                     Ok(thread) => Some(thread),
                     Err(error) => {
@@ -165,7 +147,7 @@ impl<B: Backend> ComputeClient<B> {
         ComputeClient {
             shared,
             stream: None,
-            _lifetime: Arc::new(Lifetime {
+            _lifetime: Arc::new(drivers::Lifetime {
                 stop,
                 inbox,
                 thread: Mutex::new(thread),
@@ -324,20 +306,18 @@ impl<B: Backend> ComputeClient<B> {
         self.with_runtime(|runtime| runtime.backend_mut().device_elapsed(start, end))
     }
 
-    /// Memory in use and reserved, counting every command sent so far.
+    /// Memory in use and reserved as the last tick left it: a lookup of what every tick
+    /// publishes, with no runtime lock and no tick, under either driver. Commands still in the
+    /// inbox are not counted yet; to count every command sent so far, [`ComputeClient::sync`]
+    /// first.
     pub fn memory_usage(&self) -> MemoryUsage {
-        self.with_runtime(|runtime| {
-            runtime.tick();
-            runtime.memory_usage()
-        })
+        self.shared.published.memory_usage()
     }
 
-    /// Returns free memory to the device at the next tick.
+    /// Returns free memory to the device at the next tick; only enqueues (under
+    /// `Driver::Manual` the next [`ComputeClient::tick`] or blocking call runs it).
     pub fn memory_cleanup(&self) {
         self.shared.inbox.push(Command::MemoryCleanup);
-        if self.driver() == Driver::Manual {
-            self.tick();
-        }
     }
 
     /// Sends an autotune result; the tune stage caches it at the next tick.
@@ -373,44 +353,5 @@ impl<B: Backend> ComputeClient<B> {
     /// Runs `f` with the runtime locked.
     pub fn with_runtime<R>(&self, f: impl FnOnce(&mut Runtime<B>) -> R) -> R {
         f(&mut self.shared.runtime.lock())
-    }
-
-    fn wait<T>(&self, mut receiver: oneshot::Receiver<Result<T>>) -> Result<T> {
-        if self.driver() == Driver::DeviceThread {
-            return futures_executor::block_on(receiver).unwrap_or(Err(Error::Disconnected));
-        }
-        loop {
-            match receiver.try_recv() {
-                Ok(Some(result)) => return result,
-                Ok(None) => {}
-                Err(oneshot::Canceled) => return Err(Error::Disconnected),
-            }
-            let mut runtime = self.shared.runtime.lock();
-            runtime.tick();
-            if runtime.has_work_in_flight() {
-                runtime.wait_for_device(DEVICE_WAIT);
-            }
-        }
-    }
-}
-
-/// Longest a driver blocks between ticks waiting for the device; short, because the runtime
-/// lock is held meanwhile and other threads may want to tick.
-const DEVICE_WAIT: Duration = Duration::from_micros(200);
-
-fn run_device_thread<B: Backend>(shared: &Shared<B>, stop: &AtomicBool) {
-    while !stop.load(Ordering::Acquire) {
-        let busy = {
-            let mut runtime = shared.runtime.lock();
-            runtime.tick();
-            let busy = runtime.has_work_in_flight();
-            if busy && !shared.inbox.has_work() {
-                runtime.wait_for_device(DEVICE_WAIT);
-            }
-            busy
-        };
-        if !busy {
-            shared.inbox.wait_for_work(Duration::from_millis(20));
-        }
     }
 }

@@ -95,6 +95,7 @@ fn packed_tensors_sit_at_aligned_offsets_of_one_allocation_and_launches_see_them
             ),
         ])
         .unwrap();
+    client.sync().unwrap();
     let allocs_before = client.memory_usage().number_allocs;
     assert_eq!(allocs_before, 1, "one allocation holds all three");
     let starts: Vec<u64> = tensors.iter().map(|(h, _)| h.start()).collect();
@@ -152,6 +153,7 @@ fn persistent_windows_nest_and_put_allocations_in_the_persistent_pool() {
         (weights, scratch, client.empty(n * 4))
     });
     let outside = client.empty(4096);
+    client.sync().unwrap();
     assert_eq!(
         persistent_allocs(&client),
         2,
@@ -168,6 +170,7 @@ fn persistent_windows_nest_and_put_allocations_in_the_persistent_pool() {
         "freed only by cleanup: {persistent:?}"
     );
     client.memory_cleanup();
+    client.tick();
     assert_eq!(client.memory_usage().bytes_reserved, 0);
 }
 
@@ -179,6 +182,7 @@ fn a_panicking_task_does_not_leave_its_window_open() {
     }));
     assert!(result.is_err());
     let after = client.empty(100);
+    client.sync().unwrap();
     assert_eq!(client.memory_report().last().map(|r| r.allocs), Some(0));
     drop(after);
 }
@@ -221,6 +225,7 @@ fn leaves_nothing_behind<B: gpuworld::Backend>(client: ComputeClient<B>) {
         client.tick();
     }
     client.memory_cleanup();
+    client.sync().unwrap();
     let usage = client.memory_usage();
     assert_eq!(
         (usage.bytes_in_use, usage.bytes_reserved),

@@ -99,6 +99,7 @@ fn run(driver: Driver) {
         "{usage:?}"
     );
     client.memory_cleanup();
+    client.sync().unwrap();
     assert_eq!(client.memory_usage().bytes_reserved, 0);
 }
 

@@ -61,6 +61,7 @@ fn hammer(client: ComputeClient<CpuBackend>) {
     assert_eq!(usage.number_allocs, 0, "{usage:?}");
     assert_eq!(usage.bytes_in_use, 0, "{usage:?}");
     client.memory_cleanup();
+    client.sync().unwrap();
     assert_eq!(client.memory_usage().bytes_reserved, 0);
 }
 

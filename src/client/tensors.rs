@@ -61,13 +61,11 @@ impl<B: Backend> ComputeClient<B> {
         task(input)
     }
 
-    /// Each memory pool's counts (pages, peak pages, largest allocation), counting every command
-    /// sent so far: the ladder in routing order, then the persistent pool.
+    /// Each memory pool's counts (pages, peak pages, largest allocation) as the last tick left
+    /// them, without ticking: the ladder in routing order, then the persistent pool. To count
+    /// every command sent so far, [`ComputeClient::sync`] first.
     pub fn memory_report(&self) -> Vec<PoolReport> {
-        self.with_runtime(|runtime| {
-            runtime.tick();
-            runtime.world().resource::<MemoryPool>().reports()
-        })
+        self.with_runtime(|runtime| runtime.world().resource::<MemoryPool>().reports())
     }
 
     /// A new tensor holding `data` (row-major, contiguous) in the runtime's tensor layout;

@@ -10,7 +10,7 @@ use crate::memory::AllocationMode;
 use futures_channel::oneshot;
 use parking_lot::{Condvar, Mutex};
 use smallvec::SmallVec;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 /// The sending half of a reply the tick completes.
@@ -129,6 +129,11 @@ pub struct Inbox {
     queue: Mutex<Vec<Command>>,
     work: Condvar,
     next_handle: AtomicU64,
+    /// Whether commands are queued, kept beside the queue (written under its lock) so a thread
+    /// spinning for work does not take the lock the pushers need.
+    queued: AtomicBool,
+    /// A tick was asked for with nothing queued (see [`Inbox::request_tick`]).
+    tick_requested: AtomicBool,
 }
 
 impl Inbox {
@@ -139,6 +144,8 @@ impl Inbox {
             queue: Mutex::new(Vec::with_capacity(1024)),
             work: Condvar::new(),
             next_handle: AtomicU64::new(0),
+            queued: AtomicBool::new(false),
+            tick_requested: AtomicBool::new(false),
         }
     }
 
@@ -158,6 +165,7 @@ impl Inbox {
         let mut queue = self.queue.lock();
         queue.push(command);
         if queue.len() == 1 {
+            self.queued.store(true, Ordering::Release);
             self.work.notify_one();
         }
     }
@@ -165,6 +173,9 @@ impl Inbox {
     /// Moves every queued command, in arrival order, to the end of `into`.
     pub fn drain_into(&self, into: &mut Vec<Command>) {
         let mut queue = self.queue.lock();
+        self.queued.store(false, Ordering::Release);
+        // The tick that drains is the tick that was asked for.
+        self.tick_requested.store(false, Ordering::Release);
         if into.is_empty() {
             std::mem::swap(&mut *queue, into);
         } else {
@@ -172,20 +183,32 @@ impl Inbox {
         }
     }
 
-    /// Whether commands are waiting.
+    /// Whether commands are waiting or a tick was asked for; without taking the queue's lock.
     pub fn has_work(&self) -> bool {
-        !self.queue.lock().is_empty()
+        self.queued.load(Ordering::Acquire) || self.tick_requested.load(Ordering::Acquire)
     }
 
-    /// Blocks until a command arrives or `timeout` passes.
+    /// Blocks until a command arrives, a tick is asked for, or `timeout` passes.
     pub fn wait_for_work(&self, timeout: Duration) {
         let mut queue = self.queue.lock();
-        if queue.is_empty() {
+        if queue.is_empty() && !self.tick_requested.load(Ordering::Acquire) {
             self.work.wait_for(&mut queue, timeout);
         }
     }
 
-    /// Wakes every thread waiting for work (used on shutdown).
+    /// Asks a device thread for a tick though nothing may be queued: a caller that ticked itself
+    /// took commands from the queue and leaves their work in flight for the device thread,
+    /// which may have gone to sleep having seen none.
+    pub fn request_tick(&self) {
+        self.tick_requested.store(true, Ordering::Release);
+        // Under the queue's lock, so a device thread between its check and its wait cannot
+        // miss the notification.
+        let _queue = self.queue.lock();
+        self.work.notify_one();
+    }
+
+    /// Wakes every thread waiting for work without queuing any (on shutdown, and when a caller
+    /// that ticked itself leaves work in flight).
     pub fn wake_all(&self) {
         let _queue = self.queue.lock();
         self.work.notify_all();

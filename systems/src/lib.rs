@@ -12,6 +12,7 @@ pub mod inbox;
 pub mod kernel;
 pub mod library;
 pub mod memory;
+pub mod published;
 pub mod runtime;
 pub mod sim;
 mod snapshot;

@@ -5,6 +5,7 @@ use crate::backend::{Backend, DeviceProperties};
 use crate::ids::{RuntimeId, StreamId};
 use crate::inbox::Inbox;
 use crate::memory::{MemoryPool, MemoryUsage};
+use crate::published::Published;
 use crate::stages::tick_schedule;
 use crate::stages::tune::{TuneCache, TuneResults};
 use crate::world::*;
@@ -18,6 +19,7 @@ pub struct Runtime<B: Backend> {
     schedule: Schedule,
     in_flight: InFlightQueries,
     inbox: Arc<Inbox>,
+    published: Arc<Published>,
     properties: DeviceProperties,
     backend: PhantomData<fn() -> B>,
 }
@@ -62,11 +64,14 @@ impl<B: Backend> Runtime<B> {
             // The schedule is fixed code: a build error is a bug in gpuworld, not in its use.
             panic!("gpuworld's tick schedule is invalid: {error:?}");
         }
+        let published = Arc::new(Published::default());
+        published.finish_tick(0, world.resource::<MemoryPool>().usage());
         Runtime {
             in_flight: InFlightQueries::new(&mut world),
             world,
             schedule,
             inbox,
+            published,
             properties,
             backend: PhantomData,
         }
@@ -82,10 +87,21 @@ impl<B: Backend> Runtime<B> {
             .wait_for_progress(timeout);
     }
 
-    /// Advances the world by one tick: runs the seven stages once.
+    /// Advances the world by one tick: runs the seven stages once, then publishes what the
+    /// tick left (see [`Runtime::published`]).
     pub fn tick(&mut self) {
-        self.world.resource_mut::<TickCounter>().0 += 1;
+        let mut counter = self.world.resource_mut::<TickCounter>();
+        counter.0 += 1;
+        let tick = counter.0;
+        self.published.start_tick(tick);
         self.schedule.run(&mut self.world);
+        self.published
+            .finish_tick(tick, self.world.resource::<MemoryPool>().usage());
+    }
+
+    /// The state published at the end of every tick, readable without this runtime's lock.
+    pub fn published(&self) -> &Arc<Published> {
+        &self.published
     }
 
     /// Number of ticks run so far.
@@ -160,6 +176,14 @@ impl<B: Backend> Runtime<B> {
             || !world.resource::<DeferredCommands>().0.is_empty()
     }
 
+    /// Whether reads or syncs await the device: replies someone may be blocked on, unlike
+    /// memory pinned behind events, which only needs a tick eventually.
+    pub fn has_replies_in_flight(&mut self) -> bool {
+        let world = &self.world;
+        let q = &mut self.in_flight;
+        q.reads.iter(world).next().is_some() || q.syncs.iter(world).next().is_some()
+    }
+
     /// The bookkeeping of the stream that runs `id`, if it was opened.
     pub fn stream_state(&mut self, id: StreamId) -> Option<StreamState> {
         let table = self.world.resource::<StreamTable>();
@@ -189,7 +213,8 @@ impl<B: Backend> Runtime<B> {
     }
 }
 
-/// Cached queries behind [`Runtime::has_work_in_flight`], which runs after every tick.
+/// Cached queries behind [`Runtime::has_work_in_flight`] and [`Runtime::has_replies_in_flight`],
+/// which drivers run after every tick.
 struct InFlightQueries {
     reads: QueryState<(), With<PendingRead>>,
     syncs: QueryState<(), With<PendingSync>>,

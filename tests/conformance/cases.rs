@@ -271,6 +271,7 @@ pub fn memory_is_reclaimed_and_returned_by_cleanup<B: Backend>(client: ComputeCl
                 )
                 .unwrap();
         }
+        client.sync().unwrap();
         assert_eq!(client.memory_usage().number_allocs, 19);
     }
     client.sync().unwrap();
@@ -284,6 +285,7 @@ pub fn memory_is_reclaimed_and_returned_by_cleanup<B: Backend>(client: ComputeCl
         "{usage:?}"
     );
     client.memory_cleanup();
+    client.sync().unwrap();
     assert_eq!(client.memory_usage().bytes_reserved, 0);
 }
 

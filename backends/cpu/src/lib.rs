@@ -22,6 +22,9 @@ pub struct CpuBackend {
     progress: Arc<Progress>,
     workers: Vec<StreamWorker>,
     next_ticket: u64,
+    /// `Progress::generation` at the last poll: work finished after it is progress a driver
+    /// waiting between ticks must not sleep through.
+    polled_generation: u64,
 }
 
 impl Default for CpuBackend {
@@ -44,6 +47,7 @@ impl CpuBackend {
             progress: Arc::new(Progress::default()),
             workers: Vec::new(),
             next_ticket: 0,
+            polled_generation: 0,
         }
     }
 
@@ -142,10 +146,13 @@ impl Backend for CpuBackend {
         self.send(stream, Op::Wait { origin, ops });
     }
 
-    fn poll(&mut self, _tick: u64) {}
+    fn poll(&mut self, _tick: u64) {
+        self.polled_generation = self.progress.generation();
+    }
 
     fn wait_for_progress(&mut self, timeout: Duration) {
-        self.progress.wait_for_change(timeout);
+        self.progress
+            .wait_for_change(self.polled_generation, timeout);
     }
 
     fn event_label(&self, event: DeviceEvent) -> String {

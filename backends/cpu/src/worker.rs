@@ -44,6 +44,8 @@ struct ProgressState {
     faults: Vec<Option<Error>>,
     reads: HashMap<ReadTicket, HostBytes>,
     shutdown: bool,
+    /// Operations finished on any stream so far: what a waiter compares with what it last saw.
+    generation: u64,
 }
 
 /// What the workers report: completion counts, readbacks and faults, behind one lock.
@@ -81,10 +83,18 @@ impl Progress {
         self.state.lock().faults.get_mut(stream)?.take()
     }
 
-    /// Blocks until some stream completes work or `timeout` passes.
-    pub fn wait_for_change(&self, timeout: Duration) {
+    /// Operations finished on any stream so far.
+    pub fn generation(&self) -> u64 {
+        self.state.lock().generation
+    }
+
+    /// Blocks until some stream completes work after `seen` (a [`Progress::generation`]), at
+    /// once if one already did, or until `timeout` passes.
+    pub fn wait_for_change(&self, seen: u64, timeout: Duration) {
         let mut state = self.state.lock();
-        self.changed.wait_for(&mut state, timeout);
+        if state.generation == seen {
+            self.changed.wait_for(&mut state, timeout);
+        }
     }
 
     fn finish(&self, stream: usize, read: Option<(ReadTicket, HostBytes)>, fault: Option<Error>) {
@@ -96,6 +106,7 @@ impl Progress {
             state.faults[stream].get_or_insert(error);
         }
         state.completed[stream] += 1;
+        state.generation += 1;
         self.changed.notify_all();
     }
 

@@ -1,0 +1,279 @@
+//! Who ticks: the device thread's loop, and how a blocking call waits for its reply under each
+//! driver. The runtime sits behind one mutex; whoever holds it ticks. A blocking call drives the
+//! runtime itself from its command to its reply, under either driver, because every handoff to
+//! another thread on the way costs a wake-up; beside it the device thread stays out of the way,
+//! and it ticks whatever no blocking call is driving: commands that only enqueue, and work
+//! callers leave in flight. Threads spin only briefly (tens of microseconds) after activity,
+//! because the next command or reply usually comes within microseconds of the last.
+
+use super::{ComputeClient, Shared};
+use futures_channel::oneshot;
+use gpuworld_systems::{Backend, Error, Result};
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::thread::{JoinHandle, Thread};
+use std::time::{Duration, Instant};
+
+/// Who advances the runtime.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Driver {
+    /// The host calls [`ComputeClient::tick`]; blocking calls tick until their reply is ready;
+    /// nothing else ticks, and getters read what the last tick left.
+    Manual,
+    /// A device thread ticks whenever the inbox has work; calls that only enqueue return at
+    /// once, and a blocking call ticks itself as under `Manual` while the device thread waits.
+    DeviceThread,
+}
+
+/// Longest the manual driver blocks on the device between two ticks, holding the runtime lock;
+/// short, because other threads may want to tick meanwhile.
+const MANUAL_DEVICE_WAIT: Duration = Duration::from_micros(200);
+
+/// Beside a device thread, longest whoever ticks (the device thread or a blocking caller) blocks
+/// on the device between ticks, holding the runtime lock: commands that arrive meanwhile wait at
+/// most this long before a tick ingests them.
+const DEVICE_WAIT_SLICE: Duration = Duration::from_micros(50);
+
+/// How long a blocking caller spins for its reply while another thread holds the runtime,
+/// before it sleeps (waking a sleeping thread costs several microseconds).
+const CALLER_SPIN: Duration = Duration::from_micros(50);
+
+/// How long the device thread spins for new commands after a tick that did work, before it sleeps;
+/// an idle runtime costs nothing beyond this. (It does not spin while callers drive: on a machine
+/// with few cores that spin takes the core the device's own work needs.)
+const DEVICE_THREAD_SPIN: Duration = Duration::from_micros(50);
+
+/// How long the device thread holds back from fresh commands for a blocking caller to take them
+/// (see `run_device_thread`); a batch of non-blocking commands starts this much later.
+const DEVICE_THREAD_LINGER: Duration = Duration::from_micros(5);
+
+/// How long the idle device thread sleeps when nothing wakes it, so a lost wake-up costs at
+/// most this.
+const DEVICE_THREAD_IDLE: Duration = Duration::from_millis(20);
+
+/// What the device thread and blocking callers share so that one thread at a time drives the
+/// runtime: a blocking caller ticks itself from its command to its reply (no handoff on the
+/// way), and the device thread stays out of its way meanwhile.
+#[derive(Default)]
+pub(super) struct Drivers {
+    /// Blocking callers ticking the runtime themselves.
+    driving: AtomicUsize,
+    /// The device thread, woken when the last driving caller leaves.
+    device_thread: OnceLock<Thread>,
+}
+
+/// A blocking caller's turn at driving the runtime; leaving wakes the device thread if it was
+/// the last one.
+struct Driving<'a> {
+    drivers: &'a Drivers,
+}
+
+impl<'a> Driving<'a> {
+    fn enter(drivers: &'a Drivers) -> Driving<'a> {
+        drivers.driving.fetch_add(1, Ordering::AcqRel);
+        Driving { drivers }
+    }
+}
+
+impl Drop for Driving<'_> {
+    fn drop(&mut self) {
+        if self.drivers.driving.fetch_sub(1, Ordering::AcqRel) == 1
+            && let Some(thread) = self.drivers.device_thread.get()
+        {
+            thread.unpark();
+        }
+    }
+}
+
+/// Stops the device thread when the last client clone is dropped.
+pub(super) struct Lifetime {
+    pub(super) stop: std::sync::Arc<AtomicBool>,
+    pub(super) inbox: std::sync::Arc<gpuworld_systems::inbox::Inbox>,
+    pub(super) thread: parking_lot::Mutex<Option<JoinHandle<()>>>,
+}
+
+impl Drop for Lifetime {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        self.inbox.wake_all();
+        if let Some(thread) = self.thread.lock().take() {
+            thread.thread().unpark();
+            let _ = thread.join();
+        }
+    }
+}
+
+/// The device thread: ticks while commands are queued or work is in flight, unless blocking
+/// callers drive the runtime themselves; after a tick that did work it spins briefly for the next
+/// command, then sleeps on the inbox. Callers hand over what they leave in flight: replies others
+/// wait for through a tick request, memory behind events through a plain wake-up.
+pub(super) fn run_device_thread<B: Backend>(shared: &Shared<B>, stop: &AtomicBool) {
+    let drivers = &shared.drivers;
+    let inbox = &shared.inbox;
+    let _ = drivers.device_thread.set(std::thread::current());
+    let callers_drive = || drivers.driving.load(Ordering::Acquire) > 0;
+    // Whether our last tick left work in flight.
+    let mut busy = false;
+    // Whether others ticked, or nothing did, since our last tick.
+    let mut away = false;
+    while !stop.load(Ordering::Acquire) {
+        if callers_drive() {
+            // The last one to leave unparks us (an unpark before the park makes it return).
+            std::thread::park_timeout(DEVICE_THREAD_IDLE);
+            (busy, away) = (false, true);
+            continue;
+        }
+        let had_commands = inbox.has_work();
+        if had_commands && !busy {
+            // A command is often followed at once by a blocking call (a launch, then its read)
+            // whose caller ticks itself: give that caller a moment to take both in one tick.
+            if spin_until(DEVICE_THREAD_LINGER, callers_drive) {
+                continue;
+            }
+        } else if away && !had_commands {
+            // Back after callers drove, or after a sleep: what is left in flight is memory behind
+            // events (a reply someone waits for comes with a tick request, which is work). It
+            // needs a tick, not at once, and the next blocking call often ticks it first.
+            if spin_until(DEVICE_THREAD_SPIN, || inbox.has_work() || callers_drive()) {
+                continue;
+            }
+        }
+        let was_busy = busy;
+        busy = {
+            let mut runtime = shared.runtime.lock();
+            runtime.tick();
+            let busy = runtime.has_work_in_flight();
+            if busy && !inbox.has_work() && !callers_drive() {
+                runtime.wait_for_device(DEVICE_WAIT_SLICE);
+            }
+            busy
+        };
+        away = false;
+        if busy {
+            continue;
+        }
+        let did_work = had_commands || was_busy;
+        if did_work && spin_until(DEVICE_THREAD_SPIN, || inbox.has_work() || callers_drive()) {
+            continue;
+        }
+        inbox.wait_for_work(DEVICE_THREAD_IDLE);
+        away = true;
+    }
+}
+
+/// Spins (yielding the core to runnable threads) until `ready` or `limit` passed; whether ready.
+fn spin_until(limit: Duration, mut ready: impl FnMut() -> bool) -> bool {
+    let start = Instant::now();
+    loop {
+        if ready() {
+            return true;
+        }
+        if start.elapsed() >= limit {
+            return false;
+        }
+        std::thread::yield_now();
+    }
+}
+
+impl<B: Backend> ComputeClient<B> {
+    /// Blocks until `receiver` has its reply, driving the runtime as the driver says.
+    pub(super) fn wait<T>(&self, receiver: oneshot::Receiver<Result<T>>) -> Result<T> {
+        let reply = if self.driver() == Driver::Manual {
+            self.tick_until_ready(receiver)
+        } else {
+            self.wait_beside_device_thread(receiver)
+        };
+        self.wait_for_publication();
+        reply
+    }
+
+    /// The manual driver: tick until the reply is ready, waiting for the device in between.
+    fn tick_until_ready<T>(&self, mut receiver: oneshot::Receiver<Result<T>>) -> Result<T> {
+        loop {
+            if let Some(reply) = ready(&mut receiver) {
+                return reply;
+            }
+            let mut runtime = self.shared.runtime.lock();
+            runtime.tick();
+            // Checked before waiting on the device: work of others (memory pinned behind an
+            // event) may still be in flight after our reply came.
+            if let Some(reply) = ready(&mut receiver) {
+                return reply;
+            }
+            if runtime.has_work_in_flight() {
+                runtime.wait_for_device(MANUAL_DEVICE_WAIT);
+            }
+        }
+    }
+
+    /// Beside a device thread: drive the runtime ourselves, as the manual driver does (one
+    /// thread from command to reply is the shortest path), while the device thread stays out of
+    /// the way; while another thread holds the runtime, spin for the reply, and after a while
+    /// hand over to the device thread and sleep until the reply wakes us.
+    fn wait_beside_device_thread<T>(
+        &self,
+        mut receiver: oneshot::Receiver<Result<T>>,
+    ) -> Result<T> {
+        let driving = Driving::enter(&self.shared.drivers);
+        let mut spin_start = Instant::now();
+        loop {
+            if let Some(reply) = ready(&mut receiver) {
+                return reply;
+            }
+            if let Some(mut runtime) = self.shared.runtime.try_lock() {
+                runtime.tick();
+                let in_flight = runtime.has_work_in_flight();
+                if let Some(reply) = ready(&mut receiver) {
+                    let replies_in_flight = in_flight && runtime.has_replies_in_flight();
+                    drop(runtime);
+                    // The device thread takes over what we leave in flight: at once what others
+                    // wait for, after a quiet moment memory behind events.
+                    if replies_in_flight {
+                        self.shared.inbox.request_tick();
+                    } else if in_flight {
+                        self.shared.inbox.wake_all();
+                    }
+                    return reply;
+                }
+                if in_flight {
+                    runtime.wait_for_device(DEVICE_WAIT_SLICE);
+                }
+                spin_start = Instant::now();
+                continue;
+            }
+            if spin_start.elapsed() < CALLER_SPIN {
+                std::thread::yield_now();
+                continue;
+            }
+            // What we ticked may be in flight while the device thread sleeps: wake it, it ticks
+            // until nothing is in flight, completing our reply on the way.
+            drop(driving);
+            self.shared.inbox.request_tick();
+            return futures_executor::block_on(&mut receiver).unwrap_or(Err(Error::Disconnected));
+        }
+    }
+
+    /// Returns once the tick that answered a reply has published its state, so a getter called
+    /// next (`memory_usage`) sees at least that tick. Replies are sent mid-tick; this is the
+    /// rest of that tick, on whichever thread runs it.
+    fn wait_for_publication(&self) {
+        let published = &self.shared.published;
+        let started = published.ticks_started();
+        while published.ticks_finished() < started {
+            // Free lock: no tick is running (a tick that panicked never publishes).
+            if self.shared.runtime.try_lock().is_some() {
+                return;
+            }
+            std::hint::spin_loop();
+        }
+    }
+}
+
+/// The reply, if it came; a dropped sender is `Error::Disconnected`.
+fn ready<T>(receiver: &mut oneshot::Receiver<Result<T>>) -> Option<Result<T>> {
+    match receiver.try_recv() {
+        Ok(Some(reply)) => Some(reply),
+        Ok(None) => None,
+        Err(oneshot::Canceled) => Some(Err(Error::Disconnected)),
+    }
+}

@@ -1,0 +1,100 @@
+//! Who ticks: under the manual driver getters read what the last tick left and never tick, and
+//! `memory_cleanup` only enqueues; under either driver a blocking call returns after the tick that
+//! answered it has published, so `sync()` then `memory_usage()` counts every command sent before.
+
+use gpuworld::{Bindings, CubeCount, Driver, MemoryUsage, SimConfig, library};
+
+fn tick_count<B: gpuworld::Backend>(client: &gpuworld::ComputeClient<B>) -> u64 {
+    client.with_runtime(|runtime| runtime.tick_count())
+}
+
+#[test]
+fn memory_usage_under_the_manual_driver_reads_the_last_tick_and_never_ticks() {
+    let client = gpuworld::sim_client(SimConfig::default());
+    let handle = client.empty(1000);
+    let ticks = tick_count(&client);
+
+    assert_eq!(
+        client.memory_usage(),
+        MemoryUsage::default(),
+        "the create is still in the inbox"
+    );
+    assert_eq!(tick_count(&client), ticks, "memory_usage ran a tick");
+
+    client.tick();
+    let usage = client.memory_usage();
+    assert_eq!(usage.number_allocs, 1, "{usage:?}");
+    assert_eq!(usage.bytes_in_use, 1000, "{usage:?}");
+    assert!(usage.bytes_reserved >= 1000, "{usage:?}");
+    assert_eq!(tick_count(&client), ticks + 1);
+
+    drop(handle);
+    assert_eq!(
+        client.memory_usage(),
+        usage,
+        "the release is still in the inbox"
+    );
+    assert_eq!(tick_count(&client), ticks + 1, "memory_usage ran a tick");
+}
+
+#[test]
+fn memory_report_and_memory_cleanup_under_the_manual_driver_never_tick() {
+    let client = gpuworld::sim_client(SimConfig::default());
+    drop(client.empty(1000));
+    client.tick();
+    client.tick();
+    let ticks = tick_count(&client);
+    let reserved = client.memory_usage().bytes_reserved;
+    assert!(reserved > 0, "the freed slice is kept for reuse");
+
+    client.memory_cleanup();
+    let reports = client.memory_report();
+    assert_eq!(tick_count(&client), ticks, "a getter or cleanup ran a tick");
+    assert_eq!(
+        reports.iter().map(|r| r.bytes_reserved).sum::<u64>(),
+        reserved,
+        "the cleanup waits for the next tick"
+    );
+
+    client.tick();
+    assert_eq!(client.memory_usage().bytes_reserved, 0);
+}
+
+#[test]
+fn after_a_sync_memory_usage_counts_every_command_sent_before_it_with_the_device_thread() {
+    let client = gpuworld::cpu_client(Driver::DeviceThread);
+    let mut kept = Vec::new();
+    for round in 1..=200u64 {
+        kept.push(client.empty(4096));
+        client
+            .launch(
+                &library::FILL,
+                CubeCount::new_1d(1),
+                Bindings::new()
+                    .buffer(kept.last().expect("just pushed"))
+                    .scalar_f32(1.0),
+            )
+            .unwrap();
+        client.sync().unwrap();
+        let usage = client.memory_usage();
+        assert_eq!(usage.number_allocs, round, "round {round}: {usage:?}");
+    }
+}
+
+#[test]
+fn a_read_beside_the_device_thread_sees_the_launch_before_it() {
+    let client = gpuworld::cpu_client(Driver::DeviceThread);
+    let word = client.empty(4);
+    for round in 0..500u32 {
+        let value = round as f32;
+        client
+            .launch(
+                &library::FILL,
+                CubeCount::new_1d(1),
+                Bindings::new().buffer(&word).scalar_f32(value),
+            )
+            .unwrap();
+        let bytes = client.read_one(&word).unwrap();
+        assert_eq!(bytes, value.to_le_bytes(), "round {round}");
+    }
+}
