@@ -227,8 +227,9 @@ fn reserved_staging_is_page_locked_and_goes_back_to_the_pool() {
     let back = client.read(&[handle.binding()]).unwrap();
     assert!(back[0].is_page_locked(), "readbacks land in pinned memory");
     assert_eq!(back[0], data);
+    // The readback may land in the upload's own buffer, back in the pool once its copy passed.
     let held = pinned(&client);
-    assert!(held >= 2 * len, "source and readback are pinned: {held}");
+    assert!(held >= len, "source and readback are pinned: {held}");
     drop(back);
     // Once dropped, the same buffers serve the next round: no new page-locked memory.
     for _ in 0..4 {

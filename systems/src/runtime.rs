@@ -129,6 +129,11 @@ impl<B: Backend> Runtime<B> {
         self.world.resource::<MemoryPool>().usage()
     }
 
+    /// Highest bytes reserved from the device seen.
+    pub fn peak_reserved(&self) -> u64 {
+        self.world.resource::<MemoryPool>().peak_reserved()
+    }
+
     /// Highest bytes in use seen.
     pub fn peak_memory(&self) -> u64 {
         self.world.resource::<MemoryPool>().peak_in_use()

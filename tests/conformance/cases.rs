@@ -138,7 +138,8 @@ pub fn offsets_bind_only_the_sub_range<B: Backend>(client: ComputeClient<B>) {
 }
 
 pub fn a_dynamic_cube_count_is_read_from_device_memory<B: Backend>(client: ComputeClient<B>) {
-    let out = client.empty(1024 * 4);
+    // Zeroed: the contents of `empty` memory are undefined (reused memory keeps old bytes).
+    let out = client.create(vec![0; 1024 * 4]);
     let count = client.create(bytemuck::cast_slice(&[2u32, 1, 1]).to_vec());
     client
         .launch(

@@ -174,6 +174,7 @@ pub struct MemoryPool {
     slices: SlotMap<SliceKey, SliceRecord>,
     usage: MemoryUsage,
     peak_in_use: u64,
+    peak_reserved: u64,
     modes: AllocationModes,
     parked: ParkedSlices,
 }
@@ -220,6 +221,7 @@ impl MemoryPool {
             slices: SlotMap::with_key(),
             usage: MemoryUsage::default(),
             peak_in_use: 0,
+            peak_reserved: 0,
             modes: AllocationModes::default(),
             parked: ParkedSlices::default(),
         }
@@ -233,6 +235,11 @@ impl MemoryPool {
     /// Highest `bytes_in_use` seen.
     pub fn peak_in_use(&self) -> u64 {
         self.peak_in_use
+    }
+
+    /// Highest `bytes_reserved` seen.
+    pub fn peak_reserved(&self) -> u64 {
+        self.peak_reserved
     }
 
     /// Alignment of every slice offset and size.
@@ -476,6 +483,7 @@ impl MemoryPool {
             .map(|pool| pool.report().bytes_reserved)
             .sum::<u64>()
             + self.persistent.report().bytes_reserved;
+        self.peak_reserved = self.peak_reserved.max(self.usage.bytes_reserved);
     }
 
     /// Makes a slice's memory available again: at once for memory no work used, else once every
