@@ -160,6 +160,14 @@ fn time_runs<T>(
     (!times.is_empty() || failure.is_some()).then_some((times, results, failure))
 }
 
+/// Returns what a row left reserved to the device, so the next row starts from nothing (a row
+/// that ran out of memory leaves the pool full).
+fn settle<B: Backend>(client: &ComputeClient<B>) {
+    client.memory_cleanup();
+    // Only ticks the cleanup in; a failed row's fault was reported by the row.
+    let _ = client.sync();
+}
+
 /// Row 1: `drop(client.empty(1 MiB))` × `drop_ops` with one other buffer alive, then one `sync`:
 /// time per op, and bytes reserved after the sync (target ≤ 2 MiB).
 pub fn drop_loop<B: Backend>(
@@ -186,6 +194,7 @@ pub fn drop_loop<B: Backend>(
         return;
     };
     group.finish();
+    settle(client);
     if let Some(error) = failure {
         return summary.failed(label, &row, &error);
     }
@@ -241,6 +250,7 @@ pub fn ring<B: Backend>(
         return;
     };
     group.finish();
+    settle(client);
     if let Some(error) = failure {
         return summary.failed(label, &row, &error);
     }
@@ -336,7 +346,7 @@ pub fn training_trace<B: Backend>(
         return;
     };
     group.finish();
-    client.memory_cleanup();
+    settle(client);
     if let Some(error) = failure {
         return summary.failed(label, &row, &error);
     }
