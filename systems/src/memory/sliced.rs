@@ -68,6 +68,9 @@ pub struct SlicedPool {
     /// Bytes of shared (not dedicated) pages: new shared pages grow with it.
     shared_reserved: u64,
     order: Vec<PageSummary>,
+    /// No page before this position in `order` has free bytes: first fit starts here, so a
+    /// pool of many full pages is not scanned from its start on every request.
+    first_free: usize,
     idle: IdlePages,
     report: PoolReport,
 }
@@ -110,6 +113,7 @@ impl SlicedPool {
             pages: SlotMap::with_key(),
             shared_reserved: 0,
             order: Vec::new(),
+            first_free: 0,
             idle: IdlePages::default(),
             report: PoolReport::new(name),
         }
@@ -117,7 +121,8 @@ impl SlicedPool {
 
     /// Places `padded` bytes in a free range of an existing page, if one accepts them.
     pub fn try_reserve(&mut self, padded: u64, requested: u64) -> Option<Block> {
-        let position = self.order.iter().position(|s| s.accepts(padded))?;
+        let start = self.first_free.min(self.order.len());
+        let position = start + self.order[start..].iter().position(|s| s.accepts(padded))?;
         self.take(position, padded, requested)
     }
 
@@ -214,6 +219,7 @@ impl SlicedPool {
                 page.position = position;
             }
         }
+        self.first_free = 0;
     }
 
     fn take(&mut self, position: usize, padded: u64, requested: u64) -> Option<Block> {
@@ -231,13 +237,17 @@ impl SlicedPool {
         }
         page.used += padded;
         page.idle_since = None;
-        self.report.reserved(requested);
-        Some(Block {
+        let block = Block {
             page: summary.key,
             storage: page.storage,
             offset,
             len: padded,
-        })
+        };
+        if position == self.first_free && self.order[position].largest_free == 0 {
+            self.first_free = position + 1;
+        }
+        self.report.reserved(requested);
+        Some(block)
     }
 
     /// Frees the slice at `offset..offset + len` of `page`, merging it with free neighbours.
@@ -282,6 +292,7 @@ impl SlicedPool {
         if let Some(summary) = self.order.get_mut(page.position) {
             summary.largest_free = summary.largest_free.max(merged);
         }
+        self.first_free = self.first_free.min(page.position);
         self.report.released(requested);
         if page.used == 0 && self.release_after.is_some() {
             self.idle.became_free(key, &mut page.listed);
@@ -357,6 +368,7 @@ impl SlicedPool {
                 page.position = position;
             }
         }
+        self.first_free = 0;
         freed
     }
 

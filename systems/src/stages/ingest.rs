@@ -37,18 +37,23 @@ pub fn ingest_commands<B: Backend>(world: &mut World, mut scratch: Local<Vec<Com
         tasks: std::mem::take(&mut world.resource_mut::<NewTasks>().tasks),
         spare: std::mem::take(&mut world.resource_mut::<SpareTasks>().0),
         spawned: SmallVec::new(),
+        reclaimed: 0,
     };
     let mut deferred = Vec::new();
-    {
-        let mut commands = drained.drain(..);
-        while let Some(command) = commands.next() {
-            if let Some(waiting) = ingest.one::<B>(world, command) {
-                deferred.push(waiting);
-                deferred.extend(commands);
-                break;
+    // The device and the pool are taken out of the world once per drain, not per command.
+    world.resource_scope(|world, mut device: Mut<Device<B>>| {
+        world.resource_scope(|world, mut pool: Mut<MemoryPool>| {
+            let mut commands = drained.drain(..);
+            while let Some(command) = commands.next() {
+                if let Some(waiting) = ingest.one(world, &mut device.0, &mut pool, command) {
+                    deferred.push(waiting);
+                    deferred.extend(commands);
+                    break;
+                }
             }
-        }
-    }
+        });
+    });
+    world.resource_mut::<Stats>().handles_reclaimed += ingest.reclaimed;
     *scratch = drained;
     if !deferred.is_empty() {
         tracing::debug!(target: "gpuworld::memory", commands = deferred.len(), "no memory until released memory retires: commands wait");
@@ -84,11 +89,19 @@ struct Ingest {
     spare: Vec<Box<Task>>,
     /// Tasks created this drain per stream: alignment gives them cursors after `StreamCursor`.
     spawned: SmallVec<[(Entity, u64); 4]>,
+    /// Handles whose memory went back to the pool at release.
+    reclaimed: u64,
 }
 
 impl Ingest {
     /// Takes one command; gives it back when it must wait for released memory to retire.
-    fn one<B: Backend>(&mut self, world: &mut World, command: Command) -> Option<Command> {
+    fn one<B: Backend>(
+        &mut self,
+        world: &mut World,
+        device: &mut B,
+        pool: &mut MemoryPool,
+        command: Command,
+    ) -> Option<Command> {
         match command {
             Command::Create {
                 handle,
@@ -96,15 +109,8 @@ impl Ingest {
                 data,
                 stream: stream_id,
             } => {
-                let stream = self.stream_entity::<B>(world, stream_id);
-                let reserved = world.resource_scope(|world, mut device: Mut<Device<B>>| {
-                    world.resource_mut::<MemoryPool>().reserve_for(
-                        &mut device.0,
-                        size,
-                        stream_id,
-                        stream,
-                    )
-                });
+                let stream = self.stream_entity(world, device, stream_id);
+                let reserved = pool.reserve_for(device, size, stream_id, stream);
                 if matches!(reserved, Err(Error::OutOfMemory { .. })) && memory_retiring(world) {
                     return Some(Command::Create {
                         handle,
@@ -174,7 +180,7 @@ impl Ingest {
                 }
             }
             Command::Write { dst, data, stream } => {
-                let stream = self.stream_entity::<B>(world, stream);
+                let stream = self.stream_entity(world, device, stream);
                 match self.resolve(&dst, true, stream) {
                     Ok(binding) => self.spawn_task(
                         stream,
@@ -192,7 +198,7 @@ impl Ingest {
                 mode,
                 stream,
             } => {
-                let stream = self.stream_entity::<B>(world, stream);
+                let stream = self.stream_entity(world, device, stream);
                 let mut bindings = SmallVec::<[TaskBinding; 4]>::new();
                 let mut launch_count = LaunchCount::Static([0; 3]);
                 let resolved = buffers
@@ -227,7 +233,7 @@ impl Ingest {
                 stream,
                 reply,
             } => {
-                let stream = self.stream_entity::<B>(world, stream);
+                let stream = self.stream_entity(world, device, stream);
                 let resolved: Result<SmallVec<[TaskBinding; 4]>, Error> = sources
                     .iter()
                     .map(|b| self.resolve(b, false, stream))
@@ -240,31 +246,28 @@ impl Ingest {
                 }
             }
             Command::Flush { stream } => {
-                let stream = self.stream_entity::<B>(world, stream);
+                let stream = self.stream_entity(world, device, stream);
                 self.spawn_task(stream, TaskWork::Flush, SmallVec::new());
             }
             Command::Sync { stream, reply } => {
-                let stream = self.stream_entity::<B>(world, stream);
+                let stream = self.stream_entity(world, device, stream);
                 self.spawn_task(stream, TaskWork::Sync(reply), SmallVec::new());
             }
             Command::Mark { stream, reply } => {
-                let stream = self.stream_entity::<B>(world, stream);
+                let stream = self.stream_entity(world, device, stream);
                 self.spawn_task(stream, TaskWork::Mark(reply), SmallVec::new());
             }
             Command::Release { handle } => {
                 if let Some(entry) = self.index.remove(&handle) {
-                    release(world, entry);
+                    self.reclaimed += u64::from(release(world, pool, entry));
                 }
             }
             Command::MemoryCleanup => world.resource_mut::<CleanupRequested>().0 = true,
             Command::OpenAllocationMode { stream, mode } => {
-                world
-                    .resource_mut::<MemoryPool>()
-                    .modes_mut()
-                    .push(stream, mode);
+                pool.modes_mut().push(stream, mode);
             }
             Command::CloseAllocationMode { stream } => {
-                if !world.resource_mut::<MemoryPool>().modes_mut().pop(stream) {
+                if !pool.modes_mut().pop(stream) {
                     tracing::warn!(target: "gpuworld::memory", %stream, "closing an allocation mode window that is not open");
                 }
             }
@@ -284,12 +287,17 @@ impl Ingest {
     }
 
     /// The stream entity of `id`'s slot, created with its device stream on first use.
-    fn stream_entity<B: Backend>(&mut self, world: &mut World, id: StreamId) -> Entity {
+    fn stream_entity<B: Backend>(
+        &mut self,
+        world: &mut World,
+        device: &mut B,
+        id: StreamId,
+    ) -> Entity {
         let slot = (id.value % self.slots.len() as u64) as usize;
         if let Some(entity) = self.slots[slot] {
             return entity;
         }
-        let device = world.resource_mut::<Device<B>>().0.create_stream(id);
+        let device = device.create_stream(id);
         let entity = world
             .spawn((
                 Stream {
@@ -375,7 +383,7 @@ impl Ingest {
 /// pool now; memory only one stream used is parked for that stream's later allocations; the
 /// rest is marked `Released` for the GC stage, which returns it once events prove the device is
 /// done (parked memory included, unless its stream took it first).
-fn release(world: &mut World, entry: HandleEntry) {
+fn release(world: &mut World, pool: &mut MemoryPool, entry: HandleEntry) -> bool {
     let entity = entry.entity;
     let slice = match world.get::<Allocation>(entity) {
         Some(Allocation::Slice { slice, .. }) => Some(*slice),
@@ -384,16 +392,15 @@ fn release(world: &mut World, entry: HandleEntry) {
     let Some(slice) = slice else {
         // A failed allocation holds no memory.
         world.despawn(entity);
-        return;
+        return false;
     };
-    let mut pool = world.resource_mut::<MemoryPool>();
     match entry.used_on {
         UsedOn::Nothing => {
             if let Err(error) = pool.release(slice) {
                 tracing::error!(target: "gpuworld::memory", %error, "releasing unused memory failed");
             }
-            world.resource_mut::<Stats>().handles_reclaimed += 1;
             world.despawn(entity);
+            true
         }
         UsedOn::One(stream) => {
             let parked = pool.park(slice, stream);
@@ -407,9 +414,11 @@ fn release(world: &mut World, entry: HandleEntry) {
                     handle.insert(Released);
                 }
             }
+            false
         }
         UsedOn::Several => {
             world.entity_mut(entity).insert(Released);
+            false
         }
     }
 }
