@@ -200,6 +200,32 @@ pub fn render(world: &mut World, event_label: &dyn Fn(DeviceEvent) -> String) ->
             },
         )
         .collect();
+    // Handles no work used yet have no entity: the index holds what the line shows.
+    for (id, entry) in &world.resource::<HandleIndex>().0 {
+        if entry.entity.is_some() {
+            continue;
+        }
+        let memory = match &entry.memory {
+            Ok((slice, _)) => format!("slice {slice:?}"),
+            Err(e) => format!("failed ({e})"),
+        };
+        let uses = match entry.used_on {
+            UsedOn::One(stream) => format!("{}@{}", slot(&stream), entry.created.cursor),
+            _ => String::new(),
+        };
+        handles.push((
+            *id,
+            format!(
+                "  {} {}B {} written {}@{} uses [{}] live",
+                id,
+                entry.size,
+                memory,
+                slot(&entry.created.stream),
+                entry.created.cursor,
+                uses
+            ),
+        ));
+    }
     handles.sort_by_key(|(id, _)| *id);
     for (_, line) in handles {
         let _ = writeln!(out, "{line}");

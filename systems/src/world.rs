@@ -313,11 +313,16 @@ pub struct InboxQueue(pub Arc<Inbox>);
 /// What the ingest stage knows about each live handle, by id.
 #[derive(Clone, Debug)]
 pub struct HandleEntry {
-    /// The handle entity.
-    pub entity: Entity,
-    /// Its bytes in a backend buffer (bindings are offset from `region.offset`), or why the
-    /// allocation failed.
-    pub memory: Result<Region>,
+    /// The handle entity, spawned when a task first uses the handle: a handle no work uses
+    /// costs no entity (allocate-and-drop loops are common).
+    pub entity: Option<Entity>,
+    /// Requested size in bytes.
+    pub size: u64,
+    /// Its pool slice and the bytes it covers in a backend buffer (bindings are offset from
+    /// `region.offset`), or why the allocation failed.
+    pub memory: Result<(SliceKey, Region)>,
+    /// The stream it was created on, at that stream's cursor then: its first owner.
+    pub created: Owner,
     /// The streams whose tasks used its memory, counted as ingest creates the tasks (alignment
     /// records the same uses with cursors, a stage later): how its release may go.
     pub used_on: UsedOn,

@@ -137,6 +137,19 @@ pub fn pin_released_memory<B: Backend>(
     }
 }
 
+/// Pins released handles that a shared-binding pin held until `reclaim_finished_gc` released it
+/// this tick: their memory waits on their own events from now, not on a tick nobody asked for
+/// (a driver waits only while something is in flight).
+pub fn pin_unpinned_memory<B: Backend>(
+    commands: Commands,
+    device: ResMut<Device<B>>,
+    pinned: Res<PinnedHandles>,
+    released: Query<(Entity, &Uses), ReleasedUnpinned>,
+    streams: Query<(&Stream, &SubmittedCursor)>,
+) {
+    pin_released_memory(commands, device, pinned, released, streams);
+}
+
 /// Unpins shared handles and returns the memory of released ones once their events passed.
 pub fn reclaim_finished_gc<B: Backend>(
     mut commands: Commands,

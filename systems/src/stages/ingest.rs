@@ -111,6 +111,7 @@ impl Ingest {
             } => {
                 let stream = self.stream_entity(world, device, stream_id);
                 let reserved = pool.reserve_for(device, size, stream_id, stream);
+                let parked_by_stream = reserved.as_ref().is_ok_and(|r| r.parked_by_stream);
                 if matches!(reserved, Err(Error::OutOfMemory { .. })) && memory_retiring(world) {
                     return Some(Command::Create {
                         handle,
@@ -122,51 +123,35 @@ impl Ingest {
                 // The cursor of the stream's last task so far, this drain's included: a later
                 // user of the handle on another stream waits for everything before its creation.
                 let cursor = self.cursor_now(world, stream);
-                let mut used_on = UsedOn::Nothing;
-                let mut uses = Uses::default();
-                let (allocation, memory) = match reserved {
-                    Ok(reservation) => {
-                        if reservation.parked_by_stream {
-                            // The stream's earlier work may still use this memory.
-                            used_on.record(stream);
-                            uses.record(stream, cursor);
-                        }
-                        (
-                            Allocation::Slice {
-                                slice: reservation.slice,
-                                region: reservation.region,
-                            },
-                            Ok(reservation.region),
-                        )
-                    }
-                    Err(error) => {
-                        // The failure belongs to the handle: every use of it reports the error,
-                        // nothing else on the stream does.
-                        tracing::warn!(target: "gpuworld::memory", %handle, size, %error, "allocation failed");
-                        (Allocation::Failed(error.clone()), Err(error))
-                    }
+                let mut entry = HandleEntry {
+                    entity: None,
+                    size,
+                    memory: reserved.map(|r| (r.slice, r.region)),
+                    created: Owner { stream, cursor },
+                    used_on: UsedOn::Nothing,
                 };
-                let entity = world
-                    .spawn((
-                        HandleRecord { id: handle, size },
-                        allocation,
-                        Owner { stream, cursor },
-                        uses,
-                    ))
-                    .id();
-                let region = memory.as_ref().ok().copied();
-                if data.is_some() && region.is_some() {
-                    used_on.record(stream);
+                match &entry.memory {
+                    // The stream's earlier work may still use memory it parked.
+                    Ok(_) if parked_by_stream => entry.used_on.record(stream),
+                    Ok(_) => {}
+                    // The failure belongs to the handle: every use of it reports the error,
+                    // nothing else on the stream does.
+                    Err(error) => {
+                        tracing::warn!(target: "gpuworld::memory", %handle, size, %error, "allocation failed");
+                    }
                 }
-                self.index.insert(
-                    handle,
-                    HandleEntry {
-                        entity,
-                        memory,
-                        used_on,
-                    },
-                );
-                if let (Some(data), Some(region)) = (data, region) {
+                let region = entry.memory.as_ref().ok().map(|(_, region)| *region);
+                let entity = match (&data, region) {
+                    (Some(_), Some(_)) => {
+                        let entity = spawn_handle(world, handle, &entry);
+                        entry.entity = Some(entity);
+                        entry.used_on.record(stream);
+                        Some(entity)
+                    }
+                    _ => None,
+                };
+                self.index.insert(handle, entry);
+                if let (Some(data), Some(region), Some(entity)) = (data, region, entity) {
                     let binding = TaskBinding {
                         handle: entity,
                         region,
@@ -181,7 +166,7 @@ impl Ingest {
             }
             Command::Write { dst, data, stream } => {
                 let stream = self.stream_entity(world, device, stream);
-                match self.resolve(&dst, true, stream) {
+                match self.resolve(world, &dst, true, stream) {
                     Ok(binding) => self.spawn_task(
                         stream,
                         TaskWork::Write(data),
@@ -203,13 +188,16 @@ impl Ingest {
                 let mut launch_count = LaunchCount::Static([0; 3]);
                 let resolved = buffers
                     .iter()
-                    .try_for_each(|b| self.resolve(b, true, stream).map(|tb| bindings.push(tb)))
+                    .try_for_each(|b| {
+                        self.resolve(world, b, true, stream)
+                            .map(|tb| bindings.push(tb))
+                    })
                     .and_then(|()| match count {
                         CubeCount::Static(x, y, z) => {
                             launch_count = LaunchCount::Static([x, y, z]);
                             Ok(())
                         }
-                        CubeCount::Dynamic(b) => self.resolve(&b, false, stream).map(|tb| {
+                        CubeCount::Dynamic(b) => self.resolve(world, &b, false, stream).map(|tb| {
                             launch_count = LaunchCount::Dynamic(tb.region);
                             bindings.push(tb);
                         }),
@@ -236,7 +224,7 @@ impl Ingest {
                 let stream = self.stream_entity(world, device, stream);
                 let resolved: Result<SmallVec<[TaskBinding; 4]>, Error> = sources
                     .iter()
-                    .map(|b| self.resolve(b, false, stream))
+                    .map(|b| self.resolve(world, b, false, stream))
                     .collect();
                 match resolved {
                     Ok(bindings) => self.spawn_task(stream, TaskWork::Read(reply), bindings),
@@ -259,7 +247,7 @@ impl Ingest {
             }
             Command::Release { handle } => {
                 if let Some(entry) = self.index.remove(&handle) {
-                    self.reclaimed += u64::from(release(world, pool, entry));
+                    self.reclaimed += u64::from(release(world, pool, handle, entry));
                 }
             }
             Command::MemoryCleanup => world.resource_mut::<CleanupRequested>().0 = true,
@@ -319,10 +307,11 @@ impl Ingest {
     }
 
     /// Resolves a binding used by a task of `stream` to device memory, or says why it cannot be
-    /// used.
+    /// used; the handle's entity is spawned at its first use.
     #[inline]
     fn resolve(
         &mut self,
+        world: &mut World,
         binding: &Binding,
         writes: bool,
         stream: Entity,
@@ -334,10 +323,18 @@ impl Ingest {
             .ok_or(Error::ReleasedHandle {
                 handle: binding.handle,
             })?;
-        let memory = entry.memory.as_ref().map_err(Clone::clone)?;
+        let memory = entry.memory.as_ref().map_err(Clone::clone)?.1;
+        let entity = match entry.entity {
+            Some(entity) => entity,
+            None => {
+                let entity = spawn_handle(world, binding.handle, entry);
+                entry.entity = Some(entity);
+                entity
+            }
+        };
         entry.used_on.record(stream);
         Ok(TaskBinding {
-            handle: entry.entity,
+            handle: entity,
             region: Region {
                 storage: memory.storage,
                 offset: memory.offset + start,
@@ -379,29 +376,60 @@ impl Ingest {
     }
 }
 
+/// The entity of a handle first used now: its record, allocation, first owner, and the use it
+/// inherits from memory its stream parked (that stream's earlier work may still touch it).
+fn spawn_handle(world: &mut World, id: HandleId, entry: &HandleEntry) -> Entity {
+    let allocation = match &entry.memory {
+        Ok((slice, region)) => Allocation::Slice {
+            slice: *slice,
+            region: *region,
+        },
+        Err(error) => Allocation::Failed(error.clone()),
+    };
+    let mut uses = Uses::default();
+    if let UsedOn::One(stream) = entry.used_on {
+        uses.record(stream, entry.created.cursor);
+    }
+    world
+        .spawn((
+            HandleRecord {
+                id,
+                size: entry.size,
+            },
+            allocation,
+            entry.created,
+            uses,
+        ))
+        .id()
+}
+
 /// Releases a handle the user dropped, in arrival order: memory no work used returns to its
 /// pool now; memory only one stream used is parked for that stream's later allocations; the
 /// rest is marked `Released` for the GC stage, which returns it once events prove the device is
-/// done (parked memory included, unless its stream took it first).
-fn release(world: &mut World, pool: &mut MemoryPool, entry: HandleEntry) -> bool {
-    let entity = entry.entity;
-    let slice = match world.get::<Allocation>(entity) {
-        Some(Allocation::Slice { slice, .. }) => Some(*slice),
-        _ => None,
-    };
-    let Some(slice) = slice else {
+/// done (parked memory included, unless its stream took it first). Whether the memory went back
+/// now.
+fn release(world: &mut World, pool: &mut MemoryPool, id: HandleId, entry: HandleEntry) -> bool {
+    let Ok((slice, _)) = entry.memory else {
         // A failed allocation holds no memory.
-        world.despawn(entity);
+        if let Some(entity) = entry.entity {
+            world.despawn(entity);
+        }
         return false;
     };
-    match entry.used_on {
-        UsedOn::Nothing => {
-            if let Err(error) = pool.release(slice) {
-                tracing::error!(target: "gpuworld::memory", %error, "releasing unused memory failed");
-            }
-            world.despawn(entity);
-            true
+    if entry.used_on == UsedOn::Nothing {
+        if let Err(error) = pool.release(slice) {
+            tracing::error!(target: "gpuworld::memory", %error, "releasing unused memory failed");
         }
+        if let Some(entity) = entry.entity {
+            world.despawn(entity);
+        }
+        return true;
+    }
+    let entity = match entry.entity {
+        Some(entity) => entity,
+        None => spawn_handle(world, id, &entry),
+    };
+    match entry.used_on {
         UsedOn::One(stream) => {
             let parked = pool.park(slice, stream);
             let mut handle = world.entity_mut(entity);
@@ -414,13 +442,12 @@ fn release(world: &mut World, pool: &mut MemoryPool, entry: HandleEntry) -> bool
                     handle.insert(Released);
                 }
             }
-            false
         }
-        UsedOn::Several => {
+        UsedOn::Nothing | UsedOn::Several => {
             world.entity_mut(entity).insert(Released);
-            false
         }
     }
+    false
 }
 
 /// Whether released memory is still on its way back to the pools: an allocation that found none
