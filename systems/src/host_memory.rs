@@ -216,7 +216,9 @@ fn load_bytes(words: &[AtomicU32], start: usize, out: &mut [u8]) {
         *chunk = word.load(Ordering::Relaxed).to_ne_bytes();
     }
     if !tail.is_empty() {
-        let word = words[first + whole_len].load(Ordering::Relaxed).to_ne_bytes();
+        let word = words[first + whole_len]
+            .load(Ordering::Relaxed)
+            .to_ne_bytes();
         tail.copy_from_slice(&word[..tail.len()]);
     }
 }
@@ -271,7 +273,7 @@ mod tests {
     fn a_write_at_any_offset_and_length_changes_exactly_its_bytes() {
         let mut memory = HostMemory::new(None);
         let region = whole(&mut memory, 16);
-        let mut model = vec![0u8; 16];
+        let mut model = [0u8; 16];
         let mut next = 1u8;
         for offset in 0..16u64 {
             for size in 0..=16 - offset {
