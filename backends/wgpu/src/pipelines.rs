@@ -64,8 +64,9 @@ impl PipelineCache {
         let created = create(device, kernel, source);
         // wgpu-core resolves a popped scope at once; block_on only unwraps the future.
         let out_of_memory = pollster::block_on(out_of_memory.pop());
-        let invalid =
-            pollster::block_on(validation.pop()).or_else(|| pollster::block_on(internal.pop()));
+        let validation = pollster::block_on(validation.pop());
+        let internal = pollster::block_on(internal.pop());
+        let invalid = validation.or(internal);
         if out_of_memory.is_some() {
             // Not the kernel's fault, and perhaps gone by the next launch: not cached.
             return Err(Error::device_fault(
