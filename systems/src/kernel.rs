@@ -202,13 +202,15 @@ impl<'a> KernelIo<'a> {
         word
     }
 
-    /// Reads element `index` of `buffer` as `u32`; out of bounds reads 0 in checked mode.
+    /// Reads element `index` of `buffer` as `u32`; out of bounds reads 0 in checked mode and
+    /// panics in unchecked mode.
     pub fn load_u32(&self, buffer: usize, index: usize) -> u32 {
         self.word(buffer, index)
             .map_or(0, |w| w.load(Ordering::Relaxed))
     }
 
-    /// Writes element `index` of `buffer`; out of bounds is dropped in checked mode.
+    /// Writes element `index` of `buffer`; out of bounds is dropped in checked mode and panics
+    /// in unchecked mode.
     pub fn store_u32(&self, buffer: usize, index: usize, value: u32) {
         if let Some(w) = self.word(buffer, index) {
             w.store(value, Ordering::Relaxed);
