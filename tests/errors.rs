@@ -294,6 +294,50 @@ fn a_kernel_that_panics_is_an_error_on_its_stream_reported_on_the_next_read() {
     still_works(&client, &kept, &[2.5; 4]);
 }
 
+fn stores_one_past_the_end(_ctx: &CubeContext, io: &KernelIo<'_>) {
+    io.store_f32(0, io.len32(0), 42.0);
+}
+
+static PAST_THE_END: KernelDef = KernelDef {
+    id: "tests.past_the_end",
+    name: "past_the_end",
+    cube_dim: [1, 1, 1],
+    buffers: 1,
+    scalars: 0,
+    cpu: Some(stores_one_past_the_end),
+    wgsl: None,
+    cuda: None,
+};
+
+#[test]
+fn an_out_of_bounds_store_in_an_unchecked_launch_is_a_kernel_panic_on_the_host() {
+    let client = cpu();
+    let target = client.create(bytes_of(&[1.0; 16]));
+    let neighbour = client.create(bytes_of(&[2.5; 16]));
+    // SAFETY: deliberately broken: the kernel stores past its binding's end, which a host
+    // backend must turn into an error instead of a write into the neighbour.
+    unsafe {
+        client
+            .launch_unchecked(
+                &PAST_THE_END,
+                CubeCount::new_1d(1),
+                Bindings::new().buffer(&target),
+            )
+            .expect("the launch itself is accepted");
+    }
+    match client.sync() {
+        Err(Error::KernelPanic {
+            kernel, message, ..
+        }) => {
+            assert_eq!(kernel, "past_the_end");
+            assert!(message.contains("out of bounds"), "{message}");
+        }
+        other => panic!("expected a kernel panic, got {other:?}"),
+    }
+    assert_eq!(f32s(&client.read_one(&target).unwrap()), vec![1.0; 16]);
+    still_works(&client, &neighbour, &[2.5; 16]);
+}
+
 #[test]
 fn a_kernel_that_panics_is_reported_by_sync_too() {
     let client = cpu();

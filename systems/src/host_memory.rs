@@ -1,54 +1,52 @@
 //! Host memory for the cpu and sim backends: 64-byte aligned buffers behind generational keys,
 //! with an optional capacity so that out-of-memory can be provoked on purpose.
+//!
+//! Every access is an atomic on a 4-byte word: copies here, kernels through [`KernelIo`]. Work
+//! the runtime failed to order (a copy and a kernel on the same bytes at once) then gives wrong
+//! values, never undefined behaviour. A kernel's [`CpuBuffer`] borrows this memory, so a buffer
+//! cannot be freed while a view of it is alive; the cpu backend holds its `RwLock`'s read guard
+//! for a whole launch and takes the write lock to free.
+//!
+//! [`KernelIo`]: crate::kernel::KernelIo
 
 use crate::backend::{AllocError, Region, StorageId};
 use crate::kernel::CpuBuffer;
 use slotmap::{Key, KeyData, SlotMap, new_key_type};
-use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU32, Ordering};
 
 new_key_type! { struct BufferKey; }
 
+/// Words per 64-byte block.
+const BLOCK_WORDS: usize = 16;
+
+/// One cache line of words, so that every buffer starts 64-byte aligned.
 #[repr(C, align(64))]
-#[derive(Clone, Copy)]
-struct Block([u8; 64]);
+struct Block([AtomicU32; BLOCK_WORDS]);
 
 struct HostBuffer {
-    ptr: NonNull<Block>,
-    blocks: usize,
+    blocks: Box<[Block]>,
     size: u64,
 }
-
-// SAFETY: a HostBuffer owns its allocation exclusively (like a Box); access is mediated by
-// HostMemory's methods and the atomics of CpuBuffer.
-unsafe impl Send for HostBuffer {}
-// SAFETY: as above.
-unsafe impl Sync for HostBuffer {}
 
 impl HostBuffer {
     fn new(size: u64) -> Option<HostBuffer> {
         let blocks = usize::try_from(size.div_ceil(64).max(1)).ok()?;
         let mut storage: Vec<Block> = Vec::new();
         storage.try_reserve_exact(blocks).ok()?;
-        storage.resize(blocks, Block([0; 64]));
-        let raw = Box::into_raw(storage.into_boxed_slice());
-        let ptr = NonNull::new(raw.cast::<Block>())?;
-        Some(HostBuffer { ptr, blocks, size })
+        storage.resize_with(blocks, || Block(Default::default()));
+        Some(HostBuffer {
+            blocks: storage.into_boxed_slice(),
+            size,
+        })
     }
 
-    fn base(&self) -> *mut u8 {
-        self.ptr.as_ptr().cast::<u8>()
-    }
-}
-
-impl Drop for HostBuffer {
-    fn drop(&mut self) {
-        // SAFETY: ptr and blocks come from Box::into_raw of a boxed slice of this length.
-        unsafe {
-            drop(Box::from_raw(std::ptr::slice_from_raw_parts_mut(
-                self.ptr.as_ptr(),
-                self.blocks,
-            )));
-        }
+    /// The whole buffer as one slice of words.
+    fn words(&self) -> &[AtomicU32] {
+        let len = self.blocks.len() * BLOCK_WORDS;
+        // SAFETY: `Block` is `repr(C)` over `[AtomicU32; 16]`, 64 bytes with no padding, so the
+        // boxed blocks are `len` initialised, contiguous, 4-aligned words, borrowed as long as
+        // `self`; atomics may be shared.
+        unsafe { std::slice::from_raw_parts(self.blocks.as_ptr().cast::<AtomicU32>(), len) }
     }
 }
 
@@ -93,21 +91,22 @@ impl HostMemory {
         Ok(StorageId(key.data().as_ffi()))
     }
 
-    /// Frees a buffer; an unknown id is ignored.
+    /// Frees a buffer; an unknown id is ignored. Needs `&mut self`, so no view is alive.
     pub fn deallocate(&mut self, storage: StorageId) {
         if let Some(buffer) = self.buffers.remove(key(storage)) {
             self.allocated -= buffer.size;
         }
     }
 
-    fn checked_range(&self, region: Region) -> Option<(&HostBuffer, usize, usize)> {
+    /// The words of the live buffer holding `region`, and the region's byte offset and size.
+    fn checked_range(&self, region: Region) -> Option<(&[AtomicU32], usize, usize)> {
         let buffer = self.buffers.get(key(region.storage))?;
         let end = region.offset.checked_add(region.size)?;
         if end > buffer.size {
             return None;
         }
         Some((
-            buffer,
+            buffer.words(),
             usize::try_from(region.offset).ok()?,
             usize::try_from(region.size).ok()?,
         ))
@@ -115,14 +114,10 @@ impl HostMemory {
 
     /// Copies `data` to the start of `region`; false if the region is not live memory.
     pub fn write(&self, region: Region, data: &[u8]) -> bool {
-        let Some((buffer, offset, size)) = self.checked_range(region) else {
+        let Some((words, offset, size)) = self.checked_range(region) else {
             return false;
         };
-        let len = data.len().min(size);
-        // SAFETY: the range is inside the live buffer (checked_range). The runtime orders every
-        // access that conflicts with this write behind events (alignment analysis), so no other
-        // work touches these bytes meanwhile.
-        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), buffer.base().add(offset), len) };
+        store_bytes(words, offset, &data[..data.len().min(size)]);
         true
     }
 
@@ -135,28 +130,183 @@ impl HostMemory {
     /// Copies the start of `region` into `out` (as many bytes as the shorter holds); false if
     /// the region is not live memory.
     pub fn read_into(&self, region: Region, out: &mut [u8]) -> bool {
-        let Some((buffer, offset, size)) = self.checked_range(region) else {
+        let Some((words, offset, size)) = self.checked_range(region) else {
             return false;
         };
         let len = out.len().min(size);
-        // SAFETY: the range is inside the live buffer; the runtime orders conflicting writes
-        // behind events, so the bytes are not written meanwhile.
-        unsafe { std::ptr::copy_nonoverlapping(buffer.base().add(offset), out.as_mut_ptr(), len) };
+        load_bytes(words, offset, &mut out[..len]);
         true
     }
 
-    /// A kernel's view of `region`; `None` if the region is not live memory or not 4-byte aligned.
-    pub fn view(&self, region: Region) -> Option<CpuBuffer> {
-        let (buffer, offset, size) = self.checked_range(region)?;
+    /// A kernel's view of the whole words of `region`, alive as long as the borrow of this
+    /// memory; `None` if the region is not live memory or not 4-byte aligned.
+    ///
+    /// A view cannot outlive the buffer it sees:
+    /// ```compile_fail,E0502
+    /// # use gpuworld_systems::{backend::Region, host_memory::HostMemory};
+    /// let mut memory = HostMemory::new(None);
+    /// let storage = memory.allocate(64).unwrap();
+    /// let view = memory.view(Region { storage, offset: 0, size: 64 }).unwrap();
+    /// memory.deallocate(storage);
+    /// assert_eq!(view.len(), 64);
+    /// ```
+    /// nor the memory itself:
+    /// ```compile_fail,E0597
+    /// # use gpuworld_systems::{backend::Region, host_memory::HostMemory};
+    /// let view = {
+    ///     let mut memory = HostMemory::new(None);
+    ///     let storage = memory.allocate(64).unwrap();
+    ///     memory.view(Region { storage, offset: 0, size: 64 }).unwrap()
+    /// };
+    /// assert_eq!(view.len(), 64);
+    /// ```
+    pub fn view(&self, region: Region) -> Option<CpuBuffer<'_>> {
+        let (words, offset, size) = self.checked_range(region)?;
         if offset % 4 != 0 {
             return None;
         }
-        // SAFETY: base is 64-byte aligned and offset a multiple of 4, the range is in bounds,
-        // and the buffer stays allocated while the owning backend runs the launch.
-        Some(unsafe { CpuBuffer::new(buffer.base().add(offset), size) })
+        let first = offset / 4;
+        Some(CpuBuffer::new(words.get(first..first + size / 4)?))
+    }
+}
+
+/// Stores `bytes` at byte `start` of `words`: whole words with one store each, a partial first
+/// or last word merged with a compare-exchange, so that bytes next to the range that another
+/// stream writes meanwhile are kept.
+fn store_bytes(words: &[AtomicU32], start: usize, bytes: &[u8]) {
+    let head_len = ((4 - start % 4) % 4).min(bytes.len());
+    let (head, rest) = bytes.split_at(head_len);
+    if !head.is_empty() {
+        merge_into(&words[start / 4], start % 4, head);
+    }
+    let first = (start + head_len) / 4;
+    let (whole, tail) = rest.as_chunks::<4>();
+    for (word, chunk) in words[first..].iter().zip(whole) {
+        word.store(u32::from_ne_bytes(*chunk), Ordering::Relaxed);
+    }
+    if !tail.is_empty() {
+        merge_into(&words[first + whole.len()], 0, tail);
+    }
+}
+
+/// Replaces the bytes of `word` from byte `at` with `bytes`, keeping the others.
+fn merge_into(word: &AtomicU32, at: usize, bytes: &[u8]) {
+    let merge = |old: u32| {
+        let mut merged = old.to_ne_bytes();
+        merged[at..at + bytes.len()].copy_from_slice(bytes);
+        Some(u32::from_ne_bytes(merged))
+    };
+    // The closure always returns `Some`, so the update always succeeds.
+    let _ = word.fetch_update(Ordering::Relaxed, Ordering::Relaxed, merge);
+}
+
+/// Loads `out.len()` bytes from byte `start` of `words`.
+fn load_bytes(words: &[AtomicU32], start: usize, out: &mut [u8]) {
+    let head_len = ((4 - start % 4) % 4).min(out.len());
+    let (head, rest) = out.split_at_mut(head_len);
+    if !head.is_empty() {
+        let at = start % 4;
+        let word = words[start / 4].load(Ordering::Relaxed).to_ne_bytes();
+        head.copy_from_slice(&word[at..at + head_len]);
+    }
+    let first = (start + head_len) / 4;
+    let (whole, tail) = rest.as_chunks_mut::<4>();
+    let whole_len = whole.len();
+    for (word, chunk) in words[first..].iter().zip(whole) {
+        *chunk = word.load(Ordering::Relaxed).to_ne_bytes();
+    }
+    if !tail.is_empty() {
+        let word = words[first + whole_len]
+            .load(Ordering::Relaxed)
+            .to_ne_bytes();
+        tail.copy_from_slice(&word[..tail.len()]);
     }
 }
 
 fn key(storage: StorageId) -> BufferKey {
     BufferKey::from(KeyData::from_ffi(storage.0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernel::{ExecutionMode, KernelIo};
+
+    fn whole(memory: &mut HostMemory, size: u64) -> Region {
+        let storage = memory.allocate(size).expect("room for a test buffer");
+        Region {
+            storage,
+            offset: 0,
+            size,
+        }
+    }
+
+    /// A scheduling bug (a copy and a kernel on the same bytes at once) must give wrong values,
+    /// not undefined behaviour: `cargo +nightly miri test -p gpuworld-systems --lib host_memory`
+    /// reports a data race here if either side copies through plain memory.
+    #[test]
+    fn a_write_racing_a_kernel_on_the_same_words_leaves_one_of_their_values() {
+        let mut memory = HostMemory::new(None);
+        let region = whole(&mut memory, 64);
+        std::thread::scope(|scope| {
+            scope.spawn(|| {
+                assert!(memory.write(region, &[1; 64]));
+            });
+            scope.spawn(|| {
+                let views = [memory.view(region).expect("a live region")];
+                let io = KernelIo::new(&views, &[], ExecutionMode::Checked);
+                for i in 0..16 {
+                    io.store_u32(0, i, 2);
+                }
+            });
+        });
+        let bytes = memory.read(region).expect("a live region");
+        for word in bytes.chunks(4) {
+            assert!(
+                word == [1; 4] || word == 2u32.to_ne_bytes(),
+                "{word:?} is neither value"
+            );
+        }
+    }
+
+    #[test]
+    fn a_write_at_any_offset_and_length_changes_exactly_its_bytes() {
+        let mut memory = HostMemory::new(None);
+        let region = whole(&mut memory, 16);
+        let mut model = [0u8; 16];
+        let mut next = 1u8;
+        for offset in 0..16u64 {
+            for size in 0..=16 - offset {
+                let data: Vec<u8> = (0..size).map(|i| next.wrapping_add(i as u8)).collect();
+                next = next.wrapping_add(17);
+                let part = Region {
+                    offset,
+                    size,
+                    ..region
+                };
+                assert!(memory.write(part, &data));
+                model[offset as usize..(offset + size) as usize].copy_from_slice(&data);
+                assert_eq!(memory.read(region).as_deref(), Some(&model[..]));
+                assert_eq!(memory.read(part), Some(data));
+            }
+        }
+    }
+
+    #[test]
+    fn writes_to_neighbouring_bytes_of_one_word_on_two_threads_both_land() {
+        let mut memory = HostMemory::new(None);
+        let region = whole(&mut memory, 8);
+        let half = |offset| Region {
+            offset,
+            size: 2,
+            ..region
+        };
+        for _ in 0..100 {
+            std::thread::scope(|scope| {
+                scope.spawn(|| memory.write(half(2), &[3, 4]));
+                scope.spawn(|| memory.write(half(4), &[5, 6]));
+            });
+        }
+        assert_eq!(memory.read(region), Some(vec![0, 0, 3, 4, 5, 6, 0, 0]));
+    }
 }

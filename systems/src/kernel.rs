@@ -146,50 +146,40 @@ impl CubeContext {
     }
 }
 
-/// A buffer binding as a CPU kernel sees it: a range of host memory.
+/// A buffer binding as a CPU kernel sees it: the whole 4-byte words of a range of host memory,
+/// borrowed from the memory that holds them (`HostMemory::view`), so it cannot outlive them.
 #[derive(Clone, Copy, Debug)]
-pub struct CpuBuffer {
-    ptr: *mut u8,
-    len: usize,
+pub struct CpuBuffer<'a> {
+    words: &'a [AtomicU32],
 }
 
-// SAFETY: a CpuBuffer is a view of host memory owned by a backend that keeps it alive for the
-// whole launch; every access goes through atomics, so sharing it between cube threads is sound.
-unsafe impl Send for CpuBuffer {}
-// SAFETY: as above.
-unsafe impl Sync for CpuBuffer {}
-
-impl CpuBuffer {
-    /// A view of `len` bytes at `ptr`.
-    ///
-    /// # Safety
-    /// `ptr` must be 4-byte aligned and valid for reads and writes of `len` bytes for as long as
-    /// the view is used, and the memory must only be accessed atomically meanwhile.
-    pub unsafe fn new(ptr: *mut u8, len: usize) -> CpuBuffer {
-        CpuBuffer { ptr, len }
+impl<'a> CpuBuffer<'a> {
+    /// A view of `words`.
+    pub fn new(words: &'a [AtomicU32]) -> CpuBuffer<'a> {
+        CpuBuffer { words }
     }
 
     /// Length in bytes.
     pub fn len(&self) -> usize {
-        self.len
+        self.words.len() * 4
     }
 
     /// Whether the view is empty.
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.words.is_empty()
     }
 }
 
 /// The buffers and scalars of one launch, as CPU kernels access them.
 pub struct KernelIo<'a> {
-    buffers: &'a [CpuBuffer],
+    buffers: &'a [CpuBuffer<'a>],
     scalars: &'a [u32],
     mode: ExecutionMode,
 }
 
 impl<'a> KernelIo<'a> {
     /// Bundles a launch's arguments.
-    pub fn new(buffers: &'a [CpuBuffer], scalars: &'a [u32], mode: ExecutionMode) -> Self {
+    pub fn new(buffers: &'a [CpuBuffer<'a>], scalars: &'a [u32], mode: ExecutionMode) -> Self {
         KernelIo {
             buffers,
             scalars,
@@ -199,28 +189,28 @@ impl<'a> KernelIo<'a> {
 
     /// Number of 32-bit elements in buffer `buffer`.
     pub fn len32(&self, buffer: usize) -> usize {
-        self.buffers[buffer].len / 4
+        self.buffers[buffer].words.len()
     }
 
     fn word(&self, buffer: usize, index: usize) -> Option<&AtomicU32> {
-        let buf = &self.buffers[buffer];
-        let in_bounds = index < buf.len / 4;
-        if !in_bounds && self.mode == ExecutionMode::Checked {
-            return None;
+        let word = self.buffers[buffer].words.get(index);
+        // Unchecked launches promised to stay in bounds; on the host, breaking that promise is
+        // a kernel panic (`Error::KernelPanic`) rather than an access outside the buffer.
+        if word.is_none() && self.mode == ExecutionMode::Unchecked {
+            panic!("element {index} of buffer {buffer} is out of bounds in an unchecked launch");
         }
-        // SAFETY: the backend built the view from live, 4-byte aligned host memory (CpuBuffer::new);
-        // in checked mode the index is in bounds, in unchecked mode the caller of
-        // `launch_unchecked` promised it is.
-        Some(unsafe { AtomicU32::from_ptr(buf.ptr.add(index * 4).cast::<u32>()) })
+        word
     }
 
-    /// Reads element `index` of `buffer` as `u32`; out of bounds reads 0 in checked mode.
+    /// Reads element `index` of `buffer` as `u32`; out of bounds reads 0 in checked mode and
+    /// panics in unchecked mode.
     pub fn load_u32(&self, buffer: usize, index: usize) -> u32 {
         self.word(buffer, index)
             .map_or(0, |w| w.load(Ordering::Relaxed))
     }
 
-    /// Writes element `index` of `buffer`; out of bounds is dropped in checked mode.
+    /// Writes element `index` of `buffer`; out of bounds is dropped in checked mode and panics
+    /// in unchecked mode.
     pub fn store_u32(&self, buffer: usize, index: usize, value: u32) {
         if let Some(w) = self.word(buffer, index) {
             w.store(value, Ordering::Relaxed);

@@ -6,7 +6,9 @@
 
 use crate::WgpuBackend;
 use crate::bind_groups::BindKey;
+use crate::pipelines::KernelPipeline;
 use gpuworld_systems::backend::{LaunchCount, Region, StorageId};
+use gpuworld_systems::error::Error;
 use gpuworld_systems::kernel::Kernel;
 use smallvec::SmallVec;
 
@@ -116,11 +118,23 @@ impl WgpuBackend {
         count: LaunchCount,
         regions: &[Region],
         scalars: &[u32],
+    ) -> Result<(), Error> {
+        let stream = self.streams[s].id;
+        let pipeline = self.pipelines.get(&self.device, kernel, stream)?;
+        self.record_dispatch(s, &pipeline, kernel, count, regions, scalars)
+            .map_err(|message| Error::device_fault(stream, message))
+    }
+
+    /// Records the dispatch of a compiled `pipeline` and the copies its bindings need.
+    fn record_dispatch(
+        &mut self,
+        s: usize,
+        pipeline: &KernelPipeline,
+        kernel: Kernel,
+        count: LaunchCount,
+        regions: &[Region],
+        scalars: &[u32],
     ) -> Result<(), String> {
-        let pipeline = self
-            .pipelines
-            .get(&self.device, &self.errors, kernel)
-            .map_err(|message| message.to_string())?;
         let per_axis = self.limits.max_compute_workgroups_per_dimension;
         let indirect = match count {
             LaunchCount::Static(cubes) if cubes.contains(&0) => return Ok(()),

@@ -340,9 +340,9 @@ impl Backend for WgpuBackend {
         if self.lost_on(s) {
             return;
         }
-        if let Err(message) = self.record_launch(s, kernel, count, buffers, scalars) {
-            tracing::warn!(target: "gpuworld::kernel", kernel = kernel.id, %message, "launch refused");
-            self.streams[s].fault(message);
+        if let Err(error) = self.record_launch(s, kernel, count, buffers, scalars) {
+            tracing::warn!(target: "gpuworld::kernel", kernel = kernel.id, %error, "launch refused");
+            self.streams[s].fail(error);
         }
         self.attribute_errors(s);
     }

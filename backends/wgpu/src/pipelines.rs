@@ -1,10 +1,12 @@
 //! Compute pipelines, compiled once per kernel id from the kernel's WGSL and the bind group
 //! layout of the binding convention (`gpuworld_systems::library::wgsl`): storage buffers at
-//! bindings `0..buffers`, the scalars' uniform (dynamic offset) after them. A kernel whose
-//! source fails to compile is remembered as failed, so each launch reports it without
-//! recompiling.
+//! bindings `0..buffers`, the scalars' uniform (dynamic offset) after them. Creation runs inside
+//! error scopes, so a kernel whose WGSL does not compile (or does not match the layout) is
+//! `Error::Compile` with wgpu's message as the log, as NVRTC's is on CUDA; it is remembered as
+//! failed, so each launch reports it without recompiling.
 
-use crate::faults::{DeviceErrors, describe};
+use gpuworld_systems::error::Error;
+use gpuworld_systems::ids::StreamId;
 use gpuworld_systems::kernel::Kernel;
 use std::collections::HashMap;
 use std::num::NonZeroU64;
@@ -23,7 +25,7 @@ pub(crate) struct KernelPipeline {
 /// Pipelines by kernel id, including the kernels that failed to compile.
 #[derive(Default)]
 pub(crate) struct PipelineCache {
-    pipelines: HashMap<&'static str, Result<Arc<KernelPipeline>, Arc<str>>>,
+    pipelines: HashMap<&'static str, Result<Arc<KernelPipeline>, Error>>,
     compiled: u64,
 }
 
@@ -38,87 +40,52 @@ impl PipelineCache {
         self.compiled
     }
 
-    /// The pipeline of `kernel`, compiling it on first use.
+    /// The pipeline of `kernel`, compiling it on first use; a compile error is cached with it,
+    /// running out of memory is a fault of `stream` and is not.
     pub fn get(
         &mut self,
         device: &wgpu::Device,
-        errors: &DeviceErrors,
         kernel: Kernel,
-    ) -> Result<Arc<KernelPipeline>, Arc<str>> {
+        stream: StreamId,
+    ) -> Result<Arc<KernelPipeline>, Error> {
         if let Some(entry) = self.pipelines.get(kernel.id) {
             return entry.clone();
         }
-        let entry = self.compile(device, errors, kernel);
-        self.pipelines.insert(kernel.id, entry.clone());
-        entry
-    }
-
-    fn compile(
-        &mut self,
-        device: &wgpu::Device,
-        errors: &DeviceErrors,
-        kernel: Kernel,
-    ) -> Result<Arc<KernelPipeline>, Arc<str>> {
-        let source = kernel
-            .wgsl
-            .ok_or_else(|| Arc::from(format!("kernel `{}` has no WGSL source", kernel.name)))?;
+        let source = kernel.wgsl.ok_or(Error::MissingKernelSource {
+            kernel: kernel.name,
+            backend: "wgpu",
+        })?;
         let started = std::time::Instant::now();
-        // Errors raised by earlier calls belong to those calls; they were taken already.
-        let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
-            label: Some(kernel.id),
-            source: wgpu::ShaderSource::Wgsl(source.into()),
-        });
-        let uniform_size = uniform_size(kernel.scalars);
-        let mut entries: Vec<wgpu::BindGroupLayoutEntry> = (0..kernel.buffers)
-            .map(|binding| wgpu::BindGroupLayoutEntry {
-                binding: binding as u32,
-                visibility: wgpu::ShaderStages::COMPUTE,
-                ty: wgpu::BindingType::Buffer {
-                    ty: wgpu::BufferBindingType::Storage { read_only: false },
-                    has_dynamic_offset: false,
-                    min_binding_size: None,
-                },
-                count: None,
-            })
-            .collect();
-        if kernel.scalars > 0 {
-            entries.push(wgpu::BindGroupLayoutEntry {
-                binding: kernel.buffers as u32,
-                visibility: wgpu::ShaderStages::COMPUTE,
-                ty: wgpu::BindingType::Buffer {
-                    ty: wgpu::BufferBindingType::Uniform,
-                    has_dynamic_offset: true,
-                    min_binding_size: NonZeroU64::new(uniform_size),
-                },
-                count: None,
-            });
+        // Scopes are per thread and popped in reverse order; what they catch goes to no
+        // uncaptured-error handler, so it is reported once, here, typed.
+        let internal = device.push_error_scope(wgpu::ErrorFilter::Internal);
+        let validation = device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let out_of_memory = device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+        let created = create(device, kernel, source);
+        // wgpu-core resolves a popped scope at once; block_on only unwraps the future.
+        let out_of_memory = pollster::block_on(out_of_memory.pop());
+        let validation = pollster::block_on(validation.pop());
+        let internal = pollster::block_on(internal.pop());
+        let invalid = validation.or(internal);
+        if out_of_memory.is_some() {
+            // Not the kernel's fault, and perhaps gone by the next launch: not cached.
+            return Err(Error::device_fault(
+                stream,
+                format!(
+                    "device out of memory while creating kernel `{}`'s pipeline",
+                    kernel.name
+                ),
+            ));
         }
-        let layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
-            label: Some(kernel.id),
-            entries: &entries,
-        });
-        let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
-            label: Some(kernel.id),
-            bind_group_layouts: &[Some(&layout)],
-            immediate_size: 0,
-        });
-        let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-            label: Some(kernel.id),
-            layout: Some(&pipeline_layout),
-            module: &module,
-            entry_point: Some("main"),
-            compilation_options: Default::default(),
-            cache: None,
-        });
-        let raised = errors.take();
-        if let Some(first) = raised.first() {
-            let message = format!(
-                "kernel `{}` failed to compile for wgpu: {}",
-                kernel.name,
-                describe(first)
-            );
-            tracing::error!(target: "gpuworld::kernel", kernel = kernel.id, %message);
-            return Err(message.into());
+        if let Some(error) = invalid {
+            let log: Arc<str> = error.to_string().into();
+            tracing::error!(target: "gpuworld::kernel", kernel = kernel.id, %log, "compile failed");
+            let error = Error::Compile {
+                kernel: kernel.name,
+                log,
+            };
+            self.pipelines.insert(kernel.id, Err(error.clone()));
+            return Err(error);
         }
         self.compiled += 1;
         tracing::debug!(
@@ -127,10 +94,63 @@ impl PipelineCache {
             elapsed_us = started.elapsed().as_micros() as u64,
             "compiled compute pipeline"
         );
-        Ok(Arc::new(KernelPipeline {
-            pipeline,
-            layout,
-            uniform_size,
-        }))
+        let entry = Arc::new(created);
+        self.pipelines.insert(kernel.id, Ok(entry.clone()));
+        Ok(entry)
+    }
+}
+
+/// Creates `kernel`'s module, layouts and pipeline from `source`; errors go to the scopes open.
+fn create(device: &wgpu::Device, kernel: Kernel, source: &'static str) -> KernelPipeline {
+    let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+        label: Some(kernel.id),
+        source: wgpu::ShaderSource::Wgsl(source.into()),
+    });
+    let uniform_size = uniform_size(kernel.scalars);
+    let mut entries: Vec<wgpu::BindGroupLayoutEntry> = (0..kernel.buffers)
+        .map(|binding| wgpu::BindGroupLayoutEntry {
+            binding: binding as u32,
+            visibility: wgpu::ShaderStages::COMPUTE,
+            ty: wgpu::BindingType::Buffer {
+                ty: wgpu::BufferBindingType::Storage { read_only: false },
+                has_dynamic_offset: false,
+                min_binding_size: None,
+            },
+            count: None,
+        })
+        .collect();
+    if kernel.scalars > 0 {
+        entries.push(wgpu::BindGroupLayoutEntry {
+            binding: kernel.buffers as u32,
+            visibility: wgpu::ShaderStages::COMPUTE,
+            ty: wgpu::BindingType::Buffer {
+                ty: wgpu::BufferBindingType::Uniform,
+                has_dynamic_offset: true,
+                min_binding_size: NonZeroU64::new(uniform_size),
+            },
+            count: None,
+        });
+    }
+    let layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+        label: Some(kernel.id),
+        entries: &entries,
+    });
+    let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+        label: Some(kernel.id),
+        bind_group_layouts: &[Some(&layout)],
+        immediate_size: 0,
+    });
+    let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+        label: Some(kernel.id),
+        layout: Some(&pipeline_layout),
+        module: &module,
+        entry_point: Some("main"),
+        compilation_options: Default::default(),
+        cache: None,
+    });
+    KernelPipeline {
+        pipeline,
+        layout,
+        uniform_size,
     }
 }

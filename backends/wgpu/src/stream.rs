@@ -53,11 +53,16 @@ impl WgpuStream {
         }
     }
 
-    /// Records `error` unless an earlier fault is still unreported.
+    /// Records a device fault with `message` unless an earlier fault is still unreported.
     pub fn fault(&mut self, message: impl Into<std::sync::Arc<str>>) {
         let id = self.id;
         self.fault
             .get_or_insert_with(|| Error::device_fault(id, message));
+    }
+
+    /// Records `error` unless an earlier fault is still unreported.
+    pub fn fail(&mut self, error: Error) {
+        self.fault.get_or_insert(error);
     }
 
     /// The batch's encoder, outside any pass, for copies; a new one begins with the last

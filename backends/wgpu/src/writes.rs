@@ -137,5 +137,6 @@ impl WgpuBackend {
             &[region],
             &[word, mask, value],
         )
+        .map_err(|error| error.to_string())
     }
 }
