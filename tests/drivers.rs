@@ -98,3 +98,36 @@ fn a_read_beside_the_device_thread_sees_the_launch_before_it() {
         assert_eq!(bytes, value.to_le_bytes(), "round {round}");
     }
 }
+
+#[test]
+fn futures_still_queued_when_the_last_client_drops_are_answered() {
+    for driver in [Driver::Manual, Driver::DeviceThread] {
+        let client = gpuworld::cpu_client(driver);
+        let kept = client.create(vec![1u8; 64]);
+        for _ in 0..8 {
+            client
+                .launch(
+                    &gpuworld::library::FILL,
+                    gpuworld::CubeCount::new_1d(1),
+                    gpuworld::Bindings::new().buffer(&kept).scalar_f32(2.0),
+                )
+                .unwrap();
+        }
+        let read = client.read_async(&[kept.binding()]);
+        let sync = client.sync_async();
+        drop(client);
+        // The handle still lives (and holds the inbox): the futures must complete anyway.
+        let read = futures_executor::block_on(read);
+        let sync = futures_executor::block_on(sync);
+        assert!(
+            read.is_ok() || matches!(read, Err(gpuworld::Error::Disconnected)),
+            "{driver:?}"
+        );
+        assert!(
+            sync.is_ok() || matches!(sync, Err(gpuworld::Error::Disconnected)),
+            "{driver:?}"
+        );
+        // Releases and writes after the runtime is gone are answered, not kept.
+        drop(kept);
+    }
+}

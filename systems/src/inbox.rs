@@ -134,6 +134,8 @@ pub struct Inbox {
     queued: AtomicBool,
     /// A tick was asked for with nothing queued (see [`Inbox::request_tick`]).
     tick_requested: AtomicBool,
+    /// The runtime is gone: nothing will drain the queue again (written under its lock).
+    closed: AtomicBool,
 }
 
 impl Inbox {
@@ -146,6 +148,7 @@ impl Inbox {
             next_handle: AtomicU64::new(0),
             queued: AtomicBool::new(false),
             tick_requested: AtomicBool::new(false),
+            closed: AtomicBool::new(false),
         }
     }
 
@@ -163,11 +166,26 @@ impl Inbox {
     #[inline]
     pub fn push(&self, command: Command) {
         let mut queue = self.queue.lock();
+        if self.closed.load(Ordering::Relaxed) {
+            drop(queue);
+            // Nothing will run it: answer it now, and keep no data for nobody.
+            command.fail(Error::Disconnected);
+            return;
+        }
         queue.push(command);
         if queue.len() == 1 {
             self.queued.store(true, Ordering::Release);
             self.work.notify_one();
         }
+    }
+
+    /// Closes the inbox for good, when its runtime goes: returns what was queued, and every later
+    /// push is answered with [`Error::Disconnected`] at once instead of queued.
+    pub fn close(&self) -> Vec<Command> {
+        let mut queue = self.queue.lock();
+        self.closed.store(true, Ordering::Relaxed);
+        self.queued.store(false, Ordering::Release);
+        std::mem::take(&mut *queue)
     }
 
     /// Moves every queued command, in arrival order, to the end of `into`.

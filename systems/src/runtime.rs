@@ -26,6 +26,12 @@ pub struct Runtime<B: Backend> {
 
 impl<B: Backend> Drop for Runtime<B> {
     fn drop(&mut self) {
+        // Every command still queued, or waiting for memory, is answered: nothing will run it.
+        // Replies held by in-flight entities go with the world (their futures see Disconnected).
+        let deferred = std::mem::take(&mut self.world.resource_mut::<DeferredCommands>().0);
+        for command in deferred.into_iter().chain(self.inbox.close()) {
+            command.fail(crate::error::Error::Disconnected);
+        }
         // The world owns the backend: tear it down under the backend's lifecycle lock, if any.
         let _guard = B::lifecycle_lock().map(parking_lot::Mutex::lock);
         drop(std::mem::take(&mut self.world));
