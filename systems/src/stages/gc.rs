@@ -97,16 +97,12 @@ type ReleasedUnpinned = (With<Released>, Without<AwaitingGc>);
 pub fn pin_released_memory<B: Backend>(
     mut commands: Commands,
     mut device: ResMut<Device<B>>,
-    pinned: Res<PinnedHandles>,
     released: Query<(Entity, &Uses), ReleasedUnpinned>,
     streams: Query<(&Stream, &SubmittedCursor)>,
 ) {
     let mut events: SmallVec<[(Entity, DeviceEvent); 4]> = SmallVec::new();
     let mut handles = Vec::new();
     for (entity, uses) in &released {
-        if pinned.0.contains_key(&entity) {
-            continue;
-        }
         // Work still queued would run after an event flushed now: wait for its submission.
         let all_submitted = uses.0.iter().all(|&(stream, cursor)| {
             streams
@@ -137,19 +133,6 @@ pub fn pin_released_memory<B: Backend>(
     }
 }
 
-/// Pins released handles that a shared-binding pin held until `reclaim_finished_gc` released it
-/// this tick: their memory waits on their own events from now, not on a tick nobody asked for
-/// (a driver waits only while something is in flight).
-pub fn pin_unpinned_memory<B: Backend>(
-    commands: Commands,
-    device: ResMut<Device<B>>,
-    pinned: Res<PinnedHandles>,
-    released: Query<(Entity, &Uses), ReleasedUnpinned>,
-    streams: Query<(&Stream, &SubmittedCursor)>,
-) {
-    pin_released_memory(commands, device, pinned, released, streams);
-}
-
 /// Unpins shared handles and returns the memory of released ones once their events passed.
 pub fn reclaim_finished_gc<B: Backend>(
     mut commands: Commands,
@@ -161,7 +144,10 @@ pub fn reclaim_finished_gc<B: Backend>(
     handles: Query<&Allocation>,
 ) {
     for (entity, gc) in &gcs {
-        if !gc.events.iter().all(|&e| device.0.event_done(e)) {
+        // Released memory also waits for every shared-binding pin on it (the GC stream's event).
+        if !gc.events.iter().all(|&e| device.0.event_done(e))
+            || gc.handles.iter().any(|h| pinned.0.contains_key(h))
+        {
             continue;
         }
         for handle in &gc.pins {

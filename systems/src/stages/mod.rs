@@ -68,7 +68,6 @@ pub fn tick_schedule<B: Backend>() -> Schedule {
             gc::complete_syncs::<B>,
             gc::pin_released_memory::<B>,
             gc::reclaim_finished_gc::<B>,
-            gc::pin_unpinned_memory::<B>,
             gc::cleanup_memory::<B>,
         )
             .chain()
