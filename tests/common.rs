@@ -141,3 +141,18 @@ pub fn cuda_client_or_skip() -> Option<gpuworld::ComputeClient<gpuworld::CudaBac
         }
     }
 }
+
+/// A small use of `handle` on the client's stream: one cube of `FILL` (its first 256 floats).
+pub fn fill_first_cube<B: gpuworld::Backend>(
+    client: &gpuworld::ComputeClient<B>,
+    handle: &gpuworld::Handle,
+    value: f32,
+) {
+    client
+        .launch(
+            &gpuworld::library::FILL,
+            gpuworld::CubeCount::new_1d(1),
+            gpuworld::Bindings::new().buffer(handle).scalar_f32(value),
+        )
+        .unwrap();
+}

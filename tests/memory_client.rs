@@ -208,13 +208,7 @@ fn leaves_nothing_behind<B: gpuworld::Backend>(client: ComputeClient<B>) {
         ]);
         let persistent = client.memory_persistent_allocation((), |()| client.empty(12_345));
         for handle in handles.iter().step_by(7) {
-            client
-                .launch(
-                    &library::FILL,
-                    CubeCount::new_1d(1),
-                    Bindings::new().buffer(handle).scalar_f32(1.0),
-                )
-                .unwrap();
+            common::fill_first_cube(&client, handle, 1.0);
         }
         client.sync().unwrap();
         assert!(client.memory_usage().bytes_in_use > 100 << 20);

@@ -4,10 +4,10 @@
 
 mod common;
 
-use common::bytes_of;
+use common::{bytes_of, fill_first_cube};
 use gpuworld::{
-    Bindings, ComputeClient, CubeCount, Driver, MemoryConfig, PoolConfig, PoolKind, RuntimeConfig,
-    SimBackend, SimConfig, StreamId, library,
+    ComputeClient, Driver, MemoryConfig, PoolConfig, PoolKind, RuntimeConfig, SimBackend,
+    SimConfig, StreamId,
 };
 
 const KIB: u64 = 1024;
@@ -64,16 +64,6 @@ fn memory_state(client: &ComputeClient<SimBackend>) -> String {
     format!("{memory}memory calls:\n{calls}")
 }
 
-fn fill(client: &ComputeClient<SimBackend>, handle: &gpuworld::Handle) {
-    client
-        .launch(
-            &library::FILL,
-            CubeCount::new_1d(1),
-            Bindings::new().buffer(handle).scalar_f32(1.0),
-        )
-        .unwrap();
-}
-
 #[test]
 fn slices_share_a_page_merge_when_freed_and_the_idle_page_goes_back() {
     let client = sim(1);
@@ -84,7 +74,7 @@ fn slices_share_a_page_merge_when_freed_and_the_idle_page_goes_back() {
     insta::assert_snapshot!("pool_three_slices_in_one_page", memory_state(&client));
 
     // Dropped while the fill still runs: parked for its stream, not free for the others.
-    fill(&client, &b);
+    fill_first_cube(&client, &b, 1.0);
     drop(b);
     client.tick();
     insta::assert_snapshot!("pool_b_pinned", memory_state(&client));
@@ -114,8 +104,8 @@ fn memory_used_on_two_streams_is_reused_only_after_both_passed_their_events() {
     let client = sim(2);
     let other = client.with_stream(StreamId { value: 1 });
     let shared = client.create(bytes_of(&[1.0; 256]));
-    fill(&client, &shared);
-    fill(&other, &shared);
+    fill_first_cube(&client, &shared, 1.0);
+    fill_first_cube(&other, &shared, 1.0);
     let region_user = client.empty(KIB);
     drop(shared);
     let mut allocs = Vec::new();
@@ -175,7 +165,7 @@ fn an_allocation_waits_for_released_memory_to_retire_instead_of_failing() {
     .with_stream(StreamId { value: 0 });
     let other = client.with_stream(StreamId { value: 1 });
     let a = client.create(vec![1; 4 * KIB as usize]);
-    fill(&client, &a);
+    fill_first_cube(&client, &a, 1.0);
     drop(a);
     let b = other.create(vec![2; 4 * KIB as usize]);
     let c = other.create(vec![3; 4 * KIB as usize]);

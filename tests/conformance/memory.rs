@@ -1,22 +1,12 @@
 //! Conformance cases of memory reuse through the public client: loops that allocate and drop
 //! faster than ticks run reserve what is live, not what was ever allocated.
 
-use gpuworld::{Backend, Bindings, ComputeClient, CubeCount, Handle, library};
+use crate::common::fill_first_cube;
+use gpuworld::{Backend, ComputeClient};
 use std::collections::VecDeque;
 
 const KIB: u64 = 1 << 10;
 const MIB: u64 = 1 << 20;
-
-/// A small use of `handle` on the client's stream: a fill of its first 256 floats.
-fn touch<B: Backend>(client: &ComputeClient<B>, handle: &Handle) {
-    client
-        .launch(
-            &library::FILL,
-            CubeCount::new_1d(1),
-            Bindings::new().buffer(handle).scalar_f32(1.0),
-        )
-        .unwrap();
-}
 
 pub fn a_drop_and_allocate_loop_reserves_what_is_live<B: Backend>(client: ComputeClient<B>) {
     let kept = client.empty(MIB);
@@ -30,7 +20,7 @@ pub fn a_drop_and_allocate_loop_reserves_what_is_live<B: Backend>(client: Comput
     // The same with a kernel using each buffer: its stream reuses the memory behind its work.
     for _ in 0..500 {
         let scratch = client.empty(MIB);
-        touch(&client, &scratch);
+        fill_first_cube(&client, &scratch, 1.0);
     }
     client.sync().unwrap();
     let usage = client.memory_usage();
@@ -46,7 +36,7 @@ pub fn a_ring_of_live_buffers_stops_growing<B: Backend>(client: ComputeClient<B>
     for i in 0..3 * LIVE {
         let handle = client.empty(SIZE);
         if i % 2 == 0 {
-            touch(&client, &handle);
+            fill_first_cube(&client, &handle, 1.0);
         }
         ring.push_back(handle);
         if ring.len() > LIVE {
