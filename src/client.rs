@@ -124,15 +124,13 @@ impl<B: Backend> ComputeClient<B> {
             manual: AtomicBool::new(driver == Driver::Manual),
             drivers: drivers::Drivers::default(),
         });
-        let stop = Arc::new(AtomicBool::new(false));
         let thread = match driver {
             Driver::Manual => None,
             Driver::DeviceThread => {
                 let thread_shared = shared.clone();
-                let thread_stop = stop.clone();
                 let spawned = std::thread::Builder::new()
                     .name("gpuworld-device".into())
-                    .spawn(move || drivers::run_device_thread(&thread_shared, &thread_stop));
+                    .spawn(move || drivers::run_device_thread(&thread_shared));
                 match spawned {
                     Ok(thread) => Some(thread),
                     Err(error) => {
@@ -148,7 +146,6 @@ impl<B: Backend> ComputeClient<B> {
             shared,
             stream: None,
             _lifetime: Arc::new(drivers::Lifetime {
-                stop,
                 inbox,
                 thread: Mutex::new(thread),
             }),

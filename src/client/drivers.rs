@@ -10,7 +10,7 @@ use super::{ComputeClient, Shared};
 use futures_channel::oneshot;
 use gpuworld_systems::{Backend, Error, Result};
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::thread::{JoinHandle, Thread};
 use std::time::{Duration, Instant};
 
@@ -87,15 +87,16 @@ impl Drop for Driving<'_> {
 
 /// Stops the device thread when the last client clone is dropped.
 pub(super) struct Lifetime {
-    pub(super) stop: std::sync::Arc<AtomicBool>,
     pub(super) inbox: std::sync::Arc<gpuworld_systems::inbox::Inbox>,
     pub(super) thread: parking_lot::Mutex<Option<JoinHandle<()>>>,
 }
 
 impl Drop for Lifetime {
     fn drop(&mut self) {
-        self.stop.store(true, Ordering::Release);
-        self.inbox.wake_all();
+        // Through the inbox, which the device thread checks under its lock before it sleeps: a
+        // stop flag beside it and a plain wake-up were missed by a thread between its check and
+        // its wait, which then slept out `DEVICE_THREAD_IDLE` (the loom model in `systems/loom`).
+        self.inbox.stop_device_thread();
         if let Some(thread) = self.thread.lock().take() {
             thread.thread().unpark();
             let _ = thread.join();
@@ -107,7 +108,7 @@ impl Drop for Lifetime {
 /// callers drive the runtime themselves; after a tick that did work it spins briefly for the next
 /// command, then sleeps on the inbox. Callers hand over what they leave in flight: replies others
 /// wait for through a tick request, memory behind events through a plain wake-up.
-pub(super) fn run_device_thread<B: Backend>(shared: &Shared<B>, stop: &AtomicBool) {
+pub(super) fn run_device_thread<B: Backend>(shared: &Shared<B>) {
     let drivers = &shared.drivers;
     let inbox = &shared.inbox;
     let _ = drivers.device_thread.set(std::thread::current());
@@ -116,7 +117,7 @@ pub(super) fn run_device_thread<B: Backend>(shared: &Shared<B>, stop: &AtomicBoo
     let mut busy = false;
     // Whether others ticked, or nothing did, since our last tick.
     let mut away = false;
-    while !stop.load(Ordering::Acquire) {
+    while !inbox.device_thread_stopped() {
         if callers_drive() {
             // The last one to leave unparks us (an unpark before the park makes it return).
             std::thread::park_timeout(DEVICE_THREAD_IDLE);

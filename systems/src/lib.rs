@@ -18,6 +18,7 @@ pub mod sim;
 mod snapshot;
 pub mod stages;
 pub mod staging;
+mod sync;
 pub mod world;
 
 pub use backend::{Backend, DeviceProperties};

@@ -1,5 +1,6 @@
 //! The client inbox: clients push commands without taking the runtime lock; the ingest stage
-//! drains them in arrival order.
+//! drains them in arrival order. Its synchronization core is `queue.rs`, model-checked with loom
+//! by `systems/loom`.
 
 use crate::bytes::HostBytes;
 use crate::error::{Error, Result};
@@ -8,10 +9,13 @@ use crate::ids::{HandleId, RuntimeId, StreamId};
 use crate::kernel::{CubeCount, ExecutionMode, Kernel};
 use crate::memory::AllocationMode;
 use futures_channel::oneshot;
-use parking_lot::{Condvar, Mutex};
 use smallvec::SmallVec;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
+
+mod queue;
+
+pub use queue::WorkQueue;
 
 /// The sending half of a reply the tick completes.
 pub type Reply<T> = oneshot::Sender<T>;
@@ -123,19 +127,12 @@ impl Command {
     }
 }
 
-/// The queue between clients and the tick.
+/// The queue between clients and the tick: a [`WorkQueue`] of commands that answers a command
+/// pushed after its runtime is gone with [`Error::Disconnected`].
 pub struct Inbox {
     runtime: RuntimeId,
-    queue: Mutex<Vec<Command>>,
-    work: Condvar,
+    queue: WorkQueue<Command>,
     next_handle: AtomicU64,
-    /// Whether commands are queued, kept beside the queue (written under its lock) so a thread
-    /// spinning for work does not take the lock the pushers need.
-    queued: AtomicBool,
-    /// A tick was asked for with nothing queued (see [`Inbox::request_tick`]).
-    tick_requested: AtomicBool,
-    /// The runtime is gone: nothing will drain the queue again (written under its lock).
-    closed: AtomicBool,
 }
 
 impl Inbox {
@@ -143,12 +140,8 @@ impl Inbox {
     pub fn new(runtime: RuntimeId) -> Inbox {
         Inbox {
             runtime,
-            queue: Mutex::new(Vec::with_capacity(1024)),
-            work: Condvar::new(),
+            queue: WorkQueue::with_capacity(1024),
             next_handle: AtomicU64::new(0),
-            queued: AtomicBool::new(false),
-            tick_requested: AtomicBool::new(false),
-            closed: AtomicBool::new(false),
         }
     }
 
@@ -162,73 +155,59 @@ impl Inbox {
         HandleId(self.next_handle.fetch_add(1, Ordering::Relaxed))
     }
 
-    /// Queues a command and wakes a waiting device thread.
+    /// Queues a command and wakes a waiting device thread; once the inbox is closed, answers it
+    /// with [`Error::Disconnected`] at once instead.
     #[inline]
     pub fn push(&self, command: Command) {
-        let mut queue = self.queue.lock();
-        if self.closed.load(Ordering::Relaxed) {
-            drop(queue);
+        if let Err(command) = self.queue.push(command) {
             // Nothing will run it: answer it now, and keep no data for nobody.
             command.fail(Error::Disconnected);
-            return;
-        }
-        queue.push(command);
-        if queue.len() == 1 {
-            self.queued.store(true, Ordering::Release);
-            self.work.notify_one();
         }
     }
 
     /// Closes the inbox for good, when its runtime goes: returns what was queued, and every later
     /// push is answered with [`Error::Disconnected`] at once instead of queued.
     pub fn close(&self) -> Vec<Command> {
-        let mut queue = self.queue.lock();
-        self.closed.store(true, Ordering::Relaxed);
-        self.queued.store(false, Ordering::Release);
-        std::mem::take(&mut *queue)
+        self.queue.close()
     }
 
     /// Moves every queued command, in arrival order, to the end of `into`.
     pub fn drain_into(&self, into: &mut Vec<Command>) {
-        let mut queue = self.queue.lock();
-        self.queued.store(false, Ordering::Release);
-        // The tick that drains is the tick that was asked for.
-        self.tick_requested.store(false, Ordering::Release);
-        if into.is_empty() {
-            std::mem::swap(&mut *queue, into);
-        } else {
-            into.append(&mut queue);
-        }
+        self.queue.drain_into(into);
     }
 
     /// Whether commands are waiting or a tick was asked for; without taking the queue's lock.
     pub fn has_work(&self) -> bool {
-        self.queued.load(Ordering::Acquire) || self.tick_requested.load(Ordering::Acquire)
+        self.queue.has_work()
     }
 
     /// Blocks until a command arrives, a tick is asked for, or `timeout` passes.
     pub fn wait_for_work(&self, timeout: Duration) {
-        let mut queue = self.queue.lock();
-        if queue.is_empty() && !self.tick_requested.load(Ordering::Acquire) {
-            self.work.wait_for(&mut queue, timeout);
-        }
+        self.queue.wait_for_work(timeout);
     }
 
-    /// Asks a device thread for a tick though nothing may be queued: a caller that ticked itself
-    /// took commands from the queue and leaves their work in flight for the device thread,
-    /// which may have gone to sleep having seen none.
+    /// Asks a device thread for a tick though nothing may be queued, in a way it cannot miss: a
+    /// caller that ticked itself took commands from the queue and leaves their work in flight
+    /// for the device thread, which may have gone to sleep having seen none.
     pub fn request_tick(&self) {
-        self.tick_requested.store(true, Ordering::Release);
-        // Under the queue's lock, so a device thread between its check and its wait cannot
-        // miss the notification.
-        let _queue = self.queue.lock();
-        self.work.notify_one();
+        self.queue.request_tick();
     }
 
-    /// Wakes every thread waiting for work without queuing any (on shutdown, and when a caller
-    /// that ticked itself leaves work in flight).
+    /// Tells the device thread to stop (the last client is gone): it wakes if asleep, and
+    /// cannot go to sleep again.
+    pub fn stop_device_thread(&self) {
+        self.queue.stop_consumer();
+    }
+
+    /// Whether [`Inbox::stop_device_thread`] was called.
+    pub fn device_thread_stopped(&self) -> bool {
+        self.queue.consumer_stopped()
+    }
+
+    /// Wakes every thread waiting for work without queuing any, when a caller that ticked itself
+    /// leaves memory in flight; a device thread about to sleep may miss it (see
+    /// [`WorkQueue::wake_all`]).
     pub fn wake_all(&self) {
-        let _queue = self.queue.lock();
-        self.work.notify_all();
+        self.queue.wake_all();
     }
 }
