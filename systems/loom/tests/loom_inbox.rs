@@ -1,0 +1,346 @@
+//! Model checks of the inbox's synchronization core (`systems/src/inbox/queue.rs`, the real
+//! file, compiled against loom): loom runs each model under every interleaving of its threads
+//! up to a preemption bound, with commands that carry real `futures_channel::oneshot` replies.
+//! The mock parts are what `Inbox::push`, the device thread (`src/client/drivers.rs`), the
+//! client's `Lifetime` drop and the runtime's drop do with the queue, each in a few lines.
+//!
+//! Run: `cargo test -p gpuworld-systems-loom`, also part of `cargo test --workspace`: preemption
+//! bound 2, 3 s. `LOOM_MAX_PREEMPTIONS=N` sets the bound: CI runs 3 (13 s in a debug build);
+//! `LOOM_MAX_PREEMPTIONS=4 cargo test -p gpuworld-systems-loom --release` takes 20 s after a
+//! one-minute build. loom's other variables apply too: `LOOM_LOG=1` and `LOOM_LOCATION=1` print
+//! the failing interleaving. A deadlock (a lost wake-up) aborts the whole binary, since loom
+//! panics again while unwinding: rerun the test it names alone.
+
+use futures_channel::oneshot;
+use gpuworld_systems_loom::queue::WorkQueue;
+use loom::sync::Arc;
+use loom::sync::atomic::{AtomicBool, Ordering};
+use loom::thread;
+use std::time::Duration;
+
+/// What the models' commands are answered with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Answer {
+    /// A tick drained and ran it.
+    Ran,
+    /// Nothing will run it (`Error::Disconnected` in the runtime).
+    Disconnected,
+}
+
+/// A command as the inbox holds it: who pushed it, and the reply its client waits on.
+struct Command {
+    id: u32,
+    reply: oneshot::Sender<Answer>,
+}
+
+impl Command {
+    fn new(id: u32) -> (Command, oneshot::Receiver<Answer>) {
+        let (reply, receiver) = oneshot::channel();
+        (Command { id, reply }, receiver)
+    }
+
+    fn answer(self, answer: Answer) {
+        let _ = self.reply.send(answer);
+    }
+}
+
+/// `Inbox::push`: a command the closed queue hands back is answered at once.
+fn push(queue: &WorkQueue<Command>, command: Command) -> bool {
+    match queue.push(command) {
+        Ok(()) => true,
+        Err(command) => {
+            command.answer(Answer::Disconnected);
+            false
+        }
+    }
+}
+
+/// A tick's ingest: drains the queue and runs what it took, in arrival order.
+fn tick(queue: &WorkQueue<Command>) -> Vec<u32> {
+    let mut drained = Vec::new();
+    queue.drain_into(&mut drained);
+    let ids = drained.iter().map(|c| c.id).collect();
+    for command in drained {
+        command.answer(Answer::Ran);
+    }
+    ids
+}
+
+/// The runtime's drop: closes the queue and answers what was left in it.
+fn close(queue: &WorkQueue<Command>) {
+    for command in queue.close() {
+        command.answer(Answer::Disconnected);
+    }
+}
+
+/// The answer a client sees; a command nobody answered fails the model.
+fn answer_of(mut receiver: oneshot::Receiver<Answer>, id: u32) -> Answer {
+    match receiver.try_recv() {
+        Ok(Some(answer)) => answer,
+        Ok(None) => panic!("command {id} is still waiting for its answer"),
+        Err(oneshot::Canceled) => panic!("command {id} was dropped without an answer"),
+    }
+}
+
+/// The device thread's sleep; loom never times it out, so a missed wake-up is a deadlock.
+const IDLE: Duration = Duration::from_millis(20);
+
+/// Checks `model` under every interleaving up to `LOOM_MAX_PREEMPTIONS` preemptions (2 unless
+/// set).
+fn check(model: impl Fn() + Sync + Send + 'static) {
+    let mut builder = loom::model::Builder::new();
+    builder.preemption_bound.get_or_insert(2);
+    builder.check(model);
+}
+
+#[test]
+fn every_command_is_answered_once_when_pushes_race_a_tick_and_the_close() {
+    check(|| {
+        let queue = Arc::new(WorkQueue::with_capacity(4));
+        let (first, first_reply) = Command::new(1);
+        let (second, second_reply) = Command::new(2);
+        let (other, other_reply) = Command::new(3);
+        let producer = {
+            let queue = queue.clone();
+            thread::spawn(move || {
+                push(&queue, first);
+                push(&queue, second);
+            })
+        };
+        let other_producer = {
+            let queue = queue.clone();
+            thread::spawn(move || {
+                push(&queue, other);
+            })
+        };
+        let ticker = {
+            let queue = queue.clone();
+            thread::spawn(move || tick(&queue))
+        };
+        close(&queue);
+        producer.join().unwrap();
+        other_producer.join().unwrap();
+        let ran = ticker.join().unwrap();
+
+        // Arrival order: one producer's commands run in the order it pushed them.
+        let position = |id| ran.iter().position(|&r| r == id);
+        if let (Some(first), Some(second)) = (position(1), position(2)) {
+            assert!(first < second, "ran {ran:?}");
+        }
+        let first = answer_of(first_reply, 1);
+        let second = answer_of(second_reply, 2);
+        answer_of(other_reply, 3);
+        // The close is for good: nothing pushed after it runs.
+        assert!(
+            !(first == Answer::Disconnected && second == Answer::Ran),
+            "the second command ran after the first met a closed queue"
+        );
+        // The close left nothing queued, and the pushes after it queued nothing.
+        assert!(!queue.has_work());
+    });
+}
+
+#[test]
+fn has_work_is_true_while_a_pushed_command_is_queued() {
+    check(|| {
+        let queue = Arc::new(WorkQueue::with_capacity(4));
+        // After its push returned, a producer that reads `has_work` false must find its command
+        // gone from the queue: a tick took it.
+        let push_then_check = |queue: Arc<WorkQueue<Command>>, ids: &'static [u32]| {
+            thread::spawn(move || {
+                let mut replies = Vec::new();
+                for &id in ids {
+                    let (command, reply) = Command::new(id);
+                    replies.push((reply, id));
+                    assert!(push(&queue, command));
+                    if !queue.has_work() {
+                        let left = tick(&queue);
+                        assert!(!left.contains(&id), "has_work was false with {id} queued");
+                    }
+                }
+                replies
+            })
+        };
+        let producer = push_then_check(queue.clone(), &[1, 2]);
+        let other_producer = push_then_check(queue.clone(), &[3]);
+        let ticker = {
+            let queue = queue.clone();
+            thread::spawn(move || tick(&queue))
+        };
+        let mut replies = producer.join().unwrap();
+        replies.extend(other_producer.join().unwrap());
+        ticker.join().unwrap();
+        tick(&queue);
+        for (reply, id) in replies {
+            assert_eq!(answer_of(reply, id), Answer::Ran);
+        }
+    });
+}
+
+#[test]
+fn a_sleeping_device_thread_cannot_miss_a_push() {
+    check(|| {
+        let queue = Arc::new(WorkQueue::with_capacity(4));
+        // The device thread: ticks while `has_work` says so, else sleeps on the queue.
+        let device = {
+            let queue = queue.clone();
+            thread::spawn(move || {
+                let mut ran = 0;
+                while ran < 2 {
+                    if queue.has_work() {
+                        ran += tick(&queue).len();
+                    } else {
+                        queue.wait_for_work(IDLE);
+                    }
+                }
+            })
+        };
+        let producers: Vec<_> = (1..=2)
+            .map(|id| {
+                let queue = queue.clone();
+                thread::spawn(move || {
+                    let (command, reply) = Command::new(id);
+                    push(&queue, command);
+                    (reply, id)
+                })
+            })
+            .collect();
+        device.join().unwrap();
+        for producer in producers {
+            let (reply, id) = producer.join().unwrap();
+            assert_eq!(answer_of(reply, id), Answer::Ran);
+        }
+    });
+}
+
+#[test]
+fn a_sleeping_device_thread_cannot_miss_a_tick_request() {
+    check(|| {
+        let queue = Arc::new(WorkQueue::<Command>::with_capacity(4));
+        let device = {
+            let queue = queue.clone();
+            thread::spawn(move || {
+                while !queue.has_work() {
+                    queue.wait_for_work(IDLE);
+                }
+                tick(&queue);
+            })
+        };
+        queue.request_tick();
+        device.join().unwrap();
+    });
+}
+
+/// The device thread's loop (`run_device_thread`) as far as the queue goes: tick while there
+/// is work, else sleep, until `stopped`.
+fn device_thread(
+    queue: Arc<WorkQueue<Command>>,
+    stopped: impl Fn(&WorkQueue<Command>) -> bool + Send + 'static,
+) -> thread::JoinHandle<()> {
+    thread::spawn(move || {
+        while !stopped(&queue) {
+            if queue.has_work() {
+                tick(&queue);
+            } else {
+                queue.wait_for_work(IDLE);
+            }
+        }
+    })
+}
+
+#[test]
+fn shutdown_stops_the_device_thread_and_answers_every_command() {
+    check(|| {
+        let queue = Arc::new(WorkQueue::with_capacity(4));
+        let device = device_thread(queue.clone(), WorkQueue::consumer_stopped);
+        let (command, reply) = Command::new(1);
+        let producer = {
+            let queue = queue.clone();
+            thread::spawn(move || push(&queue, command))
+        };
+        // The last client's `Lifetime` drop: stop the device thread and join it ...
+        queue.stop_consumer();
+        device.join().unwrap();
+        // ... then the runtime's drop.
+        close(&queue);
+        producer.join().unwrap();
+        answer_of(reply, 1);
+    });
+}
+
+// Why the stop goes through the queue: the two ways the `Lifetime` drop could signal a stop flag
+// kept beside the queue both leave the device thread asleep (for its 20 ms timeout, every time a
+// device-thread client was dropped right after work, before the fix). The models below must fail;
+// they also prove the checks above can see a lost wake-up at all.
+
+/// A model that must fail runs in a child process (this test binary, filtered to `test` and
+/// with this variable set): loom aborts the process after reporting a deadlock.
+const MUST_FAIL: &str = "GPUWORLD_LOOM_MUST_FAIL";
+
+/// In the parent, runs `test` in a child process and returns what it printed, asserting that
+/// it failed; in the child, checks `model`.
+fn failing_model(test: &str, model: impl Fn() + Sync + Send + 'static) -> Option<String> {
+    if std::env::var_os(MUST_FAIL).is_some() {
+        check(model);
+        return None;
+    }
+    let exe = std::env::current_exe().expect("the test binary's path");
+    let output = std::process::Command::new(exe)
+        .args([test, "--exact", "--nocapture", "--test-threads=1"])
+        .env(MUST_FAIL, "1")
+        .output()
+        .expect("the test binary runs again");
+    let printed = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert!(
+        !output.status.success(),
+        "the model of `{test}` passed:\n{printed}"
+    );
+    Some(printed)
+}
+
+#[test]
+fn a_stop_flag_beside_the_queue_misses_a_plain_wake_up() {
+    let printed = failing_model(
+        "a_stop_flag_beside_the_queue_misses_a_plain_wake_up",
+        || {
+            let queue = Arc::new(WorkQueue::with_capacity(4));
+            let stop = Arc::new(AtomicBool::new(false));
+            let flag = stop.clone();
+            let device = device_thread(queue.clone(), move |_| flag.load(Ordering::Acquire));
+            // The drop as it was: the wake-up comes before the thread's wait, and is lost.
+            stop.store(true, Ordering::Release);
+            queue.wake_all();
+            device.join().unwrap();
+        },
+    );
+    if let Some(printed) = printed {
+        assert!(printed.contains("deadlock"), "{printed}");
+    }
+}
+
+#[test]
+fn a_stop_flag_beside_the_queue_misses_a_tick_request_a_tick_took() {
+    let printed = failing_model(
+        "a_stop_flag_beside_the_queue_misses_a_tick_request_a_tick_took",
+        || {
+            let queue = Arc::new(WorkQueue::with_capacity(4));
+            let stop = Arc::new(AtomicBool::new(false));
+            let flag = stop.clone();
+            let device = device_thread(queue.clone(), move |_| flag.load(Ordering::Acquire));
+            let (command, _reply) = Command::new(1);
+            let producer = {
+                let queue = queue.clone();
+                thread::spawn(move || push(&queue, command))
+            };
+            // A tick already under way takes the request; nothing orders the flag before the
+            // thread's next check of it, which may still read `false`, and it sleeps.
+            stop.store(true, Ordering::Release);
+            queue.request_tick();
+            device.join().unwrap();
+            producer.join().unwrap();
+        },
+    );
+    if let Some(printed) = printed {
+        assert!(printed.contains("deadlock"), "{printed}");
+    }
+}
