@@ -194,7 +194,7 @@ impl<B: Backend> ComputeClient<B> {
                 return reply;
             }
             let mut runtime = self.shared.runtime.lock();
-            runtime.tick();
+            runtime.tick_awaiting_replies(MANUAL_DEVICE_WAIT);
             // Checked before waiting on the device: work of others (memory pinned behind an
             // event) may still be in flight after our reply came.
             if let Some(reply) = ready(&mut receiver) {
@@ -221,7 +221,7 @@ impl<B: Backend> ComputeClient<B> {
                 return reply;
             }
             if let Some(mut runtime) = self.shared.runtime.try_lock() {
-                runtime.tick();
+                runtime.tick_awaiting_replies(DEVICE_WAIT_SLICE);
                 let in_flight = runtime.has_work_in_flight();
                 if let Some(reply) = ready(&mut receiver) {
                     let replies_in_flight = in_flight && runtime.has_replies_in_flight();

@@ -299,21 +299,21 @@ impl Backend for CudaBackend {
         self.collect_copies();
     }
 
-    fn wait_for_progress(&mut self, timeout: Duration) {
+    fn wait_for_progress(&mut self, timeout: Duration) -> bool {
         if self.poisoned.is_some()
             || (self.uploads.is_empty() && self.reads.is_empty() && !self.events.any_live())
         {
-            return;
+            return false;
         }
         self.bind();
         let start = Instant::now();
         loop {
             if self.something_completed() || self.events.front_passed() {
-                return;
+                return true;
             }
             let waited = start.elapsed();
             if waited >= timeout {
-                return;
+                return true;
             }
             // Spin briefly (kernels often finish within microseconds), then sleep.
             if waited < Duration::from_micros(200) {

@@ -64,6 +64,7 @@ pub fn tick_schedule<B: Backend>() -> Schedule {
         interleave::submit_ready_queues::<B>.in_set(TickStage::Interleave),
         (
             gc::poll_device::<B>,
+            gc::await_replies::<B>,
             gc::complete_reads::<B>,
             gc::complete_syncs::<B>,
             gc::pin_released_memory::<B>,
