@@ -110,7 +110,8 @@ pub enum AllocError {
 
 /// A device: memory, streams that run work in order, events between them, readbacks.
 ///
-/// Calls never block: completion is noticed by [`Backend::poll`] and the `*_done`/`take_*` queries.
+/// Calls never block, except [`Backend::wait_for_progress`]: completion is noticed by
+/// [`Backend::poll`] and the `*_done`/`take_*` queries.
 pub trait Backend: Send + Sync + 'static {
     /// The backend's name (`"cpu"`, `"sim"`).
     const NAME: &'static str;
