@@ -48,7 +48,8 @@ pub struct ReplyWait(pub Duration);
 
 /// In the tick of a caller blocked on a reply: waits on the device, up to [`ReplyWait`], until
 /// some read or sync in flight can be answered, so that the reply comes in this tick rather
-/// than the next (a tick costs microseconds that a round trip would pay twice).
+/// than the next (a tick costs microseconds that a round trip would pay twice). It runs before
+/// `poll_device`, which then finds what the wait noticed instead of asking the device again.
 pub fn await_replies<B: Backend>(
     wait: Res<ReplyWait>,
     tick: Res<TickCounter>,
