@@ -68,6 +68,9 @@ struct Raw {
     pinned: *mut u8,
     device_buffer: sys::CUdeviceptr,
     flag: sys::CUdeviceptr,
+    /// An event with timing enabled and one without, for the round trip's anatomy.
+    timed_event: sys::CUevent,
+    untimed_event: sys::CUevent,
 }
 
 fn check(code: sys::CUresult, what: &str) {
@@ -125,6 +128,12 @@ impl Raw {
             check(sys::cuMemAlloc_v2(&mut device_buffer, COPY_BYTES), "alloc");
             let mut flag = 0;
             check(sys::cuMemAlloc_v2(&mut flag, 4 * 1024), "alloc");
+            let mut timed_event = std::ptr::null_mut();
+            let timed = sys::CUevent_flags::CU_EVENT_DEFAULT as u32;
+            check(sys::cuEventCreate(&mut timed_event, timed), "event");
+            let mut untimed_event = std::ptr::null_mut();
+            let untimed = sys::CUevent_flags::CU_EVENT_DISABLE_TIMING as u32;
+            check(sys::cuEventCreate(&mut untimed_event, untimed), "event");
             Raw {
                 streams,
                 noop,
@@ -132,6 +141,8 @@ impl Raw {
                 pinned: pinned.cast(),
                 device_buffer,
                 flag,
+                timed_event,
+                untimed_event,
             }
         }
     }
@@ -237,6 +248,26 @@ impl Raw {
             unsafe { sys::cuMemcpyDtoHAsync_v2(self.pinned.cast(), self.flag, 4, self.streams[0]) };
         check(code, "dtoh 4 B");
         self.sync(0);
+    }
+
+    /// The round trip as an event-driven runtime does it: launch, copy, record an event after
+    /// them, and poll the event until it passed.
+    fn launch_and_read_word_by_event(&self, timed: bool) {
+        self.launch_noop();
+        let event = if timed {
+            self.timed_event
+        } else {
+            self.untimed_event
+        };
+        // SAFETY: as in `launch_and_read_word`; the event was made in `new`.
+        unsafe {
+            let code = sys::cuMemcpyDtoHAsync_v2(self.pinned.cast(), self.flag, 4, self.streams[0]);
+            check(code, "dtoh 4 B");
+            check(sys::cuEventRecord(event, self.streams[0]), "record");
+            while sys::cuEventQuery(event) == sys::CUresult::CUDA_ERROR_NOT_READY {
+                std::hint::spin_loop();
+            }
+        }
     }
 
     fn allocate_and_free(&self) {
@@ -474,6 +505,34 @@ fn raw_rows(c: &mut Criterion, raw: &Raw, shape: Shape, summary: &mut Summary) {
     }
 }
 
+/// Where a round trip's time goes: the raw round trip with an event polled instead of a stream
+/// sync (timed and untimed events), and through a manual client an idle tick, a read alone and a
+/// launch with a sync.
+fn round_trip_anatomy(c: &mut Criterion, manual: &ComputeClient<CudaBackend>, raw: &Raw) {
+    let mut group = c.benchmark_group("anatomy");
+    group.sample_size(30);
+    group.bench_function("raw_launch_read_4B_timed_event", |b| {
+        b.iter(|| raw.launch_and_read_word_by_event(true))
+    });
+    group.bench_function("raw_launch_read_4B_untimed_event", |b| {
+        b.iter(|| raw.launch_and_read_word_by_event(false))
+    });
+    group.bench_function("manual_idle_tick", |b| b.iter(|| manual.tick()));
+    let word = manual.empty(4);
+    group.bench_function("manual_read_one_4B", |b| {
+        b.iter(|| manual.read_one(&word).expect("read").len())
+    });
+    group.bench_function("manual_launch_sync", |b| {
+        b.iter(|| {
+            manual
+                .launch(&library::NOOP, CubeCount::new_1d(1), Bindings::new())
+                .and_then(|()| manual.sync())
+                .expect("launch and sync")
+        })
+    });
+    group.finish();
+}
+
 /// Runs `work` `iters` times, keeping each run's time; their sum.
 fn timed(iters: u64, times: &mut Vec<Duration>, mut work: impl FnMut()) -> Duration {
     (0..iters)
@@ -539,6 +598,7 @@ fn main() {
             };
             let manual = ComputeClient::new(backend, runtime, Driver::Manual);
             client_rows::round_trip(&mut c, "cuda manual", &manual, shape, &mut summary);
+            round_trip_anatomy(&mut c, &manual, &raw);
         }
         Err(error) => eprintln!("SKIPPED cuda manual round trip: {error}"),
     }

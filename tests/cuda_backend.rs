@@ -231,7 +231,9 @@ fn reserved_staging_is_page_locked_and_goes_back_to_the_pool() {
     let held = pinned(&client);
     assert!(held >= len, "source and readback are pinned: {held}");
     drop(back);
-    // Once dropped, the same buffers serve the next round: no new page-locked memory.
+    // Once dropped, the same buffers serve the next rounds: at most one upload's and one
+    // readback's buffer are ever needed at once (whether the first upload's buffer was back in
+    // the pool before the first readback took one depends on which thread ticked the create).
     for _ in 0..4 {
         let mut again = client.reserve_staging(&[len]);
         again[0].copy_from_slice(&data);
@@ -239,7 +241,11 @@ fn reserved_staging_is_page_locked_and_goes_back_to_the_pool() {
         let back = client.read(&[handle.binding()]).unwrap();
         assert_eq!(back[0], data);
     }
-    assert_eq!(pinned(&client), held, "pinned staging is reused");
+    let after = pinned(&client);
+    assert!(
+        after <= held.max(2 * len),
+        "pinned staging is reused: {after} bytes pinned after the rounds, {held} before"
+    );
     let slice = client.create_from_slice_pinned(&data[..1000]);
     assert_eq!(client.read_one(&slice).unwrap(), data[..1000].to_vec());
 }
@@ -282,7 +288,7 @@ fn many_streams_run_independent_work_and_share_results() {
 }
 
 #[test]
-fn device_elapsed_measures_the_work_between_two_events() {
+fn device_elapsed_measures_the_work_between_two_marks() {
     let Some(mut backend) = cuda_backend_with(CudaConfig::default()) else {
         return;
     };
@@ -293,7 +299,7 @@ fn device_elapsed_measures_the_work_between_two_events() {
         offset: 0,
         size: 4 * 132,
     };
-    let start = backend.flush(stream);
+    let start = backend.mark(stream);
     backend.launch(
         stream,
         &SPIN,
@@ -302,7 +308,7 @@ fn device_elapsed_measures_the_work_between_two_events() {
         &[20_000_000],
         ExecutionMode::Checked,
     );
-    let end = backend.flush(stream);
+    let end = backend.mark(stream);
     let began = Instant::now();
     while !backend.event_done(end) {
         assert!(

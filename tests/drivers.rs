@@ -2,7 +2,11 @@
 //! `memory_cleanup` only enqueues; under either driver a blocking call returns after the tick that
 //! answered it has published, so `sync()` then `memory_usage()` counts every command sent before.
 
-use gpuworld::{Bindings, CubeCount, Driver, MemoryUsage, SimConfig, library};
+mod common;
+
+use common::Pending;
+use gpuworld::{Bindings, CubeCount, Driver, MemoryUsage, SimConfig, StreamId, library};
+use std::time::{Duration, Instant};
 
 fn tick_count<B: gpuworld::Backend>(client: &gpuworld::ComputeClient<B>) -> u64 {
     client.with_runtime(|runtime| runtime.tick_count())
@@ -97,6 +101,68 @@ fn a_read_beside_the_device_thread_sees_the_launch_before_it() {
         let bytes = client.read_one(&word).unwrap();
         assert_eq!(bytes, value.to_le_bytes(), "round {round}");
     }
+}
+
+#[test]
+fn a_tick_awaiting_replies_answers_the_read_it_submits() {
+    // What a blocking read does: its reply comes in the tick that submits it, not a tick later,
+    // even behind a kernel that runs for a while.
+    const WORDS: u64 = 1 << 20;
+    let client = gpuworld::cpu_client(Driver::Manual);
+    let field = client.empty(WORDS * 4);
+    for round in 0..5u32 {
+        let value = round as f32;
+        client
+            .launch(
+                &library::FILL,
+                CubeCount::covering(WORDS, library::FILL.units_per_cube()),
+                Bindings::new().buffer(&field).scalar_f32(value),
+            )
+            .unwrap();
+        let mut read =
+            Pending::new(client.read_async(&[field.clone().offset_start(WORDS * 4 - 4).binding()]));
+        client.with_runtime(|runtime| runtime.tick_awaiting_replies(Duration::from_secs(30)));
+        let bytes = read.poll().expect("answered within the tick").unwrap();
+        assert_eq!(bytes[0], value.to_le_bytes(), "round {round}");
+    }
+}
+
+#[test]
+fn a_tick_awaiting_replies_on_the_sim_waits_for_nothing_and_matches_a_plain_tick() {
+    // The sim progresses only when ticked: waiting cannot help, so the tick must not wait, and
+    // the world after each tick is the same as with plain ticks.
+    let run = |awaiting: bool| {
+        let client = gpuworld::sim_client(SimConfig {
+            latency_ticks: 2,
+            ..Default::default()
+        })
+        .with_stream(StreamId { value: 0 });
+        let word = client.create(vec![1, 2, 3, 4]);
+        let mut read = Pending::new(client.read_async(&[word.binding()]));
+        let mut snapshots = Vec::new();
+        for _ in 0..3 {
+            let start = Instant::now();
+            if awaiting {
+                client
+                    .with_runtime(|runtime| runtime.tick_awaiting_replies(Duration::from_secs(30)));
+            } else {
+                client.tick();
+            }
+            assert!(start.elapsed() < Duration::from_secs(10), "the tick waited");
+            snapshots.push((client.snapshot(), read.poll().is_some()));
+        }
+        snapshots
+    };
+    let awaiting = run(true);
+    assert_eq!(awaiting, run(false));
+    assert_eq!(
+        awaiting
+            .iter()
+            .map(|(_, answered)| *answered)
+            .collect::<Vec<_>>(),
+        [false, false, true],
+        "the sim answers after its latency"
+    );
 }
 
 #[test]

@@ -43,6 +43,9 @@ const CALLER_SPIN: Duration = Duration::from_micros(50);
 /// with few cores that spin takes the core the device's own work needs.)
 const DEVICE_THREAD_SPIN: Duration = Duration::from_micros(50);
 
+/// The fewest cores on which the device thread spins, rather than parks, while callers drive.
+const SPIN_WHILE_DRIVEN_CORES: usize = 4;
+
 /// How long the device thread holds back from fresh commands for a blocking caller to take them
 /// (see `run_device_thread`); a batch of non-blocking commands starts this much later.
 const DEVICE_THREAD_LINGER: Duration = Duration::from_micros(5);
@@ -113,14 +116,23 @@ pub(super) fn run_device_thread<B: Backend>(shared: &Shared<B>) {
     let inbox = &shared.inbox;
     let _ = drivers.device_thread.set(std::thread::current());
     let callers_drive = || drivers.driving.load(Ordering::Acquire) > 0;
+    // With few cores, a spinning device thread takes the core that the device's own work (the
+    // cpu backend's workers) or the caller needs.
+    let spare_cores =
+        std::thread::available_parallelism().is_ok_and(|n| n.get() >= SPIN_WHILE_DRIVEN_CORES);
     // Whether our last tick left work in flight.
     let mut busy = false;
     // Whether others ticked, or nothing did, since our last tick.
     let mut away = false;
     while !inbox.device_thread_stopped() {
         if callers_drive() {
-            // The last one to leave unparks us (an unpark before the park makes it return).
-            std::thread::park_timeout(DEVICE_THREAD_IDLE);
+            // Where cores are plentiful, wait for the callers spinning: a caller that leaves
+            // while we spin wakes nobody, and a blocking call takes a few tens of microseconds.
+            // Otherwise, or once the spin is over, park: the last one to leave unparks us (an
+            // unpark before the park makes it return).
+            if !spare_cores || !spin_until(DEVICE_THREAD_SPIN, || !callers_drive()) {
+                std::thread::park_timeout(DEVICE_THREAD_IDLE);
+            }
             (busy, away) = (false, true);
             continue;
         }
@@ -195,7 +207,7 @@ impl<B: Backend> ComputeClient<B> {
                 return reply;
             }
             let mut runtime = self.shared.runtime.lock();
-            runtime.tick();
+            runtime.tick_awaiting_replies(MANUAL_DEVICE_WAIT);
             // Checked before waiting on the device: work of others (memory pinned behind an
             // event) may still be in flight after our reply came.
             if let Some(reply) = ready(&mut receiver) {
@@ -222,7 +234,7 @@ impl<B: Backend> ComputeClient<B> {
                 return reply;
             }
             if let Some(mut runtime) = self.shared.runtime.try_lock() {
-                runtime.tick();
+                runtime.tick_awaiting_replies(DEVICE_WAIT_SLICE);
                 let in_flight = runtime.has_work_in_flight();
                 if let Some(reply) = ready(&mut receiver) {
                     let replies_in_flight = in_flight && runtime.has_replies_in_flight();

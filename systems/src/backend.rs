@@ -110,7 +110,8 @@ pub enum AllocError {
 
 /// A device: memory, streams that run work in order, events between them, readbacks.
 ///
-/// Calls never block: completion is noticed by [`Backend::poll`] and the `*_done`/`take_*` queries.
+/// Calls never block, except [`Backend::wait_for_progress`]: completion is noticed by
+/// [`Backend::poll`] and the `*_done`/`take_*` queries.
 pub trait Backend: Send + Sync + 'static {
     /// The backend's name (`"cpu"`, `"sim"`).
     const NAME: &'static str;
@@ -153,9 +154,13 @@ pub trait Backend: Send + Sync + 'static {
     fn wait_event(&mut self, stream: DeviceStream, event: DeviceEvent);
     /// Lets the device make progress and notices completions; `tick` is the runtime's tick.
     fn poll(&mut self, tick: u64);
-    /// Blocks the caller (a driver between ticks, never a tick) until the device may have made
-    /// progress or `timeout` passed; backends that progress only when polled return at once.
-    fn wait_for_progress(&mut self, _timeout: std::time::Duration) {}
+    /// Blocks until the device may have made progress or `timeout` passed. Returns `false` at
+    /// once when waiting cannot help: nothing is in flight, or the backend progresses only when
+    /// polled (the sim). Called by drivers between ticks, and inside the tick of a caller blocked
+    /// on a reply (see `Runtime::tick_awaiting_replies`).
+    fn wait_for_progress(&mut self, _timeout: std::time::Duration) -> bool {
+        false
+    }
     /// A short, stable name of `event` for snapshots and logs.
     fn event_label(&self, event: DeviceEvent) -> String {
         format!("event {}", event.0)

@@ -6,6 +6,7 @@ use crate::ids::{RuntimeId, StreamId};
 use crate::inbox::Inbox;
 use crate::memory::{MemoryPool, MemoryUsage};
 use crate::published::Published;
+use crate::stages::gc::ReplyWait;
 use crate::stages::tick_schedule;
 use crate::stages::tune::{TuneCache, TuneResults};
 use crate::world::*;
@@ -65,6 +66,7 @@ impl<B: Backend> Runtime<B> {
         world.init_resource::<CleanupRequested>();
         world.init_resource::<TuneResults>();
         world.init_resource::<TuneCache>();
+        world.init_resource::<ReplyWait>();
         let mut schedule = tick_schedule::<B>();
         if let Err(error) = schedule.initialize(&mut world) {
             // The schedule is fixed code: a build error is a bug in gpuworld, not in its use.
@@ -91,6 +93,15 @@ impl<B: Backend> Runtime<B> {
             .into_inner()
             .0
             .wait_for_progress(timeout);
+    }
+
+    /// Advances one tick for a caller blocked on a reply: after submitting, the tick may wait on
+    /// the device up to `budget` until a read or sync in flight can be answered, so the reply
+    /// comes in this tick instead of the next. [`Runtime::tick`] never waits.
+    pub fn tick_awaiting_replies(&mut self, budget: std::time::Duration) {
+        self.world.resource_mut::<ReplyWait>().0 = budget;
+        self.tick();
+        self.world.resource_mut::<ReplyWait>().0 = std::time::Duration::ZERO;
     }
 
     /// Advances the world by one tick: runs the seven stages once, then publishes what the

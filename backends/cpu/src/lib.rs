@@ -150,9 +150,11 @@ impl Backend for CpuBackend {
         self.polled_generation = self.progress.generation();
     }
 
-    fn wait_for_progress(&mut self, timeout: Duration) {
+    fn wait_for_progress(&mut self, timeout: Duration) -> bool {
+        // The workers run on their own threads: waiting always lets them progress.
         self.progress
             .wait_for_change(self.polled_generation, timeout);
+        true
     }
 
     fn event_label(&self, event: DeviceEvent) -> String {

@@ -3,7 +3,7 @@
 //! returns), and the poll that retires both once their events passed (staging goes back to the
 //! pool when dropped).
 
-use crate::events::{self, EventState};
+use crate::events::{self, EventState, Timing};
 use crate::{CudaBackend, pinned};
 use cudarc::driver::sys;
 use gpuworld_systems::backend::{HostBytes, ReadTicket, Region};
@@ -137,8 +137,10 @@ impl CudaBackend {
         ticket
     }
 
-    /// Moves finished uploads' staging back to the pool and finished reads' bytes out.
-    pub(crate) fn collect_copies(&mut self) {
+    /// Moves finished uploads' staging back to the pool and finished reads' bytes out; whether
+    /// any copy finished (or failed).
+    pub(crate) fn collect_copies(&mut self) -> bool {
+        let mut completed = false;
         let mut failure = None;
         let mut i = 0;
         while i < self.uploads.len() {
@@ -149,8 +151,9 @@ impl CudaBackend {
                         failure.get_or_insert((self.uploads[i].stream, code));
                     }
                     // Dropping the source gives pinned staging back to its pool.
+                    completed = true;
                     let upload = self.uploads.swap_remove(i);
-                    self.events.recycle(upload.event);
+                    self.events.recycle(upload.event, Timing::Untimed);
                 }
             }
         }
@@ -163,6 +166,7 @@ impl CudaBackend {
                 EventState::Failed(code) => Some((*ticket, Some(code))),
             })
             .collect();
+        completed |= !done.is_empty();
         for (ticket, code) in done {
             let Some(read) = self.reads.remove(&ticket) else {
                 continue;
@@ -175,27 +179,22 @@ impl CudaBackend {
                 }
             };
             self.finished_reads.insert(ticket, bytes);
-            self.events.recycle(read.event);
+            self.events.recycle(read.event, Timing::Untimed);
         }
         if let Some((s, code)) = failure {
             self.failed(s, "a copy failed", code);
         }
-    }
-
-    /// Whether some copy or event in flight has completed (or failed) since the last poll.
-    pub(crate) fn something_completed(&self) -> bool {
-        let passed = |event| !matches!(events::query(event), EventState::Pending);
-        self.uploads.iter().any(|u| passed(u.event)) || self.reads.values().any(|r| passed(r.event))
+        completed
     }
 
     /// Retires every copy once the context is idle (the backend is being dropped): their events
     /// are recycled and their staging goes back to the pool.
     pub(crate) fn retire_all_copies(&mut self) {
         for upload in std::mem::take(&mut self.uploads) {
-            self.events.recycle(upload.event);
+            self.events.recycle(upload.event, Timing::Untimed);
         }
         for (_, read) in std::mem::take(&mut self.reads) {
-            self.events.recycle(read.event);
+            self.events.recycle(read.event, Timing::Untimed);
         }
         self.finished_reads.clear();
     }

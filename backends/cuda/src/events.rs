@@ -1,6 +1,8 @@
-//! CUDA events behind the runtime's `DeviceEvent` numbers: recorded on a stream by `flush`,
-//! queried without blocking, recycled once complete. The last completed events are kept a while
-//! so that `device_elapsed` can still read their timestamps.
+//! CUDA events behind the runtime's `DeviceEvent` numbers: recorded on a stream by `flush` and
+//! `mark`, queried without blocking, recycled once complete. Only marks record timestamps (an
+//! event with timing costs about a microsecond more to record and query on an H100, which every
+//! readback and flush would pay); the last completed marks are kept a while so that
+//! `device_elapsed` can still read them.
 
 use cudarc::driver::sys;
 use gpuworld_systems::backend::DeviceEvent;
@@ -29,43 +31,70 @@ pub fn query(event: sys::CUevent) -> EventState {
     }
 }
 
-/// The runtime's events and a pool of CUDA events to record them with.
+/// Whether an event records a timestamp.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Timing {
+    /// A mark: `device_elapsed` can time from or to it.
+    Timed,
+    /// Ordering and completion only (copies, flushes).
+    Untimed,
+}
+
+/// A recorded CUDA event and whether it keeps a timestamp.
+#[derive(Clone, Copy)]
+struct Recorded {
+    event: sys::CUevent,
+    timing: Timing,
+}
+
+/// The runtime's events and pools of CUDA events to record them with.
 #[derive(Default)]
 pub struct EventTable {
     next: u64,
-    live: HashMap<u64, sys::CUevent>,
+    live: HashMap<u64, Recorded>,
     /// Live event numbers per stream, in recording order (they complete in that order).
     order: Vec<VecDeque<u64>>,
+    /// Completed marks, still readable by `device_elapsed`.
     recent: VecDeque<(u64, sys::CUevent)>,
-    free: Vec<sys::CUevent>,
+    free_untimed: Vec<sys::CUevent>,
+    free_timed: Vec<sys::CUevent>,
 }
 
 impl EventTable {
-    /// A CUDA event from the pool, or a new one (timing enabled); the context must be current.
-    pub fn take_cuda_event(&mut self) -> Result<sys::CUevent, sys::CUresult> {
-        if let Some(event) = self.free.pop() {
+    /// A CUDA event from the pool of its kind, or a new one; the context must be current.
+    pub fn take_cuda_event(&mut self, timing: Timing) -> Result<sys::CUevent, sys::CUresult> {
+        let (free, flags) = match timing {
+            Timing::Timed => (&mut self.free_timed, sys::CUevent_flags::CU_EVENT_DEFAULT),
+            Timing::Untimed => (
+                &mut self.free_untimed,
+                sys::CUevent_flags::CU_EVENT_DISABLE_TIMING,
+            ),
+        };
+        if let Some(event) = free.pop() {
             return Ok(event);
         }
         let mut event = std::ptr::null_mut();
         // SAFETY: creates an event in the current context, owned by this table from now on.
-        let code =
-            unsafe { sys::cuEventCreate(&mut event, sys::CUevent_flags::CU_EVENT_DEFAULT as u32) };
+        let code = unsafe { sys::cuEventCreate(&mut event, flags as u32) };
         match code {
             sys::CUresult::CUDA_SUCCESS => Ok(event),
             code => Err(code),
         }
     }
 
-    /// Returns a CUDA event whose last recording completed.
-    pub fn recycle(&mut self, event: sys::CUevent) {
-        self.free.push(event);
+    /// Returns a CUDA event of `timing` whose last recording completed.
+    pub fn recycle(&mut self, event: sys::CUevent, timing: Timing) {
+        match timing {
+            Timing::Timed => self.free_timed.push(event),
+            Timing::Untimed => self.free_untimed.push(event),
+        }
     }
 
-    /// Registers `event`, just recorded on stream `stream`, and numbers it.
-    pub fn insert(&mut self, stream: usize, event: sys::CUevent) -> DeviceEvent {
+    /// Registers `event` of `timing`, just recorded on stream `stream`, and numbers it.
+    pub fn insert(&mut self, stream: usize, event: sys::CUevent, timing: Timing) -> DeviceEvent {
         let number = self.next;
         self.next += 1;
-        self.live.insert(number, event);
+        self.live.insert(number, Recorded { event, timing });
         if self.order.len() <= stream {
             self.order.resize_with(stream + 1, VecDeque::new);
         }
@@ -82,17 +111,19 @@ impl EventTable {
 
     /// The CUDA event of a live event; `None` once it completed (or was never made).
     pub fn live(&self, event: DeviceEvent) -> Option<sys::CUevent> {
-        self.live.get(&event.0).copied()
+        self.live.get(&event.0).map(|recorded| recorded.event)
     }
 
-    /// The CUDA event of a live or recently completed event, for timestamps.
+    /// The CUDA event of a live or recently completed mark, for timestamps.
     pub fn timed(&self, event: DeviceEvent) -> Option<sys::CUevent> {
-        self.live(event).or_else(|| {
-            self.recent
+        match self.live.get(&event.0) {
+            Some(recorded) => (recorded.timing == Timing::Timed).then_some(recorded.event),
+            None => self
+                .recent
                 .iter()
                 .find(|(number, _)| *number == event.0)
-                .map(|(_, e)| *e)
-        })
+                .map(|(_, e)| *e),
+        }
     }
 
     /// Marks `event` complete, and the events recorded before it on its stream.
@@ -115,26 +146,32 @@ impl EventTable {
         self.remember(event.0, cuda);
     }
 
-    fn remember(&mut self, number: u64, event: sys::CUevent) {
-        self.recent.push_back((number, event));
+    /// Keeps a completed mark for timing; recycles any other event at once.
+    fn remember(&mut self, number: u64, recorded: Recorded) {
+        if recorded.timing == Timing::Untimed {
+            self.free_untimed.push(recorded.event);
+            return;
+        }
+        self.recent.push_back((number, recorded.event));
         if self.recent.len() > RECENT_COMPLETED
             && let Some((_, old)) = self.recent.pop_front()
         {
-            self.free.push(old);
+            self.free_timed.push(old);
         }
     }
 
-    /// Completes, per stream, the leading events that have passed; the first failure's code.
-    pub fn sweep(&mut self) -> Option<sys::CUresult> {
+    /// Completes, per stream, the leading events that have passed: whether any did, and the
+    /// first failure's code.
+    pub fn sweep(&mut self) -> (bool, Option<sys::CUresult>) {
         let mut failure = None;
         let mut done = Vec::new();
         for order in &self.order {
             let mut last = None;
             for number in order {
-                let Some(event) = self.live.get(number) else {
+                let Some(recorded) = self.live.get(number) else {
                     continue;
                 };
-                match query(*event) {
+                match query(recorded.event) {
                     EventState::Done => last = Some(*number),
                     EventState::Pending => break,
                     EventState::Failed(code) => {
@@ -145,10 +182,11 @@ impl EventTable {
             }
             done.extend(last);
         }
+        let completed = !done.is_empty() || failure.is_some();
         for number in done {
             self.complete(DeviceEvent(number));
         }
-        failure
+        (completed, failure)
     }
 
     /// Completes every live event: after a fatal error nothing will ever complete them.
@@ -157,15 +195,6 @@ impl EventTable {
         for number in numbers {
             self.complete(DeviceEvent(number));
         }
-    }
-
-    /// Whether the oldest live event of some stream has passed (or failed) without being swept.
-    pub fn front_passed(&self) -> bool {
-        self.order
-            .iter()
-            .filter_map(|order| order.front())
-            .filter_map(|number| self.live.get(number))
-            .any(|event| !matches!(query(*event), EventState::Pending))
     }
 
     /// Whether any event is in flight.
@@ -178,9 +207,10 @@ impl EventTable {
         let events = self
             .live
             .drain()
-            .map(|(_, e)| e)
+            .map(|(_, recorded)| recorded.event)
             .chain(self.recent.drain(..).map(|(_, e)| e))
-            .chain(self.free.drain(..));
+            .chain(self.free_untimed.drain(..))
+            .chain(self.free_timed.drain(..));
         for event in events {
             // SAFETY: every event here was created by this table and is no longer used.
             unsafe {

@@ -19,7 +19,7 @@ pub use open::availability;
 
 use copies::{PendingRead, Upload};
 use cudarc::driver::sys;
-use events::{EventState, EventTable};
+use events::{EventState, EventTable, Timing};
 use gpuworld_systems::backend::*;
 use gpuworld_systems::error::Error;
 use gpuworld_systems::ids::StreamId;
@@ -152,9 +152,15 @@ impl CudaBackend {
         (region.offset.checked_add(region.size)? <= *size).then_some(base + region.offset)
     }
 
-    /// Records an internal event on stream `s`; `None` after recording the failure.
+    /// Records an internal event (no timestamp) on stream `s`; `None` after recording the
+    /// failure.
     fn record_internal(&mut self, s: usize) -> Option<sys::CUevent> {
-        let event = match self.events.take_cuda_event() {
+        self.record(s, Timing::Untimed)
+    }
+
+    /// Records an event of `timing` on stream `s`; `None` after recording the failure.
+    fn record(&mut self, s: usize, timing: Timing) -> Option<sys::CUevent> {
+        let event = match self.events.take_cuda_event(timing) {
             Ok(event) => event,
             Err(code) => {
                 self.failed(s, "cuEventCreate", code);
@@ -164,11 +170,36 @@ impl CudaBackend {
         // SAFETY: `event` and the stream belong to the current context.
         let code = unsafe { sys::cuEventRecord(event, self.streams[s].handle) };
         if code != sys::CUresult::CUDA_SUCCESS {
-            self.events.recycle(event);
+            self.events.recycle(event, timing);
             self.failed(s, "cuEventRecord", code);
             return None;
         }
         Some(event)
+    }
+}
+
+impl CudaBackend {
+    /// Completes the events and copies that have passed (recording failures as faults); whether
+    /// any had.
+    fn notice_completions(&mut self) -> bool {
+        let (events_passed, failure) = self.events.sweep();
+        if let Some(code) = failure {
+            self.failed(usize::MAX, "an event failed", code);
+        }
+        self.collect_copies() || events_passed
+    }
+
+    /// Records a runtime event of `timing` on `stream` (`flush` and `mark`).
+    fn record_numbered(&mut self, stream: DeviceStream, timing: Timing) -> DeviceEvent {
+        let s = stream.0 as usize;
+        if self.refuse(s) {
+            return self.events.completed_number();
+        }
+        self.bind();
+        match self.record(s, timing) {
+            Some(event) => self.events.insert(s, event, timing),
+            None => self.events.completed_number(),
+        }
     }
 }
 
@@ -261,15 +292,11 @@ impl Backend for CudaBackend {
     }
 
     fn flush(&mut self, stream: DeviceStream) -> DeviceEvent {
-        let s = stream.0 as usize;
-        if self.refuse(s) {
-            return self.events.completed_number();
-        }
-        self.bind();
-        match self.record_internal(s) {
-            Some(event) => self.events.insert(s, event),
-            None => self.events.completed_number(),
-        }
+        self.record_numbered(stream, Timing::Untimed)
+    }
+
+    fn mark(&mut self, stream: DeviceStream) -> DeviceEvent {
+        self.record_numbered(stream, Timing::Timed)
     }
 
     fn wait_event(&mut self, stream: DeviceStream, event: DeviceEvent) {
@@ -293,30 +320,32 @@ impl Backend for CudaBackend {
             return;
         }
         self.bind();
-        if let Some(code) = self.events.sweep() {
-            self.failed(usize::MAX, "an event failed", code);
-        }
-        self.collect_copies();
+        self.notice_completions();
     }
 
-    fn wait_for_progress(&mut self, timeout: Duration) {
+    fn wait_for_progress(&mut self, timeout: Duration) -> bool {
         if self.poisoned.is_some()
             || (self.uploads.is_empty() && self.reads.is_empty() && !self.events.any_live())
         {
-            return;
+            return false;
         }
         self.bind();
         let start = Instant::now();
         loop {
-            if self.something_completed() || self.events.front_passed() {
-                return;
+            // Noticing is polling: what completes here is taken as it is found, so the tick
+            // that waited does not query the driver for it again.
+            if self.notice_completions() {
+                return true;
             }
             let waited = start.elapsed();
             if waited >= timeout {
-                return;
+                return true;
             }
-            // Spin briefly (kernels often finish within microseconds), then sleep.
-            if waited < Duration::from_micros(200) {
+            // Spin (kernels often finish within microseconds), yielding the core after a
+            // while, then sleep.
+            if waited < Duration::from_micros(20) {
+                std::hint::spin_loop();
+            } else if waited < Duration::from_micros(200) {
                 std::thread::yield_now();
             } else {
                 std::thread::sleep(Duration::from_micros(50).min(timeout - waited));

@@ -442,14 +442,15 @@ impl Backend for WgpuBackend {
         }
     }
 
-    fn wait_for_progress(&mut self, timeout: std::time::Duration) {
-        if self.completed() < self.submitted && self.errors.lost().is_none() {
-            // Between ticks only: the driver asked to sleep until the device did something.
-            let _ = self.device.poll(wgpu::PollType::Wait {
-                submission_index: None,
-                timeout: Some(timeout),
-            });
+    fn wait_for_progress(&mut self, timeout: std::time::Duration) -> bool {
+        if self.completed() >= self.submitted || self.errors.lost().is_some() {
+            return false;
         }
+        let _ = self.device.poll(wgpu::PollType::Wait {
+            submission_index: None,
+            timeout: Some(timeout),
+        });
+        true
     }
 
     fn event_done(&mut self, event: DeviceEvent) -> bool {

@@ -2,13 +2,15 @@
 //! run (reporting a stream's fault on them), pins released handles behind an event on every
 //! stream that used them, returns their memory once those events pass (parked memory too,
 //! unless its stream already took it), and runs requested cleanups. Owns `PendingRead`,
-//! `PendingSync` and `PendingGc`. Never blocks.
+//! `PendingSync`, `PendingGc` and `ReplyWait`. Never blocks, except in the tick of a caller
+//! blocked on a reply, which may wait on the device for one (`await_replies`).
 
 use crate::backend::{Backend, DeviceEvent};
 use crate::memory::MemoryPool;
 use crate::world::*;
 use bevy_ecs::prelude::*;
 use smallvec::SmallVec;
+use std::time::{Duration, Instant};
 
 /// Lets the device make progress and collects faults onto their streams.
 pub fn poll_device<B: Backend>(
@@ -39,6 +41,56 @@ fn take_stream_fault<B: Backend>(
     fault.0.take()
 }
 
+/// How long this tick may wait on the device for a read or sync in flight to finish: zero,
+/// except in the tick of a caller blocked on a reply (`Runtime::tick_awaiting_replies`).
+#[derive(Resource, Default)]
+pub struct ReplyWait(pub Duration);
+
+/// In the tick of a caller blocked on a reply: waits on the device, up to [`ReplyWait`], until
+/// some read or sync in flight can be answered, so that the reply comes in this tick rather
+/// than the next (a tick costs microseconds that a round trip would pay twice). It runs before
+/// `poll_device`, which then finds what the wait noticed instead of asking the device again.
+pub fn await_replies<B: Backend>(
+    wait: Res<ReplyWait>,
+    tick: Res<TickCounter>,
+    mut device: ResMut<Device<B>>,
+    mut reads: Query<&mut PendingRead>,
+    syncs: Query<&PendingSync>,
+) {
+    if wait.0.is_zero() || (reads.is_empty() && syncs.is_empty()) {
+        return;
+    }
+    let device = &mut device.0;
+    let deadline = Instant::now() + wait.0;
+    loop {
+        let mut answerable = false;
+        for mut read in &mut reads {
+            answerable |= gather_read_bytes(device, &mut read);
+        }
+        if answerable || syncs.iter().any(|sync| device.event_done(sync.event)) {
+            return;
+        }
+        let now = Instant::now();
+        if now >= deadline || !device.wait_for_progress(deadline - now) {
+            return;
+        }
+        device.poll(tick.0);
+    }
+}
+
+/// Moves the bytes of `read` that arrived into it; whether all of them have.
+fn gather_read_bytes<B: Backend>(device: &mut B, read: &mut PendingRead) -> bool {
+    for (slot, ticket) in read.tickets.iter_mut().enumerate() {
+        if let Some(t) = *ticket
+            && let Some(bytes) = device.take_read(t)
+        {
+            read.bytes[slot] = bytes;
+            *ticket = None;
+        }
+    }
+    read.tickets.iter().all(Option::is_none)
+}
+
 /// Replies to reads whose bytes have all arrived.
 pub fn complete_reads<B: Backend>(
     mut commands: Commands,
@@ -48,15 +100,7 @@ pub fn complete_reads<B: Backend>(
 ) {
     for (entity, mut read) in &mut reads {
         let read = read.as_mut();
-        for (slot, ticket) in read.tickets.iter_mut().enumerate() {
-            if let Some(t) = *ticket
-                && let Some(bytes) = device.0.take_read(t)
-            {
-                read.bytes[slot] = bytes;
-                *ticket = None;
-            }
-        }
-        if read.tickets.iter().any(Option::is_some) {
+        if !gather_read_bytes(&mut device.0, read) {
             continue;
         }
         let fault = take_stream_fault(&mut device.0, &mut streams, read.stream);

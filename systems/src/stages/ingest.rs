@@ -6,7 +6,8 @@
 //! stage. An allocation that finds no memory while released memory is still retiring waits,
 //! with every command after it, for a later tick. It is an exclusive system because every later
 //! stage works on the entities it creates. The resources it touches per command are taken out
-//! of the world once per drain: ingest is on every launch's path.
+//! of the world once per drain, the device and the pool only by drains that need them: ingest
+//! is on every launch's path.
 
 use crate::backend::{Backend, LaunchCount, Region};
 use crate::error::Error;
@@ -40,19 +41,17 @@ pub fn ingest_commands<B: Backend>(world: &mut World, mut scratch: Local<Vec<Com
         reclaimed: 0,
     };
     let mut deferred = Vec::new();
-    // The device and the pool are taken out of the world once per drain, not per command.
-    world.resource_scope(|world, mut device: Mut<Device<B>>| {
-        world.resource_scope(|world, mut pool: Mut<MemoryPool>| {
-            let mut commands = drained.drain(..);
-            while let Some(command) = commands.next() {
-                if let Some(waiting) = ingest.one(world, &mut device.0, &mut pool, command) {
-                    deferred.push(waiting);
-                    deferred.extend(commands);
-                    break;
-                }
-            }
-        });
-    });
+    let mut taken = DeviceAndPool::<B>(None);
+    let mut commands = drained.drain(..);
+    while let Some(command) = commands.next() {
+        if let Some(waiting) = ingest.one(world, &mut taken, command) {
+            deferred.push(waiting);
+            deferred.extend(commands.by_ref());
+            break;
+        }
+    }
+    drop(commands);
+    taken.put_back(world);
     world.resource_mut::<Stats>().handles_reclaimed += ingest.reclaimed;
     *scratch = drained;
     if !deferred.is_empty() {
@@ -73,6 +72,34 @@ pub fn ingest_commands<B: Backend>(world: &mut World, mut scratch: Local<Vec<Com
     let mut new = world.resource_mut::<NewTasks>();
     new.next_seq = next_seq;
     new.tasks = tasks;
+}
+
+/// The device and the pool while a drain needs them: taken out of the world at the first command
+/// that does (an allocation, a release, a stream's first use) and put back when the drain ends,
+/// so a drain of launches and reads leaves them in place (moving a resource out of the world and
+/// back costs more than ingesting a launch).
+struct DeviceAndPool<B: Backend>(Option<(Device<B>, MemoryPool)>);
+
+impl<B: Backend> DeviceAndPool<B> {
+    fn get(&mut self, world: &mut World) -> (&mut B, &mut MemoryPool) {
+        let (device, pool) = self.0.get_or_insert_with(|| {
+            let device = world.remove_resource::<Device<B>>();
+            let pool = world.remove_resource::<MemoryPool>();
+            // Both are inserted when the runtime is built and only ever taken here.
+            (
+                device.expect("the runtime holds its device"),
+                pool.expect("the runtime holds its memory pool"),
+            )
+        });
+        (&mut device.0, pool)
+    }
+
+    fn put_back(self, world: &mut World) {
+        if let Some((device, pool)) = self.0 {
+            world.insert_resource(device);
+            world.insert_resource(pool);
+        }
+    }
 }
 
 /// What ingest holds while it drains: the handle index, the slot table, and the new tasks.
@@ -98,8 +125,7 @@ impl Ingest {
     fn one<B: Backend>(
         &mut self,
         world: &mut World,
-        device: &mut B,
-        pool: &mut MemoryPool,
+        taken: &mut DeviceAndPool<B>,
         command: Command,
     ) -> Option<Command> {
         match command {
@@ -109,7 +135,8 @@ impl Ingest {
                 data,
                 stream: stream_id,
             } => {
-                let stream = self.stream_entity(world, device, stream_id);
+                let stream = self.stream_entity(world, taken, stream_id);
+                let (device, pool) = taken.get(world);
                 let reserved = pool.reserve_for(device, size, stream_id, stream);
                 let parked_by_stream = reserved.as_ref().is_ok_and(|r| r.parked_by_stream);
                 if matches!(reserved, Err(Error::OutOfMemory { .. })) && memory_retiring(world) {
@@ -165,7 +192,7 @@ impl Ingest {
                 }
             }
             Command::Write { dst, data, stream } => {
-                let stream = self.stream_entity(world, device, stream);
+                let stream = self.stream_entity(world, taken, stream);
                 match self.resolve(world, &dst, true, stream) {
                     Ok(binding) => self.spawn_task(
                         stream,
@@ -183,7 +210,7 @@ impl Ingest {
                 mode,
                 stream,
             } => {
-                let stream = self.stream_entity(world, device, stream);
+                let stream = self.stream_entity(world, taken, stream);
                 let mut bindings = SmallVec::<[TaskBinding; 4]>::new();
                 let mut launch_count = LaunchCount::Static([0; 3]);
                 let resolved = buffers
@@ -221,7 +248,7 @@ impl Ingest {
                 stream,
                 reply,
             } => {
-                let stream = self.stream_entity(world, device, stream);
+                let stream = self.stream_entity(world, taken, stream);
                 let resolved: Result<SmallVec<[TaskBinding; 4]>, Error> = sources
                     .iter()
                     .map(|b| self.resolve(world, b, false, stream))
@@ -234,28 +261,29 @@ impl Ingest {
                 }
             }
             Command::Flush { stream } => {
-                let stream = self.stream_entity(world, device, stream);
+                let stream = self.stream_entity(world, taken, stream);
                 self.spawn_task(stream, TaskWork::Flush, SmallVec::new());
             }
             Command::Sync { stream, reply } => {
-                let stream = self.stream_entity(world, device, stream);
+                let stream = self.stream_entity(world, taken, stream);
                 self.spawn_task(stream, TaskWork::Sync(reply), SmallVec::new());
             }
             Command::Mark { stream, reply } => {
-                let stream = self.stream_entity(world, device, stream);
+                let stream = self.stream_entity(world, taken, stream);
                 self.spawn_task(stream, TaskWork::Mark(reply), SmallVec::new());
             }
             Command::Release { handle } => {
                 if let Some(entry) = self.index.remove(&handle) {
+                    let pool = taken.get(world).1;
                     self.reclaimed += u64::from(release(world, pool, handle, entry));
                 }
             }
             Command::MemoryCleanup => world.resource_mut::<CleanupRequested>().0 = true,
             Command::OpenAllocationMode { stream, mode } => {
-                pool.modes_mut().push(stream, mode);
+                taken.get(world).1.modes_mut().push(stream, mode);
             }
             Command::CloseAllocationMode { stream } => {
-                if !pool.modes_mut().pop(stream) {
+                if !taken.get(world).1.modes_mut().pop(stream) {
                     tracing::warn!(target: "gpuworld::memory", %stream, "closing an allocation mode window that is not open");
                 }
             }
@@ -278,14 +306,14 @@ impl Ingest {
     fn stream_entity<B: Backend>(
         &mut self,
         world: &mut World,
-        device: &mut B,
+        taken: &mut DeviceAndPool<B>,
         id: StreamId,
     ) -> Entity {
         let slot = (id.value % self.slots.len() as u64) as usize;
         if let Some(entity) = self.slots[slot] {
             return entity;
         }
-        let device = device.create_stream(id);
+        let device = taken.get(world).0.create_stream(id);
         let entity = world
             .spawn((
                 Stream {

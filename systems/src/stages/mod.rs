@@ -63,6 +63,7 @@ pub fn tick_schedule<B: Backend>() -> Schedule {
         scheduling::queue_tasks.in_set(TickStage::Scheduling),
         interleave::submit_ready_queues::<B>.in_set(TickStage::Interleave),
         (
+            gc::await_replies::<B>,
             gc::poll_device::<B>,
             gc::complete_reads::<B>,
             gc::complete_syncs::<B>,
