@@ -213,7 +213,7 @@ impl<B: Backend> ComputeClient<B> {
         mode: ExecutionMode,
     ) -> Result<()> {
         validate_arity(kernel, bindings.buffers.len(), bindings.scalars.len())?;
-        if !kernel.has_source(B::SOURCE) {
+        if B::source_for(kernel).is_none() {
             return Err(Error::MissingKernelSource {
                 kernel: kernel.name,
                 backend: B::NAME,

@@ -4,7 +4,7 @@
 mod common;
 
 use common::{bytes_of, f32s};
-use gpuworld::kernel::{CubeContext, KernelIo};
+use gpuworld::kernel::{CpuSource, CubeContext, KernelIo, KernelSource, Param, Signature};
 use gpuworld::{Bindings, ComputeClient, CpuBackend, CubeCount, Driver, Error, KernelDef, library};
 
 fn cpu() -> ComputeClient<CpuBackend> {
@@ -219,15 +219,23 @@ fn a_binding_not_aligned_to_four_bytes_is_rejected() {
     still_works(&client, &kept, &[8.0; 4]);
 }
 
-static WGSL_ONLY: KernelDef = KernelDef {
-    id: "tests.wgsl_only",
-    name: "wgsl_only",
+/// No bindings, one unit per cube.
+const NO_BINDINGS: Signature = Signature {
+    buffers: &[],
+    scalars: &[],
     cube_dim: [1, 1, 1],
-    buffers: 0,
-    scalars: 0,
-    cpu: None,
-    wgsl: Some("@compute @workgroup_size(1) fn main() {}"),
-    cuda: None,
+};
+
+/// The source type of a backend this binary does not have: any crate can define one.
+struct ElsewhereSource;
+
+impl KernelSource for ElsewhereSource {}
+
+static ELSEWHERE_ONLY: KernelDef = KernelDef {
+    id: "tests.elsewhere_only",
+    name: "elsewhere_only",
+    signature: NO_BINDINGS,
+    sources: &[&ElsewhereSource],
 };
 
 #[test]
@@ -235,18 +243,18 @@ fn a_kernel_without_a_source_for_the_backend_is_rejected() {
     let client = cpu();
     let kept = client.create(bytes_of(&[1.5; 2]));
     let error = client
-        .launch(&WGSL_ONLY, CubeCount::new_1d(1), Bindings::new())
+        .launch(&ELSEWHERE_ONLY, CubeCount::new_1d(1), Bindings::new())
         .unwrap_err();
     assert_eq!(
         error,
         Error::MissingKernelSource {
-            kernel: "wgsl_only",
+            kernel: "elsewhere_only",
             backend: "cpu"
         }
     );
     assert_eq!(
         error.to_string(),
-        "kernel `wgsl_only` has no source for the cpu backend"
+        "kernel `elsewhere_only` has no source for the cpu backend"
     );
     still_works(&client, &kept, &[1.5; 2]);
 }
@@ -256,15 +264,18 @@ fn panics_on_cube_one(ctx: &CubeContext, io: &KernelIo<'_>) {
     io.store_f32(0, ctx.cube_pos[0] as usize, 42.0);
 }
 
+/// One `f32` buffer, one unit per cube.
+const ONE_BUFFER: Signature = Signature {
+    buffers: &[Param::f32("out")],
+    scalars: &[],
+    cube_dim: [1, 1, 1],
+};
+
 static PANICKY: KernelDef = KernelDef {
     id: "tests.panicky",
     name: "panicky",
-    cube_dim: [1, 1, 1],
-    buffers: 1,
-    scalars: 0,
-    cpu: Some(panics_on_cube_one),
-    wgsl: None,
-    cuda: None,
+    signature: ONE_BUFFER,
+    sources: &[&CpuSource(panics_on_cube_one)],
 };
 
 #[test]
@@ -301,12 +312,8 @@ fn stores_one_past_the_end(_ctx: &CubeContext, io: &KernelIo<'_>) {
 static PAST_THE_END: KernelDef = KernelDef {
     id: "tests.past_the_end",
     name: "past_the_end",
-    cube_dim: [1, 1, 1],
-    buffers: 1,
-    scalars: 0,
-    cpu: Some(stores_one_past_the_end),
-    wgsl: None,
-    cuda: None,
+    signature: ONE_BUFFER,
+    sources: &[&CpuSource(stores_one_past_the_end)],
 };
 
 #[test]
