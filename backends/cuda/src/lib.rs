@@ -181,7 +181,7 @@ impl Backend for CudaBackend {
     type Source = CudaSource;
 
     fn library_source(kernel: &KernelDef) -> Option<&'static CudaSource> {
-        library::source(kernel)
+        gpuworld_systems::library::source_in(&library::LIBRARY, kernel)
     }
 
     fn properties(&self) -> DeviceProperties {

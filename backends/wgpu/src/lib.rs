@@ -264,7 +264,7 @@ impl Backend for WgpuBackend {
     type Source = WgslSource;
 
     fn library_source(kernel: &KernelDef) -> Option<&'static WgslSource> {
-        library::source(kernel)
+        gpuworld_systems::library::source_in(&library::LIBRARY, kernel)
     }
 
     fn lifecycle_lock() -> Option<&'static parking_lot::Mutex<()>> {

@@ -133,6 +133,18 @@ pub fn all() -> [&'static KernelDef; 6] {
     [&NOOP, &FILL, &COPY, &ADD, &SCALE, &STENCIL]
 }
 
+/// The source for `kernel` in a backend's `table` of library kernels and their sources, found by
+/// the definition's address (not its id): how a backend implements `Backend::library_source`.
+pub fn source_in<S>(
+    table: &'static [(&'static KernelDef, S)],
+    kernel: &KernelDef,
+) -> Option<&'static S> {
+    table
+        .iter()
+        .find(|(def, _)| std::ptr::eq(*def, kernel))
+        .map(|(_, source)| source)
+}
+
 /// Every kernel of the library and its tunable variants: what a backend supplies sources for.
 pub fn all_with_variants() -> impl Iterator<Item = &'static KernelDef> {
     all().into_iter().chain(reduce::all()).chain(matmul::all())

@@ -9,8 +9,27 @@ use crate::cuda_c::CudaSource;
 use gpuworld_systems::kernel::KernelDef;
 use gpuworld_systems::library::{self as lib, matmul as mm, reduce as rd};
 
+/// A 1-D kernel named `$name`: `$body` runs for unit `i` of the launch (cubes flattened as
+/// `CubeContext::cube_index` does), in every cube.
+macro_rules! linear_kernel {
+    ($name:literal, $body:literal) => {
+        concat!(
+            "\nextern \"C\" __global__ void ",
+            $name,
+            "(GW_PARAMS) {
+    GW_FOR_EACH_CUBE {
+        const unsigned long long i = GW_FIRST_UNIT_1D + GW_UNIT;
+",
+            $body,
+            "    }
+}
+"
+        )
+    };
+}
+
 /// The library's kernels and their CUDA C.
-static LIBRARY: [(&KernelDef, CudaSource); 12] = [
+pub(crate) static LIBRARY: [(&KernelDef, CudaSource); 12] = [
     (&lib::NOOP, NOOP),
     (&lib::FILL, FILL),
     (&lib::COPY, COPY),
@@ -25,67 +44,39 @@ static LIBRARY: [(&KernelDef, CudaSource); 12] = [
     (&mm::MATMUL_TILED16, matmul::TILED16),
 ];
 
-/// The CUDA C of `kernel` if it is one of the library's (found by address, not by id).
-pub(crate) fn source(kernel: &KernelDef) -> Option<&'static CudaSource> {
-    LIBRARY
-        .iter()
-        .find(|(def, _)| std::ptr::eq(*def, kernel))
-        .map(|(_, source)| source)
-}
-
 const NOOP: CudaSource = CudaSource(
     r#"
 extern "C" __global__ void noop(GW_PARAMS) {}
 "#,
 );
 
-const FILL: CudaSource = CudaSource(
-    r#"
-extern "C" __global__ void fill(GW_PARAMS) {
-    GW_FOR_EACH_CUBE {
-        const unsigned long long i = GW_FIRST_UNIT_1D + GW_UNIT;
-        if (i < out_len) out[i] = value;
-    }
-}
-"#,
-);
+const FILL: CudaSource = CudaSource(linear_kernel!(
+    "fill",
+    "        if (i < out_len) out[i] = value;
+"
+));
 
-const COPY: CudaSource = CudaSource(
-    r#"
-extern "C" __global__ void copy(GW_PARAMS) {
-    GW_FOR_EACH_CUBE {
-        const unsigned long long i = GW_FIRST_UNIT_1D + GW_UNIT;
-        if (i < dst_len) dst[i] = GW_IN_BOUNDS(i, src_len) ? src[i] : 0u;
-    }
-}
-"#,
-);
+const COPY: CudaSource = CudaSource(linear_kernel!(
+    "copy",
+    "        if (i < dst_len) dst[i] = GW_IN_BOUNDS(i, src_len) ? src[i] : 0u;
+"
+));
 
-const ADD: CudaSource = CudaSource(
-    r#"
-extern "C" __global__ void add(GW_PARAMS) {
-    GW_FOR_EACH_CUBE {
-        const unsigned long long i = GW_FIRST_UNIT_1D + GW_UNIT;
-        if (i < out_len) {
+const ADD: CudaSource = CudaSource(linear_kernel!(
+    "add",
+    "        if (i < out_len) {
             const float av = GW_IN_BOUNDS(i, a_len) ? a[i] : 0.0f;
             const float bv = GW_IN_BOUNDS(i, b_len) ? b[i] : 0.0f;
             out[i] = av + bv;
         }
-    }
-}
-"#,
-);
+"
+));
 
-const SCALE: CudaSource = CudaSource(
-    r#"
-extern "C" __global__ void scale(GW_PARAMS) {
-    GW_FOR_EACH_CUBE {
-        const unsigned long long i = GW_FIRST_UNIT_1D + GW_UNIT;
-        if (i < out_len) out[i] = (GW_IN_BOUNDS(i, x_len) ? x[i] : 0.0f) * factor;
-    }
-}
-"#,
-);
+const SCALE: CudaSource = CudaSource(linear_kernel!(
+    "scale",
+    "        if (i < out_len) out[i] = (GW_IN_BOUNDS(i, x_len) ? x[i] : 0.0f) * factor;
+"
+));
 
 const STENCIL: CudaSource = CudaSource(
     r#"

@@ -2,6 +2,7 @@
 //! outside the matrices read as zero and are never written. Every tiling loads through the same
 //! two bounds-checked helpers.
 
+use super::tile_main;
 use crate::wgsl::WgslSource;
 
 /// `a[row][col]` and `b[row][col]`, zero outside the matrices and the bindings.
@@ -30,12 +31,8 @@ fn load_b(row: u32, col: u32) -> f32 {
 /// One output element per unit.
 pub(super) const NAIVE: WgslSource = WgslSource(concat!(
     loads!(),
-    "@compute @workgroup_size(16, 16, 1)
-fn main(
-    @builtin(workgroup_id) cube: vec3<u32>,
-    @builtin(local_invocation_id) unit: vec3<u32>,
-) {
-    let row = cube.y * 16u + unit.y;
+    tile_main!(),
+    "    let row = cube.y * 16u + unit.y;
     let col = cube.x * 16u + unit.x;
     if row >= scalars.m || col >= scalars.n {
         return;
@@ -55,12 +52,8 @@ fn main(
 /// A 4×4 block of outputs per unit, 64×64 per cube.
 pub(super) const FOUR_BY_FOUR: WgslSource = WgslSource(concat!(
     loads!(),
-    "@compute @workgroup_size(16, 16, 1)
-fn main(
-    @builtin(workgroup_id) cube: vec3<u32>,
-    @builtin(local_invocation_id) unit: vec3<u32>,
-) {
-    // Unit (x, y) owns rows y, y+16, y+32, y+48 and the same columns of its cube's 64x64 block,
+    tile_main!(),
+    "    // Unit (x, y) owns rows y, y+16, y+32, y+48 and the same columns of its cube's 64x64 block,
     // so neighbouring units read neighbouring addresses.
     let row0 = cube.y * 64u + unit.y;
     let col0 = cube.x * 64u + unit.x;
@@ -101,12 +94,9 @@ pub(super) const TILED16: WgslSource = WgslSource(concat!(
     "var<workgroup> tile_a: array<f32, 256>;
 var<workgroup> tile_b: array<f32, 256>;
 
-@compute @workgroup_size(16, 16, 1)
-fn main(
-    @builtin(workgroup_id) cube: vec3<u32>,
-    @builtin(local_invocation_id) unit: vec3<u32>,
-) {
-    let row = cube.y * 16u + unit.y;
+",
+    tile_main!(),
+    "    let row = cube.y * 16u + unit.y;
     let col = cube.x * 16u + unit.x;
     let tiles = (scalars.k + 15u) / 16u;
     var acc = 0.0;

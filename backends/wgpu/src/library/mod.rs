@@ -27,8 +27,21 @@ fn main(
 }
 pub(crate) use linear_main;
 
+/// The start of a 2-D kernel's entry point: 16×16 units per cube, `cube` and `unit` its ids.
+macro_rules! tile_main {
+    () => {
+        "@compute @workgroup_size(16, 16, 1)
+fn main(
+    @builtin(workgroup_id) cube: vec3<u32>,
+    @builtin(local_invocation_id) unit: vec3<u32>,
+) {
+"
+    };
+}
+pub(crate) use tile_main;
+
 /// The library's kernels and their WGSL.
-static LIBRARY: [(&KernelDef, WgslSource); 12] = [
+pub(crate) static LIBRARY: [(&KernelDef, WgslSource); 12] = [
     (&lib::NOOP, NOOP),
     (&lib::FILL, FILL),
     (&lib::COPY, COPY),
@@ -42,14 +55,6 @@ static LIBRARY: [(&KernelDef, WgslSource); 12] = [
     (&mm::MATMUL_4X4, matmul::FOUR_BY_FOUR),
     (&mm::MATMUL_TILED16, matmul::TILED16),
 ];
-
-/// The WGSL of `kernel` if it is one of the library's (found by address, not by id).
-pub(crate) fn source(kernel: &KernelDef) -> Option<&'static WgslSource> {
-    LIBRARY
-        .iter()
-        .find(|(def, _)| std::ptr::eq(*def, kernel))
-        .map(|(_, source)| source)
-}
 
 const NOOP: WgslSource = WgslSource(
     "@compute @workgroup_size(1, 1, 1)
@@ -116,7 +121,7 @@ const SCALE: WgslSource = WgslSource(concat!(
 "
 ));
 
-const STENCIL: WgslSource = WgslSource(
+const STENCIL: WgslSource = WgslSource(concat!(
     "fn load(i: u32) -> f32 {
     if i < arrayLength(&u) {
         return u[i];
@@ -124,12 +129,9 @@ const STENCIL: WgslSource = WgslSource(
     return 0.0;
 }
 
-@compute @workgroup_size(16, 16, 1)
-fn main(
-    @builtin(workgroup_id) cube: vec3<u32>,
-    @builtin(local_invocation_id) unit: vec3<u32>,
-) {
-    let width = scalars.width;
+",
+    tile_main!(),
+    "    let width = scalars.width;
     let height = scalars.height;
     let x = cube.x * 16u + unit.x;
     let y = cube.y * 16u + unit.y;
@@ -148,19 +150,18 @@ fn main(
         out[i] = value;
     }
 }
-",
-);
+"
+));
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wgsl::{check_workgroup_size, module_text};
+    use crate::wgsl::{check_workgroup_size, wgsl_text};
 
     #[test]
     fn every_library_kernel_has_wgsl_that_parses_with_its_cube_dim() {
         for kernel in lib::all_with_variants() {
-            let source = source(kernel).unwrap_or_else(|| panic!("{} has no WGSL", kernel.id));
-            let text = module_text(kernel, source);
+            let text = wgsl_text(kernel).unwrap_or_else(|| panic!("{} has no WGSL", kernel.id));
             if let Err(error) = naga::front::wgsl::parse_str(&text) {
                 panic!("{}: {}", kernel.id, error.emit_to_string(&text));
             }
