@@ -7,7 +7,7 @@
 mod common;
 
 use common::{bytes_of, f32s, wgpu_backend_with, wgpu_client_with};
-use gpuworld::kernel::{Param, Signature};
+use gpuworld::kernel::{CpuSource, Param, Signature};
 use gpuworld::{
     AdapterSelection, Bindings, ComputeClient, CubeCount, Driver, Error, KernelDef, WgpuBackend,
     WgpuConfig, WgslSource, library,
@@ -169,6 +169,32 @@ fn a_kernel_that_fails_to_compile_is_a_compile_error_naming_it_and_the_stream_ke
         )
         .unwrap();
     assert_eq!(read_f32(&client, &data), vec![3.0, 3.0]);
+    client.sync().unwrap();
+}
+
+/// A kernel with only a CPU source.
+static CPU_ONLY: KernelDef = KernelDef {
+    id: "test.cpu_only",
+    name: "cpu_only",
+    signature: NO_BINDINGS,
+    sources: &[&CpuSource(|_, _| {})],
+};
+
+#[test]
+fn a_kernel_without_wgsl_is_refused_by_the_launch_call() {
+    let Some(client) = manual_client() else {
+        return;
+    };
+    let error = client
+        .launch(&CPU_ONLY, CubeCount::new_1d(1), Bindings::new())
+        .unwrap_err();
+    assert_eq!(
+        error,
+        Error::MissingKernelSource {
+            kernel: "cpu_only",
+            backend: "wgpu"
+        }
+    );
     client.sync().unwrap();
 }
 
