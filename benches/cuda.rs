@@ -19,9 +19,10 @@ mod client_rows;
 use client_rows::{Shape, Summary};
 use criterion::{Criterion, Throughput};
 use gpuworld::cudarc::driver::sys;
+use gpuworld::kernel::{Param, Signature};
 use gpuworld::{
-    Bindings, ComputeClient, CubeCount, CudaBackend, CudaConfig, Driver, KernelDef, RuntimeConfig,
-    SchedulingStrategy, StreamId, library,
+    Bindings, ComputeClient, CubeCount, CudaBackend, CudaConfig, CudaSource, Driver, KernelDef,
+    RuntimeConfig, SchedulingStrategy, StreamId, library,
 };
 use std::ffi::CString;
 use std::time::{Duration, Instant};
@@ -38,27 +39,28 @@ const ALLOCATION_BYTES: usize = 1 << 20;
 const SPINS_PER_STREAM: u64 = 50;
 const SPIN_CYCLES: u32 = 100_000;
 
-/// One block of 32 threads spinning for `s0` cycles: a kernel that leaves most of the GPU idle.
+/// One block of 32 threads spinning for `cycles` cycles: a kernel that leaves most of the GPU
+/// idle.
 static SPIN: KernelDef = KernelDef {
     id: "bench.cuda.spin",
     name: "spin",
-    cube_dim: [32, 1, 1],
-    buffers: 1,
-    scalars: 1,
-    cpu: None,
-    wgsl: None,
-    cuda: Some(SPIN_SOURCE),
-};
-
-const SPIN_SOURCE: &str = r#"
-extern "C" __global__ void spin(unsigned int* b0, unsigned int n0, unsigned int s0 GW_COUNT_PARAM) {
+    signature: Signature {
+        buffers: &[Param::u32("marks")],
+        scalars: &[Param::u32("cycles")],
+        cube_dim: [32, 1, 1],
+    },
+    sources: &[&CudaSource(
+        r#"
+extern "C" __global__ void spin(GW_PARAMS) {
     GW_FOR_EACH_CUBE {
         const long long start = clock64();
-        while (clock64() - start < (long long)s0) {}
-        if (threadIdx.x == 0 && GW_IN_BOUNDS(GW_CUBE_INDEX, n0)) b0[GW_CUBE_INDEX] = 1u;
+        while (clock64() - start < (long long)cycles) {}
+        if (threadIdx.x == 0 && GW_IN_BOUNDS(GW_CUBE_INDEX, marks_len)) marks[GW_CUBE_INDEX] = 1u;
     }
 }
-"#;
+"#,
+    )],
+};
 
 /// Raw CUDA on the primary context of device 0: streams, the noop and spin kernels, pinned memory.
 struct Raw {
@@ -93,9 +95,9 @@ impl Raw {
             check(sys::cuCtxSetCurrent(context), "cuCtxSetCurrent");
             let source = format!(
                 "{}\n{}\n{}",
-                gpuworld::library::cuda::PRELUDE,
-                library::NOOP.cuda.unwrap_or_default(),
-                SPIN_SOURCE
+                gpuworld_cuda::PRELUDE,
+                gpuworld_cuda::cuda_text(&library::NOOP).expect("noop has CUDA C"),
+                gpuworld_cuda::cuda_text(&SPIN).expect("spin has CUDA C"),
             );
             let ptx = gpuworld::cudarc::nvrtc::compile_ptx(source).expect("NVRTC compiles");
             let image = CString::new(ptx.to_src()).expect("PTX has no NUL");

@@ -136,7 +136,7 @@ fn launch_overhead(c: &mut Criterion) {
         ("3_bindings", &library::ADD),
     ];
     for (name, kernel) in cases {
-        let runtime = RuntimeSide::new(kernel.buffers);
+        let runtime = RuntimeSide::new(kernel.signature.buffers.len());
         let before = runtime.launches_submitted();
         runtime.launch_tick(kernel);
         assert_eq!(
@@ -148,7 +148,7 @@ fn launch_overhead(c: &mut Criterion) {
             b.iter_custom(|iters| time_per_launch(iters, || runtime.launch_tick(kernel)));
         });
 
-        let mut raw = RawSide::new(kernel.buffers);
+        let mut raw = RawSide::new(kernel.signature.buffers.len());
         group.bench_function(format!("raw_backend/{name}"), |b| {
             b.iter_custom(|iters| time_per_launch(iters, || raw.launch_tick(kernel)));
         });

@@ -14,7 +14,7 @@ use criterion::{Criterion, criterion_group};
 use gpuworld_systems::backend::*;
 use gpuworld_systems::error::Error;
 use gpuworld_systems::ids::StreamId;
-use gpuworld_systems::kernel::{ExecutionMode, Kernel, SourceKind};
+use gpuworld_systems::kernel::{CpuSource, ExecutionMode, Kernel};
 use gpuworld_systems::memory::{AllocationMode, MemoryConfig, MemoryPool, SliceKey};
 use std::collections::HashMap;
 use std::hint::black_box;
@@ -44,7 +44,7 @@ impl VirtualDevice {
 
 impl Backend for VirtualDevice {
     const NAME: &'static str = "virtual";
-    const SOURCE: SourceKind = SourceKind::Cpu;
+    type Source = CpuSource;
 
     fn properties(&self) -> DeviceProperties {
         DeviceProperties {

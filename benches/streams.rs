@@ -3,6 +3,7 @@
 //! launches and writes all on one stream, side by side in one run.
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use gpuworld::kernel::{CpuSource, Param, Signature};
 use gpuworld::{
     Bindings, ComputeClient, CubeCount, Driver, Handle, KernelDef, RuntimeConfig, SimBackend,
     SimConfig, StreamId, library,
@@ -16,12 +17,17 @@ const LAUNCHES_PER_TICK: u32 = 200;
 static FOUR_BUFFERS: KernelDef = KernelDef {
     id: "bench.four_buffers",
     name: "four_buffers",
-    cube_dim: [1, 1, 1],
-    buffers: 4,
-    scalars: 0,
-    cpu: Some(|_, _| {}),
-    wgsl: None,
-    cuda: None,
+    signature: Signature {
+        buffers: &[
+            Param::f32("a"),
+            Param::f32("b"),
+            Param::f32("c"),
+            Param::f32("d"),
+        ],
+        scalars: &[],
+        cube_dim: [1, 1, 1],
+    },
+    sources: &[&CpuSource(|_, _| {})],
 };
 
 struct Scenario {

@@ -42,7 +42,11 @@ impl Raw {
         .expect("a device");
         let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
             label: None,
-            source: wgpu::ShaderSource::Wgsl(library::FILL.wgsl.expect("fill has WGSL").into()),
+            source: wgpu::ShaderSource::Wgsl(
+                gpuworld_wgpu::wgsl_text(&library::FILL)
+                    .expect("fill has WGSL")
+                    .into(),
+            ),
         });
         let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
             label: None,

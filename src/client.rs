@@ -16,14 +16,14 @@ use gpuworld_systems::kernel::validate_arity;
 use gpuworld_systems::published::Published;
 use gpuworld_systems::stages::tune::{TuneCache, TuneMessage, TuneResult, TuneResults};
 use gpuworld_systems::{
-    Backend, Binding, CubeCount, DeviceProperties, Error, ExecutionMode, Kernel, MemoryUsage,
-    Result, Runtime, RuntimeConfig, RuntimeId, StreamId,
+    Backend, Binding, CubeCount, DeviceProperties, Error, ExecutionMode, Kernel, KernelDef,
+    MemoryUsage, Result, Runtime, RuntimeConfig, RuntimeId, StreamId,
 };
 use parking_lot::Mutex;
 use smallvec::SmallVec;
 use std::future::Future;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
 use std::time::Duration;
 
 /// The buffers and scalars of a launch, in the kernel's order.
@@ -84,6 +84,25 @@ struct Shared<B: Backend> {
     manual: AtomicBool,
     /// Which thread drives the runtime beside a device thread.
     drivers: drivers::Drivers,
+    /// The last kernel found to have a source for the backend: a launch of it again (the usual
+    /// loop) skips the search of its sources.
+    last_kernel_with_source: AtomicPtr<KernelDef>,
+}
+
+impl<B: Backend> Shared<B> {
+    /// Whether the backend has a source for `kernel` (a kernel's sources never change).
+    fn has_source(&self, kernel: Kernel) -> bool {
+        let address = std::ptr::from_ref(kernel).cast_mut();
+        if self.last_kernel_with_source.load(Ordering::Relaxed) == address {
+            return true;
+        }
+        let found = B::source_for(kernel).is_some();
+        if found {
+            self.last_kernel_with_source
+                .store(address, Ordering::Relaxed);
+        }
+        found
+    }
 }
 
 /// A client of one runtime: cheap to clone, usable from many threads at once.
@@ -123,6 +142,7 @@ impl<B: Backend> ComputeClient<B> {
             inbox: inbox.clone(),
             manual: AtomicBool::new(driver == Driver::Manual),
             drivers: drivers::Drivers::default(),
+            last_kernel_with_source: AtomicPtr::new(std::ptr::null_mut()),
         });
         let thread = match driver {
             Driver::Manual => None,
@@ -210,7 +230,7 @@ impl<B: Backend> ComputeClient<B> {
         mode: ExecutionMode,
     ) -> Result<()> {
         validate_arity(kernel, bindings.buffers.len(), bindings.scalars.len())?;
-        if !kernel.has_source(B::SOURCE) {
+        if !self.shared.has_source(kernel) {
             return Err(Error::MissingKernelSource {
                 kernel: kernel.name,
                 backend: B::NAME,

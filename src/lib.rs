@@ -23,9 +23,9 @@ pub use gpuworld_systems::memory::{
 };
 pub use gpuworld_systems::sim::{SimBackend, SimCall, SimConfig, SimModel};
 pub use gpuworld_systems::{
-    Backend, Binding, CubeCount, DeviceProperties, Error, ExecutionMode, Handle, HandleId,
-    HostBytes, Kernel, KernelDef, MemoryUsage, Result, Runtime, RuntimeConfig, RuntimeId,
-    SchedulingStrategy, StreamId, StreamState, kernel, library,
+    Backend, Binding, CpuSource, CubeCount, DeviceProperties, Error, ExecutionMode, Handle,
+    HandleId, HostBytes, Kernel, KernelDef, MemoryUsage, Param, Result, Runtime, RuntimeConfig,
+    RuntimeId, SchedulingStrategy, Signature, StreamId, StreamState, kernel, library,
 };
 pub use tune::{Tunable, TunableSet, TuneKey, TuneMode, TuneResult, Tuner, TunerConfig};
 
@@ -33,13 +33,13 @@ pub use tune::{Tunable, TunableSet, TuneKey, TuneMode, TuneResult, Tuner, TunerC
 pub use gpuworld_cpu::CpuBackend;
 #[cfg(feature = "wgpu")]
 pub use gpuworld_wgpu::{
-    AdapterSelection, AdapterSummary, KernelTiming, WgpuBackend, WgpuConfig,
+    AdapterSelection, AdapterSummary, KernelTiming, WgpuBackend, WgpuConfig, WgslSource,
     list_adapters as wgpu_adapters, wgpu,
 };
 
 #[cfg(feature = "cuda")]
 pub use gpuworld_cuda::{
-    CompileStats, CudaBackend, CudaConfig, availability as cuda_availability, cudarc,
+    CompileStats, CudaBackend, CudaConfig, CudaSource, availability as cuda_availability, cudarc,
 };
 
 /// A client of a new runtime on the CPU backend with the default configuration.

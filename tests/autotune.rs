@@ -2,7 +2,7 @@
 //! benchmark deterministically, hits run the cached winner, results reach the world through the
 //! tune stage and the persistent file, failures are reasons rather than panics.
 
-use gpuworld::kernel::KernelDef;
+use gpuworld::kernel::{CpuSource, KernelDef, Param, Signature};
 use gpuworld::tune::{
     BenchmarkConfig, CacheLocation, CandidateOutcome, FALLBACK_CANDIDATE, PersistentCache,
     StoredEntry, TunableSet, TuneEntry, TuneKey, TuneMessage, TuneMode, Tuner, TunerConfig,
@@ -16,24 +16,27 @@ static FAST: KernelDef = marker_const("test.fast", "fast");
 static MEDIUM: KernelDef = marker_const("test.medium", "medium");
 static SLOW: KernelDef = marker_const("test.slow", "slow");
 static PANICS: KernelDef = KernelDef {
-    cpu: Some(|_, _| panic!("the kernel fell over")),
+    sources: &[&CpuSource(|_, _| panic!("the kernel fell over"))],
     ..marker_const("test.panics", "panics")
+};
+
+/// A marker kernel's bindings: where it writes, and what.
+const MARKER: Signature = Signature {
+    buffers: &[Param::u32("out")],
+    scalars: &[Param::u32("mark")],
+    cube_dim: [1, 1, 1],
 };
 
 const fn marker_const(id: &'static str, name: &'static str) -> KernelDef {
     KernelDef {
         id,
         name,
-        cube_dim: [1, 1, 1],
-        buffers: 1,
-        scalars: 1,
-        cpu: Some(|ctx, io| {
+        signature: MARKER,
+        sources: &[&CpuSource(|ctx, io| {
             if ctx.cube_index() == 0 {
                 io.store_u32(0, 0, io.scalar_u32(0));
             }
-        }),
-        wgsl: None,
-        cuda: None,
+        })],
     }
 }
 

@@ -2,7 +2,7 @@
 //! whose samples are not all timed on the device is timed by the host clock for all of them, so
 //! a median never mixes device and host durations.
 
-use gpuworld::kernel::{ExecutionMode, Kernel, SourceKind};
+use gpuworld::kernel::{CpuSource, ExecutionMode, Kernel};
 use gpuworld::tune::{
     BenchmarkConfig, CacheLocation, TunableSet, TuneEntry, TuneKey, TuneMode, Tuner, TunerConfig,
 };
@@ -27,7 +27,7 @@ struct FlakyClock {
 
 impl Backend for FlakyClock {
     const NAME: &'static str = "flaky-clock";
-    const SOURCE: SourceKind = SourceKind::Cpu;
+    type Source = CpuSource;
 
     fn properties(&self) -> DeviceProperties {
         self.sim.properties()

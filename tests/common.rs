@@ -156,3 +156,43 @@ pub fn fill_first_cube<B: gpuworld::Backend>(
         )
         .unwrap();
 }
+
+/// A backend suite: one module per backend, holding one `#[test]` per case, each of which makes
+/// a client with the backend's expression and hands it to `crate::<module>::<case>`. A backend
+/// marked `optional` gives an `Option` (`None`, for no device on this machine, skips the case);
+/// attributes such as `#[cfg(feature = "wgpu")]` apply to a backend's module.
+///
+/// ```ignore
+/// backend_suite! {
+///     cases: [cases::fill_writes_every_element, memory::a_ring_of_live_buffers_stops_growing];
+///     cpu: gpuworld::cpu_client(gpuworld::Driver::Manual);
+///     #[cfg(feature = "wgpu")]
+///     wgpu: optional crate::common::wgpu_client_or_skip();
+/// }
+/// ```
+#[macro_export]
+macro_rules! backend_suite {
+    (cases: $cases:tt;) => {};
+    (cases: $cases:tt; $(#[$attr:meta])* $backend:ident: optional $make:expr; $($rest:tt)*) => {
+        $(#[$attr])*
+        $crate::backend_suite!(@module $backend, $make, $cases);
+        $crate::backend_suite!(cases: $cases; $($rest)*);
+    };
+    (cases: $cases:tt; $(#[$attr:meta])* $backend:ident: $make:expr; $($rest:tt)*) => {
+        $(#[$attr])*
+        $crate::backend_suite!(@module $backend, Some($make), $cases);
+        $crate::backend_suite!(cases: $cases; $($rest)*);
+    };
+    (@module $backend:ident, $make:expr, [$($module:ident :: $case:ident),* $(,)?]) => {
+        mod $backend {
+            $(
+                #[test]
+                fn $case() {
+                    if let Some(client) = $make {
+                        $crate::$module::$case(client);
+                    }
+                }
+            )*
+        }
+    };
+}

@@ -8,9 +8,10 @@
 mod common;
 
 use common::{bytes_of, cuda_backend_with, cuda_client_or_skip, cuda_required, f32s};
+use gpuworld::kernel::{Param, Signature};
 use gpuworld::{
-    Backend, Bindings, ComputeClient, CubeCount, CudaBackend, CudaConfig, Driver, Error,
-    ExecutionMode, KernelDef, RuntimeConfig, StreamId, library,
+    Backend, Bindings, ComputeClient, CubeCount, CudaBackend, CudaConfig, CudaSource, Driver,
+    Error, ExecutionMode, KernelDef, RuntimeConfig, StreamId, library,
 };
 use gpuworld_systems::backend::{LaunchCount, Region};
 use std::time::{Duration, Instant};
@@ -19,40 +20,41 @@ use std::time::{Duration, Instant};
 static BROKEN: KernelDef = KernelDef {
     id: "test.cuda.broken",
     name: "broken",
-    cube_dim: [32, 1, 1],
-    buffers: 1,
-    scalars: 0,
-    cpu: None,
-    wgsl: None,
-    cuda: Some(
+    signature: Signature {
+        buffers: &[Param::f32("out")],
+        scalars: &[],
+        cube_dim: [32, 1, 1],
+    },
+    sources: &[&CudaSource(
         r#"
-extern "C" __global__ void broken(float* b0, unsigned int n0 GW_COUNT_PARAM) {
-    GW_FOR_EACH_CUBE { b0[0] = gpuworld_this_name_is_undefined; }
+extern "C" __global__ void broken(GW_PARAMS) {
+    GW_FOR_EACH_CUBE { out[0] = gpuworld_this_name_is_undefined; }
 }
 "#,
-    ),
+    )],
 };
 
-/// Spins each cube for `s0` clock cycles, then marks its word of `b0`: busy work of a known length.
+/// Spins each cube for `cycles` clock cycles, then marks its word of `marks`: busy work of a
+/// known length.
 static SPIN: KernelDef = KernelDef {
     id: "test.cuda.spin",
     name: "spin",
-    cube_dim: [32, 1, 1],
-    buffers: 1,
-    scalars: 1,
-    cpu: None,
-    wgsl: None,
-    cuda: Some(
+    signature: Signature {
+        buffers: &[Param::u32("marks")],
+        scalars: &[Param::u32("cycles")],
+        cube_dim: [32, 1, 1],
+    },
+    sources: &[&CudaSource(
         r#"
-extern "C" __global__ void spin(unsigned int* b0, unsigned int n0, unsigned int s0 GW_COUNT_PARAM) {
+extern "C" __global__ void spin(GW_PARAMS) {
     GW_FOR_EACH_CUBE {
         const long long start = clock64();
-        while (clock64() - start < (long long)s0) {}
-        if (threadIdx.x == 0 && GW_IN_BOUNDS(GW_CUBE_INDEX, n0)) b0[GW_CUBE_INDEX] = 1u;
+        while (clock64() - start < (long long)cycles) {}
+        if (threadIdx.x == 0 && GW_IN_BOUNDS(GW_CUBE_INDEX, marks_len)) marks[GW_CUBE_INDEX] = 1u;
     }
 }
 "#,
-    ),
+    )],
 };
 
 /// A directory of its own under the system's temp dir.

@@ -11,26 +11,27 @@
 mod common;
 
 use common::{cuda_client_or_skip, f32s};
-use gpuworld::{Bindings, CubeCount, Error, KernelDef, StreamId, library};
+use gpuworld::kernel::{Param, Signature};
+use gpuworld::{Bindings, CubeCount, CudaSource, Error, KernelDef, StreamId, library};
 
 /// Stores one word a terabyte past its binding: an illegal address on any device.
 static WILD_STORE: KernelDef = KernelDef {
     id: "test.cuda.wild_store",
     name: "wild_store",
-    cube_dim: [1, 1, 1],
-    buffers: 1,
-    scalars: 0,
-    cpu: None,
-    wgsl: None,
-    cuda: Some(
+    signature: Signature {
+        buffers: &[Param::f32("out")],
+        scalars: &[],
+        cube_dim: [1, 1, 1],
+    },
+    sources: &[&CudaSource(
         r#"
-extern "C" __global__ void wild_store(float* b0, unsigned int n0 GW_COUNT_PARAM) {
+extern "C" __global__ void wild_store(GW_PARAMS) {
     GW_FOR_EACH_CUBE {
-        *(volatile float*)((char*)b0 + (1ull << 40)) = 1.0f;
+        *(volatile float*)((char*)out + (1ull << 40)) = 1.0f;
     }
 }
 "#,
-    ),
+    )],
 };
 
 #[test]

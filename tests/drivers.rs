@@ -115,7 +115,7 @@ fn a_tick_awaiting_replies_answers_the_read_it_submits() {
         client
             .launch(
                 &library::FILL,
-                CubeCount::covering(WORDS, library::FILL.units_per_cube()),
+                CubeCount::covering(WORDS, library::FILL.signature.cube_dim[0]),
                 Bindings::new().buffer(&field).scalar_f32(value),
             )
             .unwrap();

@@ -8,7 +8,7 @@
 mod common;
 
 use common::{bytes_of, f32s};
-use gpuworld::kernel::{CubeContext, KernelIo};
+use gpuworld::kernel::{CpuSource, CubeContext, KernelIo, KernelSource, Param, Signature};
 use gpuworld::tune::{CacheLocation, TunableSet, TuneKey, Tuner, TunerConfig};
 use gpuworld::{
     Backend, Bindings, ComputeClient, CpuBackend, CubeCount, Driver, Error, KernelDef, StreamId,
@@ -538,33 +538,41 @@ fn a_dynamic_count_shorter_than_three_words_is_rejected() -> Option<Error> {
     Some(error)
 }
 
-static WGSL_ONLY: KernelDef = KernelDef {
-    id: "tests.wgsl_only",
-    name: "wgsl_only",
+/// No bindings, one unit per cube.
+const NO_BINDINGS: Signature = Signature {
+    buffers: &[],
+    scalars: &[],
     cube_dim: [1, 1, 1],
-    buffers: 0,
-    scalars: 0,
-    cpu: None,
-    wgsl: Some("@compute @workgroup_size(1) fn main() {}"),
-    cuda: None,
+};
+
+/// The source type of a backend this binary does not have: any crate can define one.
+struct ElsewhereSource;
+
+impl KernelSource for ElsewhereSource {}
+
+static ELSEWHERE_ONLY: KernelDef = KernelDef {
+    id: "tests.elsewhere_only",
+    name: "elsewhere_only",
+    signature: NO_BINDINGS,
+    sources: &[&ElsewhereSource],
 };
 
 fn a_kernel_without_a_source_for_the_backend_is_rejected() -> Option<Error> {
     let client = cpu();
     let kept = client.create(bytes_of(&[1.5; 2]));
     let error = client
-        .launch(&WGSL_ONLY, CubeCount::new_1d(1), Bindings::new())
+        .launch(&ELSEWHERE_ONLY, CubeCount::new_1d(1), Bindings::new())
         .unwrap_err();
     assert_eq!(
         error,
         Error::MissingKernelSource {
-            kernel: "wgsl_only",
+            kernel: "elsewhere_only",
             backend: "cpu"
         }
     );
     assert_eq!(
         error.to_string(),
-        "kernel `wgsl_only` has no source for the cpu backend"
+        "kernel `elsewhere_only` has no source for the cpu backend"
     );
     still_works(&client, &kept, &[1.5; 2]);
     Some(error)
@@ -575,15 +583,18 @@ fn panics_on_cube_one(ctx: &CubeContext, io: &KernelIo<'_>) {
     io.store_f32(0, ctx.cube_pos[0] as usize, 42.0);
 }
 
+/// One `f32` buffer, one unit per cube.
+const ONE_BUFFER: Signature = Signature {
+    buffers: &[Param::f32("out")],
+    scalars: &[],
+    cube_dim: [1, 1, 1],
+};
+
 static PANICKY: KernelDef = KernelDef {
     id: "tests.panicky",
     name: "panicky",
-    cube_dim: [1, 1, 1],
-    buffers: 1,
-    scalars: 0,
-    cpu: Some(panics_on_cube_one),
-    wgsl: None,
-    cuda: None,
+    signature: ONE_BUFFER,
+    sources: &[&CpuSource(panics_on_cube_one)],
 };
 
 fn a_kernel_that_panics_is_an_error_on_its_stream_reported_on_the_next_read() -> Option<Error> {
@@ -620,12 +631,8 @@ fn stores_one_past_the_end(_ctx: &CubeContext, io: &KernelIo<'_>) {
 static PAST_THE_END: KernelDef = KernelDef {
     id: "tests.past_the_end",
     name: "past_the_end",
-    cube_dim: [1, 1, 1],
-    buffers: 1,
-    scalars: 0,
-    cpu: Some(stores_one_past_the_end),
-    wgsl: None,
-    cuda: None,
+    signature: ONE_BUFFER,
+    sources: &[&CpuSource(stores_one_past_the_end)],
 };
 
 fn an_out_of_bounds_store_in_an_unchecked_launch_is_a_kernel_panic_on_the_host() -> Option<Error> {
@@ -663,12 +670,8 @@ fn a_kernel_that_does_not_compile_is_an_error_on_its_stream() -> Option<Error> {
     static UNPARSABLE: KernelDef = KernelDef {
         id: "tests.unparsable",
         name: "unparsable",
-        cube_dim: [1, 1, 1],
-        buffers: 1,
-        scalars: 0,
-        cpu: None,
-        wgsl: Some("@compute fn main( {"),
-        cuda: None,
+        signature: ONE_BUFFER,
+        sources: &[&gpuworld::WgslSource("@compute fn main( {")],
     };
     let client = common::wgpu_client_with(gpuworld::WgpuConfig::default(), Driver::Manual)?;
     let kept = client.create(bytes_of(&[4.5; 4]));

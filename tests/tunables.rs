@@ -1,7 +1,8 @@
 //! The library's tunables on every backend built into this test binary: each reduce-sum variant
 //! and each matmul tiling matches a host reference, and tuning each set picks a winner whose
-//! result is right. A backend is added with one `tunables!` line (`optional` for backends that
-//! may have no device here: a `None` skips): cpu, sim, and wgpu and cuda under their features.
+//! result is right. A backend is added with one line of the `backend_suite!` below (`optional`
+//! for backends that may have no device here: a `None` skips): cpu, sim, and wgpu and cuda under
+//! their features.
 
 mod common;
 
@@ -68,102 +69,90 @@ fn read(client: &ComputeClient<impl Backend>, handle: &Handle) -> Vec<f32> {
     client.read_one_as(handle).unwrap()
 }
 
-pub fn every_reduce_sum_variant_matches_the_host_sum<B: Backend>(client: ComputeClient<B>) {
-    let set = reduce_sum_set::<B>();
-    for len in REDUCE_LENGTHS {
-        let (input, sum) = reduce_input(&client, len);
-        for candidate in set.candidates() {
-            let out = (candidate.op())(&client, &input).unwrap();
-            assert_close(
-                &read(&client, &out),
-                &[sum],
-                &format!("{} of {len}", candidate.name()),
-            );
-        }
-    }
-}
+/// The suite's cases, each run on every backend.
+mod cases {
+    use super::*;
 
-pub fn every_matmul_tiling_matches_the_host_product<B: Backend>(client: ComputeClient<B>) {
-    let set = matmul_set::<B>();
-    for shape in MATMUL_SHAPES {
-        let (input, expected) = matmul_input(&client, shape);
-        for candidate in set.candidates() {
-            let out = (candidate.op())(&client, &input).unwrap();
-            assert_close(
-                &read(&client, &out),
-                &expected,
-                &format!("{} of {shape:?}", candidate.name()),
-            );
-        }
-    }
-}
-
-fn quick_tuner<B: Backend>(client: &ComputeClient<B>) -> Tuner<B> {
-    Tuner::new(
-        client,
-        TunerConfig {
-            benchmark: BenchmarkConfig {
-                warmup: 1,
-                samples: 3,
-            },
-            mode: TuneMode::Blocking,
-            cache: CacheLocation::Disabled,
-        },
-    )
-}
-
-pub fn the_tuned_reduce_sum_gives_the_host_sum<B: Backend>(client: ComputeClient<B>) {
-    let tuner = quick_tuner(&client);
-    let set = Arc::new(reduce_sum_set::<B>());
-    let (input, sum) = reduce_input(&client, 5000);
-    let out = tuner.execute(&set, &input).unwrap();
-    assert_close(&read(&client, &out), &[sum], "tuned reduce");
-    let key = gpuworld::tune::reduce_key(&input).to_string();
-    client.tick();
-    assert!(
-        client
-            .with_tune_cache(|cache| cache.winner(set.name(), &key, set.checksum()))
-            .is_some(),
-        "the winner reached the world's cache"
-    );
-}
-
-pub fn the_tuned_matmul_gives_the_host_product<B: Backend>(client: ComputeClient<B>) {
-    let tuner = quick_tuner(&client);
-    let set = Arc::new(matmul_set::<B>());
-    let (input, expected) = matmul_input(&client, (40, 24, 36));
-    let out = tuner.execute(&set, &input).unwrap();
-    assert_close(&read(&client, &out), &expected, "tuned matmul");
-}
-
-macro_rules! tunables {
-    ($backend:ident, $make:expr) => {
-        tunables!($backend, optional Some($make));
-    };
-    ($backend:ident, optional $make:expr) => {
-        mod $backend {
-            macro_rules! case {
-                ($name:ident) => {
-                    #[test]
-                    fn $name() {
-                        if let Some(client) = $make {
-                            super::$name(client);
-                        }
-                    }
-                };
+    pub fn every_reduce_sum_variant_matches_the_host_sum<B: Backend>(client: ComputeClient<B>) {
+        let set = reduce_sum_set::<B>();
+        for len in REDUCE_LENGTHS {
+            let (input, sum) = reduce_input(&client, len);
+            for candidate in set.candidates() {
+                let out = (candidate.op())(&client, &input).unwrap();
+                assert_close(
+                    &read(&client, &out),
+                    &[sum],
+                    &format!("{} of {len}", candidate.name()),
+                );
             }
-
-            case!(every_reduce_sum_variant_matches_the_host_sum);
-            case!(every_matmul_tiling_matches_the_host_product);
-            case!(the_tuned_reduce_sum_gives_the_host_sum);
-            case!(the_tuned_matmul_gives_the_host_product);
         }
-    };
+    }
+
+    pub fn every_matmul_tiling_matches_the_host_product<B: Backend>(client: ComputeClient<B>) {
+        let set = matmul_set::<B>();
+        for shape in MATMUL_SHAPES {
+            let (input, expected) = matmul_input(&client, shape);
+            for candidate in set.candidates() {
+                let out = (candidate.op())(&client, &input).unwrap();
+                assert_close(
+                    &read(&client, &out),
+                    &expected,
+                    &format!("{} of {shape:?}", candidate.name()),
+                );
+            }
+        }
+    }
+
+    fn quick_tuner<B: Backend>(client: &ComputeClient<B>) -> Tuner<B> {
+        Tuner::new(
+            client,
+            TunerConfig {
+                benchmark: BenchmarkConfig {
+                    warmup: 1,
+                    samples: 3,
+                },
+                mode: TuneMode::Blocking,
+                cache: CacheLocation::Disabled,
+            },
+        )
+    }
+
+    pub fn the_tuned_reduce_sum_gives_the_host_sum<B: Backend>(client: ComputeClient<B>) {
+        let tuner = quick_tuner(&client);
+        let set = Arc::new(reduce_sum_set::<B>());
+        let (input, sum) = reduce_input(&client, 5000);
+        let out = tuner.execute(&set, &input).unwrap();
+        assert_close(&read(&client, &out), &[sum], "tuned reduce");
+        let key = gpuworld::tune::reduce_key(&input).to_string();
+        client.tick();
+        assert!(
+            client
+                .with_tune_cache(|cache| cache.winner(set.name(), &key, set.checksum()))
+                .is_some(),
+            "the winner reached the world's cache"
+        );
+    }
+
+    pub fn the_tuned_matmul_gives_the_host_product<B: Backend>(client: ComputeClient<B>) {
+        let tuner = quick_tuner(&client);
+        let set = Arc::new(matmul_set::<B>());
+        let (input, expected) = matmul_input(&client, (40, 24, 36));
+        let out = tuner.execute(&set, &input).unwrap();
+        assert_close(&read(&client, &out), &expected, "tuned matmul");
+    }
 }
 
-tunables!(cpu, gpuworld::cpu_client(gpuworld::Driver::Manual));
-tunables!(sim, gpuworld::sim_client(gpuworld::SimConfig::default()));
-#[cfg(feature = "wgpu")]
-tunables!(wgpu, optional crate::common::wgpu_client_or_skip());
-#[cfg(feature = "cuda")]
-tunables!(cuda, optional crate::common::cuda_client_or_skip());
+backend_suite! {
+    cases: [
+        cases::every_reduce_sum_variant_matches_the_host_sum,
+        cases::every_matmul_tiling_matches_the_host_product,
+        cases::the_tuned_reduce_sum_gives_the_host_sum,
+        cases::the_tuned_matmul_gives_the_host_product,
+    ];
+    cpu: gpuworld::cpu_client(gpuworld::Driver::Manual);
+    sim: gpuworld::sim_client(gpuworld::SimConfig::default());
+    #[cfg(feature = "wgpu")]
+    wgpu: optional crate::common::wgpu_client_or_skip();
+    #[cfg(feature = "cuda")]
+    cuda: optional crate::common::cuda_client_or_skip();
+}

@@ -7,9 +7,10 @@
 mod common;
 
 use common::{bytes_of, f32s, wgpu_backend_with, wgpu_client_with};
+use gpuworld::kernel::{CpuSource, Param, Signature};
 use gpuworld::{
     AdapterSelection, Bindings, ComputeClient, CubeCount, Driver, Error, KernelDef, WgpuBackend,
-    WgpuConfig, library,
+    WgpuConfig, WgslSource, library,
 };
 
 fn manual_client() -> Option<ComputeClient<WgpuBackend>> {
@@ -91,34 +92,44 @@ fn a_kernel_compiles_once_however_often_it_is_launched() {
     );
 }
 
-/// A kernel whose WGSL declares a binding its launch does not have.
+/// A kernel whose WGSL declares a binding beyond its signature's.
 static MISMATCHED: KernelDef = KernelDef {
     id: "test.mismatched_bindings",
     name: "mismatched_bindings",
-    cube_dim: [1, 1, 1],
-    buffers: 1,
-    scalars: 0,
-    cpu: None,
-    wgsl: Some(
-        "@group(0) @binding(0) var<storage, read_write> a: array<f32>;
-@group(0) @binding(3) var<storage, read_write> b: array<f32>;
+    signature: Signature {
+        buffers: &[Param::f32("a")],
+        scalars: &[],
+        cube_dim: [1, 1, 1],
+    },
+    sources: &[&WgslSource(
+        "@group(0) @binding(3) var<storage, read_write> b: array<f32>;
 @compute @workgroup_size(1)
 fn main() { a[0] = b[0]; }
 ",
-    ),
-    cuda: None,
+    )],
+};
+
+/// No bindings, one unit per cube.
+const NO_BINDINGS: Signature = Signature {
+    buffers: &[],
+    scalars: &[],
+    cube_dim: [1, 1, 1],
 };
 
 /// A kernel whose WGSL does not parse.
 static UNPARSABLE: KernelDef = KernelDef {
     id: "test.unparsable",
     name: "unparsable",
-    cube_dim: [1, 1, 1],
-    buffers: 0,
-    scalars: 0,
-    cpu: None,
-    wgsl: Some("@compute fn main( {"),
-    cuda: None,
+    signature: NO_BINDINGS,
+    sources: &[&WgslSource("@compute fn main( {")],
+};
+
+/// A kernel whose `@workgroup_size` is not its cube dim.
+static WRONG_WORKGROUP: KernelDef = KernelDef {
+    id: "test.wrong_workgroup",
+    name: "wrong_workgroup",
+    signature: NO_BINDINGS,
+    sources: &[&WgslSource("@compute @workgroup_size(8) fn main() {}")],
 };
 
 #[test]
@@ -128,10 +139,15 @@ fn a_kernel_that_fails_to_compile_is_a_compile_error_naming_it_and_the_stream_ke
     };
     let data = client.create(bytes_of(&[1.0, 2.0]));
     // What wgpu's message holds: the parser's complaint, or the binding the layout lacks.
-    for (kernel, expected_in_log) in [(&UNPARSABLE, "pars"), (&MISMATCHED, "binding")] {
+    for (kernel, expected_in_log) in [
+        (&UNPARSABLE, "pars"),
+        (&MISMATCHED, "binding"),
+        (&WRONG_WORKGROUP, "@workgroup_size(8, 1, 1)"),
+    ] {
         // Twice: a failed compile is cached and reported again, not recompiled into a fault.
         for _ in 0..2 {
-            let bindings = (0..kernel.buffers).fold(Bindings::new(), |b, _| b.buffer(&data));
+            let buffers = kernel.signature.buffers.iter();
+            let bindings = buffers.fold(Bindings::new(), |b, _| b.buffer(&data));
             client
                 .launch(kernel, CubeCount::new_1d(1), bindings)
                 .expect("the launch itself is accepted; the stream reports the error");
@@ -153,6 +169,32 @@ fn a_kernel_that_fails_to_compile_is_a_compile_error_naming_it_and_the_stream_ke
         )
         .unwrap();
     assert_eq!(read_f32(&client, &data), vec![3.0, 3.0]);
+    client.sync().unwrap();
+}
+
+/// A kernel with only a CPU source.
+static CPU_ONLY: KernelDef = KernelDef {
+    id: "test.cpu_only",
+    name: "cpu_only",
+    signature: NO_BINDINGS,
+    sources: &[&CpuSource(|_, _| {})],
+};
+
+#[test]
+fn a_kernel_without_wgsl_is_refused_by_the_launch_call() {
+    let Some(client) = manual_client() else {
+        return;
+    };
+    let error = client
+        .launch(&CPU_ONLY, CubeCount::new_1d(1), Bindings::new())
+        .unwrap_err();
+    assert_eq!(
+        error,
+        Error::MissingKernelSource {
+            kernel: "cpu_only",
+            backend: "wgpu"
+        }
+    );
     client.sync().unwrap();
 }
 

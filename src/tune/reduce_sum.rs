@@ -102,7 +102,7 @@ fn reduce_in_passes<B: Backend>(
 fn reduce_strided<B: Backend>(client: &ComputeClient<B>, input: &ReduceInput) -> Result<Handle> {
     let cubes = input
         .len
-        .div_ceil(REDUCE_SUM_STRIDED.cube_dim[0])
+        .div_ceil(REDUCE_SUM_STRIDED.signature.cube_dim[0])
         .clamp(1, STRIDED_CUBES);
     let partials = client.empty(u64::from(cubes) * 4);
     let first = Bindings::new()

@@ -4,7 +4,7 @@
 pub use crate::bytes::{HostBytes, HostMemoryHome};
 use crate::error::Error;
 use crate::ids::StreamId;
-use crate::kernel::{ExecutionMode, Kernel, SourceKind};
+use crate::kernel::{ExecutionMode, Kernel, KernelDef, KernelSource};
 pub use crate::staging::{DEFAULT_MAX_FREE_HEAP_STAGING, HeapStaging, StagingAllocator};
 use std::sync::Arc;
 
@@ -115,8 +115,23 @@ pub enum AllocError {
 pub trait Backend: Send + Sync + 'static {
     /// The backend's name (`"cpu"`, `"sim"`).
     const NAME: &'static str;
-    /// Which kernel source the backend runs.
-    const SOURCE: SourceKind;
+    /// The type of kernel source the backend runs, found among a kernel's sources.
+    type Source: KernelSource;
+
+    /// The backend's own source for `kernel` where the kernel lists none of its type: how a
+    /// backend crate supplies the library's kernels (`gpuworld_systems::library`). None by
+    /// default.
+    fn library_source(_kernel: &KernelDef) -> Option<&'static Self::Source> {
+        None
+    }
+    /// The source the backend runs for `kernel`: the kernel's own, else the backend library's;
+    /// `None` when it has neither (the client refuses such a launch with
+    /// `Error::MissingKernelSource`).
+    fn source_for(kernel: &KernelDef) -> Option<&'static Self::Source> {
+        kernel
+            .source::<Self::Source>()
+            .or_else(|| Self::library_source(kernel))
+    }
 
     /// The device's properties.
     fn properties(&self) -> DeviceProperties;
@@ -130,7 +145,9 @@ pub trait Backend: Send + Sync + 'static {
     fn create_stream(&mut self, id: StreamId) -> DeviceStream;
     /// Enqueues a host-to-device copy of `data` into `dst` (`data.len() <= dst.size`).
     fn write(&mut self, stream: DeviceStream, dst: Region, data: HostBytes);
-    /// Enqueues a kernel launch; the kernel has a source of kind [`Backend::SOURCE`].
+    /// Enqueues a kernel launch. The client launches only kernels with a source for this
+    /// backend ([`Backend::source_for`]); one without (a direct call) faults the stream with
+    /// `Error::MissingKernelSource`.
     fn launch(
         &mut self,
         stream: DeviceStream,

@@ -1,12 +1,15 @@
-//! Running a launch on host memory, shared by the cpu and sim backends: the cube count (read
-//! from memory when dynamic), the buffers' views, and a kernel panic turned into a stream error.
+//! Running a launch on host memory, shared by the cpu and sim backends: the kernel's CPU source,
+//! the cube count (read from memory when dynamic), the buffers' views, and a kernel panic turned
+//! into a stream error.
 //! The backends differ only in how they walk the cubes (in order, or spread over threads).
 
 use crate::backend::{LaunchCount, Region};
 use crate::error::Error;
 use crate::host_memory::HostMemory;
 use crate::ids::StreamId;
-use crate::kernel::{CpuKernelFn, CubeContext, ExecutionMode, Kernel, KernelIo, panic_message};
+use crate::kernel::{
+    CpuKernelFn, CpuSource, CubeContext, ExecutionMode, Kernel, KernelIo, panic_message,
+};
 use smallvec::SmallVec;
 
 /// A launch ready to run: its CPU source, cube count and buffer views.
@@ -37,7 +40,7 @@ impl HostLaunch<'_> {
                 (index / cx / cy) as u32,
             ],
             cube_count: self.count,
-            cube_dim: self.kernel.cube_dim,
+            cube_dim: self.kernel.signature.cube_dim,
         };
         (self.source)(&ctx, &self.io);
     }
@@ -60,10 +63,13 @@ pub fn run_on_host(
     mode: ExecutionMode,
     walk: impl FnOnce(&HostLaunch<'_>),
 ) -> Result<(), Error> {
-    let source = kernel.cpu.ok_or(Error::MissingKernelSource {
-        kernel: kernel.name,
-        backend,
-    })?;
+    // The client refuses kernels without a CPU source; only a direct backend call gets here.
+    let CpuSource(source) = *kernel
+        .source::<CpuSource>()
+        .ok_or(Error::MissingKernelSource {
+            kernel: kernel.name,
+            backend,
+        })?;
     let count = resolve_count(memory, count)
         .ok_or_else(|| Error::device_fault(stream, "dynamic cube count in freed memory"))?;
     let views = buffers

@@ -26,7 +26,7 @@ pub use bytes::HostBytes;
 pub use error::{Error, Result};
 pub use handle::{Binding, Handle};
 pub use ids::{HandleId, RuntimeId, StreamId};
-pub use kernel::{CubeCount, ExecutionMode, Kernel, KernelDef};
+pub use kernel::{CpuSource, CubeCount, ExecutionMode, Kernel, KernelDef, Param, Signature};
 pub use memory::MemoryUsage;
 pub use runtime::{Runtime, StreamState};
 pub use sim::{SimBackend, SimConfig, SimModel};

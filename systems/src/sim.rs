@@ -8,7 +8,7 @@ use crate::error::Error;
 use crate::host_launch::{resolve_count, run_on_host};
 use crate::host_memory::HostMemory;
 use crate::ids::StreamId;
-use crate::kernel::{ExecutionMode, Kernel, KernelDef, SourceKind};
+use crate::kernel::{CpuSource, ExecutionMode, Kernel, KernelDef};
 use smallvec::SmallVec;
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
@@ -313,7 +313,7 @@ impl SimBackend {
 
 impl Backend for SimBackend {
     const NAME: &'static str = "sim";
-    const SOURCE: SourceKind = SourceKind::Cpu;
+    type Source = CpuSource;
 
     fn properties(&self) -> DeviceProperties {
         DeviceProperties {

@@ -8,7 +8,7 @@ use gpuworld_systems::backend::*;
 use gpuworld_systems::error::Error;
 use gpuworld_systems::host_memory::HostMemory;
 use gpuworld_systems::ids::StreamId;
-use gpuworld_systems::kernel::{ExecutionMode, Kernel, SourceKind};
+use gpuworld_systems::kernel::{CpuSource, ExecutionMode, Kernel};
 use parking_lot::RwLock;
 use std::sync::Arc;
 use std::time::Duration;
@@ -65,7 +65,7 @@ impl CpuBackend {
 
 impl Backend for CpuBackend {
     const NAME: &'static str = "cpu";
-    const SOURCE: SourceKind = SourceKind::Cpu;
+    type Source = CpuSource;
 
     fn properties(&self) -> DeviceProperties {
         DeviceProperties {

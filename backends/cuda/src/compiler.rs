@@ -2,12 +2,12 @@
 //! architecture, execution mode and count kind into a CUBIN, kept in memory and in a disk cache
 //! keyed by the hash of everything that went into it; cuModuleLoadData loads it.
 
+use crate::cuda_c::{PRELUDE, cuda_text};
 use crate::loader;
 use cudarc::driver::sys;
 use cudarc::nvrtc::{result as nvrtc, sys as nvrtc_sys};
 use gpuworld_systems::error::Error;
 use gpuworld_systems::kernel::{ExecutionMode, Kernel};
-use gpuworld_systems::library::cuda::PRELUDE;
 use std::collections::HashMap;
 use std::ffi::CString;
 use std::path::{Path, PathBuf};
@@ -101,19 +101,13 @@ impl KernelCache {
     }
 
     fn load(&mut self, kernel: Kernel, key: VariantKey) -> Result<sys::CUfunction, Error> {
-        let source = kernel.cuda.ok_or(Error::MissingKernelSource {
+        // The client refuses kernels without CUDA C; only a direct backend call gets here.
+        let source = cuda_text(kernel).ok_or(Error::MissingKernelSource {
             kernel: kernel.name,
             backend: "cuda",
         })?;
         let (major, minor) = self.arch;
-        let options = vec![
-            format!("--gpu-architecture=sm_{major}{minor}"),
-            format!("-DGPUWORLD_CHECKED={}", u8::from(key.checked)),
-            format!("-DGPUWORLD_DYNAMIC={}", u8::from(key.dynamic)),
-            // Keeps a * b + c rounded twice, as on the CPU, so results match bit for bit.
-            "--fmad=false".to_string(),
-            "--std=c++17".to_string(),
-        ];
+        let options = options(self.arch, key);
         let text = format!("{PRELUDE}\n{source}");
         let hash = fnv1a(&[text.as_bytes(), options.join(" ").as_bytes()]);
         let file = self.dir.as_ref().map(|dir| {
@@ -172,6 +166,18 @@ impl KernelCache {
             }
         }
     }
+}
+
+/// NVRTC's options for `key`'s variant on a device of compute capability `arch`.
+fn options((major, minor): (i32, i32), key: VariantKey) -> Vec<String> {
+    vec![
+        format!("--gpu-architecture=sm_{major}{minor}"),
+        format!("-DGPUWORLD_CHECKED={}", u8::from(key.checked)),
+        format!("-DGPUWORLD_DYNAMIC={}", u8::from(key.dynamic)),
+        // Keeps a * b + c rounded twice, as on the CPU, so results match bit for bit.
+        "--fmad=false".to_string(),
+        "--std=c++17".to_string(),
+    ]
 }
 
 /// The default disk cache: `$GPUWORLD_CUDA_CACHE`, else `$XDG_CACHE_HOME/gpuworld/cuda`, else
@@ -278,4 +284,41 @@ fn fnv1a(parts: &[&[u8]]) -> u64 {
         hash = hash.wrapping_mul(0x0100_0000_01b3);
     }
     hash
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gpuworld_systems::library;
+
+    /// NVRTC needs no GPU, so this runs wherever NVRTC loads (`LD_LIBRARY_PATH`), and skips
+    /// loudly elsewhere unless `GPUWORLD_REQUIRE_CUDA=1`.
+    #[test]
+    fn every_library_kernel_compiles_in_every_variant() {
+        if let Err(reason) = loader::nvrtc() {
+            let required = std::env::var("GPUWORLD_REQUIRE_CUDA").is_ok_and(|v| v == "1");
+            assert!(
+                !required,
+                "GPUWORLD_REQUIRE_CUDA=1 but NVRTC does not load: {reason}"
+            );
+            eprintln!("SKIPPED: no NVRTC: {reason}");
+            return;
+        }
+        for kernel in library::all_with_variants() {
+            let Some(source) = cuda_text(kernel) else {
+                panic!("{} has no CUDA C", kernel.id);
+            };
+            let text = format!("{PRELUDE}\n{source}");
+            for (checked, dynamic) in [(false, false), (false, true), (true, false), (true, true)] {
+                let key = VariantKey {
+                    id: kernel.id,
+                    checked,
+                    dynamic,
+                };
+                if let Err(error) = compile(kernel.name, &text, &options((9, 0), key)) {
+                    panic!("{key:?}: {error}");
+                }
+            }
+        }
+    }
 }

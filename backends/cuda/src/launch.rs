@@ -1,5 +1,5 @@
 //! Kernel launches on the cuda backend: the compiled variant for the mode and count kind, the
-//! arguments in the order of the convention in `gpuworld_systems::library::cuda`, and
+//! arguments in the order of the generated parameter list (`cuda_c::parameter_list`), and
 //! `cuLaunchKernel` on the stream.
 
 use crate::{CudaBackend, DYNAMIC_BLOCKS_PER_SM};
@@ -47,9 +47,9 @@ impl CudaBackend {
         if grid.contains(&0) {
             return Ok(());
         }
-        // Every argument's address, in the parameter order of the convention in
-        // `gpuworld_systems::library::cuda`; the arrays above are not touched again until the
-        // launch returned, so the addresses stay valid.
+        // Every argument's address, in the order of the generated parameter list
+        // (`cuda_c::parameter_list`); the arrays above are not touched again until the launch
+        // returned, so the addresses stay valid.
         let mut params: SmallVec<[*mut c_void; 24]> = SmallVec::new();
         for i in 0..buffers.len() {
             params.push((&mut pointers[i] as *mut u64).cast());
@@ -61,9 +61,9 @@ impl CudaBackend {
         if dynamic {
             params.push((&mut pointers[buffers.len()] as *mut u64).cast());
         }
-        let [bx, by, bz] = kernel.cube_dim;
-        // SAFETY: `function` is a loaded kernel whose parameters are, by the convention, exactly
-        // the pointers and 32-bit words in `params`; the device pointers are live allocations
+        let [bx, by, bz] = kernel.signature.cube_dim;
+        // SAFETY: `function` is a loaded kernel whose parameters are, by the generated list,
+        // exactly the pointers and 32-bit words in `params`; the device pointers are live allocations
         // (the runtime frees memory only after the events that prove the device is done).
         let code = unsafe {
             sys::cuLaunchKernel(

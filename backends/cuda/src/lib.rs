@@ -1,19 +1,23 @@
 //! gpuworld-cuda: the backend for NVIDIA GPUs through the CUDA driver API (cudarc, loaded at run
 //! time, so it builds and fails cleanly without CUDA). One primary context per device, one
 //! non-blocking stream per stream slot, CUDA events for the runtime's events; uploads and
-//! readbacks go through a pinned staging pool; kernels are CUDA C compiled by NVRTC and cached.
+//! readbacks go through a pinned staging pool; kernels are CUDA C (`CudaSource`; the library's in
+//! `library`) compiled by NVRTC and cached.
 //! No method blocks: completion is noticed by `poll` through event queries.
 
 mod compiler;
 mod copies;
+mod cuda_c;
 mod events;
 mod faults;
 mod launch;
+mod library;
 mod loader;
 mod open;
 mod pinned;
 
 pub use compiler::{CompileStats, default_cache_dir};
+pub use cuda_c::{CudaSource, PRELUDE, cuda_text, parameter_list};
 pub use cudarc;
 pub use open::availability;
 
@@ -23,7 +27,7 @@ use events::{EventState, EventTable, Timing};
 use gpuworld_systems::backend::*;
 use gpuworld_systems::error::Error;
 use gpuworld_systems::ids::StreamId;
-use gpuworld_systems::kernel::{ExecutionMode, Kernel, SourceKind};
+use gpuworld_systems::kernel::{ExecutionMode, Kernel, KernelDef};
 use pinned::PinnedHome;
 use std::collections::HashMap;
 use std::ffi::c_void;
@@ -205,7 +209,11 @@ impl CudaBackend {
 
 impl Backend for CudaBackend {
     const NAME: &'static str = "cuda";
-    const SOURCE: SourceKind = SourceKind::Cuda;
+    type Source = CudaSource;
+
+    fn library_source(kernel: &KernelDef) -> Option<&'static CudaSource> {
+        gpuworld_systems::library::source_in(&library::LIBRARY, kernel)
+    }
 
     fn properties(&self) -> DeviceProperties {
         self.properties.clone()

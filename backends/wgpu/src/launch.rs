@@ -173,7 +173,7 @@ impl WgpuBackend {
             ..
         } = self;
         let stream = &mut streams[s];
-        let uniform = (kernel.scalars > 0).then(|| {
+        let uniform = (!kernel.signature.scalars.is_empty()).then(|| {
             let (chunk, offset) =
                 uniforms.push(device, &mut stream.uniforms, scalars, pipeline.uniform_size);
             let chunk = &stream.uniforms[chunk];

@@ -1,7 +1,8 @@
 //! gpuworld-wgpu: the backend for Vulkan, Metal and DX12 through wgpu. Storage is one wgpu
-//! buffer per allocation; kernels are WGSL compiled once per kernel id; each stream records into
-//! a command encoder of its own, submitted on flush (an event is the submission's sequence
-//! number) or by the tick's poll; a mark's submission also writes device timestamps (`marks`).
+//! buffer per allocation; kernels are WGSL (`WgslSource`; the library's in `library`) compiled
+//! once per kernel id; each stream records into a command encoder of its own, submitted on flush
+//! (an event is the submission's sequence number) or by the tick's poll; a mark's submission
+//! also writes device timestamps (`marks`).
 //! wgpu has a single queue, so submissions run in order and an event wait needs no device work.
 //! No method blocks: completion (submissions, read maps) is noticed by `poll`, through wgpu's
 //! callbacks.
@@ -10,6 +11,7 @@ mod adapter;
 mod bind_groups;
 mod faults;
 mod launch;
+mod library;
 mod marks;
 mod pipelines;
 mod readback;
@@ -17,18 +19,20 @@ mod stream;
 mod timing;
 mod uniforms;
 mod uploads;
+mod wgsl;
 mod writes;
 
 pub use adapter::{AdapterSelection, AdapterSummary, WgpuConfig, list_adapters};
 pub use timing::KernelTiming;
 pub use wgpu;
+pub use wgsl::{WgslSource, wgsl_text};
 
 use bind_groups::BindGroupCache;
 use faults::{DeviceErrors, describe};
 use gpuworld_systems::backend::*;
 use gpuworld_systems::error::Error;
 use gpuworld_systems::ids::StreamId;
-use gpuworld_systems::kernel::{ExecutionMode, Kernel, SourceKind};
+use gpuworld_systems::kernel::{ExecutionMode, Kernel, KernelDef};
 use marks::Marks;
 use pipelines::PipelineCache;
 use readback::Readbacks;
@@ -257,11 +261,15 @@ impl WgpuBackend {
 
 impl Backend for WgpuBackend {
     const NAME: &'static str = "wgpu";
+    type Source = WgslSource;
+
+    fn library_source(kernel: &KernelDef) -> Option<&'static WgslSource> {
+        gpuworld_systems::library::source_in(&library::LIBRARY, kernel)
+    }
 
     fn lifecycle_lock() -> Option<&'static parking_lot::Mutex<()>> {
         Some(&DEVICE_LIFECYCLE)
     }
-    const SOURCE: SourceKind = SourceKind::Wgsl;
 
     fn properties(&self) -> DeviceProperties {
         adapter::device_properties(

@@ -1,10 +1,13 @@
-//! Compute pipelines, compiled once per kernel id from the kernel's WGSL and the bind group
-//! layout of the binding convention (`gpuworld_systems::library::wgsl`): storage buffers at
-//! bindings `0..buffers`, the scalars' uniform (dynamic offset) after them. Creation runs inside
-//! error scopes, so a kernel whose WGSL does not compile (or does not match the layout) is
-//! `Error::Compile` with wgpu's message as the log, as NVRTC's is on CUDA; it is remembered as
-//! failed, so each launch reports it without recompiling.
+//! Compute pipelines, compiled once per kernel id from the kernel's WGSL module (`wgsl`) and the
+//! bind group layout of the binding convention (on `KernelDef`): storage buffers at bindings
+//! `0..buffers`, the scalars' uniform (dynamic offset) after them. Creation runs inside error
+//! scopes, so a kernel whose WGSL does not compile (or does not match the layout, or whose
+//! `@workgroup_size` is not its cube dim) is `Error::Compile` with wgpu's message as the log, as
+//! NVRTC's is on CUDA; it is remembered as failed, so each launch reports it without recompiling.
 
+use crate::WgpuBackend;
+use crate::wgsl::{check_workgroup_size, uniform_size, wgsl_text};
+use gpuworld_systems::backend::Backend;
 use gpuworld_systems::error::Error;
 use gpuworld_systems::ids::StreamId;
 use gpuworld_systems::kernel::Kernel;
@@ -29,11 +32,6 @@ pub(crate) struct PipelineCache {
     compiled: u64,
 }
 
-/// Bytes of the uniform holding `scalars` 32-bit words, padded to 16.
-pub(crate) fn uniform_size(scalars: usize) -> u64 {
-    (scalars as u64 * 4).div_ceil(16) * 16
-}
-
 impl PipelineCache {
     /// Number of pipelines compiled so far (a cache hit compiles nothing).
     pub fn compiled(&self) -> u64 {
@@ -51,17 +49,21 @@ impl PipelineCache {
         if let Some(entry) = self.pipelines.get(kernel.id) {
             return entry.clone();
         }
-        let source = kernel.wgsl.ok_or(Error::MissingKernelSource {
+        // The client refuses kernels without WGSL; only a direct backend call gets here.
+        let text = wgsl_text(kernel).ok_or(Error::MissingKernelSource {
             kernel: kernel.name,
-            backend: "wgpu",
+            backend: WgpuBackend::NAME,
         })?;
         let started = std::time::Instant::now();
+        if let Err(log) = check_workgroup_size(kernel, &text) {
+            return Err(self.failed(kernel, log));
+        }
         // Scopes are per thread and popped in reverse order; what they catch goes to no
         // uncaptured-error handler, so it is reported once, here, typed.
         let internal = device.push_error_scope(wgpu::ErrorFilter::Internal);
         let validation = device.push_error_scope(wgpu::ErrorFilter::Validation);
         let out_of_memory = device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
-        let created = create(device, kernel, source);
+        let created = create(device, kernel, &text);
         // wgpu-core resolves a popped scope at once; block_on only unwraps the future.
         let out_of_memory = pollster::block_on(out_of_memory.pop());
         let validation = pollster::block_on(validation.pop());
@@ -78,14 +80,7 @@ impl PipelineCache {
             ));
         }
         if let Some(error) = invalid {
-            let log: Arc<str> = error.to_string().into();
-            tracing::error!(target: "gpuworld::kernel", kernel = kernel.id, %log, "compile failed");
-            let error = Error::Compile {
-                kernel: kernel.name,
-                log,
-            };
-            self.pipelines.insert(kernel.id, Err(error.clone()));
-            return Err(error);
+            return Err(self.failed(kernel, error.to_string()));
         }
         self.compiled += 1;
         tracing::debug!(
@@ -98,16 +93,30 @@ impl PipelineCache {
         self.pipelines.insert(kernel.id, Ok(entry.clone()));
         Ok(entry)
     }
+
+    /// Remembers that `kernel` does not compile, for `log`; the error to report.
+    fn failed(&mut self, kernel: Kernel, log: String) -> Error {
+        let log: Arc<str> = log.into();
+        tracing::error!(target: "gpuworld::kernel", kernel = kernel.id, %log, "compile failed");
+        let error = Error::Compile {
+            kernel: kernel.name,
+            log,
+        };
+        self.pipelines.insert(kernel.id, Err(error.clone()));
+        error
+    }
 }
 
-/// Creates `kernel`'s module, layouts and pipeline from `source`; errors go to the scopes open.
-fn create(device: &wgpu::Device, kernel: Kernel, source: &'static str) -> KernelPipeline {
+/// Creates `kernel`'s module, layouts and pipeline from the WGSL `text`; errors go to the scopes
+/// open.
+fn create(device: &wgpu::Device, kernel: Kernel, text: &str) -> KernelPipeline {
     let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
         label: Some(kernel.id),
-        source: wgpu::ShaderSource::Wgsl(source.into()),
+        source: wgpu::ShaderSource::Wgsl(text.into()),
     });
-    let uniform_size = uniform_size(kernel.scalars);
-    let mut entries: Vec<wgpu::BindGroupLayoutEntry> = (0..kernel.buffers)
+    let (buffers, scalars) = (kernel.signature.buffers, kernel.signature.scalars);
+    let uniform_size = uniform_size(scalars.len());
+    let mut entries: Vec<wgpu::BindGroupLayoutEntry> = (0..buffers.len())
         .map(|binding| wgpu::BindGroupLayoutEntry {
             binding: binding as u32,
             visibility: wgpu::ShaderStages::COMPUTE,
@@ -119,9 +128,9 @@ fn create(device: &wgpu::Device, kernel: Kernel, source: &'static str) -> Kernel
             count: None,
         })
         .collect();
-    if kernel.scalars > 0 {
+    if !scalars.is_empty() {
         entries.push(wgpu::BindGroupLayoutEntry {
-            binding: kernel.buffers as u32,
+            binding: buffers.len() as u32,
             visibility: wgpu::ShaderStages::COMPUTE,
             ty: wgpu::BindingType::Buffer {
                 ty: wgpu::BufferBindingType::Uniform,

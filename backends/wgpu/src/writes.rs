@@ -3,34 +3,30 @@
 //! merged into the buffer on the device, since copies move whole words.
 
 use crate::WgpuBackend;
+use crate::wgsl::WgslSource;
 use gpuworld_systems::backend::{LaunchCount, Region, StorageId};
-use gpuworld_systems::kernel::KernelDef;
+use gpuworld_systems::kernel::{KernelDef, Param, Signature};
 
 /// Merges the bytes `mask` selects of `value` into one word: how a write that does not cover
 /// whole words reaches the device (copies move whole words). Internal to the backend.
 static PATCH_WORD: KernelDef = KernelDef {
     id: "gpuworld.wgpu.patch_word",
     name: "patch_word",
-    cube_dim: [1, 1, 1],
-    buffers: 1,
-    scalars: 3,
-    cpu: None,
-    wgsl: Some(
-        "struct Patch { word: u32, mask: u32, value: u32, pad0: u32 }
-
-@group(0) @binding(0) var<storage, read_write> words: array<u32>;
-@group(0) @binding(1) var<uniform> merge: Patch;
-
-@compute @workgroup_size(1, 1, 1)
+    signature: Signature {
+        buffers: &[Param::u32("words")],
+        scalars: &[Param::u32("word"), Param::u32("mask"), Param::u32("value")],
+        cube_dim: [1, 1, 1],
+    },
+    sources: &[&WgslSource(
+        "@compute @workgroup_size(1, 1, 1)
 fn main() {
-    if merge.word < arrayLength(&words) {
-        let old = words[merge.word];
-        words[merge.word] = (old & ~merge.mask) | (merge.value & merge.mask);
+    if scalars.word < arrayLength(&words) {
+        let old = words[scalars.word];
+        words[scalars.word] = (old & ~scalars.mask) | (scalars.value & scalars.mask);
     }
 }
 ",
-    ),
-    cuda: None,
+    )],
 };
 
 impl WgpuBackend {

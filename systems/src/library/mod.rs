@@ -1,117 +1,113 @@
 //! The kernel library shipped with gpuworld: used by tests, benches, autotune and the demo.
-//! Every kernel works on `f32` elements. The CPU sources are here; the WGSL and CUDA sources
-//! live in `wgsl.rs` and `cuda.rs`, one constant per kernel.
+//! Every kernel works on `f32` elements. Each definition here carries its CPU source; the wgpu
+//! and cuda backends supply their WGSL and CUDA C for these kernels themselves
+//! (`Backend::library_source`), next to their code.
 
-pub mod cuda;
 pub mod matmul;
 pub mod reduce;
-pub mod wgsl;
 
-use crate::kernel::{CubeContext, KernelDef, KernelIo};
+use crate::kernel::{CpuSource, KernelDef, Param, Signature};
 
 /// Units per cube of the 1-D kernels.
 pub const LINEAR_CUBE: u32 = 256;
 /// Units per cube side of the 2-D stencil.
 pub const STENCIL_TILE: u32 = 16;
 
-fn for_each_unit(ctx: &CubeContext, len: usize, mut f: impl FnMut(usize)) {
-    let start = ctx.first_unit_1d();
-    let end = (start + ctx.units()).min(len as u64);
-    for i in start..end {
-        f(i as usize);
-    }
-}
-
 /// Does nothing; measures launch overhead.
 pub static NOOP: KernelDef = KernelDef {
     id: "gpuworld.noop",
     name: "noop",
-    cube_dim: [1, 1, 1],
-    buffers: 0,
-    scalars: 0,
-    cpu: Some(|_, _| {}),
-    wgsl: wgsl::NOOP,
-    cuda: cuda::NOOP,
+    signature: Signature {
+        buffers: &[],
+        scalars: &[],
+        cube_dim: [1, 1, 1],
+    },
+    sources: &[&CpuSource(|_, _| {})],
 };
 
-/// `out[i] = value` — buffers: out; scalars: value (f32 bits).
+/// `out[i] = value`.
 pub static FILL: KernelDef = KernelDef {
     id: "gpuworld.fill",
     name: "fill",
-    cube_dim: [LINEAR_CUBE, 1, 1],
-    buffers: 1,
-    scalars: 1,
-    cpu: Some(|ctx, io: &KernelIo<'_>| {
+    signature: Signature {
+        buffers: &[Param::f32("out")],
+        scalars: &[Param::f32("value")],
+        cube_dim: [LINEAR_CUBE, 1, 1],
+    },
+    sources: &[&CpuSource(|cube, io| {
         let value = io.scalar_f32(0);
-        for_each_unit(ctx, io.len32(0), |i| io.store_f32(0, i, value));
-    }),
-    wgsl: wgsl::FILL,
-    cuda: cuda::FILL,
+        cube.units_1d(io.len32(0))
+            .for_each(|i| io.store_f32(0, i, value));
+    })],
 };
 
-/// `dst[i] = src[i]` — buffers: src, dst.
+/// `dst[i] = src[i]`, word by word.
 pub static COPY: KernelDef = KernelDef {
     id: "gpuworld.copy",
     name: "copy",
-    cube_dim: [LINEAR_CUBE, 1, 1],
-    buffers: 2,
-    scalars: 0,
-    cpu: Some(|ctx, io: &KernelIo<'_>| {
-        for_each_unit(ctx, io.len32(1), |i| io.store_u32(1, i, io.load_u32(0, i)));
-    }),
-    wgsl: wgsl::COPY,
-    cuda: cuda::COPY,
+    signature: Signature {
+        buffers: &[Param::u32("src"), Param::u32("dst")],
+        scalars: &[],
+        cube_dim: [LINEAR_CUBE, 1, 1],
+    },
+    sources: &[&CpuSource(|cube, io| {
+        cube.units_1d(io.len32(1))
+            .for_each(|i| io.store_u32(1, i, io.load_u32(0, i)));
+    })],
 };
 
-/// `out[i] = a[i] + b[i]` — buffers: a, b, out.
+/// `out[i] = a[i] + b[i]`.
 pub static ADD: KernelDef = KernelDef {
     id: "gpuworld.add",
     name: "add",
-    cube_dim: [LINEAR_CUBE, 1, 1],
-    buffers: 3,
-    scalars: 0,
-    cpu: Some(|ctx, io: &KernelIo<'_>| {
-        for_each_unit(ctx, io.len32(2), |i| {
-            io.store_f32(2, i, io.load_f32(0, i) + io.load_f32(1, i));
-        });
-    }),
-    wgsl: wgsl::ADD,
-    cuda: cuda::ADD,
+    signature: Signature {
+        buffers: &[Param::f32("a"), Param::f32("b"), Param::f32("out")],
+        scalars: &[],
+        cube_dim: [LINEAR_CUBE, 1, 1],
+    },
+    sources: &[&CpuSource(|cube, io| {
+        cube.units_1d(io.len32(2))
+            .for_each(|i| io.store_f32(2, i, io.load_f32(0, i) + io.load_f32(1, i)));
+    })],
 };
 
-/// `out[i] = x[i] * factor` — buffers: x, out; scalars: factor (f32 bits).
+/// `out[i] = x[i] * factor`.
 pub static SCALE: KernelDef = KernelDef {
     id: "gpuworld.scale",
     name: "scale",
-    cube_dim: [LINEAR_CUBE, 1, 1],
-    buffers: 2,
-    scalars: 1,
-    cpu: Some(|ctx, io: &KernelIo<'_>| {
+    signature: Signature {
+        buffers: &[Param::f32("x"), Param::f32("out")],
+        scalars: &[Param::f32("factor")],
+        cube_dim: [LINEAR_CUBE, 1, 1],
+    },
+    sources: &[&CpuSource(|cube, io| {
         let factor = io.scalar_f32(0);
-        for_each_unit(ctx, io.len32(1), |i| {
-            io.store_f32(1, i, io.load_f32(0, i) * factor);
-        });
-    }),
-    wgsl: wgsl::SCALE,
-    cuda: cuda::SCALE,
+        cube.units_1d(io.len32(1))
+            .for_each(|i| io.store_f32(1, i, io.load_f32(0, i) * factor));
+    })],
 };
 
 /// One explicit heat-diffusion step on a `width x height` grid with fixed borders:
-/// `out = u + alpha * (north + south + east + west - 4u)` — buffers: u, out;
-/// scalars: width, height, alpha (f32 bits). Launch one cube per 16x16 tile.
+/// `out = u + alpha * (north + south + east + west - 4u)`. Launch one cube per 16x16 tile.
 pub static STENCIL: KernelDef = KernelDef {
     id: "gpuworld.stencil2d",
     name: "stencil2d",
-    cube_dim: [STENCIL_TILE, STENCIL_TILE, 1],
-    buffers: 2,
-    scalars: 3,
-    cpu: Some(|ctx, io: &KernelIo<'_>| {
+    signature: Signature {
+        buffers: &[Param::f32("u"), Param::f32("out")],
+        scalars: &[
+            Param::u32("width"),
+            Param::u32("height"),
+            Param::f32("alpha"),
+        ],
+        cube_dim: [STENCIL_TILE, STENCIL_TILE, 1],
+    },
+    sources: &[&CpuSource(|cube, io| {
         let width = io.scalar_u32(0) as usize;
         let height = io.scalar_u32(1) as usize;
         let alpha = io.scalar_f32(2);
         let tile = STENCIL_TILE as usize;
-        let x0 = ctx.cube_pos[0] as usize * tile;
-        let y0 = ctx.cube_pos[1] as usize * tile;
+        let x0 = cube.cube_pos[0] as usize * tile;
+        let y0 = cube.cube_pos[1] as usize * tile;
         for y in y0..(y0 + tile).min(height) {
             for x in x0..(x0 + tile).min(width) {
                 let i = y * width + x;
@@ -129,12 +125,27 @@ pub static STENCIL: KernelDef = KernelDef {
                 io.store_f32(1, i, value);
             }
         }
-    }),
-    wgsl: wgsl::STENCIL,
-    cuda: cuda::STENCIL,
+    })],
 };
 
 /// Every kernel of the library.
 pub fn all() -> [&'static KernelDef; 6] {
     [&NOOP, &FILL, &COPY, &ADD, &SCALE, &STENCIL]
+}
+
+/// The source for `kernel` in a backend's `table` of library kernels and their sources, found by
+/// the definition's address (not its id): how a backend implements `Backend::library_source`.
+pub fn source_in<S>(
+    table: &'static [(&'static KernelDef, S)],
+    kernel: &KernelDef,
+) -> Option<&'static S> {
+    table
+        .iter()
+        .find(|(def, _)| std::ptr::eq(*def, kernel))
+        .map(|(_, source)| source)
+}
+
+/// Every kernel of the library and its tunable variants: what a backend supplies sources for.
+pub fn all_with_variants() -> impl Iterator<Item = &'static KernelDef> {
+    all().into_iter().chain(reduce::all()).chain(matmul::all())
 }

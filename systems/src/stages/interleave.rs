@@ -7,7 +7,6 @@
 
 use crate::backend::{Backend, DeviceStream, Region};
 use crate::bytes::HostBytes;
-use crate::error::Error;
 use crate::ids::StreamId;
 use crate::world::*;
 use bevy_ecs::prelude::*;
@@ -194,24 +193,15 @@ impl<B: Backend> Submitter<'_, '_, '_, B> {
                 scalars,
                 mode,
             }) => {
-                if kernel.has_source(B::SOURCE) {
-                    let buffers: SmallVec<[Region; 4]> = bindings
-                        .iter()
-                        .take(kernel.buffers)
-                        .map(|b| b.region)
-                        .collect();
-                    self.device
-                        .launch(device_stream, kernel, count, &buffers, &scalars, mode);
-                    self.stats.launches += 1;
-                } else {
-                    self.fault(
-                        stream,
-                        Error::MissingKernelSource {
-                            kernel: kernel.name,
-                            backend: B::NAME,
-                        },
-                    );
-                }
+                // The client checked the kernel's source for this backend.
+                let buffers: SmallVec<[Region; 4]> = bindings
+                    .iter()
+                    .take(kernel.signature.buffers.len())
+                    .map(|b| b.region)
+                    .collect();
+                self.device
+                    .launch(device_stream, kernel, count, &buffers, &scalars, mode);
+                self.stats.launches += 1;
             }
             Some(TaskWork::Read(reply)) => {
                 let tickets = bindings
@@ -279,12 +269,5 @@ impl<B: Backend> Submitter<'_, '_, '_, B> {
             handles: Vec::new(),
             pins: shared,
         }));
-    }
-
-    fn fault(&mut self, stream: Entity, error: Error) {
-        tracing::warn!(target: "gpuworld::stream", %error, "fault recorded on stream");
-        if let Ok((_, _, _, _, mut fault)) = self.streams.get_mut(stream) {
-            fault.0.get_or_insert(error);
-        }
     }
 }

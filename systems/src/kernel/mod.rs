@@ -1,0 +1,195 @@
+//! Kernels: one definition — a stable id, a binding signature and an open set of sources, one
+//! per backend, each found by its type — plus launch shapes and the arity check.
+//!
+//! `gpuworld-systems` knows no backend's source language: a backend crate defines its source
+//! type (`WgslSource` in gpuworld-wgpu, `CudaSource` in gpuworld-cuda) and names it as
+//! [`Backend::Source`](crate::backend::Backend::Source); a kernel lists sources of any types. The
+//! CPU source type lives here because two backends here (cpu and sim) run it.
+
+mod cpu;
+
+pub use cpu::{CpuBuffer, CpuKernelFn, CpuSource, CubeContext, KernelIo, panic_message};
+
+use crate::error::Error;
+use std::any::Any;
+use std::fmt;
+
+/// A kernel as the runtime launches it: a static definition.
+pub type Kernel = &'static KernelDef;
+
+/// One backend's source of a kernel. Each backend defines its own type; a kernel lists sources
+/// of any types and a backend finds its own by type ([`KernelDef::source`]).
+pub trait KernelSource: Any + Send + Sync {}
+
+/// The type of a buffer's elements or of a scalar: a 32-bit word read as a float or an integer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Elem {
+    /// `f32`.
+    F32,
+    /// `u32`.
+    U32,
+}
+
+/// One named binding of a signature: a buffer (and its element type) or a scalar (and its type).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Param {
+    /// The name the sources use for it (an identifier in every source language).
+    pub name: &'static str,
+    /// Its element or scalar type.
+    pub elem: Elem,
+}
+
+impl Param {
+    /// An `f32` buffer or scalar named `name`.
+    pub const fn f32(name: &'static str) -> Param {
+        Param {
+            name,
+            elem: Elem::F32,
+        }
+    }
+
+    /// A `u32` buffer or scalar named `name`.
+    pub const fn u32(name: &'static str) -> Param {
+        Param {
+            name,
+            elem: Elem::U32,
+        }
+    }
+}
+
+/// What a launch of a kernel binds, in order, and the units of one cube: the one description
+/// every backend turns into the declarations its language needs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Signature {
+    /// The buffer bindings, in launch order.
+    pub buffers: &'static [Param],
+    /// The 32-bit scalars, in launch order.
+    pub scalars: &'static [Param],
+    /// Units per cube along x, y, z.
+    pub cube_dim: [u32; 3],
+}
+
+/// One kernel: its stable id, its binding signature and its sources, at most one per backend.
+///
+/// # Binding convention
+///
+/// A launch binds the signature's buffers, then its scalars, in order. Each backend generates
+/// the declarations from the signature, so a source holds only code:
+///
+/// - **CPU** ([`CpuSource`], cpu and sim backends): called once per cube; buffer `i` and scalar
+///   `j` are read by position through [`KernelIo`], the cube's position is in [`CubeContext`].
+/// - **WGSL** (`WgslSource`, wgpu backend): buffer `i` is
+///   `@group(0) @binding(i) var<storage, read_write> <name>: array<f32 | u32>`, bound to exactly
+///   the launch's byte range, so `arrayLength` is its length in 32-bit words; the scalars are
+///   the fields of `struct Scalars` (padded to 16 bytes), bound as
+///   `var<uniform> scalars: Scalars` at `@binding(<number of buffers>)` and read as
+///   `scalars.<name>`. The source defines the entry point `main` with a
+///   `@compute @workgroup_size` equal to `cube_dim` (checked when the kernel is compiled). A
+///   cube is a workgroup; 1-D kernels flatten the workgroup id as [`CubeContext::cube_index`]
+///   does (`x + count_x * (y + count_y * z)`). Checked mode must never access outside
+///   `arrayLength`, so every library kernel checks its indices in both modes.
+/// - **CUDA** (`CudaSource`, cuda backend): the source defines
+///   `extern "C" __global__ void <name>(GW_PARAMS)`, where `GW_PARAMS` is generated: a pointer
+///   `<name>` and its length in words `<name>_len` per buffer, then each scalar with its type;
+///   the rest of the convention is documented on `CudaSource`.
+///
+/// A backend asked to run a kernel without a source for it gets
+/// [`Error::MissingKernelSource`] from the client call.
+pub struct KernelDef {
+    /// Stable id, unique across the process (`"gpuworld.fill"`); caches are keyed by it.
+    pub id: &'static str,
+    /// Short human name used in logs and errors (and as the CUDA function's name).
+    pub name: &'static str,
+    /// What a launch binds and the units of one cube.
+    pub signature: Signature,
+    /// The kernel's sources, at most one of each type; a backend's library may add its own.
+    pub sources: &'static [&'static dyn KernelSource],
+}
+
+impl KernelDef {
+    /// The kernel's source of type `S`, if it has one.
+    pub fn source<S: KernelSource>(&self) -> Option<&'static S> {
+        self.sources
+            .iter()
+            .find_map(|source| (*source as &dyn Any).downcast_ref::<S>())
+    }
+}
+
+impl fmt::Debug for KernelDef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("KernelDef")
+            .field("id", &self.id)
+            .field("signature", &self.signature)
+            .field("sources", &self.sources.len())
+            .finish()
+    }
+}
+
+/// How many cubes a launch runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CubeCount {
+    /// A count known when launching.
+    Static(u32, u32, u32),
+    /// A count read on the device from a buffer holding three `u32`: x, y, z.
+    Dynamic(crate::handle::Binding),
+}
+
+impl CubeCount {
+    /// `x` cubes along one axis.
+    pub fn new_1d(x: u32) -> CubeCount {
+        CubeCount::Static(x, 1, 1)
+    }
+
+    /// `x * y` cubes on a grid.
+    pub fn new_2d(x: u32, y: u32) -> CubeCount {
+        CubeCount::Static(x, y, 1)
+    }
+
+    /// Enough cubes of `units_per_cube` to cover `elements` along one axis.
+    pub fn covering(elements: u64, units_per_cube: u32) -> CubeCount {
+        let cubes = elements.div_ceil(units_per_cube.max(1) as u64);
+        CubeCount::Static(u32::try_from(cubes).unwrap_or(u32::MAX), 1, 1)
+    }
+
+    /// Enough `tile x tile` cubes to cover a `width x height` grid.
+    pub fn covering_2d(width: u32, height: u32, tile: u32) -> CubeCount {
+        let tile = tile.max(1);
+        CubeCount::Static(width.div_ceil(tile), height.div_ceil(tile), 1)
+    }
+
+    /// Whether this count is statically known to run no cube at all.
+    pub fn is_empty(&self) -> bool {
+        matches!(self, CubeCount::Static(x, y, z) if *x == 0 || *y == 0 || *z == 0)
+    }
+}
+
+/// Whether a launch checks every buffer access.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ExecutionMode {
+    /// Out-of-bounds reads give zero and out-of-bounds writes are dropped.
+    Checked,
+    /// No checks: the caller promised every access is in bounds.
+    Unchecked,
+}
+
+/// Checks a launch's shape against the kernel's declaration.
+pub fn validate_arity(kernel: &KernelDef, buffers: usize, scalars: usize) -> Result<(), Error> {
+    let signature = &kernel.signature;
+    if buffers != signature.buffers.len() {
+        return Err(Error::BindingCount {
+            kernel: kernel.name,
+            what: "buffer bindings",
+            expected: signature.buffers.len(),
+            got: buffers,
+        });
+    }
+    if scalars != signature.scalars.len() {
+        return Err(Error::BindingCount {
+            kernel: kernel.name,
+            what: "scalars",
+            expected: signature.scalars.len(),
+            got: scalars,
+        });
+    }
+    Ok(())
+}

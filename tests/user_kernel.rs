@@ -1,0 +1,81 @@
+//! A user's kernel with a CPU and a WGSL source, exactly as `docs/architecture.md` (Kernels)
+//! shows it: the lines between the markers below are the document's example, at most 25 of them,
+//! and the kernel gives the same result on cpu, sim and wgpu.
+
+#![cfg(feature = "wgpu")]
+
+mod common;
+
+use common::wgpu_client_or_skip;
+use gpuworld::{Backend, Bindings, ComputeClient, CubeCount};
+
+// The example begins.
+use gpuworld::{CpuSource, KernelDef, Param, Signature, WgslSource};
+/// `out[i] = x[i] + offset`, 64 units per cube.
+static SHIFT: KernelDef = KernelDef {
+    id: "example.shift",
+    name: "shift",
+    signature: Signature {
+        buffers: &[Param::f32("x"), Param::f32("out")],
+        scalars: &[Param::f32("offset")],
+        cube_dim: [64, 1, 1],
+    },
+    sources: &[
+        &CpuSource(|cube, io| {
+            for i in cube.units_1d(io.len32(1)) {
+                io.store_f32(1, i, io.load_f32(0, i) + io.scalar_f32(0));
+            }
+        }),
+        &WgslSource(
+            "@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) id: vec3<u32>) {
+    if id.x < arrayLength(&out) { out[id.x] = x[id.x] + scalars.offset; }
+}",
+        ),
+    ],
+};
+// The example ends.
+
+/// The lines of this file between the example's markers.
+fn example() -> Vec<&'static str> {
+    include_str!("user_kernel.rs")
+        .lines()
+        .skip_while(|line| *line != "// The example begins.")
+        .skip(1)
+        .take_while(|line| *line != "// The example ends.")
+        .collect()
+}
+
+#[test]
+fn the_example_is_at_most_25_lines_and_is_the_one_the_architecture_document_shows() {
+    let example = example();
+    assert!(example.len() <= 25, "{} lines", example.len());
+    let shown = format!("```rust\n{}\n```", example.join("\n"));
+    assert!(
+        include_str!("../docs/architecture.md").contains(&shown),
+        "docs/architecture.md (Kernels) must show the example as it is here:\n{shown}"
+    );
+}
+
+fn shift_on<B: Backend>(client: &ComputeClient<B>) -> Vec<f32> {
+    let x: Vec<f32> = (0..200).map(|i| i as f32 / 4.0).collect();
+    let x = client.create_from_slice(bytemuck::cast_slice(&x));
+    let out = client.empty(200 * 4);
+    let bindings = Bindings::new().buffer(&x).buffer(&out).scalar_f32(1.5);
+    client
+        .launch(&SHIFT, CubeCount::covering(200, 64), bindings)
+        .unwrap();
+    client.read_one_as(&out).unwrap()
+}
+
+#[test]
+fn the_example_gives_the_same_result_on_cpu_sim_and_wgpu() {
+    let expected: Vec<f32> = (0..200).map(|i| i as f32 / 4.0 + 1.5).collect();
+    let cpu = gpuworld::cpu_client(gpuworld::Driver::Manual);
+    assert_eq!(shift_on(&cpu), expected);
+    let sim = gpuworld::sim_client(gpuworld::SimConfig::default());
+    assert_eq!(shift_on(&sim), expected);
+    if let Some(wgpu) = wgpu_client_or_skip() {
+        assert_eq!(shift_on(&wgpu), expected);
+    }
+}
