@@ -534,19 +534,25 @@ pub fn round_trip<B: Backend>(
             return summary.failed(label, row, &error);
         }
     }
+    let ticks_before = client.with_runtime(|runtime| runtime.tick_count());
     for _ in 0..shape.round_trips {
         match once() {
             Ok(time) => times.push(time),
             Err(error) => return summary.failed(label, row, &error),
         }
     }
+    // One tick per round trip when the reader takes the launch and its read in one tick.
+    let ticks = client.with_runtime(|runtime| runtime.tick_count()) - ticks_before;
     times.sort_unstable();
     let at = |q: f64| times[((times.len() - 1) as f64 * q) as usize].as_secs_f64() * 1e6;
     summary.add(
         label,
         row,
         format!("{:.1} µs (p10 {:.1}, p90 {:.1})", at(0.5), at(0.1), at(0.9)),
-        "-".into(),
+        format!(
+            "{:.2} ticks per round trip",
+            ticks as f64 / shape.round_trips as f64
+        ),
     );
 }
 

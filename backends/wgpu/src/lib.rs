@@ -183,6 +183,19 @@ impl WgpuBackend {
         self.completed.load(Ordering::Acquire)
     }
 
+    /// Submits the batches that are due: those holding a read (someone waits for it), every
+    /// batch when the device is idle, and batches grown past `AUTO_SUBMIT_COMMANDS`.
+    fn submit_due_batches(&mut self) {
+        let idle = self.completed() >= self.submitted;
+        for s in 0..self.streams.len() {
+            let stream = &self.streams[s];
+            let due = stream.reads > 0 || idle || stream.commands >= AUTO_SUBMIT_COMMANDS;
+            if stream.has_batch() && due {
+                self.submit(s);
+            }
+        }
+    }
+
     /// The stream's index, or `None` for a stream this backend never made.
     fn stream_index(&self, stream: DeviceStream) -> Option<usize> {
         let index = stream.0 as usize;
@@ -413,14 +426,7 @@ impl Backend for WgpuBackend {
             self.on_lost(&reason);
             return;
         }
-        let idle = self.completed() >= self.submitted;
-        for s in 0..self.streams.len() {
-            let stream = &self.streams[s];
-            let due = stream.reads > 0 || idle || stream.commands >= AUTO_SUBMIT_COMMANDS;
-            if stream.has_batch() && due {
-                self.submit(s);
-            }
-        }
+        self.submit_due_batches();
         if let Err(error) = self.device.poll(wgpu::PollType::Poll) {
             for stream in &mut self.streams {
                 stream.fault(format!("polling the device failed: {error}"));
@@ -451,7 +457,13 @@ impl Backend for WgpuBackend {
     }
 
     fn wait_for_progress(&mut self, timeout: std::time::Duration) -> bool {
-        if self.completed() >= self.submitted || self.errors.lost().is_some() {
+        if self.errors.lost().is_some() {
+            return false;
+        }
+        // A read recorded this tick is still in its stream's batch: waiting helps only once it
+        // is submitted.
+        self.submit_due_batches();
+        if self.completed() >= self.submitted {
             return false;
         }
         let _ = self.device.poll(wgpu::PollType::Wait {
