@@ -39,6 +39,7 @@ macro_rules! conformance {
             case!(stencil_matches_the_host_reference);
             case!(offsets_bind_only_the_sub_range);
             case!(a_dynamic_cube_count_is_read_from_device_memory);
+            case!(a_dynamic_cube_count_may_share_an_allocation_with_the_bindings);
             case!(a_read_of_many_bindings_returns_each_in_order);
             case!(writes_land_in_order_with_launches);
             case!(a_chain_of_launches_runs_in_order);
