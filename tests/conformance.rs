@@ -19,6 +19,7 @@ backend_suite! {
         cases::stencil_matches_the_host_reference,
         cases::offsets_bind_only_the_sub_range,
         cases::a_dynamic_cube_count_is_read_from_device_memory,
+        cases::a_dynamic_cube_count_may_share_an_allocation_with_the_bindings,
         cases::a_read_of_many_bindings_returns_each_in_order,
         cases::writes_land_in_order_with_launches,
         cases::a_chain_of_launches_runs_in_order,

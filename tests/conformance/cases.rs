@@ -153,6 +153,37 @@ pub fn a_dynamic_cube_count_is_read_from_device_memory<B: Backend>(client: Compu
     assert!(values[512..].iter().all(|v| *v == 0.0));
 }
 
+pub fn a_dynamic_cube_count_may_share_an_allocation_with_the_bindings<B: Backend>(
+    client: ComputeClient<B>,
+) {
+    // One allocation: 256 floats, then the cube count. Found by the fuzzer: wgpu refused to use
+    // a buffer as indirect arguments and as storage in one dispatch, and lost the whole batch.
+    let mut bytes = bytes_of(&[2.0; 256]);
+    bytes.extend_from_slice(bytemuck::cast_slice(&[1u32, 1, 1]));
+    let shared = client.create(bytes);
+    let values = shared.clone().offset_end(12);
+    let count = shared.clone().offset_start(256 * 4);
+    let out = client.create(vec![0; 256 * 4]);
+    client
+        .launch(
+            &library::SCALE,
+            CubeCount::Dynamic(count.binding()),
+            Bindings::new().buffer(&values).buffer(&out).scalar_f32(3.0),
+        )
+        .unwrap();
+    assert_eq!(read_f32(&client, &out), vec![6.0; 256]);
+    client
+        .launch(
+            &library::FILL,
+            CubeCount::Dynamic(count.binding()),
+            Bindings::new().buffer(&values).scalar_f32(5.0),
+        )
+        .unwrap();
+    assert_eq!(read_f32(&client, &values), vec![5.0; 256]);
+    let count_after: Vec<u32> = client.read_one_as(&count).unwrap();
+    assert_eq!(count_after, [1, 1, 1]);
+}
+
 pub fn a_read_of_many_bindings_returns_each_in_order<B: Backend>(client: ComputeClient<B>) {
     let handles: Vec<_> = (0..5)
         .map(|i| f32_handle(&client, &[i as f32; 3]))

@@ -163,6 +163,15 @@ impl WgpuBackend {
             .iter()
             .map(|&region| self.bind(kernel, region))
             .collect::<Result<SmallVec<[Bound; 4]>, String>>()?;
+        // wgpu refuses a buffer as indirect arguments and as storage in one dispatch (a
+        // validation error that loses the whole batch), and allocations share buffers: a count
+        // in a buffer bound in place is read from a copy of its 12 bytes.
+        let count_shares_a_binding = match count {
+            LaunchCount::Dynamic(region) => bound
+                .iter()
+                .any(|b| matches!(b, Bound::InPlace { storage, .. } if *storage == region.storage)),
+            LaunchCount::Static(_) => false,
+        };
 
         let WgpuBackend {
             device,
@@ -246,6 +255,22 @@ impl WgpuBackend {
                 stream.commands += 1;
             }
         }
+        let indirect = match indirect {
+            Some((buffer, offset)) if count_shares_a_binding => {
+                let copy = device.create_buffer(&wgpu::BufferDescriptor {
+                    label: Some("gpuworld cube count copy"),
+                    size: 12,
+                    usage: wgpu::BufferUsages::INDIRECT | wgpu::BufferUsages::COPY_DST,
+                    mapped_at_creation: false,
+                });
+                stream
+                    .encoder(device)
+                    .copy_buffer_to_buffer(&buffer, offset, &copy, 0, 12);
+                stream.commands += 1;
+                Some((copy, 0))
+            }
+            indirect => indirect,
+        };
         let mut timed = None;
         if let Some(timing) = timing.as_mut() {
             let mut set = stream.timing.take().unwrap_or_else(|| timing.set(device));

@@ -1,0 +1,281 @@
+//! A seeded differential fuzzer of the public client. Each seed drives a fresh runtime through a
+//! random sequence of calls as users make them (creates and uploads of a few bytes to a few MiB,
+//! writes and reads of sub-ranges, `read_async` settled later, launches of the library's kernels,
+//! handle clones and drops while work is in flight, stream switches, syncs, flushes, cleanups,
+//! and misuse that must return the documented `gpuworld::Error`), checks every read byte for byte
+//! against a host model (`fuzz/model.rs`), and ends by dropping everything and checking that no
+//! memory stays in use or reserved.
+//!
+//! Size, by environment variable (defaults keep `cargo test` quick):
+//! - `GPUWORLD_FUZZ_OPS`: operations per seed;
+//! - `GPUWORLD_FUZZ_SEEDS`: how many seeds (1, 2, ...) each backend runs;
+//! - `GPUWORLD_FUZZ_SEED`: run exactly this seed.
+//!
+//! A failure names the backend and the seed and prints the last operations; the same seed replays
+//! the same operations (`GPUWORLD_FUZZ_SEED=7 cargo test --all-features --test fuzz sim`). To
+//! find where it went wrong, `GPUWORLD_FUZZ_TRACE=1` prints every operation as it starts and
+//! `GPUWORLD_FUZZ_READ_ALL=1` reads every live allocation back after every operation (slow, and
+//! the extra reads order streams, which may hide a bug that needs them unordered).
+
+mod common;
+mod fuzz {
+    pub mod launches;
+    pub mod misuse;
+    pub mod model;
+    pub mod reads;
+    pub mod report;
+    pub mod rng;
+    pub mod session;
+}
+
+use fuzz::model::Arithmetic;
+use fuzz::report::{OpLog, Tally};
+use fuzz::session::Fuzzer;
+use gpuworld::{Backend, ComputeClient, Driver, RuntimeConfig, SimBackend, SimConfig};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// A run that makes no progress for this long is reported and the process exits: a hang must
+/// fail with the seed and the operations that led to it, not stall CI.
+const STALL_LIMIT: Duration = Duration::from_secs(120);
+
+/// What a backend runs unless the environment says otherwise.
+struct Defaults {
+    seeds: u64,
+    ops: u64,
+}
+
+fn env_u64(name: &str) -> Option<u64> {
+    let value = std::env::var(name).ok()?;
+    match value.parse() {
+        Ok(number) => Some(number),
+        Err(_) => panic!("{name}={value} is not a number"),
+    }
+}
+
+fn env_flag(name: &str) -> bool {
+    std::env::var(name).is_ok_and(|value| value == "1")
+}
+
+/// The seeds to run and the operations per seed.
+fn plan(defaults: Defaults) -> (Vec<u64>, u64) {
+    let ops = env_u64("GPUWORLD_FUZZ_OPS").unwrap_or(defaults.ops);
+    let seeds = match env_u64("GPUWORLD_FUZZ_SEED") {
+        Some(seed) => vec![seed],
+        None => (1..=env_u64("GPUWORLD_FUZZ_SEEDS").unwrap_or(defaults.seeds)).collect(),
+    };
+    (seeds, ops)
+}
+
+/// Runs every planned seed on a fresh client from `make` (`None`: the backend is missing here,
+/// already reported by `make`), panicking with a report at the first failure.
+fn fuzz<B: Backend>(
+    backend: &str,
+    test: &str,
+    arithmetic: Arithmetic,
+    defaults: Defaults,
+    make: impl Fn() -> Option<ComputeClient<B>>,
+) {
+    let (seeds, ops) = plan(defaults);
+    let started = Instant::now();
+    let mut tally = Tally::default();
+    for &seed in &seeds {
+        let Some(client) = make() else { return };
+        let log = OpLog::new(env_flag("GPUWORLD_FUZZ_TRACE"));
+        let report = |error: &str| {
+            format!(
+                "fuzz failure on {backend}, seed {seed}: {error}\n\
+                 reproduce: GPUWORLD_FUZZ_SEED={seed} cargo test --all-features --test fuzz {test}\n\
+                 last operations:\n{}",
+                log.tail()
+            )
+        };
+        let outcome = std::thread::scope(|scope| {
+            let (done, finished) = mpsc::channel::<()>();
+            scope.spawn(|| watch_for_stalls(&log, finished, &report));
+            let outcome = catch_unwind(AssertUnwindSafe(|| {
+                let mut fuzzer = Fuzzer::new(client, seed, arithmetic, &log);
+                fuzzer.read_all_after_each_op = env_flag("GPUWORLD_FUZZ_READ_ALL");
+                let outcome = fuzzer.run(ops);
+                tally.add(&fuzzer.tally);
+                outcome
+            }));
+            drop(done);
+            outcome
+        });
+        match outcome {
+            Ok(Ok(())) => {}
+            Ok(Err(error)) => panic!("{}", report(&error)),
+            Err(panic) => panic!("{}", report(&panic_text(panic))),
+        }
+    }
+    eprintln!(
+        "fuzz {backend}: {} seeds x {ops} operations in {:.1?}: {tally}",
+        seeds.len(),
+        started.elapsed()
+    );
+}
+
+/// Until `finished` closes, checks that the run records operations; after [`STALL_LIMIT`]
+/// without one, prints the report and exits the process.
+fn watch_for_stalls(
+    log: &OpLog,
+    finished: mpsc::Receiver<()>,
+    report: &(dyn Fn(&str) -> String + Sync),
+) {
+    let mut seen = log.count();
+    let mut since = Instant::now();
+    while let Err(mpsc::RecvTimeoutError::Timeout) = finished.recv_timeout(Duration::from_secs(1)) {
+        let count = log.count();
+        if count != seen {
+            (seen, since) = (count, Instant::now());
+        } else if since.elapsed() > STALL_LIMIT {
+            eprintln!(
+                "{}",
+                report(&format!("no progress for {STALL_LIMIT:?}: stuck"))
+            );
+            std::process::exit(1);
+        }
+    }
+}
+
+fn panic_text(panic: Box<dyn std::any::Any + Send>) -> String {
+    match panic.downcast::<String>() {
+        Ok(text) => format!("panic: {text}"),
+        Err(panic) => match panic.downcast::<&str>() {
+            Ok(text) => format!("panic: {text}"),
+            Err(_) => "panic with a non-text payload".to_string(),
+        },
+    }
+}
+
+#[test]
+fn cpu_with_the_manual_driver_matches_the_host_model() {
+    fuzz(
+        "cpu (Driver::Manual)",
+        "cpu_with_the_manual",
+        Arithmetic::Host,
+        Defaults {
+            seeds: 2,
+            ops: 1500,
+        },
+        || Some(gpuworld::cpu_client(Driver::Manual)),
+    );
+}
+
+#[test]
+fn cpu_with_a_device_thread_matches_the_host_model() {
+    fuzz(
+        "cpu (Driver::DeviceThread)",
+        "cpu_with_a_device_thread",
+        Arithmetic::Host,
+        Defaults {
+            seeds: 2,
+            ops: 1500,
+        },
+        || Some(gpuworld::cpu_client(Driver::DeviceThread)),
+    );
+}
+
+#[test]
+fn sim_matches_the_host_model() {
+    fuzz(
+        "sim",
+        "sim_matches",
+        Arithmetic::Host,
+        Defaults {
+            seeds: 2,
+            ops: 1500,
+        },
+        || {
+            Some(gpuworld::sim_client(SimConfig {
+                record: false,
+                ..SimConfig::default()
+            }))
+        },
+    );
+}
+
+/// The sim with slow completions and batched queues: work waits in queues and on the device
+/// while later calls arrive.
+#[test]
+fn sim_with_latency_and_batching_matches_the_host_model() {
+    fuzz(
+        "sim (3 ticks of latency, 4 tasks per batch)",
+        "sim_with_latency",
+        Arithmetic::Host,
+        Defaults {
+            seeds: 2,
+            ops: 1500,
+        },
+        || {
+            let backend = SimBackend::new(SimConfig {
+                latency_ticks: 3,
+                record: false,
+                ..SimConfig::default()
+            });
+            let config = RuntimeConfig {
+                max_tasks: 4,
+                ..RuntimeConfig::default()
+            };
+            Some(ComputeClient::new(backend, config, Driver::Manual))
+        },
+    );
+}
+
+#[cfg(feature = "wgpu")]
+#[test]
+fn wgpu_matches_the_host_model() {
+    fuzz(
+        "wgpu",
+        "wgpu_matches",
+        Arithmetic::Gpu,
+        Defaults {
+            seeds: 2,
+            ops: 1000,
+        },
+        common::wgpu_client_or_skip,
+    );
+}
+
+/// wgpu with one task per batch and the calls ticking (as the conformance suite's
+/// `wgpu_manual`), upload staging small enough that large writes go through the queue, and
+/// every dispatch timed.
+#[cfg(feature = "wgpu")]
+#[test]
+fn wgpu_with_the_manual_driver_and_little_staging_matches_the_host_model() {
+    fuzz(
+        "wgpu (Driver::Manual, 1 task per batch, 2 MiB of upload staging, timed dispatches)",
+        "wgpu_with_the_manual",
+        Arithmetic::Gpu,
+        Defaults {
+            seeds: 1,
+            ops: 1000,
+        },
+        || {
+            let config = gpuworld::WgpuConfig {
+                upload_budget: 2 << 20,
+                upload_chunk: 256 << 10,
+                timestamps: true,
+                ..gpuworld::WgpuConfig::default()
+            };
+            common::wgpu_client_with(config, Driver::Manual)
+        },
+    );
+}
+
+#[cfg(feature = "cuda")]
+#[test]
+fn cuda_matches_the_host_model() {
+    fuzz(
+        "cuda",
+        "cuda",
+        Arithmetic::Gpu,
+        Defaults {
+            seeds: 2,
+            ops: 1000,
+        },
+        common::cuda_client_or_skip,
+    );
+}
