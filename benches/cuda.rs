@@ -535,6 +535,69 @@ fn round_trip_anatomy(c: &mut Criterion, manual: &ComputeClient<CudaBackend>, ra
     group.finish();
 }
 
+/// The round trip through both drivers and raw, taken in turn within one loop, so that a host
+/// that slows down or speeds up during the run weighs on all three alike: the medians and their
+/// ratios to raw.
+fn paired_round_trips(
+    c: &mut Criterion,
+    clients: [(&str, &ComputeClient<CudaBackend>); 2],
+    raw: &Raw,
+    summary: &mut Summary,
+) {
+    let mut group = c.benchmark_group("paired");
+    group.sample_size(10);
+    let mut ran = false;
+    group.bench_function("launch_noop_read_4B", |b| {
+        ran = true;
+        b.iter(|| raw.launch_and_read_word())
+    });
+    group.finish();
+    if !ran {
+        return;
+    }
+    let round_trip = |client: &ComputeClient<CudaBackend>, word: &gpuworld::Handle| {
+        let start = Instant::now();
+        client
+            .launch(&library::NOOP, CubeCount::new_1d(1), Bindings::new())
+            .expect("launch");
+        let bytes = client.read_one(word).expect("read");
+        let time = start.elapsed();
+        drop(bytes);
+        time
+    };
+    let words = clients.map(|(_, client)| client.empty(4));
+    let mut times: [Vec<Duration>; 3] = Default::default();
+    for round in 0..6000 {
+        let start = Instant::now();
+        raw.launch_and_read_word();
+        let raw_time = start.elapsed();
+        let first = round_trip(clients[0].1, &words[0]);
+        let second = round_trip(clients[1].1, &words[1]);
+        // The first thousand rounds warm up.
+        if round >= 1000 {
+            times[0].push(raw_time);
+            times[1].push(first);
+            times[2].push(second);
+        }
+    }
+    let [raw_median, first, second] = times.map(|mut t| client_rows::median(&mut t));
+    let micros = |d: Duration| d.as_secs_f64() * 1e6;
+    summary.add(
+        "cuda raw",
+        "paired: cuLaunchKernel + cuMemcpyDtoHAsync 4 B + sync (median of 5000)",
+        format!("{:.1} µs", micros(raw_median)),
+        "-".into(),
+    );
+    for ((label, _), median) in clients.iter().zip([first, second]) {
+        summary.add(
+            label,
+            "paired: launch NOOP + read_one 4 B (median of 5000)",
+            format!("{:.1} µs", micros(median)),
+            format!("{:.2}x raw", micros(median) / micros(raw_median)),
+        );
+    }
+}
+
 /// Runs `work` `iters` times, keeping each run's time; their sum.
 fn timed(iters: u64, times: &mut Vec<Duration>, mut work: impl FnMut()) -> Duration {
     (0..iters)
@@ -601,6 +664,12 @@ fn main() {
             let manual = ComputeClient::new(backend, runtime, Driver::Manual);
             client_rows::round_trip(&mut c, "cuda manual", &manual, shape, &mut summary);
             round_trip_anatomy(&mut c, &manual, &raw);
+            paired_round_trips(
+                &mut c,
+                [("cuda device thread", &client), ("cuda manual", &manual)],
+                &raw,
+                &mut summary,
+            );
         }
         Err(error) => eprintln!("SKIPPED cuda manual round trip: {error}"),
     }
