@@ -460,7 +460,7 @@ fn a_kernel_given_the_wrong_number_of_bindings_is_rejected() -> Option<Error> {
         error,
         Error::BindingCount {
             kernel: "add",
-            what: "buffer bindings",
+            what: "buffer binding",
             expected: 3,
             got: 1
         }
@@ -477,13 +477,7 @@ fn a_kernel_given_the_wrong_number_of_bindings_is_rejected() -> Option<Error> {
         )
         .unwrap_err();
     assert!(
-        matches!(
-            scalars,
-            Error::BindingCount {
-                what: "scalars",
-                ..
-            }
-        ),
+        matches!(scalars, Error::BindingCount { what: "scalar", .. }),
         "{scalars}"
     );
     still_works(&client, &kept, &[7.0; 2]);

@@ -46,11 +46,14 @@ pub enum Error {
         capacity: u64,
     },
     /// A kernel was given the wrong number of buffers or scalars.
-    #[error("kernel `{kernel}` takes {expected} {what}, got {got}")]
+    #[error(
+        "kernel `{kernel}` takes {expected} {what}{}, got {got}",
+        if *.expected == 1 { "" } else { "s" }
+    )]
     BindingCount {
         /// The kernel's name.
         kernel: &'static str,
-        /// "buffer bindings" or "scalars".
+        /// "buffer binding" or "scalar".
         what: &'static str,
         /// What the kernel declares.
         expected: usize,

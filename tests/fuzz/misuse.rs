@@ -165,7 +165,7 @@ impl<B: Backend> Fuzzer<'_, B> {
             }
             let expected = Error::BindingCount {
                 kernel: kernel.name,
-                what: "buffer bindings",
+                what: "buffer binding",
                 expected: kernel.signature.buffers.len(),
                 got: buffers,
             };
@@ -177,7 +177,7 @@ impl<B: Backend> Fuzzer<'_, B> {
             }
             let expected = Error::BindingCount {
                 kernel: kernel.name,
-                what: "scalars",
+                what: "scalar",
                 expected: kernel.signature.scalars.len(),
                 got: scalars,
             };

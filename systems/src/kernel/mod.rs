@@ -178,7 +178,7 @@ pub fn validate_arity(kernel: &KernelDef, buffers: usize, scalars: usize) -> Res
     if buffers != signature.buffers.len() {
         return Err(Error::BindingCount {
             kernel: kernel.name,
-            what: "buffer bindings",
+            what: "buffer binding",
             expected: signature.buffers.len(),
             got: buffers,
         });
@@ -186,7 +186,7 @@ pub fn validate_arity(kernel: &KernelDef, buffers: usize, scalars: usize) -> Res
     if scalars != signature.scalars.len() {
         return Err(Error::BindingCount {
             kernel: kernel.name,
-            what: "scalars",
+            what: "scalar",
             expected: signature.scalars.len(),
             got: scalars,
         });
