@@ -3,6 +3,10 @@
 
 use crate::backend::DeviceEvent;
 use crate::memory::MemoryPool;
+use crate::stages::alignment::{Owner, Uses};
+use crate::stages::flush_wait::LastSynced;
+use crate::stages::gc::{AwaitingGc, PendingGc, PendingRead, PendingSync, PinnedHandles};
+use crate::stages::ingest::{DeferredCommands, HandleIndex, UsedOn};
 use crate::world::*;
 use bevy_ecs::prelude::*;
 use std::collections::HashMap;

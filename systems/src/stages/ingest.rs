@@ -9,16 +9,78 @@
 //! of the world once per drain, the device and the pool only by drains that need them: ingest
 //! is on every launch's path.
 
+use super::alignment::{Owner, Uses};
+use super::gc::CleanupRequested;
+use super::tick::TickStage;
 use crate::backend::{Backend, LaunchCount, Region};
+use crate::binding::Binding;
 use crate::error::Error;
-use crate::handle::Binding;
 use crate::ids::{HandleId, StreamId};
 use crate::inbox::Command;
 use crate::kernel::CubeCount;
-use crate::memory::MemoryPool;
+use crate::memory::{MemoryPool, SliceKey};
 use crate::world::*;
 use bevy_ecs::prelude::*;
 use smallvec::SmallVec;
+
+/// What the ingest stage knows about each live handle, by id.
+#[derive(Clone, Debug)]
+pub struct HandleEntry {
+    /// The handle entity, spawned when a task first uses the handle: a handle no work uses
+    /// costs no entity (allocate-and-drop loops are common).
+    pub entity: Option<Entity>,
+    /// Requested size in bytes.
+    pub size: u64,
+    /// Its pool slice and the bytes it covers in a backend buffer (bindings are offset from
+    /// `region.offset`), or why the allocation failed.
+    pub memory: Result<(SliceKey, Region), Error>,
+    /// The stream it was created on, at that stream's cursor then: its first owner.
+    pub created: Owner,
+    /// The streams whose tasks used its memory, counted as ingest creates the tasks (alignment
+    /// records the same uses with cursors, a stage later): how its release may go.
+    pub used_on: UsedOn,
+}
+
+/// The streams that used a handle's memory, as far as its release needs to know.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UsedOn {
+    /// No work: the memory goes back to its pool when the handle is released.
+    Nothing,
+    /// Work of one stream only: that stream's later allocations may reuse it at once.
+    One(Entity),
+    /// Several streams: reuse waits for an event on each.
+    Several,
+}
+
+impl UsedOn {
+    /// Adds a use on `stream`.
+    #[inline]
+    pub fn record(&mut self, stream: Entity) {
+        *self = match *self {
+            UsedOn::Nothing => UsedOn::One(stream),
+            UsedOn::One(s) if s == stream => UsedOn::One(s),
+            _ => UsedOn::Several,
+        };
+    }
+}
+
+/// Live handles by id (ids are dense integers: a multiply-hash is enough); an entry goes when
+/// the user releases the handle.
+#[derive(Resource, Default)]
+pub struct HandleIndex(pub rustc_hash::FxHashMap<HandleId, HandleEntry>);
+
+/// Commands ingest could not take yet, in arrival order: an allocation found no memory while
+/// released memory was still on its way back. Ingest retries them first at the next tick;
+/// meanwhile every queue is submitted so that the released memory can retire.
+#[derive(Resource, Default)]
+pub struct DeferredCommands(pub Vec<crate::inbox::Command>);
+
+/// Registers the ingest stage: its handle index, its deferred commands and its system.
+pub fn build<B: Backend>(world: &mut World, schedule: &mut Schedule) {
+    world.init_resource::<HandleIndex>();
+    world.init_resource::<DeferredCommands>();
+    schedule.add_systems(ingest_commands::<B>.in_set(TickStage::Ingest));
+}
 
 /// Drains the commands deferred last tick, then the inbox, into entities.
 pub fn ingest_commands<B: Backend>(world: &mut World, mut scratch: Local<Vec<Command>>) {
@@ -36,7 +98,7 @@ pub fn ingest_commands<B: Backend>(world: &mut World, mut scratch: Local<Vec<Com
         slots: world.resource::<StreamTable>().slots.clone(),
         next_seq: world.resource::<NewTasks>().next_seq,
         tasks: std::mem::take(&mut world.resource_mut::<NewTasks>().tasks),
-        spare: std::mem::take(&mut world.resource_mut::<SpareTasks>().0),
+        spare: std::mem::take(&mut *world.resource_mut::<SpareTasks>()),
         spawned: SmallVec::new(),
         reclaimed: 0,
     };
@@ -66,7 +128,7 @@ pub fn ingest_commands<B: Backend>(world: &mut World, mut scratch: Local<Vec<Com
         spare,
         ..
     } = ingest;
-    world.resource_mut::<SpareTasks>().0 = spare;
+    *world.resource_mut::<SpareTasks>() = spare;
     world.resource_mut::<HandleIndex>().0 = index;
     world.resource_mut::<StreamTable>().slots = slots;
     let mut new = world.resource_mut::<NewTasks>();
@@ -112,8 +174,7 @@ struct Ingest {
         reason = "stages move a task's box, not the task (measured)"
     )]
     tasks: Vec<Box<Task>>,
-    #[allow(clippy::vec_box, reason = "emptied boxes, reused")]
-    spare: Vec<Box<Task>>,
+    spare: SpareTasks,
     /// Tasks created this drain per stream: alignment gives them cursors after `StreamCursor`.
     spawned: SmallVec<[(Entity, u64); 4]>,
     /// Handles whose memory went back to the pool at release.
@@ -315,19 +376,12 @@ impl Ingest {
         }
         let device = taken.get(world).0.create_stream(id);
         let entity = world
-            .spawn((
-                Stream {
-                    id,
-                    slot,
-                    role: StreamRole::Compute,
-                    device,
-                },
-                StreamCursor::default(),
-                SubmittedCursor::default(),
-                LastSynced::default(),
-                TaskQueue::default(),
-                StreamFault::default(),
-            ))
+            .spawn(Stream {
+                id,
+                slot,
+                role: StreamRole::Compute,
+                device,
+            })
             .id();
         self.slots[slot] = Some(entity);
         tracing::debug!(target: "gpuworld::stream", %id, slot, "stream opened");
@@ -374,28 +428,8 @@ impl Ingest {
 
     /// Appends a task to this tick's new tasks.
     fn spawn_task(&mut self, stream: Entity, work: TaskWork, bindings: SmallVec<[TaskBinding; 4]>) {
-        let boxed = match self.spare.pop() {
-            // A spare box was emptied by interleave: only its live fields are written.
-            Some(mut spare) => {
-                spare.seq = self.next_seq;
-                spare.stream = stream;
-                spare.cursor = 0;
-                spare.work = Some(work);
-                spare.bindings = bindings;
-                spare
-            }
-            None => Box::new(Task {
-                seq: self.next_seq,
-                stream,
-                cursor: 0,
-                work: Some(work),
-                bindings,
-                sync_needs: Vec::new(),
-                waits: Vec::new(),
-                shared: Vec::new(),
-            }),
-        };
-        self.tasks.push(boxed);
+        let task = self.spare.task(self.next_seq, stream, work, bindings);
+        self.tasks.push(task);
         self.next_seq += 1;
         match self.spawned.iter_mut().find(|(s, _)| *s == stream) {
             Some((_, n)) => *n += 1,
@@ -490,8 +524,7 @@ fn memory_retiring(world: &mut World) -> bool {
 
 /// Keeps the first fault of a stream until a read or sync reports it.
 fn record_fault(world: &mut World, stream: Entity, error: Error) {
-    tracing::warn!(target: "gpuworld::stream", %error, "fault recorded on stream");
     if let Some(mut fault) = world.get_mut::<StreamFault>(stream) {
-        fault.0.get_or_insert(error);
+        fault.record(error);
     }
 }
