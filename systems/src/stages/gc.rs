@@ -2,7 +2,8 @@
 //! run (reporting a stream's fault on them), pins released handles behind an event on every
 //! stream that used them, returns their memory once those events pass (parked memory too,
 //! unless its stream already took it), and runs requested cleanups. Owns `PendingRead`,
-//! `PendingSync`, `PendingGc` and `ReplyWait`. Never blocks, except in the tick of a caller
+//! `PendingSync`, `PendingGc`, `AwaitingGc`, `PinnedHandles`, `CleanupRequested` and
+//! `ReplyWait`. Never blocks, except in the tick of a caller
 //! blocked on a reply, which may wait on the device for one (`await_replies`).
 
 use super::alignment::Uses;

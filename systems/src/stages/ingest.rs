@@ -1,6 +1,6 @@
 //! Stage 1, ingest: drains the client inbox, in arrival order, into handle entities, tasks and
-//! releases. Owns `HandleIndex`, `NewTasks` and `DeferredCommands`; creates stream entities on
-//! first use. Releases take effect in arrival order, so an allocation after a release can reuse
+//! releases. Owns `HandleIndex` (a handle's facts until a task first uses it, then only its
+//! entity) and `DeferredCommands`; fills `NewTasks`; creates stream entities on first use. Releases take effect in arrival order, so an allocation after a release can reuse
 //! its memory in the same tick: memory no work used goes back to its pool at once; memory that
 //! only one stream used is parked for that stream's later allocations; the rest waits for the GC
 //! stage. An allocation that finds no memory while released memory is still retiring waits,
@@ -26,19 +26,30 @@ use smallvec::SmallVec;
 /// What the ingest stage knows about each live handle, by id.
 #[derive(Clone, Debug)]
 pub struct HandleEntry {
-    /// The handle entity, spawned when a task first uses the handle: a handle no work uses
-    /// costs no entity (allocate-and-drop loops are common).
-    pub entity: Option<Entity>,
-    /// Requested size in bytes.
-    pub size: u64,
-    /// Its pool slice and the bytes it covers in a backend buffer (bindings are offset from
-    /// `region.offset`), or why the allocation failed.
-    pub memory: Result<(SliceKey, Region), Error>,
-    /// The stream it was created on, at that stream's cursor then: its first owner.
-    pub created: Owner,
+    /// Where the handle's facts live.
+    pub state: HandleState,
     /// The streams whose tasks used its memory, counted as ingest creates the tasks (alignment
-    /// records the same uses with cursors, a stage later): how its release may go.
+    /// records the same uses in `Uses`, with cursors, a stage later, so a release in the same
+    /// drain cannot read them there): how its release may go.
     pub used_on: UsedOn,
+}
+
+/// A handle's facts: in its index entry until a task first uses it, then on its entity only.
+#[derive(Clone, Debug)]
+pub enum HandleState {
+    /// No task used the handle: it has no entity (allocate-and-drop loops are common), and this
+    /// is the only home of its facts.
+    Unspawned {
+        /// Requested size in bytes.
+        size: u64,
+        /// Its pool slice and the bytes it covers in a backend buffer (bindings are offset
+        /// from `region.offset`), or why the allocation failed.
+        memory: Result<(SliceKey, Region), Error>,
+        /// The stream it was created on, at that stream's cursor then: its first owner.
+        created: Owner,
+    },
+    /// The handle entity: `HandleRecord`, `Allocation`, `Owner` and `Uses` hold its facts.
+    Spawned(Entity),
 }
 
 /// The streams that used a handle's memory, as far as its release needs to know.
@@ -211,16 +222,11 @@ impl Ingest {
                 // The cursor of the stream's last task so far, this drain's included: a later
                 // user of the handle on another stream waits for everything before its creation.
                 let cursor = self.cursor_now(world, stream);
-                let mut entry = HandleEntry {
-                    entity: None,
-                    size,
-                    memory: reserved.map(|r| (r.slice, r.region)),
-                    created: Owner { stream, cursor },
-                    used_on: UsedOn::Nothing,
-                };
-                match &entry.memory {
+                let memory = reserved.map(|r| (r.slice, r.region));
+                let mut used_on = UsedOn::Nothing;
+                match &memory {
                     // The stream's earlier work may still use memory it parked.
-                    Ok(_) if parked_by_stream => entry.used_on.record(stream),
+                    Ok(_) if parked_by_stream => used_on.record(stream),
                     Ok(_) => {}
                     // The failure belongs to the handle: every use of it reports the error,
                     // nothing else on the stream does.
@@ -228,17 +234,22 @@ impl Ingest {
                         tracing::warn!(target: "gpuworld::memory", %handle, size, %error, "allocation failed");
                     }
                 }
-                let region = entry.memory.as_ref().ok().map(|(_, region)| *region);
+                let region = memory.as_ref().ok().map(|(_, region)| *region);
+                let mut state = HandleState::Unspawned {
+                    size,
+                    memory,
+                    created: Owner { stream, cursor },
+                };
                 let entity = match (&data, region) {
                     (Some(_), Some(_)) => {
-                        let entity = spawn_handle(world, handle, &entry);
-                        entry.entity = Some(entity);
-                        entry.used_on.record(stream);
+                        let entity = spawn_handle(world, handle, state, used_on);
+                        state = HandleState::Spawned(entity);
+                        used_on.record(stream);
                         Some(entity)
                     }
                     _ => None,
                 };
-                self.index.insert(handle, entry);
+                self.index.insert(handle, HandleEntry { state, used_on });
                 if let (Some(data), Some(region), Some(entity)) = (data, region, entity) {
                     let binding = TaskBinding {
                         handle: entity,
@@ -405,13 +416,26 @@ impl Ingest {
             .ok_or(Error::ReleasedHandle {
                 handle: binding.handle,
             })?;
-        let memory = entry.memory.as_ref().map_err(Clone::clone)?.1;
-        let entity = match entry.entity {
-            Some(entity) => entity,
-            None => {
-                let entity = spawn_handle(world, binding.handle, entry);
-                entry.entity = Some(entity);
-                entity
+        let (entity, memory) = match &entry.state {
+            // The common case, a handle used before: its allocation is on its entity.
+            HandleState::Spawned(entity) => match world.get::<Allocation>(*entity) {
+                Some(Allocation::Slice { region, .. }) => (*entity, *region),
+                Some(Allocation::Failed(error)) => return Err(error.clone()),
+                // A live handle is never parked (that happens at release) and always has one.
+                Some(Allocation::Parked { .. }) | None => {
+                    return Err(Error::ReleasedHandle {
+                        handle: binding.handle,
+                    });
+                }
+            },
+            HandleState::Unspawned { memory, .. } => {
+                let region = memory.as_ref().map_err(Clone::clone)?.1;
+                // The facts move to the entity; the entry keeps only id → entity.
+                let state =
+                    std::mem::replace(&mut entry.state, HandleState::Spawned(Entity::PLACEHOLDER));
+                let entity = spawn_handle(world, binding.handle, state, entry.used_on);
+                entry.state = HandleState::Spawned(entity);
+                (entity, region)
             }
         };
         entry.used_on.record(stream);
@@ -438,30 +462,28 @@ impl Ingest {
     }
 }
 
-/// The entity of a handle first used now: its record, allocation, first owner, and the use it
-/// inherits from memory its stream parked (that stream's earlier work may still touch it).
-fn spawn_handle(world: &mut World, id: HandleId, entry: &HandleEntry) -> Entity {
-    let allocation = match &entry.memory {
-        Ok((slice, region)) => Allocation::Slice {
-            slice: *slice,
-            region: *region,
-        },
-        Err(error) => Allocation::Failed(error.clone()),
+/// The entity of a handle first used now, from its index entry's facts: its record,
+/// allocation, first owner, and the use it inherits from memory its stream parked (that
+/// stream's earlier work may still touch it). An entity's state spawns nothing new.
+fn spawn_handle(world: &mut World, id: HandleId, state: HandleState, used_on: UsedOn) -> Entity {
+    let (size, memory, created) = match state {
+        HandleState::Spawned(entity) => return entity,
+        HandleState::Unspawned {
+            size,
+            memory,
+            created,
+        } => (size, memory, created),
+    };
+    let allocation = match memory {
+        Ok((slice, region)) => Allocation::Slice { slice, region },
+        Err(error) => Allocation::Failed(error),
     };
     let mut uses = Uses::default();
-    if let UsedOn::One(stream) = entry.used_on {
-        uses.record(stream, entry.created.cursor);
+    if let UsedOn::One(stream) = used_on {
+        uses.record(stream, created.cursor);
     }
     world
-        .spawn((
-            HandleRecord {
-                id,
-                size: entry.size,
-            },
-            allocation,
-            entry.created,
-            uses,
-        ))
+        .spawn((HandleRecord { id, size }, allocation, created, uses))
         .id()
 }
 
@@ -471,25 +493,33 @@ fn spawn_handle(world: &mut World, id: HandleId, entry: &HandleEntry) -> Entity 
 /// done (parked memory included, unless its stream took it first). Whether the memory went back
 /// now.
 fn release(world: &mut World, pool: &mut MemoryPool, id: HandleId, entry: HandleEntry) -> bool {
-    let Ok((slice, _)) = entry.memory else {
-        // A failed allocation holds no memory.
-        if let Some(entity) = entry.entity {
-            world.despawn(entity);
-        }
-        return false;
+    let (slice, entity) = match &entry.state {
+        HandleState::Unspawned { memory, .. } => match memory {
+            Ok((slice, _)) => (*slice, None),
+            // A failed allocation holds no memory.
+            Err(_) => return false,
+        },
+        HandleState::Spawned(entity) => match world.get::<Allocation>(*entity) {
+            Some(Allocation::Slice { slice, .. }) => (*slice, Some(*entity)),
+            // A failed allocation holds no memory (a live handle is never parked).
+            _ => {
+                world.despawn(*entity);
+                return false;
+            }
+        },
     };
     if entry.used_on == UsedOn::Nothing {
         if let Err(error) = pool.release(slice) {
             tracing::error!(target: "gpuworld::memory", %error, "releasing unused memory failed");
         }
-        if let Some(entity) = entry.entity {
+        if let Some(entity) = entity {
             world.despawn(entity);
         }
         return true;
     }
-    let entity = match entry.entity {
+    let entity = match entity {
         Some(entity) => entity,
-        None => spawn_handle(world, id, &entry),
+        None => spawn_handle(world, id, entry.state, entry.used_on),
     };
     match entry.used_on {
         UsedOn::One(stream) => {
