@@ -49,7 +49,14 @@ pub enum HandleState {
         created: Owner,
     },
     /// The handle entity: `HandleRecord`, `Allocation`, `Owner` and `Uses` hold its facts.
-    Spawned(Entity),
+    Spawned {
+        /// The entity.
+        entity: Entity,
+        /// The bytes its slice covers, read by every binding of the handle: fixed while the
+        /// handle lives (its `Allocation` changes only at release, when the entry goes), and
+        /// reading it from the entity instead cost ~80 instructions per binding (measured).
+        region: Region,
+    },
 }
 
 /// The streams that used a handle's memory, as far as its release needs to know.
@@ -241,9 +248,9 @@ impl Ingest {
                     created: Owner { stream, cursor },
                 };
                 let entity = match (&data, region) {
-                    (Some(_), Some(_)) => {
+                    (Some(_), Some(region)) => {
                         let entity = spawn_handle(world, handle, state, used_on);
-                        state = HandleState::Spawned(entity);
+                        state = HandleState::Spawned { entity, region };
                         used_on.record(stream);
                         Some(entity)
                     }
@@ -417,24 +424,20 @@ impl Ingest {
                 handle: binding.handle,
             })?;
         let (entity, memory) = match &entry.state {
-            // The common case, a handle used before: its allocation is on its entity.
-            HandleState::Spawned(entity) => match world.get::<Allocation>(*entity) {
-                Some(Allocation::Slice { region, .. }) => (*entity, *region),
-                Some(Allocation::Failed(error)) => return Err(error.clone()),
-                // A live handle is never parked (that happens at release) and always has one.
-                Some(Allocation::Parked { .. }) | None => {
-                    return Err(Error::ReleasedHandle {
-                        handle: binding.handle,
-                    });
-                }
-            },
+            // The common case, a handle used before.
+            HandleState::Spawned { entity, region } => (*entity, *region),
             HandleState::Unspawned { memory, .. } => {
                 let region = memory.as_ref().map_err(Clone::clone)?.1;
-                // The facts move to the entity; the entry keeps only id → entity.
-                let state =
-                    std::mem::replace(&mut entry.state, HandleState::Spawned(Entity::PLACEHOLDER));
+                // The facts move to the entity; the entry keeps the entity and the region.
+                let state = std::mem::replace(
+                    &mut entry.state,
+                    HandleState::Spawned {
+                        entity: Entity::PLACEHOLDER,
+                        region,
+                    },
+                );
                 let entity = spawn_handle(world, binding.handle, state, entry.used_on);
-                entry.state = HandleState::Spawned(entity);
+                entry.state = HandleState::Spawned { entity, region };
                 (entity, region)
             }
         };
@@ -467,7 +470,7 @@ impl Ingest {
 /// stream's earlier work may still touch it). An entity's state spawns nothing new.
 fn spawn_handle(world: &mut World, id: HandleId, state: HandleState, used_on: UsedOn) -> Entity {
     let (size, memory, created) = match state {
-        HandleState::Spawned(entity) => return entity,
+        HandleState::Spawned { entity, .. } => return entity,
         HandleState::Unspawned {
             size,
             memory,
@@ -499,7 +502,7 @@ fn release(world: &mut World, pool: &mut MemoryPool, id: HandleId, entry: Handle
             // A failed allocation holds no memory.
             Err(_) => return false,
         },
-        HandleState::Spawned(entity) => match world.get::<Allocation>(*entity) {
+        HandleState::Spawned { entity, .. } => match world.get::<Allocation>(*entity) {
             Some(Allocation::Slice { slice, .. }) => (*slice, Some(*entity)),
             // A failed allocation holds no memory (a live handle is never parked).
             _ => {
