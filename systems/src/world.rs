@@ -289,13 +289,12 @@ impl SpareTasks {
     }
 
     /// Keeps a submitted task's box for a later task, emptied, up to [`SpareTasks::MAX`].
+    /// Submission took its work, waits and shared handles; the rest is cleared here.
     pub fn recycle(&mut self, mut task: Box<Task>) {
+        debug_assert!(task.work.is_none() && task.waits.is_empty() && task.shared.is_empty());
         if self.0.len() < Self::MAX {
-            task.work = None;
             task.bindings.clear();
             task.sync_needs.clear();
-            task.waits.clear();
-            task.shared.clear();
             self.0.push(task);
         }
     }
