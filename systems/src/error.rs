@@ -1,7 +1,7 @@
 //! The one error type of gpuworld: every fallible client call returns it.
 
 use crate::ids::{HandleId, RuntimeId, StreamId};
-use crate::memory::MemoryUsage;
+use crate::usage::MemoryUsage;
 use std::sync::Arc;
 
 /// What went wrong, with enough detail for the caller to fix it.

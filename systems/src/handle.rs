@@ -1,7 +1,7 @@
 //! The user's view of an allocation: a cheap-clone [`Handle`] whose last drop releases the memory
-//! through the inbox, and the [`Binding`] descriptor that names a byte range of it.
+//! through the inbox, and names a byte range of it as a [`Binding`].
 
-use crate::error::Error;
+pub use crate::binding::Binding;
 use crate::ids::{HandleId, RuntimeId};
 use crate::inbox::{Command, Inbox};
 use std::fmt;
@@ -113,55 +113,6 @@ impl fmt::Debug for Handle {
             .field("offset_start", &self.offset_start)
             .field("offset_end", &self.offset_end)
             .finish()
-    }
-}
-
-/// A byte range of a handle; it does not keep the memory alive, so a binding used after its
-/// handle was released is reported as [`Error::ReleasedHandle`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Binding {
-    /// The handle.
-    pub handle: HandleId,
-    /// The runtime that made the handle.
-    pub runtime: RuntimeId,
-    /// Bytes skipped at the start.
-    pub offset_start: u64,
-    /// Bytes skipped at the end.
-    pub offset_end: u64,
-    /// Size of the whole allocation.
-    pub capacity: u64,
-}
-
-impl Binding {
-    /// The byte range `start..end` inside the allocation, or why there is none.
-    pub fn range(&self) -> Result<(u64, u64), Error> {
-        let end = self.capacity.checked_sub(self.offset_end);
-        match end {
-            Some(end) if self.offset_start <= end => Ok((self.offset_start, end)),
-            _ => Err(Error::OutOfRange {
-                handle: self.handle,
-                start: self.offset_start,
-                end: self.capacity.saturating_sub(self.offset_end),
-                size: self.capacity,
-            }),
-        }
-    }
-
-    /// Size of the range in bytes (0 if invalid).
-    pub fn size(&self) -> u64 {
-        self.range().map_or(0, |(s, e)| e - s)
-    }
-
-    /// Checks the binding belongs to `runtime` and has a valid range.
-    pub fn validate(&self, runtime: RuntimeId) -> Result<(u64, u64), Error> {
-        if self.runtime != runtime {
-            return Err(Error::ForeignHandle {
-                handle: self.handle,
-                owner: self.runtime,
-                this: runtime,
-            });
-        }
-        self.range()
     }
 }
 

@@ -2,6 +2,7 @@
 //! seven ordered tick stages, and the deterministic sim backend. No GPU dependency.
 
 pub mod backend;
+pub mod binding;
 pub mod bytes;
 pub mod error;
 pub mod handle;
@@ -19,15 +20,17 @@ mod snapshot;
 pub mod stages;
 pub mod staging;
 mod sync;
+pub mod usage;
 pub mod world;
 
 pub use backend::{Backend, DeviceProperties};
+pub use binding::Binding;
 pub use bytes::HostBytes;
 pub use error::{Error, Result};
-pub use handle::{Binding, Handle};
+pub use handle::Handle;
 pub use ids::{HandleId, RuntimeId, StreamId};
 pub use kernel::{CpuSource, CubeCount, ExecutionMode, Kernel, KernelDef, Param, Signature};
-pub use memory::MemoryUsage;
 pub use runtime::{Runtime, StreamState};
 pub use sim::{SimBackend, SimConfig, SimModel};
+pub use usage::MemoryUsage;
 pub use world::{RuntimeConfig, SchedulingStrategy};

@@ -2,7 +2,7 @@
 //! the memory usage the tick left, and which ticks have started and finished, so that a caller
 //! whose reply came from another thread's tick can wait for that tick to publish.
 
-use crate::memory::MemoryUsage;
+use crate::usage::MemoryUsage;
 use parking_lot::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 

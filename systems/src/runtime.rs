@@ -6,7 +6,9 @@ use crate::ids::{RuntimeId, StreamId};
 use crate::inbox::Inbox;
 use crate::memory::{MemoryPool, MemoryUsage};
 use crate::published::Published;
-use crate::stages::gc::ReplyWait;
+use crate::stages::flush_wait::LastSynced;
+use crate::stages::gc::{PendingGc, PendingRead, PendingSync, ReplyWait};
+use crate::stages::ingest::DeferredCommands;
 use crate::stages::tick_schedule;
 use crate::stages::tune::{TuneCache, TuneResults};
 use crate::world::*;
@@ -49,7 +51,6 @@ impl<B: Backend> Runtime<B> {
             slots: vec![None; config.stream_slots.max(1)],
             gc: None,
         });
-        world.init_resource::<PinnedHandles>();
         world.insert_resource(config);
         world.insert_resource(MemoryPool::new(
             &properties,
@@ -57,17 +58,11 @@ impl<B: Backend> Runtime<B> {
         ));
         world.insert_resource(Device(backend));
         world.insert_resource(InboxQueue(inbox.clone()));
-        world.init_resource::<HandleIndex>();
         world.init_resource::<NewTasks>();
-        world.init_resource::<DeferredCommands>();
         world.init_resource::<SpareTasks>();
         world.init_resource::<TickCounter>();
         world.init_resource::<Stats>();
-        world.init_resource::<CleanupRequested>();
-        world.init_resource::<TuneResults>();
-        world.init_resource::<TuneCache>();
-        world.init_resource::<ReplyWait>();
-        let mut schedule = tick_schedule::<B>();
+        let mut schedule = tick_schedule::<B>(&mut world);
         if let Err(error) = schedule.initialize(&mut world) {
             // The schedule is fixed code: a build error is a bug in gpuworld, not in its use.
             panic!("gpuworld's tick schedule is invalid: {error:?}");

@@ -3,6 +3,10 @@
 
 use crate::backend::DeviceEvent;
 use crate::memory::MemoryPool;
+use crate::stages::alignment::{Owner, Uses};
+use crate::stages::flush_wait::LastSynced;
+use crate::stages::gc::{AwaitingGc, PendingGc, PendingRead, PendingSync, PinnedHandles};
+use crate::stages::ingest::{DeferredCommands, HandleIndex, HandleState, UsedOn};
 use crate::world::*;
 use bevy_ecs::prelude::*;
 use std::collections::HashMap;
@@ -202,15 +206,20 @@ pub fn render(world: &mut World, event_label: &dyn Fn(DeviceEvent) -> String) ->
         .collect();
     // Handles no work used yet have no entity: the index holds what the line shows.
     for (id, entry) in &world.resource::<HandleIndex>().0 {
-        if entry.entity.is_some() {
+        let HandleState::Unspawned {
+            size,
+            memory,
+            created,
+        } = &entry.state
+        else {
             continue;
-        }
-        let memory = match &entry.memory {
+        };
+        let memory = match memory {
             Ok((slice, _)) => format!("slice {slice:?}"),
             Err(e) => format!("failed ({e})"),
         };
         let uses = match entry.used_on {
-            UsedOn::One(stream) => format!("{}@{}", slot(&stream), entry.created.cursor),
+            UsedOn::One(stream) => format!("{}@{}", slot(&stream), created.cursor),
             _ => String::new(),
         };
         handles.push((
@@ -218,10 +227,10 @@ pub fn render(world: &mut World, event_label: &dyn Fn(DeviceEvent) -> String) ->
             format!(
                 "  {} {}B {} written {}@{} uses [{}] live",
                 id,
-                entry.size,
+                size,
                 memory,
-                slot(&entry.created.stream),
-                entry.created.cursor,
+                slot(&created.stream),
+                created.cursor,
                 uses
             ),
         ));

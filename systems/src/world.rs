@@ -1,7 +1,9 @@
-//! The world model: the components of streams, handles, tasks, pending reads and pending GCs, and
-//! the runtime's resources. Stages own the behaviour; this module only names the state.
+//! The state every stage shares: streams, handles and tasks, the backend, the config and the
+//! counters. What only one stage keeps (a handle's `Owner` and `Uses`, a stream's `LastSynced`,
+//! the in-flight entities, the handle index, the tune cache) lives in that stage's module and is
+//! registered by its `build`.
 
-use crate::backend::{Backend, DeviceEvent, DeviceStream, LaunchCount, ReadTicket, Region};
+use crate::backend::{Backend, DeviceEvent, DeviceStream, LaunchCount, Region};
 use crate::bytes::HostBytes;
 use crate::error::{Error, Result};
 use crate::ids::{HandleId, StreamId};
@@ -10,7 +12,7 @@ use crate::kernel::{ExecutionMode, Kernel};
 use crate::memory::{MemoryConfig, SliceKey};
 use bevy_ecs::prelude::*;
 use smallvec::SmallVec;
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::Arc;
 
 // ---- streams ----
@@ -24,8 +26,11 @@ pub enum StreamRole {
     Gc,
 }
 
-/// A stream entity: the slot it occupies and the user stream that opened it.
+/// A stream entity: the slot it occupies and the user stream that opened it. Spawned alone: the
+/// per-stream state comes as required components, the shared ones declared here and each
+/// stage's own (`LastSynced`) registered by that stage's `build`.
 #[derive(Component, Debug)]
+#[require(StreamCursor, SubmittedCursor, TaskQueue, StreamFault)]
 pub struct Stream {
     /// The first user stream mapped to this slot.
     pub id: StreamId,
@@ -45,28 +50,6 @@ pub struct StreamCursor(pub u64);
 #[derive(Component, Debug, Default)]
 pub struct SubmittedCursor(pub u64);
 
-/// For each origin slot, the origin cursor this stream has waited for.
-#[derive(Component, Debug, Default)]
-pub struct LastSynced(pub SmallVec<[(usize, u64); 4]>);
-
-impl LastSynced {
-    /// The cursor synced with `slot`, if ever.
-    pub fn get(&self, slot: usize) -> Option<u64> {
-        self.0.iter().find(|(s, _)| *s == slot).map(|(_, c)| *c)
-    }
-
-    /// Records a sync with `slot` at `cursor` (never moves backwards).
-    pub fn record(&mut self, slot: usize, cursor: u64) {
-        match self.0.iter_mut().find(|(s, _)| *s == slot) {
-            Some((_, c)) => *c = (*c).max(cursor),
-            None => {
-                self.0.push((slot, cursor));
-                self.0.sort_unstable();
-            }
-        }
-    }
-}
-
 /// Tasks assigned to the stream and not yet handed to the backend, in order.
 #[derive(Component, Debug, Default)]
 pub struct TaskQueue {
@@ -79,6 +62,14 @@ pub struct TaskQueue {
 /// A fault raised on the stream, kept until the next read or sync on it reports it.
 #[derive(Component, Debug, Default)]
 pub struct StreamFault(pub Option<Error>);
+
+impl StreamFault {
+    /// Keeps `error` unless the stream already holds a fault: the first one is reported.
+    pub fn record(&mut self, error: Error) {
+        tracing::warn!(target: "gpuworld::stream", %error, "fault recorded on stream");
+        self.0.get_or_insert(error);
+    }
+}
 
 // ---- handles ----
 
@@ -111,36 +102,9 @@ pub enum Allocation {
     Failed(Error),
 }
 
-/// The stream and cursor of the last task that wrote the handle.
-#[derive(Component, Debug, Clone, Copy)]
-pub struct Owner {
-    /// The stream entity.
-    pub stream: Entity,
-    /// That stream's cursor at the write.
-    pub cursor: u64,
-}
-
-/// For each stream that used the handle, the cursor of its last use.
-#[derive(Component, Debug, Default)]
-pub struct Uses(pub SmallVec<[(Entity, u64); 2]>);
-
-impl Uses {
-    /// Records a use on `stream` at `cursor`.
-    pub fn record(&mut self, stream: Entity, cursor: u64) {
-        match self.0.iter_mut().find(|(s, _)| *s == stream) {
-            Some((_, c)) => *c = (*c).max(cursor),
-            None => self.0.push((stream, cursor)),
-        }
-    }
-}
-
 /// Every clone of the user handle was dropped; the memory goes back once the device is done.
 #[derive(Component, Debug)]
 pub struct Released;
-
-/// A released handle whose reclamation waits on a pending-GC entity.
-#[derive(Component, Debug)]
-pub struct AwaitingGc;
 
 // ---- tasks ----
 
@@ -262,44 +226,6 @@ pub struct SyncNeed {
     pub through: u64,
 }
 
-// ---- in flight ----
-
-/// A readback in flight.
-#[derive(Component)]
-pub struct PendingRead {
-    /// The stream it ran on.
-    pub stream: Entity,
-    /// One ticket per binding; `None` once its bytes arrived.
-    pub tickets: SmallVec<[Option<ReadTicket>; 2]>,
-    /// Bytes received so far, by binding.
-    pub bytes: Vec<HostBytes>,
-    /// Where the bytes go.
-    pub reply: Option<Reply<ReadReply>>,
-}
-
-/// A sync in flight: completes when the event has passed.
-#[derive(Component)]
-pub struct PendingSync {
-    /// The stream synced.
-    pub stream: Entity,
-    /// Completes after the stream's work.
-    pub event: DeviceEvent,
-    /// The caller's reply.
-    pub reply: Option<Reply<Result<()>>>,
-}
-
-/// Memory held until every event has passed: released handles to reclaim, shared handles to
-/// unpin.
-#[derive(Component, Debug)]
-pub struct PendingGc {
-    /// Events that prove the device is done.
-    pub events: SmallVec<[DeviceEvent; 2]>,
-    /// Released handle entities whose memory returns afterwards.
-    pub handles: Vec<Entity>,
-    /// Shared handle entities pinned until then.
-    pub pins: Vec<Entity>,
-}
-
 // ---- resources ----
 
 /// The backend, as a resource.
@@ -309,52 +235,6 @@ pub struct Device<B: Backend>(pub B);
 /// The client inbox.
 #[derive(Resource, Clone)]
 pub struct InboxQueue(pub Arc<Inbox>);
-
-/// What the ingest stage knows about each live handle, by id.
-#[derive(Clone, Debug)]
-pub struct HandleEntry {
-    /// The handle entity, spawned when a task first uses the handle: a handle no work uses
-    /// costs no entity (allocate-and-drop loops are common).
-    pub entity: Option<Entity>,
-    /// Requested size in bytes.
-    pub size: u64,
-    /// Its pool slice and the bytes it covers in a backend buffer (bindings are offset from
-    /// `region.offset`), or why the allocation failed.
-    pub memory: Result<(SliceKey, Region)>,
-    /// The stream it was created on, at that stream's cursor then: its first owner.
-    pub created: Owner,
-    /// The streams whose tasks used its memory, counted as ingest creates the tasks (alignment
-    /// records the same uses with cursors, a stage later): how its release may go.
-    pub used_on: UsedOn,
-}
-
-/// The streams that used a handle's memory, as far as its release needs to know.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum UsedOn {
-    /// No work: the memory goes back to its pool when the handle is released.
-    Nothing,
-    /// Work of one stream only: that stream's later allocations may reuse it at once.
-    One(Entity),
-    /// Several streams: reuse waits for an event on each.
-    Several,
-}
-
-impl UsedOn {
-    /// Adds a use on `stream`.
-    #[inline]
-    pub fn record(&mut self, stream: Entity) {
-        *self = match *self {
-            UsedOn::Nothing => UsedOn::One(stream),
-            UsedOn::One(s) if s == stream => UsedOn::One(s),
-            _ => UsedOn::Several,
-        };
-    }
-}
-
-/// Live handles by id (ids are dense integers: a multiply-hash is enough); an entry goes when
-/// the user releases the handle.
-#[derive(Resource, Default)]
-pub struct HandleIndex(pub rustc_hash::FxHashMap<HandleId, HandleEntry>);
 
 /// The stream entities by slot, and the GC stream.
 #[derive(Resource)]
@@ -368,10 +248,6 @@ pub struct StreamTable {
 /// The slot number given to the GC stream.
 pub const GC_SLOT: usize = usize::MAX;
 
-/// How many pending GCs pin each shared handle; a pinned handle is never reclaimed.
-#[derive(Resource, Default, Debug)]
-pub struct PinnedHandles(pub HashMap<Entity, u32>);
-
 /// Emptied task boxes kept for reuse: a task is boxed so that stages move a pointer, and the
 /// boxes are recycled so that a tick of many launches does not go through the allocator.
 #[derive(Resource, Default)]
@@ -380,6 +256,48 @@ pub struct SpareTasks(pub Vec<Box<Task>>);
 impl SpareTasks {
     /// Most boxes kept.
     pub const MAX: usize = 4096;
+
+    /// A boxed task numbered `seq` on `stream`, in a spare box when one is left.
+    pub fn task(
+        &mut self,
+        seq: u64,
+        stream: Entity,
+        work: TaskWork,
+        bindings: SmallVec<[TaskBinding; 4]>,
+    ) -> Box<Task> {
+        match self.0.pop() {
+            // A recycled box is empty (see `recycle`): only its live fields are written.
+            Some(mut spare) => {
+                spare.seq = seq;
+                spare.stream = stream;
+                spare.cursor = 0;
+                spare.work = Some(work);
+                spare.bindings = bindings;
+                spare
+            }
+            None => Box::new(Task {
+                seq,
+                stream,
+                cursor: 0,
+                work: Some(work),
+                bindings,
+                sync_needs: Vec::new(),
+                waits: Vec::new(),
+                shared: Vec::new(),
+            }),
+        }
+    }
+
+    /// Keeps a submitted task's box for a later task, emptied, up to [`SpareTasks::MAX`].
+    /// Submission took its work, waits and shared handles; the rest is cleared here.
+    pub fn recycle(&mut self, mut task: Box<Task>) {
+        debug_assert!(task.work.is_none() && task.waits.is_empty() && task.shared.is_empty());
+        if self.0.len() < Self::MAX {
+            task.bindings.clear();
+            task.sync_needs.clear();
+            self.0.push(task);
+        }
+    }
 }
 
 /// Tasks ingested this tick and not yet queued, in arrival order.
@@ -441,30 +359,4 @@ pub struct Stats {
     pub tasks_submitted: u64,
     /// Handles whose memory went back to the pool.
     pub handles_reclaimed: u64,
-}
-
-/// Commands ingest could not take yet, in arrival order: an allocation found no memory while
-/// released memory was still on its way back. Ingest retries them first at the next tick;
-/// meanwhile every queue is submitted so that the released memory can retire.
-#[derive(Resource, Default)]
-pub struct DeferredCommands(pub Vec<crate::inbox::Command>);
-
-/// A request from the client to return free memory to the device this tick.
-#[derive(Resource, Default)]
-pub struct CleanupRequested(pub bool);
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn last_synced_never_moves_backwards_and_stays_sorted() {
-        let mut synced = LastSynced::default();
-        synced.record(2, 5);
-        synced.record(0, 1);
-        synced.record(2, 3);
-        assert_eq!(synced.get(2), Some(5));
-        assert_eq!(synced.get(1), None);
-        assert_eq!(synced.0.as_slice(), &[(0, 1), (2, 5)]);
-    }
 }

@@ -2,9 +2,9 @@
 //! drains them in arrival order. Its synchronization core is `queue.rs`, model-checked with loom
 //! by `systems/loom`.
 
+use crate::binding::Binding;
 use crate::bytes::HostBytes;
 use crate::error::{Error, Result};
-use crate::handle::Binding;
 use crate::ids::{HandleId, RuntimeId, StreamId};
 use crate::kernel::{CubeCount, ExecutionMode, Kernel};
 use crate::memory::AllocationMode;

@@ -131,7 +131,7 @@ pub enum CubeCount {
     /// A count known when launching.
     Static(u32, u32, u32),
     /// A count read on the device from a buffer holding three `u32`: x, y, z.
-    Dynamic(crate::handle::Binding),
+    Dynamic(crate::binding::Binding),
 }
 
 impl CubeCount {

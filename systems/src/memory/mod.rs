@@ -12,6 +12,7 @@ mod persistent;
 mod report;
 mod sliced;
 
+pub use crate::usage::MemoryUsage;
 pub use config::{DEFAULT_RELEASE_AFTER_TICKS, MemoryConfig, PoolConfig, PoolKind};
 pub use exclusive::{ExclusivePool, Fit};
 pub use layout::{TensorLayout, TensorPlacement};
@@ -33,19 +34,6 @@ new_key_type! {
     pub struct SliceKey;
     /// A page (backend buffer) of one pool; never renumbered, not even by cleanup.
     pub struct PageKey;
-}
-
-/// How much memory is used and reserved.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct MemoryUsage {
-    /// Live allocations.
-    pub number_allocs: u64,
-    /// Bytes requested by live allocations.
-    pub bytes_in_use: u64,
-    /// Bytes lost to alignment in live allocations.
-    pub bytes_padding: u64,
-    /// Bytes held from the device, used or free.
-    pub bytes_reserved: u64,
 }
 
 /// Where a pool placed a request: a byte range of one of its pages.

@@ -3,8 +3,39 @@
 //! writes, every other stream that used them (write after read or write), unless this stream
 //! already synced with them at or after that use. Owns `Owner` and `Uses`.
 
+use super::flush_wait::LastSynced;
+use super::tick::TickStage;
 use crate::world::*;
 use bevy_ecs::prelude::*;
+use smallvec::SmallVec;
+/// The stream and cursor of the last task that wrote the handle.
+#[derive(Component, Debug, Clone, Copy)]
+pub struct Owner {
+    /// The stream entity.
+    pub stream: Entity,
+    /// That stream's cursor at the write.
+    pub cursor: u64,
+}
+
+/// For each stream that used the handle, the cursor of its last use.
+#[derive(Component, Debug, Default)]
+pub struct Uses(pub SmallVec<[(Entity, u64); 2]>);
+
+impl Uses {
+    /// Records a use on `stream` at `cursor`.
+    pub fn record(&mut self, stream: Entity, cursor: u64) {
+        match self.0.iter_mut().find(|(s, _)| *s == stream) {
+            Some((_, c)) => *c = (*c).max(cursor),
+            None => self.0.push((stream, cursor)),
+        }
+    }
+}
+
+/// Registers the alignment stage's system (`Owner` and `Uses` come with the handle entities
+/// ingest spawns).
+pub fn build(_world: &mut World, schedule: &mut Schedule) {
+    schedule.add_systems(analyze_alignment.in_set(TickStage::AlignmentAnalysis));
+}
 
 /// Assigns cursors, records sync needs and shared handles, and updates owners and uses.
 pub fn analyze_alignment(

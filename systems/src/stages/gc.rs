@@ -2,15 +2,91 @@
 //! run (reporting a stream's fault on them), pins released handles behind an event on every
 //! stream that used them, returns their memory once those events pass (parked memory too,
 //! unless its stream already took it), and runs requested cleanups. Owns `PendingRead`,
-//! `PendingSync`, `PendingGc` and `ReplyWait`. Never blocks, except in the tick of a caller
+//! `PendingSync`, `PendingGc`, `AwaitingGc`, `PinnedHandles`, `CleanupRequested` and
+//! `ReplyWait`. Never blocks, except in the tick of a caller
 //! blocked on a reply, which may wait on the device for one (`await_replies`).
 
+use super::alignment::Uses;
+use super::tick::TickStage;
+use crate::backend::ReadTicket;
 use crate::backend::{Backend, DeviceEvent};
+use crate::bytes::HostBytes;
+use crate::error::Result;
+use crate::inbox::{ReadReply, Reply};
 use crate::memory::MemoryPool;
 use crate::world::*;
 use bevy_ecs::prelude::*;
 use smallvec::SmallVec;
+use std::collections::HashMap;
 use std::time::{Duration, Instant};
+/// A released handle whose reclamation waits on a pending-GC entity.
+#[derive(Component, Debug)]
+pub struct AwaitingGc;
+
+/// A readback in flight.
+#[derive(Component)]
+pub struct PendingRead {
+    /// The stream it ran on.
+    pub stream: Entity,
+    /// One ticket per binding; `None` once its bytes arrived.
+    pub tickets: SmallVec<[Option<ReadTicket>; 2]>,
+    /// Bytes received so far, by binding.
+    pub bytes: Vec<HostBytes>,
+    /// Where the bytes go.
+    pub reply: Option<Reply<ReadReply>>,
+}
+
+/// A sync in flight: completes when the event has passed.
+#[derive(Component)]
+pub struct PendingSync {
+    /// The stream synced.
+    pub stream: Entity,
+    /// Completes after the stream's work.
+    pub event: DeviceEvent,
+    /// The caller's reply.
+    pub reply: Option<Reply<Result<()>>>,
+}
+
+/// Memory held until every event has passed: released handles to reclaim, shared handles to
+/// unpin.
+#[derive(Component, Debug)]
+pub struct PendingGc {
+    /// Events that prove the device is done.
+    pub events: SmallVec<[DeviceEvent; 2]>,
+    /// Released handle entities whose memory returns afterwards.
+    pub handles: Vec<Entity>,
+    /// Shared handle entities pinned until then.
+    pub pins: Vec<Entity>,
+}
+
+/// How many pending GCs pin each shared handle; a pinned handle is never reclaimed.
+#[derive(Resource, Default, Debug)]
+pub struct PinnedHandles(pub HashMap<Entity, u32>);
+
+/// A request from the client to return free memory to the device this tick.
+#[derive(Resource, Default)]
+pub struct CleanupRequested(pub bool);
+
+/// Registers the GC stage: the pins, the cleanup request and the reply wait it keeps, and its
+/// systems, in order.
+pub fn build<B: Backend>(world: &mut World, schedule: &mut Schedule) {
+    world.init_resource::<PinnedHandles>();
+    world.init_resource::<CleanupRequested>();
+    world.init_resource::<ReplyWait>();
+    schedule.add_systems(
+        (
+            await_replies::<B>,
+            poll_device::<B>,
+            complete_reads::<B>,
+            complete_syncs::<B>,
+            pin_released_memory::<B>,
+            reclaim_finished_gc::<B>,
+            cleanup_memory::<B>,
+        )
+            .chain()
+            .in_set(TickStage::GcReclamation),
+    );
+}
 
 /// Lets the device make progress and collects faults onto their streams.
 pub fn poll_device<B: Backend>(
@@ -21,8 +97,7 @@ pub fn poll_device<B: Backend>(
     device.0.poll(tick.0);
     for (stream, mut fault) in &mut streams {
         if let Some(error) = device.0.take_fault(stream.device) {
-            tracing::warn!(target: "gpuworld::stream", slot = stream.slot, %error, "device fault");
-            fault.0.get_or_insert(error);
+            fault.record(error);
         }
     }
 }
@@ -36,7 +111,7 @@ fn take_stream_fault<B: Backend>(
 ) -> Option<crate::error::Error> {
     let (info, mut fault) = streams.get_mut(stream).ok()?;
     if let Some(error) = device.take_fault(info.device) {
-        fault.0.get_or_insert(error);
+        fault.record(error);
     }
     fault.0.take()
 }

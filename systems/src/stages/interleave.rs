@@ -5,12 +5,19 @@
 //! GC stream that waits on the consumer. Owns `SubmittedCursor` and the GC stream; turns reads,
 //! syncs and pins into in-flight entities.
 
+use super::gc::{PendingGc, PendingRead, PendingSync, PinnedHandles};
+use super::tick::TickStage;
 use crate::backend::{Backend, DeviceStream, Region};
 use crate::bytes::HostBytes;
 use crate::ids::StreamId;
 use crate::world::*;
 use bevy_ecs::prelude::*;
 use smallvec::SmallVec;
+
+/// Registers the interleave stage's system.
+pub fn build<B: Backend>(_world: &mut World, schedule: &mut Schedule) {
+    schedule.add_systems(submit_ready_queues::<B>.in_set(TickStage::Interleave));
+}
 
 /// Submits every ready queue to the backend.
 #[allow(clippy::too_many_arguments, reason = "a system's parameters")]
@@ -40,7 +47,7 @@ pub fn submit_ready_queues<B: Backend>(
         gc: table.gc.map(|(_, device)| device),
         streams: &mut streams,
         in_flight: Vec::new(),
-        spare: &mut spare.0,
+        spare: &mut spare,
     };
     match config.strategy {
         SchedulingStrategy::Sequential => {
@@ -61,19 +68,12 @@ pub fn submit_ready_queues<B: Backend>(
     let Submitter { in_flight, gc, .. } = submitter;
     if let (None, Some(device)) = (table.gc, gc) {
         let entity = commands
-            .spawn((
-                Stream {
-                    id: StreamId::GC,
-                    slot: GC_SLOT,
-                    role: StreamRole::Gc,
-                    device,
-                },
-                StreamCursor::default(),
-                SubmittedCursor::default(),
-                LastSynced::default(),
-                TaskQueue::default(),
-                StreamFault::default(),
-            ))
+            .spawn(Stream {
+                id: StreamId::GC,
+                slot: GC_SLOT,
+                role: StreamRole::Gc,
+                device,
+            })
             .id();
         table.gc = Some((entity, device));
     }
@@ -112,8 +112,7 @@ struct Submitter<'a, 'sw, 'ss, B: Backend> {
     gc: Option<DeviceStream>,
     streams: &'a mut StreamQuery<'sw, 'ss>,
     in_flight: Vec<InFlight>,
-    #[allow(clippy::vec_box, reason = "emptied task boxes, reused by ingest")]
-    spare: &'a mut Vec<Box<Task>>,
+    spare: &'a mut SpareTasks,
 }
 
 impl<B: Backend> Submitter<'_, '_, '_, B> {
@@ -240,11 +239,7 @@ impl<B: Backend> Submitter<'_, '_, '_, B> {
             self.pin_shared(device_stream, shared);
         }
         self.stats.tasks_submitted += 1;
-        if self.spare.len() < SpareTasks::MAX {
-            task.bindings.clear();
-            task.sync_needs.clear();
-            self.spare.push(task);
-        }
+        self.spare.recycle(task);
     }
 
     /// Pins `shared` until the GC stream, waiting on the consumer's event, has passed its own.

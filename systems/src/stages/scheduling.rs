@@ -3,8 +3,15 @@
 //! Owns `TaskQueue::tasks`.
 
 use super::flush_wait::mark_flush;
+use super::ingest::DeferredCommands;
+use super::tick::TickStage;
 use crate::world::*;
 use bevy_ecs::prelude::*;
+
+/// Registers the scheduling stage's system.
+pub fn build(_world: &mut World, schedule: &mut Schedule) {
+    schedule.add_systems(queue_tasks.in_set(TickStage::Scheduling));
+}
 
 /// Queues new tasks per stream and marks full queues ready; while commands wait for released
 /// memory, every queue, so that the work holding that memory runs and it can retire.

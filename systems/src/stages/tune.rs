@@ -2,6 +2,7 @@
 //! background benchmark (a key became pending, was tuned, or failed) into the tune cache.
 //! Owns `TuneCache`, which clients share read-only through an `Arc`. Never blocks on tuning.
 
+use super::tick::TickStage;
 use bevy_ecs::prelude::*;
 use parking_lot::{Mutex, RwLock};
 use std::collections::HashMap;
@@ -80,8 +81,9 @@ pub enum TuneEntry {
     },
 }
 
-/// The winner per (set, key), shared with clients: the tune stage is its only writer, so
-/// readers never take the runtime lock.
+/// The winner per (set, key), shared with clients: readers never take the runtime lock. The
+/// tune stage is its only writer, through `ResMut` (writing needs `&mut self`), so the
+/// schedule's ambiguity check sees the write.
 #[derive(Resource, Clone, Default, Debug)]
 pub struct TuneCache(Arc<RwLock<HashMap<(String, String), TuneEntry>>>);
 
@@ -133,7 +135,7 @@ impl TuneCache {
         entries
     }
 
-    fn apply(&self, message: TuneMessage) {
+    fn apply(&mut self, message: TuneMessage) {
         let mut map = self.0.write();
         match message {
             TuneMessage::Pending { set, key } => {
@@ -160,8 +162,15 @@ impl TuneCache {
     }
 }
 
+/// Registers the tune stage: its message queue, its cache and its system.
+pub fn build(world: &mut World, schedule: &mut Schedule) {
+    world.init_resource::<TuneResults>();
+    world.init_resource::<TuneCache>();
+    schedule.add_systems(ingest_tune_results.in_set(TickStage::TuneIngestion));
+}
+
 /// Moves arrived messages into the cache.
-pub fn ingest_tune_results(results: Res<TuneResults>, cache: Res<TuneCache>) {
+pub fn ingest_tune_results(results: ResMut<TuneResults>, mut cache: ResMut<TuneCache>) {
     let messages = std::mem::take(&mut *results.0.lock());
     for message in messages {
         match &message {
