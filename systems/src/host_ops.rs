@@ -61,6 +61,8 @@ pub struct Finished {
 
 impl HostOp {
     /// A launch, its buffers and scalars copied into the operation.
+    // Inlined: the operation is built, and run, in place instead of copied through calls.
+    #[inline]
     pub fn launch(
         kernel: Kernel,
         count: LaunchCount,
@@ -80,8 +82,10 @@ impl HostOp {
     /// Runs a write, read or launch of `stream` on `memory`; a read copies into the buffer
     /// `read_buffer` gives for its size, a launch walks its cubes with `walk` (see
     /// [`run_on_host`]). A wait does nothing here: the caller runs it only once its event passed.
+    // Inlined: the operation is built, and run, in place instead of copied through calls.
+    #[inline]
     pub fn run(
-        self,
+        &self,
         memory: &HostMemory,
         backend: &'static str,
         stream: StreamId,
@@ -91,19 +95,19 @@ impl HostOp {
         match self {
             HostOp::Write { dst, data } => Finished {
                 read: None,
-                fault: (!memory.write(dst, &data))
+                fault: (!memory.write(*dst, data))
                     .then(|| Error::device_fault(stream, "write to freed memory")),
             },
             HostOp::Read { ticket, src } => {
                 let mut bytes = read_buffer(src.size);
-                if memory.read_into(src, &mut bytes) && bytes.len() as u64 == src.size {
+                if memory.read_into(*src, &mut bytes) && bytes.len() as u64 == src.size {
                     Finished {
-                        read: Some((ticket, bytes)),
+                        read: Some((*ticket, bytes)),
                         fault: None,
                     }
                 } else {
                     Finished {
-                        read: Some((ticket, HostBytes::default())),
+                        read: Some((*ticket, HostBytes::default())),
                         fault: Some(Error::device_fault(stream, "read of freed memory")),
                     }
                 }
@@ -117,7 +121,7 @@ impl HostOp {
             } => Finished {
                 read: None,
                 fault: run_on_host(
-                    memory, backend, stream, kernel, count, &buffers, &scalars, mode, walk,
+                    memory, backend, stream, kernel, *count, buffers, scalars, *mode, walk,
                 )
                 .err(),
             },
@@ -144,6 +148,7 @@ impl Completions {
 
     /// Counts one more operation completed on `queue`, keeps its readback and gives its fault to
     /// `submitter` (the stream that queued it); the operations `queue` has now completed.
+    #[inline]
     pub fn finish(&mut self, queue: usize, submitter: usize, finished: Finished) -> u64 {
         if let Some((ticket, bytes)) = finished.read {
             self.reads.insert(ticket, bytes);
