@@ -44,6 +44,11 @@ impl HostLaunch<'_> {
         };
         (self.source)(&ctx, &self.io);
     }
+
+    /// Runs every cube in order on the calling thread.
+    pub fn run_in_order(&self) {
+        (0..self.cubes()).for_each(|cube| self.run_cube(cube));
+    }
 }
 
 /// Prepares a launch on `memory` and runs it with `walk`, which must call

@@ -8,6 +8,7 @@ pub mod error;
 pub mod handle;
 pub mod host_launch;
 pub mod host_memory;
+pub mod host_ops;
 pub mod ids;
 pub mod inbox;
 pub mod kernel;

@@ -5,12 +5,12 @@
 use crate::backend::*;
 use crate::bytes::HostBytes;
 use crate::error::Error;
-use crate::host_launch::{resolve_count, run_on_host};
+use crate::host_launch::resolve_count;
 use crate::host_memory::HostMemory;
+use crate::host_ops::{Completions, HostOp, event_label};
 use crate::ids::StreamId;
 use crate::kernel::{CpuSource, ExecutionMode, Kernel, KernelDef};
-use smallvec::SmallVec;
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::fmt;
 use std::time::Duration;
 
@@ -96,47 +96,21 @@ impl fmt::Display for SimCall {
             SimCall::CreateStream { stream, id } => write!(f, "create d{} for {id}", stream.0),
             SimCall::Enqueue { stream, op, what } => write!(f, "d{} op {op}: {what}", stream.0),
             SimCall::Flush { stream, event } => {
-                write!(f, "d{} flush -> {}", stream.0, event_name(*event))
+                write!(f, "d{} flush -> {}", stream.0, event_label(*event))
             }
             SimCall::Wait { stream, event } => {
-                write!(f, "d{} wait {}", stream.0, event_name(*event))
+                write!(f, "d{} wait {}", stream.0, event_label(*event))
             }
             SimCall::Complete { stream, op } => write!(f, "d{} op {op} done", stream.0),
         }
     }
 }
 
-fn event_name(event: DeviceEvent) -> String {
-    let (stream, op) = event.stream_and_ops();
-    format!("d{stream}@{op}")
-}
-
-enum OpKind {
-    Write {
-        dst: Region,
-        data: HostBytes,
-    },
-    Launch {
-        kernel: Kernel,
-        count: LaunchCount,
-        buffers: SmallVec<[Region; 4]>,
-        scalars: SmallVec<[u32; 4]>,
-        mode: ExecutionMode,
-    },
-    Read {
-        ticket: ReadTicket,
-        src: Region,
-    },
-    Wait {
-        event: DeviceEvent,
-    },
-}
-
 struct Op {
     ready_at: u64,
     /// The stream that submitted it (its faults go there).
     stream: usize,
-    kind: OpKind,
+    kind: HostOp,
 }
 
 /// A stream; with `SimModel::SingleQueue` only stream 0's queue and counters are used.
@@ -144,8 +118,6 @@ struct SimStream {
     id: StreamId,
     queue: VecDeque<Op>,
     enqueued: u64,
-    completed: u64,
-    fault: Option<Error>,
 }
 
 /// A deterministic virtual device.
@@ -153,7 +125,8 @@ pub struct SimBackend {
     config: SimConfig,
     memory: HostMemory,
     streams: Vec<SimStream>,
-    reads: HashMap<ReadTicket, Vec<u8>>,
+    /// Completions and faults per stream (per queue for completions), and readbacks.
+    done: Completions,
     next_ticket: u64,
     tick: u64,
     log: Vec<(u64, SimCall)>,
@@ -168,7 +141,7 @@ impl SimBackend {
             memory: HostMemory::new(Some(config.memory_bytes)),
             config,
             streams: Vec::new(),
-            reads: HashMap::new(),
+            done: Completions::default(),
             next_ticket: 0,
             tick: 0,
             log: Vec::new(),
@@ -213,7 +186,7 @@ impl SimBackend {
         }
     }
 
-    fn enqueue(&mut self, stream: DeviceStream, kind: OpKind, what: impl FnOnce() -> String) {
+    fn enqueue(&mut self, stream: DeviceStream, kind: HostOp, what: impl FnOnce() -> String) {
         let ready_at = self.tick + self.config.latency_ticks;
         let queue = self.queue_of(stream.0 as usize);
         let Some(s) = self.streams.get_mut(queue) else {
@@ -235,48 +208,25 @@ impl SimBackend {
         }
     }
 
-    fn event_passed(&self, event: DeviceEvent) -> bool {
-        let (stream, ops) = event.stream_and_ops();
-        self.streams
-            .get(stream as usize)
-            .is_none_or(|s| s.completed >= ops)
-    }
-
-    fn execute(&mut self, stream: usize, kind: OpKind) {
-        let id = self.streams[stream].id;
-        let result = match kind {
-            OpKind::Write { dst, data } => {
-                if self.memory.write(dst, &data) {
-                    Ok(())
-                } else {
-                    Err(Error::device_fault(id, "write to freed memory"))
-                }
-            }
-            OpKind::Read { ticket, src } => match self.memory.read(src) {
-                Some(bytes) => {
-                    self.reads.insert(ticket, bytes);
-                    Ok(())
-                }
-                None => {
-                    self.reads.insert(ticket, Vec::new());
-                    Err(Error::device_fault(id, "read of freed memory"))
-                }
-            },
-            OpKind::Launch {
-                kernel,
-                count,
-                buffers,
-                scalars,
-                mode,
-            } => {
-                self.advance_clock(kernel, count);
-                self.run_kernel(id, kernel, count, &buffers, &scalars, mode)
-            }
-            OpKind::Wait { .. } => Ok(()),
-        };
-        if let Err(error) = result {
-            self.streams[stream].fault.get_or_insert(error);
+    /// Runs `op`, submitted by `stream`, on `queue`: the kernels in order, on the polling thread,
+    /// so runs are deterministic; the queue's completed count.
+    fn execute(&mut self, queue: usize, stream: usize, op: HostOp) -> u64 {
+        if let HostOp::Launch { kernel, count, .. } = &op {
+            self.advance_clock(kernel, *count);
         }
+        let id = self.streams[stream].id;
+        let finished = op.run(
+            &self.memory,
+            Self::NAME,
+            id,
+            |size| {
+                usize::try_from(size)
+                    .map(|len| HostBytes::from_vec(vec![0; len]))
+                    .unwrap_or_default()
+            },
+            |launch| launch.run_in_order(),
+        );
+        self.done.finish(queue, stream, finished)
     }
 
     /// Advances the virtual clock by the launch's configured cost.
@@ -285,29 +235,6 @@ impl SimBackend {
             let cubes = resolve_count(&self.memory, count).unwrap_or([0; 3]);
             self.clock_ns = self.clock_ns.saturating_add(cost(kernel, cubes));
         }
-    }
-
-    fn run_kernel(
-        &self,
-        stream: StreamId,
-        kernel: Kernel,
-        count: LaunchCount,
-        buffers: &[Region],
-        scalars: &[u32],
-        mode: ExecutionMode,
-    ) -> Result<(), Error> {
-        // In order, on the polling thread: deterministic.
-        run_on_host(
-            &self.memory,
-            Self::NAME,
-            stream,
-            kernel,
-            count,
-            buffers,
-            scalars,
-            mode,
-            |launch| (0..launch.cubes()).for_each(|cube| launch.run_cube(cube)),
-        )
     }
 }
 
@@ -350,16 +277,15 @@ impl Backend for SimBackend {
             id,
             queue: VecDeque::new(),
             enqueued: 0,
-            completed: 0,
-            fault: None,
         });
+        self.done.add_stream();
         self.record(SimCall::CreateStream { stream, id });
         stream
     }
 
     fn write(&mut self, stream: DeviceStream, dst: Region, data: HostBytes) {
         let len = data.len();
-        self.enqueue(stream, OpKind::Write { dst, data }, || {
+        self.enqueue(stream, HostOp::Write { dst, data }, || {
             format!("write {len}B to {}+{}", dst.storage, dst.offset)
         });
     }
@@ -373,14 +299,8 @@ impl Backend for SimBackend {
         scalars: &[u32],
         mode: ExecutionMode,
     ) {
-        let kind = OpKind::Launch {
-            kernel,
-            count,
-            buffers: buffers.iter().copied().collect(),
-            scalars: scalars.iter().copied().collect(),
-            mode,
-        };
-        self.enqueue(stream, kind, || {
+        let op = HostOp::launch(kernel, count, buffers, scalars, mode);
+        self.enqueue(stream, op, || {
             let regions: Vec<String> = buffers
                 .iter()
                 .map(|r| format!("{}+{}..{}", r.storage, r.offset, r.offset + r.size))
@@ -396,7 +316,7 @@ impl Backend for SimBackend {
     fn read(&mut self, stream: DeviceStream, src: Region) -> ReadTicket {
         let ticket = ReadTicket(self.next_ticket);
         self.next_ticket += 1;
-        self.enqueue(stream, OpKind::Read { ticket, src }, || {
+        self.enqueue(stream, HostOp::Read { ticket, src }, || {
             format!(
                 "read {}+{}..{}",
                 src.storage,
@@ -417,8 +337,8 @@ impl Backend for SimBackend {
 
     fn wait_event(&mut self, stream: DeviceStream, event: DeviceEvent) {
         self.record(SimCall::Wait { stream, event });
-        self.enqueue(stream, OpKind::Wait { event }, || {
-            format!("wait {}", event_name(event))
+        self.enqueue(stream, HostOp::Wait { event }, || {
+            format!("wait {}", event_label(event))
         });
     }
 
@@ -434,7 +354,7 @@ impl Backend for SimBackend {
                 loop {
                     let runnable = match self.streams[index].queue.front() {
                         Some(op) if op.ready_at <= tick => match op.kind {
-                            OpKind::Wait { event } => self.event_passed(event),
+                            HostOp::Wait { event } => self.done.passed(event),
                             _ => true,
                         },
                         _ => false,
@@ -445,12 +365,10 @@ impl Backend for SimBackend {
                     let Some(op) = self.streams[index].queue.pop_front() else {
                         break;
                     };
-                    self.execute(op.stream, op.kind);
-                    let s = &mut self.streams[index];
-                    s.completed += 1;
+                    let completed = self.execute(index, op.stream, op.kind);
                     let done = SimCall::Complete {
                         stream: DeviceStream(index as u32),
-                        op: s.completed,
+                        op: completed,
                     };
                     self.record(done);
                     progressed = true;
@@ -463,19 +381,19 @@ impl Backend for SimBackend {
     }
 
     fn event_label(&self, event: DeviceEvent) -> String {
-        event_name(event)
+        event_label(event)
     }
 
     fn event_done(&mut self, event: DeviceEvent) -> bool {
-        self.event_passed(event)
+        self.done.passed(event)
     }
 
     fn take_read(&mut self, ticket: ReadTicket) -> Option<HostBytes> {
-        self.reads.remove(&ticket).map(HostBytes::from_vec)
+        self.done.take_read(ticket)
     }
 
     fn take_fault(&mut self, stream: DeviceStream) -> Option<Error> {
-        self.streams.get_mut(stream.0 as usize)?.fault.take()
+        self.done.take_fault(stream.0 as usize)
     }
 
     fn device_clock(&self) -> Option<Duration> {

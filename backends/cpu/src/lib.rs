@@ -7,12 +7,13 @@ mod worker;
 use gpuworld_systems::backend::*;
 use gpuworld_systems::error::Error;
 use gpuworld_systems::host_memory::HostMemory;
+use gpuworld_systems::host_ops::{HostOp, event_label};
 use gpuworld_systems::ids::StreamId;
 use gpuworld_systems::kernel::{CpuSource, ExecutionMode, Kernel};
 use parking_lot::RwLock;
 use std::sync::Arc;
 use std::time::Duration;
-use worker::{Op, Progress, StreamWorker};
+use worker::{Progress, StreamWorker};
 
 /// The CPU device.
 pub struct CpuBackend {
@@ -56,7 +57,7 @@ impl CpuBackend {
         self.memory.read().allocated()
     }
 
-    fn send(&mut self, stream: DeviceStream, op: Op) {
+    fn send(&mut self, stream: DeviceStream, op: HostOp) {
         if let Some(worker) = self.workers.get_mut(stream.0 as usize) {
             worker.send(op);
         }
@@ -101,7 +102,7 @@ impl Backend for CpuBackend {
     }
 
     fn write(&mut self, stream: DeviceStream, dst: Region, data: HostBytes) {
-        self.send(stream, Op::Write { dst, data });
+        self.send(stream, HostOp::Write { dst, data });
     }
 
     fn launch(
@@ -115,20 +116,14 @@ impl Backend for CpuBackend {
     ) {
         self.send(
             stream,
-            Op::Launch {
-                kernel,
-                count,
-                buffers: buffers.iter().copied().collect(),
-                scalars: scalars.iter().copied().collect(),
-                mode,
-            },
+            HostOp::launch(kernel, count, buffers, scalars, mode),
         );
     }
 
     fn read(&mut self, stream: DeviceStream, src: Region) -> ReadTicket {
         let ticket = ReadTicket(self.next_ticket);
         self.next_ticket += 1;
-        self.send(stream, Op::Read { ticket, src });
+        self.send(stream, HostOp::Read { ticket, src });
         ticket
     }
 
@@ -141,9 +136,7 @@ impl Backend for CpuBackend {
     }
 
     fn wait_event(&mut self, stream: DeviceStream, event: DeviceEvent) {
-        let (origin, ops) = event.stream_and_ops();
-        let origin = origin as usize;
-        self.send(stream, Op::Wait { origin, ops });
+        self.send(stream, HostOp::Wait { event });
     }
 
     fn poll(&mut self, _tick: u64) {
@@ -158,8 +151,7 @@ impl Backend for CpuBackend {
     }
 
     fn event_label(&self, event: DeviceEvent) -> String {
-        let (stream, ops) = event.stream_and_ops();
-        format!("d{stream}@{ops}")
+        event_label(event)
     }
 
     fn event_done(&mut self, event: DeviceEvent) -> bool {

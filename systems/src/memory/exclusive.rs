@@ -4,7 +4,7 @@
 
 use crate::backend::{AllocError, Backend, StorageId};
 use crate::error::Error;
-use crate::memory::idle::IdlePages;
+use crate::memory::idle::{IdleMark, IdlePage, IdlePages};
 use crate::memory::report::{PoolReport, human_bytes};
 use crate::memory::{Block, PageKey, stale_page};
 use slotmap::SlotMap;
@@ -23,15 +23,24 @@ struct Buffer {
     storage: StorageId,
     size: u64,
     in_use: bool,
-    idle_since: Option<u64>,
-    listed: bool,
+    /// The buffer under the release rule.
+    idle: IdleMark,
+}
+
+impl IdlePage for Buffer {
+    fn is_free(&self) -> bool {
+        !self.in_use
+    }
+
+    fn idle_mark(&mut self) -> &mut IdleMark {
+        &mut self.idle
+    }
 }
 
 /// One backend buffer per allocation, reused by size.
 pub struct ExclusivePool {
     fit: Fit,
     max_reserved: Option<u64>,
-    release_after: Option<u64>,
     buffers: SlotMap<PageKey, Buffer>,
     free: BTreeMap<u64, Vec<PageKey>>,
     idle: IdlePages,
@@ -49,10 +58,9 @@ impl ExclusivePool {
         ExclusivePool {
             fit,
             max_reserved,
-            release_after,
             buffers: SlotMap::with_key(),
             free: BTreeMap::new(),
-            idle: IdlePages::default(),
+            idle: IdlePages::new(release_after),
             report: PoolReport::new(name),
         }
     }
@@ -103,8 +111,7 @@ impl ExclusivePool {
             storage,
             size: padded,
             in_use: false,
-            idle_since: None,
-            listed: false,
+            idle: IdleMark::default(),
         });
         self.report.page_added(padded);
         tracing::debug!(target: "gpuworld::memory", pool = %self.report.name, size = padded, %storage, "buffer allocated");
@@ -114,7 +121,7 @@ impl ExclusivePool {
     fn take(&mut self, key: PageKey, requested: u64) -> Option<Block> {
         let buffer = self.buffers.get_mut(key)?;
         buffer.in_use = true;
-        buffer.idle_since = None;
+        buffer.idle.reused();
         self.report.reserved(requested);
         Some(Block {
             page: key,
@@ -134,9 +141,7 @@ impl ExclusivePool {
         buffer.in_use = false;
         self.free.entry(buffer.size).or_default().push(key);
         self.report.released(requested);
-        if self.release_after.is_some() {
-            self.idle.became_free(key, &mut buffer.listed);
-        }
+        self.idle.became_free(key, &mut buffer.idle);
         Ok(())
     }
 
@@ -161,28 +166,11 @@ impl ExclusivePool {
     /// Stamps buffers that became free since the last call and returns those free for
     /// `release_after_ticks`; the bytes returned.
     pub fn periodic_cleanup<B: Backend>(&mut self, backend: &mut B, tick: u64) -> u64 {
-        let Some(after) = self.release_after else {
-            return 0;
-        };
-        let buffers = &mut self.buffers;
-        self.idle.stamp(tick, |key| {
-            buffers.get_mut(key).is_some_and(|buffer| {
-                buffer.listed = false;
-                let fresh = !buffer.in_use && buffer.idle_since.is_none();
-                if fresh {
-                    buffer.idle_since = Some(tick);
-                }
-                fresh
-            })
-        });
         let mut freed = 0;
-        while let Some((stamp, key)) = self.idle.pop_expired(tick, after) {
+        for key in self.idle.take_expired(tick, &mut self.buffers) {
             let Some(buffer) = self.buffers.get(key) else {
                 continue;
             };
-            if buffer.in_use || buffer.idle_since != Some(stamp) {
-                continue;
-            }
             if let Some(keys) = self.free.get_mut(&buffer.size) {
                 keys.retain(|&k| k != key);
                 if keys.is_empty() {

@@ -4,7 +4,7 @@
 
 use crate::backend::{AllocError, Backend, StorageId};
 use crate::error::Error;
-use crate::memory::idle::IdlePages;
+use crate::memory::idle::{IdleMark, IdlePage, IdlePages};
 use crate::memory::report::{PoolReport, human_bytes};
 use crate::memory::{Block, PageKey, stale_page};
 use slotmap::SlotMap;
@@ -18,12 +18,20 @@ struct Page {
     used: u64,
     /// Index of the page's summary in `SlicedPool::order`.
     position: usize,
-    /// Tick the periodic cleanup first saw the page fully free.
-    idle_since: Option<u64>,
-    /// Whether the page waits in `IdlePages` to be stamped.
-    listed: bool,
+    /// The page under the release rule.
+    idle: IdleMark,
     /// Made for one request over `max_slice`.
     dedicated: bool,
+}
+
+impl IdlePage for Page {
+    fn is_free(&self) -> bool {
+        self.used == 0
+    }
+
+    fn idle_mark(&mut self) -> &mut IdleMark {
+        &mut self.idle
+    }
 }
 
 /// What first-fit needs to skip a page without touching it.
@@ -63,7 +71,6 @@ pub struct SlicedPool {
     alignment: u64,
     max_slice: u64,
     max_reserved: Option<u64>,
-    release_after: Option<u64>,
     pages: SlotMap<PageKey, Page>,
     /// Bytes of shared (not dedicated) pages: new shared pages grow with it.
     shared_reserved: u64,
@@ -109,12 +116,11 @@ impl SlicedPool {
             alignment,
             max_slice,
             max_reserved,
-            release_after,
             pages: SlotMap::with_key(),
             shared_reserved: 0,
             order: Vec::new(),
             first_free: 0,
-            idle: IdlePages::default(),
+            idle: IdlePages::new(release_after),
             report: PoolReport::new(name),
         }
     }
@@ -157,8 +163,7 @@ impl SlicedPool {
             free: vec![(0, size)],
             used: 0,
             position,
-            idle_since: None,
-            listed: false,
+            idle: IdleMark::default(),
             dedicated,
         });
         if !dedicated {
@@ -236,7 +241,7 @@ impl SlicedPool {
             summary.largest_free = page.free.iter().map(|&(_, len)| len).max().unwrap_or(0);
         }
         page.used += padded;
-        page.idle_since = None;
+        page.idle.reused();
         let block = Block {
             page: summary.key,
             storage: page.storage,
@@ -294,8 +299,8 @@ impl SlicedPool {
         }
         self.first_free = self.first_free.min(page.position);
         self.report.released(requested);
-        if page.used == 0 && self.release_after.is_some() {
-            self.idle.became_free(key, &mut page.listed);
+        if page.used == 0 {
+            self.idle.became_free(key, &mut page.idle);
         }
         Ok(())
     }
@@ -319,30 +324,7 @@ impl SlicedPool {
     /// Stamps pages that became free since the last call and returns those free for
     /// `release_after_ticks`; the bytes returned.
     pub fn periodic_cleanup<B: Backend>(&mut self, backend: &mut B, tick: u64) -> u64 {
-        let Some(after) = self.release_after else {
-            return 0;
-        };
-        let pages = &mut self.pages;
-        self.idle.stamp(tick, |key| {
-            pages.get_mut(key).is_some_and(|page| {
-                page.listed = false;
-                let fresh = page.used == 0 && page.idle_since.is_none();
-                if fresh {
-                    page.idle_since = Some(tick);
-                }
-                fresh
-            })
-        });
-        let mut expired = Vec::new();
-        while let Some((stamp, key)) = self.idle.pop_expired(tick, after) {
-            if self
-                .pages
-                .get(key)
-                .is_some_and(|page| page.used == 0 && page.idle_since == Some(stamp))
-            {
-                expired.push(key);
-            }
-        }
+        let expired = self.idle.take_expired(tick, &mut self.pages);
         self.remove_pages(backend, expired)
     }
 
