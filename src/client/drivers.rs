@@ -38,9 +38,9 @@ const DEVICE_WAIT_SLICE: Duration = Duration::from_micros(50);
 /// before it sleeps (waking a sleeping thread costs several microseconds).
 const CALLER_SPIN: Duration = Duration::from_micros(50);
 
-/// How long the device thread spins for new commands after a tick that did work, before it sleeps;
-/// an idle runtime costs nothing beyond this. (It does not spin while callers drive: on a machine
-/// with few cores that spin takes the core the device's own work needs.)
+/// How long the device thread spins for new commands after a tick that did work, or for driving
+/// callers to leave (on [`SPIN_WHILE_DRIVEN_CORES`] cores or more), before it sleeps; an idle
+/// runtime costs nothing beyond this.
 const DEVICE_THREAD_SPIN: Duration = Duration::from_micros(50);
 
 /// The fewest cores on which the device thread spins, rather than parks, while callers drive.
