@@ -96,7 +96,6 @@ impl<B: Backend> Runtime<B> {
     pub fn tick_awaiting_replies(&mut self, budget: std::time::Duration) {
         self.world.resource_mut::<ReplyWait>().0 = budget;
         self.tick();
-        self.world.resource_mut::<ReplyWait>().0 = std::time::Duration::ZERO;
     }
 
     /// Advances the world by one tick: runs the seven stages once, then publishes what the

@@ -117,7 +117,8 @@ fn take_stream_fault<B: Backend>(
 }
 
 /// How long this tick may wait on the device for a read or sync in flight to finish: zero,
-/// except in the tick of a caller blocked on a reply (`Runtime::tick_awaiting_replies`).
+/// except in the tick of a caller blocked on a reply (`Runtime::tick_awaiting_replies`), whose
+/// `await_replies` takes it.
 #[derive(Resource, Default)]
 pub struct ReplyWait(pub Duration);
 
@@ -126,17 +127,19 @@ pub struct ReplyWait(pub Duration);
 /// than the next (a tick costs microseconds that a round trip would pay twice). It runs before
 /// `poll_device`, which then finds what the wait noticed instead of asking the device again.
 pub fn await_replies<B: Backend>(
-    wait: Res<ReplyWait>,
+    mut wait: ResMut<ReplyWait>,
     tick: Res<TickCounter>,
     mut device: ResMut<Device<B>>,
     mut reads: Query<&mut PendingRead>,
     syncs: Query<&PendingSync>,
 ) {
-    if wait.0.is_zero() || (reads.is_empty() && syncs.is_empty()) {
+    // The budget is this tick's alone: taken, so no later tick waits, even after a panic.
+    let budget = std::mem::take(&mut wait.0);
+    if budget.is_zero() || (reads.is_empty() && syncs.is_empty()) {
         return;
     }
     let device = &mut device.0;
-    let deadline = Instant::now() + wait.0;
+    let deadline = Instant::now() + budget;
     loop {
         let mut answerable = false;
         for mut read in &mut reads {
