@@ -2,10 +2,12 @@
 //! benchmark deterministically, hits run the cached winner, results reach the world through the
 //! tune stage and the persistent file, failures are reasons rather than panics.
 
+mod common;
+
 use gpuworld::kernel::{CpuSource, KernelDef, Param, Signature};
 use gpuworld::tune::{
-    BenchmarkConfig, CacheLocation, CandidateOutcome, FALLBACK_CANDIDATE, PersistentCache,
-    StoredEntry, TunableSet, TuneEntry, TuneKey, TuneMessage, TuneMode, Tuner, TunerConfig,
+    CacheLocation, CandidateOutcome, FALLBACK_CANDIDATE, PersistentCache, StoredEntry, TunableSet,
+    TuneEntry, TuneKey, TuneMessage, TuneMode, Tuner, TunerConfig,
 };
 use gpuworld::{Bindings, ComputeClient, CubeCount, Error, Handle, SimBackend, SimConfig};
 use std::path::{Path, PathBuf};
@@ -71,17 +73,7 @@ fn fresh_dir(test: &str) -> PathBuf {
 }
 
 fn tuner(client: &ComputeClient<SimBackend>, dir: &Path) -> Tuner<SimBackend> {
-    Tuner::new(
-        client,
-        TunerConfig {
-            benchmark: BenchmarkConfig {
-                warmup: 1,
-                samples: 3,
-            },
-            mode: TuneMode::Blocking,
-            cache: CacheLocation::Dir(dir.to_path_buf()),
-        },
-    )
+    common::quick_tuner(client, CacheLocation::Dir(dir.to_path_buf()))
 }
 
 /// The job's input: a size that picks the key.

@@ -2,10 +2,10 @@
 //! whose samples are not all timed on the device is timed by the host clock for all of them, so
 //! a median never mixes device and host durations.
 
+mod common;
+
 use gpuworld::kernel::{CpuSource, ExecutionMode, Kernel};
-use gpuworld::tune::{
-    BenchmarkConfig, CacheLocation, TunableSet, TuneEntry, TuneKey, TuneMode, Tuner, TunerConfig,
-};
+use gpuworld::tune::{CacheLocation, TunableSet, TuneEntry, TuneKey};
 use gpuworld::{
     Backend, Bindings, ComputeClient, CubeCount, DeviceProperties, Driver, Error, RuntimeConfig,
     SimBackend, SimConfig, StreamId, library,
@@ -111,17 +111,7 @@ fn fill(client: &ComputeClient<FlakyClock>, value: f32) -> gpuworld::Result<()> 
 /// Tunes a two-candidate set once and returns each candidate's median.
 fn tuned_medians(client: &ComputeClient<FlakyClock>, test: &str) -> Vec<Duration> {
     let dir = std::env::temp_dir().join(format!("gpuworld-{test}-{}", std::process::id()));
-    let tuner = Tuner::new(
-        client,
-        TunerConfig {
-            benchmark: BenchmarkConfig {
-                warmup: 1,
-                samples: 3,
-            },
-            mode: TuneMode::Blocking,
-            cache: CacheLocation::Dir(dir.clone()),
-        },
-    );
+    let tuner = common::quick_tuner(client, CacheLocation::Dir(dir.clone()));
     let set = Arc::new(
         TunableSet::new(
             "test.flaky_clock",

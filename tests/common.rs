@@ -196,3 +196,23 @@ macro_rules! backend_suite {
         }
     };
 }
+
+/// A blocking tuner that benchmarks each candidate on one warm-up run and three samples, with its
+/// cache where `cache` says: enough to pick a winner in a test.
+pub fn quick_tuner<B: gpuworld::Backend>(
+    client: &gpuworld::ComputeClient<B>,
+    cache: gpuworld::tune::CacheLocation,
+) -> gpuworld::tune::Tuner<B> {
+    use gpuworld::tune::{BenchmarkConfig, TuneMode, Tuner, TunerConfig};
+    Tuner::new(
+        client,
+        TunerConfig {
+            benchmark: BenchmarkConfig {
+                warmup: 1,
+                samples: 3,
+            },
+            mode: TuneMode::Blocking,
+            cache,
+        },
+    )
+}

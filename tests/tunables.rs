@@ -6,10 +6,8 @@
 
 mod common;
 
-use gpuworld::tune::{
-    BenchmarkConfig, CacheLocation, MatmulInput, ReduceInput, TuneMode, matmul_set, reduce_sum_set,
-};
-use gpuworld::{Backend, ComputeClient, Handle, Tuner, TunerConfig};
+use gpuworld::tune::{CacheLocation, MatmulInput, ReduceInput, matmul_set, reduce_sum_set};
+use gpuworld::{Backend, ComputeClient, Handle, Tuner};
 use std::sync::Arc;
 
 /// Lengths around the variants' boundaries: one cube, several passes, a strided remainder.
@@ -104,17 +102,7 @@ mod cases {
     }
 
     fn quick_tuner<B: Backend>(client: &ComputeClient<B>) -> Tuner<B> {
-        Tuner::new(
-            client,
-            TunerConfig {
-                benchmark: BenchmarkConfig {
-                    warmup: 1,
-                    samples: 3,
-                },
-                mode: TuneMode::Blocking,
-                cache: CacheLocation::Disabled,
-            },
-        )
+        common::quick_tuner(client, CacheLocation::Disabled)
     }
 
     pub fn the_tuned_reduce_sum_gives_the_host_sum<B: Backend>(client: ComputeClient<B>) {
