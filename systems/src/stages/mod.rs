@@ -1,8 +1,10 @@
 //! The tick: seven stages, each a named `SystemSet`, chained so that their order is a fact of
-//! the code. One schedule, single-threaded executor, ambiguity detection at error. Each stage is
-//! a unit with a `build(world, schedule)` that registers what it owns and adds its systems.
+//! the code. One schedule, run by a single-threaded executor (`executor.rs`), ambiguity detection
+//! at error. Each stage is a unit with a `build(world, schedule)` that registers what it owns and
+//! adds its systems.
 
 pub mod alignment;
+pub mod executor;
 pub mod flush_wait;
 pub mod gc;
 pub mod ingest;
@@ -15,13 +17,13 @@ pub use tick::{Tick, TickStage};
 
 use crate::backend::Backend;
 use bevy_ecs::prelude::*;
-use bevy_ecs::schedule::{LogLevel, ScheduleBuildSettings, SingleThreadedExecutor};
+use bevy_ecs::schedule::{LogLevel, ScheduleBuildSettings};
 
 /// Builds the tick schedule for backend `B`: each stage registers, in `world`, the state it owns
 /// and adds its systems to its set, as a Bevy plugin would.
 pub fn tick_schedule<B: Backend>(world: &mut World) -> Schedule {
     let mut schedule = Schedule::new(Tick);
-    schedule.set_executor(SingleThreadedExecutor::new());
+    schedule.set_executor(executor::TickExecutor::new());
     schedule.set_build_settings(ScheduleBuildSettings {
         ambiguity_detection: LogLevel::Error,
         ..Default::default()
@@ -45,5 +47,9 @@ pub fn tick_schedule<B: Backend>(world: &mut World) -> Schedule {
     interleave::build::<B>(world, &mut schedule);
     gc::build::<B>(world, &mut schedule);
     tune::build(world, &mut schedule);
+    debug_assert!(
+        !executor::has_run_conditions(&schedule),
+        "the tick's executor runs every system: no stage may add a run condition"
+    );
     schedule
 }

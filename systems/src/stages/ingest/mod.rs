@@ -53,11 +53,15 @@ pub fn ingest_commands<B: Backend>(world: &mut World, mut scratch: Local<Vec<Com
         *scratch = drained;
         return;
     }
+    let (next_seq, tasks) = {
+        let mut new = world.resource_mut::<NewTasks>();
+        (new.next_seq, std::mem::take(&mut new.tasks))
+    };
     let mut ingest = Ingest {
         index: std::mem::take(&mut world.resource_mut::<HandleIndex>().0),
-        slots: world.resource::<StreamTable>().slots.clone(),
-        next_seq: world.resource::<NewTasks>().next_seq,
-        tasks: std::mem::take(&mut world.resource_mut::<NewTasks>().tasks),
+        slots: std::mem::take(&mut world.resource_mut::<StreamTable>().slots),
+        next_seq,
+        tasks,
         spare: std::mem::take(&mut *world.resource_mut::<SpareTasks>()),
         spawned: SmallVec::new(),
         reclaimed: 0,
@@ -74,12 +78,15 @@ pub fn ingest_commands<B: Backend>(world: &mut World, mut scratch: Local<Vec<Com
     }
     drop(commands);
     taken.put_back(world);
-    world.resource_mut::<Stats>().handles_reclaimed += ingest.reclaimed;
+    if ingest.reclaimed > 0 {
+        world.resource_mut::<Stats>().handles_reclaimed += ingest.reclaimed;
+    }
     *scratch = drained;
+    // The deferred commands were drained above: only new ones need writing back.
     if !deferred.is_empty() {
         tracing::debug!(target: "gpuworld::memory", commands = deferred.len(), "no memory until released memory retires: commands wait");
+        world.resource_mut::<DeferredCommands>().0 = deferred;
     }
-    world.resource_mut::<DeferredCommands>().0 = deferred;
     let Ingest {
         index,
         slots,
