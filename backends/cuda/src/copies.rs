@@ -16,10 +16,12 @@ pub(crate) struct Upload {
     _source: HostBytes,
 }
 
-/// A device-to-host copy into pinned memory, waiting for its event.
+/// A device-to-host copy into pinned memory, waiting for its event: `None` while the copy is the
+/// last work on its stream, whose completion is then the copy's (a blocking read's round trip
+/// records no event); the stream records one before it takes more work (`seal_reads`).
 pub(crate) struct PendingRead {
     stream: usize,
-    event: sys::CUevent,
+    event: Option<sys::CUevent>,
     buffer: HostBytes,
 }
 
@@ -31,6 +33,7 @@ impl CudaBackend {
             return;
         }
         self.bind();
+        self.seal_reads(s);
         let Some(pointer) = self.region_pointer(dst) else {
             self.fault(s, "write to freed memory");
             return;
@@ -89,6 +92,7 @@ impl CudaBackend {
             return ticket;
         }
         self.bind();
+        self.seal_reads(s);
         let Some(pointer) = self.region_pointer(src) else {
             self.fault(s, "read of freed memory");
             self.finished_reads.insert(ticket, HostBytes::default());
@@ -118,23 +122,38 @@ impl CudaBackend {
             self.finished_reads.insert(ticket, HostBytes::default());
             return ticket;
         }
-        match self.record_internal(s) {
-            Some(event) => {
-                self.reads.insert(
-                    ticket,
-                    PendingRead {
-                        stream: s,
-                        event,
-                        buffer,
-                    },
-                );
-            }
-            None => {
-                pinned::abandon(buffer);
-                self.finished_reads.insert(ticket, HostBytes::default());
+        self.reads.insert(
+            ticket,
+            PendingRead {
+                stream: s,
+                event: None,
+                buffer,
+            },
+        );
+        self.streams[s].read_is_last = true;
+        ticket
+    }
+
+    /// Gives the reads that are the last work on stream `s` an event each, before the stream
+    /// takes more work (after it, the stream's completion would no longer be theirs).
+    pub(crate) fn seal_reads(&mut self, s: usize) {
+        if !std::mem::replace(&mut self.streams[s].read_is_last, false) {
+            return;
+        }
+        let unsealed: Vec<ReadTicket> = self
+            .reads
+            .iter()
+            .filter(|(_, read)| read.stream == s && read.event.is_none())
+            .map(|(ticket, _)| *ticket)
+            .collect();
+        for ticket in unsealed {
+            // A failed record faults the stream; the read then stays unsealed and the stream's
+            // query reports the fault.
+            let event = self.record_internal(s);
+            if let Some(read) = self.reads.get_mut(&ticket) {
+                read.event = event;
             }
         }
-        ticket
     }
 
     /// Moves finished uploads' staging back to the pool and finished reads' bytes out; whether
@@ -160,10 +179,15 @@ impl CudaBackend {
         let done: Vec<(ReadTicket, Option<sys::CUresult>)> = self
             .reads
             .iter()
-            .filter_map(|(ticket, read)| match events::query(read.event) {
-                EventState::Pending => None,
-                EventState::Done => Some((*ticket, None)),
-                EventState::Failed(code) => Some((*ticket, Some(code))),
+            .filter_map(|(ticket, read)| {
+                match read.event.map_or_else(
+                    || events::query_stream(self.streams[read.stream].handle),
+                    events::query,
+                ) {
+                    EventState::Pending => None,
+                    EventState::Done => Some((*ticket, None)),
+                    EventState::Failed(code) => Some((*ticket, Some(code))),
+                }
             })
             .collect();
         completed |= !done.is_empty();
@@ -179,7 +203,9 @@ impl CudaBackend {
                 }
             };
             self.finished_reads.insert(ticket, bytes);
-            self.events.recycle(read.event, Timing::Untimed);
+            if let Some(event) = read.event {
+                self.events.recycle(event, Timing::Untimed);
+            }
         }
         if let Some((s, code)) = failure {
             self.failed(s, "a copy failed", code);
@@ -193,8 +219,11 @@ impl CudaBackend {
         for upload in std::mem::take(&mut self.uploads) {
             self.events.recycle(upload.event, Timing::Untimed);
         }
-        for (_, read) in std::mem::take(&mut self.reads) {
-            self.events.recycle(read.event, Timing::Untimed);
+        for event in std::mem::take(&mut self.reads)
+            .into_values()
+            .filter_map(|read| read.event)
+        {
+            self.events.recycle(event, Timing::Untimed);
         }
         self.finished_reads.clear();
     }

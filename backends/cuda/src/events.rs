@@ -31,6 +31,16 @@ pub fn query(event: sys::CUevent) -> EventState {
     }
 }
 
+/// The state of all work queued on `stream` so far, as [`query`] tells it of an event.
+pub fn query_stream(stream: sys::CUstream) -> EventState {
+    // SAFETY: `stream` is a live stream of the current context.
+    match unsafe { sys::cuStreamQuery(stream) } {
+        sys::CUresult::CUDA_SUCCESS => EventState::Done,
+        sys::CUresult::CUDA_ERROR_NOT_READY => EventState::Pending,
+        code => EventState::Failed(code),
+    }
+}
+
 /// Whether an event records a timestamp.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Timing {

@@ -64,6 +64,8 @@ struct CudaStream {
     id: StreamId,
     handle: sys::CUstream,
     fault: Option<Error>,
+    /// Whether a read without an event is the last work queued (see `PendingRead`).
+    read_is_last: bool,
 }
 
 /// An NVIDIA GPU driven through the CUDA driver API.
@@ -200,6 +202,7 @@ impl CudaBackend {
             return self.events.completed_number();
         }
         self.bind();
+        self.seal_reads(s);
         match self.record(s, timing) {
             Some(event) => self.events.insert(s, event, timing),
             None => self.events.completed_number(),
@@ -262,6 +265,7 @@ impl Backend for CudaBackend {
             id,
             handle: std::ptr::null_mut(),
             fault: None,
+            read_is_last: false,
         });
         if code == sys::CUresult::CUDA_SUCCESS {
             self.streams[index].handle = handle;
@@ -289,6 +293,7 @@ impl Backend for CudaBackend {
             return;
         }
         self.bind();
+        self.seal_reads(s);
         if let Err(error) = self.launch_on(s, kernel, count, buffers, scalars, mode) {
             tracing::warn!(target: "gpuworld::kernel", kernel = kernel.id, %error, "launch refused");
             self.fault_with(s, error);
@@ -316,6 +321,7 @@ impl Backend for CudaBackend {
             return;
         };
         self.bind();
+        self.seal_reads(s);
         // SAFETY: the stream and the event belong to the current context.
         let code = unsafe { sys::cuStreamWaitEvent(self.streams[s].handle, cuda_event, 0) };
         if code != sys::CUresult::CUDA_SUCCESS {
