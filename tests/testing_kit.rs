@@ -389,3 +389,30 @@ fn independent_streams_overlap_in_virtual_time_and_a_wait_serializes_them() {
     assert_eq!(second.start_ns, first.end_ns);
     assert_eq!(rt.sim(|sim| sim.virtual_time().as_nanos()), 6_000);
 }
+
+#[test]
+fn the_cli_replays_a_recording_and_compares_the_cpu_with_the_sim() {
+    let cpu = gpuworld::cpu_client(Driver::Manual);
+    let recorder = Recorder::attach(&cpu, u64::MAX);
+    multi_stream_program(&cpu, || cpu.tick());
+    let path = std::env::temp_dir().join(format!("gpuworld-cli-{}.json", std::process::id()));
+    recorder.finish().save(&path).unwrap();
+    let run = |backend: &str| {
+        let output = std::process::Command::new(env!("CARGO_BIN_EXE_gpuworld"))
+            .args(["replay", path.to_str().unwrap(), "--backend", backend])
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{output:?}");
+        String::from_utf8(output.stdout).unwrap()
+    };
+    let on_sim = run("sim");
+    let on_cpu = run("cpu");
+    let _ = std::fs::remove_file(&path);
+    let body = |text: &str| text.lines().skip(1).take(2).collect::<Vec<_>>().join("\n");
+    insta::assert_snapshot!("cli_replay_reads", body(&on_sim));
+    assert_eq!(body(&on_cpu), body(&on_sim));
+    assert!(
+        on_cpu.ends_with("results match the sim's replay\n"),
+        "{on_cpu}"
+    );
+}
