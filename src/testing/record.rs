@@ -270,12 +270,10 @@ impl<B: Backend> Recorder<B> {
         let start_tick = client.with_runtime(|rt| {
             let start = rt.tick_count();
             rt.set_command_tap(Some(CommandTap(Box::new(move |tick, command| {
-                if let Some(op) = record(command, max_data_bytes) {
-                    sink.lock().push(RecordedCommand {
-                        tick: tick - start,
-                        op,
-                    });
-                }
+                sink.lock().push(RecordedCommand {
+                    tick: tick - start,
+                    op: record(command, max_data_bytes),
+                });
             }))));
             start
         });
@@ -307,8 +305,8 @@ impl<B: Backend> Recorder<B> {
 }
 
 /// `command` as recorded.
-fn record(command: &Command, cap: u64) -> Option<RecordedOp> {
-    let op = match command {
+fn record(command: &Command, cap: u64) -> RecordedOp {
+    match command {
         Command::Create {
             handle,
             size,
@@ -371,6 +369,5 @@ fn record(command: &Command, cap: u64) -> Option<RecordedOp> {
         Command::CloseAllocationMode { stream } => RecordedOp::CloseAllocationMode {
             stream: stream.value,
         },
-    };
-    Some(op)
+    }
 }

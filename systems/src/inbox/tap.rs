@@ -5,7 +5,10 @@
 use super::Command;
 use bevy_ecs::prelude::Resource;
 
+/// The function a [`CommandTap`] holds: the tick, then the command.
+pub type TapFn = dyn FnMut(u64, &Command) + Send + Sync;
+
 /// Sees each command as the ingest stage drains it from the inbox, with the tick number; commands
 /// retried after waiting for memory are shown once, when first drained.
 #[derive(Resource)]
-pub struct CommandTap(pub Box<dyn FnMut(u64, &Command) + Send + Sync>);
+pub struct CommandTap(pub Box<TapFn>);
