@@ -456,3 +456,52 @@ fn the_documented_test_of_a_new_kernel_is_at_most_20_lines() {
     assert!(lines.iter().any(|l| l.contains("tick_snapshot()")));
     assert!(lines.iter().any(|l| l.contains("read_one_as")));
 }
+
+#[test]
+fn a_hung_stream_ends_in_the_watchdog_error_while_another_stream_keeps_working() {
+    let rt = TestRuntime::with_sim(SimConfig {
+        faults: FaultPlan {
+            watchdog_ticks: 5,
+            ..FaultPlan::one(Fault::EventNeverCompletes(1))
+        },
+        ..SimConfig::default()
+    });
+    let other = rt.stream(1);
+    let a = rt.create(f32_bytes(&[1.0; 64]));
+    rt.flush(); // event 1: after `a`'s upload, on s0; it never completes on its own
+    let b = other.create(f32_bytes(&[2.0; 64]));
+    assert_eq!(other.read_one_as::<f32>(&b).unwrap(), vec![2.0; 64]);
+    let hung_at = rt.with_runtime(|r| r.tick_count());
+    let error = rt.read_one(&a).unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "device fault on s0: the work never completed; the watchdog fired (injected fault)"
+    );
+    assert!(rt.with_runtime(|r| r.tick_count()) >= hung_at + 3);
+    drop((a, b));
+    rt.step_until_idle().unwrap();
+    assert_eq!(rt.memory_usage().bytes_in_use, 0);
+}
+
+#[test]
+fn a_lost_device_fails_every_stream_and_still_reclaims_memory() {
+    let rt = TestRuntime::with_sim(SimConfig {
+        faults: FaultPlan::one(Fault::DeviceLost { tick: 2 }),
+        ..SimConfig::default()
+    });
+    let other = rt.stream(1);
+    let a = rt.create(f32_bytes(&[1.0; 64]));
+    let b = other.create(f32_bytes(&[2.0; 64]));
+    rt.step();
+    let lost = "device fault on s0: the device was lost (injected fault)";
+    assert_eq!(rt.read_one(&a).unwrap_err().to_string(), lost);
+    assert_eq!(
+        other.read_one(&b).unwrap_err().to_string(),
+        lost.replace("s0", "s1")
+    );
+    let c = rt.create(vec![0; 16]);
+    assert!(matches!(rt.read_one(&c), Err(Error::OutOfMemory { .. })));
+    drop((a, b, c));
+    rt.step_until_idle().unwrap();
+    assert_eq!(rt.memory_usage().bytes_in_use, 0);
+}

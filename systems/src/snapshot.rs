@@ -212,8 +212,10 @@ pub struct MemoryLine {
     pub reserved: u64,
     /// Free slices in the pools.
     pub free_slices: usize,
-    /// Released slices parked for their streams, and their bytes.
-    pub parked: (usize, u64),
+    /// Released slices parked for their streams' later allocations.
+    pub parked_slices: usize,
+    /// Their bytes.
+    pub parked_bytes: u64,
 }
 
 impl fmt::Display for Snapshot {
@@ -278,8 +280,8 @@ impl fmt::Display for Snapshot {
             "memory: allocs {} in use {}B padding {}B reserved {}B free slices {}",
             m.allocs, m.in_use, m.padding, m.reserved, m.free_slices
         )?;
-        if m.parked.0 > 0 {
-            write!(f, " parked {} ({}B)", m.parked.0, m.parked.1)?;
+        if m.parked_slices > 0 {
+            write!(f, " parked {} ({}B)", m.parked_slices, m.parked_bytes)?;
         }
         writeln!(f)?;
         for line in &self.pools {
@@ -540,13 +542,15 @@ pub fn capture(
 
     let pool = world.resource::<MemoryPool>();
     let usage = pool.usage();
+    let (parked_slices, parked_bytes) = pool.parked();
     let memory = MemoryLine {
         allocs: usage.number_allocs,
         in_use: usage.bytes_in_use,
         padding: usage.bytes_padding,
         reserved: usage.bytes_reserved,
         free_slices: pool.free_slices(),
-        parked: pool.parked(),
+        parked_slices,
+        parked_bytes,
     };
     let pools = if options.pools {
         pool.describe()
