@@ -1,6 +1,8 @@
 //! The public testing kit (`gpuworld::testing`): redactable snapshots, record and replay across
 //! backends, the fault sweep, and the virtual-time cost model.
 
+mod common;
+
 use gpuworld::testing::{
     CostModel, Element, Fault, FaultPlan, KernelRate, Recorder, Recording, Replayer,
     SnapshotOptions, TestRuntime, fault_sweep,
@@ -504,4 +506,62 @@ fn a_lost_device_fails_every_stream_and_still_reclaims_memory() {
     drop((a, b, c));
     rt.step_until_idle().unwrap();
     assert_eq!(rt.memory_usage().bytes_in_use, 0);
+}
+
+/// Records `multi_stream_program` on a client `make` gives (ticked by hand), replays it on the
+/// sim, and checks that every tick made the same decisions; then replays it on another client of
+/// `make` and checks the reads return what they return on the sim. `None` from `make` (no device
+/// on this machine) skips.
+fn recorded_on_replays_on_the_sim<B: gpuworld::Backend>(
+    make: impl Fn() -> Option<ComputeClient<B>>,
+) {
+    let Some(client) = make() else { return };
+    let recorder = Recorder::attach(&client, u64::MAX);
+    let mut original = Vec::new();
+    multi_stream_program(&client, || {
+        client.tick();
+        original.push(client.snapshot());
+    });
+    let recording = recorder.finish();
+    assert_eq!(recording.backend, B::NAME);
+    drop(client);
+
+    let sim = gpuworld::sim_client(SimConfig::default());
+    let mut replayed = Vec::new();
+    let on_sim = Replayer::new(recording.clone())
+        .replay(&sim, |_| replayed.push(sim.snapshot()))
+        .unwrap();
+    assert_eq!(replayed.len(), original.len());
+    for (tick, (replayed, recorded)) in replayed.iter().zip(&original).enumerate() {
+        assert_eq!(
+            decisions(replayed),
+            decisions(recorded),
+            "tick {}",
+            tick + 1
+        );
+    }
+    let Some(again) = make() else { return };
+    let on_backend = Replayer::new(recording).replay(&again, |_| {}).unwrap();
+    assert!(
+        on_backend.same_results(&on_sim),
+        "{on_backend:?}\n{on_sim:?}"
+    );
+}
+
+#[cfg(feature = "wgpu")]
+#[test]
+fn a_wgpu_recording_replays_on_the_sim_and_on_wgpu_with_the_same_results() {
+    recorded_on_replays_on_the_sim(|| {
+        common::wgpu_backend_or_skip()
+            .map(|backend| ComputeClient::new(backend, RuntimeConfig::default(), Driver::Manual))
+    });
+}
+
+#[cfg(feature = "cuda")]
+#[test]
+fn a_cuda_recording_replays_on_the_sim_and_on_cuda_with_the_same_results() {
+    recorded_on_replays_on_the_sim(|| {
+        common::cuda_backend_or_skip()
+            .map(|backend| ComputeClient::new(backend, RuntimeConfig::default(), Driver::Manual))
+    });
 }
