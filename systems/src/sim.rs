@@ -6,9 +6,11 @@
 
 mod cost;
 mod faults;
+mod log;
 
 pub use cost::{CostModel, KernelRate, Span};
 pub use faults::{CallCounts, Fault, FaultPlan};
+pub use log::SimCall;
 
 use crate::backend::*;
 use crate::bytes::HostBytes;
@@ -69,43 +71,6 @@ impl Default for SimConfig {
             costs: None,
         }
     }
-}
-
-/// One entry of the sim's log.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum SimCall {
-    /// A buffer was allocated.
-    Allocate { storage: StorageId, size: u64 },
-    /// An allocation was refused.
-    AllocateRefused { size: u64 },
-    /// A buffer was freed.
-    Deallocate { storage: StorageId },
-    /// A stream was created.
-    CreateStream { stream: DeviceStream, id: StreamId },
-    /// Work was enqueued on a stream.
-    Enqueue {
-        stream: DeviceStream,
-        op: u64,
-        what: String,
-    },
-    /// A stream was flushed to an event.
-    Flush {
-        stream: DeviceStream,
-        event: DeviceEvent,
-    },
-    /// A stream was made to wait on an event.
-    Wait {
-        stream: DeviceStream,
-        event: DeviceEvent,
-    },
-    /// Queued work ran.
-    Complete { stream: DeviceStream, op: u64 },
-    /// Queued work faulted its stream (an injected fault).
-    Fault {
-        stream: DeviceStream,
-        op: u64,
-        message: &'static str,
-    },
 }
 
 /// A fault the plan attached to an operation.
@@ -171,45 +136,6 @@ impl SimBackend {
         }
     }
 
-    /// The name snapshots give the stream of `stream` (its `StreamId`'s: `s0`, `gc`).
-    pub fn stream_name(&self, stream: DeviceStream) -> String {
-        self.streams
-            .get(stream.0 as usize)
-            .map_or_else(|| format!("d{}", stream.0), |s| s.id.to_string())
-    }
-
-    /// `event` as snapshots name it: its stream and the operations before it (`s0 op 3`).
-    fn event_text(&self, event: DeviceEvent) -> String {
-        let (queue, ops) = event.stream_and_ops();
-        format!("{} op {ops}", self.stream_name(DeviceStream(queue)))
-    }
-
-    /// One logged call as text, streams and events named as snapshots name them.
-    pub fn call_text(&self, call: &SimCall) -> String {
-        let name = |s: &DeviceStream| self.stream_name(*s);
-        match call {
-            SimCall::Allocate { storage, size } => format!("allocate {storage} ({size}B)"),
-            SimCall::AllocateRefused { size } => format!("allocate {size}B refused"),
-            SimCall::Deallocate { storage } => format!("deallocate {storage}"),
-            SimCall::CreateStream { stream, .. } => format!("create {}", name(stream)),
-            SimCall::Enqueue { stream, op, what } => format!("{} op {op}: {what}", name(stream)),
-            SimCall::Flush { stream, event } => {
-                format!("{} flush -> {}", name(stream), self.event_text(*event))
-            }
-            SimCall::Wait { stream, event } => {
-                format!("{} wait {}", name(stream), self.event_text(*event))
-            }
-            SimCall::Complete { stream, op } => format!("{} op {op} done", name(stream)),
-            SimCall::Fault {
-                stream,
-                op,
-                message,
-            } => {
-                format!("{} op {op} faulted: {message}", name(stream))
-            }
-        }
-    }
-
     /// How many calls of each kind the device received so far: the failure points of the
     /// program run on it, for a fault sweep.
     pub fn call_counts(&self) -> CallCounts {
@@ -233,43 +159,14 @@ impl SimBackend {
         self.memory.read_into(region, &mut bytes).then_some(bytes)
     }
 
-    /// Every recorded call with the tick it happened in.
-    pub fn log(&self) -> &[(u64, SimCall)] {
-        &self.log
-    }
-
-    /// Removes and returns the recorded calls.
-    pub fn take_log(&mut self) -> Vec<(u64, SimCall)> {
-        std::mem::take(&mut self.log)
-    }
-
     /// Whether every operation submitted so far has run (or faulted).
     pub fn is_idle(&self) -> bool {
         self.streams.iter().all(|s| s.queue.is_empty())
     }
 
-    /// Puts `log` back as the recorded calls (what [`SimBackend::take_log`] took, or part of it).
-    pub fn restore_log(&mut self, log: Vec<(u64, SimCall)>) {
-        self.log = log;
-    }
-
-    /// The log as text, one call a line: `t<tick> <call>`.
-    pub fn log_text(&self) -> String {
-        self.log
-            .iter()
-            .map(|(tick, call)| format!("t{tick} {}\n", self.call_text(call)))
-            .collect()
-    }
-
     /// Bytes currently allocated on the virtual device.
     pub fn allocated(&self) -> u64 {
         self.memory.allocated()
-    }
-
-    fn record(&mut self, call: SimCall) {
-        if self.config.record {
-            self.log.push((self.tick, call));
-        }
     }
 
     /// The queue that runs `stream`'s work.
@@ -281,17 +178,7 @@ impl SimBackend {
     }
 
     fn enqueue(&mut self, stream: DeviceStream, kind: HostOp, what: impl FnOnce() -> String) {
-        let injected = match kind {
-            HostOp::Launch { .. } => self
-                .faults
-                .launch()
-                .then_some(Injected::Instead("the launch failed (injected fault)")),
-            HostOp::Write { .. } | HostOp::Read { .. } => self
-                .faults
-                .copy()
-                .then_some(Injected::Instead("the copy failed (injected fault)")),
-            HostOp::Wait { .. } => None,
-        };
+        let injected = self.fault_for_new(&kind);
         let ready_at = self.tick + self.config.latency_ticks;
         let queue = self.queue_of(stream.0 as usize);
         let Some(s) = self.streams.get_mut(queue) else {
@@ -505,24 +392,7 @@ impl Backend for SimBackend {
         let ops = self.streams.get(queue).map_or(0, |s| s.enqueued);
         let event = DeviceEvent::on_stream(queue as u32, ops);
         self.record(SimCall::Flush { stream, event });
-        // Only an event with work still queued before it can fail or hang.
-        let tick = self.tick;
-        if let Some(last) = self
-            .streams
-            .get_mut(queue)
-            .and_then(|s| s.queue.back_mut())
-            .filter(|op| op.number == ops)
-        {
-            let (fails, hangs) = self.faults.event();
-            if fails && last.injected.is_none() {
-                last.injected = Some(Injected::After(
-                    "recording an event failed (injected fault)",
-                ));
-            }
-            if hangs {
-                self.hung.insert((queue, ops), tick);
-            }
-        }
+        self.inject_event_faults(queue, ops);
         event
     }
 
@@ -543,40 +413,10 @@ impl Backend for SimBackend {
             let mut progressed = false;
             for index in 0..self.streams.len() {
                 loop {
-                    let lost = self.faults.device_lost;
-                    let (runnable, watchdog) = match self.streams[index].queue.front() {
-                        Some(op) if op.ready_at <= tick => {
-                            match self.hung.get(&(index, op.number)) {
-                                Some(&since) if !lost => {
-                                    let fired = tick >= since + self.faults.plan.watchdog_ticks;
-                                    (fired, fired)
-                                }
-                                _ => match op.kind {
-                                    HostOp::Wait { event } => {
-                                        (lost || self.done.passed(event), false)
-                                    }
-                                    _ => (true, false),
-                                },
-                            }
-                        }
-                        _ => (false, false),
-                    };
-                    if !runnable {
-                        break;
-                    }
-                    let Some(op) = self.streams[index].queue.pop_front() else {
+                    let Some(op) = self.next_runnable(index, tick) else {
                         break;
                     };
-                    let hung = self.hung.remove(&(index, op.number)).is_some();
-                    let injected = if lost && !matches!(op.kind, HostOp::Wait { .. }) {
-                        Some(Injected::Instead("the device was lost (injected fault)"))
-                    } else if watchdog || hung {
-                        Some(Injected::Instead(
-                            "the work never completed; the watchdog fired (injected fault)",
-                        ))
-                    } else {
-                        op.injected
-                    };
+                    let injected = self.fault_of(index, &op);
                     let completed = self.execute(index, op.stream, op.kind, injected);
                     let stream = DeviceStream(index as u32);
                     let done = match injected {

@@ -13,6 +13,9 @@
 //! - the device lost, from a tick on: allocations are refused, every queued or later operation
 //!   faults its stream instead of running, and events pass, so memory can still be reclaimed.
 
+use super::{Injected, Op, SimBackend};
+use crate::host_ops::HostOp;
+
 /// One fault of a [`FaultPlan`]; counts start at 1 (the first call of its kind).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Fault {
@@ -200,5 +203,84 @@ impl FaultState {
             self.planned(Fault::Event(n)),
             self.planned(Fault::EventNeverCompletes(n)),
         )
+    }
+}
+
+impl SimBackend {
+    /// The fault the plan attaches to an operation being enqueued.
+    pub(super) fn fault_for_new(&mut self, kind: &HostOp) -> Option<Injected> {
+        match kind {
+            HostOp::Launch { .. } => self
+                .faults
+                .launch()
+                .then_some(Injected::Instead("the launch failed (injected fault)")),
+            HostOp::Write { .. } | HostOp::Read { .. } => self
+                .faults
+                .copy()
+                .then_some(Injected::Instead("the copy failed (injected fault)")),
+            HostOp::Wait { .. } => None,
+        }
+    }
+
+    /// Counts the event after operation `ops` of `queue` and applies the plan to it: recording it
+    /// fails (the operation before it faults its stream) or it hangs. Only an event with work
+    /// still queued before it counts.
+    pub(super) fn inject_event_faults(&mut self, queue: usize, ops: u64) {
+        let tick = self.tick;
+        let Some(last) = self
+            .streams
+            .get_mut(queue)
+            .and_then(|s| s.queue.back_mut())
+            .filter(|op| op.number == ops)
+        else {
+            return;
+        };
+        let (fails, hangs) = self.faults.event();
+        if fails && last.injected.is_none() {
+            last.injected = Some(Injected::After(
+                "recording an event failed (injected fault)",
+            ));
+        }
+        if hangs {
+            self.hung.insert((queue, ops), tick);
+        }
+    }
+
+    /// The front operation of `queue`, taken off it, if it may run at `tick`: ready, its event
+    /// passed (for a wait), and not hanging (or its watchdog fired). A lost device runs
+    /// everything, as faults.
+    pub(super) fn next_runnable(&mut self, queue: usize, tick: u64) -> Option<Op> {
+        let lost = self.faults.device_lost;
+        let op = self.streams.get(queue)?.queue.front()?;
+        if op.ready_at > tick {
+            return None;
+        }
+        let runnable = match self.hung.get(&(queue, op.number)) {
+            Some(&since) if !lost => tick >= since + self.faults.plan.watchdog_ticks,
+            _ => match op.kind {
+                HostOp::Wait { event } => lost || self.done.passed(event),
+                _ => true,
+            },
+        };
+        if runnable {
+            self.streams[queue].queue.pop_front()
+        } else {
+            None
+        }
+    }
+
+    /// The fault `op`, taken off `queue` to run, ends in: the device's loss, its hang's
+    /// watchdog, or what the plan attached to it.
+    pub(super) fn fault_of(&mut self, queue: usize, op: &Op) -> Option<Injected> {
+        let hung = self.hung.remove(&(queue, op.number)).is_some();
+        if self.faults.device_lost && !matches!(op.kind, HostOp::Wait { .. }) {
+            Some(Injected::Instead("the device was lost (injected fault)"))
+        } else if hung {
+            Some(Injected::Instead(
+                "the work never completed; the watchdog fired (injected fault)",
+            ))
+        } else {
+            op.injected
+        }
     }
 }
