@@ -565,3 +565,35 @@ fn a_cuda_recording_replays_on_the_sim_and_on_cuda_with_the_same_results() {
             .map(|backend| ComputeClient::new(backend, RuntimeConfig::default(), Driver::Manual))
     });
 }
+
+#[test]
+fn a_run_ticked_by_its_device_thread_is_recorded_and_replays_with_the_same_values() {
+    let cpu = gpuworld::cpu_client(Driver::DeviceThread);
+    let recorder = Recorder::attach(&cpu, u64::MAX);
+    let other = cpu.with_stream(StreamId { value: 1 });
+    let a = cpu.create(f32_bytes(&[1.0; 64]));
+    let b = other.create(f32_bytes(&[2.0; 64]));
+    let out = other.empty(256);
+    other
+        .launch(
+            &library::ADD,
+            CubeCount::new_1d(1),
+            Bindings::new().buffer(&a).buffer(&b).buffer(&out),
+        )
+        .unwrap();
+    let original: Vec<f32> = other.read_one_as(&out).unwrap();
+    drop((a, b, out));
+    cpu.sync().unwrap();
+    let recording = recorder.finish();
+    assert!(recording.ticks >= 1);
+
+    let sim = gpuworld::sim_client(SimConfig::default());
+    let report = Replayer::new(recording).replay(&sim, |_| {}).unwrap();
+    let replayed = &report.reads[0].result.as_ref().unwrap()[0];
+    assert_eq!(
+        bytemuck::cast_slice::<u8, f32>(replayed),
+        original.as_slice()
+    );
+    assert_eq!(report.syncs.len(), 1);
+    assert!(report.syncs[0].1.is_ok());
+}
