@@ -169,10 +169,17 @@ impl Data {
         if bytes.len() as u64 > cap {
             return Data::Omitted(bytes.len() as u64);
         }
-        let mut hex = String::with_capacity(bytes.len() * 2);
-        for byte in bytes {
-            hex.push_str(&format!("{byte:02x}"));
-        }
+        const DIGITS: &[u8; 16] = b"0123456789abcdef";
+        let hex = bytes
+            .iter()
+            .flat_map(|byte| {
+                [
+                    DIGITS[usize::from(byte >> 4)],
+                    DIGITS[usize::from(byte & 15)],
+                ]
+            })
+            .map(char::from)
+            .collect();
         Data::Hex(hex)
     }
 
