@@ -15,6 +15,7 @@
 //! ```
 
 mod client;
+pub mod testing;
 pub mod tune;
 
 pub use client::{Bindings, ComputeClient, Driver, TensorDesc, TensorHandle};

@@ -207,7 +207,7 @@ fn update_docs() -> bool {
 
 #[test]
 fn every_misuse_gets_its_error_leaves_the_runtime_usable_and_is_in_docs_errors_md() {
-    // The stream numbers in the messages (`stream#0`) are then the same in every run.
+    // The stream names in the messages (`s0`) are then the same in every run.
     StreamId::set_current(StreamId { value: 0 });
     let mut outcomes = Vec::new();
     for misuse in MISUSES {

@@ -5,6 +5,7 @@
 mod common;
 
 use common::{bytes_of, fill_first_cube};
+use gpuworld::testing::SnapshotOptions;
 use gpuworld::{
     ComputeClient, Driver, MemoryConfig, PoolConfig, PoolKind, RuntimeConfig, SimBackend,
     SimConfig, StreamId,
@@ -49,7 +50,10 @@ fn sim(latency_ticks: u64) -> ComputeClient<SimBackend> {
 /// The memory lines of the snapshot and the sim's memory calls (allocations, writes with their
 /// offsets, frees) during the last tick.
 fn memory_state(client: &ComputeClient<SimBackend>) -> String {
-    let snapshot = client.snapshot();
+    let snapshot = client.with_runtime(|rt| {
+        rt.capture(&SnapshotOptions::default().with_pools())
+            .to_string()
+    });
     let memory = snapshot
         .find("memory:")
         .map_or(snapshot.as_str(), |at| &snapshot[at..]);
@@ -57,7 +61,7 @@ fn memory_state(client: &ComputeClient<SimBackend>) -> String {
         rt.backend_mut()
             .take_log()
             .iter()
-            .map(|(tick, call)| format!("  t{tick} {call}\n"))
+            .map(|(tick, call)| format!("  t{tick} {}\n", rt.backend().call_text(call)))
             .filter(|line| line.contains("allocate") || line.contains("write"))
             .collect::<String>()
     });
@@ -130,7 +134,11 @@ fn the_snapshot_reports_every_pool_and_open_allocation_windows() {
     let (kept, snapshot) = client.memory_persistent_allocation((), |()| {
         let kept = client.empty(300);
         client.tick();
-        (kept, client.snapshot())
+        let options = SnapshotOptions::default().with_pools();
+        (
+            kept,
+            client.with_runtime(|rt| rt.capture(&options).to_string()),
+        )
     });
     let pool_lines: Vec<&str> = snapshot
         .lines()

@@ -4,22 +4,17 @@
 mod common;
 
 use common::{Pending, bytes_of, f32s};
-use gpuworld::{Bindings, ComputeClient, CubeCount, SimBackend, SimConfig, StreamId, library};
+use gpuworld::testing::TestRuntime;
+use gpuworld::{Bindings, CubeCount, StreamId, library};
 
-fn sim() -> ComputeClient<SimBackend> {
-    gpuworld::sim_client(SimConfig::default()).with_stream(StreamId { value: 0 })
+/// A sim runtime whose `s0` client the tests use.
+fn sim() -> TestRuntime {
+    TestRuntime::new()
 }
 
 /// The world and the calls the backend received during the last tick.
-fn state(client: &ComputeClient<SimBackend>) -> String {
-    let world = client.snapshot();
-    let calls = client.with_runtime(|rt| {
-        let log = rt.backend_mut().take_log();
-        log.iter()
-            .map(|(tick, call)| format!("  t{tick} {call}\n"))
-            .collect::<String>()
-    });
-    format!("{world}backend calls:\n{calls}")
+fn state(client: &TestRuntime) -> String {
+    client.tick_snapshot().to_string()
 }
 
 #[test]
@@ -39,11 +34,11 @@ fn create_launch_read_completes_after_the_configured_latency() {
         .unwrap();
     let mut read = Pending::new(client.read_async(&[output.binding()]));
 
-    client.tick();
+    client.step();
     insta::assert_snapshot!("create_launch_read_tick1", state(&client));
     assert!(read.poll().is_none(), "the read is in flight during tick 1");
 
-    client.tick();
+    client.step();
     insta::assert_snapshot!("create_launch_read_tick2", state(&client));
     let bytes = read.poll().expect("the read completes at tick 2").unwrap();
     assert_eq!(f32s(&bytes[0]), vec![3.0, 6.0, 9.0, 12.0]);
@@ -53,16 +48,16 @@ fn create_launch_read_completes_after_the_configured_latency() {
 fn write_then_read_returns_the_written_bytes() {
     let client = sim();
     let handle = client.create(bytes_of(&[0.0; 4]));
-    client.tick();
+    client.step();
     insta::assert_snapshot!("write_then_read_tick1", state(&client));
 
     client.write(&handle, &bytes_of(&[5.0, 6.0])).unwrap();
     let mut read = Pending::new(client.read_async(&[handle.binding()]));
-    client.tick();
+    client.step();
     insta::assert_snapshot!("write_then_read_tick2", state(&client));
     assert!(read.poll().is_none());
 
-    client.tick();
+    client.step();
     insta::assert_snapshot!("write_then_read_tick3", state(&client));
     let bytes = read.poll().expect("ready at tick 3").unwrap();
     assert_eq!(f32s(&bytes[0]), vec![5.0, 6.0, 0.0, 0.0]);
@@ -83,13 +78,13 @@ fn a_release_is_reused_by_the_next_allocation_of_its_stream_in_the_same_tick() {
     // allocation may take the memory at once; the write below runs after the fill.
     drop(first);
     let second = client.create(bytes_of(&[2.0; 64]));
-    client.tick();
+    client.step();
     insta::assert_snapshot!("release_reuse_same_stream_tick1", state(&client));
     let usage = client.with_runtime(|rt| rt.memory_usage());
     assert_eq!(usage.number_allocs, 1, "only the second handle is in use");
     assert_eq!(usage.bytes_reserved, 256, "no second device allocation");
 
-    client.tick();
+    client.step();
     insta::assert_snapshot!("release_reuse_same_stream_tick2", state(&client));
     let bytes = client.read_one(&second).unwrap();
     assert_eq!(f32s(&bytes), vec![2.0; 64]);
@@ -110,7 +105,7 @@ fn a_release_waits_for_its_event_before_another_stream_reuses_it() {
     drop(first);
     // Stream 1's work could run before stream 0's fill: it gets memory of its own.
     let second = other.create(bytes_of(&[2.0; 64]));
-    client.tick();
+    client.step();
     insta::assert_snapshot!("release_reuse_other_stream_tick1", state(&client));
     assert_eq!(
         client.with_runtime(|rt| rt.memory_usage()).bytes_reserved,
@@ -118,10 +113,10 @@ fn a_release_waits_for_its_event_before_another_stream_reuses_it() {
     );
 
     // The event after the fill passed: the memory is back in the pool, for every stream.
-    client.tick();
+    client.step();
     insta::assert_snapshot!("release_reuse_other_stream_tick2", state(&client));
     let third = other.create(bytes_of(&[3.0; 64]));
-    client.tick();
+    client.step();
     insta::assert_snapshot!("release_reuse_other_stream_tick3", state(&client));
     assert_eq!(
         client.with_runtime(|rt| rt.memory_usage()).bytes_reserved,
@@ -138,7 +133,7 @@ fn memory_no_work_used_returns_to_the_pool_when_released() {
     for _ in 0..1000 {
         drop(client.empty(1 << 20));
     }
-    client.tick();
+    client.step();
     insta::assert_snapshot!("release_unused", state(&client));
     let usage = client.with_runtime(|rt| rt.memory_usage());
     assert_eq!(usage.number_allocs, 1);
@@ -164,7 +159,7 @@ fn the_same_commands_give_the_same_world_after_every_tick() {
                         .scalar_f32(step as f32),
                 )
                 .unwrap();
-            client.tick();
+            client.step();
             states.push(state(&client));
         }
         states

@@ -28,7 +28,7 @@ fn state(client: &ComputeClient<SimBackend>) -> String {
     let calls = client.with_runtime(|rt| {
         let log = rt.backend_mut().take_log();
         log.iter()
-            .map(|(tick, call)| format!("  t{tick} {call}\n"))
+            .map(|(tick, call)| format!("  t{tick} {}\n", rt.backend().call_text(call)))
             .collect::<String>()
     });
     format!("{world}backend calls:\n{calls}")
@@ -46,7 +46,7 @@ fn waits_in(client: &ComputeClient<SimBackend>) -> Vec<String> {
             .filter(|(_, call)| {
                 matches!(call, gpuworld::SimCall::Wait { stream, .. } if Some(*stream) != gc)
             })
-            .map(|(_, call)| call.to_string())
+            .map(|(_, call)| rt.backend().call_text(call))
             .collect()
     })
 }
@@ -88,14 +88,17 @@ fn waits_of_a_launch_on_stream_1(owners: &[u64]) -> Vec<String> {
 
 #[test]
 fn a_binding_from_another_stream_is_shared_once() {
-    assert_eq!(waits_of_a_launch_on_stream_1(&[1, 2]), vec!["d0 wait d1@1"]);
+    assert_eq!(
+        waits_of_a_launch_on_stream_1(&[1, 2]),
+        vec!["s1 wait s2 op 1"]
+    );
 }
 
 #[test]
 fn a_repeated_shared_binding_adds_no_second_wait() {
     assert_eq!(
         waits_of_a_launch_on_stream_1(&[1, 2, 1]),
-        vec!["d0 wait d1@1"]
+        vec!["s1 wait s2 op 1"]
     );
 }
 

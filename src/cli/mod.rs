@@ -7,6 +7,7 @@ mod field_stats;
 mod heat;
 mod heatmap;
 mod info;
+mod replay;
 mod summary;
 
 use backends::BackendKind;
@@ -36,6 +37,8 @@ pub enum Command {
     Demo(demo::DemoArgs),
     /// List the backends built into this binary and their devices
     Info,
+    /// Replay a recorded command stream tick for tick and print what its reads returned
+    Replay(replay::ReplayArgs),
 }
 
 /// Why a subcommand failed.
@@ -67,6 +70,15 @@ pub enum CliError {
         /// What the encoder or the file system said.
         source: png::EncodingError,
     },
+    /// A recording could not be read.
+    #[error(transparent)]
+    Recording(#[from] gpuworld::testing::RecordingError),
+    /// A recording could not be replayed.
+    #[error(transparent)]
+    Replay(#[from] gpuworld::testing::ReplayError),
+    /// A replay on a backend returned other results than on the sim.
+    #[error("the replay on {} returned other results than on the sim", .0.name())]
+    ReplayDiffers(BackendKind),
     /// Standard output could not be written.
     #[error("cannot write to stdout: {0}")]
     Stdout(#[from] std::io::Error),
@@ -89,5 +101,6 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
         Some(Command::Demo(args)) => demo::run(&args),
         None => demo::run(&demo::DemoArgs::default()),
         Some(Command::Info) => info::run(),
+        Some(Command::Replay(args)) => replay::run(&args),
     }
 }

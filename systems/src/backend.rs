@@ -182,6 +182,18 @@ pub trait Backend: Send + Sync + 'static {
     fn event_label(&self, event: DeviceEvent) -> String {
         format!("event {}", event.0)
     }
+    /// The device stream `event` follows and the operations of it before the event, where the
+    /// backend numbers events that way (the host backends do), so snapshots can name the event
+    /// by its stream; `None` by default.
+    fn event_position(&self, _event: DeviceEvent) -> Option<(DeviceStream, u64)> {
+        None
+    }
+    /// The bytes of `region` as the device holds them now, without waiting, where the backend can
+    /// read its memory from the host at any time (the sim); `None` by default. For snapshots that
+    /// show buffer contents.
+    fn peek(&self, _region: Region) -> Option<Vec<u8>> {
+        None
+    }
     /// Whether `event` has completed.
     fn event_done(&mut self, event: DeviceEvent) -> bool;
     /// The bytes of a finished readback, once; `None` while it is in flight.

@@ -46,9 +46,9 @@ impl StreamId {
 impl fmt::Display for StreamId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if *self == StreamId::GC {
-            write!(f, "stream#gc")
+            write!(f, "gc")
         } else {
-            write!(f, "stream#{}", self.value)
+            write!(f, "s{}", self.value)
         }
     }
 }

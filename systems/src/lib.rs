@@ -17,7 +17,7 @@ pub mod memory;
 pub mod published;
 pub mod runtime;
 pub mod sim;
-mod snapshot;
+pub mod snapshot;
 pub mod stages;
 pub mod staging;
 mod sync;

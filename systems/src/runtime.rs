@@ -1,11 +1,12 @@
 //! `Runtime<B>`: the world and the tick schedule for one device. Clients talk to it through its
 //! inbox; whoever holds it calls [`Runtime::tick`].
 
-use crate::backend::{Backend, DeviceProperties};
+use crate::backend::{Backend, DeviceProperties, DeviceStream};
 use crate::ids::{RuntimeId, StreamId};
 use crate::inbox::Inbox;
 use crate::memory::{MemoryPool, MemoryUsage};
 use crate::published::Published;
+use crate::snapshot::{Snapshot, SnapshotOptions};
 use crate::stages::flush_wait::LastSynced;
 use crate::stages::gc::{PendingGc, PendingRead, PendingSync, ReplyWait};
 use crate::stages::ingest::DeferredCommands;
@@ -221,11 +222,41 @@ impl<B: Backend> Runtime<B> {
         })
     }
 
-    /// The whole runtime state as stable text, sorted by ids, for snapshots.
+    /// The whole runtime state as stable text, sorted by ids, for snapshots: the default lines
+    /// of [`Runtime::capture`].
     pub fn snapshot(&mut self) -> String {
+        self.capture(&SnapshotOptions::default()).to_string()
+    }
+
+    /// The whole runtime state as a value: text through `Display`, any serde format through
+    /// `Serialize`; `options` adds the pools' lines and handle contents.
+    pub fn capture(&mut self, options: &SnapshotOptions) -> Snapshot {
         self.world.resource_scope(|world, device: Mut<Device<B>>| {
-            crate::snapshot::render(world, &|event| device.0.event_label(event))
+            let backend = &device.0;
+            let mut snapshot = crate::snapshot::capture(
+                world,
+                &|event| backend.event_position(event),
+                &|event| backend.event_label(event),
+                options,
+            );
+            crate::snapshot::fill_contents(&mut snapshot, options, |region| backend.peek(region));
+            snapshot
         })
+    }
+
+    /// Shows every command the next ticks ingest to `tap`, or stops showing them (`None`).
+    pub fn set_command_tap(&mut self, tap: Option<crate::inbox::CommandTap>) {
+        match tap {
+            Some(tap) => self.world.insert_resource(tap),
+            None => {
+                self.world.remove_resource::<crate::inbox::CommandTap>();
+            }
+        }
+    }
+
+    /// The names snapshots give the backend's streams (`s0`, `gc`), for labelling its calls.
+    pub fn device_stream_names(&mut self) -> std::collections::HashMap<DeviceStream, String> {
+        crate::snapshot::device_stream_names(&mut self.world)
     }
 }
 

@@ -1,17 +1,28 @@
 //! The sim backend: a deterministic virtual device for tick-stepped tests. Work submitted during
 //! tick `t` completes in the GC stage of tick `t + latency_ticks`, in stream order, and runs the CPU sources of
 //! kernels, so reads return real data. Every backend call and completion is recorded in a log.
+//! A [`FaultPlan`] makes chosen calls fail (`faults.rs`); a [`CostModel`] gives work a virtual
+//! duration and the device a timeline per queue (`cost.rs`).
+
+mod cost;
+mod faults;
+mod log;
+
+pub use cost::{CostModel, KernelRate, Span};
+pub use faults::{CallCounts, Fault, FaultPlan};
+pub use log::SimCall;
 
 use crate::backend::*;
 use crate::bytes::HostBytes;
 use crate::error::Error;
 use crate::host_launch::resolve_count;
 use crate::host_memory::HostMemory;
-use crate::host_ops::{Completions, HostOp, event_label};
+use crate::host_ops::{Completions, Finished, HostOp};
 use crate::ids::StreamId;
 use crate::kernel::{CpuSource, ExecutionMode, Kernel, KernelDef};
-use std::collections::VecDeque;
-use std::fmt;
+use cost::Timeline;
+use faults::FaultState;
+use std::collections::{HashMap, VecDeque};
 use std::time::Duration;
 
 /// The virtual device time, in nanoseconds, of one launch of a kernel over a cube count.
@@ -40,6 +51,12 @@ pub struct SimConfig {
     /// Virtual cost of each launch; when set, a virtual device clock advances by it as launches
     /// complete and [`Backend::device_clock`] reports it (deterministic timings for autotune).
     pub kernel_cost: Option<KernelCost>,
+    /// Faults to inject (none by default).
+    pub faults: FaultPlan,
+    /// Virtual durations of launches and copies, and a timeline of the work
+    /// ([`SimBackend::timeline`]); when set and `kernel_cost` is not, [`Backend::device_clock`]
+    /// reports the timeline's end.
+    pub costs: Option<CostModel>,
 }
 
 impl Default for SimConfig {
@@ -50,64 +67,26 @@ impl Default for SimConfig {
             memory_bytes: 1 << 30,
             record: true,
             kernel_cost: None,
+            faults: FaultPlan::default(),
+            costs: None,
         }
     }
 }
 
-/// One entry of the sim's log.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum SimCall {
-    /// A buffer was allocated.
-    Allocate { storage: StorageId, size: u64 },
-    /// An allocation was refused.
-    AllocateRefused { size: u64 },
-    /// A buffer was freed.
-    Deallocate { storage: StorageId },
-    /// A stream was created.
-    CreateStream { stream: DeviceStream, id: StreamId },
-    /// Work was enqueued on a stream.
-    Enqueue {
-        stream: DeviceStream,
-        op: u64,
-        what: String,
-    },
-    /// A stream was flushed to an event.
-    Flush {
-        stream: DeviceStream,
-        event: DeviceEvent,
-    },
-    /// A stream was made to wait on an event.
-    Wait {
-        stream: DeviceStream,
-        event: DeviceEvent,
-    },
-    /// Queued work ran.
-    Complete { stream: DeviceStream, op: u64 },
-}
-
-impl fmt::Display for SimCall {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            SimCall::Allocate { storage, size } => {
-                write!(f, "allocate {storage} ({size}B)")
-            }
-            SimCall::AllocateRefused { size } => write!(f, "allocate {size}B refused"),
-            SimCall::Deallocate { storage } => write!(f, "deallocate {storage}"),
-            SimCall::CreateStream { stream, id } => write!(f, "create d{} for {id}", stream.0),
-            SimCall::Enqueue { stream, op, what } => write!(f, "d{} op {op}: {what}", stream.0),
-            SimCall::Flush { stream, event } => {
-                write!(f, "d{} flush -> {}", stream.0, event_label(*event))
-            }
-            SimCall::Wait { stream, event } => {
-                write!(f, "d{} wait {}", stream.0, event_label(*event))
-            }
-            SimCall::Complete { stream, op } => write!(f, "d{} op {op} done", stream.0),
-        }
-    }
+/// A fault the plan attached to an operation.
+#[derive(Clone, Copy)]
+enum Injected {
+    /// The operation does not run; its stream faults.
+    Instead(&'static str),
+    /// The operation runs; its stream faults.
+    After(&'static str),
 }
 
 struct Op {
     ready_at: u64,
+    /// Its number on its queue (the queue's operation count once it has run).
+    number: u64,
+    injected: Option<Injected>,
     /// The stream that submitted it (its faults go there).
     stream: usize,
     kind: HostOp,
@@ -132,11 +111,16 @@ pub struct SimBackend {
     log: Vec<(u64, SimCall)>,
     /// Virtual nanoseconds of completed launches, when `kernel_cost` is set.
     clock_ns: u64,
+    faults: FaultState,
+    /// Operations that hang (queue, number) and the tick they began to.
+    hung: HashMap<(usize, u64), u64>,
+    timeline: Timeline,
 }
 
 impl SimBackend {
     /// A virtual device with `config`.
     pub fn new(config: SimConfig) -> SimBackend {
+        let faults = config.faults.clone();
         SimBackend {
             memory: HostMemory::new(Some(config.memory_bytes)),
             config,
@@ -146,36 +130,43 @@ impl SimBackend {
             tick: 0,
             log: Vec::new(),
             clock_ns: 0,
+            faults: FaultState::new(faults),
+            hung: HashMap::new(),
+            timeline: Timeline::default(),
         }
     }
 
-    /// Every recorded call with the tick it happened in.
-    pub fn log(&self) -> &[(u64, SimCall)] {
-        &self.log
+    /// How many calls of each kind the device received so far: the failure points of the
+    /// program run on it, for a fault sweep.
+    pub fn call_counts(&self) -> CallCounts {
+        self.faults.counts
     }
 
-    /// Removes and returns the recorded calls.
-    pub fn take_log(&mut self) -> Vec<(u64, SimCall)> {
-        std::mem::take(&mut self.log)
+    /// Every launch and copy run so far on the virtual timeline, in completion order (empty
+    /// unless [`SimConfig::costs`] is set).
+    pub fn timeline(&self) -> &[Span] {
+        &self.timeline.spans
     }
 
-    /// The log as text, one call a line: `t<tick> <call>`.
-    pub fn log_text(&self) -> String {
-        self.log
-            .iter()
-            .map(|(tick, call)| format!("t{tick} {call}\n"))
-            .collect()
+    /// The virtual time at which the last work run so far ended (0 without a cost model).
+    pub fn virtual_time(&self) -> Duration {
+        Duration::from_nanos(self.timeline.makespan())
+    }
+
+    /// The bytes of `region` as the virtual device holds them now.
+    pub fn read_memory(&self, region: Region) -> Option<Vec<u8>> {
+        let mut bytes = vec![0; usize::try_from(region.size).ok()?];
+        self.memory.read_into(region, &mut bytes).then_some(bytes)
+    }
+
+    /// Whether every operation submitted so far has run (or faulted).
+    pub fn is_idle(&self) -> bool {
+        self.streams.iter().all(|s| s.queue.is_empty())
     }
 
     /// Bytes currently allocated on the virtual device.
     pub fn allocated(&self) -> u64 {
         self.memory.allocated()
-    }
-
-    fn record(&mut self, call: SimCall) {
-        if self.config.record {
-            self.log.push((self.tick, call));
-        }
     }
 
     /// The queue that runs `stream`'s work.
@@ -187,6 +178,7 @@ impl SimBackend {
     }
 
     fn enqueue(&mut self, stream: DeviceStream, kind: HostOp, what: impl FnOnce() -> String) {
+        let injected = self.fault_for_new(&kind);
         let ready_at = self.tick + self.config.latency_ticks;
         let queue = self.queue_of(stream.0 as usize);
         let Some(s) = self.streams.get_mut(queue) else {
@@ -196,6 +188,8 @@ impl SimBackend {
         let op = s.enqueued;
         s.queue.push_back(Op {
             ready_at,
+            number: op,
+            injected,
             stream: stream.0 as usize,
             kind,
         });
@@ -209,24 +203,86 @@ impl SimBackend {
     }
 
     /// Runs `op`, submitted by `stream`, on `queue`: the kernels in order, on the polling thread,
-    /// so runs are deterministic; the queue's completed count.
-    fn execute(&mut self, queue: usize, stream: usize, op: HostOp) -> u64 {
+    /// so runs are deterministic, unless `injected` says it faults instead of or after running;
+    /// the queue's completed count.
+    fn execute(
+        &mut self,
+        queue: usize,
+        stream: usize,
+        op: HostOp,
+        injected: Option<Injected>,
+    ) -> u64 {
         if let HostOp::Launch { kernel, count, .. } = &op {
             self.advance_clock(kernel, *count);
         }
+        self.advance_timeline(queue, stream, &op);
         let id = self.streams[stream].id;
-        let finished = op.run(
-            &self.memory,
-            Self::NAME,
-            id,
-            |size| {
-                usize::try_from(size)
-                    .map(|len| HostBytes::from_vec(vec![0; len]))
-                    .unwrap_or_default()
+        let finished = match injected {
+            Some(Injected::Instead(message)) => Finished {
+                read: match op {
+                    HostOp::Read { ticket, .. } => Some((ticket, HostBytes::default())),
+                    _ => None,
+                },
+                fault: Some(Error::device_fault(id, message)),
             },
-            |launch| launch.run_in_order(),
-        );
+            _ => op.run(
+                &self.memory,
+                Self::NAME,
+                id,
+                |size| {
+                    usize::try_from(size)
+                        .map(|len| HostBytes::from_vec(vec![0; len]))
+                        .unwrap_or_default()
+                },
+                |launch| launch.run_in_order(),
+            ),
+        };
+        let finished = match injected {
+            Some(Injected::After(message)) => Finished {
+                fault: finished
+                    .fault
+                    .or_else(|| Some(Error::device_fault(id, message))),
+                ..finished
+            },
+            _ => finished,
+        };
         self.done.finish(queue, stream, finished)
+    }
+
+    /// Places `op` on the virtual timeline, when a cost model is set.
+    fn advance_timeline(&mut self, queue: usize, stream: usize, op: &HostOp) {
+        let Some(costs) = &self.config.costs else {
+            return;
+        };
+        let name = || self.streams[stream].id.to_string();
+        let (ready, cost, span) = match op {
+            HostOp::Wait { event } => {
+                let (origin, ops) = event.stream_and_ops();
+                (self.timeline.event_time(origin as usize, ops), 0, None)
+            }
+            HostOp::Launch {
+                kernel,
+                count,
+                buffers,
+                ..
+            } => {
+                let [x, y, z] = resolve_count(&self.memory, *count).unwrap_or([0; 3]);
+                let cubes = u64::from(x) * u64::from(y) * u64::from(z);
+                let bytes = buffers.iter().map(|r| r.size).sum();
+                let cost = costs.rate(kernel.id).cost(cubes, bytes);
+                (0, cost, Some((name(), format!("launch {}", kernel.name))))
+            }
+            HostOp::Write { data, .. } => {
+                let len = data.len() as u64;
+                let cost = costs.copy_ns_per_byte.saturating_mul(len);
+                (0, cost, Some((name(), format!("write {len}B"))))
+            }
+            HostOp::Read { src, .. } => {
+                let cost = costs.copy_ns_per_byte.saturating_mul(src.size);
+                (0, cost, Some((name(), format!("read {}B", src.size))))
+            }
+        };
+        self.timeline.run(queue, ready, cost, span);
     }
 
     /// Advances the virtual clock by the launch's configured cost.
@@ -258,7 +314,11 @@ impl Backend for SimBackend {
     }
 
     fn allocate(&mut self, size: u64) -> Result<StorageId, AllocError> {
-        let result = self.memory.allocate(size);
+        let result = if self.faults.allocation(self.tick) {
+            Err(AllocError::OutOfMemory)
+        } else {
+            self.memory.allocate(size)
+        };
         match result {
             Ok(storage) => self.record(SimCall::Allocate { storage, size }),
             Err(_) => self.record(SimCall::AllocateRefused { size }),
@@ -332,18 +392,19 @@ impl Backend for SimBackend {
         let ops = self.streams.get(queue).map_or(0, |s| s.enqueued);
         let event = DeviceEvent::on_stream(queue as u32, ops);
         self.record(SimCall::Flush { stream, event });
+        self.inject_event_faults(queue, ops);
         event
     }
 
     fn wait_event(&mut self, stream: DeviceStream, event: DeviceEvent) {
         self.record(SimCall::Wait { stream, event });
-        self.enqueue(stream, HostOp::Wait { event }, || {
-            format!("wait {}", event_label(event))
-        });
+        let label = self.event_text(event);
+        self.enqueue(stream, HostOp::Wait { event }, || format!("wait {label}"));
     }
 
     fn begin_tick(&mut self, tick: u64) {
         self.tick = tick;
+        self.faults.tick(tick);
     }
 
     fn poll(&mut self, tick: u64) {
@@ -352,23 +413,24 @@ impl Backend for SimBackend {
             let mut progressed = false;
             for index in 0..self.streams.len() {
                 loop {
-                    let runnable = match self.streams[index].queue.front() {
-                        Some(op) if op.ready_at <= tick => match op.kind {
-                            HostOp::Wait { event } => self.done.passed(event),
-                            _ => true,
+                    let Some(op) = self.next_runnable(index, tick) else {
+                        break;
+                    };
+                    let injected = self.fault_of(index, &op);
+                    let completed = self.execute(index, op.stream, op.kind, injected);
+                    let stream = DeviceStream(index as u32);
+                    let done = match injected {
+                        Some(Injected::Instead(message) | Injected::After(message)) => {
+                            SimCall::Fault {
+                                stream,
+                                op: completed,
+                                message,
+                            }
+                        }
+                        None => SimCall::Complete {
+                            stream,
+                            op: completed,
                         },
-                        _ => false,
-                    };
-                    if !runnable {
-                        break;
-                    }
-                    let Some(op) = self.streams[index].queue.pop_front() else {
-                        break;
-                    };
-                    let completed = self.execute(index, op.stream, op.kind);
-                    let done = SimCall::Complete {
-                        stream: DeviceStream(index as u32),
-                        op: completed,
                     };
                     self.record(done);
                     progressed = true;
@@ -381,7 +443,16 @@ impl Backend for SimBackend {
     }
 
     fn event_label(&self, event: DeviceEvent) -> String {
-        event_label(event)
+        self.event_text(event)
+    }
+
+    fn event_position(&self, event: DeviceEvent) -> Option<(DeviceStream, u64)> {
+        let (queue, ops) = event.stream_and_ops();
+        Some((DeviceStream(queue), ops))
+    }
+
+    fn peek(&self, region: Region) -> Option<Vec<u8>> {
+        self.read_memory(region)
     }
 
     fn event_done(&mut self, event: DeviceEvent) -> bool {
@@ -397,8 +468,10 @@ impl Backend for SimBackend {
     }
 
     fn device_clock(&self) -> Option<Duration> {
-        self.config
-            .kernel_cost
-            .map(|_| Duration::from_nanos(self.clock_ns))
+        match (&self.config.kernel_cost, &self.config.costs) {
+            (Some(_), _) => Some(Duration::from_nanos(self.clock_ns)),
+            (None, Some(_)) => Some(self.virtual_time()),
+            (None, None) => None,
+        }
     }
 }

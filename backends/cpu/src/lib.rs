@@ -154,6 +154,11 @@ impl Backend for CpuBackend {
         event_label(event)
     }
 
+    fn event_position(&self, event: DeviceEvent) -> Option<(DeviceStream, u64)> {
+        let (stream, ops) = event.stream_and_ops();
+        Some((DeviceStream(stream), ops))
+    }
+
     fn event_done(&mut self, event: DeviceEvent) -> bool {
         let (stream, ops) = event.stream_and_ops();
         self.progress.completed(stream as usize) >= ops

@@ -14,8 +14,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 mod queue;
+mod tap;
 
 pub use queue::WorkQueue;
+pub use tap::CommandTap;
 
 /// The sending half of a reply the tick completes.
 pub type Reply<T> = oneshot::Sender<T>;

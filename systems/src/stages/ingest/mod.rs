@@ -48,7 +48,13 @@ pub fn ingest_commands<B: Backend>(world: &mut World, mut scratch: Local<Vec<Com
     world.resource_mut::<Device<B>>().0.begin_tick(tick);
     let mut drained = std::mem::take(&mut *scratch);
     drained.append(&mut world.resource_mut::<DeferredCommands>().0);
+    let retried = drained.len();
     world.resource::<InboxQueue>().0.drain_into(&mut drained);
+    if let Some(mut tap) = world.get_resource_mut::<crate::inbox::CommandTap>() {
+        drained[retried..]
+            .iter()
+            .for_each(|command| (tap.0)(tick, command));
+    }
     if drained.is_empty() {
         *scratch = drained;
         return;

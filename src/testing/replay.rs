@@ -1,0 +1,328 @@
+//! Replay: sends a [`Recording`]'s commands to a runtime on any backend, each in the tick it was
+//! recorded in, and collects what the reads and syncs returned. On the sim the replay is
+//! deterministic, tick for tick; on another backend it shows whether the results agree.
+
+use super::record::{Data, RecordedBinding, RecordedOp, Recording};
+use crate::{Backend, ComputeClient, Error, KernelDef, library};
+use futures_channel::oneshot;
+use gpuworld_systems::binding::Binding;
+use gpuworld_systems::inbox::{Command, ReadReply};
+use gpuworld_systems::kernel::{CubeCount, ExecutionMode};
+use gpuworld_systems::memory::AllocationMode;
+use gpuworld_systems::{HandleId, StreamId};
+use std::collections::HashMap;
+use std::time::Duration;
+
+/// Most ticks a replay runs after the recorded ones while replies are still on their way.
+pub const MAX_DRAIN_TICKS: u64 = 100_000;
+
+/// Why a recording could not be replayed.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ReplayError {
+    /// A launch names a kernel that is neither in the library nor registered.
+    #[error(
+        "the recording launches kernel `{kernel}`, which is not in gpuworld's library: register it with Replayer::kernel"
+    )]
+    UnknownKernel {
+        /// The kernel's id.
+        kernel: String,
+    },
+    /// A command uses a handle the recording never created (created before recording began).
+    #[error("the recording uses handle h{handle}, which it never created")]
+    UnknownHandle {
+        /// The handle's id in the recorded run.
+        handle: u64,
+    },
+    /// Uploaded bytes are malformed.
+    #[error("the recording's bytes for handle h{handle} are not valid hex")]
+    BadData {
+        /// The handle written.
+        handle: u64,
+    },
+    /// Replies were still missing after [`MAX_DRAIN_TICKS`] more ticks.
+    #[error("replies were still in flight {ticks} ticks after the recording ended")]
+    NotIdle {
+        /// Ticks run after the recording's.
+        ticks: u64,
+    },
+}
+
+/// What one read of a replay returned.
+#[derive(Debug)]
+pub struct ReadOutcome {
+    /// The recorded tick that ingested the read.
+    pub tick: u64,
+    /// Its stream.
+    pub stream: u64,
+    /// The bytes of each binding, or the error the read reported.
+    pub result: Result<Vec<Vec<u8>>, Error>,
+}
+
+/// What a replay returned: every read's bytes and every sync's result, in recorded order.
+#[derive(Debug, Default)]
+pub struct ReplayReport {
+    /// Ticks run (the recorded ones, then those that waited for replies).
+    pub ticks: u64,
+    /// Commands sent.
+    pub commands: usize,
+    /// The reads.
+    pub reads: Vec<ReadOutcome>,
+    /// The syncs' results, with their stream.
+    pub syncs: Vec<(u64, Result<(), Error>)>,
+}
+
+impl ReplayReport {
+    /// Whether every read returned the same bytes, and every sync the same success, as in
+    /// `other` (errors compare by message).
+    pub fn same_results(&self, other: &ReplayReport) -> bool {
+        let reads = |r: &ReplayReport| -> Vec<Result<Vec<Vec<u8>>, String>> {
+            r.reads
+                .iter()
+                .map(|read| read.result.clone().map_err(|e| e.to_string()))
+                .collect()
+        };
+        let syncs = |r: &ReplayReport| -> Vec<bool> {
+            r.syncs.iter().map(|(_, result)| result.is_ok()).collect()
+        };
+        reads(self) == reads(other) && syncs(self) == syncs(other)
+    }
+}
+
+/// Replays a [`Recording`]; knows the library's kernels by id, and the user kernels registered
+/// with [`Replayer::kernel`].
+pub struct Replayer {
+    recording: Recording,
+    kernels: HashMap<&'static str, &'static KernelDef>,
+}
+
+enum Waiting {
+    Read(usize, oneshot::Receiver<ReadReply>),
+    Sync(usize, oneshot::Receiver<gpuworld_systems::Result<()>>),
+    Mark(oneshot::Receiver<gpuworld_systems::Result<gpuworld_systems::backend::DeviceEvent>>),
+}
+
+impl Replayer {
+    /// A replayer of `recording`.
+    pub fn new(recording: Recording) -> Replayer {
+        let kernels = library::all_with_variants()
+            .map(|kernel| (kernel.id, kernel))
+            .collect();
+        Replayer { recording, kernels }
+    }
+
+    /// Registers a user kernel, found by its id when the recording launches it.
+    pub fn kernel(mut self, kernel: &'static KernelDef) -> Replayer {
+        self.kernels.insert(kernel.id, kernel);
+        self
+    }
+
+    /// The recording replayed.
+    pub fn recording(&self) -> &Recording {
+        &self.recording
+    }
+
+    /// Sends the recording's commands to `client`'s runtime, each before the tick it was
+    /// recorded in, ticking once per recorded tick and calling `after_tick` with its number; then
+    /// ticks until every read and sync has replied. The client should be ticked by hand
+    /// (`Driver::Manual`) for the ticks to match the recording's.
+    pub fn replay<B: Backend>(
+        &self,
+        client: &ComputeClient<B>,
+        mut after_tick: impl FnMut(u64),
+    ) -> Result<ReplayReport, ReplayError> {
+        let inbox = client.with_runtime(|rt| rt.inbox().clone());
+        let runtime = client.runtime_id();
+        let mut handles: HashMap<u64, HandleId> = HashMap::new();
+        let mut report = ReplayReport::default();
+        let mut waiting = Vec::new();
+        let mut commands = self.recording.commands.iter().peekable();
+        let binding = |handles: &HashMap<u64, HandleId>, b: &RecordedBinding| {
+            let handle = *handles
+                .get(&b.handle)
+                .ok_or(ReplayError::UnknownHandle { handle: b.handle })?;
+            Ok::<_, ReplayError>(Binding {
+                handle,
+                runtime,
+                offset_start: b.offset_start,
+                offset_end: b.offset_end,
+                capacity: b.capacity,
+            })
+        };
+        let data = |data: &Data, handle: u64| data.bytes().ok_or(ReplayError::BadData { handle });
+        let last_tick = self
+            .recording
+            .commands
+            .iter()
+            .map(|c| c.tick)
+            .max()
+            .unwrap_or(0)
+            .max(self.recording.ticks);
+        for tick in 1..=last_tick {
+            while let Some(recorded) = commands.next_if(|c| c.tick <= tick) {
+                let stream = |value: u64| StreamId { value };
+                let command = match &recorded.op {
+                    RecordedOp::Create {
+                        handle,
+                        size,
+                        data: bytes,
+                        stream: s,
+                    } => {
+                        let id = inbox.next_handle_id();
+                        handles.insert(*handle, id);
+                        Command::Create {
+                            handle: id,
+                            size: *size,
+                            data: bytes
+                                .as_ref()
+                                .map(|d| data(d, *handle))
+                                .transpose()?
+                                .map(Into::into),
+                            stream: stream(*s),
+                        }
+                    }
+                    RecordedOp::Write {
+                        dst,
+                        data: bytes,
+                        stream: s,
+                    } => Command::Write {
+                        dst: binding(&handles, dst)?,
+                        data: data(bytes, dst.handle)?.into(),
+                        stream: stream(*s),
+                    },
+                    RecordedOp::Launch {
+                        kernel,
+                        cubes,
+                        cubes_from,
+                        buffers,
+                        scalars,
+                        unchecked,
+                        stream: s,
+                    } => {
+                        let def = *self.kernels.get(kernel.as_str()).ok_or_else(|| {
+                            ReplayError::UnknownKernel {
+                                kernel: kernel.clone(),
+                            }
+                        })?;
+                        let count = match (cubes, cubes_from) {
+                            (_, Some(from)) => CubeCount::Dynamic(binding(&handles, from)?),
+                            (Some([x, y, z]), None) => CubeCount::Static(*x, *y, *z),
+                            (None, None) => CubeCount::Static(0, 0, 0),
+                        };
+                        Command::Launch {
+                            kernel: def,
+                            count,
+                            buffers: buffers
+                                .iter()
+                                .map(|b| binding(&handles, b))
+                                .collect::<Result<_, _>>()?,
+                            scalars: scalars.iter().copied().collect(),
+                            mode: if *unchecked {
+                                ExecutionMode::Unchecked
+                            } else {
+                                ExecutionMode::Checked
+                            },
+                            stream: stream(*s),
+                        }
+                    }
+                    RecordedOp::Read { sources, stream: s } => {
+                        let (reply, receiver) = oneshot::channel();
+                        waiting.push(Waiting::Read(report.reads.len(), receiver));
+                        report.reads.push(ReadOutcome {
+                            tick: recorded.tick,
+                            stream: *s,
+                            result: Err(Error::Disconnected),
+                        });
+                        Command::Read {
+                            sources: sources
+                                .iter()
+                                .map(|b| binding(&handles, b))
+                                .collect::<Result<_, _>>()?,
+                            stream: stream(*s),
+                            reply,
+                        }
+                    }
+                    RecordedOp::Flush { stream: s } => Command::Flush { stream: stream(*s) },
+                    RecordedOp::Sync { stream: s } => {
+                        let (reply, receiver) = oneshot::channel();
+                        waiting.push(Waiting::Sync(report.syncs.len(), receiver));
+                        report.syncs.push((*s, Err(Error::Disconnected)));
+                        Command::Sync {
+                            stream: stream(*s),
+                            reply,
+                        }
+                    }
+                    RecordedOp::Mark { stream: s } => {
+                        let (reply, receiver) = oneshot::channel();
+                        waiting.push(Waiting::Mark(receiver));
+                        Command::Mark {
+                            stream: stream(*s),
+                            reply,
+                        }
+                    }
+                    RecordedOp::Release { handle } => Command::Release {
+                        handle: *handles
+                            .get(handle)
+                            .ok_or(ReplayError::UnknownHandle { handle: *handle })?,
+                    },
+                    RecordedOp::MemoryCleanup => Command::MemoryCleanup,
+                    RecordedOp::OpenAllocationMode {
+                        stream: s,
+                        persistent,
+                    } => Command::OpenAllocationMode {
+                        stream: stream(*s),
+                        mode: if *persistent {
+                            AllocationMode::Persistent
+                        } else {
+                            AllocationMode::Auto
+                        },
+                    },
+                    RecordedOp::CloseAllocationMode { stream: s } => {
+                        Command::CloseAllocationMode { stream: stream(*s) }
+                    }
+                };
+                inbox.push(command);
+                report.commands += 1;
+            }
+            client.tick();
+            after_tick(tick);
+            collect(&mut waiting, &mut report);
+        }
+        report.ticks = last_tick;
+        let mut extra = 0;
+        while !waiting.is_empty() {
+            if extra == MAX_DRAIN_TICKS {
+                return Err(ReplayError::NotIdle { ticks: extra });
+            }
+            client.with_runtime(|rt| rt.wait_for_device(Duration::from_millis(1)));
+            client.tick();
+            extra += 1;
+            collect(&mut waiting, &mut report);
+        }
+        report.ticks += extra;
+        Ok(report)
+    }
+}
+
+/// Moves the replies that arrived into `report`.
+fn collect(waiting: &mut Vec<Waiting>, report: &mut ReplayReport) {
+    waiting.retain_mut(|wait| match wait {
+        Waiting::Read(index, receiver) => match receiver.try_recv() {
+            Ok(None) => true,
+            Ok(Some(result)) => {
+                report.reads[*index].result =
+                    result.map(|bytes| bytes.into_iter().map(Vec::from).collect());
+                false
+            }
+            Err(_) => false,
+        },
+        Waiting::Sync(index, receiver) => match receiver.try_recv() {
+            Ok(None) => true,
+            Ok(Some(result)) => {
+                report.syncs[*index].1 = result;
+                false
+            }
+            Err(_) => false,
+        },
+        Waiting::Mark(receiver) => matches!(receiver.try_recv(), Ok(None)),
+    });
+}
