@@ -1,0 +1,211 @@
+//! Replies a caller does not block on: a `ReadTicket` a frame loop checks (`is_ready`,
+//! `try_take`: they never tick), and `ReplyFuture`, what `read_async` and `sync_async` return.
+//! Both are `Send + Sync`, so they can live in a resource or a component. Under
+//! `Driver::Manual` nobody ticks but the host, so a future polled for a reply that is not there
+//! drives the runtime itself, like a blocking call: `block_on(read_async(..))` completes instead
+//! of hanging mute.
+
+use super::{Shared, drivers};
+use futures_channel::oneshot;
+use gpuworld_systems::{Backend, Error, HostBytes, Result};
+use parking_lot::Mutex;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Weak;
+use std::sync::atomic::Ordering;
+use std::task::{Context, Poll};
+
+/// Where a reply is: on its way, arrived, or handed over.
+enum State<T> {
+    Waiting(oneshot::Receiver<Result<T>>),
+    Arrived(Result<T>),
+    Taken,
+}
+
+/// A reply the tick sends, checked without blocking; the mutex makes it `Sync` (a oneshot
+/// receiver can only be asked for its value mutably).
+struct Reply<T> {
+    state: Mutex<State<T>>,
+}
+
+impl<T> Reply<T> {
+    fn waiting(receiver: oneshot::Receiver<Result<T>>) -> Reply<T> {
+        Reply {
+            state: Mutex::new(State::Waiting(receiver)),
+        }
+    }
+
+    fn arrived(result: Result<T>) -> Reply<T> {
+        Reply {
+            state: Mutex::new(State::Arrived(result)),
+        }
+    }
+
+    /// Moves a reply that came from the channel into the state; whether one is there to take.
+    fn is_ready(&self) -> bool {
+        let mut state = self.state.lock();
+        if let State::Waiting(receiver) = &mut *state {
+            match receiver.try_recv() {
+                Ok(Some(reply)) => *state = State::Arrived(reply),
+                Ok(None) => return false,
+                Err(oneshot::Canceled) => *state = State::Arrived(Err(Error::Disconnected)),
+            }
+        }
+        matches!(*state, State::Arrived(_))
+    }
+
+    fn try_take(&self) -> Option<Result<T>> {
+        if !self.is_ready() {
+            return None;
+        }
+        let mut state = self.state.lock();
+        match std::mem::replace(&mut *state, State::Taken) {
+            State::Arrived(reply) => Some(reply),
+            other => {
+                *state = other;
+                None
+            }
+        }
+    }
+
+    /// The reply if it came, else registers `cx`'s waker with the channel.
+    fn poll(&self, cx: &mut Context<'_>) -> Poll<Result<T>> {
+        let mut state = self.state.lock();
+        let reply = match &mut *state {
+            State::Waiting(receiver) => match Pin::new(receiver).poll(cx) {
+                Poll::Ready(reply) => reply.unwrap_or(Err(Error::Disconnected)),
+                Poll::Pending => return Poll::Pending,
+            },
+            State::Arrived(_) => match std::mem::replace(&mut *state, State::Taken) {
+                State::Arrived(reply) => reply,
+                _ => unreachable!("matched Arrived just above"),
+            },
+            // Polled after completion: the reply was handed over already.
+            State::Taken => Err(Error::Disconnected),
+        };
+        *state = State::Taken;
+        Poll::Ready(reply)
+    }
+}
+
+/// A readback a frame loop checks without blocking and without ticking: the tick that sees the
+/// bytes arrive completes it. `Send + Sync`, so it fits in a resource or a component.
+pub struct ReadTicket {
+    reply: Reply<Vec<HostBytes>>,
+}
+
+impl ReadTicket {
+    pub(super) fn waiting(receiver: oneshot::Receiver<Result<Vec<HostBytes>>>) -> ReadTicket {
+        ReadTicket {
+            reply: Reply::waiting(receiver),
+        }
+    }
+
+    /// Whether the bytes (or the read's error) arrived and were not taken yet. Never ticks.
+    pub fn is_ready(&self) -> bool {
+        self.reply.is_ready()
+    }
+
+    /// The bytes, one `HostBytes` per source, or the read's error, once they arrived; `None`
+    /// before, and after they were taken. Never ticks.
+    pub fn try_take(&mut self) -> Option<Result<Vec<HostBytes>>> {
+        self.reply.try_take()
+    }
+}
+
+impl std::fmt::Debug for ReadTicket {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReadTicket")
+            .field("ready", &self.is_ready())
+            .finish()
+    }
+}
+
+/// What a future polled under `Driver::Manual` calls to tick in its caller's place.
+pub(super) trait DriveOnPoll: Send + Sync {
+    /// Whether the runtime is driven by hand (nobody else ticks).
+    fn is_manual(&self) -> bool;
+    /// Ticks once if the runtime is driven by hand and nobody holds it; whether it ticked.
+    fn drive_once(&self) -> bool;
+}
+
+impl<B: Backend> DriveOnPoll for Shared<B> {
+    fn is_manual(&self) -> bool {
+        self.manual.load(Ordering::Acquire)
+    }
+
+    fn drive_once(&self) -> bool {
+        if !self.is_manual() {
+            return false;
+        }
+        let Some(mut runtime) = self.runtime.try_lock() else {
+            return false;
+        };
+        runtime.tick_awaiting_replies(drivers::MANUAL_DEVICE_WAIT);
+        if runtime.has_replies_in_flight() {
+            runtime.wait_for_device(drivers::MANUAL_DEVICE_WAIT);
+        }
+        true
+    }
+}
+
+/// The future of [`ComputeClient::read_async`](super::ComputeClient::read_async) and
+/// [`ComputeClient::sync_async`](super::ComputeClient::sync_async): `Send + Sync + 'static`.
+/// Under `Driver::Manual`, a poll that finds no reply ticks the runtime (when no other thread
+/// holds it) and asks to be polled again, so awaiting it drives the runtime as a blocking call
+/// does; beside a device thread a poll never ticks.
+pub struct ReplyFuture<T> {
+    reply: Reply<T>,
+    driver: Option<Weak<dyn DriveOnPoll>>,
+}
+
+impl<T> ReplyFuture<T> {
+    pub(super) fn waiting<B: Backend>(
+        receiver: oneshot::Receiver<Result<T>>,
+        shared: &std::sync::Arc<Shared<B>>,
+    ) -> ReplyFuture<T> {
+        let shared: std::sync::Arc<dyn DriveOnPoll> = shared.clone();
+        ReplyFuture {
+            reply: Reply::waiting(receiver),
+            driver: Some(std::sync::Arc::downgrade(&shared)),
+        }
+    }
+
+    pub(super) fn failed(error: Error) -> ReplyFuture<T> {
+        ReplyFuture {
+            reply: Reply::arrived(Err(error)),
+            driver: None,
+        }
+    }
+}
+
+// Nothing in a `ReplyFuture` is pinned in place: the reply sits behind its mutex.
+impl<T> Unpin for ReplyFuture<T> {}
+
+impl<T> Future for ReplyFuture<T> {
+    type Output = Result<T>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<T>> {
+        let this = self.get_mut();
+        if let Poll::Ready(reply) = this.reply.poll(cx) {
+            return Poll::Ready(reply);
+        }
+        let Some(driver) = this.driver.as_ref().and_then(Weak::upgrade) else {
+            // Beside a device thread, or the runtime is gone (the channel then says so).
+            return Poll::Pending;
+        };
+        if !driver.drive_once() {
+            if driver.is_manual() {
+                // Another thread holds the runtime; it may not tick for us: poll again soon.
+                cx.waker().wake_by_ref();
+            }
+            return Poll::Pending;
+        }
+        if let Poll::Ready(reply) = this.reply.poll(cx) {
+            return Poll::Ready(reply);
+        }
+        // Nobody else ticks under the manual driver: ask to be polled again to tick again.
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    }
+}
