@@ -107,6 +107,8 @@ pub struct GpuFrames<B: Backend, M: Send + Sync + 'static = ()> {
     pub last_fault: Option<Error>,
     /// Ticks run by the plugin's last frame.
     pub last_ticks: u32,
+    /// Host time spent in the plugin's own systems so far (waiting for frames, ticking).
+    pub time_in_plugin: Duration,
     /// Whether this frame's submissions run (decided before `Submit`).
     open: bool,
     config: FrameConfig,
@@ -202,6 +204,7 @@ impl<B: Backend, M: Send + Sync + 'static> Plugin for GpuworldPlugin<B, M> {
             waited: 0,
             last_fault: None,
             last_ticks: 0,
+            time_in_plugin: Duration::ZERO,
             open: true,
             config: self.config,
             marker: PhantomData,
@@ -242,10 +245,12 @@ fn admit_frame<B: Backend, M: Send + Sync + 'static>(
     gpu: Res<Gpu<B, M>>,
     mut frames: ResMut<GpuFrames<B, M>>,
 ) {
+    let start = Instant::now();
     let limit = frames.config.max_frames_in_flight;
     // A frame about to be submitted counts: at most `limit - 1` may be in flight before it.
     if gpu.frames_in_flight() < limit {
         frames.open = true;
+        frames.time_in_plugin += start.elapsed();
         return;
     }
     match frames.config.when_full {
@@ -262,6 +267,7 @@ fn admit_frame<B: Backend, M: Send + Sync + 'static>(
             frames.open = false;
         }
     }
+    frames.time_in_plugin += start.elapsed();
 }
 
 /// Ends an open frame with its fence and ticks the runtime as the policy says.
@@ -269,6 +275,7 @@ fn end_frame_and_tick<B: Backend, M: Send + Sync + 'static>(
     gpu: Res<Gpu<B, M>>,
     mut frames: ResMut<GpuFrames<B, M>>,
 ) {
+    let start = Instant::now();
     if frames.open {
         gpu.end_frame();
         frames.ended += 1;
@@ -282,6 +289,7 @@ fn end_frame_and_tick<B: Backend, M: Send + Sync + 'static>(
         }
         TickPolicy::UntilIdle { budget } => tick_until_idle(&gpu, budget),
     };
+    frames.time_in_plugin += start.elapsed();
 }
 
 /// Ticks until nothing is in flight or `budget` passed (at least once); the ticks run.
