@@ -106,7 +106,11 @@ fn plugin_frame(c: &mut Criterion) {
     bare_app.update();
     group.bench_function("empty_app_frame", |b| b.iter(|| bare_app.update()));
     group.finish();
-    assert_eq!(client.frames_in_flight(), 1, "one frame in flight at latency 1");
+    assert_eq!(
+        client.frames_in_flight(),
+        1,
+        "one frame in flight at latency 1"
+    );
 }
 
 criterion_group!(benches, plugin_frame);

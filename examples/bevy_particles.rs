@@ -9,7 +9,8 @@
 //! cargo run --release --example bevy_particles --features bevy,cuda -- --backend cuda
 //! ```
 //! Options: `--frames N` (300), `--particles N` (131072), `--backend cpu|wgpu|cuda` (by
-//! default the first of cuda, wgpu, cpu that is compiled in and has a device).
+//! default the first of cuda, wgpu, cpu that is compiled in and has a device), `--no-warm-up`
+//! (compile the kernel at its first launch, in the first frame, instead of before the app runs).
 
 use bevy_app::{App, AppExit, Last, PostUpdate, ScheduleRunnerPlugin, Startup, TaskPoolPlugin};
 use bevy_ecs::prelude::*;
@@ -112,6 +113,7 @@ struct Options {
     frames: u64,
     particles: usize,
     backend: Option<String>,
+    warm_up: bool,
 }
 
 fn options() -> Result<Options, String> {
@@ -119,6 +121,7 @@ fn options() -> Result<Options, String> {
         frames: 300,
         particles: 131_072,
         backend: None,
+        warm_up: true,
     };
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
@@ -131,6 +134,7 @@ fn options() -> Result<Options, String> {
                 options.particles = value()?.parse().map_err(|e| format!("--particles: {e}"))?
             }
             "--backend" => options.backend = Some(value()?),
+            "--no-warm-up" => options.warm_up = false,
             other => return Err(format!("unknown argument `{other}`")),
         }
     }
@@ -154,6 +158,7 @@ struct Run {
     frames: u64,
     limit: u64,
     started: Instant,
+    warmed_up: bool,
 }
 
 /// A deterministic spread of starting positions and velocities.
@@ -235,6 +240,15 @@ fn count_frames<B: Backend>(
 ) {
     run.frames += 1;
     if run.frames == 1 {
+        println!(
+            "first frame (uploads, first launch; kernel {}): {:.3} ms",
+            if run.warmed_up {
+                "warmed up before"
+            } else {
+                "compiled in it"
+            },
+            run.started.elapsed().as_secs_f64() * 1e3
+        );
         run.started = Instant::now();
     }
     if run.frames >= run.limit {
@@ -252,12 +266,20 @@ fn count_frames<B: Backend>(
 }
 
 fn run<B: Backend>(client: ComputeClient<B>, options: &Options) -> AppExit {
-    if let Err(error) = client.warm_up(&INTEGRATE) {
-        eprintln!(
-            "the integration kernel does not compile on {}: {error}",
-            B::NAME
+    if options.warm_up {
+        let start = Instant::now();
+        if let Err(error) = client.warm_up(&INTEGRATE) {
+            eprintln!(
+                "the integration kernel does not compile on {}: {error}",
+                B::NAME
+            );
+            return AppExit::error();
+        }
+        println!(
+            "kernel warmed up on {} in {:.3} ms, before the first frame",
+            B::NAME,
+            start.elapsed().as_secs_f64() * 1e3
         );
-        return AppExit::error();
     }
     App::new()
         .add_plugins((
@@ -271,6 +293,7 @@ fn run<B: Backend>(client: ComputeClient<B>, options: &Options) -> AppExit {
             frames: 0,
             limit: options.frames,
             started: Instant::now(),
+            warmed_up: options.warm_up,
         })
         .add_systems(Startup, spawn_particles::<B>)
         .add_systems(PostUpdate, integrate::<B>.in_set(GpuworldSet::Submit))

@@ -136,7 +136,7 @@ impl<B: Backend> Clone for ComputeClient<B> {
 }
 
 impl<B: Backend> ComputeClient<B> {
-    /// A client of a new runtime over `backend`.
+    /// A client of a new runtime over `backend`, advanced by `driver`.
     pub fn new(backend: B, config: RuntimeConfig, driver: Driver) -> ComputeClient<B> {
         let runtime = Runtime::new(backend, config);
         let inbox = runtime.inbox().clone();
@@ -367,7 +367,7 @@ impl<B: Backend> ComputeClient<B> {
         self.shared.published.memory_usage()
     }
 
-    /// Returns free memory to the device at the next tick; only enqueues (under
+    /// Returns free memory to the device at the next tick; only enqueues, never ticks (under
     /// `Driver::Manual` the next [`ComputeClient::tick`] or blocking call runs it).
     pub fn memory_cleanup(&self) {
         self.shared.inbox.push(Command::MemoryCleanup);

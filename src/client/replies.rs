@@ -71,20 +71,19 @@ impl<T> Reply<T> {
     /// The reply if it came, else registers `cx`'s waker with the channel.
     fn poll(&self, cx: &mut Context<'_>) -> Poll<Result<T>> {
         let mut state = self.state.lock();
-        let reply = match &mut *state {
-            State::Waiting(receiver) => match Pin::new(receiver).poll(cx) {
-                Poll::Ready(reply) => reply.unwrap_or(Err(Error::Disconnected)),
+        if let State::Waiting(receiver) = &mut *state {
+            match Pin::new(receiver).poll(cx) {
+                Poll::Ready(reply) => {
+                    *state = State::Arrived(reply.unwrap_or(Err(Error::Disconnected)));
+                }
                 Poll::Pending => return Poll::Pending,
-            },
-            State::Arrived(_) => match std::mem::replace(&mut *state, State::Taken) {
-                State::Arrived(reply) => reply,
-                _ => unreachable!("matched Arrived just above"),
-            },
+            }
+        }
+        match std::mem::replace(&mut *state, State::Taken) {
+            State::Arrived(reply) => Poll::Ready(reply),
             // Polled after completion: the reply was handed over already.
-            State::Taken => Err(Error::Disconnected),
-        };
-        *state = State::Taken;
-        Poll::Ready(reply)
+            State::Taken | State::Waiting(_) => Poll::Ready(Err(Error::Disconnected)),
+        }
     }
 }
 
