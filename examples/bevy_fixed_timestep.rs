@@ -72,7 +72,7 @@ fn diffuse(gpu: Res<Gpu<CpuBackend>>, mut plate: ResMut<Plate>, mut commands: Co
     let plate = &mut *plate;
     std::mem::swap(&mut plate.current, &mut plate.next);
     plate.steps += 1;
-    if plate.steps % 60 == 0 {
+    if plate.steps.is_multiple_of(60) {
         match gpu.read_ticket(&[plate.current.binding()]) {
             Ok(ticket) => {
                 let step = plate.steps;

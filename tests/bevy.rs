@@ -46,9 +46,12 @@ const LEN: usize = 256;
 #[derive(Resource, Default)]
 struct Frame(u64);
 
-/// Every readback that arrived: (frame it was issued, frame it arrived, its values).
+/// A readback that arrived: the frame it was issued in, the frame it arrived in, its values.
+type Arrival = (u64, u64, Vec<f32>);
+
+/// Every readback that arrived.
 #[derive(Resource, Default)]
-struct Arrivals(Vec<(u64, u64, Vec<f32>)>);
+struct Arrivals(Vec<Arrival>);
 
 /// The buffer of runtime `(B, M)`, and how often `Submit` ran for it.
 #[derive(Resource)]
@@ -74,7 +77,7 @@ fn bump_and_read<B: Backend, M: Send + Sync + 'static, const EVERY: u64>(
     let bindings = Bindings::new().buffer(&counter.buffer).scalar_f32(1.0);
     gpu.launch(&BUMP, CubeCount::covering(LEN as u64, 64), bindings)
         .expect("bump launches");
-    if frame.0 % EVERY == 0 {
+    if frame.0.is_multiple_of(EVERY) {
         let ticket = gpu
             .read_ticket(&[counter.buffer.binding()])
             .expect("read is valid");
@@ -124,7 +127,7 @@ fn sim(latency_ticks: u64) -> ComputeClient<gpuworld::SimBackend> {
 }
 
 /// Runs 120 frames of the sim app; the runtime's snapshot after each frame, and the arrivals.
-fn run_sim_app(latency: u64) -> (Vec<String>, Vec<(u64, u64, Vec<f32>)>) {
+fn run_sim_app(latency: u64) -> (Vec<String>, Vec<Arrival>) {
     let client = sim(latency);
     let mut app = new_app();
     app_with::<_, (), 10>(&mut app, GpuworldPlugin::new(client.clone()), &client);
@@ -149,8 +152,8 @@ fn a_sim_app_gives_the_same_world_after_every_frame_and_readbacks_arrive_latency
     assert_eq!(arrivals, again);
     // Frames count from 1; a readback every 10th frame, each `latency` frames after its frame,
     // holding the bumps of every frame up to and including its own.
-    let expected: Vec<(u64, u64, Vec<f32>)> = (1..=120)
-        .filter(|f| f % 10 == 0 && f + latency <= 120)
+    let expected: Vec<Arrival> = (1..=120)
+        .filter(|f: &u64| f.is_multiple_of(10) && f + latency <= 120)
         .map(|f| (f, f + latency, vec![f as f32; LEN]))
         .collect();
     assert_eq!(arrivals, expected);
@@ -329,7 +332,7 @@ fn ticking_until_idle_delivers_a_readback_in_the_frame_that_issued_it() {
 
 /// Runs 12 frames bumping and reading every 3rd frame on `client`, ticked until idle so every
 /// backend delivers in the frame (their latency is the device's); the arrivals.
-fn values_on<B: Backend>(client: ComputeClient<B>) -> Vec<(u64, u64, Vec<f32>)> {
+fn values_on<B: Backend>(client: ComputeClient<B>) -> Vec<Arrival> {
     let mut app = new_app();
     let plugin = GpuworldPlugin::new(client.clone()).ticks(TickPolicy::UntilIdle {
         budget: Duration::from_secs(10),
