@@ -187,6 +187,31 @@ fn block_on_a_read_under_the_manual_driver_ticks_until_its_bytes_arrive() {
 }
 
 #[test]
+fn a_read_future_polled_once_a_frame_between_host_ticks_never_ticks_itself() {
+    let client = gpuworld::sim_client(SimConfig {
+        latency_ticks: 3,
+        ..SimConfig::default()
+    });
+    let a = client.create_from_slice(bytemuck::cast_slice(&[4.0f32; 4]));
+    let mut read = common::Pending::new(client.read_async(&[a.binding()]));
+    let mut frames = 0;
+    let bytes = loop {
+        frames += 1;
+        client.tick();
+        if let Some(result) = no_tick(&client, "polling a future after a tick", || read.poll()) {
+            break result.unwrap();
+        }
+        assert!(frames < 10);
+    };
+    assert_eq!(common::f32s(&bytes[0]), [4.0; 4]);
+    assert_eq!(
+        client.tick_count(),
+        4,
+        "submitted at tick 1, done at tick 4"
+    );
+}
+
+#[test]
 fn a_read_ticket_completes_only_when_the_host_ticks() {
     let client = gpuworld::sim_client(SimConfig {
         latency_ticks: 2,

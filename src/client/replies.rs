@@ -1,9 +1,10 @@
 //! Replies a caller does not block on: a `ReadTicket` a frame loop checks (`is_ready`,
 //! `try_take`: they never tick), and `ReplyFuture`, what `read_async` and `sync_async` return.
 //! Both are `Send + Sync`, so they can live in a resource or a component. Under
-//! `Driver::Manual` nobody ticks but the host, so a future polled for a reply that is not there
-//! drives the runtime itself, like a blocking call: `block_on(read_async(..))` completes instead
-//! of hanging mute.
+//! `Driver::Manual` nobody ticks but the host, so a future polled again for a reply that is not
+//! there, with no tick since its last poll, drives the runtime itself, like a blocking call:
+//! `block_on(read_async(..))` completes instead of hanging mute, while a host loop that ticks
+//! between its polls is never ticked behind its back.
 
 use super::{Shared, drivers};
 use futures_channel::oneshot;
@@ -124,6 +125,8 @@ impl std::fmt::Debug for ReadTicket {
 pub(super) trait DriveOnPoll: Send + Sync {
     /// Whether the runtime is driven by hand (nobody else ticks).
     fn is_manual(&self) -> bool;
+    /// Number of ticks finished so far.
+    fn ticks_finished(&self) -> u64;
     /// Ticks once if the runtime is driven by hand and nobody holds it; whether it ticked.
     fn drive_once(&self) -> bool;
 }
@@ -131,6 +134,10 @@ pub(super) trait DriveOnPoll: Send + Sync {
 impl<B: Backend> DriveOnPoll for Shared<B> {
     fn is_manual(&self) -> bool {
         self.manual.load(Ordering::Acquire)
+    }
+
+    fn ticks_finished(&self) -> u64 {
+        self.published.ticks_finished()
     }
 
     fn drive_once(&self) -> bool {
@@ -150,12 +157,16 @@ impl<B: Backend> DriveOnPoll for Shared<B> {
 
 /// The future of [`ComputeClient::read_async`](super::ComputeClient::read_async) and
 /// [`ComputeClient::sync_async`](super::ComputeClient::sync_async): `Send + Sync + 'static`.
-/// Under `Driver::Manual`, a poll that finds no reply ticks the runtime (when no other thread
-/// holds it) and asks to be polled again, so awaiting it drives the runtime as a blocking call
-/// does; beside a device thread a poll never ticks.
+/// Under `Driver::Manual`, a poll that finds no reply asks to be polled again, and a poll that
+/// finds no reply *and no tick since the future's previous poll* ticks the runtime once (when
+/// no other thread holds it): awaiting it with nobody ticking (`block_on`) drives the runtime as
+/// a blocking call does, while a loop that ticks between polls is never ticked behind its back.
+/// Beside a device thread a poll never ticks.
 pub struct ReplyFuture<T> {
     reply: Reply<T>,
     driver: Option<Weak<dyn DriveOnPoll>>,
+    /// The runtime's finished ticks at this future's last poll.
+    ticks_at_last_poll: Option<u64>,
 }
 
 impl<T> ReplyFuture<T> {
@@ -167,6 +178,7 @@ impl<T> ReplyFuture<T> {
         ReplyFuture {
             reply: Reply::waiting(receiver),
             driver: Some(std::sync::Arc::downgrade(&shared)),
+            ticks_at_last_poll: None,
         }
     }
 
@@ -174,6 +186,7 @@ impl<T> ReplyFuture<T> {
         ReplyFuture {
             reply: Reply::arrived(Err(error)),
             driver: None,
+            ticks_at_last_poll: None,
         }
     }
 }
@@ -190,20 +203,22 @@ impl<T> Future for ReplyFuture<T> {
             return Poll::Ready(reply);
         }
         let Some(driver) = this.driver.as_ref().and_then(Weak::upgrade) else {
-            // Beside a device thread, or the runtime is gone (the channel then says so).
+            // The runtime is gone: the channel says so at the next poll.
             return Poll::Pending;
         };
-        if !driver.drive_once() {
-            if driver.is_manual() {
-                // Another thread holds the runtime; it may not tick for us: poll again soon.
-                cx.waker().wake_by_ref();
-            }
+        if !driver.is_manual() {
+            // A device thread ticks, and the reply wakes us.
             return Poll::Pending;
         }
-        if let Poll::Ready(reply) = this.reply.poll(cx) {
-            return Poll::Ready(reply);
+        let ticks = driver.ticks_finished();
+        if this.ticks_at_last_poll == Some(ticks) && driver.drive_once() {
+            // Nobody ticked since our last poll: we are what waits, so we tick.
+            if let Poll::Ready(reply) = this.reply.poll(cx) {
+                return Poll::Ready(reply);
+            }
         }
-        // Nobody else ticks under the manual driver: ask to be polled again to tick again.
+        this.ticks_at_last_poll = Some(driver.ticks_finished());
+        // Nobody may tick for us under the manual driver: ask to be polled again.
         cx.waker().wake_by_ref();
         Poll::Pending
     }
