@@ -1,12 +1,13 @@
 //! Per-frame cost of `GpuworldPlugin` on the sim backend, with 100k idle handles live and 64
 //! ADD launches a frame: one `App::update` (the plugin's systems, a user `Submit` system that
 //! launches, the frame's fence and one tick), side by side with the same 64 launches and one
-//! tick through the bare client, in the same process.
+//! tick through the bare client, with and without the fence, in the same process. The handles
+//! are made on the plugin's stream, as a `Startup` system using `Gpu` would.
 
 use bevy_app::{App, PostUpdate};
 use bevy_ecs::prelude::*;
 use criterion::{Criterion, criterion_group, criterion_main};
-use gpuworld::bevy::{Gpu, GpuworldPlugin, GpuworldSet};
+use gpuworld::bevy::{Gpu, GpuFrames, GpuworldPlugin, GpuworldSet};
 use gpuworld::{
     Bindings, ComputeClient, CubeCount, Driver, Handle, RuntimeConfig, SimBackend, SimConfig,
     library,
@@ -85,7 +86,17 @@ fn plugin_frame(c: &mut Criterion) {
         })
     });
 
-    let client = sim_client();
+    let fenced = sim_client().with_stream(gpuworld::bevy::PLUGIN_STREAM);
+    let fenced_work = Work::new(&fenced);
+    group.bench_function("bare_client_64_launches_a_fence_and_a_tick", |b| {
+        b.iter(|| {
+            fenced_work.launch(&fenced);
+            fenced.end_frame();
+            fenced.tick();
+        })
+    });
+
+    let client = sim_client().with_stream(gpuworld::bevy::PLUGIN_STREAM);
     let work = Work::new(&client);
     let mut app = App::new();
     app.add_plugins(GpuworldPlugin::new(client.clone()))
@@ -93,8 +104,24 @@ fn plugin_frame(c: &mut Criterion) {
         .add_systems(PostUpdate, submit.in_set(GpuworldSet::Submit));
     app.update();
     group.bench_function("plugin_frame_64_launches", |b| b.iter(|| app.update()));
+    // The plugin's own systems (frames-in-flight check, fence, the tick of the 64 launches), as
+    // `GpuFrames::time_in_plugin` measures them inside the same frames.
+    group.bench_function("plugin_systems_and_tick_in_that_frame", |b| {
+        b.iter_custom(|iters| {
+            let in_plugin = |app: &App| {
+                app.world()
+                    .resource::<GpuFrames<SimBackend>>()
+                    .time_in_plugin
+            };
+            let before = in_plugin(&app);
+            for _ in 0..iters {
+                app.update();
+            }
+            in_plugin(&app) - before
+        })
+    });
 
-    let empty = sim_client();
+    let empty = sim_client().with_stream(gpuworld::bevy::PLUGIN_STREAM);
     let mut idle_app = App::new();
     idle_app
         .add_plugins(GpuworldPlugin::new(empty.clone()))
