@@ -1,12 +1,20 @@
 //! `ComputeClient`: the user's entry point. Calls validate what can be checked at once and push a
 //! command into the inbox without taking the runtime lock; blocking calls then wait until their
 //! own reply is ready, ticking while nobody else does (`drivers.rs`).
+//!
+//! Every public call's documentation says whether it may tick. Only blocking calls (`read*`,
+//! `sync`, `mark`, `wait_for_frames`), `tick` itself, and a `ReplyFuture` polled under
+//! `Driver::Manual` do; everything else only enqueues or reads what the last tick left
+//! (`tests/no_hidden_ticks.rs` counts ticks around each).
 
 mod drivers;
+mod frames;
+mod replies;
 mod tensors;
 mod transfers;
 
 pub use drivers::Driver;
+pub use replies::{ReadTicket, ReplyFuture};
 pub use tensors::{TensorDesc, TensorHandle};
 
 use futures_channel::oneshot;
@@ -21,7 +29,6 @@ use gpuworld_systems::{
 };
 use parking_lot::Mutex;
 use smallvec::SmallVec;
-use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
 use std::time::Duration;
@@ -87,6 +94,8 @@ struct Shared<B: Backend> {
     /// The last kernel found to have a source for the backend: a launch of it again (the usual
     /// loop) skips the search of its sources.
     last_kernel_with_source: AtomicPtr<KernelDef>,
+    /// Fences of the frames ended and not yet seen finished (`frames.rs`).
+    frames: Mutex<frames::FrameFences>,
 }
 
 impl<B: Backend> Shared<B> {
@@ -127,7 +136,7 @@ impl<B: Backend> Clone for ComputeClient<B> {
 }
 
 impl<B: Backend> ComputeClient<B> {
-    /// A client of a new runtime over `backend`.
+    /// A client of a new runtime over `backend`, advanced by `driver`.
     pub fn new(backend: B, config: RuntimeConfig, driver: Driver) -> ComputeClient<B> {
         let runtime = Runtime::new(backend, config);
         let inbox = runtime.inbox().clone();
@@ -143,6 +152,7 @@ impl<B: Backend> ComputeClient<B> {
             manual: AtomicBool::new(driver == Driver::Manual),
             drivers: drivers::Drivers::default(),
             last_kernel_with_source: AtomicPtr::new(std::ptr::null_mut()),
+            frames: Mutex::default(),
         });
         let thread = match driver {
             Driver::Manual => None,
@@ -172,12 +182,12 @@ impl<B: Backend> ComputeClient<B> {
         }
     }
 
-    /// The stream this client works on: its override, else the calling thread's.
+    /// The stream this client works on: its override, else the calling thread's. Never ticks.
     pub fn stream_id(&self) -> StreamId {
         self.stream.unwrap_or_else(StreamId::current)
     }
 
-    /// A clone of this client that works on `stream` whatever the calling thread.
+    /// A clone of this client that works on `stream` whatever the calling thread. Never ticks.
     pub fn with_stream(&self, stream: StreamId) -> ComputeClient<B> {
         ComputeClient {
             stream: Some(stream),
@@ -185,7 +195,7 @@ impl<B: Backend> ComputeClient<B> {
         }
     }
 
-    /// Who advances the runtime.
+    /// Who advances the runtime. Never ticks.
     pub fn driver(&self) -> Driver {
         if self.shared.manual.load(Ordering::Acquire) {
             Driver::Manual
@@ -194,22 +204,23 @@ impl<B: Backend> ComputeClient<B> {
         }
     }
 
-    /// The device's properties.
+    /// The device's properties. Never ticks.
     pub fn properties(&self) -> &DeviceProperties {
         &self.shared.properties
     }
 
-    /// The id of the runtime behind this client.
+    /// The id of the runtime behind this client. Never ticks.
     pub fn runtime_id(&self) -> RuntimeId {
         self.shared.id
     }
 
-    /// Launches `kernel` over `count` cubes with every buffer access bound-checked.
+    /// Launches `kernel` over `count` cubes with every buffer access bound-checked. Only
+    /// enqueues: never ticks.
     pub fn launch(&self, kernel: Kernel, count: CubeCount, bindings: Bindings) -> Result<()> {
         self.launch_with(kernel, count, bindings, ExecutionMode::Checked)
     }
 
-    /// Launches `kernel` without bound checks.
+    /// Launches `kernel` without bound checks. Only enqueues: never ticks.
     ///
     /// # Safety
     /// Every buffer access of the kernel must be in bounds for the given bindings and count.
@@ -271,26 +282,48 @@ impl<B: Backend> ComputeClient<B> {
         Ok(())
     }
 
-    /// Submits this stream's queued work to the device.
+    /// Submits this stream's queued work to the device at the next tick. Only enqueues: never
+    /// ticks (under `Driver::Manual` the next [`ComputeClient::tick`] submits it).
     pub fn flush(&self) {
         self.shared.inbox.push(Command::Flush {
             stream: self.stream_id(),
         });
-        if self.driver() == Driver::Manual {
-            self.tick();
-        }
     }
 
-    /// Waits until this stream's work has run; reports the stream's fault, if any.
+    /// Compiles `kernel`'s pipeline (wgpu) or module (cuda) now, so that its first launch does
+    /// not wait for the compiler; returns the compile error, if any, which later launches report
+    /// too. Never ticks; takes the runtime lock for the compile (call it at start-up).
+    pub fn warm_up(&self, kernel: Kernel) -> Result<()> {
+        self.warm_up_mode(kernel, ExecutionMode::Checked)
+    }
+
+    /// Like [`ComputeClient::warm_up`], for launches in `mode` (CUDA compiles a module per mode).
+    pub fn warm_up_mode(&self, kernel: Kernel, mode: ExecutionMode) -> Result<()> {
+        validate_arity(
+            kernel,
+            kernel.signature.buffers.len(),
+            kernel.signature.scalars.len(),
+        )?;
+        if !self.shared.has_source(kernel) {
+            return Err(Error::MissingKernelSource {
+                kernel: kernel.name,
+                backend: B::NAME,
+            });
+        }
+        self.with_runtime(|runtime| runtime.backend_mut().warm_up(kernel, mode))
+    }
+
+    /// Waits until this stream's work has run; reports the stream's fault, if any. May tick:
+    /// a blocking call (under `Driver::Manual` it ticks until its reply is there).
     pub fn sync(&self) -> Result<()> {
         let receiver = self.enqueue_sync();
         self.wait(receiver)
     }
 
-    /// Like [`ComputeClient::sync`], as a future completed by the tick.
-    pub fn sync_async(&self) -> impl Future<Output = Result<()>> + Send + 'static {
-        let receiver = self.enqueue_sync();
-        async move { receiver.await.unwrap_or(Err(Error::Disconnected)) }
+    /// Like [`ComputeClient::sync`], as a future completed by the tick. Enqueues without
+    /// ticking; polling the future may tick under `Driver::Manual` (see [`ReplyFuture`]).
+    pub fn sync_async(&self) -> ReplyFuture<()> {
+        ReplyFuture::waiting(self.enqueue_sync(), &self.shared)
     }
 
     fn enqueue_sync(&self) -> oneshot::Receiver<Result<()>> {
@@ -304,6 +337,7 @@ impl<B: Backend> ComputeClient<B> {
 
     /// Submits this stream's work so far and returns the event that follows it; with
     /// [`ComputeClient::device_elapsed`] two marks time the work between them on the device.
+    /// May tick: a blocking call.
     pub fn mark(&self) -> Result<gpuworld_systems::backend::DeviceEvent> {
         let (reply, receiver) = oneshot::channel();
         self.shared.inbox.push(Command::Mark {
@@ -315,6 +349,8 @@ impl<B: Backend> ComputeClient<B> {
 
     /// Device time between two completed marks, where the backend measures it (CUDA events,
     /// wgpu timestamp queries); `None` on backends or adapters without device timestamps.
+    /// Never ticks (it takes the runtime lock; wgpu polls the device once, without waiting, for
+    /// a mark's timestamps not collected yet).
     pub fn device_elapsed(
         &self,
         start: gpuworld_systems::backend::DeviceEvent,
@@ -326,48 +362,50 @@ impl<B: Backend> ComputeClient<B> {
     /// Memory in use and reserved as the last tick left it: a lookup of what every tick
     /// publishes, with no runtime lock and no tick, under either driver. Commands still in the
     /// inbox are not counted yet; to count every command sent so far, [`ComputeClient::sync`]
-    /// first.
+    /// first. Never ticks.
     pub fn memory_usage(&self) -> MemoryUsage {
         self.shared.published.memory_usage()
     }
 
-    /// Returns free memory to the device at the next tick; only enqueues (under
+    /// Returns free memory to the device at the next tick; only enqueues, never ticks (under
     /// `Driver::Manual` the next [`ComputeClient::tick`] or blocking call runs it).
     pub fn memory_cleanup(&self) {
         self.shared.inbox.push(Command::MemoryCleanup);
     }
 
-    /// Sends an autotune result; the tune stage caches it at the next tick.
+    /// Sends an autotune result; the tune stage caches it at the next tick. Never ticks.
     pub fn submit_tune_result(&self, result: TuneResult) {
         self.send_tune_message(TuneMessage::Done(result));
     }
 
     /// Sends a message to the tune stage (pending, done, failed); ingested at the next tick.
+    /// Never ticks.
     pub fn send_tune_message(&self, message: TuneMessage) {
         self.shared.tune_results.send(message);
     }
 
-    /// Reads the tune cache (without taking the runtime lock).
+    /// Reads the tune cache (without taking the runtime lock). Never ticks.
     pub fn with_tune_cache<R>(&self, f: impl FnOnce(&TuneCache) -> R) -> R {
         f(&self.shared.tune_cache)
     }
 
-    /// The runtime's tune cache, shared: it changes as ticks ingest tune messages.
+    /// The runtime's tune cache, shared: it changes as ticks ingest tune messages. Never ticks.
     pub fn tune_cache(&self) -> TuneCache {
         self.shared.tune_cache.clone()
     }
 
-    /// Advances the runtime by one tick.
+    /// Advances the runtime by one tick (the one call that always ticks); never waits on the
+    /// device.
     pub fn tick(&self) {
         self.shared.runtime.lock().tick();
     }
 
-    /// The runtime's state as stable text.
+    /// The runtime's state as stable text, as the last tick left it. Never ticks.
     pub fn snapshot(&self) -> String {
         self.shared.runtime.lock().snapshot()
     }
 
-    /// Runs `f` with the runtime locked.
+    /// Runs `f` with the runtime locked. Ticks only if `f` does.
     pub fn with_runtime<R>(&self, f: impl FnOnce(&mut Runtime<B>) -> R) -> R {
         f(&mut self.shared.runtime.lock())
     }

@@ -14,14 +14,19 @@
 //! # Ok::<(), gpuworld::Error>(())
 //! ```
 
+#[cfg(feature = "bevy")]
+pub mod bevy;
 mod client;
 pub mod testing;
 pub mod tune;
 
-pub use client::{Bindings, ComputeClient, Driver, TensorDesc, TensorHandle};
+pub use client::{
+    Bindings, ComputeClient, Driver, ReadTicket, ReplyFuture, TensorDesc, TensorHandle,
+};
 pub use gpuworld_systems::memory::{
     AllocationMode, MemoryConfig, PoolConfig, PoolKind, PoolReport, TensorLayout,
 };
+pub use gpuworld_systems::published::InFlight;
 pub use gpuworld_systems::sim::{SimBackend, SimCall, SimConfig, SimModel};
 pub use gpuworld_systems::{
     Backend, Binding, CpuSource, CubeCount, DeviceProperties, Error, ExecutionMode, Handle,
@@ -58,13 +63,20 @@ pub const WGPU_MAX_TASKS: usize = 16;
 /// `Error::BackendUnavailable` when no adapter is found.
 #[cfg(feature = "wgpu")]
 pub fn wgpu_client(config: WgpuConfig) -> Result<ComputeClient<WgpuBackend>> {
+    wgpu_client_with(config, Driver::DeviceThread)
+}
+
+/// Like [`wgpu_client`], advanced by `driver` (`Driver::Manual` for a host loop, a Bevy app's
+/// frame, that ticks it itself).
+#[cfg(feature = "wgpu")]
+pub fn wgpu_client_with(config: WgpuConfig, driver: Driver) -> Result<ComputeClient<WgpuBackend>> {
     let backend = WgpuBackend::new(config)?;
     let runtime = RuntimeConfig {
         max_tasks: WGPU_MAX_TASKS,
         strategy: SchedulingStrategy::Interleave,
         ..RuntimeConfig::default()
     };
-    Ok(ComputeClient::new(backend, runtime, Driver::DeviceThread))
+    Ok(ComputeClient::new(backend, runtime, driver))
 }
 
 /// Tasks a cuda stream queues before they are submitted, when nothing forces them earlier.
@@ -75,13 +87,20 @@ pub const CUDA_MAX_TASKS: usize = 1;
 /// `Error::BackendUnavailable` when there is no CUDA driver or no such device.
 #[cfg(feature = "cuda")]
 pub fn cuda_client(config: CudaConfig) -> Result<ComputeClient<CudaBackend>> {
+    cuda_client_with(config, Driver::DeviceThread)
+}
+
+/// Like [`cuda_client`], advanced by `driver` (`Driver::Manual` for a host loop that ticks it
+/// itself).
+#[cfg(feature = "cuda")]
+pub fn cuda_client_with(config: CudaConfig, driver: Driver) -> Result<ComputeClient<CudaBackend>> {
     let backend = CudaBackend::new(config)?;
     let runtime = RuntimeConfig {
         max_tasks: CUDA_MAX_TASKS,
         strategy: SchedulingStrategy::Interleave,
         ..RuntimeConfig::default()
     };
-    Ok(ComputeClient::new(backend, runtime, Driver::DeviceThread))
+    Ok(ComputeClient::new(backend, runtime, driver))
 }
 
 /// A client of a new runtime on the sim backend, ticked by hand.

@@ -27,7 +27,7 @@ pub enum Driver {
 
 /// Longest the manual driver blocks on the device between two ticks, holding the runtime lock;
 /// short, because other threads may want to tick meanwhile.
-const MANUAL_DEVICE_WAIT: Duration = Duration::from_micros(200);
+pub(super) const MANUAL_DEVICE_WAIT: Duration = Duration::from_micros(200);
 
 /// Beside a device thread, longest whoever ticks (the device thread or a blocking caller) blocks
 /// on the device between ticks, holding the runtime lock: commands that arrive meanwhile wait at

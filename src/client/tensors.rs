@@ -43,11 +43,13 @@ impl Drop for CloseWindow {
 impl<B: Backend> ComputeClient<B> {
     /// Runs `task(input)` with this stream's allocations in the persistent pool: exact-size
     /// buffers kept until `memory_cleanup`, for weights and other long-lived data. Windows nest.
+    /// Never ticks (ticks only if `task` does).
     pub fn memory_persistent_allocation<I, R>(&self, input: I, task: impl FnOnce(I) -> R) -> R {
         self.with_allocation_mode(AllocationMode::Persistent, input, task)
     }
 
     /// Runs `task(input)` with this stream's allocations in `mode`; windows nest, innermost wins.
+    /// Never ticks (ticks only if `task` does).
     pub fn with_allocation_mode<I, R>(
         &self,
         mode: AllocationMode,
@@ -63,13 +65,13 @@ impl<B: Backend> ComputeClient<B> {
 
     /// Each memory pool's counts (pages, peak pages, largest allocation) as the last tick left
     /// them, without ticking: the ladder in routing order, then the persistent pool. To count
-    /// every command sent so far, [`ComputeClient::sync`] first.
+    /// every command sent so far, [`ComputeClient::sync`] first. Never ticks.
     pub fn memory_report(&self) -> Vec<PoolReport> {
         self.with_runtime(|runtime| runtime.world().resource::<MemoryPool>().reports())
     }
 
     /// A new tensor holding `data` (row-major, contiguous) in the runtime's tensor layout;
-    /// returns its handle and the strides, in elements, to index it with.
+    /// returns its handle and the strides, in elements, to index it with. Never ticks.
     pub fn create_tensor(
         &self,
         data: &[u8],
@@ -80,14 +82,15 @@ impl<B: Backend> ComputeClient<B> {
         created.pop().ok_or(Error::Disconnected)
     }
 
-    /// A new tensor of undefined contents in the runtime's tensor layout, with its strides.
+    /// A new tensor of undefined contents in the runtime's tensor layout, with its strides. Never
+    /// ticks.
     pub fn empty_tensor(&self, shape: &[usize], elem_size: usize) -> Result<TensorHandle> {
         let mut created = self.empty_tensors(&[TensorDesc { shape, elem_size }])?;
         created.pop().ok_or(Error::Disconnected)
     }
 
     /// New tensors holding the given row-major data, packed in one allocation at offsets aligned
-    /// to the device (one buffer each on devices that need exclusive buffers).
+    /// to the device (one buffer each on devices that need exclusive buffers). Never ticks.
     pub fn create_tensors(&self, tensors: &[(TensorDesc<'_>, &[u8])]) -> Result<Vec<TensorHandle>> {
         if tensors.is_empty() {
             return Ok(Vec::new());
@@ -137,7 +140,7 @@ impl<B: Backend> ComputeClient<B> {
         Ok(split(&base, placed, &offsets, total))
     }
 
-    /// New tensors of undefined contents, packed like [`ComputeClient::create_tensors`].
+    /// New tensors of undefined contents, packed like [`ComputeClient::create_tensors`]. Never ticks.
     pub fn empty_tensors(&self, tensors: &[TensorDesc<'_>]) -> Result<Vec<TensorHandle>> {
         if tensors.is_empty() {
             return Ok(Vec::new());
@@ -161,7 +164,7 @@ impl<B: Backend> ComputeClient<B> {
 
     /// Reads a tensor of `shape` laid out with `strides` (in elements) from the start of
     /// `source`, and returns its elements row-major and contiguous: the bytes the device copied
-    /// into when the tensor is contiguous already, a gathered copy otherwise.
+    /// into when the tensor is contiguous already, a gathered copy otherwise. May tick: a blocking call.
     pub fn read_tensor(
         &self,
         source: impl Into<Binding>,

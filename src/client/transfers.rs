@@ -2,12 +2,11 @@
 //! hand back the memory the device copied into, and the staging memory (page-locked on CUDA) that
 //! large uploads go through in chunks, pipelined with the device's copies.
 
-use super::ComputeClient;
+use super::{ComputeClient, ReadTicket, ReplyFuture};
 use futures_channel::oneshot;
 use gpuworld_systems::inbox::{Command, ReadReply};
 use gpuworld_systems::staging::copy_in_parallel;
 use gpuworld_systems::{Backend, Binding, Error, Handle, HostBytes, Result};
-use std::future::Future;
 
 /// Host copies at least this large go through staging memory, in chunks; a smaller one is copied
 /// to the heap in one piece, where taking staging memory would cost more than it saves.
@@ -19,20 +18,20 @@ const STAGE_FROM: usize = 1 << 20;
 const CHUNK: usize = 8 << 20;
 
 impl<B: Backend> ComputeClient<B> {
-    /// A new handle of `size` bytes whose contents are undefined until written.
+    /// A new handle of `size` bytes whose contents are undefined until written. Never ticks.
     pub fn empty(&self, size: u64) -> Handle {
         self.new_handle(size, None)
     }
 
     /// A new handle holding `data` (a `Vec<u8>`, or [`HostBytes`] from
-    /// [`ComputeClient::reserve_staging`], which page-locked backends copy from directly).
+    /// [`ComputeClient::reserve_staging`], which page-locked backends copy from directly). Never ticks.
     pub fn create(&self, data: impl Into<HostBytes>) -> Handle {
         let data = data.into();
         self.new_handle(data.len() as u64, Some(data))
     }
 
     /// A new handle holding a copy of `data`. From 1 MiB on the copy goes through staging memory
-    /// in chunks, each uploaded while the next is copied.
+    /// in chunks, each uploaded while the next is copied. Never ticks.
     pub fn create_from_slice(&self, data: &[u8]) -> Handle {
         if data.len() < STAGE_FROM {
             return self.create(data.to_vec());
@@ -43,7 +42,7 @@ impl<B: Backend> ComputeClient<B> {
     }
 
     /// A new handle holding a copy of `data`, copied once into staging memory the device reads
-    /// directly (page-locked on CUDA) instead of into a heap buffer that the backend stages again.
+    /// directly (page-locked on CUDA) instead of into a heap buffer that the backend stages again. Never ticks.
     pub fn create_from_slice_pinned(&self, data: &[u8]) -> Handle {
         self.create(self.staged_copy(data))
     }
@@ -84,7 +83,7 @@ impl<B: Backend> ComputeClient<B> {
     /// CUDA; ordinary heap memory on backends without such memory, or when the driver refuses
     /// more). Fill them and pass them to [`ComputeClient::create`] or
     /// [`ComputeClient::write_bytes`]; dropping one returns it to the backend's pool. Contents
-    /// are unspecified until written.
+    /// are unspecified until written. Never ticks.
     pub fn reserve_staging(&self, sizes: &[usize]) -> Vec<HostBytes> {
         sizes.iter().map(|&len| self.take_staging(len)).collect()
     }
@@ -101,7 +100,7 @@ impl<B: Backend> ComputeClient<B> {
     }
 
     /// Copies `data` to the start of `dst`; from 1 MiB on through staging memory in chunks, like
-    /// [`ComputeClient::create_from_slice`].
+    /// [`ComputeClient::create_from_slice`]. Never ticks.
     pub fn write(&self, dst: impl Into<Binding>, data: &[u8]) -> Result<()> {
         let dst = dst.into();
         // Checked before the copy, so a refused write costs no staging.
@@ -115,7 +114,7 @@ impl<B: Backend> ComputeClient<B> {
     }
 
     /// Copies `data` (a `Vec<u8>`, or [`HostBytes`] from [`ComputeClient::reserve_staging`]) to
-    /// the start of `dst`, without another host copy on the way.
+    /// the start of `dst`, without another host copy on the way. Never ticks.
     pub fn write_bytes(&self, dst: impl Into<Binding>, data: impl Into<HostBytes>) -> Result<()> {
         let dst = dst.into();
         let data = data.into();
@@ -147,34 +146,39 @@ impl<B: Backend> ComputeClient<B> {
 
     /// Reads `sources` back; the future completes once a tick has seen the bytes arrive. The
     /// bytes are the memory the device copied into (page-locked on CUDA), handed over without a
-    /// host copy; dropping them returns that memory to the backend's pool.
-    pub fn read_async(
-        &self,
-        sources: &[Binding],
-    ) -> impl Future<Output = Result<Vec<HostBytes>>> + Send + 'static {
-        let receiver = self.enqueue_read(sources);
-        async move {
-            match receiver {
-                Ok(receiver) => receiver.await.unwrap_or(Err(Error::Disconnected)),
-                Err(error) => Err(error),
-            }
+    /// host copy; dropping them returns that memory to the backend's pool. Enqueues without
+    /// ticking; under `Driver::Manual`, polling the future ticks while its bytes are not there
+    /// (see [`ReplyFuture`]), so `block_on(read_async(..))` completes; a frame loop that must
+    /// not tick uses [`ComputeClient::read_ticket`].
+    pub fn read_async(&self, sources: &[Binding]) -> ReplyFuture<Vec<HostBytes>> {
+        match self.enqueue_read(sources) {
+            Ok(receiver) => ReplyFuture::waiting(receiver, &self.shared),
+            Err(error) => ReplyFuture::failed(error),
         }
+    }
+
+    /// Reads `sources` back into a [`ReadTicket`] that a frame checks without blocking or
+    /// ticking; the tick that sees the bytes arrive completes it. Only enqueues: never ticks.
+    pub fn read_ticket(&self, sources: &[Binding]) -> Result<ReadTicket> {
+        Ok(ReadTicket::waiting(self.enqueue_read(sources)?))
     }
 
     /// Reads `sources` back, blocking until the bytes are there; like
     /// [`ComputeClient::read_async`], without a host copy ([`HostBytes::into_vec`] makes one).
+    /// May tick: a blocking call.
     pub fn read(&self, sources: &[Binding]) -> Result<Vec<HostBytes>> {
         let receiver = self.enqueue_read(sources)?;
         self.wait(receiver)
     }
 
     /// Reads one binding back, blocking until the bytes are there; see [`ComputeClient::read`].
+    /// May tick.
     pub fn read_one(&self, source: impl Into<Binding>) -> Result<HostBytes> {
         let mut bytes = self.read(&[source.into()])?;
         bytes.pop().ok_or(Error::Disconnected)
     }
 
-    /// Reads one binding back as elements of `T`, blocking until the bytes are there.
+    /// Reads one binding back as elements of `T`, blocking until the bytes are there. May tick.
     pub fn read_one_as<T: bytemuck::Pod>(&self, source: impl Into<Binding>) -> Result<Vec<T>> {
         let bytes = self.read_one(source)?;
         let elem_size = std::mem::size_of::<T>();

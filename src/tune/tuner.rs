@@ -110,7 +110,7 @@ enum Delivery {
 
 impl<B: Backend> Tuner<B> {
     /// A tuner for `client`'s device; loads the persistent cache file, reporting (through
-    /// `tracing` and [`Tuner::cache_problem`]) and ignoring one that cannot be used.
+    /// `tracing` and [`Tuner::cache_problem`]) and ignoring one that cannot be used. Never ticks.
     pub fn new(client: &ComputeClient<B>, config: TunerConfig) -> Tuner<B> {
         let dir = match &config.cache {
             CacheLocation::Default => Some(default_cache_dir()),
@@ -147,7 +147,8 @@ impl<B: Backend> Tuner<B> {
         }
     }
 
-    /// Runs the candidate of `set` chosen for `input`'s key (tuning it first on a miss).
+    /// Runs the candidate of `set` chosen for `input`'s key (tuning it first on a miss). May
+    /// tick: a blocking tune on a miss syncs; the candidate ticks if it blocks.
     pub fn execute<I, O>(&self, set: &Arc<TunableSet<B, I, O>>, input: &I) -> Result<O>
     where
         I: Clone + Send + Sync + 'static,
@@ -161,7 +162,8 @@ impl<B: Backend> Tuner<B> {
     }
 
     /// The index of the candidate of `set` to run for `input`: the cached winner, the fallback
-    /// while the key is pending, or the winner of a benchmark run now.
+    /// while the key is pending, or the winner of a benchmark run now. A hit never ticks; a miss
+    /// in `TuneMode::Blocking` benchmarks, whose syncs tick.
     #[inline]
     pub fn select<I, O>(&self, set: &Arc<TunableSet<B, I, O>>, input: &I) -> Result<usize>
     where
@@ -176,16 +178,17 @@ impl<B: Backend> Tuner<B> {
     }
 
     /// Why the persistent cache file could not be used when the tuner was made, if it could not.
+    /// Never ticks.
     pub fn cache_problem(&self) -> Option<&str> {
         self.inner.load_problem.as_deref()
     }
 
-    /// The persistent cache file, unless disabled.
+    /// The persistent cache file, unless disabled. Never ticks.
     pub fn cache_path(&self) -> Option<&Path> {
         self.inner.persistent.as_ref().map(PersistentCache::path)
     }
 
-    /// The client the tuner benchmarks and runs candidates on.
+    /// The client the tuner benchmarks and runs candidates on. Never ticks.
     pub fn client(&self) -> &ComputeClient<B> {
         &self.inner.client
     }

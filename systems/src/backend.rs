@@ -135,6 +135,22 @@ pub trait Backend: Send + Sync + 'static {
 
     /// The device's properties.
     fn properties(&self) -> DeviceProperties;
+    /// Prepares `kernel` for launches in `mode` before the first one (compiles and caches its
+    /// pipeline or module), so that launch does not wait for a compiler; a compile failure is
+    /// returned here, and cached like any. By default there is nothing to compile: only checks
+    /// that the backend has a source for it.
+    fn warm_up(&mut self, kernel: Kernel, _mode: ExecutionMode) -> Result<(), Error>
+    where
+        Self: Sized,
+    {
+        match Self::source_for(kernel) {
+            Some(_) => Ok(()),
+            None => Err(Error::MissingKernelSource {
+                kernel: kernel.name,
+                backend: Self::NAME,
+            }),
+        }
+    }
     /// Called first in every tick with the tick's number.
     fn begin_tick(&mut self, _tick: u64) {}
     /// Reserves a buffer of `size` bytes.

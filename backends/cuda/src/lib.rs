@@ -218,6 +218,14 @@ impl Backend for CudaBackend {
         gpuworld_systems::library::source_in(&library::LIBRARY, kernel)
     }
 
+    fn warm_up(&mut self, kernel: Kernel, mode: ExecutionMode) -> Result<(), Error> {
+        if let Some(message) = &self.poisoned {
+            return Err(Error::device_fault(StreamId::GC, message.to_string()));
+        }
+        self.bind();
+        self.kernels.function(kernel, mode, false).map(|_| ())
+    }
+
     fn properties(&self) -> DeviceProperties {
         self.properties.clone()
     }

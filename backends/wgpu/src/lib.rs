@@ -284,6 +284,19 @@ impl Backend for WgpuBackend {
         Some(&DEVICE_LIFECYCLE)
     }
 
+    fn warm_up(&mut self, kernel: Kernel, _mode: ExecutionMode) -> Result<(), Error> {
+        // One pipeline serves both modes (the WGSL does not change with the mode).
+        if let Some(reason) = self.errors.lost() {
+            return Err(Error::device_fault(
+                StreamId::GC,
+                format!("wgpu device lost: {reason}"),
+            ));
+        }
+        self.pipelines
+            .get(&self.device, kernel, StreamId::GC)
+            .map(|_| ())
+    }
+
     fn properties(&self) -> DeviceProperties {
         adapter::device_properties(
             &self.adapter_info,

@@ -178,6 +178,11 @@ impl Inbox {
         self.queue.drain_into(into);
     }
 
+    /// Number of commands pushed and not yet drained by a tick.
+    pub fn queued_commands(&self) -> usize {
+        self.queue.len()
+    }
+
     /// Whether commands are waiting or a tick was asked for; without taking the queue's lock.
     pub fn has_work(&self) -> bool {
         self.queue.has_work()

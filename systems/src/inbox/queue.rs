@@ -73,6 +73,16 @@ impl<T> WorkQueue<T> {
         }
     }
 
+    /// Number of items queued now (takes the queue's short lock).
+    pub fn len(&self) -> usize {
+        self.items.lock().len()
+    }
+
+    /// Whether no item is queued now (takes the queue's short lock).
+    pub fn is_empty(&self) -> bool {
+        self.items.lock().is_empty()
+    }
+
     /// Whether items are waiting or a tick was asked for; without taking the queue's lock.
     pub fn has_work(&self) -> bool {
         self.queued.load(Ordering::Acquire) || self.tick_requested.load(Ordering::Acquire)

@@ -1,0 +1,348 @@
+//! Particles in a headless Bevy app: `GpuworldPlugin` ticks the runtime once a frame, a `Submit`
+//! system integrates every particle on the device each frame with a kernel defined here (CPU,
+//! WGSL and CUDA sources), and a repeating `Readback` brings positions and velocities back every
+//! 30 frames for a log line of statistics. The frame count is bounded, so CI runs it.
+//!
+//! ```sh
+//! cargo run --release --example bevy_particles --features bevy                  # cpu
+//! cargo run --release --example bevy_particles --features bevy,wgpu -- --backend wgpu
+//! cargo run --release --example bevy_particles --features bevy,cuda -- --backend cuda
+//! ```
+//! Options: `--frames N` (300), `--particles N` (131072), `--backend cpu|wgpu|cuda` (by
+//! default the first of cuda, wgpu, cpu that is compiled in and has a device), `--no-warm-up`
+//! (compile the kernel at its first launch, in the first frame, instead of before the app runs).
+
+use bevy_app::{App, AppExit, Last, PostUpdate, ScheduleRunnerPlugin, Startup, TaskPoolPlugin};
+use bevy_ecs::prelude::*;
+use gpuworld::bevy::{Gpu, GpuFrames, GpuworldPlugin, GpuworldSet, Readback, ReadbackComplete};
+use gpuworld::{
+    Backend, Bindings, ComputeClient, CpuSource, CubeCount, Driver, Handle, KernelDef, Param,
+    Signature,
+};
+use std::time::{Duration, Instant};
+
+/// Units per cube of the integration kernel.
+const CUBE: u32 = 256;
+
+/// Frames between two statistics readbacks.
+const STATS_EVERY: u32 = 30;
+
+/// One explicit Euler step under gravity in the unit box, bouncing off its walls.
+static INTEGRATE: KernelDef = KernelDef {
+    id: "examples.particles.integrate",
+    name: "integrate",
+    signature: Signature {
+        buffers: &[
+            Param::f32("px"),
+            Param::f32("py"),
+            Param::f32("vx"),
+            Param::f32("vy"),
+        ],
+        scalars: &[Param::f32("dt"), Param::f32("gravity")],
+        cube_dim: [CUBE, 1, 1],
+    },
+    sources: &[
+        &CpuSource(|cube, io| {
+            let (dt, gravity) = (io.scalar_f32(0), io.scalar_f32(1));
+            for i in cube.units_1d(io.len32(0)) {
+                let vy = io.load_f32(3, i) - gravity * dt;
+                let (x, vx) = bounce(
+                    io.load_f32(0, i) + io.load_f32(2, i) * dt,
+                    io.load_f32(2, i),
+                );
+                let (y, vy) = bounce(io.load_f32(1, i) + vy * dt, vy);
+                io.store_f32(0, i, x);
+                io.store_f32(1, i, y);
+                io.store_f32(2, i, vx);
+                io.store_f32(3, i, vy);
+            }
+        }),
+        #[cfg(feature = "wgpu")]
+        &gpuworld::WgslSource(
+            "fn bounce(p: f32, v: f32) -> vec2<f32> {
+    if p < 0.0 { return vec2<f32>(-p, -v); }
+    if p > 1.0 { return vec2<f32>(2.0 - p, -v); }
+    return vec2<f32>(p, v);
+}
+@compute @workgroup_size(256)
+fn main(@builtin(global_invocation_id) id: vec3<u32>) {
+    let i = id.x;
+    if i >= arrayLength(&px) { return; }
+    let vy0 = vy[i] - scalars.gravity * scalars.dt;
+    let x = bounce(px[i] + vx[i] * scalars.dt, vx[i]);
+    let y = bounce(py[i] + vy0 * scalars.dt, vy0);
+    px[i] = x.x; vx[i] = x.y; py[i] = y.x; vy[i] = y.y;
+}",
+        ),
+        #[cfg(feature = "cuda")]
+        &gpuworld::CudaSource(
+            r#"
+__device__ void bounce(float* p, float* v) {
+    if (*p < 0.0f) { *p = -*p; *v = -*v; }
+    else if (*p > 1.0f) { *p = 2.0f - *p; *v = -*v; }
+}
+extern "C" __global__ void integrate(GW_PARAMS) {
+    GW_FOR_EACH_CUBE {
+        const unsigned long long i = GW_FIRST_UNIT_1D + GW_UNIT;
+        if (i < px_len) {
+            float x = px[i], y = py[i], u = vx[i], w = vy[i] - gravity * dt;
+            x += u * dt; y += w * dt;
+            bounce(&x, &u); bounce(&y, &w);
+            px[i] = x; py[i] = y; vx[i] = u; vy[i] = w;
+        }
+    }
+}
+"#,
+        ),
+    ],
+};
+
+/// A position past a wall folded back inside, and its velocity reversed.
+fn bounce(p: f32, v: f32) -> (f32, f32) {
+    if p < 0.0 {
+        (-p, -v)
+    } else if p > 1.0 {
+        (2.0 - p, -v)
+    } else {
+        (p, v)
+    }
+}
+
+/// The command line.
+struct Options {
+    frames: u64,
+    particles: usize,
+    backend: Option<String>,
+    warm_up: bool,
+}
+
+fn options() -> Result<Options, String> {
+    let mut options = Options {
+        frames: 300,
+        particles: 131_072,
+        backend: None,
+        warm_up: true,
+    };
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        let mut value = || args.next().ok_or(format!("{arg} needs a value"));
+        match arg.as_str() {
+            "--frames" => {
+                options.frames = value()?.parse().map_err(|e| format!("--frames: {e}"))?
+            }
+            "--particles" => {
+                options.particles = value()?.parse().map_err(|e| format!("--particles: {e}"))?
+            }
+            "--backend" => options.backend = Some(value()?),
+            "--no-warm-up" => options.warm_up = false,
+            other => return Err(format!("unknown argument `{other}`")),
+        }
+    }
+    Ok(options)
+}
+
+/// The particle buffers.
+#[derive(Resource)]
+struct Particles {
+    px: Handle,
+    py: Handle,
+    vx: Handle,
+    vy: Handle,
+    count: usize,
+}
+
+/// The run: particles, frames run and to run, and when the first one started.
+#[derive(Resource)]
+struct Run {
+    particles: usize,
+    frames: u64,
+    limit: u64,
+    started: Instant,
+    warmed_up: bool,
+}
+
+/// A deterministic spread of starting positions and velocities.
+fn initial(count: usize, seed: u32) -> Vec<f32> {
+    (0..count as u32)
+        .map(|i| {
+            let h = i
+                .wrapping_mul(2_654_435_761)
+                .wrapping_add(seed.wrapping_mul(40_503));
+            (h >> 8) as f32 / (1 << 24) as f32
+        })
+        .collect()
+}
+
+fn spawn_particles<B: Backend>(gpu: Res<Gpu<B>>, run: Res<Run>, mut commands: Commands) {
+    let count = run.particles;
+    let upload = |values: Vec<f32>| gpu.create_from_slice(bytemuck::cast_slice(&values));
+    let particles = Particles {
+        px: upload(initial(count, 1)),
+        py: upload(initial(count, 2)),
+        vx: upload(initial(count, 3).iter().map(|v| v - 0.5).collect()),
+        vy: upload(initial(count, 4).iter().map(|v| v - 0.5).collect()),
+        count,
+    };
+    let sources = [&particles.py, &particles.vx, &particles.vy].map(Handle::binding);
+    commands
+        .spawn(Readback::every(STATS_EVERY, &sources))
+        .observe(log_stats);
+    commands.insert_resource(particles);
+}
+
+fn integrate<B: Backend>(gpu: Res<Gpu<B>>, particles: Res<Particles>) {
+    let p = &*particles;
+    let bindings = Bindings::new()
+        .buffer(&p.px)
+        .buffer(&p.py)
+        .buffer(&p.vx)
+        .buffer(&p.vy)
+        .scalar_f32(1.0 / 60.0)
+        .scalar_f32(0.5);
+    if let Err(error) = gpu.launch(
+        &INTEGRATE,
+        CubeCount::covering(p.count as u64, CUBE),
+        bindings,
+    ) {
+        eprintln!("integrate refused: {error}");
+    }
+}
+
+/// Heights, energy and the number of particles moving up, from one readback.
+fn log_stats(event: On<ReadbackComplete>, run: Res<Run>) {
+    let floats = |k: usize| -> Vec<f32> {
+        event.bytes[k]
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect()
+    };
+    let (py, vx, vy) = (floats(0), floats(1), floats(2));
+    let n = py.len() as f64;
+    let mean_height = py.iter().map(|&y| y as f64).sum::<f64>() / n;
+    let energy = py
+        .iter()
+        .zip(vx.iter().zip(&vy))
+        .map(|(&y, (&u, &w))| 0.5 * (u as f64 * u as f64 + w as f64 * w as f64) + 0.5 * y as f64)
+        .sum::<f64>()
+        / n;
+    let rising = vy.iter().filter(|&&w| w > 0.0).count();
+    println!(
+        "frame {:>5}: {} particles, mean height {mean_height:.4}, energy per particle {energy:.5}, rising {rising}",
+        run.frames,
+        py.len()
+    );
+}
+
+fn count_frames<B: Backend>(
+    mut run: ResMut<Run>,
+    frames: Res<GpuFrames<B>>,
+    mut exit: MessageWriter<AppExit>,
+) {
+    run.frames += 1;
+    if run.frames == 1 {
+        println!(
+            "first frame (uploads, first launch; kernel {}): {:.3} ms",
+            if run.warmed_up {
+                "warmed up before"
+            } else {
+                "compiled in it"
+            },
+            run.started.elapsed().as_secs_f64() * 1e3
+        );
+        run.started = Instant::now();
+    }
+    if run.frames >= run.limit {
+        let elapsed = run.started.elapsed();
+        let per_frame = elapsed / (run.frames.max(2) - 1) as u32;
+        println!(
+            "{} frames on {}: {:.3} ms per frame (after the first), {:.1}% of it in gpuworld's systems",
+            run.frames,
+            B::NAME,
+            per_frame.as_secs_f64() * 1e3,
+            100.0 * frames.time_in_plugin.as_secs_f64() / elapsed.as_secs_f64().max(1e-9)
+        );
+        exit.write(AppExit::Success);
+    }
+}
+
+fn run<B: Backend>(client: ComputeClient<B>, options: &Options) -> AppExit {
+    if options.warm_up {
+        let start = Instant::now();
+        if let Err(error) = client.warm_up(&INTEGRATE) {
+            eprintln!(
+                "the integration kernel does not compile on {}: {error}",
+                B::NAME
+            );
+            return AppExit::error();
+        }
+        println!(
+            "kernel warmed up on {} in {:.3} ms, before the first frame",
+            B::NAME,
+            start.elapsed().as_secs_f64() * 1e3
+        );
+    }
+    App::new()
+        .add_plugins((
+            TaskPoolPlugin::default(),
+            bevy_time::TimePlugin,
+            ScheduleRunnerPlugin::run_loop(Duration::ZERO),
+        ))
+        .add_plugins(GpuworldPlugin::new(client))
+        .insert_resource(Run {
+            particles: options.particles,
+            frames: 0,
+            limit: options.frames,
+            started: Instant::now(),
+            warmed_up: options.warm_up,
+        })
+        .add_systems(Startup, spawn_particles::<B>)
+        .add_systems(PostUpdate, integrate::<B>.in_set(GpuworldSet::Submit))
+        .add_systems(Last, count_frames::<B>)
+        .run()
+}
+
+fn main() -> AppExit {
+    let options = match options() {
+        Ok(options) => options,
+        Err(error) => {
+            eprintln!("error: {error}");
+            return AppExit::error();
+        }
+    };
+    if options.particles == 0 {
+        eprintln!("error: --particles must be at least 1");
+        return AppExit::error();
+    }
+    let wanted = options.backend.as_deref();
+    #[cfg(feature = "cuda")]
+    if wanted.is_none() || wanted == Some("cuda") {
+        match gpuworld::cuda_client_with(gpuworld::CudaConfig::default(), Driver::Manual) {
+            Ok(client) => return run(client, &options),
+            Err(error) if wanted.is_some() => {
+                eprintln!("error: {error}");
+                return AppExit::error();
+            }
+            Err(error) => eprintln!("no CUDA device ({error}); trying the next backend"),
+        }
+    }
+    #[cfg(feature = "wgpu")]
+    if wanted.is_none() || wanted == Some("wgpu") {
+        match gpuworld::wgpu_client_with(gpuworld::WgpuConfig::default(), Driver::Manual) {
+            Ok(client) => return run(client, &options),
+            Err(error) if wanted.is_some() => {
+                eprintln!("error: {error}");
+                return AppExit::error();
+            }
+            Err(error) => eprintln!("no wgpu adapter ({error}); using the cpu backend"),
+        }
+    }
+    #[cfg(feature = "cpu")]
+    if wanted.is_none() || wanted == Some("cpu") {
+        return run(gpuworld::cpu_client(Driver::Manual), &options);
+    }
+    eprintln!(
+        "error: backend `{}` is not compiled in (features: cpu, wgpu, cuda)",
+        wanted.unwrap_or("any")
+    );
+    AppExit::error()
+}
