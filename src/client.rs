@@ -3,10 +3,12 @@
 //! own reply is ready, ticking while nobody else does (`drivers.rs`).
 
 mod drivers;
+mod profile;
 mod tensors;
 mod transfers;
 
 pub use drivers::Driver;
+pub use profile::ProfileDuration;
 pub use tensors::{TensorDesc, TensorHandle};
 
 use futures_channel::oneshot;

@@ -17,11 +17,12 @@
 mod client;
 pub mod tune;
 
-pub use client::{Bindings, ComputeClient, Driver, TensorDesc, TensorHandle};
+pub use client::{Bindings, ComputeClient, Driver, ProfileDuration, TensorDesc, TensorHandle};
 pub use gpuworld_systems::memory::{
     AllocationMode, MemoryConfig, PoolConfig, PoolKind, PoolReport, TensorLayout,
 };
 pub use gpuworld_systems::sim::{SimBackend, SimCall, SimConfig, SimModel};
+pub use gpuworld_systems::trace::{KernelStat, KernelTimes, Trace, TraceClock};
 pub use gpuworld_systems::{
     Backend, Binding, CpuSource, CubeCount, DeviceProperties, Error, ExecutionMode, Handle,
     HandleId, HostBytes, Kernel, KernelDef, MemoryUsage, Param, Result, Runtime, RuntimeConfig,

@@ -195,6 +195,9 @@ fn variant(error: &Error) -> &'static str {
         Error::InvalidTensor { .. } => "InvalidTensor",
         Error::AutotuneFailed { .. } => "AutotuneFailed",
         Error::Compile { .. } => "Compile",
+        Error::ProfileUnavailable { .. } => "ProfileUnavailable",
+        Error::TraceNotStarted => "TraceNotStarted",
+        Error::Config { .. } => "Config",
     }
 }
 

@@ -6,6 +6,7 @@ use crate::error::Error;
 use crate::ids::StreamId;
 use crate::kernel::{ExecutionMode, Kernel, KernelDef, KernelSource};
 pub use crate::staging::{DEFAULT_MAX_FREE_HEAP_STAGING, HeapStaging, StagingAllocator};
+use crate::trace::{OpClock, OpTime};
 use std::sync::Arc;
 
 /// A backend's buffer, as the backend numbers it.
@@ -219,4 +220,12 @@ pub trait Backend: Send + Sync + 'static {
     ) -> Option<std::time::Duration> {
         None
     }
+    /// Starts (`true`) or stops recording the device time of each operation, for traces and
+    /// kernel statistics; returns the clock the times are on, or `None` where the backend cannot
+    /// time operations (the runtime then times them by submission).
+    fn record_op_times(&mut self, _on: bool) -> Option<OpClock> {
+        None
+    }
+    /// Moves the operations timed since the last call into `into`, in completion order.
+    fn take_op_times(&mut self, _into: &mut Vec<OpTime>) {}
 }

@@ -8,8 +8,10 @@ use crate::error::Error;
 use crate::host_launch::resolve_count;
 use crate::host_memory::HostMemory;
 use crate::host_ops::{Completions, HostOp, event_label};
+use crate::host_timing::{HostTiming, describe};
 use crate::ids::StreamId;
 use crate::kernel::{CpuSource, ExecutionMode, Kernel, KernelDef};
+use crate::trace::{OpClock, OpKind, OpTime};
 use std::collections::VecDeque;
 use std::fmt;
 use std::time::Duration;
@@ -132,6 +134,8 @@ pub struct SimBackend {
     log: Vec<(u64, SimCall)>,
     /// Virtual nanoseconds of completed launches, when `kernel_cost` is set.
     clock_ns: u64,
+    /// Each operation's virtual start and end per queue, for traces and marks.
+    timing: HostTiming,
 }
 
 impl SimBackend {
@@ -146,6 +150,7 @@ impl SimBackend {
             tick: 0,
             log: Vec::new(),
             clock_ns: 0,
+            timing: HostTiming::default(),
         }
     }
 
@@ -211,9 +216,12 @@ impl SimBackend {
     /// Runs `op`, submitted by `stream`, on `queue`: the kernels in order, on the polling thread,
     /// so runs are deterministic; the queue's completed count.
     fn execute(&mut self, queue: usize, stream: usize, op: HostOp) -> u64 {
+        let timed = self.timing.measuring().then(|| describe(&op));
+        let clock_before = self.clock_ns;
         if let HostOp::Launch { kernel, count, .. } = &op {
             self.advance_clock(kernel, *count);
         }
+        let cost = self.clock_ns - clock_before;
         let id = self.streams[stream].id;
         let finished = op.run(
             &self.memory,
@@ -226,7 +234,18 @@ impl SimBackend {
             },
             |launch| launch.run_in_order(),
         );
-        self.done.finish(queue, stream, finished)
+        let completed = self.done.finish(queue, stream, finished);
+        if let Some(what) = timed {
+            // A queue's clock runs on from its last operation; a wait ends at its origin's clock.
+            let mut start = self.timing.clock_ns(queue);
+            if let OpKind::Wait { origin } = what.0 {
+                start = start.max(self.timing.clock_ns(origin.0 as usize));
+            }
+            let at = DeviceStream(stream as u32);
+            self.timing
+                .finish(queue, at, what, start, start + cost, completed);
+        }
+        completed
     }
 
     /// Advances the virtual clock by the launch's configured cost.
@@ -279,6 +298,7 @@ impl Backend for SimBackend {
             enqueued: 0,
         });
         self.done.add_stream();
+        self.timing.add_stream();
         self.record(SimCall::CreateStream { stream, id });
         stream
     }
@@ -400,5 +420,28 @@ impl Backend for SimBackend {
         self.config
             .kernel_cost
             .map(|_| Duration::from_nanos(self.clock_ns))
+    }
+
+    fn mark(&mut self, stream: DeviceStream) -> DeviceEvent {
+        let event = self.flush(stream);
+        let queue = self.queue_of(stream.0 as usize);
+        self.timing.mark(event, self.done.completed(queue));
+        event
+    }
+
+    /// The virtual time the stream spent running work between the marks; `None` without
+    /// `kernel_cost`, where the sim keeps no device time.
+    fn device_elapsed(&mut self, start: DeviceEvent, end: DeviceEvent) -> Option<Duration> {
+        self.config.kernel_cost?;
+        self.timing.elapsed(start, end)
+    }
+
+    fn record_op_times(&mut self, on: bool) -> Option<OpClock> {
+        self.timing.set_recording(on);
+        Some(OpClock::Virtual)
+    }
+
+    fn take_op_times(&mut self, into: &mut Vec<OpTime>) {
+        self.timing.take_ops(into);
     }
 }

@@ -45,5 +45,6 @@ pub fn tick_schedule<B: Backend>(world: &mut World) -> Schedule {
     interleave::build::<B>(world, &mut schedule);
     gc::build::<B>(world, &mut schedule);
     tune::build(world, &mut schedule);
+    crate::trace::build::<B>(world, &mut schedule);
     schedule
 }
