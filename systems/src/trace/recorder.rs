@@ -86,8 +86,11 @@ impl TraceRecorder {
     }
 
     /// Records an operation submitted to `stream` at `start` (until now), for a backend that
-    /// cannot time its operations.
+    /// cannot time it (a GPU backend times only its launches).
     pub fn submitted(&mut self, stream: DeviceStream, kind: OpKind, bytes: u64, start: Instant) {
+        if self.op_clock == Some(OpClock::Device) && matches!(kind, OpKind::Launch(_)) {
+            return;
+        }
         let (start_ns, end_ns) = (self.now_ns(start), self.now_ns(Instant::now()));
         self.submissions.push(OpTime {
             stream,
@@ -99,9 +102,9 @@ impl TraceRecorder {
     }
 
     /// Records that `consumer` was made to wait on `origin`'s event now, for a backend that
-    /// cannot time its operations (one that can reports its waits as operations).
+    /// does not report its waits as operations (the host backends do).
     pub fn waited(&mut self, origin: DeviceStream, consumer: DeviceStream) {
-        if self.op_clock.is_some() {
+        if self.reports_waits() {
             return;
         }
         let ns = self.now_ns(Instant::now());
@@ -113,6 +116,14 @@ impl TraceRecorder {
                 consumer_ns: ns,
             });
         }
+    }
+
+    /// Whether the backend's timed operations include its waits (the host backends').
+    fn reports_waits(&self) -> bool {
+        matches!(
+            self.op_clock,
+            Some(OpClock::HostSince(_) | OpClock::Virtual)
+        )
     }
 
     /// The operations the backend timed since the last tick.
@@ -283,7 +294,7 @@ impl TraceRecorder {
         if self.epoch.is_none() {
             self.epoch = Some(Instant::now());
         }
-        self.time_submissions = wanted && self.op_clock.is_none();
+        self.time_submissions = wanted && !self.reports_waits();
         if !wanted {
             self.submissions.clear();
         }
