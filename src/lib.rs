@@ -15,6 +15,7 @@
 //! ```
 
 mod client;
+pub mod config;
 pub mod tune;
 
 pub use client::{Bindings, ComputeClient, Driver, ProfileDuration, TensorDesc, TensorHandle};
