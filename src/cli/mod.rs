@@ -2,11 +2,13 @@
 //! with, which also decides the process exit code.
 
 mod backends;
+mod config;
 mod demo;
 mod field_stats;
 mod heat;
 mod heatmap;
 mod info;
+mod kernel_table;
 mod summary;
 
 use backends::BackendKind;
@@ -36,6 +38,8 @@ pub enum Command {
     Demo(demo::DemoArgs),
     /// List the backends built into this binary and their devices
     Info,
+    /// Print the effective configuration and where each value came from
+    Config,
 }
 
 /// Why a subcommand failed.
@@ -67,6 +71,14 @@ pub enum CliError {
         /// What the encoder or the file system said.
         source: png::EncodingError,
     },
+    /// The trace could not be written.
+    #[error("cannot write the trace to {path}: {source}", path = .path.display())]
+    Trace {
+        /// Where the trace was to go.
+        path: PathBuf,
+        /// What the file system said.
+        source: std::io::Error,
+    },
     /// Standard output could not be written.
     #[error("cannot write to stdout: {0}")]
     Stdout(#[from] std::io::Error),
@@ -89,5 +101,6 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
         Some(Command::Demo(args)) => demo::run(&args),
         None => demo::run(&demo::DemoArgs::default()),
         Some(Command::Info) => info::run(),
+        Some(Command::Config) => config::run(),
     }
 }
