@@ -84,7 +84,7 @@ impl RuntimeSide {
         self.client.tick();
         if self.traced {
             self.ticks.set(self.ticks.get() + 1);
-            if self.ticks.get() % TICKS_PER_TRACE == 0 {
+            if self.ticks.get().is_multiple_of(TICKS_PER_TRACE) {
                 black_box(self.client.stop_trace().ok());
                 self.client.start_trace();
             }

@@ -1,10 +1,11 @@
 //! Configuration outside code: `gpuworld.toml` (the path in `GPUWORLD_CONFIG`, else the first
 //! found in the working directory or a parent) and `GPUWORLD_*` environment variables, over
-//! the defaults; code overrides both ([`Setting::set`]). Precedence: code > environment > file
-//! > default. Every setting remembers where its value came from, which `gpuworld config`
-//! prints. An unknown key or a bad value is `Error::Config` naming the file or variable, the
-//! key and what is allowed. The file is read with serde and `toml` (unknown keys are refused by
-//! `deny_unknown_fields`); log filters are checked where they are used, by the subscriber.
+//! the defaults; code overrides both ([`Setting::set`]). Precedence, highest first: code, the
+//! environment, the file, the default. Every setting remembers where its value came from, which
+//! `gpuworld config` prints. An unknown key or a bad value is `Error::Config` naming the file or
+//! variable, the key and what is allowed. The file is read with serde and `toml` (unknown keys
+//! are refused by `deny_unknown_fields`); log filters are checked where they are used, by the
+//! subscriber.
 
 use crate::tune::{CacheLocation, TuneMode, TunerConfig};
 use gpuworld_systems::backend::DeviceProperties;
