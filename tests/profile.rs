@@ -128,6 +128,15 @@ fn profile_on_wgpu_is_within_the_wall_time_around_it() {
     profile_is_within_wall_time(&client);
 }
 
+#[cfg(feature = "cuda")]
+#[test]
+fn profile_on_cuda_is_within_the_wall_time_around_it() {
+    let Some(client) = common::cuda_client_or_skip() else {
+        return;
+    };
+    profile_is_within_wall_time(&client);
+}
+
 #[test]
 fn kernel_stats_on_the_sim_count_launches_bytes_and_virtual_time() {
     let client = timed_sim();
@@ -205,4 +214,13 @@ fn kernel_stats_on_wgpu_count_every_launch() {
         return;
     };
     kernel_stats_count_every_launch(&client, false);
+}
+
+#[cfg(feature = "cuda")]
+#[test]
+fn kernel_stats_on_cuda_count_every_launch_with_its_event_time() {
+    let Some(client) = common::cuda_client_or_skip() else {
+        return;
+    };
+    kernel_stats_count_every_launch(&client, true);
 }

@@ -141,6 +141,19 @@ fn the_trace_of_a_multi_stream_program_on_wgpu_is_well_formed_chrome_json() {
     check_chrome_structure(&trace);
 }
 
+#[cfg(feature = "cuda")]
+#[test]
+fn the_trace_of_a_multi_stream_program_on_cuda_is_well_formed_chrome_json() {
+    let Some(client) = common::cuda_client_or_skip() else {
+        return;
+    };
+    client.start_trace();
+    assert_eq!(multi_stream_program(&client), vec![3.0; 512]);
+    let trace = client.stop_trace().unwrap();
+    assert_eq!(trace.clock, TraceClock::Device);
+    check_chrome_structure(&trace);
+}
+
 /// Parses the trace's Chrome JSON and checks what a viewer relies on.
 fn check_chrome_structure(trace: &Trace) {
     let json: Value = serde_json::from_str(&trace.to_chrome_json()).expect("valid JSON");

@@ -39,7 +39,7 @@ impl<B: Backend> ComputeClient<B> {
 
     /// Per kernel, by id: launches, bytes bound and device time (total, mean, p50, p99), for the
     /// launches run while statistics were on. Device time is `None` where the backend cannot
-    /// time launches (cuda, and wgpu without `WgpuConfig::timestamps`).
+    /// time launches (wgpu on an adapter without timestamp queries).
     pub fn kernel_stats(&self) -> Vec<KernelStat> {
         self.with_runtime(|runtime| runtime.kernel_stats())
     }

@@ -509,7 +509,7 @@ impl Backend for WgpuBackend {
         let timing = self.timing.as_mut()?;
         timing.active = on || always;
         timing.set_recording(on);
-        Some(OpClock::Device)
+        Some(OpClock::DeviceLaunches)
     }
 
     fn take_op_times(&mut self, into: &mut Vec<OpTime>) {

@@ -72,6 +72,10 @@ pub enum OpClock {
     HostSince(Instant),
     /// The sim's virtual device time, which starts at 0.
     Virtual,
-    /// The device's own timestamps, from an arbitrary origin (GPU timestamp queries).
+    /// The device's own timestamps of launches and copies, from an arbitrary origin (CUDA
+    /// events).
     Device,
+    /// The device's own timestamps of launches only, from an arbitrary origin (wgpu timestamp
+    /// queries); copies are timed by submission.
+    DeviceLaunches,
 }

@@ -88,7 +88,12 @@ impl TraceRecorder {
     /// Records an operation submitted to `stream` at `start` (until now), for a backend that
     /// cannot time it (a GPU backend times only its launches).
     pub fn submitted(&mut self, stream: DeviceStream, kind: OpKind, bytes: u64, start: Instant) {
-        if self.op_clock == Some(OpClock::Device) && matches!(kind, OpKind::Launch(_)) {
+        let timed_by_device = match self.op_clock {
+            Some(OpClock::Device) => !matches!(kind, OpKind::Wait { .. }),
+            Some(OpClock::DeviceLaunches) => matches!(kind, OpKind::Launch(_)),
+            _ => false,
+        };
+        if timed_by_device {
             return;
         }
         let (start_ns, end_ns) = (self.now_ns(start), self.now_ns(Instant::now()));
@@ -206,7 +211,7 @@ impl TraceRecorder {
                     };
                     (shifted(op.start_ns, shift), shifted(op.end_ns, shift))
                 }
-                Some(OpClock::Device) => {
+                Some(OpClock::Device | OpClock::DeviceLaunches) => {
                     let shift = *recording
                         .device_offset
                         .get_or_insert(i128::from(host_now) - i128::from(op.end_ns));
@@ -259,7 +264,9 @@ impl TraceRecorder {
                 backend: B::NAME,
                 clock: match self.op_clock {
                     Some(OpClock::Virtual) => TraceClock::Virtual,
-                    Some(OpClock::HostSince(_) | OpClock::Device) => TraceClock::Device,
+                    Some(OpClock::HostSince(_) | OpClock::Device | OpClock::DeviceLaunches) => {
+                        TraceClock::Device
+                    }
                     None => TraceClock::Submission,
                 },
                 ticks: Vec::new(),
