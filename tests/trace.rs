@@ -230,3 +230,50 @@ fn check_chrome_structure(trace: &Trace) {
         }
     }
 }
+
+/// A subscriber that keeps the name of every span created, for the test below.
+struct SpanNames(std::sync::Mutex<Vec<&'static str>>);
+
+impl tracing::Subscriber for SpanNames {
+    fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
+        true
+    }
+    fn new_span(&self, span: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+        let mut names = self.0.lock().unwrap();
+        names.push(span.metadata().name());
+        tracing::span::Id::from_u64(names.len() as u64)
+    }
+    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+    fn event(&self, _: &tracing::Event<'_>) {}
+    fn enter(&self, _: &tracing::span::Id) {}
+    fn exit(&self, _: &tracing::span::Id) {}
+}
+
+#[test]
+fn a_subscriber_sees_spans_of_the_tick_its_stages_launches_waits_and_gc() {
+    let subscriber = std::sync::Arc::new(SpanNames(std::sync::Mutex::new(Vec::new())));
+    tracing::subscriber::with_default(subscriber.clone(), || {
+        let client = gpuworld::sim_client(SimConfig::default());
+        multi_stream_program(&client);
+    });
+    let names = subscriber.0.lock().unwrap();
+    for expected in [
+        "tick",
+        "ingest",
+        "alignment analysis",
+        "flush/wait",
+        "scheduling",
+        "interleave",
+        "launch",
+        "wait",
+        "gc.poll_device",
+        "gc.reclaim_finished_gc",
+        "tune ingestion",
+    ] {
+        assert!(
+            names.contains(&expected),
+            "no `{expected}` span in {names:?}"
+        );
+    }
+}

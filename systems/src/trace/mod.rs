@@ -44,9 +44,9 @@ pub fn build<B: Backend>(world: &mut World, schedule: &mut Schedule) {
 }
 
 /// Notes when stage `STAGE` starts (and the one before it ends), while a trace runs.
-fn stamp_stage<const STAGE: usize>(recorder: ResMut<TraceRecorder>, tick: Res<TickCounter>) {
+fn stamp_stage<const STAGE: usize>(recorder: ResMut<TraceRecorder>) {
     if recorder.is_tracing() {
-        recorder.into_inner().stamp(STAGE, tick.0);
+        recorder.into_inner().stamp(STAGE);
     }
 }
 

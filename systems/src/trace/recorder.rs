@@ -39,7 +39,6 @@ pub struct TraceRecorder {
 }
 
 struct Recording {
-    epoch: Instant,
     stamps: [Option<u64>; STAMPS],
     thread: String,
     reclaimed_seen: Option<u64>,
@@ -65,8 +64,8 @@ impl TraceRecorder {
         })
     }
 
-    /// Notes the start of stage `stage` (7: the tick's end) of tick `tick`.
-    pub fn stamp(&mut self, stage: usize, _tick: u64) {
+    /// Notes the start of stage `stage` (7: the tick's end) of the tick running.
+    pub fn stamp(&mut self, stage: usize) {
         let now = Instant::now();
         let ns = self.now_ns(now);
         let Some(recording) = self.recording.as_mut() else {
@@ -171,10 +170,12 @@ impl TraceRecorder {
     /// Ends tick `tick`: its stages, the operations timed, the reclamations since the last tick
     /// (from the running total `reclaimed`) and the counters.
     pub fn end_tick(&mut self, tick: u64, ops: Vec<OpTime>, reclaimed: u64, counters: Counters) {
-        self.stamp(STAMPS - 1, tick);
+        self.stamp(STAMPS - 1);
         let host_now = self.now_ns(Instant::now());
         let submissions = std::mem::take(&mut self.submissions);
         let clock = self.op_clock;
+        // Set by `start`, before any tick of the trace.
+        let epoch = self.epoch.unwrap_or_else(Instant::now);
         let Some(recording) = self.recording.as_mut() else {
             return;
         };
@@ -200,7 +201,6 @@ impl TraceRecorder {
                 stages,
             });
         }
-        let epoch = recording.epoch;
         for op in ops {
             let (start_ns, end_ns) = match clock {
                 Some(OpClock::HostSince(since)) => {
@@ -255,7 +255,6 @@ impl TraceRecorder {
         self.epoch = Some(epoch);
         self.set_backend_timing(backend, true, kernel_stats);
         self.recording = Some(Box::new(Recording {
-            epoch,
             stamps: [None; STAMPS],
             thread: String::new(),
             reclaimed_seen: None,
