@@ -183,6 +183,7 @@ fn kernel_stats_on_the_sim_count_launches_bytes_and_virtual_time() {
 }
 
 fn kernel_stats_count_every_launch<B: Backend>(client: &ComputeClient<B>, timed: bool) {
+    let client = &client.with_stream(StreamId { value: 0 });
     let buffer = client.empty(256 * 4);
     client.set_kernel_stats(true);
     for _ in 0..10 {
@@ -213,7 +214,13 @@ fn kernel_stats_on_wgpu_count_every_launch() {
     let Some(client) = common::wgpu_client_or_skip() else {
         return;
     };
-    kernel_stats_count_every_launch(&client, false);
+    // Launches are timed by timestamp queries where the adapter has them.
+    let timed = client.with_runtime(|rt| {
+        rt.backend()
+            .features()
+            .contains(gpuworld::wgpu::Features::TIMESTAMP_QUERY)
+    });
+    kernel_stats_count_every_launch(&client, timed);
 }
 
 #[cfg(feature = "cuda")]
