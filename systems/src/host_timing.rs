@@ -3,9 +3,8 @@
 //! recording, and each stream's busy time, which answers `device_elapsed` between two marks:
 //! the time the stream spent running work between them, waits excluded.
 
-use crate::backend::{DeviceEvent, DeviceStream};
+use crate::backend::{DeviceEvent, DeviceStream, OpKind, OpTime};
 use crate::host_ops::HostOp;
-use crate::trace::{OpKind, OpTime};
 use std::collections::VecDeque;
 use std::time::Duration;
 

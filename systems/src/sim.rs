@@ -11,7 +11,6 @@ use crate::host_ops::{Completions, HostOp, event_label};
 use crate::host_timing::{HostTiming, describe};
 use crate::ids::StreamId;
 use crate::kernel::{CpuSource, ExecutionMode, Kernel, KernelDef};
-use crate::trace::{OpClock, OpKind, OpTime};
 use std::collections::VecDeque;
 use std::fmt;
 use std::time::Duration;

@@ -3,7 +3,7 @@
 //! process 2 a track per stream; waits are flow arrows between stream tracks.
 
 use super::model::Trace;
-use crate::stages::TickStage;
+use crate::stages::tick::TickStage;
 use serde_json::{Value, json};
 
 /// The host process's id in the trace.

@@ -1,7 +1,7 @@
 //! Per-kernel statistics while enabled: launches, bytes bound and, where the backend times its
 //! operations, every launch's device time (total, mean, p50, p99).
 
-use super::op_time::{OpKind, OpTime};
+use crate::backend::{OpKind, OpTime};
 use bevy_ecs::prelude::*;
 use std::collections::BTreeMap;
 use std::time::Duration;

@@ -3,25 +3,25 @@
 //! submitted, where the backend cannot time them), the waits between streams, GC reclamations
 //! and counters of memory and queued tasks; and, while enabled, per-kernel statistics. Systems
 //! between the stage sets stamp the stages; `collect_tick`, last in the tick, gathers the rest.
-//! Owns `TraceRecorder` and `KernelStats`.
+//! Owns `TraceRecorder` and `KernelStats`. What a backend reports of each operation (`OpTime`)
+//! is part of the backend contract (`backend.rs`), re-exported here.
 
 mod chrome;
 pub use chrome::stage_name;
 mod kernel_stats;
 mod model;
-mod op_time;
 mod recorder;
 
+pub use crate::backend::{OpClock, OpKind, OpTime};
 pub use kernel_stats::{KernelStat, KernelStats, KernelTimes};
 pub use model::{
     Counters, Reclaim, StageSpan, StreamSlice, TickSpan, Trace, TraceClock, WaitArrow,
 };
-pub use op_time::{OpClock, OpKind, OpTime};
 pub use recorder::TraceRecorder;
 
 use crate::backend::Backend;
 use crate::memory::MemoryPool;
-use crate::stages::TickStage;
+use crate::stages::tick::TickStage;
 use crate::world::*;
 use bevy_ecs::prelude::*;
 

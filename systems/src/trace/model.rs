@@ -2,7 +2,7 @@
 //! on the stream tracks' clock (see [`TraceClock`]); [`Trace::to_chrome_json`] writes it for
 //! Perfetto and `chrome://tracing`.
 
-use crate::stages::TickStage;
+use crate::stages::tick::TickStage;
 
 /// How the stream tracks of a trace are timed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

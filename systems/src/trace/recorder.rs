@@ -3,9 +3,8 @@
 //! its operations: each submission, timed on the host, and each wait between streams.
 
 use super::model::*;
-use super::op_time::{OpClock, OpKind, OpTime};
-use crate::backend::{Backend, DeviceStream};
-use crate::stages::TickStage;
+use crate::backend::{Backend, DeviceStream, OpClock, OpKind, OpTime};
+use crate::stages::tick::TickStage;
 use crate::world::{GC_SLOT, Stream};
 use bevy_ecs::prelude::*;
 use std::time::Instant;
