@@ -1,6 +1,8 @@
 //! Runtime overhead per kernel launch on the sim backend: `ComputeClient::launch` through a
 //! whole tick, against the same launches made on a `SimBackend` directly, with 0 bindings (NOOP)
 //! and 3 bindings (ADD). Each sample is one launch amortised over a tick of `LAUNCHES_PER_TICK`.
+//! `runtime/` has the tracing spans compiled in with no subscriber (the default);
+//! `runtime_trace_on/` records a trace (`start_trace`) meanwhile.
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use gpuworld::{
@@ -24,10 +26,17 @@ fn sim_config() -> SimConfig {
     }
 }
 
+/// Ticks after which the traced side starts a fresh trace, so that it does not grow without
+/// bound over a run (the restart is part of the measured time).
+const TICKS_PER_TRACE: u64 = 64;
+
 /// The runtime side: a client ticked by hand and the handles its launches bind.
 struct RuntimeSide {
     client: ComputeClient<SimBackend>,
     buffers: Vec<Handle>,
+    /// Whether a trace is recorded, restarted every `TICKS_PER_TRACE` ticks.
+    traced: bool,
+    ticks: std::cell::Cell<u64>,
 }
 
 impl RuntimeSide {
@@ -41,7 +50,21 @@ impl RuntimeSide {
             .map(|_| client.empty(BUFFER_BYTES))
             .collect();
         client.tick();
-        RuntimeSide { client, buffers }
+        RuntimeSide {
+            client,
+            buffers,
+            traced: false,
+            ticks: std::cell::Cell::new(0),
+        }
+    }
+
+    fn traced(buffer_count: usize) -> RuntimeSide {
+        let side = RuntimeSide {
+            traced: true,
+            ..RuntimeSide::new(buffer_count)
+        };
+        side.client.start_trace();
+        side
     }
 
     fn bindings(&self) -> Bindings {
@@ -59,6 +82,13 @@ impl RuntimeSide {
             debug_assert!(result.is_ok());
         }
         self.client.tick();
+        if self.traced {
+            self.ticks.set(self.ticks.get() + 1);
+            if self.ticks.get().is_multiple_of(TICKS_PER_TRACE) {
+                black_box(self.client.stop_trace().ok());
+                self.client.start_trace();
+            }
+        }
     }
 
     fn launches_submitted(&self) -> u64 {
@@ -146,6 +176,11 @@ fn launch_overhead(c: &mut Criterion) {
         );
         group.bench_function(format!("runtime/{name}"), |b| {
             b.iter_custom(|iters| time_per_launch(iters, || runtime.launch_tick(kernel)));
+        });
+
+        let traced = RuntimeSide::traced(kernel.signature.buffers.len());
+        group.bench_function(format!("runtime_trace_on/{name}"), |b| {
+            b.iter_custom(|iters| time_per_launch(iters, || traced.launch_tick(kernel)));
         });
 
         let mut raw = RawSide::new(kernel.signature.buffers.len());

@@ -9,11 +9,13 @@
 
 mod drivers;
 mod frames;
+mod profile;
 mod replies;
 mod tensors;
 mod transfers;
 
 pub use drivers::Driver;
+pub use profile::ProfileDuration;
 pub use replies::{ReadTicket, ReplyFuture};
 pub use tensors::{TensorDesc, TensorHandle};
 

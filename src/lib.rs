@@ -17,17 +17,20 @@
 #[cfg(feature = "bevy")]
 pub mod bevy;
 mod client;
+pub mod config;
 pub mod testing;
 pub mod tune;
 
 pub use client::{
-    Bindings, ComputeClient, Driver, ReadTicket, ReplyFuture, TensorDesc, TensorHandle,
+    Bindings, ComputeClient, Driver, ProfileDuration, ReadTicket, ReplyFuture, TensorDesc,
+    TensorHandle,
 };
 pub use gpuworld_systems::memory::{
     AllocationMode, MemoryConfig, PoolConfig, PoolKind, PoolReport, TensorLayout,
 };
 pub use gpuworld_systems::published::InFlight;
 pub use gpuworld_systems::sim::{SimBackend, SimCall, SimConfig, SimModel};
+pub use gpuworld_systems::trace::{KernelStat, KernelTimes, Trace, TraceClock};
 pub use gpuworld_systems::{
     Backend, Binding, CpuSource, CubeCount, DeviceProperties, Error, ExecutionMode, Handle,
     HandleId, HostBytes, Kernel, KernelDef, MemoryUsage, Param, Result, Runtime, RuntimeConfig,

@@ -22,8 +22,22 @@ fn main() -> ExitCode {
 }
 
 fn init_tracing() {
-    // An unset or malformed RUST_LOG must not stop the job, so both fall back to `warn`.
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn"));
+    // The log filter: GPUWORLD_LOG, else RUST_LOG, else `log` in gpuworld.toml, else `warn`. A
+    // bad configuration is reported by the subcommand that loads it; logging still starts.
+    let settings = gpuworld::config::Settings::load().unwrap_or_default();
+    let filter = match EnvFilter::try_new(&settings.log.value) {
+        Ok(filter) => filter,
+        Err(error) => {
+            // A malformed filter must not stop the job, but it must not pass silently either.
+            let _ = writeln!(
+                std::io::stderr(),
+                "warning: ignoring the malformed log filter `{}` ({}): {error}; logging at `warn`",
+                settings.log.value,
+                settings.log.source,
+            );
+            EnvFilter::new("warn")
+        }
+    };
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)

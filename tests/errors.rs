@@ -151,6 +151,16 @@ const MISUSES: &[Misuse] = &[
         "by the future",
         a_future_that_outlives_its_runtime_is_disconnected
     ),
+    misuse!(
+        "Profiling on a backend that keeps no device time (the sim without `kernel_cost`)",
+        "by `profile`, after the closure's work ran",
+        profiling_where_the_backend_cannot_time_is_an_error
+    ),
+    misuse!(
+        "Stopping a trace that was never started",
+        "at once, by `stop_trace`",
+        stopping_a_trace_that_was_not_started_is_an_error
+    ),
 ];
 
 /// Errors the catalogue has no case for: they need a device this machine may lack, or no
@@ -167,6 +177,12 @@ const OTHER_ERRORS: &[(&str, &str)] = &[
         "BackendUnavailable",
         "no driver, adapter or device for the backend; returned by the constructor \
          (`gpuworld::wgpu_client`, `gpuworld::cuda_client`)",
+    ),
+    (
+        "Config",
+        "an unknown key or a bad value in `gpuworld.toml` or a `GPUWORLD_*` variable, naming \
+         the file or variable, the key and what is allowed; returned by \
+         `gpuworld::config::Settings::load` (`tests/config.rs` has a case for each)",
     ),
     (
         "StaleHandle",
@@ -195,6 +211,9 @@ fn variant(error: &Error) -> &'static str {
         Error::InvalidTensor { .. } => "InvalidTensor",
         Error::AutotuneFailed { .. } => "AutotuneFailed",
         Error::Compile { .. } => "Compile",
+        Error::ProfileUnavailable { .. } => "ProfileUnavailable",
+        Error::TraceNotStarted => "TraceNotStarted",
+        Error::Config { .. } => "Config",
     }
 }
 
@@ -880,4 +899,36 @@ fn a_failed_allocation_is_reported_by_every_use_of_its_handle_and_by_nothing_els
         .unwrap();
     assert!(matches!(client.sync(), Err(Error::OutOfMemory { .. })));
     assert_eq!(f32s(&client.read_one(&kept).unwrap()), vec![1.0; 128]);
+}
+
+fn profiling_where_the_backend_cannot_time_is_an_error() -> Option<Error> {
+    let client = gpuworld::sim_client(gpuworld::SimConfig::default());
+    let kept = client.create(bytes_of(&[1.5; 4]));
+    let error = client
+        .profile(
+            || {
+                client.launch(
+                    &library::FILL,
+                    CubeCount::new_1d(1),
+                    Bindings::new().buffer(&client.empty(16)).scalar_f32(1.0),
+                )
+            },
+            "fill",
+        )
+        .unwrap_err();
+    assert!(
+        matches!(&error, Error::ProfileUnavailable { backend: "sim", .. }),
+        "{error}"
+    );
+    still_works(&client, &kept, &[1.5; 4]);
+    Some(error)
+}
+
+fn stopping_a_trace_that_was_not_started_is_an_error() -> Option<Error> {
+    let client = cpu();
+    let kept = client.create(bytes_of(&[2.5; 4]));
+    let error = client.stop_trace().unwrap_err();
+    assert_eq!(error, Error::TraceNotStarted);
+    still_works(&client, &kept, &[2.5; 4]);
+    Some(error)
 }

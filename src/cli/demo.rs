@@ -6,8 +6,10 @@ use super::backends::{BackendKind, DeviceTypeArg, sim_config};
 use super::field_stats::FieldStats;
 use super::heat::HeatProblem;
 use super::heatmap;
+use super::kernel_table::KernelTable;
 use super::summary::RunSummary;
 use clap::{Args, ValueEnum};
+use gpuworld::config::Settings;
 use gpuworld::{Backend, ComputeClient, Driver, RuntimeConfig, SimBackend};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::Write;
@@ -53,6 +55,10 @@ pub struct DemoArgs {
     /// Hide the progress bar
     #[arg(long)]
     pub quiet: bool,
+    /// Write a Chrome trace of the run (opens in Perfetto) [default: `trace.output` of the
+    /// configuration]
+    #[arg(long, value_name = "FILE")]
+    pub trace: Option<PathBuf>,
 }
 
 impl Default for DemoArgs {
@@ -67,6 +73,7 @@ impl Default for DemoArgs {
             adapter: None,
             device_type: None,
             quiet: false,
+            trace: None,
         }
     }
 }
@@ -117,35 +124,49 @@ fn parse_alpha(text: &str) -> Result<f32, String> {
     }
 }
 
-/// Runs the demo described by `args`.
+/// Runs the demo described by `args`, with the configuration's settings where the arguments
+/// say nothing.
 pub fn run(args: &DemoArgs) -> Result<(), CliError> {
+    let settings = Settings::load()?;
     match args.backend {
         #[cfg(feature = "cpu")]
         BackendKind::Cpu => {
             let driver = args.driver.unwrap_or(DriverKind::DeviceThread);
             let backend = gpuworld::CpuBackend::new();
-            run_on(backend, RuntimeConfig::default(), driver, args)
+            run_on(backend, RuntimeConfig::default(), driver, args, &settings)
         }
         #[cfg(feature = "wgpu")]
         BackendKind::Wgpu => {
             let driver = args.driver.unwrap_or(DriverKind::DeviceThread);
-            let config = super::backends::wgpu_config(args.adapter, args.device_type);
+            let config = gpuworld::WgpuConfig {
+                // Kernel statistics want every dispatch timed.
+                timestamps: true,
+                ..super::backends::wgpu_config(args.adapter, args.device_type)
+            };
             let backend = gpuworld::WgpuBackend::new(config)?;
             let runtime = RuntimeConfig {
                 max_tasks: gpuworld::WGPU_MAX_TASKS,
                 ..RuntimeConfig::default()
             };
-            run_on(backend, runtime, driver, args)
+            run_on(backend, runtime, driver, args, &settings)
         }
         #[cfg(feature = "cuda")]
         BackendKind::Cuda => {
             let driver = args.driver.unwrap_or(DriverKind::DeviceThread);
-            let backend = gpuworld::CudaBackend::new(gpuworld::CudaConfig::default())?;
+            let config = gpuworld::CudaConfig {
+                cache_dir: settings
+                    .cuda_cache
+                    .value
+                    .clone()
+                    .or(gpuworld::CudaConfig::default().cache_dir),
+                ..gpuworld::CudaConfig::default()
+            };
+            let backend = gpuworld::CudaBackend::new(config)?;
             let runtime = RuntimeConfig {
                 max_tasks: gpuworld::CUDA_MAX_TASKS,
                 ..RuntimeConfig::default()
             };
-            run_on(backend, runtime, driver, args)
+            run_on(backend, runtime, driver, args, &settings)
         }
         BackendKind::Sim => {
             // The sim exists for stepping by hand; a device thread would only spin on latency.
@@ -155,6 +176,7 @@ pub fn run(args: &DemoArgs) -> Result<(), CliError> {
                 RuntimeConfig::default(),
                 driver,
                 args,
+                &settings,
             )
         }
         // Reached only for a backend whose feature is off in this build.
@@ -168,8 +190,15 @@ fn run_on<B: Backend>(
     runtime: RuntimeConfig,
     driver: DriverKind,
     args: &DemoArgs,
+    settings: &Settings,
 ) -> Result<(), CliError> {
+    let runtime = settings.runtime_config(&backend.properties(), runtime);
+    let trace_path = args.trace.clone().or(settings.trace_output.value.clone());
     let client = ComputeClient::new(backend, runtime, driver.into());
+    client.set_kernel_stats(true);
+    if trace_path.is_some() {
+        client.start_trace();
+    }
     let problem = HeatProblem {
         side: args.size,
         alpha: args.alpha,
@@ -178,6 +207,14 @@ fn run_on<B: Backend>(
     let result = problem.simulate(&client, args.ticks, &progress);
     progress.finish_and_clear();
     let result = result?;
+    if let Some(path) = &trace_path {
+        client.sync()?;
+        let trace = client.stop_trace()?;
+        trace.write(path).map_err(|source| CliError::Trace {
+            path: path.clone(),
+            source,
+        })?;
+    }
     let (ticks, stats, peak_memory) =
         client.with_runtime(|rt| (rt.tick_count(), rt.stats(), rt.peak_memory()));
     heatmap::write_png(&args.output, &result.field, args.size).map_err(|source| {
@@ -201,7 +238,12 @@ fn run_on<B: Backend>(
         field: FieldStats::of(&result.field),
         output: args.output.clone(),
     };
-    write!(std::io::stdout().lock(), "{summary}")?;
+    let mut stdout = std::io::stdout().lock();
+    write!(stdout, "{summary}")?;
+    write!(stdout, "\n{}", KernelTable(client.kernel_stats()))?;
+    if let Some(path) = &trace_path {
+        writeln!(stdout, "trace: {}", path.display())?;
+    }
     Ok(())
 }
 

@@ -2,11 +2,13 @@
 //! with, which also decides the process exit code.
 
 mod backends;
+mod config;
 mod demo;
 mod field_stats;
 mod heat;
 mod heatmap;
 mod info;
+mod kernel_table;
 mod replay;
 mod summary;
 
@@ -39,6 +41,8 @@ pub enum Command {
     Info,
     /// Replay a recorded command stream tick for tick and print what its reads returned
     Replay(replay::ReplayArgs),
+    /// Print the effective configuration and where each value came from
+    Config,
 }
 
 /// Why a subcommand failed.
@@ -79,6 +83,14 @@ pub enum CliError {
     /// A replay on a backend returned other results than on the sim.
     #[error("the replay on {} returned other results than on the sim", .0.name())]
     ReplayDiffers(BackendKind),
+    /// The trace could not be written.
+    #[error("cannot write the trace to {path}: {source}", path = .path.display())]
+    Trace {
+        /// Where the trace was to go.
+        path: PathBuf,
+        /// What the file system said.
+        source: std::io::Error,
+    },
     /// Standard output could not be written.
     #[error("cannot write to stdout: {0}")]
     Stdout(#[from] std::io::Error),
@@ -102,5 +114,6 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
         None => demo::run(&demo::DemoArgs::default()),
         Some(Command::Info) => info::run(),
         Some(Command::Replay(args)) => replay::run(&args),
+        Some(Command::Config) => config::run(),
     }
 }

@@ -57,11 +57,22 @@ pub struct PersistentCache {
     device: String,
 }
 
-/// The default cache directory: `GPUWORLD_AUTOTUNE_CACHE`, else `gpuworld-autotune` in
+/// The default cache directory: the configured one (`GPUWORLD_AUTOTUNE_CACHE`, else
+/// `autotune.cache` in `gpuworld.toml`, see `gpuworld::config`), else `gpuworld-autotune` in
 /// `CARGO_TARGET_DIR`, else `target/gpuworld-autotune` under the current directory.
 pub fn default_cache_dir() -> PathBuf {
-    if let Some(dir) = std::env::var_os(CACHE_DIR_ENV).filter(|d| !d.is_empty()) {
-        return PathBuf::from(dir);
+    match crate::config::Settings::load() {
+        Ok(settings) => {
+            if let Some(dir) = settings.autotune_cache.value {
+                return dir;
+            }
+        }
+        Err(error) => {
+            tracing::warn!(target: "gpuworld::tune", %error, "configuration ignored for the autotune cache");
+            if let Some(dir) = std::env::var_os(CACHE_DIR_ENV).filter(|d| !d.is_empty()) {
+                return PathBuf::from(dir);
+            }
+        }
     }
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .filter(|d| !d.is_empty())

@@ -162,6 +162,27 @@ pub enum Error {
         /// The compiler's log.
         log: Arc<str>,
     },
+    /// `profile` was asked to time work on a backend that keeps no device time for it.
+    #[error("cannot profile `{name}` on the {backend} backend: {reason}")]
+    ProfileUnavailable {
+        /// The name given to `profile`.
+        name: Arc<str>,
+        /// The backend's name.
+        backend: &'static str,
+        /// Why its work cannot be timed.
+        reason: &'static str,
+    },
+    /// `stop_trace` was called while no trace was being recorded.
+    #[error("no trace is being recorded: call start_trace first")]
+    TraceNotStarted,
+    /// A configuration file or `GPUWORLD_*` variable holds an unknown key or a bad value.
+    #[error("{origin}: {problem}")]
+    Config {
+        /// Where the setting came from: the file's path or the environment variable.
+        origin: Arc<str>,
+        /// What is wrong and what is allowed, naming the key.
+        problem: Arc<str>,
+    },
 }
 
 /// The reasons of [`Error::AutotuneFailed`] as one line.

@@ -9,6 +9,7 @@ pub mod handle;
 pub mod host_launch;
 pub mod host_memory;
 pub mod host_ops;
+pub mod host_timing;
 pub mod ids;
 pub mod inbox;
 pub mod kernel;
@@ -21,6 +22,7 @@ pub mod snapshot;
 pub mod stages;
 pub mod staging;
 mod sync;
+pub mod trace;
 pub mod usage;
 pub mod world;
 

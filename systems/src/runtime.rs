@@ -12,6 +12,7 @@ use crate::stages::gc::{PendingGc, PendingRead, PendingSync, ReplyWait};
 use crate::stages::ingest::DeferredCommands;
 use crate::stages::tick_schedule;
 use crate::stages::tune::{TuneCache, TuneResults};
+use crate::trace::{KernelStat, KernelStats, Trace, TraceRecorder};
 use crate::world::*;
 use bevy_ecs::prelude::*;
 use std::marker::PhantomData;
@@ -107,6 +108,7 @@ impl<B: Backend> Runtime<B> {
         let mut counter = self.world.resource_mut::<TickCounter>();
         counter.0 += 1;
         let tick = counter.0;
+        let _span = tracing::trace_span!(target: "gpuworld::stream", "tick", tick).entered();
         self.published.start_tick(tick);
         self.schedule.run(&mut self.world);
         let left = self.in_flight.count(&self.world);
@@ -223,6 +225,40 @@ impl<B: Backend> Runtime<B> {
             last_synced: synced.0.to_vec(),
             queued: queue.tasks.len(),
         })
+    }
+
+    /// Starts recording a trace (see [`crate::trace`]), replacing one already running.
+    pub fn start_trace(&mut self) {
+        let stats = self.world.resource::<KernelStats>().is_enabled();
+        self.world
+            .resource_scope(|world, mut recorder: Mut<TraceRecorder>| {
+                recorder.start(&mut world.resource_mut::<Device<B>>().0, stats);
+            });
+    }
+
+    /// Ends the trace and returns it; `None` when no trace was started. Work still in flight is
+    /// not in it: sync first to include it.
+    pub fn stop_trace(&mut self) -> Option<Trace> {
+        let stats = self.world.resource::<KernelStats>().is_enabled();
+        self.world
+            .resource_scope(|world, mut recorder: Mut<TraceRecorder>| {
+                recorder.stop(&mut world.resource_mut::<Device<B>>().0, stats)
+            })
+    }
+
+    /// Starts or stops gathering per-kernel statistics; stopping keeps what was gathered.
+    pub fn set_kernel_stats(&mut self, on: bool) {
+        self.world.resource_mut::<KernelStats>().set_enabled(on);
+        self.world
+            .resource_scope(|world, mut recorder: Mut<TraceRecorder>| {
+                let tracing = recorder.is_tracing();
+                recorder.set_backend_timing(&mut world.resource_mut::<Device<B>>().0, tracing, on);
+            });
+    }
+
+    /// Per-kernel statistics gathered so far, by kernel id.
+    pub fn kernel_stats(&self) -> Vec<KernelStat> {
+        self.world.resource::<KernelStats>().report()
     }
 
     /// The whole runtime state as stable text, sorted by ids, for snapshots: the default lines

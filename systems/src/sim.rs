@@ -18,6 +18,7 @@ use crate::error::Error;
 use crate::host_launch::resolve_count;
 use crate::host_memory::HostMemory;
 use crate::host_ops::{Completions, Finished, HostOp};
+use crate::host_timing::{HostTiming, describe};
 use crate::ids::StreamId;
 use crate::kernel::{CpuSource, ExecutionMode, Kernel, KernelDef};
 use cost::Timeline;
@@ -115,6 +116,8 @@ pub struct SimBackend {
     /// Operations that hang (queue, number) and the tick they began to.
     hung: HashMap<(usize, u64), u64>,
     timeline: Timeline,
+    /// Each operation's virtual start and end per queue, for traces and marks.
+    timing: HostTiming,
 }
 
 impl SimBackend {
@@ -133,6 +136,7 @@ impl SimBackend {
             faults: FaultState::new(faults),
             hung: HashMap::new(),
             timeline: Timeline::default(),
+            timing: HostTiming::default(),
         }
     }
 
@@ -212,9 +216,12 @@ impl SimBackend {
         op: HostOp,
         injected: Option<Injected>,
     ) -> u64 {
+        let timed = self.timing.measuring().then(|| describe(&op));
+        let clock_before = self.clock_ns;
         if let HostOp::Launch { kernel, count, .. } = &op {
             self.advance_clock(kernel, *count);
         }
+        let cost = self.clock_ns - clock_before;
         self.advance_timeline(queue, stream, &op);
         let id = self.streams[stream].id;
         let finished = match injected {
@@ -246,7 +253,18 @@ impl SimBackend {
             },
             _ => finished,
         };
-        self.done.finish(queue, stream, finished)
+        let completed = self.done.finish(queue, stream, finished);
+        if let Some(what) = timed {
+            // A queue's clock runs on from its last operation; a wait ends at its origin's clock.
+            let mut start = self.timing.clock_ns(queue);
+            if let OpKind::Wait { origin } = what.0 {
+                start = start.max(self.timing.clock_ns(origin.0 as usize));
+            }
+            let at = DeviceStream(stream as u32);
+            self.timing
+                .finish(queue, at, what, start, start + cost, completed);
+        }
+        completed
     }
 
     /// Places `op` on the virtual timeline, when a cost model is set.
@@ -339,6 +357,7 @@ impl Backend for SimBackend {
             enqueued: 0,
         });
         self.done.add_stream();
+        self.timing.add_stream();
         self.record(SimCall::CreateStream { stream, id });
         stream
     }
@@ -473,5 +492,28 @@ impl Backend for SimBackend {
             (None, Some(_)) => Some(self.virtual_time()),
             (None, None) => None,
         }
+    }
+
+    fn mark(&mut self, stream: DeviceStream) -> DeviceEvent {
+        let event = self.flush(stream);
+        let queue = self.queue_of(stream.0 as usize);
+        self.timing.mark(event, self.done.completed(queue));
+        event
+    }
+
+    /// The virtual time the stream spent running work between the marks; `None` without
+    /// `kernel_cost`, where the sim keeps no device time.
+    fn device_elapsed(&mut self, start: DeviceEvent, end: DeviceEvent) -> Option<Duration> {
+        self.config.kernel_cost?;
+        self.timing.elapsed(start, end)
+    }
+
+    fn record_op_times(&mut self, on: bool) -> Option<OpClock> {
+        self.timing.set_recording(on);
+        Some(OpClock::Virtual)
+    }
+
+    fn take_op_times(&mut self, into: &mut Vec<OpTime>) {
+        self.timing.take_ops(into);
     }
 }

@@ -10,6 +10,7 @@ use gpuworld_systems::host_memory::HostMemory;
 use gpuworld_systems::host_ops::{HostOp, event_label};
 use gpuworld_systems::ids::StreamId;
 use gpuworld_systems::kernel::{CpuSource, ExecutionMode, Kernel};
+use gpuworld_systems::trace::{OpClock, OpTime};
 use parking_lot::RwLock;
 use std::sync::Arc;
 use std::time::Duration;
@@ -174,5 +175,25 @@ impl Backend for CpuBackend {
 
     fn staging(&self) -> Arc<dyn StagingAllocator> {
         self.staging.clone()
+    }
+
+    fn mark(&mut self, stream: DeviceStream) -> DeviceEvent {
+        let event = self.flush(stream);
+        self.progress.mark(event);
+        event
+    }
+
+    /// The time the stream's worker spent running work between the marks (waits excluded).
+    fn device_elapsed(&mut self, start: DeviceEvent, end: DeviceEvent) -> Option<Duration> {
+        self.progress.elapsed(start, end)
+    }
+
+    fn record_op_times(&mut self, on: bool) -> Option<OpClock> {
+        self.progress.set_recording(on);
+        Some(OpClock::HostSince(self.progress.epoch()))
+    }
+
+    fn take_op_times(&mut self, into: &mut Vec<OpTime>) {
+        self.progress.take_op_times(into);
     }
 }

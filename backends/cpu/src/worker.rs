@@ -1,19 +1,22 @@
 //! One worker thread per CPU stream: it runs the stream's work in order, blocks on waits for
 //! other streams' events, and publishes completions, readbacks and faults through `Progress`.
 
-use gpuworld_systems::backend::{DeviceEvent, HeapStaging, HostBytes, ReadTicket};
+use gpuworld_systems::backend::{DeviceEvent, DeviceStream, HeapStaging, HostBytes, ReadTicket};
 use gpuworld_systems::error::Error;
 use gpuworld_systems::host_launch::HostLaunch;
 use gpuworld_systems::host_memory::HostMemory;
 use gpuworld_systems::host_ops::{Completions, Finished, HostOp};
+use gpuworld_systems::host_timing::{HostTiming, describe};
 use gpuworld_systems::ids::StreamId;
 use gpuworld_systems::staging::StagingAllocator;
+use gpuworld_systems::trace::{OpKind, OpTime};
 use parking_lot::{Condvar, Mutex, RwLock};
 use rayon::prelude::*;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Sender, channel};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Cubes per rayon job: small launches run on the worker itself, large ones are split.
 const CUBES_PER_JOB: u64 = 16;
@@ -21,22 +24,79 @@ const CUBES_PER_JOB: u64 = 16;
 #[derive(Default)]
 struct ProgressState {
     done: Completions,
+    /// Operation times and busy time per stream, on the workers' clock (`Progress::epoch`).
+    timing: HostTiming,
     shutdown: bool,
     /// Operations finished on any stream so far: what a waiter compares with what it last saw.
     generation: u64,
 }
 
+/// An operation's description and when it ran, as a worker timed it.
+type Timed = ((OpKind, u64), Instant, Instant);
+
 /// What the workers report: completion counts, readbacks and faults, behind one lock.
-#[derive(Default)]
 pub struct Progress {
     state: Mutex<ProgressState>,
     changed: Condvar,
+    /// Whether workers time their operations (a copy of `HostTiming::measuring`, read without
+    /// the lock).
+    measuring: AtomicBool,
+    /// The origin of the workers' clock.
+    epoch: Instant,
+}
+
+impl Default for Progress {
+    fn default() -> Self {
+        Progress {
+            state: Mutex::default(),
+            changed: Condvar::new(),
+            measuring: AtomicBool::new(false),
+            epoch: Instant::now(),
+        }
+    }
 }
 
 impl Progress {
     /// Registers one more stream.
     pub fn add_stream(&self) {
-        self.state.lock().done.add_stream();
+        let mut state = self.state.lock();
+        state.done.add_stream();
+        state.timing.add_stream();
+    }
+
+    /// The origin of the workers' clock.
+    pub fn epoch(&self) -> Instant {
+        self.epoch
+    }
+
+    /// Registers `event` as a mark whose busy time `elapsed` can read.
+    pub fn mark(&self, event: DeviceEvent) {
+        let mut state = self.state.lock();
+        let completed = state.done.completed(event.stream_and_ops().0 as usize);
+        state.timing.mark(event, completed);
+        self.measuring.store(true, Ordering::Relaxed);
+    }
+
+    /// The time the stream spent running work between two of its marks, once both passed.
+    pub fn elapsed(&self, start: DeviceEvent, end: DeviceEvent) -> Option<Duration> {
+        self.state.lock().timing.elapsed(start, end)
+    }
+
+    /// Starts or stops keeping every operation's time.
+    pub fn set_recording(&self, on: bool) {
+        let mut state = self.state.lock();
+        state.timing.set_recording(on);
+        self.measuring
+            .store(state.timing.measuring(), Ordering::Relaxed);
+    }
+
+    /// Moves the operation times kept since the last call into `into`.
+    pub fn take_op_times(&self, into: &mut Vec<OpTime>) {
+        self.state.lock().timing.take_ops(into);
+    }
+
+    fn measuring(&self) -> bool {
+        self.measuring.load(Ordering::Relaxed)
     }
 
     /// Operations completed by `stream`.
@@ -68,9 +128,19 @@ impl Progress {
         }
     }
 
-    fn finish(&self, stream: usize, finished: Finished) {
+    fn finish(&self, stream: usize, finished: Finished, timed: Option<Timed>) {
         let mut state = self.state.lock();
-        state.done.finish(stream, stream, finished);
+        let completed = state.done.finish(stream, stream, finished);
+        match timed {
+            Some((what, start, end)) => {
+                let ns = |at: Instant| at.saturating_duration_since(self.epoch).as_nanos() as u64;
+                let at = DeviceStream(stream as u32);
+                state
+                    .timing
+                    .finish(stream, at, what, ns(start), ns(end), completed);
+            }
+            None => state.timing.finish_untimed(stream, completed),
+        }
         state.generation += 1;
         self.changed.notify_all();
     }
@@ -118,8 +188,10 @@ impl StreamWorker {
             .name(format!("gpuworld-cpu-{index}"))
             .spawn(move || {
                 while let Ok(op) = receiver.recv() {
+                    let timed = shared.measuring().then(|| (describe(&op), Instant::now()));
                     let finished = run(op, id, &memory, &staging, &shared);
-                    shared.finish(index, finished);
+                    let timed = timed.map(|(what, start)| (what, start, Instant::now()));
+                    shared.finish(index, finished, timed);
                 }
             });
         let (sender, thread) = match thread {
@@ -135,6 +207,7 @@ impl StreamWorker {
                             format!("no worker thread: {error}"),
                         )),
                     },
+                    None,
                 );
                 (None, None)
             }

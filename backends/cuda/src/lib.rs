@@ -13,6 +13,7 @@ mod faults;
 mod launch;
 mod library;
 mod loader;
+mod op_timing;
 mod open;
 mod pinned;
 
@@ -28,6 +29,8 @@ use gpuworld_systems::backend::*;
 use gpuworld_systems::error::Error;
 use gpuworld_systems::ids::StreamId;
 use gpuworld_systems::kernel::{ExecutionMode, Kernel, KernelDef};
+use gpuworld_systems::trace::{OpClock, OpKind, OpTime};
+use op_timing::OpTiming;
 use pinned::PinnedHome;
 use std::collections::HashMap;
 use std::ffi::c_void;
@@ -80,6 +83,8 @@ pub struct CudaBackend {
     allocated: u64,
     streams: Vec<CudaStream>,
     events: EventTable,
+    /// Each operation's device time, while a trace or kernel statistics record them.
+    op_timing: OpTiming,
     kernels: compiler::KernelCache,
     pinned: Arc<PinnedHome>,
     uploads: Vec<Upload>,
@@ -185,6 +190,33 @@ impl CudaBackend {
 }
 
 impl CudaBackend {
+    /// A timed event on `stream` before an operation, while operations are timed.
+    fn stamp(&mut self, stream: DeviceStream) -> Option<sys::CUevent> {
+        if !self.op_timing.is_recording() || self.poisoned.is_some() {
+            return None;
+        }
+        let handle = self.streams.get(stream.0 as usize)?.handle;
+        self.bind();
+        self.op_timing.stamp(handle)
+    }
+
+    /// Ends the timing of an operation that began at `start`.
+    fn timed(
+        &mut self,
+        stream: DeviceStream,
+        start: Option<sys::CUevent>,
+        kind: OpKind,
+        bytes: u64,
+    ) {
+        let Some(start) = start else {
+            return;
+        };
+        let handle = self.streams[stream.0 as usize].handle;
+        if let Some(end) = self.op_timing.stamp(handle) {
+            self.op_timing.finish(stream, kind, bytes, start, end);
+        }
+    }
+
     /// Completes the events and copies that have passed (recording failures as faults); whether
     /// any had.
     fn notice_completions(&mut self) -> bool {
@@ -284,7 +316,9 @@ impl Backend for CudaBackend {
     }
 
     fn write(&mut self, stream: DeviceStream, dst: Region, data: HostBytes) {
+        let start = self.stamp(stream);
         self.upload(stream.0 as usize, dst, data);
+        self.timed(stream, start, OpKind::Write, dst.size);
     }
 
     fn launch(
@@ -302,14 +336,32 @@ impl Backend for CudaBackend {
         }
         self.bind();
         self.seal_reads(s);
+        let start = self.stamp(stream);
         if let Err(error) = self.launch_on(s, kernel, count, buffers, scalars, mode) {
             tracing::warn!(target: "gpuworld::kernel", kernel = kernel.id, %error, "launch refused");
             self.fault_with(s, error);
         }
+        let bytes = buffers.iter().map(|r| r.size).sum();
+        self.timed(stream, start, OpKind::Launch(kernel), bytes);
     }
 
     fn read(&mut self, stream: DeviceStream, src: Region) -> ReadTicket {
-        self.readback(stream.0 as usize, src)
+        let start = self.stamp(stream);
+        let ticket = self.readback(stream.0 as usize, src);
+        self.timed(stream, start, OpKind::Read, src.size);
+        ticket
+    }
+
+    fn record_op_times(&mut self, on: bool) -> Option<OpClock> {
+        self.op_timing.set_recording(on);
+        Some(OpClock::Device)
+    }
+
+    fn take_op_times(&mut self, into: &mut Vec<OpTime>) {
+        if self.poisoned.is_none() {
+            self.bind();
+            self.op_timing.take(into);
+        }
     }
 
     fn flush(&mut self, stream: DeviceStream) -> DeviceEvent {
@@ -433,6 +485,7 @@ impl Drop for CudaBackend {
         // Pinned memory lent to callers lives in this context: never reset it under them.
         let lent_out = Arc::strong_count(&self.pinned) > 1;
         self.events.destroy_all();
+        self.op_timing.destroy_all();
         self.kernels.unload();
         for (_, (pointer, _)) in self.buffers.drain() {
             // SAFETY: the context is idle, so no work uses the buffer.

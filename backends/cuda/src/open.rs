@@ -4,7 +4,7 @@
 
 use crate::events::EventTable;
 use crate::pinned::PinnedHome;
-use crate::{CudaBackend, CudaConfig, compiler, loader};
+use crate::{CudaBackend, CudaConfig, compiler, loader, op_timing};
 use cudarc::driver::sys;
 use gpuworld_systems::backend::{DeviceProperties, MemoryLayout};
 use gpuworld_systems::error::Error;
@@ -102,6 +102,7 @@ impl CudaBackend {
             allocated: 0,
             streams: Vec::new(),
             events: EventTable::default(),
+            op_timing: op_timing::OpTiming::default(),
             kernels: compiler::KernelCache::new(arch, config.cache_dir),
             pinned,
             uploads: Vec::new(),

@@ -7,7 +7,7 @@
 use crate::WgpuBackend;
 use crate::bind_groups::BindKey;
 use crate::pipelines::KernelPipeline;
-use gpuworld_systems::backend::{LaunchCount, Region, StorageId};
+use gpuworld_systems::backend::{DeviceStream, LaunchCount, Region, StorageId};
 use gpuworld_systems::error::Error;
 use gpuworld_systems::kernel::Kernel;
 use smallvec::SmallVec;
@@ -272,9 +272,10 @@ impl WgpuBackend {
             indirect => indirect,
         };
         let mut timed = None;
-        if let Some(timing) = timing.as_mut() {
+        if let Some(timing) = timing.as_mut().filter(|t| t.active) {
             let mut set = stream.timing.take().unwrap_or_else(|| timing.set(device));
-            if let Some(writes) = set.next(kernel.id) {
+            let bytes = regions.iter().map(|r| r.size).sum();
+            if let Some(writes) = set.next(kernel, DeviceStream(s as u32), bytes) {
                 stream.timed_pass(device, writes);
                 timed = Some(());
             }

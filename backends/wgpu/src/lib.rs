@@ -33,6 +33,7 @@ use gpuworld_systems::backend::*;
 use gpuworld_systems::error::Error;
 use gpuworld_systems::ids::StreamId;
 use gpuworld_systems::kernel::{ExecutionMode, Kernel, KernelDef};
+use gpuworld_systems::trace::{OpClock, OpTime};
 use marks::Marks;
 use pipelines::PipelineCache;
 use readback::Readbacks;
@@ -509,5 +510,25 @@ impl Backend for WgpuBackend {
         end: DeviceEvent,
     ) -> Option<std::time::Duration> {
         self.marked_elapsed(start, end)
+    }
+
+    /// Dispatches get timestamp queries (where the adapter has them) while recording; copies
+    /// and waits are then timed by submission.
+    fn record_op_times(&mut self, on: bool) -> Option<OpClock> {
+        if on && self.timing.is_none() {
+            self.timing = Timing::new(&self.device, &self.queue);
+        }
+        let always = self.config.timestamps;
+        let timing = self.timing.as_mut()?;
+        timing.active = on || always;
+        timing.set_recording(on);
+        Some(OpClock::DeviceLaunches)
+    }
+
+    fn take_op_times(&mut self, into: &mut Vec<OpTime>) {
+        if let Some(timing) = self.timing.as_mut() {
+            timing.collect();
+            timing.take_ops(into);
+        }
     }
 }

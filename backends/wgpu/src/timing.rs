@@ -1,8 +1,12 @@
 //! Device time per kernel, from timestamp queries. When enabled and offered by the adapter,
 //! every dispatch runs in its own compute pass whose beginning and end write timestamps into
 //! the batch's query set; at submission the set is resolved and copied to a mapped-on-submit
-//! buffer, and a later poll adds the durations to per-kernel totals.
+//! buffer, and a later poll adds the durations to per-kernel totals and, while a trace or
+//! kernel statistics record them, keeps each dispatch's start and end as an `OpTime`.
 
+use gpuworld_systems::backend::DeviceStream;
+use gpuworld_systems::kernel::Kernel;
+use gpuworld_systems::trace::{OpKind, OpTime};
 use parking_lot::Mutex;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -26,17 +30,23 @@ pub(crate) struct TimingSet {
     queries: wgpu::QuerySet,
     resolve: wgpu::Buffer,
     readback: wgpu::Buffer,
-    kernels: Vec<&'static str>,
+    /// Each timed dispatch: its kernel, stream and bytes bound.
+    kernels: Vec<(Kernel, DeviceStream, u64)>,
 }
 
 impl TimingSet {
     /// The timestamp writes of the next dispatch, if the set has room.
-    pub fn next(&mut self, kernel: &'static str) -> Option<wgpu::ComputePassTimestampWrites<'_>> {
+    pub fn next(
+        &mut self,
+        kernel: Kernel,
+        stream: DeviceStream,
+        bytes: u64,
+    ) -> Option<wgpu::ComputePassTimestampWrites<'_>> {
         let index = self.kernels.len() as u32;
         if index >= DISPATCHES_PER_SET {
             return None;
         }
-        self.kernels.push(kernel);
+        self.kernels.push((kernel, stream, bytes));
         Some(wgpu::ComputePassTimestampWrites {
             query_set: &self.queries,
             beginning_of_pass_write_index: Some(2 * index),
@@ -53,6 +63,11 @@ pub(crate) struct Timing {
     mapped: Arc<Mutex<Vec<(u64, bool)>>>,
     totals: BTreeMap<&'static str, KernelTiming>,
     next_id: u64,
+    /// Whether dispatches get timestamps (`WgpuConfig::timestamps`, or while recording).
+    pub active: bool,
+    /// Whether each dispatch's times are kept for `take_ops`.
+    recording: bool,
+    ops: Vec<OpTime>,
 }
 
 impl Timing {
@@ -68,12 +83,28 @@ impl Timing {
                 mapped: Arc::default(),
                 totals: BTreeMap::new(),
                 next_id: 0,
+                active: true,
+                recording: false,
+                ops: Vec::new(),
             })
     }
 
     /// Per-kernel totals of the batches read back so far.
     pub fn totals(&self) -> &BTreeMap<&'static str, KernelTiming> {
         &self.totals
+    }
+
+    /// Starts or stops keeping each dispatch's times.
+    pub fn set_recording(&mut self, on: bool) {
+        self.recording = on;
+        if !on {
+            self.ops.clear();
+        }
+    }
+
+    /// Moves the dispatch times read back since the last call into `into`.
+    pub fn take_ops(&mut self, into: &mut Vec<OpTime>) {
+        into.append(&mut self.ops);
     }
 
     /// A set for a new batch.
@@ -134,17 +165,28 @@ impl Timing {
             let bytes = set.kernels.len() as u64 * 16;
             if ok {
                 if let Ok(view) = set.readback.slice(0..bytes).get_mapped_range() {
-                    for (pair, kernel) in view.chunks_exact(16).zip(&set.kernels) {
+                    for (pair, &(kernel, stream, bytes)) in view.chunks_exact(16).zip(&set.kernels)
+                    {
                         let stamp = |at: usize| {
                             let mut word = [0u8; 8];
                             word.copy_from_slice(&pair[at..at + 8]);
                             u64::from_le_bytes(word)
                         };
                         let ticks = stamp(8).saturating_sub(stamp(0));
-                        let total = self.totals.entry(kernel).or_default();
+                        let total = self.totals.entry(kernel.id).or_default();
                         total.dispatches += 1;
                         total.device_time +=
                             Duration::from_nanos((ticks as f64 * self.period_ns) as u64);
+                        if self.recording {
+                            let ns = |ticks: u64| (ticks as f64 * self.period_ns) as u64;
+                            self.ops.push(OpTime {
+                                stream,
+                                kind: OpKind::Launch(kernel),
+                                bytes,
+                                start_ns: ns(stamp(0)),
+                                end_ns: ns(stamp(8)),
+                            });
+                        }
                     }
                 }
                 set.readback.unmap();

@@ -44,6 +44,7 @@ pub fn analyze_alignment(
     streams: Query<(&Stream, &LastSynced)>,
     mut handles: Query<(&mut Owner, &mut Uses)>,
 ) {
+    let _span = tracing::trace_span!(target: "gpuworld::stream", "alignment analysis").entered();
     for task in &mut new.tasks {
         let Ok(mut cursor) = cursors.get_mut(task.stream) else {
             continue;

@@ -42,6 +42,7 @@ pub fn decide_flush_and_waits(
     mut new: ResMut<NewTasks>,
     mut streams: Query<(&Stream, &mut LastSynced, &mut TaskQueue)>,
 ) {
+    let _span = tracing::trace_span!(target: "gpuworld::stream", "flush/wait").entered();
     for task in &mut new.tasks {
         for need in std::mem::take(&mut task.sync_needs) {
             let Ok((origin_stream, _, _)) = streams.get(need.origin) else {

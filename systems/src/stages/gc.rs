@@ -94,6 +94,7 @@ pub fn poll_device<B: Backend>(
     mut device: ResMut<Device<B>>,
     mut streams: Query<(&Stream, &mut StreamFault)>,
 ) {
+    let _span = tracing::trace_span!(target: "gpuworld::memory", "gc.poll_device").entered();
     device.0.poll(tick.0);
     for (stream, mut fault) in &mut streams {
         if let Some(error) = device.0.take_fault(stream.device) {
@@ -133,6 +134,7 @@ pub fn await_replies<B: Backend>(
     mut reads: Query<&mut PendingRead>,
     syncs: Query<&PendingSync>,
 ) {
+    let _span = tracing::trace_span!(target: "gpuworld::memory", "gc.await_replies").entered();
     // The budget is this tick's alone: taken, so no later tick waits, even after a panic.
     let budget = std::mem::take(&mut wait.0);
     if budget.is_zero() || (reads.is_empty() && syncs.is_empty()) {
@@ -176,6 +178,7 @@ pub fn complete_reads<B: Backend>(
     mut reads: Query<(Entity, &mut PendingRead)>,
     mut streams: Query<(&Stream, &mut StreamFault)>,
 ) {
+    let _span = tracing::trace_span!(target: "gpuworld::memory", "gc.complete_reads").entered();
     for (entity, mut read) in &mut reads {
         let read = read.as_mut();
         if !gather_read_bytes(&mut device.0, read) {
@@ -200,6 +203,7 @@ pub fn complete_syncs<B: Backend>(
     mut syncs: Query<(Entity, &mut PendingSync)>,
     mut streams: Query<(&Stream, &mut StreamFault)>,
 ) {
+    let _span = tracing::trace_span!(target: "gpuworld::memory", "gc.complete_syncs").entered();
     for (entity, mut sync) in &mut syncs {
         if !device.0.event_done(sync.event) {
             continue;
@@ -222,6 +226,8 @@ pub fn pin_released_memory<B: Backend>(
     released: Query<(Entity, &Uses), ReleasedUnpinned>,
     streams: Query<(&Stream, &SubmittedCursor)>,
 ) {
+    let _span =
+        tracing::trace_span!(target: "gpuworld::memory", "gc.pin_released_memory").entered();
     let mut events: SmallVec<[(Entity, DeviceEvent); 4]> = SmallVec::new();
     let mut handles = Vec::new();
     for (entity, uses) in &released {
@@ -265,6 +271,8 @@ pub fn reclaim_finished_gc<B: Backend>(
     gcs: Query<(Entity, &PendingGc)>,
     handles: Query<&Allocation>,
 ) {
+    let _span =
+        tracing::trace_span!(target: "gpuworld::memory", "gc.reclaim_finished_gc").entered();
     for (entity, gc) in &gcs {
         // Released memory also waits for every shared-binding pin on it (the GC stream's event).
         if !gc.events.iter().all(|&e| device.0.event_done(e))
@@ -308,6 +316,7 @@ pub fn cleanup_memory<B: Backend>(
     mut pool: ResMut<MemoryPool>,
     mut device: ResMut<Device<B>>,
 ) {
+    let _span = tracing::trace_span!(target: "gpuworld::memory", "gc.cleanup_memory").entered();
     pool.periodic_cleanup(&mut device.0, tick.0);
     if std::mem::take(&mut requested.0) {
         pool.cleanup(&mut device.0);

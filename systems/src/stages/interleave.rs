@@ -10,6 +10,7 @@ use super::tick::TickStage;
 use crate::backend::{Backend, DeviceStream, Region};
 use crate::bytes::HostBytes;
 use crate::ids::StreamId;
+use crate::trace::{OpKind, TraceRecorder};
 use crate::world::*;
 use bevy_ecs::prelude::*;
 use smallvec::SmallVec;
@@ -29,8 +30,10 @@ pub fn submit_ready_queues<B: Backend>(
     mut table: ResMut<StreamTable>,
     mut pinned: ResMut<PinnedHandles>,
     mut spare: ResMut<SpareTasks>,
+    recorder: ResMut<TraceRecorder>,
     mut streams: StreamQuery,
 ) {
+    let _span = tracing::trace_span!(target: "gpuworld::stream", "interleave").entered();
     let mut ready: SmallVec<[(usize, Entity); 8]> = streams
         .iter()
         .filter(|(_, _, queue, _, _)| queue.flush_through.is_some())
@@ -48,6 +51,7 @@ pub fn submit_ready_queues<B: Backend>(
         streams: &mut streams,
         in_flight: Vec::new(),
         spare: &mut spare,
+        recorder: recorder.times_submissions().then(|| recorder.into_inner()),
     };
     match config.strategy {
         SchedulingStrategy::Sequential => {
@@ -113,6 +117,9 @@ struct Submitter<'a, 'sw, 'ss, B: Backend> {
     streams: &'a mut StreamQuery<'sw, 'ss>,
     in_flight: Vec<InFlight>,
     spare: &'a mut SpareTasks,
+    /// Where submissions and waits are recorded, while a trace or kernel statistics need the
+    /// runtime to time what the backend cannot.
+    recorder: Option<&'a mut TraceRecorder>,
 }
 
 impl<B: Backend> Submitter<'_, '_, '_, B> {
@@ -165,6 +172,7 @@ impl<B: Backend> Submitter<'_, '_, '_, B> {
         for &(origin, origin_cursor) in &waits {
             self.submit_through(origin, origin_cursor);
             if let Ok((_, origin_info, ..)) = self.streams.get(origin) {
+                let _span = tracing::trace_span!(target: "gpuworld::stream", "wait", origin = origin_info.slot).entered();
                 tracing::debug!(
                     target: "gpuworld::stream",
                     consumer = ?device_stream, origin = origin_info.slot, through = origin_cursor,
@@ -177,12 +185,18 @@ impl<B: Backend> Submitter<'_, '_, '_, B> {
                     consumer = ?device_stream, origin = origin_info.slot, ?event,
                     "stream waits on origin's event"
                 );
+                if let Some(recorder) = self.recorder.as_deref_mut() {
+                    recorder.waited(origin_info.device, device_stream);
+                }
             }
         }
+        let timed = self.recorder.is_some().then(std::time::Instant::now);
+        let mut submitted: Option<(OpKind, u64)> = None;
         match work {
             Some(TaskWork::Write(data)) => {
                 if let Some(dst) = bindings.first() {
                     self.stats.bytes_written += data.len() as u64;
+                    submitted = Some((OpKind::Write, data.len() as u64));
                     self.device.write(device_stream, dst.region, data);
                 }
             }
@@ -198,9 +212,14 @@ impl<B: Backend> Submitter<'_, '_, '_, B> {
                     .take(kernel.signature.buffers.len())
                     .map(|b| b.region)
                     .collect();
+                let _span = tracing::trace_span!(target: "gpuworld::kernel", "launch", kernel = kernel.name).entered();
                 self.device
                     .launch(device_stream, kernel, count, &buffers, &scalars, mode);
                 self.stats.launches += 1;
+                if timed.is_some() {
+                    submitted =
+                        Some((OpKind::Launch(kernel), buffers.iter().map(|r| r.size).sum()));
+                }
             }
             Some(TaskWork::Read(reply)) => {
                 let tickets = bindings
@@ -210,6 +229,7 @@ impl<B: Backend> Submitter<'_, '_, '_, B> {
                         Some(self.device.read(device_stream, b.region))
                     })
                     .collect();
+                submitted = Some((OpKind::Read, bindings.iter().map(|b| b.region.size).sum()));
                 self.in_flight.push(InFlight::Read(PendingRead {
                     stream,
                     tickets,
@@ -234,6 +254,11 @@ impl<B: Backend> Submitter<'_, '_, '_, B> {
                 }));
             }
             None => {}
+        }
+        if let (Some(start), Some((kind, bytes)), Some(recorder)) =
+            (timed, submitted, self.recorder.as_deref_mut())
+        {
+            recorder.submitted(device_stream, kind, bytes, start);
         }
         if waited && !shared.is_empty() {
             self.pin_shared(device_stream, shared);

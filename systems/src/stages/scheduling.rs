@@ -21,6 +21,7 @@ pub fn queue_tasks(
     deferred: Res<DeferredCommands>,
     mut queues: Query<&mut TaskQueue>,
 ) {
+    let _span = tracing::trace_span!(target: "gpuworld::stream", "scheduling").entered();
     // New tasks come in runs on one stream: each run looks its queue up once.
     let mut tasks = new.tasks.drain(..).peekable();
     while let Some(first) = tasks.next() {

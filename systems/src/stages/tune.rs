@@ -171,6 +171,7 @@ pub fn build(world: &mut World, schedule: &mut Schedule) {
 
 /// Moves arrived messages into the cache.
 pub fn ingest_tune_results(results: ResMut<TuneResults>, mut cache: ResMut<TuneCache>) {
+    let _span = tracing::trace_span!(target: "gpuworld::tune", "tune ingestion").entered();
     let messages = std::mem::take(&mut *results.0.lock());
     for message in messages {
         match &message {

@@ -44,6 +44,7 @@ pub fn build<B: Backend>(world: &mut World, schedule: &mut Schedule) {
 
 /// Drains the commands deferred last tick, then the inbox, into entities.
 pub fn ingest_commands<B: Backend>(world: &mut World, mut scratch: Local<Vec<Command>>) {
+    let _span = tracing::trace_span!(target: "gpuworld::stream", "ingest").entered();
     let tick = world.resource::<TickCounter>().0;
     world.resource_mut::<Device<B>>().0.begin_tick(tick);
     let mut drained = std::mem::take(&mut *scratch);

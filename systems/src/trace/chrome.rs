@@ -1,0 +1,128 @@
+//! Chrome trace event JSON (the format Perfetto and `chrome://tracing` open): process 1 holds a
+//! track per host thread (ticks with their stages nested, GC reclamations) and the counters,
+//! process 2 a track per stream; waits are flow arrows between stream tracks.
+
+use super::model::Trace;
+use crate::stages::tick::TickStage;
+use serde_json::{Value, json};
+
+/// The host process's id in the trace.
+const HOST_PID: u32 = 1;
+/// The streams' process id in the trace.
+const STREAMS_PID: u32 = 2;
+
+/// A stage's name on the host tracks.
+pub fn stage_name(stage: TickStage) -> &'static str {
+    match stage {
+        TickStage::Ingest => "ingest",
+        TickStage::AlignmentAnalysis => "alignment analysis",
+        TickStage::FlushWait => "flush/wait",
+        TickStage::Scheduling => "scheduling",
+        TickStage::Interleave => "interleave",
+        TickStage::GcReclamation => "gc reclamation",
+        TickStage::TuneIngestion => "tune ingestion",
+    }
+}
+
+fn us(ns: u64) -> f64 {
+    ns as f64 / 1000.0
+}
+
+/// The track id of a stream: tid 0 is avoided, some viewers treat it as "no thread".
+fn stream_tid(stream: u32) -> u64 {
+    u64::from(stream) + 1
+}
+
+/// `trace` as a Chrome trace event JSON document.
+pub fn render(trace: &Trace) -> String {
+    let mut events: Vec<Value> = vec![
+        json!({"ph": "M", "name": "process_name", "pid": HOST_PID, "tid": 0,
+               "args": {"name": "gpuworld host"}}),
+        json!({"ph": "M", "name": "process_name", "pid": STREAMS_PID, "tid": 0,
+               "args": {"name": format!("{} streams ({})", trace.backend, trace.clock.name())}}),
+    ];
+    let mut threads: Vec<&str> = Vec::new();
+    for tick in &trace.ticks {
+        if !threads.contains(&tick.thread.as_str()) {
+            threads.push(&tick.thread);
+        }
+    }
+    let thread_tid = |name: &str| {
+        threads
+            .iter()
+            .position(|t| *t == name)
+            .map_or(1, |i| i as u64 + 1)
+    };
+    for (i, name) in threads.iter().enumerate() {
+        events.push(
+            json!({"ph": "M", "name": "thread_name", "pid": HOST_PID, "tid": i + 1,
+                           "args": {"name": format!("host thread {name}")}}),
+        );
+    }
+    for (stream, name) in &trace.streams {
+        events.push(json!({"ph": "M", "name": "thread_name", "pid": STREAMS_PID,
+                           "tid": stream_tid(*stream), "args": {"name": name}}));
+    }
+    for tick in &trace.ticks {
+        let tid = thread_tid(&tick.thread);
+        events.push(
+            json!({"ph": "X", "cat": "tick", "name": format!("tick {}", tick.tick),
+                           "pid": HOST_PID, "tid": tid, "ts": us(tick.start_ns),
+                           "dur": us(tick.end_ns.saturating_sub(tick.start_ns))}),
+        );
+        for stage in &tick.stages {
+            events.push(
+                json!({"ph": "X", "cat": "stage", "name": stage_name(stage.stage),
+                               "pid": HOST_PID, "tid": tid, "ts": us(stage.start_ns),
+                               "dur": us(stage.end_ns.saturating_sub(stage.start_ns)),
+                               "args": {"tick": tick.tick}}),
+            );
+        }
+    }
+    for reclaim in &trace.reclaims {
+        let tid = trace
+            .ticks
+            .iter()
+            .find(|t| t.tick == reclaim.tick)
+            .map_or(1, |t| thread_tid(&t.thread));
+        events.push(
+            json!({"ph": "i", "s": "t", "cat": "gc", "name": "gc reclaimed",
+                           "pid": HOST_PID, "tid": tid, "ts": us(reclaim.at_ns),
+                           "args": {"handles": reclaim.handles, "tick": reclaim.tick}}),
+        );
+    }
+    for (_, at_ns, counters) in &trace.counters {
+        events.push(
+            json!({"ph": "C", "name": "memory", "pid": HOST_PID, "ts": us(*at_ns),
+                           "args": {"bytes_in_use": counters.bytes_in_use,
+                                    "bytes_reserved": counters.bytes_reserved}}),
+        );
+        events.push(
+            json!({"ph": "C", "name": "tasks queued", "pid": HOST_PID, "ts": us(*at_ns),
+                           "args": {"tasks": counters.tasks_queued}}),
+        );
+    }
+    for slice in &trace.slices {
+        events.push(json!({"ph": "X", "cat": slice.category, "name": slice.name,
+                           "pid": STREAMS_PID, "tid": stream_tid(slice.stream),
+                           "ts": us(slice.start_ns),
+                           "dur": us(slice.end_ns.saturating_sub(slice.start_ns)),
+                           "args": {"bytes": slice.bytes}}));
+    }
+    for (id, wait) in trace.waits.iter().enumerate() {
+        events.push(json!({"ph": "s", "cat": "wait", "name": "wait", "id": id,
+                           "pid": STREAMS_PID, "tid": stream_tid(wait.origin),
+                           "ts": us(wait.origin_ns)}));
+        events.push(
+            json!({"ph": "f", "bp": "e", "cat": "wait", "name": "wait", "id": id,
+                           "pid": STREAMS_PID, "tid": stream_tid(wait.consumer),
+                           "ts": us(wait.consumer_ns)}),
+        );
+    }
+    let document = json!({
+        "traceEvents": events,
+        "displayTimeUnit": "ns",
+        "otherData": {"backend": trace.backend, "stream_clock": trace.clock.name()},
+    });
+    document.to_string()
+}

@@ -1,0 +1,361 @@
+//! Configuration: `gpuworld.toml` and `GPUWORLD_*` variables over the defaults, code over both;
+//! every unknown key or bad value is an error naming the file or variable, the key and what is
+//! allowed.
+
+use gpuworld::config::{Settings, Source};
+use gpuworld::tune::TuneMode;
+use gpuworld::{Backend, Error, PoolConfig, PoolKind, RuntimeConfig, SchedulingStrategy};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+/// A fresh directory holding `gpuworld.toml` with `text`, in `sub` below it when given.
+fn dir_with_config(name: &str, text: Option<&str>) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("gpuworld-config-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("nested/deeper")).unwrap();
+    if let Some(text) = text {
+        std::fs::write(dir.join("gpuworld.toml"), text).unwrap();
+    }
+    dir
+}
+
+fn load(cwd: &Path, env: &[(&str, &str)]) -> Result<Settings, Error> {
+    let env: HashMap<String, String> = env
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    Settings::load_with(cwd, &|name| env.get(name).cloned())
+}
+
+fn problem(error: Error) -> (String, String) {
+    match error {
+        Error::Config { origin, problem } => (origin.to_string(), problem.to_string()),
+        other => panic!("expected a configuration error, got {other}"),
+    }
+}
+
+const FILE: &str = r#"
+[log]
+level = "info"
+targets = { "gpuworld::stream" = "debug" }
+
+[autotune]
+mode = "background"
+cache = "/tmp/tune-cache"
+
+[memory]
+release_after_ticks = 60
+pools = [
+    { kind = "exclusive", max_alloc = 256 },
+    { kind = "sliced", max_alloc = 1048576, page_size = 4194304, max_reserved = 67108864 },
+]
+
+[scheduler]
+max_tasks = 8
+strategy = "sequential"
+stream_slots = 2
+
+[trace]
+output = "run.json"
+"#;
+
+#[test]
+fn without_file_or_variables_every_setting_is_its_default() {
+    let dir = dir_with_config("defaults", None);
+    let settings = load(&dir, &[]).unwrap();
+    assert_eq!(settings, Settings::default());
+    assert_eq!(settings.log.value, "warn");
+    assert!(
+        settings
+            .describe()
+            .contains("scheduler.max_tasks = (backend default)")
+    );
+}
+
+#[test]
+fn the_file_is_found_in_the_working_directory_or_a_parent() {
+    let dir = dir_with_config("parent", Some(FILE));
+    let settings = load(&dir.join("nested/deeper"), &[]).unwrap();
+    let file = Source::File(dir.join("gpuworld.toml"));
+    assert_eq!(
+        settings.file.as_deref(),
+        Some(dir.join("gpuworld.toml").as_path())
+    );
+    assert_eq!(settings.log.value, "info,gpuworld::stream=debug");
+    assert_eq!(settings.log.source, file);
+    assert_eq!(settings.autotune_mode.value, TuneMode::Background);
+    assert_eq!(
+        settings.autotune_cache.value,
+        Some(PathBuf::from("/tmp/tune-cache"))
+    );
+    assert_eq!(settings.max_tasks.value, Some(8));
+    assert_eq!(
+        settings.strategy.value,
+        Some(SchedulingStrategy::Sequential)
+    );
+    assert_eq!(settings.stream_slots.value, 2);
+    assert_eq!(settings.trace_output.value, Some(PathBuf::from("run.json")));
+    assert_eq!(settings.release_after_ticks.value, 60);
+    assert_eq!(
+        settings.memory_pools.value,
+        Some(vec![
+            PoolConfig {
+                kind: PoolKind::Exclusive,
+                max_alloc: 256,
+                max_reserved: None,
+                release_after_ticks: None,
+            },
+            PoolConfig {
+                kind: PoolKind::Sliced {
+                    page_size: 4 << 20,
+                    max_slice: 4 << 20,
+                    first_page: 4 << 20,
+                },
+                max_alloc: 1 << 20,
+                max_reserved: Some(64 << 20),
+                release_after_ticks: None,
+            },
+        ])
+    );
+    assert_eq!(settings.max_tasks.source, file);
+    let config = settings.runtime_config(
+        &gpuworld::SimBackend::new(Default::default()).properties(),
+        RuntimeConfig::default(),
+    );
+    assert_eq!(config.max_tasks, 8);
+    assert_eq!(config.strategy, SchedulingStrategy::Sequential);
+    assert_eq!(config.stream_slots, 2);
+    assert_eq!(config.memory.pools.as_ref().map(Vec::len), Some(2));
+}
+
+#[test]
+fn code_overrides_environment_overrides_file_overrides_default() {
+    let dir = dir_with_config("precedence", Some(FILE));
+    let env = [
+        ("GPUWORLD_SCHEDULER_MAX_TASKS", "32"),
+        ("GPUWORLD_SCHEDULER_STRATEGY", "interleave"),
+        ("GPUWORLD_LOG", "error,gpuworld::memory=trace"),
+        ("GPUWORLD_AUTOTUNE_CACHE", "/tmp/env-cache"),
+        (
+            "GPUWORLD_MEMORY_POOLS",
+            r#"[{ kind = "exclusive", max_alloc = 1024 }]"#,
+        ),
+    ];
+    let mut settings = load(&dir, &env).unwrap();
+    // Environment over file.
+    assert_eq!(settings.max_tasks.value, Some(32));
+    assert_eq!(
+        settings.max_tasks.source,
+        Source::Env("GPUWORLD_SCHEDULER_MAX_TASKS")
+    );
+    assert_eq!(
+        settings.strategy.value,
+        Some(SchedulingStrategy::Interleave)
+    );
+    assert_eq!(settings.log.value, "error,gpuworld::memory=trace");
+    assert_eq!(
+        settings.autotune_cache.value,
+        Some(PathBuf::from("/tmp/env-cache"))
+    );
+    assert_eq!(settings.memory_pools.value.as_ref().map(Vec::len), Some(1));
+    // File over default where no variable is set.
+    assert_eq!(settings.stream_slots.value, 2);
+    assert!(matches!(settings.stream_slots.source, Source::File(_)));
+    // Default where neither says.
+    assert_eq!(settings.cuda_cache.source, Source::Default);
+    // Code over all.
+    settings.max_tasks.set(Some(4));
+    assert_eq!(settings.max_tasks.source, Source::Code);
+    let config = settings.runtime_config(
+        &gpuworld::SimBackend::new(Default::default()).properties(),
+        RuntimeConfig::default(),
+    );
+    assert_eq!(config.max_tasks, 4);
+    let described = settings.describe();
+    assert!(described.contains("scheduler.max_tasks = 4"), "{described}");
+    assert!(described.contains("# code"), "{described}");
+    assert!(
+        described.contains("# env GPUWORLD_SCHEDULER_STRATEGY"),
+        "{described}"
+    );
+    assert!(described.contains(&format!("# file {}", dir.join("gpuworld.toml").display())));
+    assert!(described.contains("cuda.cache = (none)"), "{described}");
+}
+
+#[test]
+fn gpuworld_config_names_the_file_to_read() {
+    let dir = dir_with_config("explicit", None);
+    std::fs::write(dir.join("other.toml"), "[scheduler]\nmax_tasks = 3\n").unwrap();
+    let settings = load(&dir, &[("GPUWORLD_CONFIG", "other.toml")]).unwrap();
+    assert_eq!(settings.max_tasks.value, Some(3));
+    let (origin, problem) =
+        problem(load(&dir, &[("GPUWORLD_CONFIG", "missing.toml")]).unwrap_err());
+    assert_eq!(origin, "env GPUWORLD_CONFIG");
+    assert!(problem.contains("no configuration file at") && problem.contains("missing.toml"));
+}
+
+#[test]
+fn a_release_period_without_pools_applies_to_the_default_ladder() {
+    let dir = dir_with_config("release", Some("[memory]\nrelease_after_ticks = 5\n"));
+    let settings = load(&dir, &[]).unwrap();
+    let device = gpuworld::SimBackend::new(Default::default()).properties();
+    let config = settings.runtime_config(&device, RuntimeConfig::default());
+    let pools = config.memory.pools.unwrap();
+    assert_eq!(
+        pools.len(),
+        gpuworld::MemoryConfig::default_ladder(&device).len()
+    );
+    assert!(pools.iter().all(|p| p.release_after_ticks == Some(5)));
+}
+
+/// Each bad file gives an error naming the file, the key and what is allowed.
+#[test]
+fn every_bad_file_is_an_error_naming_file_key_and_what_is_allowed() {
+    let cases: &[(&str, &str, &[&str])] = &[
+        (
+            "unknown_section",
+            "[schedule]\nmax_tasks = 2\n",
+            &["unknown field `schedule`", "expected one of", "`scheduler`"],
+        ),
+        (
+            "unknown_key",
+            "[scheduler]\nmax_task = 2\n",
+            &[
+                "`scheduler.max_task`",
+                "unknown field `max_task`",
+                "`max_tasks`",
+            ],
+        ),
+        (
+            "zero_tasks",
+            "[scheduler]\nmax_tasks = 0\n",
+            &["`scheduler.max_tasks`", "at least 1, got 0"],
+        ),
+        (
+            "wrong_type",
+            "[scheduler]\nstream_slots = \"two\"\n",
+            &[
+                "`scheduler.stream_slots`",
+                "invalid type: string \"two\", expected i64",
+            ],
+        ),
+        (
+            "bad_strategy",
+            "[scheduler]\nstrategy = \"fastest\"\n",
+            &[
+                "`scheduler.strategy`",
+                "unknown variant `fastest`",
+                "expected `interleave` or `sequential`",
+            ],
+        ),
+        (
+            "bad_level",
+            "[log]\nlevel = \"loud\"\n",
+            &["`log.level`", "unknown variant `loud`", "`warn`"],
+        ),
+        (
+            "bad_target_level",
+            "[log.targets]\n\"gpuworld::stream\" = \"chatty\"\n",
+            &["log.targets", "unknown variant `chatty`"],
+        ),
+        (
+            "bad_mode",
+            "[autotune]\nmode = \"later\"\n",
+            &["`autotune.mode`", "expected `blocking` or `background`"],
+        ),
+        (
+            "bad_pool_kind",
+            "[memory]\npools = [{ kind = \"paged\", max_alloc = 1 }]\n",
+            &[
+                "memory.pools",
+                "unknown variant `paged`",
+                "expected `sliced` or `exclusive`",
+            ],
+        ),
+        (
+            "pool_missing_page",
+            "[memory]\npools = [{ kind = \"sliced\", max_alloc = 1 }]\n",
+            &["memory.pools", "missing field `page_size`"],
+        ),
+        (
+            "pool_unknown_field",
+            "[memory]\npools = [{ kind = \"exclusive\", max_alloc = 1, page_size = 4 }]\n",
+            &["memory.pools", "unknown field `page_size`"],
+        ),
+        (
+            "negative_ticks",
+            "[memory]\nrelease_after_ticks = -1\n",
+            &["`memory.release_after_ticks`"],
+        ),
+        ("not_toml", "[scheduler\nmax_tasks = 2\n", &["line 1"]),
+    ];
+    for (name, text, expected) in cases {
+        let dir = dir_with_config(name, Some(text));
+        let error = load(&dir, &[]).expect_err(name);
+        let message = error.to_string();
+        let (origin, _) = problem(error);
+        assert_eq!(
+            origin,
+            dir.join("gpuworld.toml").display().to_string(),
+            "{name}"
+        );
+        for part in *expected {
+            assert!(
+                message.contains(part),
+                "{name}: {part:?} not in {message:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn every_bad_variable_is_an_error_naming_it_the_key_and_what_is_allowed() {
+    let dir = dir_with_config("bad_env", None);
+    let cases: &[(&str, &str, &[&str])] = &[
+        (
+            "GPUWORLD_SCHEDULER_MAX_TASKS",
+            "many",
+            &["`scheduler.max_tasks`", "got `many`"],
+        ),
+        ("GPUWORLD_SCHEDULER_MAX_TASKS", "0", &["at least 1"]),
+        (
+            "GPUWORLD_SCHEDULER_STREAM_SLOTS",
+            "-3",
+            &["`scheduler.stream_slots`"],
+        ),
+        (
+            "GPUWORLD_SCHEDULER_STRATEGY",
+            "fastest",
+            &[
+                "`scheduler.strategy`",
+                "expected `interleave` or `sequential`",
+            ],
+        ),
+        (
+            "GPUWORLD_AUTOTUNE_MODE",
+            "now",
+            &["`autotune.mode`", "expected `blocking` or `background`"],
+        ),
+        (
+            "GPUWORLD_MEMORY_RELEASE_AFTER_TICKS",
+            "soon",
+            &["`memory.release_after_ticks`"],
+        ),
+        (
+            "GPUWORLD_MEMORY_POOLS",
+            "[{ kind = \"paged\" }]",
+            &["`memory.pools`", "expected `sliced` or `exclusive`"],
+        ),
+    ];
+    for (name, value, expected) in cases {
+        let error = load(&dir, &[(name, value)]).expect_err(name);
+        let message = error.to_string();
+        assert_eq!(problem(error).0, format!("env {name}"));
+        for part in *expected {
+            assert!(
+                message.contains(part),
+                "{name}={value}: {part:?} not in {message:?}"
+            );
+        }
+    }
+}
