@@ -26,6 +26,8 @@ pub struct Runtime<B: Backend> {
     inbox: Arc<Inbox>,
     published: Arc<Published>,
     properties: DeviceProperties,
+    /// Whether the trace's systems are in the tick (see [`crate::trace`]).
+    recording_systems: bool,
     backend: PhantomData<fn() -> B>,
 }
 
@@ -80,6 +82,7 @@ impl<B: Backend> Runtime<B> {
             inbox,
             published,
             properties,
+            recording_systems: false,
             backend: PhantomData,
         }
     }
@@ -234,16 +237,42 @@ impl<B: Backend> Runtime<B> {
             .resource_scope(|world, mut recorder: Mut<TraceRecorder>| {
                 recorder.start(&mut world.resource_mut::<Device<B>>().0, stats);
             });
+        self.place_recording_systems();
+    }
+
+    /// Puts the trace's systems in the tick while a trace or kernel statistics record, and takes
+    /// them out otherwise (see [`crate::trace`]).
+    fn place_recording_systems(&mut self) {
+        let wanted = self.world.resource::<TraceRecorder>().is_tracing()
+            || self.world.resource::<KernelStats>().is_enabled();
+        if wanted == self.recording_systems {
+            return;
+        }
+        if wanted {
+            crate::trace::add_recording::<B>(&mut self.schedule);
+            self.recording_systems = true;
+        } else {
+            match crate::trace::remove_recording(&mut self.schedule, &mut self.world) {
+                Ok(_) => self.recording_systems = false,
+                // They stay, idle: they only cost time.
+                Err(error) => {
+                    tracing::error!(target: "gpuworld::stream", %error, "the trace's systems could not leave the tick");
+                }
+            }
+        }
     }
 
     /// Ends the trace and returns it; `None` when no trace was started. Work still in flight is
     /// not in it: sync first to include it.
     pub fn stop_trace(&mut self) -> Option<Trace> {
         let stats = self.world.resource::<KernelStats>().is_enabled();
-        self.world
+        let trace = self
+            .world
             .resource_scope(|world, mut recorder: Mut<TraceRecorder>| {
                 recorder.stop(&mut world.resource_mut::<Device<B>>().0, stats)
-            })
+            });
+        self.place_recording_systems();
+        trace
     }
 
     /// Starts or stops gathering per-kernel statistics; stopping keeps what was gathered.
@@ -254,6 +283,7 @@ impl<B: Backend> Runtime<B> {
                 let tracing = recorder.is_tracing();
                 recorder.set_backend_timing(&mut world.resource_mut::<Device<B>>().0, tracing, on);
             });
+        self.place_recording_systems();
     }
 
     /// Per-kernel statistics gathered so far, by kernel id.

@@ -47,7 +47,7 @@ pub fn tick_schedule<B: Backend>(world: &mut World) -> Schedule {
     interleave::build::<B>(world, &mut schedule);
     gc::build::<B>(world, &mut schedule);
     tune::build(world, &mut schedule);
-    crate::trace::build::<B>(world, &mut schedule);
+    crate::trace::build(world);
     debug_assert!(
         !executor::has_run_conditions(&schedule),
         "the tick's executor runs every system: no stage may add a run condition"

@@ -3,6 +3,9 @@
 //! submitted, where the backend cannot time them), the waits between streams, GC reclamations
 //! and counters of memory and queued tasks; and, while enabled, per-kernel statistics. Systems
 //! between the stage sets stamp the stages; `collect_tick`, last in the tick, gathers the rest.
+//! They are in the tick only while a trace or kernel statistics record (`Runtime` adds and
+//! removes the [`Recording`] set): otherwise their eight systems would cost every tick about
+//! 3,000 instructions, a sixth of a launch-and-read round trip.
 //! Owns `TraceRecorder` and `KernelStats`. What a backend reports of each operation (`OpTime`)
 //! is part of the backend contract (`backend.rs`), re-exported here.
 
@@ -25,22 +28,46 @@ use crate::stages::tick::TickStage;
 use crate::world::*;
 use bevy_ecs::prelude::*;
 
-/// Registers the recorder and statistics, the stage stamps between the stage sets and the
-/// collection at the end of the tick.
-pub fn build<B: Backend>(world: &mut World, schedule: &mut Schedule) {
+/// The trace's systems in the tick: the stage stamps and the collection at its end.
+#[derive(SystemSet, Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Recording;
+
+/// Registers the recorder and the statistics; their systems join the tick only while they
+/// record ([`add_recording`]).
+pub fn build(world: &mut World) {
     world.init_resource::<TraceRecorder>();
     world.init_resource::<KernelStats>();
+}
+
+/// Adds the [`Recording`] systems to the tick: the stage stamps between the stage sets and the
+/// collection at its end. The schedule is rebuilt at its next run.
+pub fn add_recording<B: Backend>(schedule: &mut Schedule) {
     use TickStage::*;
-    schedule.add_systems((
-        stamp_stage::<0>.before(Ingest),
-        stamp_stage::<1>.after(Ingest).before(AlignmentAnalysis),
-        stamp_stage::<2>.after(AlignmentAnalysis).before(FlushWait),
-        stamp_stage::<3>.after(FlushWait).before(Scheduling),
-        stamp_stage::<4>.after(Scheduling).before(Interleave),
-        stamp_stage::<5>.after(Interleave).before(GcReclamation),
-        stamp_stage::<6>.after(GcReclamation).before(TuneIngestion),
-        collect_tick::<B>.after(TuneIngestion),
-    ));
+    schedule.add_systems(
+        (
+            stamp_stage::<0>.before(Ingest),
+            stamp_stage::<1>.after(Ingest).before(AlignmentAnalysis),
+            stamp_stage::<2>.after(AlignmentAnalysis).before(FlushWait),
+            stamp_stage::<3>.after(FlushWait).before(Scheduling),
+            stamp_stage::<4>.after(Scheduling).before(Interleave),
+            stamp_stage::<5>.after(Interleave).before(GcReclamation),
+            stamp_stage::<6>.after(GcReclamation).before(TuneIngestion),
+            collect_tick::<B>.after(TuneIngestion),
+        )
+            .in_set(Recording),
+    );
+}
+
+/// Takes the [`Recording`] systems out of the tick again.
+pub fn remove_recording(
+    schedule: &mut Schedule,
+    world: &mut World,
+) -> Result<usize, bevy_ecs::schedule::ScheduleError> {
+    schedule.remove_systems_in_set(
+        Recording,
+        world,
+        bevy_ecs::schedule::ScheduleCleanupPolicy::RemoveSystemsOnly,
+    )
 }
 
 /// Notes when stage `STAGE` starts (and the one before it ends), while a trace runs.
