@@ -4,10 +4,12 @@
 
 mod drivers;
 mod tensors;
+mod to_client;
 mod transfers;
 
 pub use drivers::Driver;
 pub use tensors::{TensorDesc, TensorHandle};
+pub(crate) use to_client::FromRead;
 
 use futures_channel::oneshot;
 use gpuworld_systems::backend::StagingAllocator;
@@ -73,6 +75,8 @@ struct Shared<B: Backend> {
     inbox: Arc<gpuworld_systems::inbox::Inbox>,
     id: RuntimeId,
     properties: DeviceProperties,
+    /// The backend's index of the device (`ComputeClient::device_id`).
+    device_index: u32,
     /// Where uploads take host memory, without the runtime lock (the backend's, fetched once).
     staging: Arc<dyn StagingAllocator>,
     /// The tune stage's message queue and cache, shared so tuners never take the runtime lock.
@@ -134,6 +138,7 @@ impl<B: Backend> ComputeClient<B> {
         let shared = Arc::new(Shared {
             id: runtime.id(),
             properties: runtime.properties().clone(),
+            device_index: runtime.backend().device_index(),
             staging: runtime.backend().staging(),
             tune_results: runtime.tune_results(),
             tune_cache: runtime.tune_cache().clone(),
@@ -202,6 +207,14 @@ impl<B: Backend> ComputeClient<B> {
     /// The id of the runtime behind this client.
     pub fn runtime_id(&self) -> RuntimeId {
         self.shared.id
+    }
+
+    /// The device this client's runtime runs on.
+    pub fn device_id(&self) -> crate::DeviceId {
+        crate::DeviceId {
+            backend: B::NAME,
+            index: self.shared.device_index,
+        }
     }
 
     /// Launches `kernel` over `count` cubes with every buffer access bound-checked.

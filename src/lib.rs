@@ -15,9 +15,14 @@
 //! ```
 
 mod client;
+pub mod collective;
+mod devices;
 pub mod tune;
 
 pub use client::{Bindings, ComputeClient, Driver, TensorDesc, TensorHandle};
+#[cfg(feature = "cpu")]
+pub use devices::cpu_clients;
+pub use devices::{DeviceClient, DeviceId, DeviceInfo, device_client, devices, sim_clients};
 pub use gpuworld_systems::memory::{
     AllocationMode, MemoryConfig, PoolConfig, PoolKind, PoolReport, TensorLayout,
 };

@@ -135,6 +135,11 @@ pub trait Backend: Send + Sync + 'static {
 
     /// The device's properties.
     fn properties(&self) -> DeviceProperties;
+    /// This device's index among its backend's devices (a cpu device of
+    /// `CpuBackend::with_devices`, a wgpu adapter, a CUDA ordinal); 0 by default.
+    fn device_index(&self) -> u32 {
+        0
+    }
     /// Called first in every tick with the tick's number.
     fn begin_tick(&mut self, _tick: u64) {}
     /// Reserves a buffer of `size` bytes.

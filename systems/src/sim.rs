@@ -132,6 +132,8 @@ pub struct SimBackend {
     log: Vec<(u64, SimCall)>,
     /// Virtual nanoseconds of completed launches, when `kernel_cost` is set.
     clock_ns: u64,
+    /// Which sim device this is (see [`SimBackend::with_devices`]).
+    device: u32,
 }
 
 impl SimBackend {
@@ -146,7 +148,18 @@ impl SimBackend {
             tick: 0,
             log: Vec::new(),
             clock_ns: 0,
+            device: 0,
         }
+    }
+
+    /// `n` virtual devices with `config`, numbered 0 to n-1, each with memory of its own.
+    pub fn with_devices(config: &SimConfig, n: usize) -> Vec<SimBackend> {
+        (0..n)
+            .map(|index| SimBackend {
+                device: index as u32,
+                ..SimBackend::new(config.clone())
+            })
+            .collect()
     }
 
     /// Every recorded call with the tick it happened in.
@@ -255,6 +268,10 @@ impl Backend for SimBackend {
             limits: Default::default(),
             features: Vec::new(),
         }
+    }
+
+    fn device_index(&self) -> u32 {
+        self.device
     }
 
     fn allocate(&mut self, size: u64) -> Result<StorageId, AllocError> {

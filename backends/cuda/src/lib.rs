@@ -19,7 +19,7 @@ mod pinned;
 pub use compiler::{CompileStats, default_cache_dir};
 pub use cuda_c::{CudaSource, PRELUDE, cuda_text, parameter_list};
 pub use cudarc;
-pub use open::availability;
+pub use open::{availability, device_count};
 
 use copies::{PendingRead, Upload};
 use cudarc::driver::sys;
@@ -217,6 +217,11 @@ impl Backend for CudaBackend {
 
     fn properties(&self) -> DeviceProperties {
         self.properties.clone()
+    }
+
+    fn device_index(&self) -> u32 {
+        // `cuDeviceGet` hands back the ordinal as the device handle.
+        u32::try_from(self.device).unwrap_or(0)
     }
 
     fn allocate(&mut self, size: u64) -> Result<StorageId, AllocError> {

@@ -74,6 +74,8 @@ pub struct WgpuBackend {
     marks: Option<Marks>,
     submitted: u64,
     completed: Arc<AtomicU64>,
+    /// The adapter's index in [`list_adapters`]' order.
+    adapter_index: u32,
 }
 
 impl WgpuBackend {
@@ -96,6 +98,7 @@ impl WgpuBackend {
             None
         };
         let adapter_info = adapter.get_info();
+        let adapter_index = adapter::index_of(&instance, config.backends, &adapter_info);
         tracing::info!(
             target: "gpuworld::stream",
             adapter = %adapter_info.name,
@@ -123,6 +126,7 @@ impl WgpuBackend {
             marks,
             submitted: 0,
             completed: Arc::new(AtomicU64::new(0)),
+            adapter_index,
         })
     }
 
@@ -282,6 +286,10 @@ impl Backend for WgpuBackend {
 
     fn lifecycle_lock() -> Option<&'static parking_lot::Mutex<()>> {
         Some(&DEVICE_LIFECYCLE)
+    }
+
+    fn device_index(&self) -> u32 {
+        self.adapter_index
     }
 
     fn properties(&self) -> DeviceProperties {

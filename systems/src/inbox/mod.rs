@@ -45,6 +45,16 @@ pub enum Command {
         /// The stream it runs on.
         stream: StreamId,
     },
+    /// Copy bytes another runtime is still producing into `dst`, once they are there (a
+    /// transfer's or a collective's destination); every later command waits for them.
+    WriteArriving {
+        /// Destination range.
+        dst: Binding,
+        /// The bytes, once they arrive.
+        bytes: crate::arriving::Arriving,
+        /// The stream it runs on.
+        stream: StreamId,
+    },
     /// Run a kernel.
     Launch {
         /// The kernel.

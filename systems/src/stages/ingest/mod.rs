@@ -223,6 +223,22 @@ impl Ingest {
                     Err(error) => record_fault(world, stream, error),
                 }
             }
+            Command::WriteArriving {
+                dst,
+                mut bytes,
+                stream,
+            } => match bytes.poll_bytes() {
+                std::task::Poll::Ready(Ok(data)) => {
+                    return self.one(world, taken, Command::Write { dst, data, stream });
+                }
+                std::task::Poll::Ready(Err(error)) => {
+                    let stream = self.stream_entity(world, taken, stream);
+                    record_fault(world, stream, error);
+                }
+                std::task::Poll::Pending => {
+                    return Some(Command::WriteArriving { dst, bytes, stream });
+                }
+            },
             Command::Launch {
                 kernel,
                 count,

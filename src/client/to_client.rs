@@ -1,0 +1,122 @@
+//! Moving data between runtimes (devices, or backends): `to_client` and `to_client_into`.
+//!
+//! A transfer is two tasks. On the source it is a read on the caller's stream, so alignment
+//! orders it after the handle's last write on any stream, and the source runtime's GC stage
+//! answers it as it answers every read. On the destination it is a write of the arriving bytes
+//! on the destination client's stream: ingest holds it, with every command after it, until the
+//! bytes are there, so every later use on the destination sees them. Both calls return at once.
+
+use super::{ComputeClient, Shared};
+use futures_channel::oneshot;
+use gpuworld_systems::arriving::{Arriving, ArrivingSource};
+use gpuworld_systems::inbox::{Command, ReadReply};
+use gpuworld_systems::{Backend, Binding, Error, Handle, HostBytes, Result};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Weak};
+use std::task::Poll;
+
+/// Ticks a source runtime that nobody else ticks, without ever blocking on its lock.
+pub(crate) type Drive = Box<dyn Fn() + Send>;
+
+/// A read in flight on a source runtime, as its destination sees it.
+pub(crate) struct FromRead {
+    receiver: oneshot::Receiver<ReadReply>,
+    drive: Drive,
+}
+
+impl FromRead {
+    /// The bytes of each binding read, once the source runtime has answered; while it has not,
+    /// ticks it if it is driven by hand and nobody holds it.
+    pub(crate) fn poll(&mut self) -> Poll<Result<Vec<HostBytes>>> {
+        for attempt in 0..2 {
+            match self.receiver.try_recv() {
+                Ok(Some(reply)) => return Poll::Ready(reply),
+                Ok(None) if attempt == 0 => (self.drive)(),
+                Ok(None) => {}
+                Err(oneshot::Canceled) => return Poll::Ready(Err(Error::Disconnected)),
+            }
+        }
+        Poll::Pending
+    }
+}
+
+/// The bytes of a one-binding read, as a destination's write waits for them.
+struct ReadArrival(FromRead);
+
+impl ArrivingSource for ReadArrival {
+    fn poll_bytes(&mut self) -> Poll<Result<HostBytes>> {
+        self.0
+            .poll()
+            .map(|reply| reply.and_then(|mut bytes| bytes.pop().ok_or(Error::Disconnected)))
+    }
+}
+
+impl<B: Backend> ComputeClient<B> {
+    /// A new handle on `dst`'s device holding a copy of `src`; returns at once. The copy is
+    /// ordered after every earlier write of `src` (on any stream of this runtime) and before
+    /// every later use of the new handle on `dst`; it goes through host memory (page-locked on
+    /// CUDA), between devices of one backend or of two. A failure on the way (a released
+    /// source, a device fault on the source's stream, a source runtime gone) is a fault of
+    /// `dst`'s stream, which its next read or sync reports.
+    pub fn to_client<C: Backend>(
+        &self,
+        src: impl Into<Binding>,
+        dst: &ComputeClient<C>,
+    ) -> Result<Handle> {
+        let src = src.into();
+        let (start, end) = src.validate(self.shared.id)?;
+        let handle = dst.empty(end - start);
+        self.to_client_into(src, dst, &handle)?;
+        Ok(handle)
+    }
+
+    /// Copies `src` into `dst_range` of `dst`'s device, ordered as [`ComputeClient::to_client`];
+    /// `Error::WriteTooLarge` when `src` is larger than the range.
+    pub fn to_client_into<C: Backend>(
+        &self,
+        src: impl Into<Binding>,
+        dst: &ComputeClient<C>,
+        dst_range: impl Into<Binding>,
+    ) -> Result<()> {
+        let src = src.into();
+        let dst_range = dst_range.into();
+        let (start, end) = src.validate(self.shared.id)?;
+        dst.check_write(&dst_range, (end - start) as usize)?;
+        let read = self.read_from_other_runtime(&[src])?;
+        dst.write_arriving(dst_range, Arriving::new(ReadArrival(read)));
+        Ok(())
+    }
+
+    /// Reads `sources` on this client's stream for another runtime, which polls the result.
+    pub(crate) fn read_from_other_runtime(&self, sources: &[Binding]) -> Result<FromRead> {
+        let receiver = self.enqueue_read(sources)?;
+        Ok(FromRead {
+            receiver,
+            drive: self.drive(),
+        })
+    }
+
+    /// Queues a write of `bytes` into `dst` (already checked) on this client's stream, held at
+    /// ingest until they arrive.
+    pub(crate) fn write_arriving(&self, dst: Binding, bytes: Arriving) {
+        self.shared.inbox.push(Command::WriteArriving {
+            dst,
+            bytes,
+            stream: self.stream_id(),
+        });
+    }
+
+    /// Ticks this runtime when it is driven by hand and nobody holds it: a destination waiting on
+    /// it must not depend on its owner ticking it.
+    fn drive(&self) -> Drive {
+        let shared: Weak<Shared<B>> = Arc::downgrade(&self.shared);
+        Box::new(move || {
+            if let Some(shared) = shared.upgrade()
+                && shared.manual.load(Ordering::Acquire)
+                && let Some(mut runtime) = shared.runtime.try_lock()
+            {
+                runtime.tick();
+            }
+        })
+    }
+}
