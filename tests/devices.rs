@@ -4,9 +4,8 @@
 mod common;
 
 use gpuworld::{
-    Bindings, ComputeClient, CpuBackend, CubeCount, DeviceClient, DeviceId, Driver, Error,
-    Handle, RuntimeConfig, SimConfig, StreamId, cpu_clients, device_client, devices, library,
-    sim_clients,
+    Bindings, ComputeClient, CpuBackend, CubeCount, DeviceClient, DeviceId, Driver, Error, Handle,
+    RuntimeConfig, SimConfig, StreamId, cpu_clients, device_client, devices, library, sim_clients,
 };
 
 #[test]
@@ -15,7 +14,10 @@ fn devices_lists_the_host_cpu_and_the_sim_with_their_properties() {
     let ids: Vec<String> = found.iter().map(|d| d.id.to_string()).collect();
     assert_eq!(ids[..2], ["cpu:0", "sim:0"]);
     for device in &found[..2] {
-        let properties = device.properties.as_ref().expect("host devices always open");
+        let properties = device
+            .properties
+            .as_ref()
+            .expect("host devices always open");
         assert!(properties.memory_bytes > 0, "{}", device.id);
     }
     #[cfg(feature = "wgpu")]
@@ -120,7 +122,10 @@ fn to_client_returns_at_once_and_the_copy_arrives_with_ticks() {
         assert!(ticks < 20, "the copy never arrived");
     };
     assert_eq!(common::f32s(&bytes[0]), [1.0, 2.0]);
-    assert!(ticks >= 2, "a transfer takes the source's read and the destination's write");
+    assert!(
+        ticks >= 2,
+        "a transfer takes the source's read and the destination's write"
+    );
 }
 
 /// Each round writes the source from a second stream, copies it, overwrites it at once, and
@@ -137,12 +142,15 @@ fn to_client_is_ordered_after_earlier_writes_and_before_later_uses_under_concurr
     let mut scaled = Vec::new();
     for round in 0..40u32 {
         let value = vec![round as f32; 1024];
-        writer.write(&source, bytemuck::cast_slice(&value)).expect("write");
+        writer
+            .write(&source, bytemuck::cast_slice(&value))
+            .expect("write");
         let copy = a.to_client(&source, b).expect("to_client");
         writer
             .write(&source, bytemuck::cast_slice(&[-1.0f32; 1024]))
             .expect("overwrite");
-        b.write(&scratch, bytemuck::cast_slice(&value)).expect("destination write");
+        b.write(&scratch, bytemuck::cast_slice(&value))
+            .expect("destination write");
         let out = b.empty(4096);
         let bindings = Bindings::new().buffer(&copy).buffer(&out).scalar_f32(2.0);
         b.launch(&library::SCALE, CubeCount::new_1d(4), bindings)
@@ -165,8 +173,10 @@ fn to_client_into_lands_between_the_destination_writes_around_it() {
     let source = f32_handle(a, &[5.0; 4]);
     let target = f32_handle(b, &[0.0; 8]);
     let upper = target.clone().offset_start(16);
-    a.to_client_into(&source, b, &upper).expect("to_client_into");
-    b.write(&target, bytemuck::cast_slice(&[9.0f32; 2])).expect("write after");
+    a.to_client_into(&source, b, &upper)
+        .expect("to_client_into");
+    b.write(&target, bytemuck::cast_slice(&[9.0f32; 2]))
+        .expect("write after");
     let got: Vec<f32> = b.read_one_as(&target).expect("read");
     assert_eq!(got, [9.0, 9.0, 0.0, 0.0, 5.0, 5.0, 5.0, 5.0]);
     a.to_client_into(&source, b, &target.clone().offset_end(16))
@@ -181,23 +191,33 @@ fn to_client_refuses_what_does_not_fit_and_reports_what_fails_on_the_way() {
     let (a, b) = (&clients[0], &clients[1]);
     let source = f32_handle(a, &[1.0; 4]);
     let small = b.empty(8);
-    let error = a.to_client_into(&source, b, &small).expect_err("16 bytes into 8");
+    let error = a
+        .to_client_into(&source, b, &small)
+        .expect_err("16 bytes into 8");
     assert!(matches!(error, Error::WriteTooLarge { .. }), "{error}");
-    let error = b.to_client(&source, a).expect_err("a handle of a, given to b");
+    let error = b
+        .to_client(&source, a)
+        .expect_err("a handle of a, given to b");
     assert!(matches!(error, Error::ForeignHandle { .. }), "{error}");
 
     // A released source: the destination's stream reports it; both devices go on working.
     let gone = f32_handle(a, &[1.0; 4]);
     let binding = gone.binding();
     drop(gone);
-    let copy = a.to_client(binding, b).expect("accepted: the release is found by the read");
+    let copy = a
+        .to_client(binding, b)
+        .expect("accepted: the release is found by the read");
     let error = b.sync().expect_err("the copy failed");
     assert!(matches!(error, Error::ReleasedHandle { .. }), "{error}");
     drop(copy);
     check_round_trip(a, b);
 
     // A source runtime gone before it answered: the destination reports `Disconnected`.
-    let doomed = ComputeClient::new(CpuBackend::device(5), RuntimeConfig::default(), Driver::Manual);
+    let doomed = ComputeClient::new(
+        CpuBackend::device(5),
+        RuntimeConfig::default(),
+        Driver::Manual,
+    );
     let source = f32_handle(&doomed, &[3.0; 4]);
     let _copy = doomed.to_client(&source, b).expect("accepted");
     drop(doomed);

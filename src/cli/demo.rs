@@ -53,6 +53,11 @@ pub struct DemoArgs {
     /// Hide the progress bar
     #[arg(long)]
     pub quiet: bool,
+    /// Devices to split the field over (cpu, sim or cuda); above 1, the result is checked
+    /// against the one-device run bit for bit
+    #[arg(long, value_name = "N", default_value_t = 1,
+          value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub devices: u32,
 }
 
 impl Default for DemoArgs {
@@ -67,6 +72,7 @@ impl Default for DemoArgs {
             adapter: None,
             device_type: None,
             quiet: false,
+            devices: 1,
         }
     }
 }
@@ -81,7 +87,7 @@ pub enum DriverKind {
 }
 
 impl DriverKind {
-    fn name(self) -> &'static str {
+    pub(super) fn name(self) -> &'static str {
         match self {
             DriverKind::Manual => "manual",
             DriverKind::DeviceThread => "device-thread",
@@ -119,6 +125,9 @@ fn parse_alpha(text: &str) -> Result<f32, String> {
 
 /// Runs the demo described by `args`.
 pub fn run(args: &DemoArgs) -> Result<(), CliError> {
+    if args.devices > 1 {
+        return super::demo_devices::run(args);
+    }
     match args.backend {
         #[cfg(feature = "cpu")]
         BackendKind::Cpu => {
@@ -205,7 +214,7 @@ fn run_on<B: Backend>(
     Ok(())
 }
 
-fn progress_bar(steps: u64, quiet: bool) -> ProgressBar {
+pub(super) fn progress_bar(steps: u64, quiet: bool) -> ProgressBar {
     if quiet {
         return ProgressBar::hidden();
     }
