@@ -106,6 +106,20 @@ impl<B: Backend> ComputeClient<B> {
         });
     }
 
+    /// Queues `work`, which the backend runs itself over `buffers` (already checked), on this
+    /// client's stream.
+    pub(crate) fn push_native(
+        &self,
+        work: gpuworld_systems::backend::NativeWork,
+        buffers: smallvec::SmallVec<[Binding; 4]>,
+    ) {
+        self.shared.inbox.push(Command::Native {
+            work,
+            buffers,
+            stream: self.stream_id(),
+        });
+    }
+
     /// Ticks this runtime when it is driven by hand and nobody holds it: a destination waiting on
     /// it must not depend on its owner ticking it.
     fn drive(&self) -> Drive {

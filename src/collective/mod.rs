@@ -27,6 +27,8 @@
 //! ```
 
 mod host;
+#[cfg(feature = "cuda")]
+mod nccl;
 mod reduce;
 
 pub use reduce::{ElemType, ReduceOp, reduce_host};
@@ -40,6 +42,9 @@ use host::{Combine, Gathered, Share};
 /// `r`-th client.
 pub struct Group<B: Backend> {
     clients: Vec<ComputeClient<B>>,
+    /// The NCCL communicators of a CUDA group, made at its first collective.
+    #[cfg(feature = "cuda")]
+    nccl: std::sync::OnceLock<Result<Vec<std::sync::Arc<gpuworld_cuda::NcclComm>>>>,
 }
 
 impl<B: Backend> Group<B> {
@@ -54,7 +59,11 @@ impl<B: Backend> Group<B> {
         }
         let ids: Vec<_> = clients.iter().map(ComputeClient::device_id).collect();
         check_distinct(&ids)?;
-        Ok(Group { clients })
+        Ok(Group {
+            clients,
+            #[cfg(feature = "cuda")]
+            nccl: std::sync::OnceLock::new(),
+        })
     }
 
     /// The clients, by rank.
@@ -79,6 +88,13 @@ impl<B: Backend> Group<B> {
         same_sizes(name, &sizes)?;
         whole_elements(name, sizes[0], elem)?;
         let len = sizes[0] as usize;
+        #[cfg(feature = "cuda")]
+        if let Some(cuda) = nccl::cuda_clients(&self.clients) {
+            let each: Vec<_> = buffers.iter().map(|b| smallvec::smallvec![*b]).collect();
+            let count = len / elem.size();
+            let kind = nccl::all_reduce(op);
+            return nccl::run(self, &cuda, kind, nccl::dtype(elem), count, &each);
+        }
         self.run(buffers, reducer(elem, op), |_| Some(0..len), buffers)
     }
 
@@ -94,6 +110,12 @@ impl<B: Backend> Group<B> {
             ));
         }
         let len = sizes[0] as usize;
+        #[cfg(feature = "cuda")]
+        if let Some(cuda) = nccl::cuda_clients(&self.clients) {
+            let each: Vec<_> = buffers.iter().map(|b| smallvec::smallvec![*b]).collect();
+            let kind = gpuworld_cuda::NcclKind::Broadcast { root };
+            return nccl::run(self, &cuda, kind, nccl::BYTES, len, &each);
+        }
         let inputs = &buffers[root..=root];
         let combine: Combine = Box::new(|inputs: &[HostBytes]| Ok(inputs[0].to_vec()));
         self.run(
@@ -122,6 +144,17 @@ impl<B: Backend> Group<B> {
                     sizes[0]
                 ),
             ));
+        }
+        #[cfg(feature = "cuda")]
+        if let Some(cuda) = nccl::cuda_clients(&self.clients) {
+            let each: Vec<_> = inputs
+                .iter()
+                .zip(outputs)
+                .map(|(i, o)| smallvec::smallvec![*i, *o])
+                .collect();
+            let count = sizes[0] as usize;
+            let kind = gpuworld_cuda::NcclKind::AllGather;
+            return nccl::run(self, &cuda, kind, nccl::BYTES, count, &each);
         }
         let combine: Combine = Box::new(|inputs: &[HostBytes]| Ok(inputs.concat()));
         let total = total as usize;
@@ -160,6 +193,17 @@ impl<B: Backend> Group<B> {
             ));
         }
         let part = part as usize;
+        #[cfg(feature = "cuda")]
+        if let Some(cuda) = nccl::cuda_clients(&self.clients) {
+            let each: Vec<_> = inputs
+                .iter()
+                .zip(outputs)
+                .map(|(i, o)| smallvec::smallvec![*i, *o])
+                .collect();
+            let kind = nccl::reduce_scatter(op);
+            let count = part / elem.size();
+            return nccl::run(self, &cuda, kind, nccl::dtype(elem), count, &each);
+        }
         self.run(
             inputs,
             reducer(elem, op),

@@ -13,12 +13,14 @@ mod faults;
 mod launch;
 mod library;
 mod loader;
+mod nccl;
 mod open;
 mod pinned;
 
 pub use compiler::{CompileStats, default_cache_dir};
 pub use cuda_c::{CudaSource, PRELUDE, cuda_text, parameter_list};
 pub use cudarc;
+pub use nccl::{NcclCall, NcclComm, NcclKind, communicators, grouped, nccl};
 pub use open::{availability, device_count};
 
 use copies::{PendingRead, Upload};
@@ -298,6 +300,25 @@ impl Backend for CudaBackend {
             tracing::warn!(target: "gpuworld::kernel", kernel = kernel.id, %error, "launch refused");
             self.fault_with(s, error);
         }
+    }
+
+    fn run_native(
+        &mut self,
+        stream: DeviceStream,
+        buffers: &[Region],
+        work: NativeWork,
+    ) -> Result<(), Error> {
+        let s = stream.0 as usize;
+        if self.refuse(s) {
+            return Ok(());
+        }
+        let Some(call) = nccl::as_nccl_call(&work) else {
+            return Err(Error::BackendUnavailable {
+                backend: "cuda",
+                reason: format!("it runs no native work `{}`", work.name()).into(),
+            });
+        };
+        self.run_nccl(s, buffers, call)
     }
 
     fn read(&mut self, stream: DeviceStream, src: Region) -> ReadTicket {

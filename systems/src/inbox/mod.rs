@@ -55,6 +55,15 @@ pub enum Command {
         /// The stream it runs on.
         stream: StreamId,
     },
+    /// Run work the backend runs itself (a collective through NCCL) over `buffers`.
+    Native {
+        /// The work.
+        work: crate::backend::NativeWork,
+        /// Its bindings, in the order the work names them; all count as written.
+        buffers: SmallVec<[Binding; 4]>,
+        /// The stream it runs on.
+        stream: StreamId,
+    },
     /// Run a kernel.
     Launch {
         /// The kernel.

@@ -239,6 +239,21 @@ impl Ingest {
                     return Some(Command::WriteArriving { dst, bytes, stream });
                 }
             },
+            Command::Native {
+                work,
+                buffers,
+                stream,
+            } => {
+                let stream = self.stream_entity(world, taken, stream);
+                let resolved: Result<SmallVec<[TaskBinding; 4]>, Error> = buffers
+                    .iter()
+                    .map(|b| self.resolve(world, b, true, stream))
+                    .collect();
+                match resolved {
+                    Ok(bindings) => self.spawn_task(stream, TaskWork::Native(work), bindings),
+                    Err(error) => record_fault(world, stream, error),
+                }
+            }
             Command::Launch {
                 kernel,
                 count,
