@@ -3,11 +3,13 @@
 //! own reply is ready, ticking while nobody else does (`drivers.rs`).
 
 mod drivers;
+mod resource;
 mod tensors;
 mod to_client;
 mod transfers;
 
 pub use drivers::Driver;
+pub use resource::ResourceGuard;
 pub use tensors::{TensorDesc, TensorHandle};
 pub(crate) use to_client::FromRead;
 

@@ -19,7 +19,7 @@ pub mod collective;
 mod devices;
 pub mod tune;
 
-pub use client::{Bindings, ComputeClient, Driver, TensorDesc, TensorHandle};
+pub use client::{Bindings, ComputeClient, Driver, ResourceGuard, TensorDesc, TensorHandle};
 #[cfg(feature = "cpu")]
 pub use devices::cpu_clients;
 pub use devices::{DeviceClient, DeviceId, DeviceInfo, device_client, devices, sim_clients};

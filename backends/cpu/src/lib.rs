@@ -77,6 +77,18 @@ impl CpuBackend {
         self.memory.read().allocated()
     }
 
+    /// Runs `f` on the 32-bit words of `region` (a binding's memory, which must start on a
+    /// word), with host memory read-locked; `None` for freed memory or an unaligned region.
+    pub fn with_host_words<R>(
+        &self,
+        region: Region,
+        f: impl FnOnce(&[std::sync::atomic::AtomicU32]) -> R,
+    ) -> Option<R> {
+        let memory = self.memory.read();
+        let view = memory.view(region)?;
+        Some(f(view.words()))
+    }
+
     fn send(&mut self, stream: DeviceStream, op: HostOp) {
         if let Some(worker) = self.workers.get_mut(stream.0 as usize) {
             worker.send(op);

@@ -179,6 +179,11 @@ impl WgpuBackend {
         KeyData::from_ffi(storage.0).into()
     }
 
+    /// The wgpu buffer behind `storage`, for interop (`ComputeClient::get_resource`).
+    pub fn raw_buffer(&self, storage: StorageId) -> Option<&wgpu::Buffer> {
+        self.buffer(storage)
+    }
+
     fn buffer(&self, storage: StorageId) -> Option<&wgpu::Buffer> {
         self.buffers.get(Self::storage_key(storage))
     }
