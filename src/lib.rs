@@ -26,7 +26,7 @@ pub use devices::{DeviceClient, DeviceId, DeviceInfo, device_client, devices, si
 pub use gpuworld_systems::memory::{
     AllocationMode, MemoryConfig, PoolConfig, PoolKind, PoolReport, TensorLayout,
 };
-pub use gpuworld_systems::sim::{SimBackend, SimCall, SimConfig, SimModel};
+pub use gpuworld_systems::sim::{SimBackend, SimCall, SimConfig, SimLink, SimModel};
 pub use gpuworld_systems::{
     Backend, Binding, CpuSource, CubeCount, DeviceProperties, Error, ExecutionMode, Handle,
     HandleId, HostBytes, Kernel, KernelDef, MemoryUsage, Param, Result, Runtime, RuntimeConfig,

@@ -356,3 +356,27 @@ fn a_device_lost_mid_collective_fails_the_others_with_a_typed_error() {
         assert_eq!(client.read_one(buffer).expect("read"), [1u8; 16]);
     }
 }
+
+#[test]
+fn a_collective_on_sim_devices_costs_each_rank_its_read_and_its_write_on_the_link() {
+    let link = gpuworld::SimLink {
+        latency_ns: 500,
+        bytes_per_second: 1_000_000_000,
+    };
+    let config = SimConfig {
+        link: Some(link),
+        ..SimConfig::default()
+    };
+    let group = Group::new(sim_clients(&config, 3)).expect("distinct devices");
+    let buffers: Vec<Handle> = group.clients().iter().map(|c| c.empty(4000)).collect();
+    group.sync_collective().expect("allocated");
+    group
+        .all_reduce(&bindings(&buffers), ElemType::F32, ReduceOp::Max)
+        .expect("all_reduce");
+    group.sync_collective().expect("done");
+    for client in group.clients() {
+        let clock = client.with_runtime(|rt| gpuworld::Backend::device_clock(rt.backend()));
+        // 4000 B at 1 GB/s is 4 µs, plus 0.5 µs of latency: once for the read, once for the write.
+        assert_eq!(clock, Some(std::time::Duration::from_nanos(2 * 4_500)));
+    }
+}

@@ -236,3 +236,29 @@ fn to_client_copies_between_wgpu_and_cpu() {
     check_round_trip(&gpu, &cpus[0]);
     check_round_trip(&cpus[0], &gpu);
 }
+
+#[test]
+fn a_transfer_between_sim_devices_costs_the_configured_link_time_on_both() {
+    let link = gpuworld::SimLink {
+        latency_ns: 1_000,
+        bytes_per_second: 1 << 30,
+    };
+    let config = SimConfig {
+        link: Some(link),
+        ..SimConfig::default()
+    };
+    let sims = sim_clients(&config, 2);
+    let clock = |c: &ComputeClient<gpuworld::SimBackend>| {
+        c.with_runtime(|rt| gpuworld::Backend::device_clock(rt.backend()))
+            .expect("the sim keeps a clock with a link")
+    };
+    let source = sims[0].empty(1 << 20);
+    sims[0].sync().expect("sync");
+    let copy = sims[0].to_client(&source, &sims[1]).expect("to_client");
+    sims[1].sync().expect("the copy arrived");
+    // 1 MiB over 1 GiB/s is 1/1024 s, plus the latency, once on each side.
+    let one_copy = std::time::Duration::from_nanos(1_000 + 1_000_000_000 / 1024);
+    assert_eq!(clock(&sims[0]), one_copy, "the source's read");
+    assert_eq!(clock(&sims[1]), one_copy, "the destination's write");
+    drop(copy);
+}

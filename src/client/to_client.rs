@@ -107,7 +107,8 @@ impl<B: Backend> ComputeClient<B> {
     }
 
     /// Queues `work`, which the backend runs itself over `buffers` (already checked), on this
-    /// client's stream.
+    /// client's stream (only NCCL collectives need it so far).
+    #[cfg(feature = "cuda")]
     pub(crate) fn push_native(
         &self,
         work: gpuworld_systems::backend::NativeWork,

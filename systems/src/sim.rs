@@ -11,6 +11,10 @@ use crate::host_ops::{Completions, HostOp, event_label};
 use crate::ids::StreamId;
 use crate::kernel::{CpuSource, ExecutionMode, Kernel, KernelDef};
 use std::collections::VecDeque;
+
+mod link;
+
+pub use link::SimLink;
 use std::fmt;
 use std::time::Duration;
 
@@ -40,6 +44,10 @@ pub struct SimConfig {
     /// Virtual cost of each launch; when set, a virtual device clock advances by it as launches
     /// complete and [`Backend::device_clock`] reports it (deterministic timings for autotune).
     pub kernel_cost: Option<KernelCost>,
+    /// Virtual cost of copies between host and device (writes, reads: what transfers between
+    /// sim devices and host collectives are made of); when set, the virtual device clock
+    /// advances by it as copies complete.
+    pub link: Option<SimLink>,
 }
 
 impl Default for SimConfig {
@@ -50,6 +58,7 @@ impl Default for SimConfig {
             memory_bytes: 1 << 30,
             record: true,
             kernel_cost: None,
+            link: None,
         }
     }
 }
@@ -226,6 +235,9 @@ impl SimBackend {
     fn execute(&mut self, queue: usize, stream: usize, op: HostOp) -> u64 {
         if let HostOp::Launch { kernel, count, .. } = &op {
             self.advance_clock(kernel, *count);
+        }
+        if let Some(link) = self.config.link {
+            self.clock_ns = self.clock_ns.saturating_add(link.cost_of(&op));
         }
         let id = self.streams[stream].id;
         let finished = op.run(
@@ -414,8 +426,7 @@ impl Backend for SimBackend {
     }
 
     fn device_clock(&self) -> Option<Duration> {
-        self.config
-            .kernel_cost
-            .map(|_| Duration::from_nanos(self.clock_ns))
+        (self.config.kernel_cost.is_some() || self.config.link.is_some())
+            .then(|| Duration::from_nanos(self.clock_ns))
     }
 }
