@@ -176,7 +176,7 @@ impl<B: Backend> Group<B> {
         let out_sizes = self.check_bindings(name, outputs)?;
         let n = self.size() as u64;
         let part = sizes[0] / n;
-        if sizes[0] % n != 0 {
+        if !sizes[0].is_multiple_of(n) {
             return Err(mismatch(
                 name,
                 format!("inputs of {} bytes do not split into {n} parts", sizes[0]),
@@ -302,7 +302,7 @@ fn same_sizes(name: &'static str, sizes: &[u64]) -> Result<()> {
 }
 
 fn whole_elements(name: &'static str, bytes: u64, elem: ElemType) -> Result<()> {
-    if bytes % elem.size() as u64 != 0 {
+    if !bytes.is_multiple_of(elem.size() as u64) {
         return Err(mismatch(
             name,
             format!(
