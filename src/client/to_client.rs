@@ -1,6 +1,8 @@
 //! Moving data between runtimes (devices, or backends): `to_client` and `to_client_into`.
 //!
-//! A transfer is two tasks. On the source it is a read on the caller's stream, so alignment
+//! Between two CUDA runtimes a transfer stays on the devices (`gpuworld_cuda`'s `peer.rs`:
+//! `cuMemcpyPeerAsync` on the source's stream, the destination's stream waiting on its event).
+//! Otherwise it is two tasks. On the source it is a read on the caller's stream, so alignment
 //! orders it after the handle's last write on any stream, and the source runtime's GC stage
 //! answers it as it answers every read. On the destination it is a write of the arriving bytes
 //! on the destination client's stream: ingest holds it, with every command after it, until the
@@ -16,7 +18,7 @@ use std::sync::{Arc, Weak};
 use std::task::Poll;
 
 /// Ticks a source runtime that nobody else ticks, without ever blocking on its lock.
-pub(crate) type Drive = Box<dyn Fn() + Send>;
+pub(crate) type Drive = Box<dyn Fn() + Send + Sync>;
 
 /// A read in flight on a source runtime, as its destination sees it.
 pub(crate) struct FromRead {
@@ -40,6 +42,14 @@ impl FromRead {
     }
 }
 
+/// `client` as a CUDA client, when its backend is CUDA.
+#[cfg(feature = "cuda")]
+fn cuda_client<B: Backend>(
+    client: &ComputeClient<B>,
+) -> Option<&ComputeClient<gpuworld_cuda::CudaBackend>> {
+    (client as &dyn std::any::Any).downcast_ref()
+}
+
 /// The bytes of a one-binding read, as a destination's write waits for them.
 struct ReadArrival(FromRead);
 
@@ -54,8 +64,9 @@ impl ArrivingSource for ReadArrival {
 impl<B: Backend> ComputeClient<B> {
     /// A new handle on `dst`'s device holding a copy of `src`; returns at once. The copy is
     /// ordered after every earlier write of `src` (on any stream of this runtime) and before
-    /// every later use of the new handle on `dst`; it goes through host memory (page-locked on
-    /// CUDA), between devices of one backend or of two. A failure on the way (a released
+    /// every later use of the new handle on `dst`. Between CUDA devices it is a device copy
+    /// (`cuMemcpyPeerAsync`, events on both sides); otherwise it goes through host memory
+    /// (page-locked on CUDA), between devices of one backend or of two. A failure on the way (a released
     /// source, a device fault on the source's stream, a source runtime gone) is a fault of
     /// `dst`'s stream, which its next read or sync reports.
     pub fn to_client<C: Backend>(
@@ -82,6 +93,29 @@ impl<B: Backend> ComputeClient<B> {
         let dst_range = dst_range.into();
         let (start, end) = src.validate(self.shared.id)?;
         dst.check_write(&dst_range, (end - start) as usize)?;
+        #[cfg(feature = "cuda")]
+        if let (Some(from), Some(to)) = (cuda_client(self), cuda_client(dst)) {
+            // Between CUDA devices the copy stays on the devices: `cuMemcpyPeerAsync` on the
+            // source's stream, the destination's stream waiting on its event (gpuworld_cuda's
+            // `peer.rs`). Each part is pushed after the part it waits for.
+            let link = gpuworld_cuda::PeerLink::new();
+            let dst_one = smallvec::smallvec![dst_range];
+            to.push_native(
+                Box::new(gpuworld_cuda::PeerDestination(link.clone())),
+                smallvec::smallvec![dst_range],
+            );
+            let copy = gpuworld_cuda::PeerCopy {
+                link: link.clone(),
+                drive: to.drive(),
+            };
+            from.push_native(Box::new(copy), smallvec::smallvec![src]);
+            let arrival = gpuworld_cuda::PeerArrival {
+                link,
+                drive: from.drive(),
+            };
+            to.push_native(Box::new(arrival), dst_one);
+            return Ok(());
+        }
         let read = self.read_from_other_runtime(&[src])?;
         dst.write_arriving(dst_range, Arriving::new(ReadArrival(read)));
         Ok(())

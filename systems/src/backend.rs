@@ -116,6 +116,12 @@ pub trait NativeOp: std::any::Any + Send + Sync {
     fn name(&self) -> &'static str;
     /// The op as `Any`, for the backend to downcast.
     fn as_any(&self) -> &dyn std::any::Any;
+    /// Whether the op can be taken yet: while `Pending`, ingest holds it and every command after
+    /// it, as it holds a write of arriving bytes (an op waiting for another runtime's part);
+    /// an error becomes the stream's fault. Ready by default.
+    fn poll_ready(&self) -> std::task::Poll<Result<(), Error>> {
+        std::task::Poll::Ready(Ok(()))
+    }
 }
 
 /// A boxed [`NativeOp`], as tasks carry it.

@@ -15,6 +15,7 @@ mod library;
 mod loader;
 mod nccl;
 mod open;
+mod peer;
 mod pinned;
 
 pub use compiler::{CompileStats, default_cache_dir};
@@ -22,6 +23,7 @@ pub use cuda_c::{CudaSource, PRELUDE, cuda_text, parameter_list};
 pub use cudarc;
 pub use nccl::{NcclCall, NcclComm, NcclKind, communicators, grouped, nccl};
 pub use open::{availability, device_count};
+pub use peer::{Drive, PeerArrival, PeerCopy, PeerDestination, PeerLink};
 
 use copies::{PendingRead, Upload};
 use cudarc::driver::sys;
@@ -311,6 +313,9 @@ impl Backend for CudaBackend {
         let s = stream.0 as usize;
         if self.refuse(s) {
             return Ok(());
+        }
+        if let Some(result) = self.run_peer(s, buffers, &work) {
+            return result;
         }
         let Some(call) = nccl::as_nccl_call(&work) else {
             return Err(Error::BackendUnavailable {

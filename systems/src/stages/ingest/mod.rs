@@ -244,7 +244,19 @@ impl Ingest {
                 buffers,
                 stream,
             } => {
+                let ready = work.poll_ready();
+                if ready.is_pending() {
+                    return Some(Command::Native {
+                        work,
+                        buffers,
+                        stream,
+                    });
+                }
                 let stream = self.stream_entity(world, taken, stream);
+                if let std::task::Poll::Ready(Err(error)) = ready {
+                    record_fault(world, stream, error);
+                    return None;
+                }
                 let resolved: Result<SmallVec<[TaskBinding; 4]>, Error> = buffers
                     .iter()
                     .map(|b| self.resolve(world, b, true, stream))
