@@ -75,12 +75,13 @@ impl RawDevice {
     }
 }
 
-/// Page-locked host memory of `BYTES`.
+/// Page-locked host memory of `BYTES`, portable: page-locked for every context, whichever
+/// device's context is current when it is made.
 fn pinned() -> *mut u8 {
     let mut pinned = std::ptr::null_mut();
     // SAFETY: a plain checked allocation, kept for the process.
     check(
-        unsafe { sys::cuMemHostAlloc(&mut pinned, BYTES, 0) },
+        unsafe { sys::cuMemHostAlloc(&mut pinned, BYTES, sys::CU_MEMHOSTALLOC_PORTABLE) },
         "pinned",
     );
     pinned.cast()
