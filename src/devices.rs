@@ -143,18 +143,11 @@ pub fn device_client(id: DeviceId) -> Result<DeviceClient> {
             RuntimeConfig::default(),
             Driver::DeviceThread,
         ))),
-        "sim" => {
-            let mut backend =
-                SimBackend::with_devices(&SimConfig::default(), id.index as usize + 1);
-            let backend = backend
-                .pop()
-                .ok_or_else(|| no_such_device(id, "no sim device"))?;
-            Ok(DeviceClient::Sim(ComputeClient::new(
-                backend,
-                RuntimeConfig::default(),
-                Driver::Manual,
-            )))
-        }
+        "sim" => Ok(DeviceClient::Sim(ComputeClient::new(
+            SimBackend::device(SimConfig::default(), id.index),
+            RuntimeConfig::default(),
+            Driver::Manual,
+        ))),
         #[cfg(feature = "wgpu")]
         "wgpu" => crate::wgpu_client(gpuworld_wgpu::WgpuConfig {
             adapter: gpuworld_wgpu::AdapterSelection::Index(id.index as usize),

@@ -164,11 +164,16 @@ impl SimBackend {
     /// `n` virtual devices with `config`, numbered 0 to n-1, each with memory of its own.
     pub fn with_devices(config: &SimConfig, n: usize) -> Vec<SimBackend> {
         (0..n)
-            .map(|index| SimBackend {
-                device: index as u32,
-                ..SimBackend::new(config.clone())
-            })
+            .map(|index| SimBackend::device(config.clone(), index as u32))
             .collect()
+    }
+
+    /// The virtual device numbered `index`, with `config`.
+    pub fn device(config: SimConfig, index: u32) -> SimBackend {
+        SimBackend {
+            device: index,
+            ..SimBackend::new(config)
+        }
     }
 
     /// Every recorded call with the tick it happened in.
