@@ -13,9 +13,11 @@ use futures_channel::oneshot;
 use gpuworld_systems::arriving::{Arriving, ArrivingSource};
 use gpuworld_systems::inbox::{Command, ReadReply};
 use gpuworld_systems::{Backend, Binding, Error, Handle, HostBytes, Result};
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
-use std::task::Poll;
+use std::task::{Context, Poll};
 
 /// Ticks a source runtime that nobody else ticks, without ever blocking on its lock.
 pub(crate) type Drive = Box<dyn Fn() + Send + Sync>;
@@ -28,14 +30,17 @@ pub(crate) struct FromRead {
 
 impl FromRead {
     /// The bytes of each binding read, once the source runtime has answered; while it has not,
-    /// ticks it if it is driven by hand and nobody holds it.
-    pub(crate) fn poll(&mut self) -> Poll<Result<Vec<HostBytes>>> {
+    /// ticks it if it is driven by hand and nobody holds it, and leaves `cx`'s waker with the
+    /// reply, which the source's tick wakes.
+    pub(crate) fn poll(&mut self, cx: &mut Context<'_>) -> Poll<Result<Vec<HostBytes>>> {
         for attempt in 0..2 {
-            match self.receiver.try_recv() {
-                Ok(Some(reply)) => return Poll::Ready(reply),
-                Ok(None) if attempt == 0 => (self.drive)(),
-                Ok(None) => {}
-                Err(oneshot::Canceled) => return Poll::Ready(Err(Error::Disconnected)),
+            match Pin::new(&mut self.receiver).poll(cx) {
+                Poll::Ready(Ok(reply)) => return Poll::Ready(reply),
+                Poll::Ready(Err(oneshot::Canceled)) => {
+                    return Poll::Ready(Err(Error::Disconnected));
+                }
+                Poll::Pending if attempt == 0 => (self.drive)(),
+                Poll::Pending => {}
             }
         }
         Poll::Pending
@@ -54,9 +59,9 @@ fn cuda_client<B: Backend>(
 struct ReadArrival(FromRead);
 
 impl ArrivingSource for ReadArrival {
-    fn poll_bytes(&mut self) -> Poll<Result<HostBytes>> {
+    fn poll_bytes(&mut self, cx: &mut Context<'_>) -> Poll<Result<HostBytes>> {
         self.0
-            .poll()
+            .poll(cx)
             .map(|reply| reply.and_then(|mut bytes| bytes.pop().ok_or(Error::Disconnected)))
     }
 }

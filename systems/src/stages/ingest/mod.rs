@@ -61,6 +61,7 @@ pub fn ingest_commands<B: Backend>(world: &mut World, mut scratch: Local<Vec<Com
         spare: std::mem::take(&mut *world.resource_mut::<SpareTasks>()),
         spawned: SmallVec::new(),
         reclaimed: 0,
+        waker: None,
     };
     let mut deferred = Vec::new();
     let mut taken = DeviceAndPool::<B>(None);
@@ -139,6 +140,8 @@ struct Ingest {
     spawned: SmallVec<[(Entity, u64); 4]>,
     /// Handles whose memory went back to the pool at release.
     reclaimed: u64,
+    /// The waker of arriving bytes, once a drain polls some.
+    waker: Option<std::task::Waker>,
 }
 
 impl Ingest {
@@ -227,7 +230,9 @@ impl Ingest {
                 dst,
                 mut bytes,
                 stream,
-            } => match bytes.poll_bytes() {
+            } => match bytes.poll_bytes(&mut std::task::Context::from_waker(
+                &self.arrival_waker(world),
+            )) {
                 std::task::Poll::Ready(Ok(data)) => {
                     return self.one(world, taken, Command::Write { dst, data, stream });
                 }
@@ -353,6 +358,16 @@ impl Ingest {
             }
         }
         None
+    }
+
+    /// The waker arriving bytes are polled with: it asks this runtime for a tick, so a device
+    /// thread may sleep while they are on their way. Made once per drain, at the first need.
+    fn arrival_waker(&mut self, world: &World) -> std::task::Waker {
+        self.waker
+            .get_or_insert_with(|| {
+                crate::arriving::InboxWaker::waker(world.resource::<InboxQueue>().0.clone())
+            })
+            .clone()
     }
 
     /// The cursor `stream`'s last task will have once alignment has numbered this drain's tasks.
