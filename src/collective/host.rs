@@ -148,7 +148,12 @@ impl ArrivingSource for Share {
             result.and_then(|bytes| {
                 bytes
                     .get(self.range.clone())
-                    .map(|share| HostBytes::from_vec(share.to_vec()))
+                    .map(|share| {
+                        // Copied on every core, as large uploads are staged.
+                        let mut bytes = HostBytes::from_vec(vec![0; share.len()]);
+                        gpuworld_systems::staging::copy_in_parallel(&mut bytes, share);
+                        bytes
+                    })
                     .ok_or(Error::Disconnected)
             })
         })
