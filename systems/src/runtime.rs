@@ -189,13 +189,7 @@ impl<B: Backend> Runtime<B> {
         q.reads.iter(world).next().is_some()
             || q.syncs.iter(world).next().is_some()
             || q.gcs.iter(world).next().is_some()
-            || world
-                .resource::<DeferredCommands>()
-                .0
-                .first()
-                // Bytes arriving from another runtime wake this one (`arriving::InboxWaker`):
-                // waiting for the device cannot bring them.
-                .is_some_and(|c| !matches!(c, crate::inbox::Command::WriteArriving { .. }))
+            || !world.resource::<DeferredCommands>().0.is_empty()
     }
 
     /// Whether reads or syncs await the device: replies someone may be blocked on, unlike
