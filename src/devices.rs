@@ -38,6 +38,10 @@ pub struct DeviceInfo {
 /// [`crate::CpuBackend::with_devices`]/[`SimBackend::with_devices`]), each wgpu adapter, each
 /// CUDA ordinal. Opens each GPU device to read its properties; a backend with no device adds
 /// nothing.
+#[allow(
+    clippy::vec_init_then_push,
+    reason = "which pushes run depends on the features"
+)]
 pub fn devices() -> Vec<DeviceInfo> {
     let mut found = Vec::new();
     #[cfg(feature = "cpu")]

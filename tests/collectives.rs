@@ -1,6 +1,9 @@
 //! Collectives on cpu devices and on the sim: every collective, operator and element type
 //! against a reference computed here on the host, for groups of one to four devices; and the
-//! errors of groups and buffers that do not fit.
+//! errors of groups and buffers that do not fit. On a wgpu adapter (lavapipe in CI), a group of
+//! one.
+
+mod common;
 
 use gpuworld::collective::{ElemType, Group, ReduceOp};
 use gpuworld::{Backend, Binding, Driver, Error, Handle, SimConfig, cpu_clients, sim_clients};
@@ -379,4 +382,21 @@ fn a_collective_on_sim_devices_costs_each_rank_its_read_and_its_write_on_the_lin
         // 4000 B at 1 GB/s is 4 µs, plus 0.5 µs of latency: once for the read, once for the write.
         assert_eq!(clock, Some(std::time::Duration::from_nanos(2 * 4_500)));
     }
+}
+
+#[cfg(feature = "wgpu")]
+#[test]
+fn every_collective_matches_the_host_reference_on_a_wgpu_adapter_and_it_counts_once() {
+    let (Some(first), Some(second)) =
+        (common::wgpu_client_or_skip(), common::wgpu_client_or_skip())
+    else {
+        return;
+    };
+    // Two runtimes on one adapter are one device.
+    match Group::new(vec![first.clone(), second]) {
+        Err(Error::DeviceListedTwice { device }) => assert_eq!(&*device, "wgpu:0"),
+        Err(other) => panic!("expected DeviceListedTwice, got {other}"),
+        Ok(_) => panic!("one adapter listed twice was accepted"),
+    }
+    every_collective_matches_the_reference(&Group::new(vec![first]).expect("one device"));
 }
