@@ -11,13 +11,17 @@ mod drivers;
 mod frames;
 mod profile;
 mod replies;
+mod resource;
 mod tensors;
+mod to_client;
 mod transfers;
 
 pub use drivers::Driver;
 pub use profile::ProfileDuration;
 pub use replies::{ReadTicket, ReplyFuture};
+pub use resource::ResourceGuard;
 pub use tensors::{TensorDesc, TensorHandle};
+pub(crate) use to_client::FromRead;
 
 use futures_channel::oneshot;
 use gpuworld_systems::backend::StagingAllocator;
@@ -82,6 +86,8 @@ struct Shared<B: Backend> {
     inbox: Arc<gpuworld_systems::inbox::Inbox>,
     id: RuntimeId,
     properties: DeviceProperties,
+    /// The backend's index of the device (`ComputeClient::device_id`).
+    device_index: u32,
     /// Where uploads take host memory, without the runtime lock (the backend's, fetched once).
     staging: Arc<dyn StagingAllocator>,
     /// The tune stage's message queue and cache, shared so tuners never take the runtime lock.
@@ -145,6 +151,7 @@ impl<B: Backend> ComputeClient<B> {
         let shared = Arc::new(Shared {
             id: runtime.id(),
             properties: runtime.properties().clone(),
+            device_index: runtime.backend().device_index(),
             staging: runtime.backend().staging(),
             tune_results: runtime.tune_results(),
             tune_cache: runtime.tune_cache().clone(),
@@ -214,6 +221,14 @@ impl<B: Backend> ComputeClient<B> {
     /// The id of the runtime behind this client. Never ticks.
     pub fn runtime_id(&self) -> RuntimeId {
         self.shared.id
+    }
+
+    /// The device this client's runtime runs on. Never ticks.
+    pub fn device_id(&self) -> crate::DeviceId {
+        crate::DeviceId {
+            backend: B::NAME,
+            index: self.shared.device_index,
+        }
     }
 
     /// Launches `kernel` over `count` cubes with every buffer access bound-checked. Only

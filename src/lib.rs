@@ -17,19 +17,24 @@
 #[cfg(feature = "bevy")]
 pub mod bevy;
 mod client;
+pub mod collective;
 pub mod config;
+mod devices;
 pub mod testing;
 pub mod tune;
 
 pub use client::{
-    Bindings, ComputeClient, Driver, ProfileDuration, ReadTicket, ReplyFuture, TensorDesc,
-    TensorHandle,
+    Bindings, ComputeClient, Driver, ProfileDuration, ReadTicket, ReplyFuture, ResourceGuard,
+    TensorDesc, TensorHandle,
 };
+#[cfg(feature = "cpu")]
+pub use devices::cpu_clients;
+pub use devices::{DeviceClient, DeviceId, DeviceInfo, device_client, devices, sim_clients};
 pub use gpuworld_systems::memory::{
     AllocationMode, MemoryConfig, PoolConfig, PoolKind, PoolReport, TensorLayout,
 };
 pub use gpuworld_systems::published::InFlight;
-pub use gpuworld_systems::sim::{SimBackend, SimCall, SimConfig, SimModel};
+pub use gpuworld_systems::sim::{SimBackend, SimCall, SimConfig, SimLink, SimModel};
 pub use gpuworld_systems::trace::{KernelStat, KernelTimes, Trace, TraceClock};
 pub use gpuworld_systems::{
     Backend, Binding, CpuSource, CubeCount, DeviceProperties, Error, ExecutionMode, Handle,

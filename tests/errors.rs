@@ -147,6 +147,31 @@ const MISUSES: &[Misuse] = &[
         autotuning_a_set_whose_every_candidate_fails_is_an_error
     ),
     misuse!(
+        "Asking for a client of a device this binary does not have",
+        "at once, by `device_client`",
+        a_client_of_a_device_not_built_in_is_refused
+    ),
+    misuse!(
+        "A collective group that lists one device twice",
+        "at once, by `Group::new`",
+        a_group_listing_a_device_twice_is_refused
+    ),
+    misuse!(
+        "Collective buffers of different sizes, or not a whole number of elements",
+        "at once, by the collective; nothing is queued",
+        collective_buffers_that_do_not_fit_are_refused
+    ),
+    misuse!(
+        "Copying a released handle to another device (`to_client`, or a collective's input)",
+        "by the destination's next read or sync of the stream (every rank's, for a collective)",
+        a_transfer_of_a_released_handle_fails_on_the_destination
+    ),
+    misuse!(
+        "Dropping a device's last client while a transfer or collective waits for it",
+        "by the next read or sync of the waiting streams on the other devices",
+        a_device_gone_mid_collective_disconnects_the_others
+    ),
+    misuse!(
         "Awaiting a read or sync the runtime had not answered when its last client was dropped",
         "by the future",
         a_future_that_outlives_its_runtime_is_disconnected
@@ -214,6 +239,9 @@ fn variant(error: &Error) -> &'static str {
         Error::ProfileUnavailable { .. } => "ProfileUnavailable",
         Error::TraceNotStarted => "TraceNotStarted",
         Error::Config { .. } => "Config",
+        Error::NoSuchDevice { .. } => "NoSuchDevice",
+        Error::DeviceListedTwice { .. } => "DeviceListedTwice",
+        Error::CollectiveMismatch { .. } => "CollectiveMismatch",
     }
 }
 
@@ -342,6 +370,98 @@ fn renumber_runtimes(message: &str) -> String {
 }
 
 // The cases, in the catalogue's order.
+
+fn a_client_of_a_device_not_built_in_is_refused() -> Option<Error> {
+    let device = gpuworld::DeviceId {
+        backend: "tpu",
+        index: 0,
+    };
+    let error = gpuworld::device_client(device).err().unwrap();
+    assert!(matches!(&error, Error::NoSuchDevice { device, .. } if &**device == "tpu:0"));
+    let client = cpu();
+    let kept = client.create(bytes_of(&[2.0; 4]));
+    still_works(&client, &kept, &[2.0; 4]);
+    Some(error)
+}
+
+fn a_group_listing_a_device_twice_is_refused() -> Option<Error> {
+    let clients = gpuworld::cpu_clients(2, Driver::Manual);
+    let twice = vec![clients[1].clone(), clients[0].clone(), clients[1].clone()];
+    let error = gpuworld::collective::Group::new(twice).err().unwrap();
+    assert_eq!(
+        error,
+        Error::DeviceListedTwice {
+            device: "cpu:1".into()
+        }
+    );
+    let kept = clients[1].create(bytes_of(&[2.0; 4]));
+    still_works(&clients[1], &kept, &[2.0; 4]);
+    Some(error)
+}
+
+fn collective_buffers_that_do_not_fit_are_refused() -> Option<Error> {
+    use gpuworld::collective::{ElemType, Group, ReduceOp};
+    let group = Group::new(gpuworld::cpu_clients(2, Driver::Manual)).unwrap();
+    let [a, b] = [&group.clients()[0], &group.clients()[1]];
+    let kept = a.create(bytes_of(&[4.0; 4]));
+    let other = b.create(bytes_of(&[1.0; 2]));
+    let error = group
+        .all_reduce(
+            &[kept.binding(), other.binding()],
+            ElemType::F32,
+            ReduceOp::Sum,
+        )
+        .unwrap_err();
+    assert!(matches!(
+        error,
+        Error::CollectiveMismatch {
+            op: "all_reduce",
+            ..
+        }
+    ));
+    still_works(a, &kept, &[4.0; 4]);
+    still_works(b, &other, &[1.0; 2]);
+    Some(error)
+}
+
+fn a_transfer_of_a_released_handle_fails_on_the_destination() -> Option<Error> {
+    let clients = gpuworld::cpu_clients(2, Driver::Manual);
+    let (a, b) = (&clients[0], &clients[1]);
+    let kept = b.create(bytes_of(&[6.0; 4]));
+    let gone = a.create(bytes_of(&[1.0; 4]));
+    let binding = gone.binding();
+    drop(gone);
+    let _copy = a.to_client(binding, b).unwrap();
+    let error = b.sync().unwrap_err();
+    assert_eq!(
+        error,
+        Error::ReleasedHandle {
+            handle: binding.handle
+        }
+    );
+    still_works(b, &kept, &[6.0; 4]);
+    Some(error)
+}
+
+fn a_device_gone_mid_collective_disconnects_the_others() -> Option<Error> {
+    use gpuworld::collective::{ElemType, Group, ReduceOp};
+    let group = Group::new(gpuworld::cpu_clients(2, Driver::Manual)).unwrap();
+    let buffers: Vec<_> = group
+        .clients()
+        .iter()
+        .map(|c| c.create(bytes_of(&[1.0; 4])))
+        .collect();
+    let bindings: Vec<_> = buffers.iter().map(|h| h.binding()).collect();
+    group
+        .all_reduce(&bindings, ElemType::F32, ReduceOp::Sum)
+        .unwrap();
+    let mut clients = group.into_clients();
+    drop(clients.pop());
+    let error = clients[0].sync().unwrap_err();
+    assert_eq!(error, Error::Disconnected);
+    still_works(&clients[0], &buffers[0], &[1.0; 4]);
+    Some(error)
+}
 
 fn reading_a_released_handle_is_an_error() -> Option<Error> {
     let client = cpu();

@@ -59,6 +59,11 @@ pub struct DemoArgs {
     /// configuration]
     #[arg(long, value_name = "FILE")]
     pub trace: Option<PathBuf>,
+    /// Devices to split the field over (cpu, sim or cuda); above 1, the result is checked
+    /// against the one-device run bit for bit
+    #[arg(long, value_name = "N", default_value_t = 1,
+          value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub devices: u32,
 }
 
 impl Default for DemoArgs {
@@ -74,6 +79,7 @@ impl Default for DemoArgs {
             device_type: None,
             quiet: false,
             trace: None,
+            devices: 1,
         }
     }
 }
@@ -88,7 +94,7 @@ pub enum DriverKind {
 }
 
 impl DriverKind {
-    fn name(self) -> &'static str {
+    pub(super) fn name(self) -> &'static str {
         match self {
             DriverKind::Manual => "manual",
             DriverKind::DeviceThread => "device-thread",
@@ -127,6 +133,9 @@ fn parse_alpha(text: &str) -> Result<f32, String> {
 /// Runs the demo described by `args`, with the configuration's settings where the arguments
 /// say nothing.
 pub fn run(args: &DemoArgs) -> Result<(), CliError> {
+    if args.devices > 1 {
+        return super::demo_devices::run(args);
+    }
     let settings = Settings::load()?;
     match args.backend {
         #[cfg(feature = "cpu")]
@@ -247,7 +256,7 @@ fn run_on<B: Backend>(
     Ok(())
 }
 
-fn progress_bar(steps: u64, quiet: bool) -> ProgressBar {
+pub(super) fn progress_bar(steps: u64, quiet: bool) -> ProgressBar {
     if quiet {
         return ProgressBar::hidden();
     }

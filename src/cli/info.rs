@@ -1,6 +1,7 @@
 //! `gpuworld info`: which backends this binary was built with and the device each one drives,
 //! so a user can tell what `--backend` will accept before running a job; for wgpu, every
-//! adapter with the index `--adapter` takes.
+//! adapter with the index `--adapter` takes; then every device `gpuworld::devices()` finds, by
+//! the id a multi-device program names it with.
 
 use super::CliError;
 use super::backends::{BackendKind, describe_device, sim_config};
@@ -18,6 +19,18 @@ pub fn run() -> Result<(), CliError> {
             for adapter in gpuworld::wgpu_adapters(backends) {
                 writeln!(out, "  adapter {adapter}")?;
             }
+        }
+    }
+    writeln!(out, "devices:")?;
+    for device in gpuworld::devices() {
+        let line = match &device.properties {
+            Ok(properties) => describe_device(properties),
+            Err(error) => format!("cannot be opened: {error}"),
+        };
+        if device.detail.is_empty() {
+            writeln!(out, "  {}: {line}", device.id)?;
+        } else {
+            writeln!(out, "  {}: {line} ({})", device.id, device.detail)?;
         }
     }
     Ok(())

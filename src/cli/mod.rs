@@ -4,8 +4,10 @@
 mod backends;
 mod config;
 mod demo;
+mod demo_devices;
 mod field_stats;
 mod heat;
+mod heat_slabs;
 mod heatmap;
 mod info;
 mod kernel_table;
@@ -91,6 +93,27 @@ pub enum CliError {
         /// What the file system said.
         source: std::io::Error,
     },
+    /// `--devices` above 1 asked of a backend that cannot split the demo.
+    #[error("--devices above 1 runs on cpu, sim or cuda, not on {}", .0.name())]
+    NoMultiDevice(BackendKind),
+    /// More devices than the field has rows.
+    #[error("{devices} devices for a field of {rows} rows: each device needs at least one row")]
+    TooManyDevices {
+        /// Devices asked for.
+        devices: usize,
+        /// Rows of the field.
+        rows: usize,
+    },
+    /// The field split over devices differs from the one-device run.
+    #[error(
+        "the field split over {devices} devices differs from the one-device run in {differing} cells"
+    )]
+    DevicesDiffer {
+        /// Devices the field was split over.
+        devices: usize,
+        /// Cells whose bits differ.
+        differing: usize,
+    },
     /// Standard output could not be written.
     #[error("cannot write to stdout: {0}")]
     Stdout(#[from] std::io::Error),
@@ -101,7 +124,7 @@ impl CliError {
     /// does for bad arguments, 1 for failures while running.
     pub fn exit_code(&self) -> ExitCode {
         match self {
-            CliError::BackendNotBuilt(_) => ExitCode::from(2),
+            CliError::BackendNotBuilt(_) | CliError::NoMultiDevice(_) => ExitCode::from(2),
             _ => ExitCode::FAILURE,
         }
     }

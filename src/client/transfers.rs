@@ -124,7 +124,7 @@ impl<B: Backend> ComputeClient<B> {
     }
 
     /// Whether `len` bytes may be written to `dst`: its runtime, its range, its size.
-    fn check_write(&self, dst: &Binding, len: usize) -> Result<()> {
+    pub(super) fn check_write(&self, dst: &Binding, len: usize) -> Result<()> {
         let (start, end) = dst.validate(self.shared.id)?;
         if len as u64 > end - start {
             return Err(Error::WriteTooLarge {
@@ -195,7 +195,7 @@ impl<B: Backend> ComputeClient<B> {
             .collect())
     }
 
-    fn enqueue_read(&self, sources: &[Binding]) -> Result<oneshot::Receiver<ReadReply>> {
+    pub(super) fn enqueue_read(&self, sources: &[Binding]) -> Result<oneshot::Receiver<ReadReply>> {
         for source in sources {
             source.validate(self.shared.id)?;
         }

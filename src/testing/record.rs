@@ -108,6 +108,24 @@ pub enum RecordedOp {
         /// The stream.
         stream: u64,
     },
+    /// Bytes from another runtime written into `dst` (the destination side of `to_client`):
+    /// recorded, not replayable on one runtime.
+    Arriving {
+        /// The destination range.
+        dst: RecordedBinding,
+        /// The stream it ran on.
+        stream: u64,
+    },
+    /// Work the backend ran itself over `buffers` (a collective through NCCL): recorded, not
+    /// replayable on one runtime.
+    Native {
+        /// The work's name.
+        name: String,
+        /// Its bindings.
+        buffers: Vec<RecordedBinding>,
+        /// The stream it ran on.
+        stream: u64,
+    },
     /// The last clone of a handle dropped.
     Release {
         /// The handle's id in the recorded run.
@@ -365,6 +383,19 @@ fn record(command: &Command, cap: u64) -> RecordedOp {
             stream: stream.value,
         },
         Command::Mark { stream, .. } => RecordedOp::Mark {
+            stream: stream.value,
+        },
+        Command::WriteArriving { dst, stream, .. } => RecordedOp::Arriving {
+            dst: RecordedBinding::of(dst),
+            stream: stream.value,
+        },
+        Command::Native {
+            work,
+            buffers,
+            stream,
+        } => RecordedOp::Native {
+            name: work.name().to_string(),
+            buffers: buffers.iter().map(RecordedBinding::of).collect(),
             stream: stream.value,
         },
         Command::Release { handle } => RecordedOp::Release { handle: handle.0 },

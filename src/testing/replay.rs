@@ -39,6 +39,17 @@ pub enum ReplayError {
         /// The handle written.
         handle: u64,
     },
+    /// The recording holds work between runtimes (a transfer's arriving bytes, a collective),
+    /// which one runtime cannot replay: their other side was not recorded.
+    #[error(
+        "the recording's {op} on stream {stream} came from another runtime (to_client or a collective): one runtime cannot replay it"
+    )]
+    FromAnotherRuntime {
+        /// What it was: `arriving bytes` or the collective's name.
+        op: String,
+        /// The stream it ran on.
+        stream: u64,
+    },
     /// Replies were still missing after [`MAX_DRAIN_TICKS`] more ticks.
     #[error("replies were still in flight {ticks} ticks after the recording ended")]
     NotIdle {
@@ -258,6 +269,18 @@ impl Replayer {
                             stream: stream(*s),
                             reply,
                         }
+                    }
+                    RecordedOp::Arriving { stream, .. } => {
+                        return Err(ReplayError::FromAnotherRuntime {
+                            op: "arriving bytes".to_string(),
+                            stream: *stream,
+                        });
+                    }
+                    RecordedOp::Native { name, stream, .. } => {
+                        return Err(ReplayError::FromAnotherRuntime {
+                            op: name.clone(),
+                            stream: *stream,
+                        });
                     }
                     RecordedOp::Release { handle } => Command::Release {
                         handle: *handles

@@ -185,6 +185,25 @@ pub enum OpClock {
     DeviceLaunches,
 }
 
+/// Work a backend runs itself on a stream, over the task's bindings, that the runtime orders
+/// like a launch but cannot express as one (a collective through NCCL). The backend that
+/// accepts it downcasts it to its own type ([`NativeOp::as_any`]).
+pub trait NativeOp: std::any::Any + Send + Sync {
+    /// A short name for logs and snapshots.
+    fn name(&self) -> &'static str;
+    /// The op as `Any`, for the backend to downcast.
+    fn as_any(&self) -> &dyn std::any::Any;
+    /// Whether the op can be taken yet: while `Pending`, ingest holds it and every command after
+    /// it, as it holds a write of arriving bytes (an op waiting for another runtime's part);
+    /// an error becomes the stream's fault. Ready by default.
+    fn poll_ready(&self) -> std::task::Poll<Result<(), Error>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+}
+
+/// A boxed [`NativeOp`], as tasks carry it.
+pub type NativeWork = Box<dyn NativeOp>;
+
 /// A device: memory, streams that run work in order, events between them, readbacks.
 ///
 /// Calls never block, except [`Backend::wait_for_progress`]: completion is noticed by
@@ -228,6 +247,12 @@ pub trait Backend: Send + Sync + 'static {
             }),
         }
     }
+
+    /// This device's index among its backend's devices (a cpu device of
+    /// `CpuBackend::with_devices`, a wgpu adapter, a CUDA ordinal); 0 by default.
+    fn device_index(&self) -> u32 {
+        0
+    }
     /// Called first in every tick with the tick's number.
     fn begin_tick(&mut self, _tick: u64) {}
     /// Reserves a buffer of `size` bytes.
@@ -250,6 +275,19 @@ pub trait Backend: Send + Sync + 'static {
         scalars: &[u32],
         mode: ExecutionMode,
     );
+    /// Enqueues `work` on `stream` over `buffers` (the task's bindings, in order); the error
+    /// becomes the stream's fault. By default the backend runs no native work.
+    fn run_native(
+        &mut self,
+        _stream: DeviceStream,
+        _buffers: &[Region],
+        work: NativeWork,
+    ) -> Result<(), Error> {
+        Err(Error::BackendUnavailable {
+            backend: Self::NAME,
+            reason: format!("it runs no native work (`{}`)", work.name()).into(),
+        })
+    }
     /// Enqueues a device-to-host copy of `src`.
     fn read(&mut self, stream: DeviceStream, src: Region) -> ReadTicket;
     /// Submits the stream's pending work and returns an event that completes after it.

@@ -183,6 +183,28 @@ pub enum Error {
         /// What is wrong and what is allowed, naming the key.
         problem: Arc<str>,
     },
+    /// No device of that name can be opened by this binary.
+    #[error("no device {device}: {reason}")]
+    NoSuchDevice {
+        /// The device asked for (`backend:index`).
+        device: Arc<str>,
+        /// Why it cannot be opened.
+        reason: Arc<str>,
+    },
+    /// A group of clients lists one device more than once.
+    #[error("device {device} is listed more than once in the group")]
+    DeviceListedTwice {
+        /// The device (`backend:index`).
+        device: Arc<str>,
+    },
+    /// The buffers of a collective or transfer do not fit together.
+    #[error("collective `{op}` refused: {reason}")]
+    CollectiveMismatch {
+        /// The collective (`all_reduce`, `broadcast`, `to_client`, ...).
+        op: &'static str,
+        /// What does not fit: counts, sizes or element types.
+        reason: Arc<str>,
+    },
 }
 
 /// The reasons of [`Error::AutotuneFailed`] as one line.

@@ -1,6 +1,7 @@
 //! gpuworld-systems: the world model of gpuworld (components, resources, backend traits), the
 //! seven ordered tick stages, and the deterministic sim backend. No GPU dependency.
 
+pub mod arriving;
 pub mod backend;
 pub mod binding;
 pub mod bytes;

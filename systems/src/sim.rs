@@ -24,6 +24,10 @@ use crate::kernel::{CpuSource, ExecutionMode, Kernel, KernelDef};
 use cost::Timeline;
 use faults::FaultState;
 use std::collections::{HashMap, VecDeque};
+
+mod link;
+
+pub use link::SimLink;
 use std::time::Duration;
 
 /// The virtual device time, in nanoseconds, of one launch of a kernel over a cube count.
@@ -58,6 +62,10 @@ pub struct SimConfig {
     /// ([`SimBackend::timeline`]); when set and `kernel_cost` is not, [`Backend::device_clock`]
     /// reports the timeline's end.
     pub costs: Option<CostModel>,
+    /// Virtual cost of copies between host and device (writes, reads: what transfers between
+    /// sim devices and host collectives are made of); when set, the virtual device clock
+    /// advances by it as copies complete.
+    pub link: Option<SimLink>,
 }
 
 impl Default for SimConfig {
@@ -70,6 +78,7 @@ impl Default for SimConfig {
             kernel_cost: None,
             faults: FaultPlan::default(),
             costs: None,
+            link: None,
         }
     }
 }
@@ -118,6 +127,8 @@ pub struct SimBackend {
     timeline: Timeline,
     /// Each operation's virtual start and end per queue, for traces and marks.
     timing: HostTiming,
+    /// Which sim device this is (see [`SimBackend::with_devices`]).
+    device: u32,
 }
 
 impl SimBackend {
@@ -137,6 +148,22 @@ impl SimBackend {
             hung: HashMap::new(),
             timeline: Timeline::default(),
             timing: HostTiming::default(),
+            device: 0,
+        }
+    }
+
+    /// `n` virtual devices with `config`, numbered 0 to n-1, each with memory of its own.
+    pub fn with_devices(config: &SimConfig, n: usize) -> Vec<SimBackend> {
+        (0..n)
+            .map(|index| SimBackend::device(config.clone(), index as u32))
+            .collect()
+    }
+
+    /// The virtual device numbered `index`, with `config`.
+    pub fn device(config: SimConfig, index: u32) -> SimBackend {
+        SimBackend {
+            device: index,
+            ..SimBackend::new(config)
         }
     }
 
@@ -220,6 +247,9 @@ impl SimBackend {
         let clock_before = self.clock_ns;
         if let HostOp::Launch { kernel, count, .. } = &op {
             self.advance_clock(kernel, *count);
+        }
+        if let Some(link) = self.config.link {
+            self.clock_ns = self.clock_ns.saturating_add(link.cost_of(&op));
         }
         let cost = self.clock_ns - clock_before;
         self.advance_timeline(queue, stream, &op);
@@ -329,6 +359,10 @@ impl Backend for SimBackend {
             limits: Default::default(),
             features: Vec::new(),
         }
+    }
+
+    fn device_index(&self) -> u32 {
+        self.device
     }
 
     fn allocate(&mut self, size: u64) -> Result<StorageId, AllocError> {
@@ -490,7 +524,11 @@ impl Backend for SimBackend {
         match (&self.config.kernel_cost, &self.config.costs) {
             (Some(_), _) => Some(Duration::from_nanos(self.clock_ns)),
             (None, Some(_)) => Some(self.virtual_time()),
-            (None, None) => None,
+            (None, None) => self
+                .config
+                .link
+                .is_some()
+                .then(|| Duration::from_nanos(self.clock_ns)),
         }
     }
 

@@ -142,6 +142,8 @@ pub enum TaskWork {
     Sync(Reply<Result<()>>),
     /// Flush the stream and reply with the event that follows the work before it.
     Mark(Reply<Result<DeviceEvent>>),
+    /// Work the backend runs itself over the bindings (a collective through NCCL).
+    Native(crate::backend::NativeWork),
 }
 
 impl TaskWork {
@@ -154,6 +156,7 @@ impl TaskWork {
             TaskWork::Flush => "flush".to_string(),
             TaskWork::Sync(_) => "sync".to_string(),
             TaskWork::Mark(_) => "mark".to_string(),
+            TaskWork::Native(work) => format!("native {}", work.name()),
         }
     }
 }

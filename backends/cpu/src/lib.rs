@@ -27,6 +27,8 @@ pub struct CpuBackend {
     /// `Progress::generation` at the last poll: work finished after it is progress a driver
     /// waiting between ticks must not sleep through.
     polled_generation: u64,
+    /// Which of the host's cpu devices this is (see [`CpuBackend::with_devices`]).
+    device: u32,
 }
 
 impl Default for CpuBackend {
@@ -50,12 +52,42 @@ impl CpuBackend {
             workers: Vec::new(),
             next_ticket: 0,
             polled_generation: 0,
+            device: 0,
+        }
+    }
+
+    /// `n` cpu devices, numbered 0 to n-1: each has memory, workers and staging of its own, so a
+    /// runtime over each behaves as a device of its own (how multi-device code is tested without
+    /// GPUs).
+    pub fn with_devices(n: usize) -> Vec<CpuBackend> {
+        (0..n)
+            .map(|index| CpuBackend::device(index as u32))
+            .collect()
+    }
+
+    /// The cpu device numbered `index`, limited only by host memory.
+    pub fn device(index: u32) -> CpuBackend {
+        CpuBackend {
+            device: index,
+            ..CpuBackend::new()
         }
     }
 
     /// Bytes allocated from the host.
     pub fn allocated(&self) -> u64 {
         self.memory.read().allocated()
+    }
+
+    /// Runs `f` on the 32-bit words of `region` (a binding's memory, which must start on a
+    /// word), with host memory read-locked; `None` for freed memory or an unaligned region.
+    pub fn with_host_words<R>(
+        &self,
+        region: Region,
+        f: impl FnOnce(&[std::sync::atomic::AtomicU32]) -> R,
+    ) -> Option<R> {
+        let memory = self.memory.read();
+        let view = memory.view(region)?;
+        Some(f(view.words()))
     }
 
     fn send(&mut self, stream: DeviceStream, op: HostOp) {
@@ -79,6 +111,10 @@ impl Backend for CpuBackend {
             limits: Default::default(),
             features: Vec::new(),
         }
+    }
+
+    fn device_index(&self) -> u32 {
+        self.device
     }
 
     fn allocate(&mut self, size: u64) -> Result<StorageId, AllocError> {

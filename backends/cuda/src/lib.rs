@@ -13,14 +13,18 @@ mod faults;
 mod launch;
 mod library;
 mod loader;
+mod nccl;
 mod op_timing;
 mod open;
+mod peer;
 mod pinned;
 
 pub use compiler::{CompileStats, default_cache_dir};
 pub use cuda_c::{CudaSource, PRELUDE, cuda_text, parameter_list};
 pub use cudarc;
-pub use open::availability;
+pub use nccl::{NcclCall, NcclComm, NcclKind, communicators, grouped, nccl};
+pub use open::{availability, device_count};
+pub use peer::{Drive, PeerArrival, PeerCopy, PeerDestination, PeerLink};
 
 use copies::{PendingRead, Upload};
 use cudarc::driver::sys;
@@ -262,6 +266,11 @@ impl Backend for CudaBackend {
         self.properties.clone()
     }
 
+    fn device_index(&self) -> u32 {
+        // `cuDeviceGet` hands back the ordinal as the device handle.
+        u32::try_from(self.device).unwrap_or(0)
+    }
+
     fn allocate(&mut self, size: u64) -> Result<StorageId, AllocError> {
         self.bind();
         let bytes = usize::try_from(size.max(1)).map_err(|_| AllocError::OutOfMemory)?;
@@ -343,6 +352,30 @@ impl Backend for CudaBackend {
         }
         let bytes = buffers.iter().map(|r| r.size).sum();
         self.timed(stream, start, OpKind::Launch(kernel), bytes);
+    }
+
+    fn run_native(
+        &mut self,
+        stream: DeviceStream,
+        buffers: &[Region],
+        work: NativeWork,
+    ) -> Result<(), Error> {
+        let s = stream.0 as usize;
+        if self.refuse(s) {
+            return Ok(());
+        }
+        self.bind();
+        self.seal_reads(s);
+        if let Some(result) = self.run_peer(s, buffers, &work) {
+            return result;
+        }
+        let Some(call) = nccl::as_nccl_call(&work) else {
+            return Err(Error::BackendUnavailable {
+                backend: "cuda",
+                reason: format!("it runs no native work `{}`", work.name()).into(),
+            });
+        };
+        self.run_nccl(s, buffers, call)
     }
 
     fn read(&mut self, stream: DeviceStream, src: Region) -> ReadTicket {

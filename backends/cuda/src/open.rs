@@ -185,6 +185,17 @@ impl CudaBackend {
     }
 }
 
+/// How many CUDA devices the driver sees; `Error::BackendUnavailable` without a driver.
+pub fn device_count() -> Result<usize, Error> {
+    loader::driver().map_err(unavailable)?;
+    let mut count = 0;
+    // SAFETY: the driver is loaded and initialised; `count` is a valid out-pointer.
+    let code = unsafe { sys::cuDeviceGetCount(&mut count) };
+    code.result()
+        .map_err(|e| unavailable(format!("cannot count devices: {}", loader::describe(e))))?;
+    Ok(usize::try_from(count).unwrap_or(0))
+}
+
 /// Whether a CUDA driver and a device can be used here; the reason when not.
 pub fn availability() -> Result<(), Error> {
     loader::driver().map_err(unavailable)?;

@@ -108,6 +108,18 @@ pub fn list_adapters(backends: wgpu::Backends) -> Vec<AdapterSummary> {
         .collect()
 }
 
+/// The index of the adapter described by `info` in [`list_adapters`]' order (0 if not found).
+pub(crate) fn index_of(
+    instance: &wgpu::Instance,
+    backends: wgpu::Backends,
+    info: &wgpu::AdapterInfo,
+) -> u32 {
+    pollster::block_on(instance.enumerate_adapters(backends))
+        .iter()
+        .position(|adapter| adapter.get_info() == *info)
+        .map_or(0, |index| index as u32)
+}
+
 fn summary(index: usize, adapter: &wgpu::Adapter) -> AdapterSummary {
     let info = adapter.get_info();
     AdapterSummary {

@@ -75,6 +75,8 @@ pub struct WgpuBackend {
     marks: Option<Marks>,
     submitted: u64,
     completed: Arc<AtomicU64>,
+    /// The adapter's index in [`list_adapters`]' order.
+    adapter_index: u32,
 }
 
 impl WgpuBackend {
@@ -97,6 +99,7 @@ impl WgpuBackend {
             None
         };
         let adapter_info = adapter.get_info();
+        let adapter_index = adapter::index_of(&instance, config.backends, &adapter_info);
         tracing::info!(
             target: "gpuworld::stream",
             adapter = %adapter_info.name,
@@ -124,6 +127,7 @@ impl WgpuBackend {
             marks,
             submitted: 0,
             completed: Arc::new(AtomicU64::new(0)),
+            adapter_index,
         })
     }
 
@@ -174,6 +178,11 @@ impl WgpuBackend {
 
     fn storage_key(storage: StorageId) -> DefaultKey {
         KeyData::from_ffi(storage.0).into()
+    }
+
+    /// The wgpu buffer behind `storage`, for interop (`ComputeClient::get_resource`).
+    pub fn raw_buffer(&self, storage: StorageId) -> Option<&wgpu::Buffer> {
+        self.buffer(storage)
     }
 
     fn buffer(&self, storage: StorageId) -> Option<&wgpu::Buffer> {
@@ -296,6 +305,10 @@ impl Backend for WgpuBackend {
         self.pipelines
             .get(&self.device, kernel, StreamId::GC)
             .map(|_| ())
+    }
+
+    fn device_index(&self) -> u32 {
+        self.adapter_index
     }
 
     fn properties(&self) -> DeviceProperties {

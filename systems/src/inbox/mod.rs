@@ -47,6 +47,25 @@ pub enum Command {
         /// The stream it runs on.
         stream: StreamId,
     },
+    /// Copy bytes another runtime is still producing into `dst`, once they are there (a
+    /// transfer's or a collective's destination); every later command waits for them.
+    WriteArriving {
+        /// Destination range.
+        dst: Binding,
+        /// The bytes, once they arrive.
+        bytes: crate::arriving::Arriving,
+        /// The stream it runs on.
+        stream: StreamId,
+    },
+    /// Run work the backend runs itself (a collective through NCCL) over `buffers`.
+    Native {
+        /// The work.
+        work: crate::backend::NativeWork,
+        /// Its bindings, in the order the work names them; all count as written.
+        buffers: SmallVec<[Binding; 4]>,
+        /// The stream it runs on.
+        stream: StreamId,
+    },
     /// Run a kernel.
     Launch {
         /// The kernel.

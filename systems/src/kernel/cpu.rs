@@ -73,6 +73,11 @@ impl<'a> CpuBuffer<'a> {
     pub fn is_empty(&self) -> bool {
         self.words.is_empty()
     }
+
+    /// The words viewed, for host code sharing the memory with kernels (interop).
+    pub fn words(&self) -> &'a [AtomicU32] {
+        self.words
+    }
 }
 
 /// The buffers and scalars of one launch, as CPU kernels access them.

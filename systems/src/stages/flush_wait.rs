@@ -69,7 +69,14 @@ pub fn decide_flush_and_waits(
         }
         let needs_results = matches!(
             task.work,
-            Some(TaskWork::Flush | TaskWork::Sync(_) | TaskWork::Read(_) | TaskWork::Mark(_))
+            Some(
+                TaskWork::Flush
+                    | TaskWork::Sync(_)
+                    | TaskWork::Read(_)
+                    | TaskWork::Mark(_)
+                    // Other devices' work may wait on it (a collective's other ranks).
+                    | TaskWork::Native(_)
+            )
         );
         if needs_results && let Ok((_, _, mut queue)) = streams.get_mut(task.stream) {
             mark_flush(&mut queue, task.cursor);

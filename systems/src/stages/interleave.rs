@@ -239,6 +239,14 @@ impl<B: Backend> Submitter<'_, '_, '_, B> {
                     reply: Some(reply),
                 }));
             }
+            Some(TaskWork::Native(work)) => {
+                let buffers: SmallVec<[Region; 4]> = bindings.iter().map(|b| b.region).collect();
+                if let Err(error) = self.device.run_native(device_stream, &buffers, work)
+                    && let Ok((.., mut fault)) = self.streams.get_mut(stream)
+                {
+                    fault.record(error);
+                }
+            }
             Some(TaskWork::Flush) => {
                 self.device.flush(device_stream);
             }

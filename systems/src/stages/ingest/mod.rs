@@ -72,6 +72,7 @@ pub fn ingest_commands<B: Backend>(world: &mut World, mut scratch: Local<Vec<Com
         spare: std::mem::take(&mut *world.resource_mut::<SpareTasks>()),
         spawned: SmallVec::new(),
         reclaimed: 0,
+        waker: None,
     };
     let mut deferred = Vec::new();
     let mut taken = DeviceAndPool::<B>(None);
@@ -153,6 +154,8 @@ struct Ingest {
     spawned: SmallVec<[(Entity, u64); 4]>,
     /// Handles whose memory went back to the pool at release.
     reclaimed: u64,
+    /// The waker of arriving bytes, once a drain polls some.
+    waker: Option<std::task::Waker>,
 }
 
 impl Ingest {
@@ -234,6 +237,51 @@ impl Ingest {
                         TaskWork::Write(data),
                         SmallVec::from_elem(binding, 1),
                     ),
+                    Err(error) => record_fault(world, stream, error),
+                }
+            }
+            Command::WriteArriving {
+                dst,
+                mut bytes,
+                stream,
+            } => match bytes.poll_bytes(&mut std::task::Context::from_waker(
+                &self.arrival_waker(world),
+            )) {
+                std::task::Poll::Ready(Ok(data)) => {
+                    return self.one(world, taken, Command::Write { dst, data, stream });
+                }
+                std::task::Poll::Ready(Err(error)) => {
+                    let stream = self.stream_entity(world, taken, stream);
+                    record_fault(world, stream, error);
+                }
+                std::task::Poll::Pending => {
+                    return Some(Command::WriteArriving { dst, bytes, stream });
+                }
+            },
+            Command::Native {
+                work,
+                buffers,
+                stream,
+            } => {
+                let ready = work.poll_ready();
+                if ready.is_pending() {
+                    return Some(Command::Native {
+                        work,
+                        buffers,
+                        stream,
+                    });
+                }
+                let stream = self.stream_entity(world, taken, stream);
+                if let std::task::Poll::Ready(Err(error)) = ready {
+                    record_fault(world, stream, error);
+                    return None;
+                }
+                let resolved: Result<SmallVec<[TaskBinding; 4]>, Error> = buffers
+                    .iter()
+                    .map(|b| self.resolve(world, b, true, stream))
+                    .collect();
+                match resolved {
+                    Ok(bindings) => self.spawn_task(stream, TaskWork::Native(work), bindings),
                     Err(error) => record_fault(world, stream, error),
                 }
             }
@@ -324,6 +372,16 @@ impl Ingest {
             }
         }
         None
+    }
+
+    /// The waker arriving bytes are polled with: it asks this runtime for a tick, so a device
+    /// thread may sleep while they are on their way. Made once per drain, at the first need.
+    fn arrival_waker(&mut self, world: &World) -> std::task::Waker {
+        self.waker
+            .get_or_insert_with(|| {
+                crate::arriving::InboxWaker::waker(world.resource::<InboxQueue>().0.clone())
+            })
+            .clone()
     }
 
     /// The cursor `stream`'s last task will have once alignment has numbered this drain's tasks.

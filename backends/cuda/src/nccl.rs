@@ -1,0 +1,385 @@
+//! NCCL for collectives between CUDA devices: communicators over a group of ordinals, and the
+//! collective calls a runtime's task enqueues on its stream (`Backend::run_native`).
+//!
+//! The types are cudarc's (`nccl` feature); the functions are looked up here in
+//! `libnccl.so.2`, loaded at run time: cudarc's own loader looks for `libnccl.so` and other
+//! names but not `libnccl.so.2`, the only name NCCL's Python wheel (`nvidia-nccl-cu13`) ships,
+//! and it panics when it finds none. Without the library every entry point returns
+//! `Error::BackendUnavailable` with the reason.
+
+use crate::CudaBackend;
+use cudarc::nccl::sys;
+use gpuworld_systems::backend::{NativeOp, NativeWork, Region};
+use gpuworld_systems::error::Error;
+use std::ffi::{CStr, c_char, c_int, c_void};
+use std::sync::{Arc, OnceLock};
+
+/// Where NCCL is looked for, in order: `GPUWORLD_NCCL_LIB` (a path), then these names on the
+/// loader's search path.
+const NCCL_NAMES: [&str; 2] = ["libnccl.so.2", "libnccl.so"];
+
+type GetUniqueId = unsafe extern "C" fn(*mut sys::ncclUniqueId) -> sys::ncclResult_t;
+type CommInitAll =
+    unsafe extern "C" fn(*mut sys::ncclComm_t, c_int, *const c_int) -> sys::ncclResult_t;
+type CommDestroy = unsafe extern "C" fn(sys::ncclComm_t) -> sys::ncclResult_t;
+type GetErrorString = unsafe extern "C" fn(sys::ncclResult_t) -> *const c_char;
+type AllReduce = unsafe extern "C" fn(
+    *const c_void,
+    *mut c_void,
+    usize,
+    sys::ncclDataType_t,
+    sys::ncclRedOp_t,
+    sys::ncclComm_t,
+    sys::cudaStream_t,
+) -> sys::ncclResult_t;
+type Broadcast = unsafe extern "C" fn(
+    *const c_void,
+    *mut c_void,
+    usize,
+    sys::ncclDataType_t,
+    c_int,
+    sys::ncclComm_t,
+    sys::cudaStream_t,
+) -> sys::ncclResult_t;
+type AllGather = unsafe extern "C" fn(
+    *const c_void,
+    *mut c_void,
+    usize,
+    sys::ncclDataType_t,
+    sys::ncclComm_t,
+    sys::cudaStream_t,
+) -> sys::ncclResult_t;
+type ReduceScatter = AllReduce;
+type GroupCall = unsafe extern "C" fn() -> sys::ncclResult_t;
+
+/// NCCL's entry points, resolved once from the loaded library.
+pub struct Nccl {
+    _library: libloading::Library,
+    get_unique_id: GetUniqueId,
+    comm_init_all: CommInitAll,
+    comm_destroy: CommDestroy,
+    get_error_string: GetErrorString,
+    all_reduce: AllReduce,
+    broadcast: Broadcast,
+    all_gather: AllGather,
+    reduce_scatter: ReduceScatter,
+    group_start: GroupCall,
+    group_end: GroupCall,
+}
+
+fn unavailable(reason: impl Into<Arc<str>>) -> Error {
+    Error::BackendUnavailable {
+        backend: "cuda",
+        reason: reason.into(),
+    }
+}
+
+/// NCCL, loaded once; `Error::BackendUnavailable` (never a panic) when it cannot be.
+pub fn nccl() -> Result<&'static Nccl, Error> {
+    static NCCL: OnceLock<Result<Nccl, Arc<str>>> = OnceLock::new();
+    NCCL.get_or_init(load)
+        .as_ref()
+        .map_err(|reason| unavailable(reason.clone()))
+}
+
+fn load() -> Result<Nccl, Arc<str>> {
+    let from_env = std::env::var("GPUWORLD_NCCL_LIB").ok();
+    let candidates: Vec<String> = from_env
+        .into_iter()
+        .chain(NCCL_NAMES.iter().map(|name| name.to_string()))
+        .collect();
+    // SAFETY: dlopen of NCCL runs only its initialisers.
+    let library = candidates
+        .iter()
+        .find_map(|name| unsafe { libloading::Library::new(name) }.ok())
+        .ok_or_else(|| {
+            format!(
+                "NCCL could not be loaded (tried {}): install it (e.g. `pip install \
+                 nvidia-nccl-cu13`) and put its lib/ on LD_LIBRARY_PATH, or set \
+                 GPUWORLD_NCCL_LIB to the library's path",
+                candidates.join(", ")
+            )
+        })?;
+    /// The symbol `name` of `library` as a function of type `F`.
+    ///
+    /// # Safety
+    /// `F` must be the symbol's C signature.
+    unsafe fn symbol<F: Copy>(library: &libloading::Library, name: &str) -> Result<F, Arc<str>> {
+        // SAFETY: the caller names the symbol's type.
+        unsafe { library.get::<F>(name.as_bytes()) }
+            .map(|symbol| *symbol)
+            .map_err(|error| format!("NCCL lacks `{name}`: {error}").into())
+    }
+    // SAFETY: each type above is the C signature of the function it is looked up as (nccl.h).
+    unsafe {
+        Ok(Nccl {
+            get_unique_id: symbol(&library, "ncclGetUniqueId")?,
+            comm_init_all: symbol(&library, "ncclCommInitAll")?,
+            comm_destroy: symbol(&library, "ncclCommDestroy")?,
+            get_error_string: symbol(&library, "ncclGetErrorString")?,
+            all_reduce: symbol(&library, "ncclAllReduce")?,
+            broadcast: symbol(&library, "ncclBroadcast")?,
+            all_gather: symbol(&library, "ncclAllGather")?,
+            reduce_scatter: symbol(&library, "ncclReduceScatter")?,
+            group_start: symbol(&library, "ncclGroupStart")?,
+            group_end: symbol(&library, "ncclGroupEnd")?,
+            _library: library,
+        })
+    }
+}
+
+impl Nccl {
+    /// `code` as an error naming `what`, or `Ok`.
+    fn check(&self, code: sys::ncclResult_t, what: &str) -> Result<(), String> {
+        if code == sys::ncclResult_t::ncclSuccess {
+            return Ok(());
+        }
+        // SAFETY: NCCL returns a static, NUL-terminated string for every result code.
+        let text = unsafe { CStr::from_ptr((self.get_error_string)(code)) };
+        Err(format!("{what}: {} ({code:?})", text.to_string_lossy()))
+    }
+
+    /// A fresh unique id (for communicators across processes; unused within one).
+    pub fn unique_id(&self) -> Result<sys::ncclUniqueId, Error> {
+        let mut id = sys::ncclUniqueId { internal: [0; 128] };
+        // SAFETY: `id` is a valid out-pointer.
+        let code = unsafe { (self.get_unique_id)(&mut id) };
+        self.check(code, "ncclGetUniqueId").map_err(unavailable)?;
+        Ok(id)
+    }
+
+    /// Raw `ncclAllReduce` on a raw stream, for benchmarks beside the runtime.
+    ///
+    /// # Safety
+    /// `send` and `recv` must be device memory of `comm`'s device holding `count` elements of
+    /// `dtype`, and `stream` a live stream of that device's context.
+    #[allow(clippy::too_many_arguments, reason = "NCCL's own parameters")]
+    pub unsafe fn raw_all_reduce(
+        &self,
+        send: u64,
+        recv: u64,
+        count: usize,
+        dtype: sys::ncclDataType_t,
+        op: sys::ncclRedOp_t,
+        comm: &NcclComm,
+        stream: *mut c_void,
+    ) -> Result<(), String> {
+        // SAFETY: as the caller promises.
+        let code = unsafe {
+            (self.all_reduce)(
+                send as *const c_void,
+                recv as *mut c_void,
+                count,
+                dtype,
+                op,
+                comm.comm,
+                stream.cast(),
+            )
+        };
+        self.check(code, "ncclAllReduce")
+    }
+}
+
+/// One rank's NCCL communicator.
+pub struct NcclComm {
+    comm: sys::ncclComm_t,
+    /// The rank's CUDA ordinal.
+    pub device: u32,
+    /// The rank.
+    pub rank: usize,
+    /// Ranks in the communicator.
+    pub ranks: usize,
+}
+
+// SAFETY: a communicator may be used from any thread, one call at a time; each is used by the
+// one runtime whose rank it is (its ticking thread), and destroyed once, in `Drop`.
+unsafe impl Send for NcclComm {}
+// SAFETY: as above: shared references only read the plain fields.
+unsafe impl Sync for NcclComm {}
+
+impl Drop for NcclComm {
+    fn drop(&mut self) {
+        if let Ok(nccl) = nccl() {
+            // SAFETY: `comm` was created by `ncclCommInitAll` and is destroyed only here.
+            unsafe { (nccl.comm_destroy)(self.comm) };
+        }
+    }
+}
+
+/// One communicator per ordinal of `devices`, rank `r` on `devices[r]`, in this process.
+pub fn communicators(devices: &[u32]) -> Result<Vec<Arc<NcclComm>>, Error> {
+    let nccl = nccl()?;
+    crate::loader::driver().map_err(unavailable)?;
+    let ordinals: Vec<c_int> = devices
+        .iter()
+        .map(|&d| c_int::try_from(d).unwrap_or(c_int::MAX))
+        .collect();
+    let count = c_int::try_from(ordinals.len()).unwrap_or(c_int::MAX);
+    let mut comms: Vec<sys::ncclComm_t> = vec![std::ptr::null_mut(); ordinals.len()];
+    // SAFETY: `comms` has room for one communicator per ordinal; `ordinals` lists them.
+    let code = unsafe { (nccl.comm_init_all)(comms.as_mut_ptr(), count, ordinals.as_ptr()) };
+    nccl.check(code, "ncclCommInitAll").map_err(unavailable)?;
+    let ranks = comms.len();
+    Ok(comms
+        .into_iter()
+        .zip(devices)
+        .enumerate()
+        .map(|(rank, (comm, &device))| {
+            Arc::new(NcclComm {
+                comm,
+                device,
+                rank,
+                ranks,
+            })
+        })
+        .collect())
+}
+
+/// Which collective an [`NcclCall`] runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NcclKind {
+    /// In place over the task's one binding.
+    AllReduce(sys::ncclRedOp_t),
+    /// In place over the task's one binding, from `root`.
+    Broadcast {
+        /// The rank whose buffer is sent.
+        root: usize,
+    },
+    /// From the task's first binding into its second (`ranks` times as large).
+    AllGather,
+    /// From the task's first binding into its second (a `ranks`-th of it).
+    ReduceScatter(sys::ncclRedOp_t),
+}
+
+/// One rank's part of a collective: the task a runtime enqueues on its stream.
+pub struct NcclCall {
+    /// The rank's communicator.
+    pub comm: Arc<NcclComm>,
+    /// The collective.
+    pub kind: NcclKind,
+    /// The element type.
+    pub dtype: sys::ncclDataType_t,
+    /// Elements per rank: the buffer's for all_reduce and broadcast, the input's for
+    /// all_gather, the output's for reduce_scatter.
+    pub count: usize,
+}
+
+impl NativeOp for NcclCall {
+    fn name(&self) -> &'static str {
+        match self.kind {
+            NcclKind::AllReduce(_) => "nccl all_reduce",
+            NcclKind::Broadcast { .. } => "nccl broadcast",
+            NcclKind::AllGather => "nccl all_gather",
+            NcclKind::ReduceScatter(_) => "nccl reduce_scatter",
+        }
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}
+
+impl CudaBackend {
+    /// Enqueues `call` on stream `s` over the task's regions.
+    pub(crate) fn run_nccl(
+        &mut self,
+        s: usize,
+        buffers: &[Region],
+        call: &NcclCall,
+    ) -> Result<(), Error> {
+        let stream_id = self.streams[s].id;
+        let fault = |message: String| Error::device_fault(stream_id, message);
+        let nccl = nccl()?;
+        if call.comm.device != crate::Backend::device_index(self) {
+            return Err(fault(format!(
+                "an NCCL communicator of device {} used on device {}",
+                call.comm.device,
+                crate::Backend::device_index(self)
+            )));
+        }
+        let pointer = |i: usize| {
+            buffers
+                .get(i)
+                .and_then(|region| self.region_pointer(*region))
+                .ok_or_else(|| fault(format!("{} bound to freed or missing memory", call.name())))
+        };
+        let stream: sys::cudaStream_t = self.streams[s].handle.cast();
+        let comm = call.comm.comm;
+        self.bind();
+        // SAFETY: the pointers are live allocations of this device covering the task's
+        // regions, whose sizes the client checked against `count` and the group's size;
+        // `stream` is this context's stream; `comm` is this device's communicator.
+        let code = unsafe {
+            match call.kind {
+                NcclKind::AllReduce(op) => {
+                    let p = pointer(0)?;
+                    (nccl.all_reduce)(
+                        p as *const c_void,
+                        p as *mut c_void,
+                        call.count,
+                        call.dtype,
+                        op,
+                        comm,
+                        stream,
+                    )
+                }
+                NcclKind::Broadcast { root } => {
+                    let p = pointer(0)?;
+                    let root = c_int::try_from(root).unwrap_or(c_int::MAX);
+                    (nccl.broadcast)(
+                        p as *const c_void,
+                        p as *mut c_void,
+                        call.count,
+                        call.dtype,
+                        root,
+                        comm,
+                        stream,
+                    )
+                }
+                NcclKind::AllGather => {
+                    let (src, dst) = (pointer(0)?, pointer(1)?);
+                    (nccl.all_gather)(
+                        src as *const c_void,
+                        dst as *mut c_void,
+                        call.count,
+                        call.dtype,
+                        comm,
+                        stream,
+                    )
+                }
+                NcclKind::ReduceScatter(op) => {
+                    let (src, dst) = (pointer(0)?, pointer(1)?);
+                    (nccl.reduce_scatter)(
+                        src as *const c_void,
+                        dst as *mut c_void,
+                        call.count,
+                        call.dtype,
+                        op,
+                        comm,
+                        stream,
+                    )
+                }
+            }
+        };
+        nccl.check(code, call.name()).map_err(fault)
+    }
+}
+
+/// Runs `f` between `ncclGroupStart` and `ncclGroupEnd`: how one thread issues the calls of
+/// several ranks without deadlock.
+pub fn grouped<R>(f: impl FnOnce() -> R) -> Result<R, Error> {
+    let nccl = nccl()?;
+    // SAFETY: group calls take no arguments and nest.
+    let code = unsafe { (nccl.group_start)() };
+    nccl.check(code, "ncclGroupStart").map_err(unavailable)?;
+    let result = f();
+    // SAFETY: as above, closing the group opened here.
+    let code = unsafe { (nccl.group_end)() };
+    nccl.check(code, "ncclGroupEnd").map_err(unavailable)?;
+    Ok(result)
+}
+
+/// Whether `work` is an [`NcclCall`], and it if so.
+pub(crate) fn as_nccl_call(work: &NativeWork) -> Option<&NcclCall> {
+    work.as_any().downcast_ref::<NcclCall>()
+}

@@ -1,0 +1,130 @@
+//! `gpuworld demo --devices N`: the heat demo with its field split over N devices of one backend
+//! (`heat_slabs.rs`), checked against the one-device run on the first device bit for bit.
+
+use super::CliError;
+use super::backends::{BackendKind, sim_config};
+use super::demo::{DemoArgs, DriverKind, progress_bar};
+use super::field_stats::FieldStats;
+use super::heat::HeatProblem;
+use super::heatmap;
+use super::summary::RunSummary;
+use gpuworld::{Backend, ComputeClient, RuntimeConfig, SimBackend};
+use indicatif::ProgressBar;
+use std::io::Write;
+
+/// Runs the demo of `args` on `args.devices` devices of `args.backend`.
+pub fn run(args: &DemoArgs) -> Result<(), CliError> {
+    let n = args.devices as usize;
+    match args.backend {
+        #[cfg(feature = "cpu")]
+        BackendKind::Cpu => {
+            let driver = args.driver.unwrap_or(DriverKind::DeviceThread);
+            let backends = gpuworld::CpuBackend::with_devices(n);
+            run_on(backends, RuntimeConfig::default(), driver, args)
+        }
+        BackendKind::Sim => {
+            let driver = args.driver.unwrap_or(DriverKind::Manual);
+            let backends = SimBackend::with_devices(&sim_config(), n);
+            run_on(backends, RuntimeConfig::default(), driver, args)
+        }
+        #[cfg(feature = "cuda")]
+        BackendKind::Cuda => {
+            let driver = args.driver.unwrap_or(DriverKind::DeviceThread);
+            let backends = (0..n)
+                .map(|device| {
+                    gpuworld::CudaBackend::new(gpuworld::CudaConfig {
+                        device,
+                        ..gpuworld::CudaConfig::default()
+                    })
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            let runtime = RuntimeConfig {
+                max_tasks: gpuworld::CUDA_MAX_TASKS,
+                ..RuntimeConfig::default()
+            };
+            run_on(backends, runtime, driver, args)
+        }
+        // wgpu opens one adapter per runtime; several runtimes on one adapter are no devices.
+        other => Err(CliError::NoMultiDevice(other)),
+    }
+}
+
+fn run_on<B: Backend>(
+    backends: Vec<B>,
+    runtime: RuntimeConfig,
+    driver: DriverKind,
+    args: &DemoArgs,
+) -> Result<(), CliError> {
+    let clients: Vec<ComputeClient<B>> = backends
+        .into_iter()
+        .map(|backend| ComputeClient::new(backend, runtime.clone(), driver.into()))
+        .collect();
+    let problem = HeatProblem {
+        side: args.size,
+        alpha: args.alpha,
+    };
+    let progress = progress_bar(args.ticks, args.quiet);
+    let result = problem.simulate_on_devices(&clients, args.ticks, &progress);
+    progress.finish_and_clear();
+    let result = result?;
+    let one_device = problem.simulate(&clients[0], args.ticks, &ProgressBar::hidden())?;
+    let differing = result
+        .field
+        .iter()
+        .zip(&one_device.field)
+        .filter(|(a, b)| a.to_bits() != b.to_bits())
+        .count();
+    if differing > 0 {
+        return Err(CliError::DevicesDiffer {
+            devices: clients.len(),
+            differing,
+        });
+    }
+    heatmap::write_png(&args.output, &result.field, args.size).map_err(|source| {
+        CliError::Image {
+            path: args.output.clone(),
+            source,
+        }
+    })?;
+    let mut summary = RunSummary {
+        size: args.size,
+        backend: B::NAME,
+        device: format!(
+            "{} devices: {}",
+            clients.len(),
+            clients
+                .iter()
+                .map(|c| c.device_id().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        steps: args.ticks,
+        driver: driver.name(),
+        ticks: 0,
+        launches: 0,
+        bytes_written: 0,
+        bytes_read: 0,
+        peak_memory: 0,
+        elapsed: result.elapsed,
+        field: FieldStats::of(&result.field),
+        output: args.output.clone(),
+    };
+    // Totals over the devices; the check's one-device run on the first is counted too.
+    for client in &clients {
+        let (ticks, stats, peak) =
+            client.with_runtime(|rt| (rt.tick_count(), rt.stats(), rt.peak_memory()));
+        summary.ticks = summary.ticks.max(ticks);
+        summary.launches += stats.launches;
+        summary.bytes_written += stats.bytes_written;
+        summary.bytes_read += stats.bytes_read;
+        summary.peak_memory += peak;
+    }
+    let mut out = std::io::stdout().lock();
+    write!(out, "{summary}")?;
+    writeln!(
+        out,
+        "  one device       equal bit for bit (checked against a run on {})",
+        clients[0].device_id()
+    )?;
+    Ok(())
+}

@@ -1,0 +1,151 @@
+//! Heat diffusion split across devices: the field is cut into horizontal slabs, one per device,
+//! each with a halo row above and below that its neighbours refresh after every step through
+//! `to_client_into`. Each device runs the same `STENCIL` on its slab, whose halo rows it keeps
+//! as fixed borders, so every owned cell gets exactly the one-device run's arithmetic.
+
+use super::CliError;
+use super::heat::{HeatProblem, HeatResult};
+use gpuworld::{Backend, Bindings, ComputeClient, CubeCount, Driver, Handle, library};
+use indicatif::ProgressBar;
+use std::time::Instant;
+
+/// One device's part of the field: the rows it owns and the rows it holds (owned plus halos).
+struct Slab {
+    /// First owned row and one past the last, in field rows.
+    owned: (usize, usize),
+    /// First held row and one past the last: the owned rows and a halo row on each side that
+    /// has a neighbour.
+    held: (usize, usize),
+}
+
+impl Slab {
+    /// The slabs of `rows` rows over `devices` devices, as even as rows allow.
+    fn split(rows: usize, devices: usize) -> Vec<Slab> {
+        (0..devices)
+            .map(|k| {
+                let (start, end) = (rows * k / devices, rows * (k + 1) / devices);
+                Slab {
+                    owned: (start, end),
+                    held: (start.saturating_sub(1), (end + 1).min(rows)),
+                }
+            })
+            .collect()
+    }
+
+    fn held_rows(&self) -> usize {
+        self.held.1 - self.held.0
+    }
+}
+
+/// Row `row` (a field row this slab holds) of `handle`, a slab buffer `width` cells wide.
+fn row_of(handle: &Handle, slab: &Slab, row: usize, width: usize) -> Handle {
+    let row_bytes = (width * 4) as u64;
+    let local = (row - slab.held.0) as u64;
+    let end = (local + 1) * row_bytes;
+    handle
+        .clone()
+        .offset_start(local * row_bytes)
+        .offset_end(handle.capacity() - end)
+}
+
+impl HeatProblem {
+    /// Runs `steps` diffusion steps with the field split over `clients`, one slab each, and
+    /// reads the final field back; `Error::TooManyDevices` when a slab would get no row.
+    pub fn simulate_on_devices<B: Backend>(
+        &self,
+        clients: &[ComputeClient<B>],
+        steps: u64,
+        progress: &ProgressBar,
+    ) -> Result<HeatResult, CliError> {
+        let (width, rows) = (self.side as usize, self.side as usize);
+        if clients.len() > rows {
+            return Err(CliError::TooManyDevices {
+                devices: clients.len(),
+                rows,
+            });
+        }
+        let slabs = Slab::split(rows, clients.len());
+        let initial = self.initial_field();
+        let start = Instant::now();
+        let mut buffers: Vec<(Handle, Handle)> = clients
+            .iter()
+            .zip(&slabs)
+            .map(|(client, slab)| {
+                let cells = &initial[slab.held.0 * width..slab.held.1 * width];
+                let bytes = bytemuck::cast_slice(cells);
+                (
+                    client.create_from_slice(bytes),
+                    client.create_from_slice(bytes),
+                )
+            })
+            .collect();
+        for _ in 0..steps {
+            for ((client, slab), (src, dst)) in clients.iter().zip(&slabs).zip(&buffers) {
+                let bindings = Bindings::new()
+                    .buffer(src)
+                    .buffer(dst)
+                    .scalar_u32(self.side)
+                    .scalar_u32(slab.held_rows() as u32)
+                    .scalar_f32(self.alpha);
+                let count = CubeCount::covering_2d(
+                    self.side,
+                    slab.held_rows() as u32,
+                    library::STENCIL_TILE,
+                );
+                client.launch(&library::STENCIL, count, bindings)?;
+            }
+            for (src, dst) in &mut buffers {
+                std::mem::swap(src, dst);
+            }
+            // Each slab's edge rows become its neighbours' halos for the next step.
+            for k in 0..clients.len() {
+                let (slab, src) = (&slabs[k], &buffers[k].0);
+                if k > 0 {
+                    let (above, above_src) = (&slabs[k - 1], &buffers[k - 1].0);
+                    let first = slab.owned.0;
+                    clients[k].to_client_into(
+                        &row_of(src, slab, first, width),
+                        &clients[k - 1],
+                        &row_of(above_src, above, first, width),
+                    )?;
+                }
+                if k + 1 < clients.len() {
+                    let (below, below_src) = (&slabs[k + 1], &buffers[k + 1].0);
+                    let last = slab.owned.1 - 1;
+                    clients[k].to_client_into(
+                        &row_of(src, slab, last, width),
+                        &clients[k + 1],
+                        &row_of(below_src, below, last, width),
+                    )?;
+                }
+            }
+            for client in clients {
+                if client.driver() == Driver::Manual {
+                    client.tick();
+                }
+            }
+            progress.inc(1);
+        }
+        for client in clients {
+            client.sync()?;
+        }
+        let elapsed = start.elapsed();
+        let mut field = Vec::with_capacity(self.cells());
+        for ((client, slab), (src, _)) in clients.iter().zip(&slabs).zip(&buffers) {
+            let row_bytes = width * 4;
+            let owned = src
+                .clone()
+                .offset_start(((slab.owned.0 - slab.held.0) * row_bytes) as u64)
+                .offset_end(((slab.held.1 - slab.owned.1) * row_bytes) as u64);
+            let rows: Vec<f32> = client.read_one_as(&owned)?;
+            field.extend(rows);
+        }
+        if field.len() != self.cells() {
+            return Err(CliError::FieldSize {
+                expected: self.cells(),
+                got: field.len(),
+            });
+        }
+        Ok(HeatResult { field, elapsed })
+    }
+}

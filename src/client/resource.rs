@@ -1,0 +1,98 @@
+//! Interop: `exclusive(f)` runs host code while the runtime is held, and `get_resource` hands
+//! out the backend's own memory behind a binding (a CUDA device pointer, a wgpu buffer, host
+//! words) for as long as the returned guard lives.
+
+use super::ComputeClient;
+use gpuworld_systems::backend::Region;
+use gpuworld_systems::stages::ingest::{HandleIndex, HandleState};
+use gpuworld_systems::{Backend, Binding, Error, Result, Runtime};
+use parking_lot::MutexGuard;
+
+/// A binding's memory in the backend's own terms, valid while the guard lives: the runtime is
+/// held, so no tick submits work and no memory is reclaimed or moved meanwhile.
+pub struct ResourceGuard<'a, B: Backend> {
+    runtime: MutexGuard<'a, Runtime<B>>,
+    region: Region,
+}
+
+impl<B: Backend> ResourceGuard<'_, B> {
+    /// The backend, for its own interop methods.
+    pub fn backend(&self) -> &B {
+        self.runtime.backend()
+    }
+
+    /// The binding's bytes in the backend's buffer numbering.
+    pub fn region(&self) -> Region {
+        self.region
+    }
+}
+
+#[cfg(feature = "cuda")]
+impl ResourceGuard<'_, gpuworld_cuda::CudaBackend> {
+    /// The CUDA device pointer of the binding's first byte.
+    pub fn device_pointer(&self) -> Option<u64> {
+        let base = self.backend().device_pointer(self.region.storage)?;
+        Some(base + self.region.offset)
+    }
+}
+
+#[cfg(feature = "wgpu")]
+impl ResourceGuard<'_, gpuworld_wgpu::WgpuBackend> {
+    /// The wgpu buffer holding the binding, which starts at [`ResourceGuard::region`]'s offset.
+    pub fn buffer(&self) -> Option<&gpuworld_wgpu::wgpu::Buffer> {
+        self.backend().raw_buffer(self.region.storage)
+    }
+}
+
+#[cfg(feature = "cpu")]
+impl ResourceGuard<'_, gpuworld_cpu::CpuBackend> {
+    /// Runs `f` on the binding's 32-bit words in host memory (which kernels share, hence
+    /// atomics); `None` if the binding does not start on a word.
+    pub fn with_host_words<R>(
+        &self,
+        f: impl FnOnce(&[std::sync::atomic::AtomicU32]) -> R,
+    ) -> Option<R> {
+        self.backend().with_host_words(self.region, f)
+    }
+}
+
+impl<B: Backend> ComputeClient<B> {
+    /// Runs `f` with this client's stream synced and the runtime held: no tick runs, so no work
+    /// of any stream is submitted, until `f` returns (clients may still enqueue; their commands
+    /// wait). The stream's fault, if any, is returned instead of running `f`.
+    pub fn exclusive<R>(&self, f: impl FnOnce() -> R) -> Result<R> {
+        self.sync()?;
+        let _held = self.shared.runtime.lock();
+        Ok(f())
+    }
+
+    /// The backend's memory behind `binding` (see [`ResourceGuard`]), after this client's
+    /// stream has run everything enqueued before: work of other streams that writes it must be
+    /// synced by the caller. `Error::ReleasedHandle` for a released handle, the allocation's
+    /// error for one that failed.
+    pub fn get_resource(&self, binding: impl Into<Binding>) -> Result<ResourceGuard<'_, B>> {
+        let binding = binding.into();
+        let (start, end) = binding.validate(self.shared.id)?;
+        self.sync()?;
+        let runtime = self.shared.runtime.lock();
+        let released = Error::ReleasedHandle {
+            handle: binding.handle,
+        };
+        let entry = runtime
+            .world()
+            .resource::<HandleIndex>()
+            .0
+            .get(&binding.handle)
+            .ok_or(released)?;
+        let base = match &entry.state {
+            HandleState::Spawned { region, .. } => *region,
+            HandleState::Unspawned { memory, .. } => memory.as_ref().map_err(Clone::clone)?.1,
+        };
+        let region = Region {
+            storage: base.storage,
+            offset: base.offset + start,
+            size: end - start,
+        };
+        Ok(ResourceGuard { runtime, region })
+    }
+}

@@ -1,0 +1,176 @@
+//! Moving data between runtimes (devices, or backends): `to_client` and `to_client_into`.
+//!
+//! Between two CUDA runtimes a transfer stays on the devices (`gpuworld_cuda`'s `peer.rs`:
+//! `cuMemcpyPeerAsync` on the source's stream, the destination's stream waiting on its event).
+//! Otherwise it is two tasks. On the source it is a read on the caller's stream, so alignment
+//! orders it after the handle's last write on any stream, and the source runtime's GC stage
+//! answers it as it answers every read. On the destination it is a write of the arriving bytes
+//! on the destination client's stream: ingest holds it, with every command after it, until the
+//! bytes are there, so every later use on the destination sees them. Both calls return at once.
+
+use super::{ComputeClient, Shared};
+use futures_channel::oneshot;
+use gpuworld_systems::arriving::{Arriving, ArrivingSource};
+use gpuworld_systems::inbox::{Command, ReadReply};
+use gpuworld_systems::{Backend, Binding, Error, Handle, HostBytes, Result};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Weak};
+use std::task::{Context, Poll};
+
+/// Ticks a source runtime that nobody else ticks, without ever blocking on its lock.
+pub(crate) type Drive = Box<dyn Fn() + Send + Sync>;
+
+/// A read in flight on a source runtime, as its destination sees it.
+pub(crate) struct FromRead {
+    receiver: oneshot::Receiver<ReadReply>,
+    drive: Drive,
+}
+
+impl FromRead {
+    /// The bytes of each binding read, once the source runtime has answered; while it has not,
+    /// ticks it if it is driven by hand and nobody holds it, and leaves `cx`'s waker with the
+    /// reply, which the source's tick wakes.
+    pub(crate) fn poll(&mut self, cx: &mut Context<'_>) -> Poll<Result<Vec<HostBytes>>> {
+        for attempt in 0..2 {
+            match Pin::new(&mut self.receiver).poll(cx) {
+                Poll::Ready(Ok(reply)) => return Poll::Ready(reply),
+                Poll::Ready(Err(oneshot::Canceled)) => {
+                    return Poll::Ready(Err(Error::Disconnected));
+                }
+                Poll::Pending if attempt == 0 => (self.drive)(),
+                Poll::Pending => {}
+            }
+        }
+        Poll::Pending
+    }
+}
+
+/// `client` as a CUDA client, when its backend is CUDA.
+#[cfg(feature = "cuda")]
+fn cuda_client<B: Backend>(
+    client: &ComputeClient<B>,
+) -> Option<&ComputeClient<gpuworld_cuda::CudaBackend>> {
+    (client as &dyn std::any::Any).downcast_ref()
+}
+
+/// The bytes of a one-binding read, as a destination's write waits for them.
+struct ReadArrival(FromRead);
+
+impl ArrivingSource for ReadArrival {
+    fn poll_bytes(&mut self, cx: &mut Context<'_>) -> Poll<Result<HostBytes>> {
+        self.0
+            .poll(cx)
+            .map(|reply| reply.and_then(|mut bytes| bytes.pop().ok_or(Error::Disconnected)))
+    }
+}
+
+impl<B: Backend> ComputeClient<B> {
+    /// A new handle on `dst`'s device holding a copy of `src`; returns at once. The copy is
+    /// ordered after every earlier write of `src` (on any stream of this runtime) and before
+    /// every later use of the new handle on `dst`. Between CUDA devices it is a device copy
+    /// (`cuMemcpyPeerAsync`, events on both sides); otherwise it goes through host memory
+    /// (page-locked on CUDA), between devices of one backend or of two. A failure on the way (a released
+    /// source, a device fault on the source's stream, a source runtime gone) is a fault of
+    /// `dst`'s stream, which its next read or sync reports.
+    pub fn to_client<C: Backend>(
+        &self,
+        src: impl Into<Binding>,
+        dst: &ComputeClient<C>,
+    ) -> Result<Handle> {
+        let src = src.into();
+        let (start, end) = src.validate(self.shared.id)?;
+        let handle = dst.empty(end - start);
+        self.to_client_into(src, dst, &handle)?;
+        Ok(handle)
+    }
+
+    /// Copies `src` into `dst_range` of `dst`'s device, ordered as [`ComputeClient::to_client`];
+    /// `Error::WriteTooLarge` when `src` is larger than the range.
+    pub fn to_client_into<C: Backend>(
+        &self,
+        src: impl Into<Binding>,
+        dst: &ComputeClient<C>,
+        dst_range: impl Into<Binding>,
+    ) -> Result<()> {
+        let src = src.into();
+        let dst_range = dst_range.into();
+        let (start, end) = src.validate(self.shared.id)?;
+        dst.check_write(&dst_range, (end - start) as usize)?;
+        #[cfg(feature = "cuda")]
+        if let (Some(from), Some(to)) = (cuda_client(self), cuda_client(dst)) {
+            // Between CUDA devices the copy stays on the devices: `cuMemcpyPeerAsync` on the
+            // source's stream, the destination's stream waiting on its event (gpuworld_cuda's
+            // `peer.rs`). Each part is pushed after the part it waits for.
+            let link = gpuworld_cuda::PeerLink::new();
+            let dst_one = smallvec::smallvec![dst_range];
+            to.push_native(
+                Box::new(gpuworld_cuda::PeerDestination(link.clone())),
+                smallvec::smallvec![dst_range],
+            );
+            let copy = gpuworld_cuda::PeerCopy {
+                link: link.clone(),
+                drive: to.drive(),
+            };
+            from.push_native(Box::new(copy), smallvec::smallvec![src]);
+            let arrival = gpuworld_cuda::PeerArrival {
+                link,
+                drive: from.drive(),
+            };
+            to.push_native(Box::new(arrival), dst_one);
+            return Ok(());
+        }
+        let read = self.read_from_other_runtime(&[src])?;
+        dst.write_arriving(dst_range, Arriving::new(ReadArrival(read)));
+        Ok(())
+    }
+
+    /// Reads `sources` on this client's stream for another runtime, which polls the result.
+    pub(crate) fn read_from_other_runtime(&self, sources: &[Binding]) -> Result<FromRead> {
+        let receiver = self.enqueue_read(sources)?;
+        Ok(FromRead {
+            receiver,
+            drive: self.drive(),
+        })
+    }
+
+    /// Queues a write of `bytes` into `dst` (already checked) on this client's stream, held at
+    /// ingest until they arrive.
+    pub(crate) fn write_arriving(&self, dst: Binding, bytes: Arriving) {
+        self.shared.inbox.push(Command::WriteArriving {
+            dst,
+            bytes,
+            stream: self.stream_id(),
+        });
+    }
+
+    /// Queues `work`, which the backend runs itself over `buffers` (already checked), on this
+    /// client's stream (only NCCL collectives need it so far).
+    #[cfg(feature = "cuda")]
+    pub(crate) fn push_native(
+        &self,
+        work: gpuworld_systems::backend::NativeWork,
+        buffers: smallvec::SmallVec<[Binding; 4]>,
+    ) {
+        self.shared.inbox.push(Command::Native {
+            work,
+            buffers,
+            stream: self.stream_id(),
+        });
+    }
+
+    /// Ticks this runtime when it is driven by hand and nobody holds it: a destination waiting on
+    /// it must not depend on its owner ticking it.
+    fn drive(&self) -> Drive {
+        let shared: Weak<Shared<B>> = Arc::downgrade(&self.shared);
+        Box::new(move || {
+            if let Some(shared) = shared.upgrade()
+                && shared.manual.load(Ordering::Acquire)
+                && let Some(mut runtime) = shared.runtime.try_lock()
+            {
+                runtime.tick();
+            }
+        })
+    }
+}

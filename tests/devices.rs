@@ -1,0 +1,264 @@
+//! Many devices: enumeration, a client per device, and `to_client` between devices of one
+//! backend and of two, with its ordering on both sides and its errors.
+
+mod common;
+
+use gpuworld::{
+    Bindings, ComputeClient, CpuBackend, CubeCount, DeviceClient, DeviceId, Driver, Error, Handle,
+    RuntimeConfig, SimConfig, StreamId, cpu_clients, device_client, devices, library, sim_clients,
+};
+
+#[test]
+fn devices_lists_the_host_cpu_and_the_sim_with_their_properties() {
+    let found = devices();
+    let ids: Vec<String> = found.iter().map(|d| d.id.to_string()).collect();
+    assert_eq!(ids[..2], ["cpu:0", "sim:0"]);
+    for device in &found[..2] {
+        let properties = device
+            .properties
+            .as_ref()
+            .expect("host devices always open");
+        assert!(properties.memory_bytes > 0, "{}", device.id);
+    }
+    #[cfg(feature = "wgpu")]
+    {
+        let adapters = gpuworld::wgpu_adapters(gpuworld::WgpuConfig::default().backends);
+        let wgpu: Vec<u32> = found
+            .iter()
+            .filter(|d| d.id.backend == "wgpu")
+            .map(|d| d.id.index)
+            .collect();
+        let expected: Vec<u32> = adapters.iter().map(|a| a.index as u32).collect();
+        assert_eq!(wgpu, expected, "one entry per wgpu adapter");
+    }
+}
+
+#[test]
+fn a_client_of_any_listed_device_runs_on_that_device() {
+    for device in devices() {
+        if device.properties.is_err() {
+            continue;
+        }
+        let client = device_client(device.id).expect("a listed device opens");
+        assert_eq!(client.device_id(), device.id);
+        if let DeviceClient::Cpu(client) = client {
+            let handle = client.create_from_slice(&[7u8; 8]);
+            assert_eq!(client.read_one(&handle).expect("read"), [7u8; 8]);
+        }
+    }
+    let missing = DeviceId {
+        backend: "tpu",
+        index: 0,
+    };
+    match device_client(missing) {
+        Err(Error::NoSuchDevice { device, .. }) => assert_eq!(&*device, "tpu:0"),
+        Err(other) => panic!("expected NoSuchDevice, got {other}"),
+        Ok(_) => panic!("a client of tpu:0"),
+    }
+}
+
+#[test]
+fn cpu_and_sim_devices_are_numbered_and_separate() {
+    let cpus = cpu_clients(3, Driver::Manual);
+    let ids: Vec<String> = cpus.iter().map(|c| c.device_id().to_string()).collect();
+    assert_eq!(ids, ["cpu:0", "cpu:1", "cpu:2"]);
+    let sims = sim_clients(&SimConfig::default(), 2);
+    let ids: Vec<String> = sims.iter().map(|c| c.device_id().to_string()).collect();
+    assert_eq!(ids, ["sim:0", "sim:1"]);
+    // Memory of one device is not memory of another.
+    let handle = cpus[0].create_from_slice(&[1u8; 1024]);
+    cpus[0].sync().expect("sync");
+    assert_eq!(cpus[0].memory_usage().bytes_in_use, 1024);
+    assert_eq!(cpus[1].memory_usage().bytes_in_use, 0);
+    drop(handle);
+}
+
+fn f32_handle<B: gpuworld::Backend>(client: &ComputeClient<B>, values: &[f32]) -> Handle {
+    client.create_from_slice(bytemuck::cast_slice(values))
+}
+
+fn check_round_trip<A: gpuworld::Backend, B: gpuworld::Backend>(
+    a: &ComputeClient<A>,
+    b: &ComputeClient<B>,
+) {
+    let values: Vec<f32> = (0..1000).map(|i| i as f32 * 0.5).collect();
+    let source = f32_handle(a, &values);
+    let there = a.to_client(&source, b).expect("to_client a -> b");
+    let back = b.to_client(&there, a).expect("to_client b -> a");
+    let got: Vec<f32> = b.read_one_as(&there).expect("read on b");
+    assert_eq!(got, values);
+    let got: Vec<f32> = a.read_one_as(&back).expect("read on a");
+    assert_eq!(got, values);
+}
+
+#[test]
+fn to_client_copies_between_cpu_devices_sim_devices_and_across_them() {
+    let cpus = cpu_clients(2, Driver::DeviceThread);
+    check_round_trip(&cpus[0], &cpus[1]);
+    let manual = cpu_clients(2, Driver::Manual);
+    check_round_trip(&manual[0], &manual[1]);
+    let sims = sim_clients(&SimConfig::default(), 2);
+    check_round_trip(&sims[0], &sims[1]);
+    check_round_trip(&cpus[0], &sims[1]);
+    check_round_trip(&sims[0], &manual[1]);
+}
+
+#[test]
+fn to_client_returns_at_once_and_the_copy_arrives_with_ticks() {
+    let sims = sim_clients(&SimConfig::default(), 2);
+    let source = f32_handle(&sims[0], &[1.0, 2.0]);
+    let copy = sims[0].to_client(&source, &sims[1]).expect("to_client");
+    // Nothing has ticked yet: the destination holds the write (and the read behind it).
+    let pending = sims[1].read_async(&[copy.binding()]);
+    let mut pending = common::Pending::new(pending);
+    let mut ticks = 0;
+    let bytes = loop {
+        sims[1].tick();
+        sims[0].tick();
+        ticks += 1;
+        if let Some(bytes) = pending.poll() {
+            break bytes.expect("read");
+        }
+        assert!(ticks < 20, "the copy never arrived");
+    };
+    assert_eq!(common::f32s(&bytes[0]), [1.0, 2.0]);
+    assert!(
+        ticks >= 2,
+        "a transfer takes the source's read and the destination's write"
+    );
+}
+
+/// Each round writes the source from a second stream, copies it, overwrites it at once, and
+/// on the destination uses the copy at once while other writes go on there: every copy holds
+/// its round's value, never the next one, and every use sees it.
+#[test]
+fn to_client_is_ordered_after_earlier_writes_and_before_later_uses_under_concurrent_writes() {
+    let clients = cpu_clients(2, Driver::DeviceThread);
+    let (a, b) = (&clients[0], &clients[1]);
+    let writer = a.with_stream(StreamId { value: 7 });
+    let source = a.empty(4096);
+    let scratch = b.empty(4096);
+    let mut copies = Vec::new();
+    let mut scaled = Vec::new();
+    for round in 0..40u32 {
+        let value = vec![round as f32; 1024];
+        writer
+            .write(&source, bytemuck::cast_slice(&value))
+            .expect("write");
+        let copy = a.to_client(&source, b).expect("to_client");
+        writer
+            .write(&source, bytemuck::cast_slice(&[-1.0f32; 1024]))
+            .expect("overwrite");
+        b.write(&scratch, bytemuck::cast_slice(&value))
+            .expect("destination write");
+        let out = b.empty(4096);
+        let bindings = Bindings::new().buffer(&copy).buffer(&out).scalar_f32(2.0);
+        b.launch(&library::SCALE, CubeCount::new_1d(4), bindings)
+            .expect("launch on the copy");
+        copies.push(copy);
+        scaled.push(out);
+    }
+    for (round, (copy, out)) in copies.iter().zip(&scaled).enumerate() {
+        let got: Vec<f32> = b.read_one_as(copy).expect("read copy");
+        assert_eq!(got, vec![round as f32; 1024], "copy of round {round}");
+        let got: Vec<f32> = b.read_one_as(out).expect("read scaled");
+        assert_eq!(got, vec![2.0 * round as f32; 1024], "use of round {round}");
+    }
+}
+
+#[test]
+fn to_client_into_lands_between_the_destination_writes_around_it() {
+    let clients = cpu_clients(2, Driver::Manual);
+    let (a, b) = (&clients[0], &clients[1]);
+    let source = f32_handle(a, &[5.0; 4]);
+    let target = f32_handle(b, &[0.0; 8]);
+    let upper = target.clone().offset_start(16);
+    a.to_client_into(&source, b, &upper)
+        .expect("to_client_into");
+    b.write(&target, bytemuck::cast_slice(&[9.0f32; 2]))
+        .expect("write after");
+    let got: Vec<f32> = b.read_one_as(&target).expect("read");
+    assert_eq!(got, [9.0, 9.0, 0.0, 0.0, 5.0, 5.0, 5.0, 5.0]);
+    a.to_client_into(&source, b, &target.clone().offset_end(16))
+        .expect("to_client_into");
+    let got: Vec<f32> = b.read_one_as(&target).expect("read");
+    assert_eq!(got, [5.0, 5.0, 5.0, 5.0, 5.0, 5.0, 5.0, 5.0]);
+}
+
+#[test]
+fn to_client_refuses_what_does_not_fit_and_reports_what_fails_on_the_way() {
+    let clients = cpu_clients(2, Driver::Manual);
+    let (a, b) = (&clients[0], &clients[1]);
+    let source = f32_handle(a, &[1.0; 4]);
+    let small = b.empty(8);
+    let error = a
+        .to_client_into(&source, b, &small)
+        .expect_err("16 bytes into 8");
+    assert!(matches!(error, Error::WriteTooLarge { .. }), "{error}");
+    let error = b
+        .to_client(&source, a)
+        .expect_err("a handle of a, given to b");
+    assert!(matches!(error, Error::ForeignHandle { .. }), "{error}");
+
+    // A released source: the destination's stream reports it; both devices go on working.
+    let gone = f32_handle(a, &[1.0; 4]);
+    let binding = gone.binding();
+    drop(gone);
+    let copy = a
+        .to_client(binding, b)
+        .expect("accepted: the release is found by the read");
+    let error = b.sync().expect_err("the copy failed");
+    assert!(matches!(error, Error::ReleasedHandle { .. }), "{error}");
+    drop(copy);
+    check_round_trip(a, b);
+
+    // A source runtime gone before it answered: the destination reports `Disconnected`.
+    let doomed = ComputeClient::new(
+        CpuBackend::device(5),
+        RuntimeConfig::default(),
+        Driver::Manual,
+    );
+    let source = f32_handle(&doomed, &[3.0; 4]);
+    let _copy = doomed.to_client(&source, b).expect("accepted");
+    drop(doomed);
+    let error = b.sync().expect_err("the source is gone");
+    assert!(matches!(error, Error::Disconnected), "{error}");
+    check_round_trip(a, b);
+}
+
+#[cfg(feature = "wgpu")]
+#[test]
+fn to_client_copies_between_wgpu_and_cpu() {
+    let Some(gpu) = common::wgpu_client_or_skip() else {
+        return;
+    };
+    let cpus = cpu_clients(1, Driver::DeviceThread);
+    check_round_trip(&gpu, &cpus[0]);
+    check_round_trip(&cpus[0], &gpu);
+}
+
+#[test]
+fn a_transfer_between_sim_devices_costs_the_configured_link_time_on_both() {
+    let link = gpuworld::SimLink {
+        latency_ns: 1_000,
+        bytes_per_second: 1 << 30,
+    };
+    let config = SimConfig {
+        link: Some(link),
+        ..SimConfig::default()
+    };
+    let sims = sim_clients(&config, 2);
+    let clock = |c: &ComputeClient<gpuworld::SimBackend>| {
+        c.with_runtime(|rt| gpuworld::Backend::device_clock(rt.backend()))
+            .expect("the sim keeps a clock with a link")
+    };
+    let source = sims[0].empty(1 << 20);
+    sims[0].sync().expect("sync");
+    let copy = sims[0].to_client(&source, &sims[1]).expect("to_client");
+    sims[1].sync().expect("the copy arrived");
+    // 1 MiB over 1 GiB/s is 1/1024 s, plus the latency, once on each side.
+    let one_copy = std::time::Duration::from_nanos(1_000 + 1_000_000_000 / 1024);
+    assert_eq!(clock(&sims[0]), one_copy, "the source's read");
+    assert_eq!(clock(&sims[1]), one_copy, "the destination's write");
+    drop(copy);
+}
