@@ -56,10 +56,33 @@ pub use gpuworld_cuda::{
     CompileStats, CudaBackend, CudaConfig, CudaSource, availability as cuda_availability, cudarc,
 };
 
-/// A client of a new runtime on the CPU backend with the default configuration.
+/// A client of a new runtime on the CPU backend.
+///
+/// The scheduler and memory settings of `gpuworld.toml` and `GPUWORLD_*` apply (see
+/// [`config`]); a configuration that cannot be read is logged as an error and the defaults are
+/// used ([`cpu_client_configured`] returns it instead).
 #[cfg(feature = "cpu")]
 pub fn cpu_client(driver: Driver) -> ComputeClient<CpuBackend> {
-    ComputeClient::new(CpuBackend::new(), RuntimeConfig::default(), driver)
+    let backend = CpuBackend::new();
+    let runtime = configured(&backend, RuntimeConfig::default()).unwrap_or_else(|error| {
+        tracing::error!(target: "gpuworld::stream", %error, "configuration ignored: defaults used");
+        RuntimeConfig::default()
+    });
+    ComputeClient::new(backend, runtime, driver)
+}
+
+/// Like [`cpu_client`], with `Error::Config` when the configuration cannot be read.
+#[cfg(feature = "cpu")]
+pub fn cpu_client_configured(driver: Driver) -> Result<ComputeClient<CpuBackend>> {
+    let backend = CpuBackend::new();
+    let runtime = configured(&backend, RuntimeConfig::default())?;
+    Ok(ComputeClient::new(backend, runtime, driver))
+}
+
+/// `base` with the scheduler and memory settings of the configuration file and environment
+/// ([`config::Settings`]) for `backend`'s device.
+fn configured<B: Backend>(backend: &B, base: RuntimeConfig) -> Result<RuntimeConfig> {
+    Ok(config::Settings::load()?.runtime_config(&backend.properties(), base))
 }
 
 /// Tasks a wgpu stream queues before they are recorded, when nothing forces them earlier.
@@ -67,8 +90,9 @@ pub fn cpu_client(driver: Driver) -> ComputeClient<CpuBackend> {
 pub const WGPU_MAX_TASKS: usize = 16;
 
 /// A client of a new runtime on the wgpu device `config` selects, ticked by a device thread, with
-/// up to [`WGPU_MAX_TASKS`] tasks batched per stream and streams interleaved;
-/// `Error::BackendUnavailable` when no adapter is found.
+/// up to [`WGPU_MAX_TASKS`] tasks batched per stream and streams interleaved, unless the
+/// configuration ([`config`]) says otherwise; `Error::BackendUnavailable` when no adapter is
+/// found, `Error::Config` when the configuration cannot be read.
 #[cfg(feature = "wgpu")]
 pub fn wgpu_client(config: WgpuConfig) -> Result<ComputeClient<WgpuBackend>> {
     wgpu_client_with(config, Driver::DeviceThread)
@@ -79,11 +103,14 @@ pub fn wgpu_client(config: WgpuConfig) -> Result<ComputeClient<WgpuBackend>> {
 #[cfg(feature = "wgpu")]
 pub fn wgpu_client_with(config: WgpuConfig, driver: Driver) -> Result<ComputeClient<WgpuBackend>> {
     let backend = WgpuBackend::new(config)?;
-    let runtime = RuntimeConfig {
-        max_tasks: WGPU_MAX_TASKS,
-        strategy: SchedulingStrategy::Interleave,
-        ..RuntimeConfig::default()
-    };
+    let runtime = configured(
+        &backend,
+        RuntimeConfig {
+            max_tasks: WGPU_MAX_TASKS,
+            strategy: SchedulingStrategy::Interleave,
+            ..RuntimeConfig::default()
+        },
+    )?;
     Ok(ComputeClient::new(backend, runtime, driver))
 }
 
@@ -91,8 +118,10 @@ pub fn wgpu_client_with(config: WgpuConfig, driver: Driver) -> Result<ComputeCli
 #[cfg(feature = "cuda")]
 pub const CUDA_MAX_TASKS: usize = 1;
 
-/// A client of a new runtime on the CUDA device `config` names, ticked by a device thread;
-/// `Error::BackendUnavailable` when there is no CUDA driver or no such device.
+/// A client of a new runtime on the CUDA device `config` names, ticked by a device thread, with
+/// the configuration's scheduler and memory settings ([`config`]); `Error::BackendUnavailable`
+/// when there is no CUDA driver or no such device, `Error::Config` when the configuration cannot
+/// be read.
 #[cfg(feature = "cuda")]
 pub fn cuda_client(config: CudaConfig) -> Result<ComputeClient<CudaBackend>> {
     cuda_client_with(config, Driver::DeviceThread)
@@ -103,11 +132,14 @@ pub fn cuda_client(config: CudaConfig) -> Result<ComputeClient<CudaBackend>> {
 #[cfg(feature = "cuda")]
 pub fn cuda_client_with(config: CudaConfig, driver: Driver) -> Result<ComputeClient<CudaBackend>> {
     let backend = CudaBackend::new(config)?;
-    let runtime = RuntimeConfig {
-        max_tasks: CUDA_MAX_TASKS,
-        strategy: SchedulingStrategy::Interleave,
-        ..RuntimeConfig::default()
-    };
+    let runtime = configured(
+        &backend,
+        RuntimeConfig {
+            max_tasks: CUDA_MAX_TASKS,
+            strategy: SchedulingStrategy::Interleave,
+            ..RuntimeConfig::default()
+        },
+    )?;
     Ok(ComputeClient::new(backend, runtime, driver))
 }
 
