@@ -23,6 +23,9 @@ pub struct Runtime<B: Backend> {
     world: World,
     schedule: Schedule,
     in_flight: InFlightQueries,
+    /// What the last tick left unfinished (also published): the drivers' questions after a tick
+    /// read it rather than query the world again.
+    left: InFlight,
     inbox: Arc<Inbox>,
     published: Arc<Published>,
     properties: DeviceProperties,
@@ -77,6 +80,7 @@ impl<B: Backend> Runtime<B> {
         published.finish_tick(0, world.resource::<MemoryPool>().usage(), left);
         Runtime {
             in_flight,
+            left,
             world,
             schedule,
             inbox,
@@ -115,6 +119,7 @@ impl<B: Backend> Runtime<B> {
         self.published.start_tick(tick);
         self.schedule.run(&mut self.world);
         let left = self.in_flight.count(&self.world);
+        self.left = left;
         self.published
             .finish_tick(tick, self.world.resource::<MemoryPool>().usage(), left);
     }
@@ -190,23 +195,17 @@ impl<B: Backend> Runtime<B> {
     }
 
     /// Whether submitted work awaits the device (reads, syncs, memory pinned behind events, commands
-    /// waiting for that memory): ticking again makes progress. Tasks still queued wait for a
-    /// flush, not for the device.
-    pub fn has_work_in_flight(&mut self) -> bool {
-        let world = &self.world;
-        let q = &mut self.in_flight;
-        q.reads.iter(world).next().is_some()
-            || q.syncs.iter(world).next().is_some()
-            || q.gcs.iter(world).next().is_some()
-            || !world.resource::<DeferredCommands>().0.is_empty()
+    /// waiting for that memory) as the last tick left it: ticking again makes progress. Tasks
+    /// still queued wait for a flush, not for the device.
+    pub fn has_work_in_flight(&self) -> bool {
+        let left = &self.left;
+        left.reads + left.syncs + left.pending_gcs + left.deferred_commands > 0
     }
 
-    /// Whether reads or syncs await the device: replies someone may be blocked on, unlike
-    /// memory pinned behind events, which only needs a tick eventually.
-    pub fn has_replies_in_flight(&mut self) -> bool {
-        let world = &self.world;
-        let q = &mut self.in_flight;
-        q.reads.iter(world).next().is_some() || q.syncs.iter(world).next().is_some()
+    /// Whether reads or syncs await the device as the last tick left them: replies someone may
+    /// be blocked on, unlike memory pinned behind events, which only needs a tick eventually.
+    pub fn has_replies_in_flight(&self) -> bool {
+        self.left.reads + self.left.syncs > 0
     }
 
     /// The bookkeeping of the stream that runs `id`, if it was opened.
@@ -329,8 +328,8 @@ impl<B: Backend> Runtime<B> {
     }
 }
 
-/// Cached queries behind [`Runtime::has_work_in_flight`] and [`Runtime::has_replies_in_flight`],
-/// which drivers run after every tick.
+/// Cached queries that count what each tick leaves unfinished ([`InFlight`]), which
+/// [`Runtime::has_work_in_flight`] and [`Runtime::has_replies_in_flight`] then read.
 struct InFlightQueries {
     reads: QueryState<(), With<PendingRead>>,
     syncs: QueryState<(), With<PendingSync>>,
