@@ -316,11 +316,6 @@ impl<B: Backend> ComputeClient<B> {
 
     /// Like [`ComputeClient::warm_up`], for launches in `mode` (CUDA compiles a module per mode).
     pub fn warm_up_mode(&self, kernel: Kernel, mode: ExecutionMode) -> Result<()> {
-        validate_arity(
-            kernel,
-            kernel.signature.buffers.len(),
-            kernel.signature.scalars.len(),
-        )?;
         if !self.shared.has_source(kernel) {
             return Err(Error::MissingKernelSource {
                 kernel: kernel.name,

@@ -18,7 +18,7 @@ pub(crate) struct Upload {
 
 /// A device-to-host copy into pinned memory, waiting for its event: `None` while the copy is the
 /// last work on its stream, whose completion is then the copy's (a blocking read's round trip
-/// records no event); the stream records one before it takes more work (`seal_reads`).
+/// records no event); the stream records one before it takes more work (`work_stream`).
 pub(crate) struct PendingRead {
     stream: usize,
     event: Option<sys::CUevent>,
@@ -33,13 +33,12 @@ impl CudaBackend {
             return;
         }
         self.bind();
-        self.seal_reads(s);
         let Some(pointer) = self.region_pointer(dst) else {
             self.fault(s, "write to freed memory");
             return;
         };
         let len = data.len().min(dst.size as usize);
-        let handle = self.streams[s].handle;
+        let handle = self.work_stream(s);
         // Page-locked bytes are copied from directly; pageable ones are staged first.
         let source = if data.is_page_locked() {
             data
@@ -92,7 +91,6 @@ impl CudaBackend {
             return ticket;
         }
         self.bind();
-        self.seal_reads(s);
         let Some(pointer) = self.region_pointer(src) else {
             self.fault(s, "read of freed memory");
             self.finished_reads.insert(ticket, HostBytes::default());
@@ -106,17 +104,12 @@ impl CudaBackend {
             .pinned
             .take(len)
             .unwrap_or_else(|| HostBytes::from_vec(vec![0; len]));
+        let handle = self.work_stream(s);
         // SAFETY: the buffer holds `len` bytes and is kept until the event after the copy passed
         // (a pageable one is written before the call returns); the source range is inside a live
         // buffer.
-        let code = unsafe {
-            sys::cuMemcpyDtoHAsync_v2(
-                buffer.as_mut_ptr().cast(),
-                pointer,
-                len,
-                self.streams[s].handle,
-            )
-        };
+        let code =
+            unsafe { sys::cuMemcpyDtoHAsync_v2(buffer.as_mut_ptr().cast(), pointer, len, handle) };
         if code != sys::CUresult::CUDA_SUCCESS {
             self.failed(s, "cuMemcpyDtoHAsync", code);
             self.finished_reads.insert(ticket, HostBytes::default());
@@ -134,9 +127,16 @@ impl CudaBackend {
         ticket
     }
 
-    /// Gives the reads that are the last work on stream `s` an event each, before the stream
-    /// takes more work (after it, the stream's completion would no longer be theirs).
-    pub(crate) fn seal_reads(&mut self, s: usize) {
+    /// The handle of stream `s` for work about to be queued on it. Every submission takes its
+    /// stream through here: the reads that were the stream's last work first get their events
+    /// (after more work, the stream's completion would no longer be theirs).
+    pub(crate) fn work_stream(&mut self, s: usize) -> sys::CUstream {
+        self.seal_reads(s);
+        self.streams[s].handle
+    }
+
+    /// Gives the reads that are the last work on stream `s` an event each.
+    fn seal_reads(&mut self, s: usize) {
         if !std::mem::replace(&mut self.streams[s].read_is_last, false) {
             return;
         }

@@ -62,6 +62,7 @@ impl CudaBackend {
             params.push((&mut pointers[buffers.len()] as *mut u64).cast());
         }
         let [bx, by, bz] = kernel.signature.cube_dim;
+        let stream = self.work_stream(s);
         // SAFETY: `function` is a loaded kernel whose parameters are, by the generated list,
         // exactly the pointers and 32-bit words in `params`; the device pointers are live allocations
         // (the runtime frees memory only after the events that prove the device is done).
@@ -75,7 +76,7 @@ impl CudaBackend {
                 by,
                 bz,
                 0,
-                self.streams[s].handle,
+                stream,
                 params.as_mut_ptr(),
                 std::ptr::null_mut(),
             )

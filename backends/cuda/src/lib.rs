@@ -182,8 +182,9 @@ impl CudaBackend {
                 return None;
             }
         };
+        let stream = self.work_stream(s);
         // SAFETY: `event` and the stream belong to the current context.
-        let code = unsafe { sys::cuEventRecord(event, self.streams[s].handle) };
+        let code = unsafe { sys::cuEventRecord(event, stream) };
         if code != sys::CUresult::CUDA_SUCCESS {
             self.events.recycle(event, timing);
             self.failed(s, "cuEventRecord", code);
@@ -238,7 +239,6 @@ impl CudaBackend {
             return self.events.completed_number();
         }
         self.bind();
-        self.seal_reads(s);
         match self.record(s, timing) {
             Some(event) => self.events.insert(s, event, timing),
             None => self.events.completed_number(),
@@ -344,7 +344,6 @@ impl Backend for CudaBackend {
             return;
         }
         self.bind();
-        self.seal_reads(s);
         let start = self.stamp(stream);
         if let Err(error) = self.launch_on(s, kernel, count, buffers, scalars, mode) {
             tracing::warn!(target: "gpuworld::kernel", kernel = kernel.id, %error, "launch refused");
@@ -365,7 +364,6 @@ impl Backend for CudaBackend {
             return Ok(());
         }
         self.bind();
-        self.seal_reads(s);
         if let Some(result) = self.run_peer(s, buffers, &work) {
             return result;
         }
@@ -414,9 +412,9 @@ impl Backend for CudaBackend {
             return;
         };
         self.bind();
-        self.seal_reads(s);
+        let handle = self.work_stream(s);
         // SAFETY: the stream and the event belong to the current context.
-        let code = unsafe { sys::cuStreamWaitEvent(self.streams[s].handle, cuda_event, 0) };
+        let code = unsafe { sys::cuStreamWaitEvent(handle, cuda_event, 0) };
         if code != sys::CUresult::CUDA_SUCCESS {
             self.failed(s, "cuStreamWaitEvent", code);
         }

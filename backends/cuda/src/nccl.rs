@@ -297,13 +297,13 @@ impl CudaBackend {
                 crate::Backend::device_index(self)
             )));
         }
+        let stream: sys::cudaStream_t = self.work_stream(s).cast();
         let pointer = |i: usize| {
             buffers
                 .get(i)
                 .and_then(|region| self.region_pointer(*region))
                 .ok_or_else(|| fault(format!("{} bound to freed or missing memory", call.name())))
         };
-        let stream: sys::cudaStream_t = self.streams[s].handle.cast();
         let comm = call.comm.comm;
         self.bind();
         // SAFETY: the pointers are live allocations of this device covering the task's

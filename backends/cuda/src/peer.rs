@@ -193,8 +193,8 @@ impl CudaBackend {
                     self.bind();
                     // SAFETY: `copied.event` was recorded by the source after the copy and
                     // lives until the link drops; waiting on another context's event is allowed.
-                    let code =
-                        unsafe { sys::cuStreamWaitEvent(self.streams[s].handle, copied.event, 0) };
+                    let handle = self.work_stream(s);
+                    let code = unsafe { sys::cuStreamWaitEvent(handle, copied.event, 0) };
                     self.check_peer(s, code, "cuStreamWaitEvent")
                 }
                 Some(Err(error)) => Err(error),
@@ -231,7 +231,7 @@ impl CudaBackend {
         let source = self.peer_place(s, buffers)?;
         let size = buffers.first().map_or(0, |r| r.size) as usize;
         self.bind();
-        let stream = self.streams[s].handle;
+        let stream = self.work_stream(s);
         if destination.context != self.context {
             // Direct access where the GPUs offer it; the copy works (staged by the driver)
             // either way, so a refusal is no error.
