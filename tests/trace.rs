@@ -78,11 +78,7 @@ fn render_device_side(trace: &Trace) -> String {
         );
     }
     for tick in &trace.ticks {
-        let stages: Vec<&str> = tick
-            .stages
-            .iter()
-            .map(|s| gpuworld_systems::trace::stage_name(s.stage))
-            .collect();
+        let stages: Vec<&str> = tick.stages.iter().map(|s| s.stage.name()).collect();
         text += &format!("t{} stages: {}\n", tick.tick, stages.join(", "));
     }
     text

@@ -26,3 +26,29 @@ pub enum TickStage {
     /// Move autotune results into the tune cache.
     TuneIngestion,
 }
+
+impl TickStage {
+    /// The seven stages, in the order a tick runs them.
+    pub const ALL: [TickStage; 7] = [
+        TickStage::Ingest,
+        TickStage::AlignmentAnalysis,
+        TickStage::FlushWait,
+        TickStage::Scheduling,
+        TickStage::Interleave,
+        TickStage::GcReclamation,
+        TickStage::TuneIngestion,
+    ];
+
+    /// The stage's name in traces and logs.
+    pub fn name(self) -> &'static str {
+        match self {
+            TickStage::Ingest => "ingest",
+            TickStage::AlignmentAnalysis => "alignment analysis",
+            TickStage::FlushWait => "flush/wait",
+            TickStage::Scheduling => "scheduling",
+            TickStage::Interleave => "interleave",
+            TickStage::GcReclamation => "gc reclamation",
+            TickStage::TuneIngestion => "tune ingestion",
+        }
+    }
+}

@@ -3,26 +3,12 @@
 //! process 2 a track per stream; waits are flow arrows between stream tracks.
 
 use super::model::Trace;
-use crate::stages::tick::TickStage;
 use serde_json::{Value, json};
 
 /// The host process's id in the trace.
 const HOST_PID: u32 = 1;
 /// The streams' process id in the trace.
 const STREAMS_PID: u32 = 2;
-
-/// A stage's name on the host tracks.
-pub fn stage_name(stage: TickStage) -> &'static str {
-    match stage {
-        TickStage::Ingest => "ingest",
-        TickStage::AlignmentAnalysis => "alignment analysis",
-        TickStage::FlushWait => "flush/wait",
-        TickStage::Scheduling => "scheduling",
-        TickStage::Interleave => "interleave",
-        TickStage::GcReclamation => "gc reclamation",
-        TickStage::TuneIngestion => "tune ingestion",
-    }
-}
 
 fn us(ns: u64) -> f64 {
     ns as f64 / 1000.0
@@ -72,7 +58,7 @@ pub fn render(trace: &Trace) -> String {
         );
         for stage in &tick.stages {
             events.push(
-                json!({"ph": "X", "cat": "stage", "name": stage_name(stage.stage),
+                json!({"ph": "X", "cat": "stage", "name": stage.stage.name(),
                                "pid": HOST_PID, "tid": tid, "ts": us(stage.start_ns),
                                "dur": us(stage.end_ns.saturating_sub(stage.start_ns)),
                                "args": {"tick": tick.tick}}),

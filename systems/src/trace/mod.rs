@@ -10,7 +10,6 @@
 //! is part of the backend contract (`backend.rs`), re-exported here.
 
 mod chrome;
-pub use chrome::stage_name;
 mod kernel_stats;
 mod model;
 mod recorder;

@@ -12,16 +12,6 @@ use std::time::Instant;
 /// Stage stamps of a tick: the start of each of the seven stages, then the tick's end.
 const STAMPS: usize = 8;
 
-const STAGES: [TickStage; 7] = [
-    TickStage::Ingest,
-    TickStage::AlignmentAnalysis,
-    TickStage::FlushWait,
-    TickStage::Scheduling,
-    TickStage::Interleave,
-    TickStage::GcReclamation,
-    TickStage::TuneIngestion,
-];
-
 /// The trace being recorded, if any, and the backend's timing state.
 #[derive(Resource, Default)]
 pub struct TraceRecorder {
@@ -178,7 +168,7 @@ impl TraceRecorder {
         let stamps = recording.stamps;
         let end_ns = stamps[STAMPS - 1].unwrap_or(host_now);
         if let Some(start_ns) = stamps[0] {
-            let stages = STAGES
+            let stages = TickStage::ALL
                 .iter()
                 .enumerate()
                 .filter_map(|(i, &stage)| {
