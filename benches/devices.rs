@@ -68,23 +68,64 @@ impl RawDevice {
         check(unsafe { sys::cuCtxSetCurrent(self.context) }, "bind");
     }
 
-    fn sync(&self) {
-        self.bind();
+    /// Waits for the stream; its context must be current.
+    fn wait(&self) {
         // SAFETY: the stream made in `new`.
         check(unsafe { sys::cuStreamSynchronize(self.stream) }, "sync");
+    }
+
+    fn sync(&self) {
+        self.bind();
+        self.wait();
+    }
+
+    /// Queues a copy of buffer `a` into `pinned` on the stream; its context must be current.
+    fn download_a(&self, pinned: Pinned) {
+        // SAFETY: `a` and `pinned` each hold `BYTES`, and live for the process.
+        let code =
+            unsafe { sys::cuMemcpyDtoHAsync_v2(pinned.0.cast(), self.a, BYTES, self.stream) };
+        check(code, "DtoH");
+    }
+
+    /// Queues a copy of `pinned` into buffer `b` on the stream; its context must be current.
+    fn upload_b(&self, pinned: Pinned) {
+        // SAFETY: `b` and `pinned` each hold `BYTES`, and live for the process.
+        let code =
+            unsafe { sys::cuMemcpyHtoDAsync_v2(self.b, pinned.0.cast(), BYTES, self.stream) };
+        check(code, "HtoD");
+    }
+}
+
+/// Page-locked host memory of `BYTES`, made by [`pinned`] and kept for the process.
+#[derive(Clone, Copy)]
+struct Pinned(*mut u8);
+
+impl Pinned {
+    /// Copies `host`, of `BYTES`, in.
+    fn write(self, host: &[u8]) {
+        assert_eq!(host.len(), BYTES);
+        // SAFETY: both hold `BYTES`; pinned memory is no Rust allocation, so they do not overlap.
+        unsafe { std::ptr::copy_nonoverlapping(host.as_ptr(), self.0, BYTES) };
+    }
+
+    /// Copies everything out into `host`, of `BYTES`.
+    fn read(self, host: &mut [u8]) {
+        assert_eq!(host.len(), BYTES);
+        // SAFETY: as in `write`.
+        unsafe { std::ptr::copy_nonoverlapping(self.0, host.as_mut_ptr(), BYTES) };
     }
 }
 
 /// Page-locked host memory of `BYTES`, portable: page-locked for every context, whichever
 /// device's context is current when it is made.
-fn pinned() -> *mut u8 {
+fn pinned() -> Pinned {
     let mut pinned = std::ptr::null_mut();
     // SAFETY: a plain checked allocation, kept for the process.
     check(
         unsafe { sys::cuMemHostAlloc(&mut pinned, BYTES, sys::CU_MEMHOSTALLOC_PORTABLE) },
         "pinned",
     );
-    pinned.cast()
+    Pinned(pinned.cast())
 }
 
 fn cuda_client(device: usize) -> Option<ComputeClient<CudaBackend>> {
@@ -100,7 +141,7 @@ fn cuda_client(device: usize) -> Option<ComputeClient<CudaBackend>> {
     }
 }
 
-fn to_client_rows(c: &mut Criterion, raw: &RawDevice, pinned: *mut u8) {
+fn to_client_rows(c: &mut Criterion, raw: &RawDevice, pinned: Pinned) {
     let (Some(a), Some(b)) = (cuda_client(0), cuda_client(0)) else {
         return;
     };
@@ -122,18 +163,9 @@ fn to_client_rows(c: &mut Criterion, raw: &RawDevice, pinned: *mut u8) {
     group.bench_function("raw_pinned_staging_cuda0_to_cuda0", |bench| {
         bench.iter(|| {
             raw.bind();
-            // SAFETY: device buffers and pinned memory of `BYTES` each, made above.
-            unsafe {
-                check(
-                    sys::cuMemcpyDtoHAsync_v2(pinned.cast(), raw.a, BYTES, raw.stream),
-                    "DtoH",
-                );
-                check(sys::cuStreamSynchronize(raw.stream), "sync");
-                check(
-                    sys::cuMemcpyHtoDAsync_v2(raw.b, pinned.cast(), BYTES, raw.stream),
-                    "HtoD",
-                );
-            }
+            raw.download_a(pinned);
+            raw.wait();
+            raw.upload_b(pinned);
             raw.sync();
         })
     });
@@ -146,16 +178,9 @@ fn to_client_rows(c: &mut Criterion, raw: &RawDevice, pinned: *mut u8) {
     });
     group.bench_function("raw_pinned_staging_host_to_cuda0", |bench| {
         bench.iter(|| {
-            // SAFETY: `pinned` holds `BYTES`, as does `host`.
-            unsafe { std::ptr::copy_nonoverlapping(host.as_ptr(), pinned, BYTES) };
+            pinned.write(&host);
             raw.bind();
-            // SAFETY: as above.
-            unsafe {
-                check(
-                    sys::cuMemcpyHtoDAsync_v2(raw.b, pinned.cast(), BYTES, raw.stream),
-                    "HtoD",
-                );
-            }
+            raw.upload_b(pinned);
             raw.sync();
         })
     });
@@ -170,16 +195,9 @@ fn to_client_rows(c: &mut Criterion, raw: &RawDevice, pinned: *mut u8) {
     group.bench_function("raw_pinned_staging_cuda0_to_host", |bench| {
         bench.iter(|| {
             raw.bind();
-            // SAFETY: as above.
-            unsafe {
-                check(
-                    sys::cuMemcpyDtoHAsync_v2(pinned.cast(), raw.a, BYTES, raw.stream),
-                    "DtoH",
-                );
-            }
+            raw.download_a(pinned);
             raw.sync();
-            // SAFETY: as above.
-            unsafe { std::ptr::copy_nonoverlapping(pinned, back.as_mut_ptr(), BYTES) };
+            pinned.read(&mut back);
         })
     });
     group.finish();

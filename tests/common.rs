@@ -157,6 +157,26 @@ pub fn fill_first_cube<B: gpuworld::Backend>(
         .unwrap();
 }
 
+/// One cube of `SCALE` from `x` into `out` by `factor` (their first 256 floats), on the client's
+/// stream.
+pub fn scale_first_cube<B: gpuworld::Backend>(
+    client: &gpuworld::ComputeClient<B>,
+    x: &gpuworld::Handle,
+    out: &gpuworld::Handle,
+    factor: f32,
+) {
+    client
+        .launch(
+            &gpuworld::library::SCALE,
+            gpuworld::CubeCount::new_1d(1),
+            gpuworld::Bindings::new()
+                .buffer(x)
+                .buffer(out)
+                .scalar_f32(factor),
+        )
+        .unwrap();
+}
+
 /// A backend suite: one module per backend, holding one `#[test]` per case, each of which makes
 /// a client with the backend's expression and hands it to `crate::<module>::<case>`. A backend
 /// marked `optional` gives an `Option` (`None`, for no device on this machine, skips the case);

@@ -30,13 +30,7 @@ fn no_tick<B: Backend, R>(client: &ComputeClient<B>, name: &str, call: impl FnOn
 fn every_getter_leaves_the_tick_counter<B: Backend>(client: ComputeClient<B>) {
     let a = client.create_from_slice(bytemuck::cast_slice(&[1.0f32; 256]));
     let b = client.empty(1024);
-    client
-        .launch(
-            &library::SCALE,
-            CubeCount::new_1d(1),
-            Bindings::new().buffer(&a).buffer(&b).scalar_f32(2.0),
-        )
-        .unwrap();
+    common::scale_first_cube(&client, &a, &b, 2.0);
     // Something in flight for a hidden tick to finish.
     let mut pending = client.read_ticket(&[b.binding()]).unwrap();
     client.tick();

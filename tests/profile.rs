@@ -36,6 +36,17 @@ fn fill<B: Backend>(client: &ComputeClient<B>, handle: &gpuworld::Handle, cubes:
         .unwrap();
 }
 
+/// One cube of ADD with `handle` as both inputs and the output.
+fn add_in_place<B: Backend>(client: &ComputeClient<B>, handle: &gpuworld::Handle) {
+    client
+        .launch(
+            &library::ADD,
+            CubeCount::new_1d(1),
+            Bindings::new().buffer(handle).buffer(handle).buffer(handle),
+        )
+        .unwrap();
+}
+
 #[test]
 fn profile_on_the_sim_returns_the_virtual_cost_of_exactly_the_closures_work() {
     let client = timed_sim().with_stream(StreamId { value: 0 });
@@ -48,16 +59,7 @@ fn profile_on_the_sim_returns_the_virtual_cost_of_exactly_the_closures_work() {
             || {
                 fill(&client, &buffer, 2); // 2,000 ns
                 fill(&other, &elsewhere, 4); // another stream: not counted
-                client
-                    .launch(
-                        &library::ADD,
-                        CubeCount::new_1d(1),
-                        Bindings::new()
-                            .buffer(&buffer)
-                            .buffer(&buffer)
-                            .buffer(&buffer),
-                    )
-                    .unwrap(); // 3,000 ns
+                add_in_place(&client, &buffer); // 3,000 ns
                 7
             },
             "fill and add",
@@ -147,16 +149,7 @@ fn kernel_stats_on_the_sim_count_launches_bytes_and_virtual_time() {
     for cubes in [1, 2, 3, 4] {
         fill(&client, &buffer, cubes);
     }
-    client
-        .launch(
-            &library::ADD,
-            CubeCount::new_1d(1),
-            Bindings::new()
-                .buffer(&buffer)
-                .buffer(&buffer)
-                .buffer(&buffer),
-        )
-        .unwrap();
+    add_in_place(&client, &buffer);
     client.sync().unwrap();
     let stats = client.kernel_stats();
     let names: Vec<&str> = stats.iter().map(|s| s.name).collect();

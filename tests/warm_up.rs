@@ -60,6 +60,21 @@ fn main(@builtin(global_invocation_id) id: vec3<u32>) { out[id.x] = this_is_unde
         )],
     };
 
+    /// Asserts that `error` is BROKEN's compile error.
+    #[track_caller]
+    fn assert_is_brokens_compile_error(error: &Error) {
+        assert!(
+            matches!(
+                error,
+                Error::Compile {
+                    kernel: "broken",
+                    ..
+                }
+            ),
+            "{error}"
+        );
+    }
+
     #[test]
     fn a_warmed_up_kernel_compiles_nothing_at_its_first_launch() {
         let Some(client) =
@@ -96,30 +111,12 @@ fn main(@builtin(global_invocation_id) id: vec3<u32>) { out[id.x] = this_is_unde
             return;
         };
         let error = client.warm_up(&BROKEN).unwrap_err();
-        assert!(
-            matches!(
-                error,
-                Error::Compile {
-                    kernel: "broken",
-                    ..
-                }
-            ),
-            "{error}"
-        );
+        assert_is_brokens_compile_error(&error);
         let out = client.empty(256);
         client
             .launch(&BROKEN, CubeCount::new_1d(1), Bindings::new().buffer(&out))
             .unwrap();
         let error = client.sync().unwrap_err();
-        assert!(
-            matches!(
-                error,
-                Error::Compile {
-                    kernel: "broken",
-                    ..
-                }
-            ),
-            "{error}"
-        );
+        assert_is_brokens_compile_error(&error);
     }
 }

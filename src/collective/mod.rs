@@ -147,11 +147,7 @@ impl<B: Backend> Group<B> {
         }
         #[cfg(feature = "cuda")]
         if let Some(cuda) = nccl::cuda_clients(&self.clients) {
-            let each: Vec<_> = inputs
-                .iter()
-                .zip(outputs)
-                .map(|(i, o)| smallvec::smallvec![*i, *o])
-                .collect();
+            let each = nccl::pairs(inputs, outputs);
             let count = sizes[0] as usize;
             let kind = gpuworld_cuda::NcclKind::AllGather;
             return nccl::run(self, &cuda, kind, nccl::BYTES, count, &each);
@@ -195,11 +191,7 @@ impl<B: Backend> Group<B> {
         let part = part as usize;
         #[cfg(feature = "cuda")]
         if let Some(cuda) = nccl::cuda_clients(&self.clients) {
-            let each: Vec<_> = inputs
-                .iter()
-                .zip(outputs)
-                .map(|(i, o)| smallvec::smallvec![*i, *o])
-                .collect();
+            let each = nccl::pairs(inputs, outputs);
             let kind = nccl::reduce_scatter(op);
             let count = part / elem.size();
             return nccl::run(self, &cuda, kind, nccl::dtype(elem), count, &each);

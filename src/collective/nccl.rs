@@ -67,6 +67,15 @@ pub(super) fn ensure_init<B: Backend>(
         .clone()
 }
 
+/// Each rank's `[input, output]` pair, as `run` takes its buffers.
+pub(super) fn pairs(inputs: &[Binding], outputs: &[Binding]) -> Vec<SmallVec<[Binding; 4]>> {
+    inputs
+        .iter()
+        .zip(outputs)
+        .map(|(i, o)| smallvec::smallvec![*i, *o])
+        .collect()
+}
+
 /// Queues rank `r`'s part of `kind` on each rank's stream over `buffers[r]`.
 pub(super) fn run<B: Backend>(
     group: &Group<B>,

@@ -1,6 +1,6 @@
 //! The conformance cases: what every backend must do, written once, generic over the backend.
 
-use crate::common::{Pending, bytes_of, f32s};
+use crate::common::{Pending, bytes_of, f32s, scale_first_cube};
 use gpuworld::{Backend, Bindings, ComputeClient, CubeCount, library};
 
 fn f32_handle<B: Backend>(client: &ComputeClient<B>, values: &[f32]) -> gpuworld::Handle {
@@ -222,13 +222,7 @@ pub fn a_chain_of_launches_runs_in_order<B: Backend>(client: ComputeClient<B>) {
     let mut a = f32_handle(&client, &[1.0; 64]);
     let mut b = client.empty(256);
     for _ in 0..20 {
-        client
-            .launch(
-                &library::SCALE,
-                CubeCount::new_1d(1),
-                Bindings::new().buffer(&a).buffer(&b).scalar_f32(2.0),
-            )
-            .unwrap();
+        scale_first_cube(&client, &a, &b, 2.0);
         std::mem::swap(&mut a, &mut b);
     }
     assert_eq!(read_f32(&client, &a), vec![1_048_576.0; 64]);

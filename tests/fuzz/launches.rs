@@ -3,7 +3,7 @@
 //! (covering, short, long, 2-D, zero, or read from device memory), checked and unchecked
 //! launches, and the model updated as the kernel computes.
 
-use super::model::{Arithmetic, Elementwise, ModelBuffer, Stencil, View};
+use super::model::{Arithmetic, Elementwise, ModelBuffer, Stencil, View, Word};
 use super::session::Fuzzer;
 use gpuworld::{Backend, Bindings, CubeCount, HandleId, KernelDef, library};
 
@@ -185,6 +185,28 @@ impl<B: Backend> Fuzzer<'_, B> {
         result.map_err(|error| format!("a valid launch failed: {error}"))
     }
 
+    /// Submits an elementwise launch whose output is the last of `buffers` and whose one scalar,
+    /// if any, is `scalar`; once submitted, stores `words` into that output's model.
+    fn submit_and_store(
+        &mut self,
+        kernel: &'static KernelDef,
+        count: &Count,
+        buffers: &[(usize, View)],
+        scalar: Option<f32>,
+        unchecked: bool,
+        words: &[Word],
+    ) -> Result<(), String> {
+        let out = *buffers.last().expect("an elementwise launch has an output");
+        let (scalars, arguments) = match scalar {
+            Some(value) => (vec![value.to_bits()], format!(", {value:?}")),
+            None => (Vec::new(), String::new()),
+        };
+        self.submit(kernel, count, buffers, &scalars, unchecked, arguments)?;
+        let out_id = self.handles[out.0].id();
+        self.model_mut(out_id).store(out.1.start, words);
+        Ok(())
+    }
+
     fn launch_fill(&mut self) -> Result<(), String> {
         let out = self.random_binding();
         let out_id = self.handles[out.0].id();
@@ -192,18 +214,14 @@ impl<B: Backend> Fuzzer<'_, B> {
         let count = self.random_count(out.1.words(), &[out_id])?;
         let words = self.elementwise(out.1, &count).fill(value);
         let unchecked = self.rng.chance(100);
-        let arguments = format!(", {value:?}");
-        let scalars = [value.to_bits()];
-        self.submit(
+        self.submit_and_store(
             &library::FILL,
             &count,
             &[out],
-            &scalars,
+            Some(value),
             unchecked,
-            arguments,
-        )?;
-        self.model_mut(out_id).store(out.1.start, &words);
-        Ok(())
+            &words,
+        )
     }
 
     fn launch_copy(&mut self) -> Result<(), String> {
@@ -238,16 +256,7 @@ impl<B: Backend> Fuzzer<'_, B> {
         let words = kernel.add(&self.model(a.0).words(a.1), &self.model(b.0).words(b.1));
         let n = kernel.written();
         let unchecked = self.rng.chance(100) && a.1.words() >= n && b.1.words() >= n;
-        self.submit(
-            &library::ADD,
-            &count,
-            &[a, b, out],
-            &[],
-            unchecked,
-            String::new(),
-        )?;
-        self.model_mut(out_id).store(out.1.start, &words);
-        Ok(())
+        self.submit_and_store(&library::ADD, &count, &[a, b, out], None, unchecked, &words)
     }
 
     fn launch_scale(&mut self) -> Result<(), String> {
@@ -259,18 +268,14 @@ impl<B: Backend> Fuzzer<'_, B> {
         let kernel = self.elementwise(out.1, &count);
         let words = kernel.scale(&self.model(x.0).words(x.1), factor);
         let unchecked = self.rng.chance(100) && x.1.words() >= kernel.written();
-        let arguments = format!(", {factor:?}");
-        let scalars = [factor.to_bits()];
-        self.submit(
+        self.submit_and_store(
             &library::SCALE,
             &count,
             &[x, out],
-            &scalars,
+            Some(factor),
             unchecked,
-            arguments,
-        )?;
-        self.model_mut(out_id).store(out.1.start, &words);
-        Ok(())
+            &words,
+        )
     }
 
     fn launch_noop(&mut self) -> Result<(), String> {
