@@ -1,10 +1,11 @@
-//! Stage 6, GC reclamation: lets the device progress, completes reads and syncs whose work has
-//! run (reporting a stream's fault on them), pins released handles behind an event on every
-//! stream that used them, returns their memory once those events pass (parked memory too,
-//! unless its stream already took it), and runs requested cleanups. Owns `PendingRead`,
-//! `PendingSync`, `PendingGc`, `AwaitingGc`, `PinnedHandles`, `CleanupRequested` and
-//! `ReplyWait`. Never blocks, except in the tick of a caller
-//! blocked on a reply, which may wait on the device for one (`await_replies`).
+//! Stage 6, GC reclamation: lets the device progress, pins released handles behind an event on
+//! every stream that used them, returns their memory once those events pass (parked memory too,
+//! unless its stream already took it), runs requested cleanups, and completes reads and syncs
+//! whose work has run (reporting a stream's fault on them). Owns `PendingRead`, `PendingSync`,
+//! `PendingGc`, `AwaitingGc`, `PinnedHandles`, `CleanupRequested` and `ReplyWait`. Never blocks,
+//! except in the tick of a caller blocked on a reply, which may wait on the device for one; that
+//! wait comes after everything else the stage does, so the work that does not depend on it runs
+//! while the device works.
 
 use super::alignment::Uses;
 use super::tick::TickStage;
@@ -16,6 +17,7 @@ use crate::inbox::{ReadReply, Reply};
 use crate::memory::MemoryPool;
 use crate::world::*;
 use bevy_ecs::prelude::*;
+use bevy_ecs::system::SystemParam;
 use smallvec::SmallVec;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -68,93 +70,264 @@ pub struct PinnedHandles(pub HashMap<Entity, u32>);
 pub struct CleanupRequested(pub bool);
 
 /// Registers the GC stage: the pins, the cleanup request and the reply wait it keeps, and its
-/// systems, in order.
+/// one system.
 pub fn build<B: Backend>(world: &mut World, schedule: &mut Schedule) {
     world.init_resource::<PinnedHandles>();
     world.init_resource::<CleanupRequested>();
     world.init_resource::<ReplyWait>();
-    schedule.add_systems(
-        (
-            await_replies::<B>,
-            poll_device::<B>,
-            complete_reads::<B>,
-            complete_syncs::<B>,
-            pin_released_memory::<B>,
-            reclaim_finished_gc::<B>,
-            cleanup_memory::<B>,
-        )
-            .chain()
-            .in_set(TickStage::GcReclamation),
-    );
-}
-
-/// Lets the device make progress and collects faults onto their streams.
-pub fn poll_device<B: Backend>(
-    tick: Res<TickCounter>,
-    mut device: ResMut<Device<B>>,
-    mut streams: Query<(&Stream, &mut StreamFault)>,
-) {
-    let _span = tracing::trace_span!(target: "gpuworld::memory", "gc.poll_device").entered();
-    device.0.poll(tick.0);
-    for (stream, mut fault) in &mut streams {
-        if let Some(error) = device.0.take_fault(stream.device) {
-            fault.record(error);
-        }
-    }
-}
-
-/// The stream's fault, including one the device raised after the last poll: a backend publishes
-/// a fault before completing any later work, so it is visible once that work is.
-fn take_stream_fault<B: Backend>(
-    device: &mut B,
-    streams: &mut Query<(&Stream, &mut StreamFault)>,
-    stream: Entity,
-) -> Option<crate::error::Error> {
-    let (info, mut fault) = streams.get_mut(stream).ok()?;
-    if let Some(error) = device.take_fault(info.device) {
-        fault.record(error);
-    }
-    fault.0.take()
+    schedule.add_systems(reclaim_and_reply::<B>.in_set(TickStage::GcReclamation));
 }
 
 /// How long this tick may wait on the device for a read or sync in flight to finish: zero,
-/// except in the tick of a caller blocked on a reply (`Runtime::tick_awaiting_replies`), whose
-/// `await_replies` takes it.
+/// except in the tick of a caller blocked on a reply (`Runtime::tick_awaiting_replies`).
 #[derive(Resource, Default)]
 pub struct ReplyWait(pub Duration);
 
-/// In the tick of a caller blocked on a reply: waits on the device, up to [`ReplyWait`], until
-/// some read or sync in flight can be answered, so that the reply comes in this tick rather
-/// than the next (a tick costs microseconds that a round trip would pay twice). It runs before
-/// `poll_device`, which then finds what the wait noticed instead of asking the device again.
-pub fn await_replies<B: Backend>(
-    mut wait: ResMut<ReplyWait>,
-    tick: Res<TickCounter>,
-    mut device: ResMut<Device<B>>,
-    mut reads: Query<&mut PendingRead>,
-    syncs: Query<&PendingSync>,
-) {
-    let _span = tracing::trace_span!(target: "gpuworld::memory", "gc.await_replies").entered();
-    // The budget is this tick's alone: taken, so no later tick waits, even after a panic.
-    let budget = std::mem::take(&mut wait.0);
-    if budget.is_zero() || (reads.is_empty() && syncs.is_empty()) {
-        return;
+/// Released handles not yet pinned behind events.
+type ReleasedUnpinned = (With<Released>, Without<AwaitingGc>);
+
+/// What the GC stage reads and writes.
+#[derive(SystemParam)]
+pub struct Gc<'w, 's, B: Backend> {
+    commands: Commands<'w, 's>,
+    tick: Res<'w, TickCounter>,
+    device: ResMut<'w, Device<B>>,
+    wait: ResMut<'w, ReplyWait>,
+    pinned: ResMut<'w, PinnedHandles>,
+    pool: ResMut<'w, MemoryPool>,
+    stats: ResMut<'w, Stats>,
+    requested: ResMut<'w, CleanupRequested>,
+    streams: Query<'w, 's, (&'static Stream, &'static mut StreamFault)>,
+    submitted: Query<'w, 's, &'static SubmittedCursor>,
+    reads: Query<'w, 's, (Entity, &'static mut PendingRead)>,
+    syncs: Query<'w, 's, (Entity, &'static mut PendingSync)>,
+    released: Query<'w, 's, (Entity, &'static Uses), ReleasedUnpinned>,
+    gcs: Query<'w, 's, (Entity, &'static PendingGc)>,
+    handles: Query<'w, 's, &'static Allocation>,
+    /// The pending GCs reclaimed in this tick (despawned only once the tick's commands apply).
+    reclaimed: Local<'s, Vec<Entity>>,
+}
+
+/// The GC stage, in one system so that the wait of a blocked caller comes last: everything that
+/// does not depend on the work it waits for (the poll, pinning and reclaiming released memory,
+/// cleanup) runs while the device works, and after the wait only the replies (and reclaiming
+/// what the answered work freed) stand between the device finishing and the caller returning.
+pub fn reclaim_and_reply<B: Backend>(mut gc: Gc<B>) {
+    gc.reclaimed.clear();
+    gc.poll_device();
+    gc.pin_released_memory();
+    gc.reclaim_finished_gc();
+    gc.cleanup_memory();
+    gc.await_replies();
+    let answered = gc.complete_reads() | gc.complete_syncs();
+    // The answered work may have been the last use of released memory: reclaim it in this tick,
+    // so a caller returning from a sync sees it free.
+    if answered && !gc.gcs.is_empty() {
+        gc.reclaim_finished_gc();
     }
-    let device = &mut device.0;
-    let deadline = Instant::now() + budget;
-    loop {
-        let mut answerable = false;
-        for mut read in &mut reads {
-            answerable |= gather_read_bytes(device, &mut read);
+}
+
+impl<B: Backend> Gc<'_, '_, B> {
+    /// Lets the device make progress and collects faults onto their streams.
+    fn poll_device(&mut self) {
+        let _span = tracing::trace_span!(target: "gpuworld::memory", "gc.poll_device").entered();
+        self.device.0.poll(self.tick.0);
+        for (stream, mut fault) in &mut self.streams {
+            if let Some(error) = self.device.0.take_fault(stream.device) {
+                fault.record(error);
+            }
         }
-        if answerable || syncs.iter().any(|sync| device.event_done(sync.event)) {
+    }
+
+    /// The stream's fault, including one the device raised after the last poll: a backend
+    /// publishes a fault before completing any later work, so it is visible once that work is.
+    fn take_stream_fault(&mut self, stream: Entity) -> Option<crate::error::Error> {
+        let (info, mut fault) = self.streams.get_mut(stream).ok()?;
+        if let Some(error) = self.device.0.take_fault(info.device) {
+            fault.record(error);
+        }
+        fault.0.take()
+    }
+
+    /// In the tick of a caller blocked on a reply: waits on the device, up to [`ReplyWait`],
+    /// until some read or sync in flight can be answered, so that the reply comes in this tick
+    /// rather than the next (a tick costs microseconds that a round trip would pay twice).
+    fn await_replies(&mut self) {
+        // The budget is this tick's alone: taken, so no later tick waits, even after a panic.
+        let budget = std::mem::take(&mut self.wait.0);
+        if budget.is_zero() || (self.reads.is_empty() && self.syncs.is_empty()) {
             return;
         }
-        let now = Instant::now();
-        if now >= deadline || !device.wait_for_progress(deadline - now) {
+        let _span = tracing::trace_span!(target: "gpuworld::memory", "gc.await_replies").entered();
+        let device = &mut self.device.0;
+        let deadline = Instant::now() + budget;
+        loop {
+            let mut answerable = false;
+            for (_, mut read) in &mut self.reads {
+                answerable |= gather_read_bytes(device, &mut read);
+            }
+            if answerable
+                || self
+                    .syncs
+                    .iter()
+                    .any(|(_, sync)| device.event_done(sync.event))
+            {
+                return;
+            }
+            let now = Instant::now();
+            if now >= deadline || !device.wait_for_progress(deadline - now) {
+                return;
+            }
+            device.poll(self.tick.0);
+        }
+    }
+
+    /// Replies to reads whose bytes have all arrived; whether any was answered.
+    fn complete_reads(&mut self) -> bool {
+        let device = &mut self.device.0;
+        let mut ready: SmallVec<[(Entity, Entity, Vec<HostBytes>, Option<Reply<ReadReply>>); 1]> =
+            SmallVec::new();
+        for (entity, mut read) in &mut self.reads {
+            if gather_read_bytes(device, &mut read) {
+                let bytes = std::mem::take(&mut read.bytes);
+                ready.push((entity, read.stream, bytes, read.reply.take()));
+            }
+        }
+        let answered = !ready.is_empty();
+        for (entity, stream, bytes, reply) in ready {
+            let result = match self.take_stream_fault(stream) {
+                Some(error) => Err(error),
+                None => Ok(bytes),
+            };
+            if let Some(reply) = reply {
+                let _ = reply.send(result);
+            }
+            self.commands.entity(entity).despawn();
+        }
+        answered
+    }
+
+    /// Replies to syncs whose event has passed; whether any was answered.
+    fn complete_syncs(&mut self) -> bool {
+        let done: SmallVec<[(Entity, Entity); 2]> = self
+            .syncs
+            .iter()
+            .filter(|(_, sync)| sync.reply.is_some())
+            .map(|(entity, sync)| (entity, sync.stream, sync.event))
+            .filter(|&(_, _, event)| self.device.0.event_done(event))
+            .map(|(entity, stream, _)| (entity, stream))
+            .collect();
+        for &(entity, stream) in &done {
+            let fault = self.take_stream_fault(stream);
+            if let Ok((_, mut sync)) = self.syncs.get_mut(entity)
+                && let Some(reply) = sync.reply.take()
+            {
+                let _ = reply.send(fault.map_or(Ok(()), Err));
+            }
+            self.commands.entity(entity).despawn();
+        }
+        !done.is_empty()
+    }
+
+    /// Pins released handles whose last uses were submitted behind one event per using stream.
+    fn pin_released_memory(&mut self) {
+        let mut events: SmallVec<[(Entity, DeviceEvent); 4]> = SmallVec::new();
+        let mut handles = Vec::new();
+        for (entity, uses) in &self.released {
+            // Work still queued would run after an event flushed now: wait for its submission.
+            let all_submitted = uses.0.iter().all(|&(stream, cursor)| {
+                self.submitted
+                    .get(stream)
+                    .is_ok_and(|submitted| submitted.0 >= cursor)
+            });
+            if !all_submitted {
+                continue;
+            }
+            for &(stream, _) in &uses.0 {
+                if events.iter().any(|(s, _)| *s == stream) {
+                    continue;
+                }
+                if let Ok((info, _)) = self.streams.get(stream) {
+                    events.push((stream, self.device.0.flush(info.device)));
+                }
+            }
+            self.commands.entity(entity).insert(AwaitingGc);
+            handles.push(entity);
+        }
+        if handles.is_empty() {
             return;
         }
-        device.poll(tick.0);
+        tracing::trace!(target: "gpuworld::memory", handles = handles.len(), "released memory pinned behind events");
+        let gc = PendingGc {
+            events: events.into_iter().map(|(_, e)| e).collect(),
+            handles,
+            pins: Vec::new(),
+        };
+        // Events on idle streams may have passed already: the memory returns in this tick.
+        if !self.reclaim(&gc) {
+            self.commands.spawn(gc);
+        }
+    }
+
+    /// Reclaims every pending GC whose events passed.
+    fn reclaim_finished_gc(&mut self) {
+        let _span =
+            tracing::trace_span!(target: "gpuworld::memory", "gc.reclaim_finished_gc").entered();
+        let gcs = self.gcs;
+        for (entity, gc) in gcs.iter() {
+            // A second pass in one tick skips what the first reclaimed (despawned only when the
+            // tick's commands apply).
+            if !self.reclaimed.contains(&entity) && self.reclaim(gc) {
+                self.commands.entity(entity).despawn();
+                self.reclaimed.push(entity);
+            }
+        }
+    }
+
+    /// Unpins the shared handles of `gc` and returns the memory of its released ones, if its
+    /// events passed and no shared-binding pin (the GC stream's event) holds them; whether it
+    /// did.
+    fn reclaim(&mut self, gc: &PendingGc) -> bool {
+        if !gc.events.iter().all(|&e| self.device.0.event_done(e))
+            || gc.handles.iter().any(|h| self.pinned.0.contains_key(h))
+        {
+            return false;
+        }
+        for handle in &gc.pins {
+            if let Some(count) = self.pinned.0.get_mut(handle) {
+                *count -= 1;
+                if *count == 0 {
+                    self.pinned.0.remove(handle);
+                }
+            }
+        }
+        for &handle in &gc.handles {
+            let released = match self.handles.get(handle) {
+                Ok(Allocation::Slice { slice, .. }) => self.pool.release(*slice).map(|()| true),
+                // Unless its stream already took it for a later allocation.
+                Ok(Allocation::Parked { slice }) => self.pool.release_parked(*slice),
+                _ => Ok(false),
+            };
+            match released {
+                Ok(true) => self.stats.handles_reclaimed += 1,
+                Ok(false) => {}
+                Err(error) => {
+                    tracing::error!(target: "gpuworld::memory", %error, "reclaiming a slice failed");
+                }
+            }
+            self.commands.entity(handle).despawn();
+        }
+        true
+    }
+
+    /// Returns free memory to the device when a cleanup was requested, and long-unused free
+    /// memory by the pool's own policy.
+    fn cleanup_memory(&mut self) {
+        self.pool.periodic_cleanup(&mut self.device.0, self.tick.0);
+        if std::mem::take(&mut self.requested.0) {
+            self.pool.cleanup(&mut self.device.0);
+            tracing::debug!(target: "gpuworld::memory", reserved = self.pool.usage().bytes_reserved, "memory cleanup");
+        }
     }
 }
 
@@ -169,157 +342,4 @@ fn gather_read_bytes<B: Backend>(device: &mut B, read: &mut PendingRead) -> bool
         }
     }
     read.tickets.iter().all(Option::is_none)
-}
-
-/// Replies to reads whose bytes have all arrived.
-pub fn complete_reads<B: Backend>(
-    mut commands: Commands,
-    mut device: ResMut<Device<B>>,
-    mut reads: Query<(Entity, &mut PendingRead)>,
-    mut streams: Query<(&Stream, &mut StreamFault)>,
-) {
-    let _span = tracing::trace_span!(target: "gpuworld::memory", "gc.complete_reads").entered();
-    for (entity, mut read) in &mut reads {
-        let read = read.as_mut();
-        if !gather_read_bytes(&mut device.0, read) {
-            continue;
-        }
-        let fault = take_stream_fault(&mut device.0, &mut streams, read.stream);
-        let result = match fault {
-            Some(error) => Err(error),
-            None => Ok(std::mem::take(&mut read.bytes)),
-        };
-        if let Some(reply) = read.reply.take() {
-            let _ = reply.send(result);
-        }
-        commands.entity(entity).despawn();
-    }
-}
-
-/// Replies to syncs whose event has passed.
-pub fn complete_syncs<B: Backend>(
-    mut commands: Commands,
-    mut device: ResMut<Device<B>>,
-    mut syncs: Query<(Entity, &mut PendingSync)>,
-    mut streams: Query<(&Stream, &mut StreamFault)>,
-) {
-    let _span = tracing::trace_span!(target: "gpuworld::memory", "gc.complete_syncs").entered();
-    for (entity, mut sync) in &mut syncs {
-        if !device.0.event_done(sync.event) {
-            continue;
-        }
-        let fault = take_stream_fault(&mut device.0, &mut streams, sync.stream);
-        if let Some(reply) = sync.reply.take() {
-            let _ = reply.send(fault.map_or(Ok(()), Err));
-        }
-        commands.entity(entity).despawn();
-    }
-}
-
-/// Released handles not yet pinned behind events.
-type ReleasedUnpinned = (With<Released>, Without<AwaitingGc>);
-
-/// Pins released handles whose last uses were submitted behind one event per using stream.
-pub fn pin_released_memory<B: Backend>(
-    mut commands: Commands,
-    mut device: ResMut<Device<B>>,
-    released: Query<(Entity, &Uses), ReleasedUnpinned>,
-    streams: Query<(&Stream, &SubmittedCursor)>,
-) {
-    let _span =
-        tracing::trace_span!(target: "gpuworld::memory", "gc.pin_released_memory").entered();
-    let mut events: SmallVec<[(Entity, DeviceEvent); 4]> = SmallVec::new();
-    let mut handles = Vec::new();
-    for (entity, uses) in &released {
-        // Work still queued would run after an event flushed now: wait for its submission.
-        let all_submitted = uses.0.iter().all(|&(stream, cursor)| {
-            streams
-                .get(stream)
-                .is_ok_and(|(_, submitted)| submitted.0 >= cursor)
-        });
-        if !all_submitted {
-            continue;
-        }
-        for &(stream, _) in &uses.0 {
-            if events.iter().any(|(s, _)| *s == stream) {
-                continue;
-            }
-            if let Ok((info, _)) = streams.get(stream) {
-                events.push((stream, device.0.flush(info.device)));
-            }
-        }
-        commands.entity(entity).insert(AwaitingGc);
-        handles.push(entity);
-    }
-    if !handles.is_empty() {
-        tracing::trace!(target: "gpuworld::memory", handles = handles.len(), "released memory pinned behind events");
-        commands.spawn(PendingGc {
-            events: events.into_iter().map(|(_, e)| e).collect(),
-            handles,
-            pins: Vec::new(),
-        });
-    }
-}
-
-/// Unpins shared handles and returns the memory of released ones once their events passed.
-pub fn reclaim_finished_gc<B: Backend>(
-    mut commands: Commands,
-    mut device: ResMut<Device<B>>,
-    mut pinned: ResMut<PinnedHandles>,
-    mut pool: ResMut<MemoryPool>,
-    mut stats: ResMut<Stats>,
-    gcs: Query<(Entity, &PendingGc)>,
-    handles: Query<&Allocation>,
-) {
-    let _span =
-        tracing::trace_span!(target: "gpuworld::memory", "gc.reclaim_finished_gc").entered();
-    for (entity, gc) in &gcs {
-        // Released memory also waits for every shared-binding pin on it (the GC stream's event).
-        if !gc.events.iter().all(|&e| device.0.event_done(e))
-            || gc.handles.iter().any(|h| pinned.0.contains_key(h))
-        {
-            continue;
-        }
-        for handle in &gc.pins {
-            if let Some(count) = pinned.0.get_mut(handle) {
-                *count -= 1;
-                if *count == 0 {
-                    pinned.0.remove(handle);
-                }
-            }
-        }
-        for &handle in &gc.handles {
-            let released = match handles.get(handle) {
-                Ok(Allocation::Slice { slice, .. }) => pool.release(*slice).map(|()| true),
-                // Unless its stream already took it for a later allocation.
-                Ok(Allocation::Parked { slice }) => pool.release_parked(*slice),
-                _ => Ok(false),
-            };
-            match released {
-                Ok(true) => stats.handles_reclaimed += 1,
-                Ok(false) => {}
-                Err(error) => {
-                    tracing::error!(target: "gpuworld::memory", %error, "reclaiming a slice failed");
-                }
-            }
-            commands.entity(handle).despawn();
-        }
-        commands.entity(entity).despawn();
-    }
-}
-
-/// Returns free memory to the device when a cleanup was requested, and long-unused free
-/// memory by the pool's own policy.
-pub fn cleanup_memory<B: Backend>(
-    tick: Res<TickCounter>,
-    mut requested: ResMut<CleanupRequested>,
-    mut pool: ResMut<MemoryPool>,
-    mut device: ResMut<Device<B>>,
-) {
-    let _span = tracing::trace_span!(target: "gpuworld::memory", "gc.cleanup_memory").entered();
-    pool.periodic_cleanup(&mut device.0, tick.0);
-    if std::mem::take(&mut requested.0) {
-        pool.cleanup(&mut device.0);
-        tracing::debug!(target: "gpuworld::memory", reserved = pool.usage().bytes_reserved, "memory cleanup");
-    }
 }
