@@ -8,7 +8,7 @@ use crate::memory::{MemoryPool, MemoryUsage};
 use crate::published::{InFlight, Published};
 use crate::snapshot::{Snapshot, SnapshotOptions};
 use crate::stages::flush_wait::LastSynced;
-use crate::stages::gc::{PendingGc, PendingRead, PendingSync, ReplyWait};
+use crate::stages::gc::{PendingGc, PendingReplies, ReplyWait};
 use crate::stages::ingest::DeferredCommands;
 use crate::stages::tick_schedule;
 use crate::stages::tune::{TuneCache, TuneResults};
@@ -331,8 +331,6 @@ impl<B: Backend> Runtime<B> {
 /// Cached queries that count what each tick leaves unfinished ([`InFlight`]), which
 /// [`Runtime::has_work_in_flight`] and [`Runtime::has_replies_in_flight`] then read.
 struct InFlightQueries {
-    reads: QueryState<(), With<PendingRead>>,
-    syncs: QueryState<(), With<PendingSync>>,
     gcs: QueryState<(), With<PendingGc>>,
     queues: QueryState<&'static TaskQueue>,
 }
@@ -340,8 +338,6 @@ struct InFlightQueries {
 impl InFlightQueries {
     fn new(world: &mut World) -> InFlightQueries {
         InFlightQueries {
-            reads: world.query_filtered(),
-            syncs: world.query_filtered(),
             gcs: world.query_filtered(),
             queues: world.query(),
         }
@@ -350,11 +346,12 @@ impl InFlightQueries {
     /// What is unfinished in `world` (inbox commands are not the world's; the client counts
     /// them). Costs the in-flight entities and the streams, never the handles.
     fn count(&mut self, world: &World) -> InFlight {
+        let replies = world.resource::<PendingReplies>();
         InFlight {
             deferred_commands: world.resource::<DeferredCommands>().0.len(),
             queued_tasks: self.queues.iter(world).map(|q| q.tasks.len()).sum(),
-            reads: self.reads.iter(world).count(),
-            syncs: self.syncs.iter(world).count(),
+            reads: replies.reads.len(),
+            syncs: replies.syncs.len(),
             pending_gcs: self.gcs.iter(world).count(),
             ..InFlight::default()
         }

@@ -6,7 +6,7 @@ use crate::backend::{DeviceEvent, DeviceStream, Region};
 use crate::memory::MemoryPool;
 use crate::stages::alignment::{Owner, Uses};
 use crate::stages::flush_wait::LastSynced;
-use crate::stages::gc::{AwaitingGc, PendingGc, PendingRead, PendingSync, PinnedHandles};
+use crate::stages::gc::{AwaitingGc, PendingGc, PendingReplies, PinnedHandles};
 use crate::stages::ingest::{DeferredCommands, HandleIndex, HandleState, UsedOn};
 use crate::world::*;
 use bevy_ecs::prelude::*;
@@ -136,9 +136,10 @@ pub fn capture(
     tasks.sort_by_key(|t| t.seq);
     let deferred_commands = world.resource::<DeferredCommands>().0.len();
 
-    let mut in_flight: Vec<String> = world
-        .query::<&PendingRead>()
-        .iter(world)
+    let replies = world.resource::<PendingReplies>();
+    let mut in_flight: Vec<String> = replies
+        .reads
+        .iter()
         .map(|r| {
             let waiting = r.tickets.iter().filter(|t| t.is_some()).count();
             format!(
@@ -148,7 +149,7 @@ pub fn capture(
             )
         })
         .collect();
-    in_flight.extend(world.query::<&PendingSync>().iter(world).map(|s| {
+    in_flight.extend(replies.syncs.iter().map(|s| {
         format!(
             "sync on {} until {}",
             names.entity(&s.stream),

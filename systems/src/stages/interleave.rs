@@ -5,7 +5,7 @@
 //! GC stream that waits on the consumer. Owns `SubmittedCursor` and the GC stream; turns reads,
 //! syncs and pins into in-flight entities.
 
-use super::gc::{PendingGc, PendingRead, PendingSync, PinnedHandles};
+use super::gc::{PendingGc, PendingRead, PendingReplies, PendingSync, PinnedHandles};
 use super::tick::TickStage;
 use crate::backend::{Backend, DeviceStream, Region};
 use crate::bytes::HostBytes;
@@ -30,6 +30,7 @@ pub fn submit_ready_queues<B: Backend>(
     mut table: ResMut<StreamTable>,
     mut pinned: ResMut<PinnedHandles>,
     mut spare: ResMut<SpareTasks>,
+    mut replies: ResMut<PendingReplies>,
     recorder: ResMut<TraceRecorder>,
     mut streams: StreamQuery,
 ) {
@@ -49,7 +50,8 @@ pub fn submit_ready_queues<B: Backend>(
         pinned: &mut pinned,
         gc: table.gc.map(|(_, device)| device),
         streams: &mut streams,
-        in_flight: Vec::new(),
+        pins: Vec::new(),
+        replies: &mut replies,
         spare: &mut spare,
         recorder: recorder.times_submissions().then(|| recorder.into_inner()),
     };
@@ -69,7 +71,7 @@ pub fn submit_ready_queues<B: Backend>(
             }
         },
     }
-    let Submitter { in_flight, gc, .. } = submitter;
+    let Submitter { pins, gc, .. } = submitter;
     if let (None, Some(device)) = (table.gc, gc) {
         let entity = commands
             .spawn(Stream {
@@ -81,19 +83,9 @@ pub fn submit_ready_queues<B: Backend>(
             .id();
         table.gc = Some((entity, device));
     }
-    for work in in_flight {
-        match work {
-            InFlight::Read(read) => commands.spawn(read),
-            InFlight::Sync(sync) => commands.spawn(sync),
-            InFlight::Pin(gc) => commands.spawn(gc),
-        };
+    for gc in pins {
+        commands.spawn(gc);
     }
-}
-
-enum InFlight {
-    Read(PendingRead),
-    Sync(PendingSync),
-    Pin(PendingGc),
 }
 
 type StreamQuery<'w, 's> = Query<
@@ -115,7 +107,10 @@ struct Submitter<'a, 'sw, 'ss, B: Backend> {
     pinned: &'a mut PinnedHandles,
     gc: Option<DeviceStream>,
     streams: &'a mut StreamQuery<'sw, 'ss>,
-    in_flight: Vec<InFlight>,
+    /// Shared handles pinned behind the GC stream's events, spawned afterwards.
+    pins: Vec<PendingGc>,
+    /// Where reads and syncs in flight go.
+    replies: &'a mut PendingReplies,
     spare: &'a mut SpareTasks,
     /// Where submissions and waits are recorded, while a trace or kernel statistics need the
     /// runtime to time what the backend cannot.
@@ -230,14 +225,14 @@ impl<B: Backend> Submitter<'_, '_, '_, B> {
                     })
                     .collect();
                 submitted = Some((OpKind::Read, bindings.iter().map(|b| b.region.size).sum()));
-                self.in_flight.push(InFlight::Read(PendingRead {
+                self.replies.reads.push(PendingRead {
                     stream,
                     tickets,
                     bytes: std::iter::repeat_with(HostBytes::default)
                         .take(bindings.len())
                         .collect(),
                     reply: Some(reply),
-                }));
+                });
             }
             Some(TaskWork::Native(work)) => {
                 let buffers: SmallVec<[Region; 4]> = bindings.iter().map(|b| b.region).collect();
@@ -255,11 +250,11 @@ impl<B: Backend> Submitter<'_, '_, '_, B> {
             }
             Some(TaskWork::Sync(reply)) => {
                 let event = self.device.flush(device_stream);
-                self.in_flight.push(InFlight::Sync(PendingSync {
+                self.replies.syncs.push(PendingSync {
                     stream,
                     event,
                     reply: Some(reply),
-                }));
+                });
             }
             None => {}
         }
@@ -292,10 +287,10 @@ impl<B: Backend> Submitter<'_, '_, '_, B> {
             *self.pinned.0.entry(handle).or_default() += 1;
         }
         tracing::trace!(target: "gpuworld::memory", pins = shared.len(), "shared bindings pinned behind the GC stream");
-        self.in_flight.push(InFlight::Pin(PendingGc {
+        self.pins.push(PendingGc {
             events: SmallVec::from_elem(gc_event, 1),
             handles: Vec::new(),
             pins: shared,
-        }));
+        });
     }
 }
