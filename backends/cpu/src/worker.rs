@@ -178,7 +178,8 @@ pub struct StreamWorker {
 }
 
 impl StreamWorker {
-    /// Starts the worker of stream `id` at `index`; its readbacks land in `staging`.
+    /// Starts the worker of stream `id` at `index`; its readbacks land in `staging`, but those
+    /// made for another runtime, which land in that runtime's.
     pub fn spawn(
         id: StreamId,
         index: usize,
