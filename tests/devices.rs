@@ -186,6 +186,33 @@ fn to_client_into_lands_between_the_destination_writes_around_it() {
 }
 
 #[test]
+fn to_client_into_moves_exactly_the_bytes_of_any_size_to_an_odd_offset() {
+    let clients = cpu_clients(2, Driver::DeviceThread);
+    let (a, b) = (&clients[0], &clients[1]);
+    // Large copies run in pieces on several threads; small ones on the stream's worker.
+    for size in [0, 3, 4097, (3 << 20) + 5] {
+        let data: Vec<u8> = (0..size).map(|i| (i * 31 + 7) as u8).collect();
+        let source = a.create_from_slice(&data);
+        let around = vec![0xEEu8; size + 8];
+        let target = b.create_from_slice(&around);
+        let inside = target.clone().offset_start(3).offset_end(5);
+        a.to_client_into(&source, b, &inside)
+            .expect("to_client_into");
+        let copy = a.to_client(&source, b).expect("to_client");
+        let mut expected = around;
+        expected[3..3 + size].copy_from_slice(&data);
+        assert!(
+            b.read_one(&target).expect("read") == expected,
+            "{size} bytes at offset 3, or the bytes around them"
+        );
+        assert!(
+            b.read_one(&copy).expect("read") == data,
+            "{size} bytes into a new handle"
+        );
+    }
+}
+
+#[test]
 fn to_client_refuses_what_does_not_fit_and_reports_what_fails_on_the_way() {
     let clients = cpu_clients(2, Driver::Manual);
     let (a, b) = (&clients[0], &clients[1]);

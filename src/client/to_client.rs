@@ -4,7 +4,9 @@
 //! `cuMemcpyPeerAsync` on the source's stream, the destination's stream waiting on its event).
 //! Otherwise it is two tasks. On the source it is a read on the caller's stream, so alignment
 //! orders it after the handle's last write on any stream, and the source runtime's GC stage
-//! answers it as it answers every read. On the destination it is a write of the arriving bytes
+//! answers it as it answers every read; a backend that copies to host memory itself (cpu) reads
+//! into the destination's staging (`Backend::read_for`), so a CUDA destination gets page-locked
+//! bytes it uploads with no further host copy. On the destination it is a write of the arriving bytes
 //! on the destination client's stream: ingest holds it, with every command after it, until the
 //! bytes are there, so every later use on the destination sees them. Both calls return at once.
 
@@ -12,6 +14,7 @@ use super::{ComputeClient, Shared};
 use futures_channel::oneshot;
 use gpuworld_systems::arriving::{Arriving, ArrivingSource};
 use gpuworld_systems::inbox::{Command, ReadReply};
+use gpuworld_systems::staging::StagingAllocator;
 use gpuworld_systems::{Backend, Binding, Error, Handle, HostBytes, Result};
 use std::future::Future;
 use std::pin::Pin;
@@ -121,14 +124,21 @@ impl<B: Backend> ComputeClient<B> {
             to.push_native(Box::new(arrival), dst_one);
             return Ok(());
         }
-        let read = self.read_from_other_runtime(&[src])?;
+        // The read lands in the destination's staging where the source backend copies to host
+        // memory itself (cpu): page-locked on CUDA, which then uploads it with no host copy.
+        let read = self.read_from_other_runtime(&[src], Some(dst.shared.staging.clone()))?;
         dst.write_arriving(dst_range, Arriving::new(ReadArrival(read)));
         Ok(())
     }
 
-    /// Reads `sources` on this client's stream for another runtime, which polls the result.
-    pub(crate) fn read_from_other_runtime(&self, sources: &[Binding]) -> Result<FromRead> {
-        let receiver = self.enqueue_read(sources)?;
+    /// Reads `sources` on this client's stream for another runtime, which polls the result; the
+    /// bytes land in `staging` where the backend can put them there (`Backend::read_for`).
+    pub(crate) fn read_from_other_runtime(
+        &self,
+        sources: &[Binding],
+        staging: Option<Arc<dyn StagingAllocator>>,
+    ) -> Result<FromRead> {
+        let receiver = self.enqueue_read_into(sources, staging)?;
         Ok(FromRead {
             receiver,
             drive: self.drive(),

@@ -5,8 +5,9 @@
 use super::{ComputeClient, ReadTicket, ReplyFuture};
 use futures_channel::oneshot;
 use gpuworld_systems::inbox::{Command, ReadReply};
-use gpuworld_systems::staging::copy_in_parallel;
+use gpuworld_systems::staging::{StagingAllocator, copy_in_parallel};
 use gpuworld_systems::{Backend, Binding, Error, Handle, HostBytes, Result};
+use std::sync::Arc;
 
 /// Host copies at least this large go through staging memory, in chunks; a smaller one is copied
 /// to the heap in one piece, where taking staging memory would cost more than it saves.
@@ -196,6 +197,16 @@ impl<B: Backend> ComputeClient<B> {
     }
 
     pub(super) fn enqueue_read(&self, sources: &[Binding]) -> Result<oneshot::Receiver<ReadReply>> {
+        self.enqueue_read_into(sources, None)
+    }
+
+    /// Queues a read of `sources` whose bytes land in `staging` where the backend can put them
+    /// there (see `Backend::read_for`), else in its own.
+    pub(super) fn enqueue_read_into(
+        &self,
+        sources: &[Binding],
+        staging: Option<Arc<dyn StagingAllocator>>,
+    ) -> Result<oneshot::Receiver<ReadReply>> {
         for source in sources {
             source.validate(self.shared.id)?;
         }
@@ -204,6 +215,7 @@ impl<B: Backend> ComputeClient<B> {
             sources: sources.iter().copied().collect(),
             stream: self.stream_id(),
             reply,
+            staging,
         });
         Ok(receiver)
     }

@@ -242,7 +242,9 @@ impl<B: Backend> Group<B> {
         let reads = readers
             .iter()
             .zip(inputs)
-            .map(|(client, input)| client.read_from_other_runtime(std::slice::from_ref(input)))
+            .map(|(client, input)| {
+                client.read_from_other_runtime(std::slice::from_ref(input), None)
+            })
             .collect::<Result<Vec<_>>>()?;
         let gathered = Gathered::new(reads, combine);
         for (rank, (client, output)) in self.clients.iter().zip(outputs).enumerate() {

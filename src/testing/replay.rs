@@ -250,6 +250,7 @@ impl Replayer {
                                 .collect::<Result<_, _>>()?,
                             stream: stream(*s),
                             reply,
+                            staging: None,
                         }
                     }
                     RecordedOp::Flush { stream: s } => Command::Flush { stream: stream(*s) },

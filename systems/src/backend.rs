@@ -290,6 +290,18 @@ pub trait Backend: Send + Sync + 'static {
     }
     /// Enqueues a device-to-host copy of `src`.
     fn read(&mut self, stream: DeviceStream, src: Region) -> ReadTicket;
+    /// Like [`Backend::read`], for bytes another runtime takes (a transfer's source): where the
+    /// backend copies into host memory itself, the bytes land in `staging`, that runtime's
+    /// ([`Backend::staging`]: page-locked on CUDA, which then uploads them with no host copy).
+    /// A plain read by default.
+    fn read_for(
+        &mut self,
+        stream: DeviceStream,
+        src: Region,
+        _staging: &Arc<dyn StagingAllocator>,
+    ) -> ReadTicket {
+        self.read(stream, src)
+    }
     /// Submits the stream's pending work and returns an event that completes after it.
     fn flush(&mut self, stream: DeviceStream) -> DeviceEvent;
     /// Like [`Backend::flush`], for an event that [`Backend::device_elapsed`] may time from or

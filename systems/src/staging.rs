@@ -145,7 +145,7 @@ impl HostMemoryHome for HeapStaging {
 
 /// Bytes each thread copies at least; a copy under two pieces stays on the calling thread, where
 /// handing work to other threads would cost more than it saves.
-const COPY_PIECE: usize = 512 << 10;
+pub(crate) const COPY_PIECE: usize = 512 << 10;
 
 /// Copies `src` into `dst` (as many bytes as the shorter holds), on several threads (rayon's
 /// pool) when it is large: one thread copies pageable memory well below memory bandwidth.

@@ -3,7 +3,7 @@
 //! the in-flight entities, the handle index, the tune cache) lives in that stage's module and is
 //! registered by its `build`.
 
-use crate::backend::{Backend, DeviceEvent, DeviceStream, LaunchCount, Region};
+use crate::backend::{Backend, DeviceEvent, DeviceStream, LaunchCount, Region, StagingAllocator};
 use crate::bytes::HostBytes;
 use crate::error::{Error, Result};
 use crate::ids::{HandleId, StreamId};
@@ -119,6 +119,15 @@ pub struct TaskBinding {
     pub writes: bool,
 }
 
+/// Where a read's bytes go, and the staging they land in.
+pub struct ReadRequest {
+    /// Answered with the bytes.
+    pub reply: Reply<ReadReply>,
+    /// Staging lent by the runtime that takes the bytes (see [`Backend::read_for`]); the
+    /// backend's own when `None`.
+    pub staging: Option<Arc<dyn StagingAllocator>>,
+}
+
 /// What a task does.
 pub enum TaskWork {
     /// Copy host bytes into the first binding.
@@ -135,7 +144,7 @@ pub enum TaskWork {
         mode: ExecutionMode,
     },
     /// Copy the bindings back to the host.
-    Read(Reply<ReadReply>),
+    Read(ReadRequest),
     /// Submit the stream's work.
     Flush,
     /// Reply once the stream's work has run.

@@ -91,8 +91,18 @@ impl CpuBackend {
     }
 
     fn send(&mut self, stream: DeviceStream, op: HostOp) {
+        self.send_with(stream, op, None);
+    }
+
+    /// Queues `op` on `stream`; a read's bytes land in `staging` when given.
+    fn send_with(
+        &mut self,
+        stream: DeviceStream,
+        op: HostOp,
+        staging: Option<Arc<dyn StagingAllocator>>,
+    ) {
         if let Some(worker) = self.workers.get_mut(stream.0 as usize) {
-            worker.send(op);
+            worker.send(op, staging);
         }
     }
 }
@@ -164,6 +174,19 @@ impl Backend for CpuBackend {
         ticket
     }
 
+    /// The worker copies straight into `staging`, falling back to its own when it has none to lend.
+    fn read_for(
+        &mut self,
+        stream: DeviceStream,
+        src: Region,
+        staging: &Arc<dyn StagingAllocator>,
+    ) -> ReadTicket {
+        let ticket = ReadTicket(self.next_ticket);
+        self.next_ticket += 1;
+        self.send_with(stream, HostOp::Read { ticket, src }, Some(staging.clone()));
+        ticket
+    }
+
     fn flush(&mut self, stream: DeviceStream) -> DeviceEvent {
         let sent = self
             .workers
@@ -231,5 +254,57 @@ impl Backend for CpuBackend {
 
     fn take_op_times(&mut self, into: &mut Vec<OpTime>) {
         self.progress.take_op_times(into);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// Heap staging that counts the buffers it lends.
+    struct Counted {
+        pool: Arc<HeapStaging>,
+        lent: AtomicUsize,
+    }
+
+    impl StagingAllocator for Counted {
+        fn take(&self, len: usize) -> Option<HostBytes> {
+            self.lent.fetch_add(1, Ordering::Relaxed);
+            self.pool.take(len)
+        }
+    }
+
+    fn finish(cpu: &mut CpuBackend, stream: DeviceStream, ticket: ReadTicket) -> HostBytes {
+        let event = cpu.flush(stream);
+        while !cpu.event_done(event) {
+            cpu.wait_for_progress(Duration::from_millis(10));
+        }
+        cpu.take_read(ticket).expect("a finished read")
+    }
+
+    #[test]
+    fn a_read_for_another_runtime_lands_in_its_staging_and_a_plain_read_in_the_backends() {
+        let mut cpu = CpuBackend::new();
+        let stream = cpu.create_stream(StreamId { value: 0 });
+        let storage = cpu.allocate(4099).expect("host memory");
+        let region = Region {
+            storage,
+            offset: 1,
+            size: 4098,
+        };
+        let data: Vec<u8> = (0..4098).map(|i| (i * 13 + 1) as u8).collect();
+        cpu.write(stream, region, HostBytes::from_vec(data.clone()));
+        let counted = Arc::new(Counted {
+            pool: HeapStaging::new(1 << 20),
+            lent: AtomicUsize::new(0),
+        });
+        let staging: Arc<dyn StagingAllocator> = counted.clone();
+        let ticket = cpu.read_for(stream, region, &staging);
+        assert_eq!(finish(&mut cpu, stream, ticket), data);
+        assert_eq!(counted.lent.load(Ordering::Relaxed), 1);
+        let ticket = cpu.read(stream, region);
+        assert_eq!(finish(&mut cpu, stream, ticket), data);
+        assert_eq!(counted.lent.load(Ordering::Relaxed), 1, "a plain read");
     }
 }

@@ -1,5 +1,5 @@
 //! Host-device copies on the cuda backend: uploads from page-locked bytes or through pinned
-//! staging, readbacks into pinned buffers handed over without a host copy (they are what a read
+//! staging (filled on several threads), readbacks into pinned buffers handed over without a host copy (they are what a read
 //! returns), and the poll that retires both once their events passed (staging goes back to the
 //! pool when dropped).
 
@@ -7,6 +7,7 @@ use crate::events::{self, EventState, Timing};
 use crate::{CudaBackend, pinned};
 use cudarc::driver::sys;
 use gpuworld_systems::backend::{HostBytes, ReadTicket, Region};
+use gpuworld_systems::staging::copy_in_parallel;
 
 /// A host-to-device copy whose pinned source is held until its event passed.
 pub(crate) struct Upload {
@@ -45,7 +46,8 @@ impl CudaBackend {
         } else {
             match self.pinned.take(len) {
                 Some(mut staging) => {
-                    staging.copy_from_slice(&data[..len]);
+                    // One thread copies pageable memory well below memory bandwidth.
+                    copy_in_parallel(&mut staging, &data[..len]);
                     staging
                 }
                 None => {

@@ -89,6 +89,9 @@ pub enum Command {
         stream: StreamId,
         /// Where the bytes go.
         reply: Reply<ReadReply>,
+        /// Staging the bytes land in, lent by the runtime that takes them (a transfer's
+        /// destination); the backend's own when `None`.
+        staging: Option<std::sync::Arc<dyn crate::staging::StagingAllocator>>,
     },
     /// Submit the stream's queued work.
     Flush {

@@ -216,12 +216,15 @@ impl<B: Backend> Submitter<'_, '_, '_, B> {
                         Some((OpKind::Launch(kernel), buffers.iter().map(|r| r.size).sum()));
                 }
             }
-            Some(TaskWork::Read(reply)) => {
+            Some(TaskWork::Read(ReadRequest { reply, staging })) => {
                 let tickets = bindings
                     .iter()
                     .map(|b| {
                         self.stats.bytes_read += b.region.size;
-                        Some(self.device.read(device_stream, b.region))
+                        Some(match &staging {
+                            Some(staging) => self.device.read_for(device_stream, b.region, staging),
+                            None => self.device.read(device_stream, b.region),
+                        })
                     })
                     .collect();
                 submitted = Some((OpKind::Read, bindings.iter().map(|b| b.region.size).sum()));

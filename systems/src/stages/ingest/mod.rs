@@ -330,6 +330,7 @@ impl Ingest {
                 sources,
                 stream,
                 reply,
+                staging,
             } => {
                 let stream = self.stream_entity(world, taken, stream);
                 let resolved: Result<SmallVec<[TaskBinding; 4]>, Error> = sources
@@ -337,7 +338,10 @@ impl Ingest {
                     .map(|b| self.resolve(world, b, false, stream))
                     .collect();
                 match resolved {
-                    Ok(bindings) => self.spawn_task(stream, TaskWork::Read(reply), bindings),
+                    Ok(bindings) => {
+                        let read = TaskWork::Read(ReadRequest { reply, staging });
+                        self.spawn_task(stream, read, bindings);
+                    }
                     Err(error) => {
                         let _ = reply.send(Err(error));
                     }
