@@ -56,8 +56,10 @@ const DEVICE_THREAD_IDLE: Duration = Duration::from_millis(20);
 
 /// What the device thread and blocking callers share so that one thread at a time drives the
 /// runtime: a blocking caller ticks itself from its command to its reply (no handoff on the
-/// way), and the device thread stays out of its way meanwhile.
+/// way), and the device thread stays out of its way meanwhile. Aligned to a cache-line pair: the
+/// device thread spins on `driving`, which nothing else written often may share a line with.
 #[derive(Default)]
+#[repr(align(128))]
 pub(super) struct Drivers {
     /// Blocking callers ticking the runtime themselves.
     driving: AtomicUsize,

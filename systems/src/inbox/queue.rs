@@ -11,15 +11,24 @@ use std::time::Duration;
 pub struct WorkQueue<T> {
     items: Mutex<Vec<T>>,
     work: Condvar,
+    /// What a thread spinning for work reads, on a cache line of its own: the pushers' lock
+    /// then stays in their cache, and only the flag itself moves between cores.
+    signals: Signals,
+    /// Nothing will drain the queue again (written under its lock).
+    closed: AtomicBool,
+    /// The consumer was told to stop (see [`WorkQueue::stop_consumer`]).
+    consumer_stopped: AtomicBool,
+}
+
+/// The flags a consumer spins on (see [`WorkQueue::has_work`]), aligned to a cache-line pair so
+/// that nothing else written often shares their line.
+#[repr(align(128))]
+struct Signals {
     /// Whether items are queued, kept beside the queue (written under its lock) so a thread
     /// spinning for work does not take the lock the pushers need.
     queued: AtomicBool,
     /// A tick was asked for with nothing queued (see [`WorkQueue::request_tick`]).
     tick_requested: AtomicBool,
-    /// Nothing will drain the queue again (written under its lock).
-    closed: AtomicBool,
-    /// The consumer was told to stop (see [`WorkQueue::stop_consumer`]).
-    consumer_stopped: AtomicBool,
 }
 
 impl<T> WorkQueue<T> {
@@ -28,8 +37,10 @@ impl<T> WorkQueue<T> {
         WorkQueue {
             items: Mutex::new(Vec::with_capacity(capacity)),
             work: Condvar::new(),
-            queued: AtomicBool::new(false),
-            tick_requested: AtomicBool::new(false),
+            signals: Signals {
+                queued: AtomicBool::new(false),
+                tick_requested: AtomicBool::new(false),
+            },
             closed: AtomicBool::new(false),
             consumer_stopped: AtomicBool::new(false),
         }
@@ -45,7 +56,7 @@ impl<T> WorkQueue<T> {
         }
         items.push(item);
         if items.len() == 1 {
-            self.queued.store(true, Ordering::Release);
+            self.signals.queued.store(true, Ordering::Release);
             self.work.notify_one();
         }
         Ok(())
@@ -56,7 +67,7 @@ impl<T> WorkQueue<T> {
     pub fn close(&self) -> Vec<T> {
         let mut items = self.items.lock();
         self.closed.store(true, Ordering::Relaxed);
-        self.queued.store(false, Ordering::Release);
+        self.signals.queued.store(false, Ordering::Release);
         std::mem::take(&mut *items)
     }
 
@@ -64,8 +75,13 @@ impl<T> WorkQueue<T> {
     /// [`WorkQueue::request_tick`] asked for.
     pub fn drain_into(&self, into: &mut Vec<T>) {
         let mut items = self.items.lock();
-        self.queued.store(false, Ordering::Release);
-        self.tick_requested.store(false, Ordering::Release);
+        // Cleared only when set: a store to a flag the consumer reads would take its line from
+        // that core's cache even when it changes nothing.
+        for flag in [&self.signals.queued, &self.signals.tick_requested] {
+            if flag.load(Ordering::Relaxed) {
+                flag.store(false, Ordering::Release);
+            }
+        }
         if into.is_empty() {
             std::mem::swap(&mut *items, into);
         } else {
@@ -85,7 +101,8 @@ impl<T> WorkQueue<T> {
 
     /// Whether items are waiting or a tick was asked for; without taking the queue's lock.
     pub fn has_work(&self) -> bool {
-        self.queued.load(Ordering::Acquire) || self.tick_requested.load(Ordering::Acquire)
+        self.signals.queued.load(Ordering::Acquire)
+            || self.signals.tick_requested.load(Ordering::Acquire)
     }
 
     /// Blocks until an item arrives, a tick is asked for, the consumer is told to stop, or
@@ -93,7 +110,7 @@ impl<T> WorkQueue<T> {
     pub fn wait_for_work(&self, timeout: Duration) {
         let mut items = self.items.lock();
         if items.is_empty()
-            && !self.tick_requested.load(Ordering::Acquire)
+            && !self.signals.tick_requested.load(Ordering::Acquire)
             && !self.consumer_stopped.load(Ordering::Acquire)
         {
             self.work.wait_for(&mut items, timeout);
@@ -104,7 +121,7 @@ impl<T> WorkQueue<T> {
     /// [`WorkQueue::wake_all`] it cannot be missed: the flag is set before the notification and
     /// checked under the lock before a wait.
     pub fn request_tick(&self) {
-        self.tick_requested.store(true, Ordering::Release);
+        self.signals.tick_requested.store(true, Ordering::Release);
         // Under the queue's lock, so a consumer between its check and its wait cannot miss the
         // notification.
         let _items = self.items.lock();
