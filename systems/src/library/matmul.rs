@@ -4,7 +4,8 @@
 //! or one per unit with 16×16 tiles of `a` and `b` staged in workgroup memory. Elements outside
 //! the matrices read as zero and are never written.
 
-use crate::kernel::{CpuSource, CubeContext, KernelDef, KernelIo, Param, Signature};
+use crate::kernel::{BufferIo, CpuSource, CubeContext, KernelDef, KernelIo, Param, Signature};
+use std::sync::atomic::{AtomicU32, Ordering};
 
 /// Units per cube side of every matmul variant.
 pub const MATMUL_CUBE: u32 = 16;
@@ -27,25 +28,36 @@ fn dims(io: &KernelIo<'_>) -> (usize, usize, usize) {
     )
 }
 
-/// `c[row][col]`, summing over `k` in blocks of `block` (the GPU's tile order).
-fn dot(io: &KernelIo<'_>, row: usize, col: usize, n: usize, k: usize, block: usize) -> f32 {
-    let mut acc = 0.0f32;
-    for k0 in (0..k).step_by(block.max(1)) {
-        for kk in k0..(k0 + block).min(k) {
-            acc += io.load_f32(0, row * k + kk) * io.load_f32(1, kk * n + col);
-        }
+/// `c[row][col]`, summing over `k` in order. The GPU variants sum in tiles of `k`, but each unit
+/// still adds its products in order, so one CPU sum serves every variant.
+fn dot(a: BufferIo<'_>, b: BufferIo<'_>, row: usize, col: usize, n: usize, k: usize) -> f32 {
+    let a_row = a.words(row * k..row * k + k);
+    let b_col = b.words(col..col + k.saturating_sub(1) * n + 1);
+    match (a_row, b_col) {
+        // Both in bounds: no check per product.
+        (Some(a_row), Some(b_col)) => a_row
+            .iter()
+            .zip(b_col.iter().step_by(n.max(1)))
+            .fold(0.0, |acc, (x, y)| acc + load_f32(x) * load_f32(y)),
+        _ => (0..k).fold(0.0, |acc, kk| {
+            acc + a.load_f32(row * k + kk) * b.load_f32(kk * n + col)
+        }),
     }
-    acc
+}
+
+fn load_f32(word: &AtomicU32) -> f32 {
+    f32::from_bits(word.load(Ordering::Relaxed))
 }
 
 /// Computes the `tile x tile` output block of this cube, one element at a time.
-fn multiply_block(ctx: &CubeContext, io: &KernelIo<'_>, tile: usize, block: usize) {
+fn multiply_block(ctx: &CubeContext, io: &KernelIo<'_>, tile: usize) {
     let (m, n, k) = dims(io);
     let row0 = ctx.cube_pos[1] as usize * tile;
     let col0 = ctx.cube_pos[0] as usize * tile;
+    let (a, b, c) = (io.buffer(0), io.buffer(1), io.buffer(2));
     for row in row0..(row0 + tile).min(m) {
         for col in col0..(col0 + tile).min(n) {
-            io.store_f32(2, row * n + col, dot(io, row, col, n, k, block));
+            c.store_f32(row * n + col, dot(a, b, row, col, n, k));
         }
     }
 }
@@ -56,7 +68,7 @@ pub static MATMUL_NAIVE: KernelDef = KernelDef {
     name: "matmul_naive",
     signature: SIGNATURE,
     sources: &[&CpuSource(|ctx, io| {
-        multiply_block(ctx, io, MATMUL_CUBE as usize, usize::MAX)
+        multiply_block(ctx, io, MATMUL_CUBE as usize)
     })],
 };
 
@@ -66,7 +78,7 @@ pub static MATMUL_4X4: KernelDef = KernelDef {
     name: "matmul_4x4",
     signature: SIGNATURE,
     sources: &[&CpuSource(|ctx, io| {
-        multiply_block(ctx, io, MATMUL_4X4_TILE as usize, usize::MAX)
+        multiply_block(ctx, io, MATMUL_4X4_TILE as usize)
     })],
 };
 
@@ -77,7 +89,7 @@ pub static MATMUL_TILED16: KernelDef = KernelDef {
     name: "matmul_tiled16",
     signature: SIGNATURE,
     sources: &[&CpuSource(|ctx, io| {
-        multiply_block(ctx, io, MATMUL_CUBE as usize, MATMUL_CUBE as usize);
+        multiply_block(ctx, io, MATMUL_CUBE as usize);
     })],
 };
 

@@ -36,8 +36,7 @@ pub static FILL: KernelDef = KernelDef {
     },
     sources: &[&CpuSource(|cube, io| {
         let value = io.scalar_f32(0);
-        cube.units_1d(io.len32(0))
-            .for_each(|i| io.store_f32(0, i, value));
+        io.map_f32(cube.units_1d(io.len32(0)), [], 0, |[]| value);
     })],
 };
 
@@ -51,8 +50,7 @@ pub static COPY: KernelDef = KernelDef {
         cube_dim: [LINEAR_CUBE, 1, 1],
     },
     sources: &[&CpuSource(|cube, io| {
-        cube.units_1d(io.len32(1))
-            .for_each(|i| io.store_u32(1, i, io.load_u32(0, i)));
+        io.map_u32(cube.units_1d(io.len32(1)), [0], 1, |[src]| src);
     })],
 };
 
@@ -66,8 +64,7 @@ pub static ADD: KernelDef = KernelDef {
         cube_dim: [LINEAR_CUBE, 1, 1],
     },
     sources: &[&CpuSource(|cube, io| {
-        cube.units_1d(io.len32(2))
-            .for_each(|i| io.store_f32(2, i, io.load_f32(0, i) + io.load_f32(1, i)));
+        io.map_f32(cube.units_1d(io.len32(2)), [0, 1], 2, |[a, b]| a + b);
     })],
 };
 
@@ -82,8 +79,7 @@ pub static SCALE: KernelDef = KernelDef {
     },
     sources: &[&CpuSource(|cube, io| {
         let factor = io.scalar_f32(0);
-        cube.units_1d(io.len32(1))
-            .for_each(|i| io.store_f32(1, i, io.load_f32(0, i) * factor));
+        io.map_f32(cube.units_1d(io.len32(1)), [0], 1, |[x]| x * factor);
     })],
 };
 
@@ -108,21 +104,22 @@ pub static STENCIL: KernelDef = KernelDef {
         let tile = STENCIL_TILE as usize;
         let x0 = cube.cube_pos[0] as usize * tile;
         let y0 = cube.cube_pos[1] as usize * tile;
+        let (grid, out) = (io.buffer(0), io.buffer(1));
         for y in y0..(y0 + tile).min(height) {
             for x in x0..(x0 + tile).min(width) {
                 let i = y * width + x;
-                let u = io.load_f32(0, i);
+                let u = grid.load_f32(i);
                 let border = x == 0 || y == 0 || x + 1 == width || y + 1 == height;
                 let value = if border {
                     u
                 } else {
-                    let sum = io.load_f32(0, i - 1)
-                        + io.load_f32(0, i + 1)
-                        + io.load_f32(0, i - width)
-                        + io.load_f32(0, i + width);
+                    let sum = grid.load_f32(i - 1)
+                        + grid.load_f32(i + 1)
+                        + grid.load_f32(i - width)
+                        + grid.load_f32(i + width);
                     u + alpha * (sum - 4.0 * u)
                 };
-                io.store_f32(1, i, value);
+                out.store_f32(i, value);
             }
         }
     })],
