@@ -97,3 +97,60 @@ pub static MATMUL_TILED16: KernelDef = KernelDef {
 pub fn all() -> [&'static KernelDef; 3] {
     [&MATMUL_NAIVE, &MATMUL_4X4, &MATMUL_TILED16]
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernel::{CpuBuffer, ExecutionMode};
+
+    fn matrix(len: usize, seed: f32) -> Vec<AtomicU32> {
+        (0..len)
+            .map(|i| AtomicU32::new((i as f32 * seed - 3.0).to_bits()))
+            .collect()
+    }
+
+    #[test]
+    fn every_variant_sums_in_order_and_reads_zero_past_a_short_binding() {
+        let (m, n, k) = (20usize, 18usize, 7usize);
+        for (a_len, b_len) in [(m * k, k * n), (m * k - 5, k * n), (m * k, k * n - 3)] {
+            let (a, b) = (matrix(a_len, 0.25), matrix(b_len, -0.5));
+            let element = |words: &[AtomicU32], i: usize| {
+                words
+                    .get(i)
+                    .map_or(0.0, |w| f32::from_bits(w.load(Ordering::Relaxed)))
+            };
+            let expected: Vec<u32> = (0..m * n)
+                .map(|i| {
+                    let (row, col) = (i / n, i % n);
+                    let products =
+                        (0..k).map(|kk| element(&a, row * k + kk) * element(&b, kk * n + col));
+                    products.fold(0.0f32, |acc, p| acc + p).to_bits()
+                })
+                .collect();
+            for (variant, tile) in [
+                (&MATMUL_NAIVE, MATMUL_CUBE),
+                (&MATMUL_4X4, MATMUL_4X4_TILE),
+                (&MATMUL_TILED16, MATMUL_CUBE),
+            ] {
+                let c = matrix(m * n, 0.0);
+                let views = [CpuBuffer::new(&a), CpuBuffer::new(&b), CpuBuffer::new(&c)];
+                let scalars = [m as u32, n as u32, k as u32];
+                let io = KernelIo::new(&views, &scalars, ExecutionMode::Checked);
+                let CpuSource(source) = *variant.source::<CpuSource>().expect("a CPU source");
+                let cube_count = [(n as u32).div_ceil(tile), (m as u32).div_ceil(tile), 1];
+                for y in 0..cube_count[1] {
+                    for x in 0..cube_count[0] {
+                        let ctx = CubeContext {
+                            cube_pos: [x, y, 0],
+                            cube_count,
+                            cube_dim: variant.signature.cube_dim,
+                        };
+                        source(&ctx, &io);
+                    }
+                }
+                let got: Vec<u32> = c.iter().map(|w| w.load(Ordering::Relaxed)).collect();
+                assert_eq!(got, expected, "{} with {a_len} and {b_len}", variant.name);
+            }
+        }
+    }
+}
