@@ -1,5 +1,6 @@
 //! The CPU side of kernels: the source type the cpu and sim backends run, and the interface it is
-//! written against (one call per cube, buffers read and written by element).
+//! written against (one call per cube, buffers read and written by element, or a cube's range of
+//! elements at once, bounds checked once for the range rather than at every element).
 
 use super::KernelSource;
 use std::ops::Range;
@@ -80,7 +81,15 @@ impl<'a> CpuBuffer<'a> {
     }
 }
 
+/// Elements [`KernelIo::map_u32`] handles per step of its loop.
+const MAP_BLOCK: usize = 8;
+
 /// The buffers and scalars of one launch, as CPU kernels access them.
+///
+/// Element by element ([`load_f32`](Self::load_f32), [`store_f32`](Self::store_f32)), through a
+/// binding resolved once ([`buffer`](Self::buffer)), or a whole range of units at once
+/// ([`map_f32`](Self::map_f32)): all three give the same values and the same out-of-bounds
+/// behaviour; the later ones cost less per element.
 pub struct KernelIo<'a> {
     buffers: &'a [CpuBuffer<'a>],
     scalars: &'a [u32],
@@ -101,54 +110,187 @@ impl<'a> KernelIo<'a> {
         }
     }
 
+    /// Binding `buffer`, resolved once for many accesses.
+    #[inline]
+    pub fn buffer(&self, buffer: usize) -> BufferIo<'a> {
+        BufferIo {
+            words: self.buffers[buffer].words,
+            buffer,
+            mode: self.mode,
+        }
+    }
+
     /// Number of 32-bit elements in buffer `buffer`.
+    #[inline]
     pub fn len32(&self, buffer: usize) -> usize {
         self.buffers[buffer].words.len()
     }
 
-    fn word(&self, buffer: usize, index: usize) -> Option<&AtomicU32> {
-        let word = self.buffers[buffer].words.get(index);
-        // Unchecked launches promised to stay in bounds; on the host, breaking that promise is
-        // a kernel panic (`Error::KernelPanic`) rather than an access outside the buffer.
-        if word.is_none() && self.mode == super::ExecutionMode::Unchecked {
-            panic!("element {index} of buffer {buffer} is out of bounds in an unchecked launch");
-        }
-        word
-    }
-
     /// Reads element `index` of `buffer` as `u32`; out of bounds reads 0 in checked mode and
     /// panics in unchecked mode.
+    #[inline]
     pub fn load_u32(&self, buffer: usize, index: usize) -> u32 {
-        self.word(buffer, index)
-            .map_or(0, |w| w.load(Ordering::Relaxed))
+        self.buffer(buffer).load_u32(index)
     }
 
     /// Writes element `index` of `buffer`; out of bounds is dropped in checked mode and panics
     /// in unchecked mode.
+    #[inline]
     pub fn store_u32(&self, buffer: usize, index: usize, value: u32) {
-        if let Some(w) = self.word(buffer, index) {
-            w.store(value, Ordering::Relaxed);
-        }
+        self.buffer(buffer).store_u32(index, value);
     }
 
     /// Reads element `index` of `buffer` as `f32`.
+    #[inline]
     pub fn load_f32(&self, buffer: usize, index: usize) -> f32 {
         f32::from_bits(self.load_u32(buffer, index))
     }
 
     /// Writes element `index` of `buffer` as `f32`.
+    #[inline]
     pub fn store_f32(&self, buffer: usize, index: usize, value: f32) {
         self.store_u32(buffer, index, value.to_bits());
     }
 
+    /// For every unit `i` of `units` in order, `out[i] = f([inputs[0][i], inputs[1][i], ..])`
+    /// as `f32`: the same values, and the same out-of-bounds behaviour, as loading each input
+    /// in order and storing the result one element at a time.
+    #[inline]
+    pub fn map_f32<const N: usize>(
+        &self,
+        units: Range<usize>,
+        inputs: [usize; N],
+        out: usize,
+        f: impl Fn([f32; N]) -> f32,
+    ) {
+        self.map_u32(units, inputs, out, |words| {
+            f(words.map(f32::from_bits)).to_bits()
+        });
+    }
+
+    /// [`map_f32`](Self::map_f32) on `u32` elements.
+    #[inline]
+    pub fn map_u32<const N: usize>(
+        &self,
+        units: Range<usize>,
+        inputs: [usize; N],
+        out: usize,
+        f: impl Fn([u32; N]) -> u32,
+    ) {
+        let inputs = inputs.map(|buffer| self.buffer(buffer));
+        let out = self.buffer(out);
+        // The units every binding holds need no check per element; the others, if any, come
+        // after them, so taking them one by one keeps the order of any panic or dropped store.
+        let held = inputs
+            .iter()
+            .map(BufferIo::len32)
+            .fold(out.len32().min(units.end), usize::min);
+        let in_bounds = units.start.min(held)..held;
+        let dst = &out.words[in_bounds.clone()];
+        let srcs = inputs.map(|input| &input.words[in_bounds.clone()]);
+        // Blocks of a fixed size unroll: the loop's own bookkeeping is paid once per block.
+        let (dst_blocks, dst_rest) = dst.as_chunks::<MAP_BLOCK>();
+        let src_blocks = srcs.map(|src| src.as_chunks::<MAP_BLOCK>());
+        for block in 0..dst_blocks.len() {
+            for i in 0..MAP_BLOCK {
+                let value = f(src_blocks.map(|(src, _)| src[block][i].load(Ordering::Relaxed)));
+                dst_blocks[block][i].store(value, Ordering::Relaxed);
+            }
+        }
+        for i in 0..dst_rest.len() {
+            let value = f(src_blocks.map(|(_, src)| src[i].load(Ordering::Relaxed)));
+            dst_rest[i].store(value, Ordering::Relaxed);
+        }
+        for i in held.max(units.start)..units.end {
+            out.store_u32(i, f(inputs.map(|input| input.load_u32(i))));
+        }
+    }
+
     /// Scalar `index` as `u32`.
+    #[inline]
     pub fn scalar_u32(&self, index: usize) -> u32 {
         self.scalars.get(index).copied().unwrap_or(0)
     }
 
     /// Scalar `index` as `f32`.
+    #[inline]
     pub fn scalar_f32(&self, index: usize) -> f32 {
         f32::from_bits(self.scalar_u32(index))
+    }
+}
+
+/// One binding of a launch as a kernel accesses it ([`KernelIo::buffer`]): its words and the
+/// launch's execution mode, looked up once instead of at every access.
+#[derive(Clone, Copy, Debug)]
+pub struct BufferIo<'a> {
+    words: &'a [AtomicU32],
+    buffer: usize,
+    mode: super::ExecutionMode,
+}
+
+impl<'a> BufferIo<'a> {
+    /// Number of 32-bit elements.
+    #[inline]
+    pub fn len32(&self) -> usize {
+        self.words.len()
+    }
+
+    /// The words of elements `range`, if the binding holds all of them: for kernels that check
+    /// a range once instead of each access (a range it does not hold is theirs to handle, as
+    /// single accesses would).
+    #[inline]
+    pub fn words(&self, range: Range<usize>) -> Option<&'a [AtomicU32]> {
+        self.words.get(range)
+    }
+
+    #[inline]
+    fn word(&self, index: usize) -> Option<&AtomicU32> {
+        let word = self.words.get(index);
+        if word.is_none() {
+            self.out_of_bounds(index);
+        }
+        word
+    }
+
+    /// Unchecked launches promised to stay in bounds; on the host, breaking that promise is a
+    /// kernel panic (`Error::KernelPanic`) rather than an access outside the buffer.
+    #[cold]
+    #[inline(never)]
+    fn out_of_bounds(&self, index: usize) {
+        if self.mode == super::ExecutionMode::Unchecked {
+            panic!(
+                "element {index} of buffer {} is out of bounds in an unchecked launch",
+                self.buffer
+            );
+        }
+    }
+
+    /// Reads element `index` as `u32`; out of bounds reads 0 in checked mode and panics in
+    /// unchecked mode.
+    #[inline]
+    pub fn load_u32(&self, index: usize) -> u32 {
+        self.word(index).map_or(0, |w| w.load(Ordering::Relaxed))
+    }
+
+    /// Writes element `index`; out of bounds is dropped in checked mode and panics in unchecked
+    /// mode.
+    #[inline]
+    pub fn store_u32(&self, index: usize, value: u32) {
+        if let Some(w) = self.word(index) {
+            w.store(value, Ordering::Relaxed);
+        }
+    }
+
+    /// Reads element `index` as `f32`.
+    #[inline]
+    pub fn load_f32(&self, index: usize) -> f32 {
+        f32::from_bits(self.load_u32(index))
+    }
+
+    /// Writes element `index` as `f32`.
+    #[inline]
+    pub fn store_f32(&self, index: usize, value: f32) {
+        self.store_u32(index, value.to_bits());
     }
 }
 
@@ -160,5 +302,148 @@ pub fn panic_message(payload: Box<dyn std::any::Any + Send>) -> String {
         s.clone()
     } else {
         "kernel panicked with a non-string payload".to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernel::ExecutionMode;
+
+    fn words(values: impl IntoIterator<Item = u32>) -> Vec<AtomicU32> {
+        values.into_iter().map(AtomicU32::new).collect()
+    }
+
+    fn values(words: &[AtomicU32]) -> Vec<u32> {
+        words.iter().map(|w| w.load(Ordering::Relaxed)).collect()
+    }
+
+    /// Runs `out[i] = a[i] * 3 + b[i]` for `units`, once with `map_u32` and once element by
+    /// element, on buffers of the given lengths; returns both results (or both panics).
+    fn both_ways(
+        lens: [usize; 3],
+        units: Range<usize>,
+        mode: ExecutionMode,
+    ) -> [Result<Vec<u32>, String>; 2] {
+        let run = |mapped: bool| {
+            let [a, b, out] = [
+                words((0..lens[0] as u32).map(|i| i + 1)),
+                words((0..lens[1] as u32).map(|i| 100 * i)),
+                words((0..lens[2]).map(|_| 7)),
+            ];
+            let views = [CpuBuffer::new(&a), CpuBuffer::new(&b), CpuBuffer::new(&out)];
+            let io = KernelIo::new(&views, &[], mode);
+            let units = units.clone();
+            let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                if mapped {
+                    io.map_u32(units, [0, 1], 2, |[a, b]| a * 3 + b);
+                } else {
+                    for i in units {
+                        io.store_u32(2, i, io.load_u32(0, i) * 3 + io.load_u32(1, i));
+                    }
+                }
+            }));
+            // What was stored before a panic counts as much as the panic's message.
+            ran.map(|()| values(&out))
+                .map_err(|payload| format!("{} after {:?}", panic_message(payload), values(&out)))
+        };
+        [run(true), run(false)]
+    }
+
+    #[test]
+    fn a_map_over_bindings_that_hold_every_unit_computes_each_element() {
+        let [mapped, by_element] = both_ways([20, 20, 20], 3..19, ExecutionMode::Checked);
+        let expected: Vec<u32> = (0..20)
+            .map(|i| {
+                if (3..19).contains(&i) {
+                    (i + 1) * 3 + 100 * i
+                } else {
+                    7
+                }
+            })
+            .collect();
+        assert_eq!(mapped, Ok(expected));
+        assert_eq!(mapped, by_element);
+    }
+
+    #[test]
+    fn a_checked_map_reads_zero_past_an_input_and_drops_stores_past_its_output() {
+        let [mapped, by_element] = both_ways([5, 12, 9], 0..16, ExecutionMode::Checked);
+        let expected: Vec<u32> = (0..9)
+            .map(|i| {
+                if i < 5 {
+                    (i + 1) * 3 + 100 * i
+                } else {
+                    100 * i
+                }
+            })
+            .collect();
+        assert_eq!(mapped, Ok(expected));
+        assert_eq!(mapped, by_element);
+    }
+
+    #[test]
+    fn an_unchecked_map_panics_at_the_first_element_out_of_bounds_after_storing_the_ones_before() {
+        let [mapped, by_element] = both_ways([30, 11, 40], 2..30, ExecutionMode::Unchecked);
+        let message = mapped.expect_err("b holds 11 elements");
+        assert!(
+            message.starts_with("element 11 of buffer 1 is out of bounds in an unchecked launch"),
+            "{message}"
+        );
+        assert_eq!(Err(message), by_element);
+    }
+
+    #[test]
+    fn a_map_agrees_with_single_accesses_for_every_length_and_range() {
+        for mode in [ExecutionMode::Checked, ExecutionMode::Unchecked] {
+            for lens in [
+                [0, 0, 0],
+                [3, 17, 17],
+                [17, 3, 17],
+                [17, 17, 3],
+                [24, 24, 24],
+            ] {
+                for start in 0..20 {
+                    for end in start..26 {
+                        let [mapped, by_element] = both_ways(lens, start..end, mode);
+                        assert_eq!(mapped, by_element, "{mode:?} {lens:?} {start}..{end}");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_map_may_write_over_its_own_input() {
+        let x = words((0..10).map(|i| (i as f32 + 0.5).to_bits()));
+        let views = [CpuBuffer::new(&x)];
+        let io = KernelIo::new(&views, &[], ExecutionMode::Checked);
+        io.map_f32(0..10, [0], 0, |[x]| x * 2.0);
+        let doubled: Vec<u32> = (0..10).map(|i| (2.0 * i as f32 + 1.0).to_bits()).collect();
+        assert_eq!(values(&x), doubled);
+    }
+
+    #[test]
+    fn a_resolved_binding_reads_and_writes_as_the_launch_does() {
+        let x = words([5, 6]);
+        let views = [CpuBuffer::new(&x)];
+        let checked = KernelIo::new(&views, &[], ExecutionMode::Checked);
+        let buffer = checked.buffer(0);
+        assert_eq!(
+            (buffer.len32(), buffer.load_u32(1), buffer.load_u32(2)),
+            (2, 6, 0)
+        );
+        buffer.store_f32(0, 1.5);
+        buffer.store_u32(2, 9);
+        assert_eq!(values(&x), [1.5f32.to_bits(), 6]);
+        assert_eq!(checked.load_f32(0, 0), 1.5);
+
+        let unchecked = KernelIo::new(&views, &[], ExecutionMode::Unchecked);
+        let payload = std::panic::catch_unwind(|| unchecked.buffer(0).load_u32(2))
+            .expect_err("an unchecked read past the end panics");
+        assert_eq!(
+            panic_message(payload),
+            "element 2 of buffer 0 is out of bounds in an unchecked launch"
+        );
     }
 }

@@ -8,7 +8,7 @@
 
 mod cpu;
 
-pub use cpu::{CpuBuffer, CpuKernelFn, CpuSource, CubeContext, KernelIo, panic_message};
+pub use cpu::{BufferIo, CpuBuffer, CpuKernelFn, CpuSource, CubeContext, KernelIo, panic_message};
 
 use crate::error::Error;
 use std::any::Any;

@@ -7,6 +7,7 @@
 //! units in a loop, so its "tree" is a plain sum (results agree within float rounding).
 
 use crate::kernel::{CpuSource, CubeContext, KernelDef, KernelIo, Param, Signature};
+use std::sync::atomic::Ordering;
 
 /// Units per cube of every reduce-sum variant.
 pub const REDUCE_CUBE: u32 = 256;
@@ -33,7 +34,15 @@ fn sum_contiguous(ctx: &CubeContext, io: &KernelIo<'_>, per_cube: u64) {
     let cube = ctx.cube_index();
     let start = (cube * per_cube).min(n);
     let end = (start + per_cube).min(n);
-    let sum: f32 = (start..end).map(|i| io.load_f32(0, i as usize)).sum();
+    // `n` is clipped to the input, so the binding holds the whole range.
+    let words = io
+        .buffer(0)
+        .words(start as usize..end as usize)
+        .unwrap_or(&[]);
+    let sum: f32 = words
+        .iter()
+        .map(|word| f32::from_bits(word.load(Ordering::Relaxed)))
+        .sum();
     io.store_f32(1, cube as usize, sum);
 }
 
@@ -74,11 +83,12 @@ pub static REDUCE_SUM_STRIDED: KernelDef = KernelDef {
             .product::<usize>()
             * units;
         let first = ctx.first_unit_1d() as usize;
+        let input = io.buffer(0);
         let mut sum = 0.0f32;
         for unit in first..first + units {
             sum += (unit..n)
                 .step_by(total.max(1))
-                .map(|i| io.load_f32(0, i))
+                .map(|i| input.load_f32(i))
                 .sum::<f32>();
         }
         io.store_f32(1, ctx.cube_index() as usize, sum);
