@@ -571,8 +571,15 @@ fn paired_round_trips(
         let start = Instant::now();
         raw.launch_and_read_word();
         let raw_time = start.elapsed();
-        let first = round_trip(clients[0].1, &words[0]);
-        let second = round_trip(clients[1].1, &words[1]);
+        // The clients take turns going first, so that each also meets the longer gap since its
+        // last round trip (two others in between), as a loop with host work in it would.
+        let (first, second) = if round % 2 == 0 {
+            let first = round_trip(clients[0].1, &words[0]);
+            (first, round_trip(clients[1].1, &words[1]))
+        } else {
+            let second = round_trip(clients[1].1, &words[1]);
+            (round_trip(clients[0].1, &words[0]), second)
+        };
         // The first thousand rounds warm up.
         if round >= 1000 {
             times[0].push(raw_time);

@@ -3,8 +3,9 @@
 //! runtime itself from its command to its reply, under either driver, because every handoff to
 //! another thread on the way costs a wake-up; beside it the device thread stays out of the way,
 //! and it ticks whatever no blocking call is driving: commands that only enqueue, and work
-//! callers leave in flight. Threads spin only briefly (tens of microseconds) after activity,
-//! because the next command or reply usually comes within microseconds of the last.
+//! callers leave in flight. Threads spin only briefly after activity (tens of microseconds; the
+//! device thread a quarter of a millisecond where cores are plentiful), because the next command
+//! or reply usually comes soon after the last.
 
 use super::{ComputeClient, Shared};
 use futures_channel::oneshot;
@@ -38,10 +39,16 @@ const DEVICE_WAIT_SLICE: Duration = Duration::from_micros(50);
 /// before it sleeps (waking a sleeping thread costs several microseconds).
 const CALLER_SPIN: Duration = Duration::from_micros(50);
 
-/// How long the device thread spins for new commands after a tick that did work, or for driving
-/// callers to leave (on [`SPIN_WHILE_DRIVEN_CORES`] cores or more), before it sleeps; an idle
-/// runtime costs nothing beyond this.
+/// How long the device thread spins for driving callers to leave (on
+/// [`SPIN_WHILE_DRIVEN_CORES`] cores or more), or, on fewer cores, for new commands after
+/// activity, before it sleeps.
 const DEVICE_THREAD_SPIN: Duration = Duration::from_micros(50);
+
+/// How long the device thread spins for new commands after activity on
+/// [`SPIN_WHILE_DRIVEN_CORES`] cores or more, before it sleeps; an idle runtime costs nothing
+/// beyond this. Longer than a round trip's gap in a loop of them: a command that finds the device
+/// thread asleep pays the wake-up (a futex call, 2–4 µs on the H100 host) on the caller's thread.
+const DEVICE_THREAD_SPIN_SPARE_CORES: Duration = Duration::from_micros(250);
 
 /// The fewest cores on which the device thread spins, rather than parks, while callers drive.
 const SPIN_WHILE_DRIVEN_CORES: usize = 4;
@@ -122,6 +129,11 @@ pub(super) fn run_device_thread<B: Backend>(shared: &Shared<B>) {
     // cpu backend's workers) or the caller needs.
     let spare_cores =
         std::thread::available_parallelism().is_ok_and(|n| n.get() >= SPIN_WHILE_DRIVEN_CORES);
+    let spin_for_work = if spare_cores {
+        DEVICE_THREAD_SPIN_SPARE_CORES
+    } else {
+        DEVICE_THREAD_SPIN
+    };
     // Whether our last tick left work in flight.
     let mut busy = false;
     // Whether others ticked, or nothing did, since our last tick.
@@ -149,7 +161,7 @@ pub(super) fn run_device_thread<B: Backend>(shared: &Shared<B>) {
             // Back after callers drove, or after a sleep: what is left in flight is memory behind
             // events (a reply someone waits for comes with a tick request, which is work). It
             // needs a tick, not at once, and the next blocking call often ticks it first.
-            if spin_until(DEVICE_THREAD_SPIN, || inbox.has_work() || callers_drive()) {
+            if spin_until(spin_for_work, || inbox.has_work() || callers_drive()) {
                 continue;
             }
         }
@@ -168,7 +180,7 @@ pub(super) fn run_device_thread<B: Backend>(shared: &Shared<B>) {
             continue;
         }
         let did_work = had_commands || was_busy;
-        if did_work && spin_until(DEVICE_THREAD_SPIN, || inbox.has_work() || callers_drive()) {
+        if did_work && spin_until(spin_for_work, || inbox.has_work() || callers_drive()) {
             continue;
         }
         inbox.wait_for_work(DEVICE_THREAD_IDLE);
