@@ -266,12 +266,20 @@ impl<B: Backend> Gc<'_, '_, B> {
         let _span =
             tracing::trace_span!(target: "gpuworld::memory", "gc.reclaim_finished_gc").entered();
         let gcs = self.gcs;
-        for (entity, gc) in gcs.iter() {
-            // A second pass in one tick skips what the first reclaimed (despawned only when the
-            // tick's commands apply).
-            if !self.reclaimed.contains(&entity) && self.reclaim(gc) {
-                self.commands.entity(entity).despawn();
-                self.reclaimed.push(entity);
+        // Until a pass reclaims nothing: unpinning a shared handle (a pin's GC) frees its
+        // release's GC for the next pass, whichever order the query lists them in.
+        loop {
+            let before = self.reclaimed.len();
+            for (entity, gc) in gcs.iter() {
+                // Skips what an earlier pass of this tick reclaimed (despawned only when the
+                // tick's commands apply).
+                if !self.reclaimed.contains(&entity) && self.reclaim(gc) {
+                    self.commands.entity(entity).despawn();
+                    self.reclaimed.push(entity);
+                }
+            }
+            if self.reclaimed.len() == before {
+                break;
             }
         }
     }
