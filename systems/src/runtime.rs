@@ -8,7 +8,7 @@ use crate::memory::{MemoryPool, MemoryUsage};
 use crate::published::{InFlight, Published};
 use crate::snapshot::{Snapshot, SnapshotOptions};
 use crate::stages::flush_wait::LastSynced;
-use crate::stages::gc::{PendingGc, PendingReplies, ReplyWait};
+use crate::stages::gc::{ReplyWait, TickLeft};
 use crate::stages::ingest::DeferredCommands;
 use crate::stages::tick_schedule;
 use crate::stages::tune::{TuneCache, TuneResults};
@@ -22,7 +22,6 @@ use std::sync::Arc;
 pub struct Runtime<B: Backend> {
     world: World,
     schedule: Schedule,
-    in_flight: InFlightQueries,
     /// What the last tick left unfinished (also published): the drivers' questions after a tick
     /// read it rather than query the world again.
     left: InFlight,
@@ -75,11 +74,9 @@ impl<B: Backend> Runtime<B> {
             panic!("gpuworld's tick schedule is invalid: {error:?}");
         }
         let published = Arc::new(Published::default());
-        let mut in_flight = InFlightQueries::new(&mut world);
-        let left = in_flight.count(&world);
+        let left = InFlight::default();
         published.finish_tick(0, world.resource::<MemoryPool>().usage(), left);
         Runtime {
-            in_flight,
             left,
             world,
             schedule,
@@ -117,11 +114,12 @@ impl<B: Backend> Runtime<B> {
         let tick = counter.0;
         let _span = tracing::trace_span!(target: "gpuworld::stream", "tick", tick).entered();
         self.published.start_tick(tick);
+        self.world.resource_mut::<Device<B>>().0.begin_tick(tick);
         self.schedule.run(&mut self.world);
-        let left = self.in_flight.count(&self.world);
-        self.left = left;
-        self.published
-            .finish_tick(tick, self.world.resource::<MemoryPool>().usage(), left);
+        // Counted by the GC stage as it ended: nothing after it changes either.
+        let TickLeft { in_flight, usage } = *self.world.resource::<TickLeft>();
+        self.left = in_flight;
+        self.published.finish_tick(tick, usage, in_flight);
     }
 
     /// The state published at the end of every tick, readable without this runtime's lock.
@@ -325,36 +323,6 @@ impl<B: Backend> Runtime<B> {
     /// The names snapshots give the backend's streams (`s0`, `gc`), for labelling its calls.
     pub fn device_stream_names(&mut self) -> std::collections::HashMap<DeviceStream, String> {
         crate::snapshot::device_stream_names(&mut self.world)
-    }
-}
-
-/// Cached queries that count what each tick leaves unfinished ([`InFlight`]), which
-/// [`Runtime::has_work_in_flight`] and [`Runtime::has_replies_in_flight`] then read.
-struct InFlightQueries {
-    gcs: QueryState<(), With<PendingGc>>,
-    queues: QueryState<&'static TaskQueue>,
-}
-
-impl InFlightQueries {
-    fn new(world: &mut World) -> InFlightQueries {
-        InFlightQueries {
-            gcs: world.query_filtered(),
-            queues: world.query(),
-        }
-    }
-
-    /// What is unfinished in `world` (inbox commands are not the world's; the client counts
-    /// them). Costs the in-flight entities and the streams, never the handles.
-    fn count(&mut self, world: &World) -> InFlight {
-        let replies = world.resource::<PendingReplies>();
-        InFlight {
-            deferred_commands: world.resource::<DeferredCommands>().0.len(),
-            queued_tasks: self.queues.iter(world).map(|q| q.tasks.len()).sum(),
-            reads: replies.reads.len(),
-            syncs: replies.syncs.len(),
-            pending_gcs: self.gcs.iter(world).count(),
-            ..InFlight::default()
-        }
     }
 }
 

@@ -15,6 +15,9 @@ use crate::bytes::HostBytes;
 use crate::error::Result;
 use crate::inbox::{ReadReply, Reply};
 use crate::memory::MemoryPool;
+use crate::published::InFlight;
+use crate::stages::ingest::DeferredCommands;
+use crate::usage::MemoryUsage;
 use crate::world::*;
 use bevy_ecs::prelude::*;
 use bevy_ecs::system::SystemParam;
@@ -85,6 +88,7 @@ pub fn build<B: Backend>(world: &mut World, schedule: &mut Schedule) {
     world.init_resource::<CleanupRequested>();
     world.init_resource::<ReplyWait>();
     world.init_resource::<PendingReplies>();
+    world.init_resource::<TickLeft>();
     schedule.add_systems(reclaim_and_reply::<B>.in_set(TickStage::GcReclamation));
 }
 
@@ -115,6 +119,22 @@ pub struct Gc<'w, 's, B: Backend> {
     handles: Query<'w, 's, &'static Allocation>,
     /// The pending GCs reclaimed in this tick (despawned only once the tick's commands apply).
     reclaimed: Local<'s, Vec<Entity>>,
+    /// Pending GCs spawned in this tick (they appear only once the tick's commands apply).
+    spawned: Local<'s, usize>,
+    queues: Query<'w, 's, &'static TaskQueue>,
+    deferred: Res<'w, DeferredCommands>,
+    left: ResMut<'w, TickLeft>,
+}
+
+/// What the tick leaves unfinished and the memory it leaves in use, as the GC stage (the last one
+/// that changes either) ends: what `Runtime::tick` publishes, without looking anything up after
+/// the tick's replies are sent.
+#[derive(Resource, Default, Clone, Copy)]
+pub struct TickLeft {
+    /// Work unfinished (the inbox's share and frames are the client's to add).
+    pub in_flight: InFlight,
+    /// Memory in use and reserved.
+    pub usage: MemoryUsage,
 }
 
 /// The GC stage, in one system so that the wait of a blocked caller comes last: everything that
@@ -123,6 +143,7 @@ pub struct Gc<'w, 's, B: Backend> {
 /// what the answered work freed) stand between the device finishing and the caller returning.
 pub fn reclaim_and_reply<B: Backend>(mut gc: Gc<B>) {
     gc.reclaimed.clear();
+    *gc.spawned = 0;
     gc.poll_device();
     gc.pin_released_memory();
     gc.reclaim_finished_gc();
@@ -134,9 +155,26 @@ pub fn reclaim_and_reply<B: Backend>(mut gc: Gc<B>) {
     if answered && !gc.gcs.is_empty() {
         gc.reclaim_finished_gc();
     }
+    gc.note_what_is_left();
 }
 
 impl<B: Backend> Gc<'_, '_, B> {
+    /// Counts what the tick leaves unfinished into [`TickLeft`].
+    fn note_what_is_left(&mut self) {
+        let pending_gcs = self.gcs.iter().count() + *self.spawned - self.reclaimed.len();
+        *self.left = TickLeft {
+            in_flight: InFlight {
+                deferred_commands: self.deferred.0.len(),
+                queued_tasks: self.queues.iter().map(|q| q.tasks.len()).sum(),
+                reads: self.replies.reads.len(),
+                syncs: self.replies.syncs.len(),
+                pending_gcs,
+                ..InFlight::default()
+            },
+            usage: self.pool.usage(),
+        };
+    }
+
     /// Lets the device make progress and collects faults onto their streams.
     fn poll_device(&mut self) {
         let _span = tracing::trace_span!(target: "gpuworld::memory", "gc.poll_device").entered();
@@ -258,6 +296,7 @@ impl<B: Backend> Gc<'_, '_, B> {
         // Events on idle streams may have passed already: the memory returns in this tick.
         if !self.reclaim(&gc) {
             self.commands.spawn(gc);
+            *self.spawned += 1;
         }
     }
 

@@ -169,10 +169,17 @@ pub fn build(world: &mut World, schedule: &mut Schedule) {
     schedule.add_systems(ingest_tune_results.in_set(TickStage::TuneIngestion));
 }
 
-/// Moves arrived messages into the cache.
-pub fn ingest_tune_results(results: ResMut<TuneResults>, mut cache: ResMut<TuneCache>) {
+/// Moves arrived messages into the cache. An exclusive system holding its own handle on the
+/// queue: a tick without messages (nearly all of them) looks up no resource, and the tick of a
+/// blocked caller runs this stage after its reply, where every lookup adds to the round trip.
+pub fn ingest_tune_results(world: &mut World, mut queue: Local<Option<TuneResults>>) {
     let _span = tracing::trace_span!(target: "gpuworld::tune", "tune ingestion").entered();
-    let messages = std::mem::take(&mut *results.0.lock());
+    let queue = queue.get_or_insert_with(|| world.resource::<TuneResults>().clone());
+    let messages = std::mem::take(&mut *queue.0.lock());
+    if messages.is_empty() {
+        return;
+    }
+    let mut cache = world.resource_mut::<TuneCache>();
     for message in messages {
         match &message {
             TuneMessage::Pending { set, key } => {

@@ -22,12 +22,13 @@ use crate::backend::{Backend, LaunchCount, Region};
 use crate::binding::Binding;
 use crate::error::Error;
 use crate::ids::{HandleId, StreamId};
-use crate::inbox::Command;
+use crate::inbox::{Command, Inbox};
 use crate::kernel::CubeCount;
 use crate::memory::MemoryPool;
 use crate::world::*;
 use bevy_ecs::prelude::*;
 use smallvec::SmallVec;
+use std::sync::Arc;
 
 /// Commands ingest could not take yet, in arrival order: an allocation found no memory while
 /// released memory was still on its way back. Ingest retries them first at the next tick;
@@ -43,15 +44,22 @@ pub fn build<B: Backend>(world: &mut World, schedule: &mut Schedule) {
 }
 
 /// Drains the commands deferred last tick, then the inbox, into entities.
-pub fn ingest_commands<B: Backend>(world: &mut World, mut scratch: Local<Vec<Command>>) {
+pub fn ingest_commands<B: Backend>(
+    world: &mut World,
+    mut scratch: Local<Vec<Command>>,
+    mut inbox: Local<Option<Arc<Inbox>>>,
+) {
     let _span = tracing::trace_span!(target: "gpuworld::stream", "ingest").entered();
-    let tick = world.resource::<TickCounter>().0;
-    world.resource_mut::<Device<B>>().0.begin_tick(tick);
+    // Every lookup here delays the tick's first submission: the inbox is looked up once, for
+    // good (`Runtime::tick` has told the device the tick began).
+    let inbox = inbox.get_or_insert_with(|| world.resource::<InboxQueue>().0.clone());
     let mut drained = std::mem::take(&mut *scratch);
     drained.append(&mut world.resource_mut::<DeferredCommands>().0);
     let retried = drained.len();
-    world.resource::<InboxQueue>().0.drain_into(&mut drained);
-    if let Some(mut tap) = world.get_resource_mut::<crate::inbox::CommandTap>() {
+    inbox.drain_into(&mut drained);
+    if world.contains_resource::<crate::inbox::CommandTap>() {
+        let tick = world.resource::<TickCounter>().0;
+        let mut tap = world.resource_mut::<crate::inbox::CommandTap>();
         drained[retried..]
             .iter()
             .for_each(|command| (tap.0)(tick, command));
