@@ -3,9 +3,10 @@
 //! unless its stream already took it), runs requested cleanups, and completes reads and syncs
 //! whose work has run (reporting a stream's fault on them). Owns `PendingReplies` (the reads and
 //! syncs in flight), `PendingGc`, `AwaitingGc`, `PinnedHandles`, `CleanupRequested`, `ReplyWait`
-//! and `TickLeft` (what the tick leaves, for publishing). Never blocks, except in the tick of a caller blocked on a reply, which may wait
-//! on the device for one; that wait comes after everything else the stage does, so the work that
-//! does not depend on it runs while the device works.
+//! and `TickLeft` (what the tick leaves, for publishing). Never blocks, except in the tick of a
+//! caller blocked on a reply, which may wait on the device for one; that wait comes after
+//! everything else the stage does, so the work that does not depend on it runs while the device
+//! works.
 
 use super::alignment::Uses;
 use super::tick::TickStage;
