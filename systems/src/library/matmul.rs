@@ -136,18 +136,8 @@ mod tests {
                 let views = [CpuBuffer::new(&a), CpuBuffer::new(&b), CpuBuffer::new(&c)];
                 let scalars = [m as u32, n as u32, k as u32];
                 let io = KernelIo::new(&views, &scalars, ExecutionMode::Checked);
-                let CpuSource(source) = *variant.source::<CpuSource>().expect("a CPU source");
                 let cube_count = [(n as u32).div_ceil(tile), (m as u32).div_ceil(tile), 1];
-                for y in 0..cube_count[1] {
-                    for x in 0..cube_count[0] {
-                        let ctx = CubeContext {
-                            cube_pos: [x, y, 0],
-                            cube_count,
-                            cube_dim: variant.signature.cube_dim,
-                        };
-                        source(&ctx, &io);
-                    }
-                }
+                crate::library::run_every_cube(variant, cube_count, &io);
                 let got: Vec<u32> = c.iter().map(|w| w.load(Ordering::Relaxed)).collect();
                 assert_eq!(got, expected, "{} with {a_len} and {b_len}", variant.name);
             }

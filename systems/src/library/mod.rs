@@ -201,10 +201,31 @@ pub fn all_with_variants() -> impl Iterator<Item = &'static KernelDef> {
     all().into_iter().chain(reduce::all()).chain(matmul::all())
 }
 
+/// Runs `kernel`'s CPU source on every cube of a 2D `cube_count`, row by row, as a host backend
+/// walks a launch in order: how the library's tests run a kernel without a runtime.
+#[cfg(test)]
+pub(crate) fn run_every_cube(
+    kernel: &KernelDef,
+    cube_count: [u32; 3],
+    io: &crate::kernel::KernelIo<'_>,
+) {
+    let CpuSource(source) = *kernel.source::<CpuSource>().expect("a CPU source");
+    for y in 0..cube_count[1] {
+        for x in 0..cube_count[0] {
+            let ctx = crate::kernel::CubeContext {
+                cube_pos: [x, y, 0],
+                cube_count,
+                cube_dim: kernel.signature.cube_dim,
+            };
+            source(&ctx, io);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kernel::{CpuBuffer, CubeContext, ExecutionMode, KernelIo};
+    use crate::kernel::{CpuBuffer, ExecutionMode, KernelIo};
 
     /// One stencil step element by element, in the kernel's order: what the kernel must equal.
     fn stencil_by_element(io: &KernelIo<'_>, width: usize, height: usize, alpha: f32) {
@@ -232,22 +253,12 @@ mod tests {
     }
 
     fn stencil_by_kernel(io: &KernelIo<'_>, width: usize, height: usize) {
-        let CpuSource(source) = *STENCIL.source::<CpuSource>().expect("a CPU source");
         let cube_count = [
             (width as u32).div_ceil(STENCIL_TILE),
             (height as u32).div_ceil(STENCIL_TILE),
             1,
         ];
-        for y in 0..cube_count[1] {
-            for x in 0..cube_count[0] {
-                let ctx = CubeContext {
-                    cube_pos: [x, y, 0],
-                    cube_count,
-                    cube_dim: STENCIL.signature.cube_dim,
-                };
-                source(&ctx, io);
-            }
-        }
+        run_every_cube(&STENCIL, cube_count, io);
     }
 
     #[test]
