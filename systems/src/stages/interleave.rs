@@ -35,11 +35,12 @@ pub fn submit_ready_queues<B: Backend>(
     mut streams: StreamQuery,
 ) {
     let _span = tracing::trace_span!(target: "gpuworld::stream", "interleave").entered();
-    let mut ready: SmallVec<[(usize, Entity); 8]> = streams
-        .iter()
-        .filter(|(_, _, queue, _, _)| queue.flush_through.is_some())
-        .map(|(entity, stream, ..)| (stream.slot, entity))
-        .collect();
+    let mut ready: SmallVec<[(usize, Entity); 8]> = SmallVec::new();
+    for (entity, stream, queue, ..) in &streams {
+        if queue.flush_through.is_some() {
+            ready.push((stream.slot, entity));
+        }
+    }
     if ready.is_empty() {
         return;
     }
@@ -202,11 +203,10 @@ impl<B: Backend> Submitter<'_, '_, '_, B> {
                 mode,
             }) => {
                 // The client checked the kernel's source for this backend.
-                let buffers: SmallVec<[Region; 4]> = bindings
-                    .iter()
-                    .take(kernel.signature.buffers.len())
-                    .map(|b| b.region)
-                    .collect();
+                let mut buffers = SmallVec::<[Region; 4]>::new();
+                for binding in bindings.iter().take(kernel.signature.buffers.len()) {
+                    buffers.push(binding.region);
+                }
                 let _span = tracing::trace_span!(target: "gpuworld::kernel", "launch", kernel = kernel.name).entered();
                 self.device
                     .launch(device_stream, kernel, count, &buffers, &scalars, mode);
@@ -217,16 +217,14 @@ impl<B: Backend> Submitter<'_, '_, '_, B> {
                 }
             }
             Some(TaskWork::Read(ReadRequest { reply, staging })) => {
-                let tickets = bindings
-                    .iter()
-                    .map(|b| {
-                        self.stats.bytes_read += b.region.size;
-                        Some(match &staging {
-                            Some(staging) => self.device.read_for(device_stream, b.region, staging),
-                            None => self.device.read(device_stream, b.region),
-                        })
-                    })
-                    .collect();
+                let mut tickets = SmallVec::new();
+                for b in bindings.iter() {
+                    self.stats.bytes_read += b.region.size;
+                    tickets.push(Some(match &staging {
+                        Some(staging) => self.device.read_for(device_stream, b.region, staging),
+                        None => self.device.read(device_stream, b.region),
+                    }));
+                }
                 submitted = Some((OpKind::Read, bindings.iter().map(|b| b.region.size).sum()));
                 self.replies.reads.push(PendingRead {
                     stream,

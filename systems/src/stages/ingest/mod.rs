@@ -341,11 +341,14 @@ impl Ingest {
                 staging,
             } => {
                 let stream = self.stream_entity(world, taken, stream);
-                let resolved: Result<SmallVec<[TaskBinding; 4]>, Error> = sources
-                    .iter()
-                    .map(|b| self.resolve(world, b, false, stream))
-                    .collect();
-                match resolved {
+                // A loop, not `collect`: collecting into a `SmallVec` costs hundreds of
+                // instructions for the one or two sources a read has.
+                let mut bindings = SmallVec::<[TaskBinding; 4]>::new();
+                let resolved = sources.iter().try_for_each(|b| {
+                    bindings.push(self.resolve(world, b, false, stream)?);
+                    Ok(())
+                });
+                match resolved.map(|()| bindings) {
                     Ok(bindings) => {
                         let read = TaskWork::Read(ReadRequest { reply, staging });
                         self.spawn_task(stream, read, bindings);
