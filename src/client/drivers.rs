@@ -65,13 +65,27 @@ const DEVICE_THREAD_IDLE: Duration = Duration::from_millis(20);
 /// runtime: a blocking caller ticks itself from its command to its reply (no handoff on the
 /// way), and the device thread stays out of its way meanwhile. Aligned to a cache-line pair: the
 /// device thread spins on `driving`, which nothing else written often may share a line with.
-#[derive(Default)]
 #[repr(align(128))]
 pub(super) struct Drivers {
-    /// Blocking callers ticking the runtime themselves.
+    /// Blocking callers ticking the runtime themselves, as far as they said so (see
+    /// `wait_beside_device_thread`).
     driving: AtomicUsize,
     /// The device thread, woken when the last driving caller leaves.
     device_thread: OnceLock<Thread>,
+    /// Whether the host has [`SPIN_WHILE_DRIVEN_CORES`] cores or more: the device thread then
+    /// spins rather than parks, and a blocking caller that finds the runtime free says nothing.
+    spare_cores: bool,
+}
+
+impl Default for Drivers {
+    fn default() -> Drivers {
+        Drivers {
+            driving: AtomicUsize::new(0),
+            device_thread: OnceLock::new(),
+            spare_cores: std::thread::available_parallelism()
+                .is_ok_and(|n| n.get() >= SPIN_WHILE_DRIVEN_CORES),
+        }
+    }
 }
 
 /// A blocking caller's turn at driving the runtime; leaving wakes the device thread if it was
@@ -127,8 +141,7 @@ pub(super) fn run_device_thread<B: Backend>(shared: &Shared<B>) {
     let callers_drive = || drivers.driving.load(Ordering::Acquire) > 0;
     // With few cores, a spinning device thread takes the core that the device's own work (the
     // cpu backend's workers) or the caller needs.
-    let spare_cores =
-        std::thread::available_parallelism().is_ok_and(|n| n.get() >= SPIN_WHILE_DRIVEN_CORES);
+    let spare_cores = drivers.spare_cores;
     let spin_for_work = if spare_cores {
         DEVICE_THREAD_SPIN_SPARE_CORES
     } else {
@@ -153,8 +166,12 @@ pub(super) fn run_device_thread<B: Backend>(shared: &Shared<B>) {
         let had_commands = inbox.has_work();
         if had_commands && !busy {
             // A command is often followed at once by a blocking call (a launch, then its read)
-            // whose caller ticks itself: give that caller a moment to take both in one tick.
-            if spin_until(DEVICE_THREAD_LINGER, callers_drive) {
+            // whose caller ticks itself: give that caller a moment to take both in one tick. A
+            // caller that found the runtime free says nothing; its tick draining the inbox tells.
+            if spin_until(DEVICE_THREAD_LINGER, || {
+                callers_drive() || !inbox.has_work()
+            }) {
+                away = true;
                 continue;
             }
         } else if away && !had_commands {
@@ -166,13 +183,20 @@ pub(super) fn run_device_thread<B: Backend>(shared: &Shared<B>) {
             }
         }
         let was_busy = busy;
+        // Never waits for the lock: whoever holds it is a caller ticking for itself, and waiting
+        // would make its unlock a wake-up.
+        let Some(mut runtime) = shared.runtime.try_lock() else {
+            (busy, away) = (false, true);
+            std::thread::yield_now();
+            continue;
+        };
         busy = {
-            let mut runtime = shared.runtime.lock();
             runtime.tick();
             let busy = runtime.has_work_in_flight();
             if busy && !inbox.has_work() && !callers_drive() {
                 runtime.wait_for_device(DEVICE_WAIT_SLICE);
             }
+            drop(runtime);
             busy
         };
         away = false;
@@ -241,13 +265,22 @@ impl<B: Backend> ComputeClient<B> {
         &self,
         mut receiver: oneshot::Receiver<Result<T>>,
     ) -> Result<T> {
-        let driving = Driving::enter(&self.shared.drivers);
+        let drivers = &self.shared.drivers;
+        // Where the device thread parks while callers drive, say so at once. Where it spins,
+        // only once the runtime is found held: a caller that ticks at its first try needs no
+        // word (the device thread never waits for the lock and leaves a drained inbox alone),
+        // and the word is two cache-line transfers of a round trip.
+        let mut driving = (!drivers.spare_cores).then(|| Driving::enter(drivers));
         let mut spin_start = Instant::now();
         loop {
             if let Some(reply) = ready(&mut receiver) {
                 return reply;
             }
-            if let Some(mut runtime) = self.shared.runtime.try_lock() {
+            let runtime = self.shared.runtime.try_lock();
+            if runtime.is_none() && driving.is_none() {
+                driving = Some(Driving::enter(drivers));
+            }
+            if let Some(mut runtime) = runtime {
                 runtime.tick_awaiting_replies(DEVICE_WAIT_SLICE);
                 let in_flight = runtime.has_work_in_flight();
                 if let Some(reply) = ready(&mut receiver) {
