@@ -25,6 +25,8 @@ pub struct Runtime<B: Backend> {
     /// What the last tick left unfinished (also published): the drivers' questions after a tick
     /// read it rather than query the world again.
     left: InFlight,
+    /// The GC stage's reply wait, set by a blocked caller's tick without looking it up.
+    reply_wait: ReplyWait,
     inbox: Arc<Inbox>,
     published: Arc<Published>,
     properties: DeviceProperties,
@@ -75,9 +77,11 @@ impl<B: Backend> Runtime<B> {
         }
         let published = Arc::new(Published::default());
         let left = InFlight::default();
+        let reply_wait = world.resource::<ReplyWait>().clone();
         published.finish_tick(0, world.resource::<MemoryPool>().usage(), left);
         Runtime {
             left,
+            reply_wait,
             world,
             schedule,
             inbox,
@@ -102,7 +106,7 @@ impl<B: Backend> Runtime<B> {
     /// the device up to `budget` until a read or sync in flight can be answered, so the reply
     /// comes in this tick instead of the next. [`Runtime::tick`] never waits.
     pub fn tick_awaiting_replies(&mut self, budget: std::time::Duration) {
-        self.world.resource_mut::<ReplyWait>().0 = budget;
+        self.reply_wait.set(budget);
         self.tick();
     }
 

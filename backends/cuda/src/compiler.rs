@@ -8,7 +8,7 @@ use cudarc::driver::sys;
 use cudarc::nvrtc::{result as nvrtc, sys as nvrtc_sys};
 use gpuworld_systems::error::Error;
 use gpuworld_systems::kernel::{ExecutionMode, Kernel};
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 use std::ffi::CString;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -52,7 +52,7 @@ impl KernelCache {
         KernelCache {
             arch,
             dir,
-            functions: HashMap::new(),
+            functions: HashMap::default(),
             last: None,
             modules: Vec::new(),
             stats: CompileStats::default(),

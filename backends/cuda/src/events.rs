@@ -6,7 +6,8 @@
 
 use cudarc::driver::sys;
 use gpuworld_systems::backend::DeviceEvent;
-use std::collections::{HashMap, VecDeque};
+use rustc_hash::FxHashMap as HashMap;
+use std::collections::VecDeque;
 
 /// Completed events kept for timing before their CUDA event is reused.
 const RECENT_COMPLETED: usize = 1024;

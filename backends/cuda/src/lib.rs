@@ -36,7 +36,7 @@ use gpuworld_systems::kernel::{ExecutionMode, Kernel, KernelDef};
 use gpuworld_systems::trace::{OpClock, OpKind, OpTime};
 use op_timing::OpTiming;
 use pinned::PinnedHome;
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 use std::ffi::c_void;
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -8,7 +8,7 @@ use crate::{CudaBackend, CudaConfig, compiler, loader, op_timing};
 use cudarc::driver::sys;
 use gpuworld_systems::backend::{DeviceProperties, MemoryLayout};
 use gpuworld_systems::error::Error;
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 use std::sync::Arc;
 
 fn unavailable(reason: impl Into<Arc<str>>) -> Error {
@@ -97,7 +97,7 @@ impl CudaBackend {
             properties,
             arch,
             multiprocessors,
-            buffers: HashMap::new(),
+            buffers: HashMap::default(),
             next_storage: 1,
             allocated: 0,
             streams: Vec::new(),
@@ -106,8 +106,8 @@ impl CudaBackend {
             kernels: compiler::KernelCache::new(arch, config.cache_dir),
             pinned,
             uploads: Vec::new(),
-            reads: HashMap::new(),
-            finished_reads: HashMap::new(),
+            reads: HashMap::default(),
+            finished_reads: HashMap::default(),
             next_ticket: 0,
             poisoned: None,
         })

@@ -24,6 +24,8 @@ use bevy_ecs::prelude::*;
 use bevy_ecs::system::SystemParam;
 use smallvec::SmallVec;
 use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 /// A released handle whose reclamation waits on a pending-GC entity.
 #[derive(Component, Debug)]
@@ -93,10 +95,25 @@ pub fn build<B: Backend>(world: &mut World, schedule: &mut Schedule) {
     schedule.add_systems(reclaim_and_reply::<B>.in_set(TickStage::GcReclamation));
 }
 
-/// How long this tick may wait on the device for a read or sync in flight to finish: zero,
-/// except in the tick of a caller blocked on a reply (`Runtime::tick_awaiting_replies`).
-#[derive(Resource, Default)]
-pub struct ReplyWait(pub Duration);
+/// How long this tick may wait on the device for a read or sync in flight to finish, in
+/// nanoseconds: zero, except in the tick of a caller blocked on a reply
+/// (`Runtime::tick_awaiting_replies`, which keeps a clone and sets it without a world lookup
+/// before the tick's first submission).
+#[derive(Resource, Default, Clone)]
+pub struct ReplyWait(pub Arc<AtomicU64>);
+
+impl ReplyWait {
+    /// Lets the next tick wait up to `budget`.
+    pub fn set(&self, budget: Duration) {
+        let nanos = u64::try_from(budget.as_nanos()).unwrap_or(u64::MAX);
+        self.0.store(nanos, Ordering::Relaxed);
+    }
+
+    /// The budget, taken: later ticks do not wait unless it is set again.
+    fn take(&self) -> Duration {
+        Duration::from_nanos(self.0.swap(0, Ordering::Relaxed))
+    }
+}
 
 /// Released handles not yet pinned behind events.
 type ReleasedUnpinned = (With<Released>, Without<AwaitingGc>);
@@ -107,7 +124,7 @@ pub struct Gc<'w, 's, B: Backend> {
     commands: Commands<'w, 's>,
     tick: Res<'w, TickCounter>,
     device: ResMut<'w, Device<B>>,
-    wait: ResMut<'w, ReplyWait>,
+    wait: Res<'w, ReplyWait>,
     pinned: ResMut<'w, PinnedHandles>,
     pool: ResMut<'w, MemoryPool>,
     stats: ResMut<'w, Stats>,
@@ -192,7 +209,7 @@ impl<B: Backend> Gc<'_, '_, B> {
     /// rather than the next (a tick costs microseconds that a round trip would pay twice).
     fn await_replies(&mut self) {
         // The budget is this tick's alone: taken, so no later tick waits, even after a panic.
-        let budget = std::mem::take(&mut self.wait.0);
+        let budget = self.wait.take();
         let replies = &mut *self.replies;
         if budget.is_zero() || (replies.reads.is_empty() && replies.syncs.is_empty()) {
             return;
