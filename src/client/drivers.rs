@@ -77,13 +77,21 @@ pub(super) struct Drivers {
     spare_cores: bool,
 }
 
+/// Makes every runtime made afterwards take the path of a host with spare cores, so that the
+/// unit tests run it on CI's two cores too.
+#[cfg(test)]
+static FORCE_SPARE_CORES: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 impl Default for Drivers {
     fn default() -> Drivers {
+        let spare_cores =
+            std::thread::available_parallelism().is_ok_and(|n| n.get() >= SPIN_WHILE_DRIVEN_CORES);
+        #[cfg(test)]
+        let spare_cores = spare_cores || FORCE_SPARE_CORES.load(Ordering::Relaxed);
         Drivers {
             driving: AtomicUsize::new(0),
             device_thread: OnceLock::new(),
-            spare_cores: std::thread::available_parallelism()
-                .is_ok_and(|n| n.get() >= SPIN_WHILE_DRIVEN_CORES),
+            spare_cores,
         }
     }
 }
@@ -335,5 +343,83 @@ fn ready<T>(receiver: &mut oneshot::Receiver<Result<T>>) -> Option<Result<T>> {
         Ok(Some(reply)) => Some(reply),
         Ok(None) => None,
         Err(oneshot::Canceled) => Some(Err(Error::Disconnected)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Bindings, CubeCount, library};
+    use std::sync::mpsc;
+
+    /// Runs `f` on a thread of its own and fails if it has not returned within `limit`: a lost
+    /// wake-up between a caller and the device thread would hang it.
+    fn within(limit: Duration, f: impl FnOnce() + Send + 'static) {
+        let (done, finished) = mpsc::channel();
+        let worker = std::thread::spawn(move || {
+            f();
+            let _ = done.send(());
+        });
+        match finished.recv_timeout(limit) {
+            Ok(()) => worker.join().expect("the test body panicked"),
+            Err(_) => panic!("no reply within {limit:?}: a caller or the device thread hangs"),
+        }
+    }
+
+    fn fill(client: &ComputeClient<gpuworld_cpu::CpuBackend>, handle: &crate::Handle, value: f32) {
+        client
+            .launch(
+                &library::FILL,
+                CubeCount::new_1d(1),
+                Bindings::new().buffer(handle).scalar_f32(value),
+            )
+            .expect("FILL takes one buffer and one scalar");
+    }
+
+    /// Beside a spinning device thread a blocking caller that finds the runtime free says
+    /// nothing: round trips from several threads at once, with launches left for the device
+    /// thread in between, all get their values, and work nobody waits for still gets ticked.
+    #[test]
+    fn callers_beside_a_spinning_device_thread_get_every_reply_and_leave_nothing_unticked() {
+        FORCE_SPARE_CORES.store(true, Ordering::Relaxed);
+        let client = crate::cpu_client(Driver::DeviceThread);
+        FORCE_SPARE_CORES.store(false, Ordering::Relaxed);
+        assert!(client.shared.drivers.spare_cores);
+        within(Duration::from_secs(60), move || {
+            let threads: Vec<_> = (0..3)
+                .map(|t| {
+                    let client = client.with_stream(crate::StreamId { value: t });
+                    std::thread::spawn(move || {
+                        let handle = client.empty(256);
+                        for round in 0..200u32 {
+                            let value = (t as u32 * 1000 + round) as f32;
+                            fill(&client, &handle, value);
+                            if round % 3 == 0 {
+                                // Left to the device thread: nobody blocks on this one.
+                                fill(&client, &handle, value);
+                            }
+                            let bytes = client.read_one(&handle).expect("read");
+                            let first =
+                                f32::from_ne_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
+                            assert_eq!(first, value, "thread {t}, round {round}");
+                        }
+                    })
+                })
+                .collect();
+            for thread in threads {
+                thread.join().expect("a caller panicked");
+            }
+            // A launch nobody waits for is ticked by the device thread alone.
+            let handle = client.empty(256);
+            let ticks = client.tick_count();
+            fill(&client, &handle, 7.0);
+            while client.tick_count() == ticks {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            assert_eq!(
+                client.read_one(&handle).expect("read")[..4],
+                7.0f32.to_ne_bytes()
+            );
+        });
     }
 }
