@@ -67,7 +67,6 @@ impl<B: Backend> Runtime<B> {
         world.insert_resource(Device(backend));
         world.insert_resource(InboxQueue(inbox.clone()));
         world.init_resource::<NewTasks>();
-        world.init_resource::<SpareTasks>();
         world.init_resource::<TickCounter>();
         world.init_resource::<Stats>();
         let mut schedule = tick_schedule::<B>(&mut world);

@@ -261,8 +261,9 @@ pub struct StreamTable {
 pub const GC_SLOT: usize = usize::MAX;
 
 /// Emptied task boxes kept for reuse: a task is boxed so that stages move a pointer, and the
-/// boxes are recycled so that a tick of many launches does not go through the allocator.
-#[derive(Resource, Default)]
+/// boxes are recycled so that a tick of many launches does not go through the allocator. Kept in
+/// [`NewTasks`], beside the tasks ingest fills them with: one lookup for both.
+#[derive(Default)]
 pub struct SpareTasks(pub Vec<Box<Task>>);
 
 impl SpareTasks {
@@ -312,13 +313,16 @@ impl SpareTasks {
     }
 }
 
-/// Tasks ingested this tick and not yet queued, in arrival order.
+/// Tasks ingested this tick and not yet queued, in arrival order, and the emptied boxes of
+/// submitted ones.
 #[derive(Resource, Default)]
 pub struct NewTasks {
     /// The tasks, in arrival order.
     pub tasks: Vec<Box<Task>>,
     /// The sequence number of the next task.
     pub next_seq: u64,
+    /// Boxes of submitted tasks, for the next ones (interleave empties them, ingest fills them).
+    pub spare: SpareTasks,
 }
 
 /// How streams are batched and submitted.

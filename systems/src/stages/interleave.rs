@@ -29,7 +29,7 @@ pub fn submit_ready_queues<B: Backend>(
     mut stats: ResMut<Stats>,
     mut table: ResMut<StreamTable>,
     mut pinned: ResMut<PinnedHandles>,
-    mut spare: ResMut<SpareTasks>,
+    mut new: ResMut<NewTasks>,
     mut replies: ResMut<PendingReplies>,
     recorder: ResMut<TraceRecorder>,
     mut streams: StreamQuery,
@@ -53,7 +53,7 @@ pub fn submit_ready_queues<B: Backend>(
         streams: &mut streams,
         pins: Vec::new(),
         replies: &mut replies,
-        spare: &mut spare,
+        spare: &mut new.spare,
         recorder: recorder.times_submissions().then(|| recorder.into_inner()),
     };
     match config.strategy {

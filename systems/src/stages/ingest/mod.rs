@@ -48,13 +48,17 @@ pub fn ingest_commands<B: Backend>(
     world: &mut World,
     mut scratch: Local<Vec<Command>>,
     mut inbox: Local<Option<Arc<Inbox>>>,
+    mut deferred_waiting: Local<bool>,
 ) {
     let _span = tracing::trace_span!(target: "gpuworld::stream", "ingest").entered();
     // Every lookup here delays the tick's first submission: the inbox is looked up once, for
-    // good (`Runtime::tick` has told the device the tick began).
+    // good (`Runtime::tick` has told the device the tick began), and the deferred commands
+    // only when this system left some (it alone writes them during ticks).
     let inbox = inbox.get_or_insert_with(|| world.resource::<InboxQueue>().0.clone());
     let mut drained = std::mem::take(&mut *scratch);
-    drained.append(&mut world.resource_mut::<DeferredCommands>().0);
+    if std::mem::take(&mut *deferred_waiting) {
+        drained.append(&mut world.resource_mut::<DeferredCommands>().0);
+    }
     let retried = drained.len();
     inbox.drain_into(&mut drained);
     if world.contains_resource::<crate::inbox::CommandTap>() {
@@ -68,16 +72,21 @@ pub fn ingest_commands<B: Backend>(
         *scratch = drained;
         return;
     }
-    let (next_seq, tasks) = {
+    let (next_seq, tasks, spare) = {
         let mut new = world.resource_mut::<NewTasks>();
-        (new.next_seq, std::mem::take(&mut new.tasks))
+        let new = &mut *new;
+        (
+            new.next_seq,
+            std::mem::take(&mut new.tasks),
+            std::mem::take(&mut new.spare),
+        )
     };
     let mut ingest = Ingest {
         index: std::mem::take(&mut world.resource_mut::<HandleIndex>().0),
         slots: std::mem::take(&mut world.resource_mut::<StreamTable>().slots),
         next_seq,
         tasks,
-        spare: std::mem::take(&mut *world.resource_mut::<SpareTasks>()),
+        spare,
         spawned: SmallVec::new(),
         reclaimed: 0,
         waker: None,
@@ -102,6 +111,7 @@ pub fn ingest_commands<B: Backend>(
     if !deferred.is_empty() {
         tracing::debug!(target: "gpuworld::memory", commands = deferred.len(), "no memory until released memory retires: commands wait");
         world.resource_mut::<DeferredCommands>().0 = deferred;
+        *deferred_waiting = true;
     }
     let Ingest {
         index,
@@ -111,12 +121,12 @@ pub fn ingest_commands<B: Backend>(
         spare,
         ..
     } = ingest;
-    *world.resource_mut::<SpareTasks>() = spare;
     world.resource_mut::<HandleIndex>().0 = index;
     world.resource_mut::<StreamTable>().slots = slots;
     let mut new = world.resource_mut::<NewTasks>();
     new.next_seq = next_seq;
     new.tasks = tasks;
+    new.spare = spare;
 }
 
 /// The device and the pool while a drain needs them: taken out of the world at the first command
