@@ -67,13 +67,12 @@ const DEVICE_THREAD_IDLE: Duration = Duration::from_millis(20);
 /// device thread spins on `driving`, which nothing else written often may share a line with.
 #[repr(align(128))]
 pub(super) struct Drivers {
-    /// Blocking callers ticking the runtime themselves, as far as they said so (see
-    /// `wait_beside_device_thread`).
+    /// Blocking callers ticking the runtime themselves.
     driving: AtomicUsize,
     /// The device thread, woken when the last driving caller leaves.
     device_thread: OnceLock<Thread>,
     /// Whether the host has [`SPIN_WHILE_DRIVEN_CORES`] cores or more: the device thread then
-    /// spins rather than parks, and a blocking caller that finds the runtime free says nothing.
+    /// spins rather than parks while callers drive, and spins longer for work.
     spare_cores: bool,
 }
 
@@ -174,12 +173,8 @@ pub(super) fn run_device_thread<B: Backend>(shared: &Shared<B>) {
         let had_commands = inbox.has_work();
         if had_commands && !busy {
             // A command is often followed at once by a blocking call (a launch, then its read)
-            // whose caller ticks itself: give that caller a moment to take both in one tick. A
-            // caller that found the runtime free says nothing; its tick draining the inbox tells.
-            if spin_until(DEVICE_THREAD_LINGER, || {
-                callers_drive() || !inbox.has_work()
-            }) {
-                away = true;
+            // whose caller ticks itself: give that caller a moment to take both in one tick.
+            if spin_until(DEVICE_THREAD_LINGER, callers_drive) {
                 continue;
             }
         } else if away && !had_commands {
@@ -191,20 +186,13 @@ pub(super) fn run_device_thread<B: Backend>(shared: &Shared<B>) {
             }
         }
         let was_busy = busy;
-        // Never waits for the lock: whoever holds it is a caller ticking for itself, and waiting
-        // would make its unlock a wake-up.
-        let Some(mut runtime) = shared.runtime.try_lock() else {
-            (busy, away) = (false, true);
-            std::thread::yield_now();
-            continue;
-        };
         busy = {
+            let mut runtime = shared.runtime.lock();
             runtime.tick();
             let busy = runtime.has_work_in_flight();
             if busy && !inbox.has_work() && !callers_drive() {
                 runtime.wait_for_device(DEVICE_WAIT_SLICE);
             }
-            drop(runtime);
             busy
         };
         away = false;
@@ -273,22 +261,13 @@ impl<B: Backend> ComputeClient<B> {
         &self,
         mut receiver: oneshot::Receiver<Result<T>>,
     ) -> Result<T> {
-        let drivers = &self.shared.drivers;
-        // Where the device thread parks while callers drive, say so at once. Where it spins,
-        // only once the runtime is found held: a caller that ticks at its first try needs no
-        // word (the device thread never waits for the lock and leaves a drained inbox alone),
-        // and the word is two cache-line transfers of a round trip.
-        let mut driving = (!drivers.spare_cores).then(|| Driving::enter(drivers));
+        let driving = Driving::enter(&self.shared.drivers);
         let mut spin_start = Instant::now();
         loop {
             if let Some(reply) = ready(&mut receiver) {
                 return reply;
             }
-            let runtime = self.shared.runtime.try_lock();
-            if runtime.is_none() && driving.is_none() {
-                driving = Some(Driving::enter(drivers));
-            }
-            if let Some(mut runtime) = runtime {
+            if let Some(mut runtime) = self.shared.runtime.try_lock() {
                 runtime.tick_awaiting_replies(DEVICE_WAIT_SLICE);
                 let in_flight = runtime.has_work_in_flight();
                 if let Some(reply) = ready(&mut receiver) {
@@ -376,9 +355,9 @@ mod tests {
             .expect("FILL takes one buffer and one scalar");
     }
 
-    /// Beside a spinning device thread a blocking caller that finds the runtime free says
-    /// nothing: round trips from several threads at once, with launches left for the device
-    /// thread in between, all get their values, and work nobody waits for still gets ticked.
+    /// Beside a device thread that spins (as on hosts with spare cores; CI has two): round trips
+    /// from several threads at once, with launches left for the device thread in between, all
+    /// get their values, and work nobody waits for still gets ticked.
     #[test]
     fn callers_beside_a_spinning_device_thread_get_every_reply_and_leave_nothing_unticked() {
         FORCE_SPARE_CORES.store(true, Ordering::Relaxed);
