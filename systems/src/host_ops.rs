@@ -11,8 +11,10 @@ use crate::host_launch::{HostLaunch, run_on_host};
 use crate::host_memory::HostMemory;
 use crate::ids::StreamId;
 use crate::kernel::{ExecutionMode, Kernel};
+use crate::staging::StagingAllocator;
 use smallvec::SmallVec;
 use std::collections::HashMap;
+use std::sync::Arc;
 
 /// Work queued on a host-memory stream, as `Backend` received it.
 pub enum HostOp {
@@ -42,6 +44,9 @@ pub enum HostOp {
         ticket: ReadTicket,
         /// What is read.
         src: Region,
+        /// Where the bytes land when another runtime takes them (`Backend::read_for`): that
+        /// runtime's staging, unless it has none to lend.
+        into: Option<Arc<dyn StagingAllocator>>,
     },
     /// Hold the stream until `event` has passed.
     Wait {
@@ -98,8 +103,12 @@ impl HostOp {
                 fault: (!memory.write(*dst, data))
                     .then(|| Error::device_fault(stream, "write to freed memory")),
             },
-            HostOp::Read { ticket, src } => {
-                let mut bytes = read_buffer(src.size);
+            HostOp::Read { ticket, src, into } => {
+                let lent = into
+                    .as_ref()
+                    .zip(usize::try_from(src.size).ok())
+                    .and_then(|(into, len)| into.take(len));
+                let mut bytes = lent.unwrap_or_else(|| read_buffer(src.size));
                 if memory.read_into(*src, &mut bytes) && bytes.len() as u64 == src.size {
                     Finished {
                         read: Some((*ticket, bytes)),

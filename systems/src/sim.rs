@@ -429,7 +429,12 @@ impl Backend for SimBackend {
     fn read(&mut self, stream: DeviceStream, src: Region) -> ReadTicket {
         let ticket = ReadTicket(self.next_ticket);
         self.next_ticket += 1;
-        self.enqueue(stream, HostOp::Read { ticket, src }, || {
+        let op = HostOp::Read {
+            ticket,
+            src,
+            into: None,
+        };
+        self.enqueue(stream, op, || {
             format!(
                 "read {}+{}..{}",
                 src.storage,

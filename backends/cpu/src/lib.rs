@@ -91,19 +91,22 @@ impl CpuBackend {
     }
 
     fn send(&mut self, stream: DeviceStream, op: HostOp) {
-        self.send_with(stream, op, None);
+        if let Some(worker) = self.workers.get_mut(stream.0 as usize) {
+            worker.send(op);
+        }
     }
 
-    /// Queues `op` on `stream`; a read's bytes land in `staging` when given.
-    fn send_with(
+    /// Queues a read of `src` on `stream`, its bytes landing in `into` when given.
+    fn enqueue_read(
         &mut self,
         stream: DeviceStream,
-        op: HostOp,
-        staging: Option<Arc<dyn StagingAllocator>>,
-    ) {
-        if let Some(worker) = self.workers.get_mut(stream.0 as usize) {
-            worker.send(op, staging);
-        }
+        src: Region,
+        into: Option<Arc<dyn StagingAllocator>>,
+    ) -> ReadTicket {
+        let ticket = ReadTicket(self.next_ticket);
+        self.next_ticket += 1;
+        self.send(stream, HostOp::Read { ticket, src, into });
+        ticket
     }
 }
 
@@ -168,10 +171,7 @@ impl Backend for CpuBackend {
     }
 
     fn read(&mut self, stream: DeviceStream, src: Region) -> ReadTicket {
-        let ticket = ReadTicket(self.next_ticket);
-        self.next_ticket += 1;
-        self.send(stream, HostOp::Read { ticket, src });
-        ticket
+        self.enqueue_read(stream, src, None)
     }
 
     /// The worker copies straight into `staging`, falling back to its own when it has none to lend.
@@ -181,10 +181,7 @@ impl Backend for CpuBackend {
         src: Region,
         staging: &Arc<dyn StagingAllocator>,
     ) -> ReadTicket {
-        let ticket = ReadTicket(self.next_ticket);
-        self.next_ticket += 1;
-        self.send_with(stream, HostOp::Read { ticket, src }, Some(staging.clone()));
-        ticket
+        self.enqueue_read(stream, src, Some(staging.clone()))
     }
 
     fn flush(&mut self, stream: DeviceStream) -> DeviceEvent {

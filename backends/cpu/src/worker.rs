@@ -165,13 +165,9 @@ impl Progress {
     }
 }
 
-/// An operation as a worker receives it: a read made for another runtime carries that runtime's
-/// staging, which its bytes land in (`Backend::read_for`).
-type Queued = (HostOp, Option<Arc<dyn StagingAllocator>>);
-
 /// The thread that runs one stream.
 pub struct StreamWorker {
-    sender: Option<Sender<Queued>>,
+    sender: Option<Sender<HostOp>>,
     sent: u64,
     thread: Option<JoinHandle<()>>,
     progress: Arc<Progress>,
@@ -179,7 +175,7 @@ pub struct StreamWorker {
 
 impl StreamWorker {
     /// Starts the worker of stream `id` at `index`; its readbacks land in `staging`, but those
-    /// made for another runtime, which land in that runtime's.
+    /// made for another runtime, which land in that runtime's (`HostOp::Read::into`).
     pub fn spawn(
         id: StreamId,
         index: usize,
@@ -187,14 +183,14 @@ impl StreamWorker {
         staging: Arc<HeapStaging>,
         progress: Arc<Progress>,
     ) -> StreamWorker {
-        let (sender, receiver) = channel::<Queued>();
+        let (sender, receiver) = channel::<HostOp>();
         let shared = progress.clone();
         let thread = std::thread::Builder::new()
             .name(format!("gpuworld-cpu-{index}"))
             .spawn(move || {
-                while let Ok((op, lent)) = receiver.recv() {
+                while let Ok(op) = receiver.recv() {
                     let timed = shared.measuring().then(|| (describe(&op), Instant::now()));
-                    let finished = run(op, id, &memory, &staging, lent.as_deref(), &shared);
+                    let finished = run(op, id, &memory, &staging, &shared);
                     let timed = timed.map(|(what, start)| (what, start, Instant::now()));
                     shared.finish(index, finished, timed);
                 }
@@ -230,10 +226,10 @@ impl StreamWorker {
         self.sent
     }
 
-    /// Queues an operation; a read's bytes land in `staging` when given, else in the worker's own.
-    pub fn send(&mut self, op: HostOp, staging: Option<Arc<dyn StagingAllocator>>) {
+    /// Queues an operation.
+    pub fn send(&mut self, op: HostOp) {
         if let Some(sender) = &self.sender
-            && sender.send((op, staging)).is_ok()
+            && sender.send(op).is_ok()
         {
             self.sent += 1;
         }
@@ -257,7 +253,6 @@ fn run(
     stream: StreamId,
     memory: &RwLock<HostMemory>,
     staging: &HeapStaging,
-    lent: Option<&dyn StagingAllocator>,
     progress: &Progress,
 ) -> Finished {
     if let HostOp::Wait { event } = op {
@@ -272,14 +267,11 @@ fn run(
         "cpu",
         stream,
         // Pooled staging: a loop of reads reuses one buffer instead of faulting in fresh pages
-        // every time. Another runtime's staging may have none to lend: then the worker's own.
+        // every time.
         |size| {
             usize::try_from(size)
                 .ok()
-                .and_then(|len| {
-                    lent.and_then(|lent| lent.take(len))
-                        .or_else(|| staging.take(len))
-                })
+                .and_then(|len| staging.take(len))
                 .unwrap_or_default()
         },
         walk_in_jobs,
