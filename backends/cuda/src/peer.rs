@@ -143,27 +143,26 @@ impl PeerDestination {
 
 impl PeerCopy {
     fn ready(&self) -> Poll<Result<(), Error>> {
-        if self.link.destination.lock().is_none() {
-            (self.drive)();
-        }
-        match &*self.link.destination.lock() {
-            None => Poll::Pending,
-            Some(Ok(_)) => Poll::Ready(Ok(())),
-            Some(Err(error)) => Poll::Ready(Err(error.clone())),
-        }
+        published(&self.link.destination, &self.drive)
     }
 }
 
 impl PeerArrival {
     fn ready(&self) -> Poll<Result<(), Error>> {
-        if self.link.copied.lock().is_none() {
-            (self.drive)();
-        }
-        match &*self.link.copied.lock() {
-            None => Poll::Pending,
-            Some(Ok(_)) => Poll::Ready(Ok(())),
-            Some(Err(error)) => Poll::Ready(Err(error.clone())),
-        }
+        published(&self.link.copied, &self.drive)
+    }
+}
+
+/// Whether the other side has published `slot` (its error if it failed); while it has not,
+/// drives the other side's runtime once, then looks again.
+fn published<T>(slot: &Mutex<Option<Result<T, Error>>>, drive: &Drive) -> Poll<Result<(), Error>> {
+    if slot.lock().is_none() {
+        drive();
+    }
+    match &*slot.lock() {
+        None => Poll::Pending,
+        Some(Ok(_)) => Poll::Ready(Ok(())),
+        Some(Err(error)) => Poll::Ready(Err(error.clone())),
     }
 }
 
