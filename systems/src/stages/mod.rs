@@ -28,18 +28,10 @@ pub fn tick_schedule<B: Backend>(world: &mut World) -> Schedule {
         ambiguity_detection: LogLevel::Error,
         ..Default::default()
     });
-    schedule.configure_sets(
-        (
-            TickStage::Ingest,
-            TickStage::AlignmentAnalysis,
-            TickStage::FlushWait,
-            TickStage::Scheduling,
-            TickStage::Interleave,
-            TickStage::GcReclamation,
-            TickStage::TuneIngestion,
-        )
-            .chain(),
-    );
+    // Chained in `TickStage::ALL`'s order, the one list of the stages.
+    for pair in TickStage::ALL.windows(2) {
+        schedule.configure_sets(pair[0].before(pair[1]));
+    }
     ingest::build::<B>(world, &mut schedule);
     alignment::build(world, &mut schedule);
     flush_wait::build(world, &mut schedule);
