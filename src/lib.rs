@@ -81,8 +81,26 @@ pub fn cpu_client_configured(driver: Driver) -> Result<ComputeClient<CpuBackend>
 
 /// `base` with the scheduler and memory settings of the configuration file and environment
 /// ([`config::Settings`]) for `backend`'s device.
+#[cfg(any(feature = "cpu", feature = "wgpu", feature = "cuda"))]
 fn configured<B: Backend>(backend: &B, base: RuntimeConfig) -> Result<RuntimeConfig> {
     Ok(config::Settings::load()?.runtime_config(&backend.properties(), base))
+}
+
+/// A client over `backend` with up to `max_tasks` tasks batched per stream and streams
+/// interleaved, unless the configuration ([`config`]) says otherwise.
+#[cfg(any(feature = "wgpu", feature = "cuda"))]
+fn gpu_client<B: Backend>(
+    backend: B,
+    max_tasks: usize,
+    driver: Driver,
+) -> Result<ComputeClient<B>> {
+    let base = RuntimeConfig {
+        max_tasks,
+        strategy: SchedulingStrategy::Interleave,
+        ..RuntimeConfig::default()
+    };
+    let runtime = configured(&backend, base)?;
+    Ok(ComputeClient::new(backend, runtime, driver))
 }
 
 /// Tasks a wgpu stream queues before they are recorded, when nothing forces them earlier.
@@ -103,15 +121,7 @@ pub fn wgpu_client(config: WgpuConfig) -> Result<ComputeClient<WgpuBackend>> {
 #[cfg(feature = "wgpu")]
 pub fn wgpu_client_with(config: WgpuConfig, driver: Driver) -> Result<ComputeClient<WgpuBackend>> {
     let backend = WgpuBackend::new(config)?;
-    let runtime = configured(
-        &backend,
-        RuntimeConfig {
-            max_tasks: WGPU_MAX_TASKS,
-            strategy: SchedulingStrategy::Interleave,
-            ..RuntimeConfig::default()
-        },
-    )?;
-    Ok(ComputeClient::new(backend, runtime, driver))
+    gpu_client(backend, WGPU_MAX_TASKS, driver)
 }
 
 /// Tasks a cuda stream queues before they are submitted, when nothing forces them earlier.
@@ -132,15 +142,7 @@ pub fn cuda_client(config: CudaConfig) -> Result<ComputeClient<CudaBackend>> {
 #[cfg(feature = "cuda")]
 pub fn cuda_client_with(config: CudaConfig, driver: Driver) -> Result<ComputeClient<CudaBackend>> {
     let backend = CudaBackend::new(config)?;
-    let runtime = configured(
-        &backend,
-        RuntimeConfig {
-            max_tasks: CUDA_MAX_TASKS,
-            strategy: SchedulingStrategy::Interleave,
-            ..RuntimeConfig::default()
-        },
-    )?;
-    Ok(ComputeClient::new(backend, runtime, driver))
+    gpu_client(backend, CUDA_MAX_TASKS, driver)
 }
 
 /// A client of a new runtime on the sim backend, ticked by hand.
