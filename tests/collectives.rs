@@ -1,7 +1,7 @@
 //! Collectives on cpu devices and on the sim: every collective, operator and element type
 //! against a reference computed here on the host, for groups of one to four devices; and the
 //! errors of groups and buffers that do not fit. On a wgpu adapter (lavapipe in CI), a group of
-//! one.
+//! one. On CUDA (the GPU machine), over NCCL on one GPU and on every GPU there is.
 
 mod common;
 
@@ -399,4 +399,84 @@ fn every_collective_matches_the_host_reference_on_a_wgpu_adapter_and_it_counts_o
         Ok(_) => panic!("one adapter listed twice was accepted"),
     }
     every_collective_matches_the_reference(&Group::new(vec![first]).expect("one device"));
+}
+
+/// Whether NCCL loads here; a loud note when it does not, a failure with
+/// `GPUWORLD_REQUIRE_NCCL=1`.
+#[cfg(feature = "cuda")]
+fn nccl_or_skip() -> bool {
+    match gpuworld_cuda::nccl() {
+        Ok(_) => true,
+        Err(error) if std::env::var("GPUWORLD_REQUIRE_NCCL").is_ok_and(|v| v == "1") => {
+            panic!("GPUWORLD_REQUIRE_NCCL=1 but NCCL is unavailable: {error}")
+        }
+        Err(error) => {
+            eprintln!("SKIPPED: no NCCL: {error}");
+            false
+        }
+    }
+}
+
+/// Over NCCL, on groups of one CUDA device up to every device there is (two ranks on the
+/// two-GPU machine, where `GPUWORLD_REQUIRE_GPUS=2` makes one GPU a failure).
+#[cfg(feature = "cuda")]
+#[test]
+fn every_collective_op_and_type_matches_the_host_reference_on_cuda_devices() {
+    let Some(first) = common::cuda_client_or_skip() else {
+        return;
+    };
+    drop(first);
+    if !nccl_or_skip() {
+        return;
+    }
+    let count = gpuworld_cuda::device_count().expect("the driver loaded");
+    for n in 1..=count.max(2) {
+        let Some(clients) = common::cuda_clients_or_skip(n) else {
+            return;
+        };
+        every_collective_matches_the_reference(&Group::new(clients).expect("distinct devices"));
+    }
+}
+
+/// Each rank writes, the collective runs, each rank reads, twenty rounds: over NCCL on every
+/// CUDA device there is (at least one), with 4 MiB buffers so that a missed order shows.
+#[cfg(feature = "cuda")]
+#[test]
+fn a_collective_on_cuda_devices_waits_for_writes_before_it_and_comes_before_writes_after_it() {
+    let Some(first) = common::cuda_client_or_skip() else {
+        return;
+    };
+    drop(first);
+    if !nccl_or_skip() {
+        return;
+    }
+    let count = gpuworld_cuda::device_count().expect("the driver loaded");
+    let Some(clients) = common::cuda_clients_or_skip(count) else {
+        return;
+    };
+    let group = Group::new(clients).expect("distinct devices");
+    const LEN: usize = 1 << 20;
+    let buffers: Vec<Handle> = group
+        .clients()
+        .iter()
+        .map(|c| c.empty((LEN * 4) as u64))
+        .collect();
+    for round in 0..20u32 {
+        for (rank, (client, buffer)) in group.clients().iter().zip(&buffers).enumerate() {
+            let value = vec![(round * 10 + rank as u32) as i32; LEN];
+            client
+                .write(buffer, bytemuck::cast_slice(&value))
+                .expect("write");
+        }
+        group
+            .all_reduce(&bindings(&buffers), ElemType::I32, ReduceOp::Sum)
+            .expect("all_reduce");
+        let expected = (0..count as u32)
+            .map(|r| (round * 10 + r) as i32)
+            .sum::<i32>();
+        for (client, buffer) in group.clients().iter().zip(&buffers) {
+            let got: Vec<i32> = client.read_one_as(buffer).expect("read");
+            assert!(got.iter().all(|&v| v == expected), "round {round}");
+        }
+    }
 }

@@ -142,6 +142,47 @@ pub fn cuda_client_or_skip() -> Option<gpuworld::ComputeClient<gpuworld::CudaBac
     }
 }
 
+/// Clients of CUDA devices `0..n`, one each; `None` (with a loud note) when there is no driver
+/// or fewer than `n` devices, unless `GPUWORLD_REQUIRE_CUDA=1` (no driver) or
+/// `GPUWORLD_REQUIRE_GPUS` names `n` or more (too few devices), which make it a failure.
+#[cfg(feature = "cuda")]
+pub fn cuda_clients_or_skip(
+    n: usize,
+) -> Option<Vec<gpuworld::ComputeClient<gpuworld::CudaBackend>>> {
+    let count = match gpuworld_cuda::device_count() {
+        Ok(count) => count,
+        Err(error) if cuda_required() => {
+            panic!("GPUWORLD_REQUIRE_CUDA=1 but CUDA is unavailable: {error}")
+        }
+        Err(error) => {
+            eprintln!("SKIPPED: no CUDA driver: {error}");
+            return None;
+        }
+    };
+    if count < n {
+        let required = std::env::var("GPUWORLD_REQUIRE_GPUS")
+            .ok()
+            .and_then(|v| v.parse::<usize>().ok())
+            .unwrap_or(0);
+        assert!(
+            required < n,
+            "GPUWORLD_REQUIRE_GPUS={required} but the driver sees {count} device(s)"
+        );
+        eprintln!("SKIPPED: {n} CUDA devices needed, the driver sees {count}");
+        return None;
+    }
+    let clients = (0..n)
+        .map(|device| {
+            gpuworld::cuda_client(gpuworld::CudaConfig {
+                device,
+                ..gpuworld::CudaConfig::default()
+            })
+            .unwrap_or_else(|error| panic!("cuda:{device} is listed but does not open: {error}"))
+        })
+        .collect();
+    Some(clients)
+}
+
 /// A small use of `handle` on the client's stream: one cube of `FILL` (its first 256 floats).
 pub fn fill_first_cube<B: gpuworld::Backend>(
     client: &gpuworld::ComputeClient<B>,
@@ -235,4 +276,56 @@ pub fn quick_tuner<B: gpuworld::Backend>(
             cache,
         },
     )
+}
+
+/// `to_client` from `a` to `b` under concurrent writes, over `rounds` rounds of `elems` f32:
+/// each round writes the source from a second stream of `a`, copies it, overwrites it at once,
+/// and on `b` writes another buffer and scales the copy at once. Every copy holds its round's
+/// value, never the next one, and every use on `b` sees it.
+pub fn to_client_under_concurrent_writes<A: gpuworld::Backend, B: gpuworld::Backend>(
+    a: &gpuworld::ComputeClient<A>,
+    b: &gpuworld::ComputeClient<B>,
+    elems: usize,
+    rounds: u32,
+) {
+    use gpuworld::{Bindings, CubeCount, StreamId, library};
+    let bytes = (elems * 4) as u64;
+    let writer = a.with_stream(StreamId { value: 7 });
+    let source = a.empty(bytes);
+    let scratch = b.empty(bytes);
+    let cubes = (elems as u32).div_ceil(library::LINEAR_CUBE);
+    let mut copies = Vec::new();
+    let mut scaled = Vec::new();
+    for round in 0..rounds {
+        let value = vec![round as f32; elems];
+        writer
+            .write(&source, bytemuck::cast_slice(&value))
+            .expect("write");
+        let copy = a.to_client(&source, b).expect("to_client");
+        writer
+            .write(&source, bytemuck::cast_slice(&vec![-1.0f32; elems]))
+            .expect("overwrite");
+        b.write(&scratch, bytemuck::cast_slice(&value))
+            .expect("destination write");
+        let out = b.empty(bytes);
+        let bindings = Bindings::new().buffer(&copy).buffer(&out).scalar_f32(2.0);
+        b.launch(&library::SCALE, CubeCount::new_1d(cubes), bindings)
+            .expect("launch on the copy");
+        copies.push(copy);
+        scaled.push(out);
+    }
+    for (round, (copy, out)) in copies.iter().zip(&scaled).enumerate() {
+        let got: Vec<f32> = b.read_one_as(copy).expect("read copy");
+        assert!(
+            got.iter().all(|&v| v == round as f32),
+            "copy of round {round} holds {:?}",
+            got.iter().find(|&&v| v != round as f32)
+        );
+        let got: Vec<f32> = b.read_one_as(out).expect("read scaled");
+        assert!(
+            got.iter().all(|&v| v == 2.0 * round as f32),
+            "use of round {round} holds {:?}",
+            got.iter().find(|&&v| v != 2.0 * round as f32)
+        );
+    }
 }

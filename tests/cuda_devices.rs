@@ -1,27 +1,15 @@
 //! Many devices on CUDA (run on the GPU machine; skipped loudly without a driver, failed with
-//! `GPUWORLD_REQUIRE_CUDA=1`): NCCL collectives over a single-rank group (and two ranks where
-//! two GPUs are), `to_client` between two clients of one GPU, between cpu and cuda and between
-//! wgpu and cuda, and `get_resource`'s device pointer. Without NCCL a collective is
-//! `Error::BackendUnavailable` (failed with `GPUWORLD_REQUIRE_NCCL=1`).
+//! `GPUWORLD_REQUIRE_CUDA=1`; the two-GPU cases skip with one GPU unless `GPUWORLD_REQUIRE_GPUS=2`):
+//! `to_client` between two clients of one GPU, between two GPUs (both ways, under concurrent
+//! writes, exact bytes at odd offsets), between cpu and cuda and between wgpu and cuda, and
+//! `get_resource`'s device pointer. Without NCCL a collective is `Error::BackendUnavailable`;
+//! the collectives themselves, on one GPU and on every GPU there is, are in `tests/collectives.rs`.
 #![cfg(feature = "cuda")]
 
 mod common;
 
-use gpuworld::collective::{ElemType, Group, ReduceOp, reduce_host};
-use gpuworld::{ComputeClient, CudaBackend, CudaConfig, Driver, Error, Handle, cpu_clients};
-
-fn nccl_or_skip() -> bool {
-    match gpuworld_cuda::nccl() {
-        Ok(_) => true,
-        Err(error) if std::env::var("GPUWORLD_REQUIRE_NCCL").is_ok_and(|v| v == "1") => {
-            panic!("GPUWORLD_REQUIRE_NCCL=1 but NCCL is unavailable: {error}")
-        }
-        Err(error) => {
-            eprintln!("SKIPPED: no NCCL: {error}");
-            false
-        }
-    }
-}
+use gpuworld::collective::{ElemType, Group, ReduceOp};
+use gpuworld::{ComputeClient, Driver, Error, cpu_clients};
 
 fn round_trip<A: gpuworld::Backend, B: gpuworld::Backend>(
     a: &ComputeClient<A>,
@@ -57,99 +45,77 @@ fn to_client_between_wgpu_and_cuda() {
     round_trip(&cuda, &gpu);
 }
 
-fn input(rank: usize, elem: ElemType, len: usize) -> Vec<u8> {
-    let value = |i: usize| ((rank * 7 + i * 3) % 11) as f32 - 5.0 + 0.25 * rank as f32;
-    (0..len)
-        .flat_map(|i| match elem {
-            ElemType::F32 => value(i).to_le_bytes().to_vec(),
-            ElemType::F16 => half::f16::from_f32(value(i)).to_le_bytes().to_vec(),
-            ElemType::BF16 => half::bf16::from_f32(value(i)).to_le_bytes().to_vec(),
-            ElemType::I32 => (((rank * 5 + i) % 9) as i32 - 4).to_le_bytes().to_vec(),
-        })
-        .collect()
-}
-
-fn check_group(group: &Group<CudaBackend>) {
-    let n = group.size();
-    for elem in [ElemType::F32, ElemType::F16, ElemType::BF16, ElemType::I32] {
-        for op in [ReduceOp::Sum, ReduceOp::Prod, ReduceOp::Min, ReduceOp::Max] {
-            let inputs: Vec<Vec<u8>> = (0..n).map(|r| input(r, elem, 1000)).collect();
-            let slices: Vec<&[u8]> = inputs.iter().map(Vec::as_slice).collect();
-            let expected = reduce_host(&slices, elem, op).expect("reference");
-            let buffers: Vec<Handle> = group
-                .clients()
-                .iter()
-                .zip(&inputs)
-                .map(|(c, bytes)| c.create_from_slice(bytes))
-                .collect();
-            let bindings: Vec<_> = buffers.iter().map(Handle::binding).collect();
-            group.all_reduce(&bindings, elem, op).expect("all_reduce");
-            for (client, buffer) in group.clients().iter().zip(&buffers) {
-                let got = client.read_one(buffer).expect("read");
-                // NCCL's order of accumulation may differ from the host's for floats of more
-                // than two ranks; with one or two ranks every order is the same.
-                assert_eq!(got, expected, "{op:?} {elem:?} over {n} rank(s)");
-            }
-        }
-    }
-    let inputs: Vec<Vec<u8>> = (0..n).map(|r| input(r, ElemType::F32, 512)).collect();
-    let sources: Vec<Handle> = group
-        .clients()
-        .iter()
-        .zip(&inputs)
-        .map(|(c, bytes)| c.create_from_slice(bytes))
-        .collect();
-    let gathered: Vec<Handle> = group
-        .clients()
-        .iter()
-        .map(|c| c.empty((2048 * n) as u64))
-        .collect();
-    let sb: Vec<_> = sources.iter().map(Handle::binding).collect();
-    let gb: Vec<_> = gathered.iter().map(Handle::binding).collect();
-    group.all_gather(&sb, &gb).expect("all_gather");
-    for (client, out) in group.clients().iter().zip(&gathered) {
-        assert_eq!(client.read_one(out).expect("read"), inputs.concat());
-    }
-    group.broadcast(&sb, 0).expect("broadcast");
-    for (client, out) in group.clients().iter().zip(&sources) {
-        assert_eq!(client.read_one(out).expect("read"), inputs[0]);
-    }
-    group.sync_collective().expect("no fault");
-}
-
 #[test]
-fn nccl_collectives_over_a_single_rank_group() {
+fn without_nccl_a_collective_is_backend_unavailable() {
     let Some(client) = common::cuda_client_or_skip() else {
         return;
     };
-    let group = Group::new(vec![client]).expect("one device");
-    if !nccl_or_skip() {
-        let buffer = group.clients()[0].create_from_slice(&[0u8; 16]);
-        let error = group
-            .all_reduce(&[buffer.binding()], ElemType::F32, ReduceOp::Sum)
-            .expect_err("no NCCL");
-        assert!(matches!(error, Error::BackendUnavailable { .. }), "{error}");
+    if gpuworld_cuda::nccl().is_ok() {
+        eprintln!("SKIPPED: NCCL is here (tests/collectives.rs runs the collectives)");
         return;
     }
-    check_group(&group);
+    let group = Group::new(vec![client]).expect("one device");
+    let buffer = group.clients()[0].create_from_slice(&[0u8; 16]);
+    let error = group
+        .all_reduce(&[buffer.binding()], ElemType::F32, ReduceOp::Sum)
+        .expect_err("no NCCL");
+    assert!(matches!(error, Error::BackendUnavailable { .. }), "{error}");
 }
 
 #[test]
-fn nccl_collectives_over_two_gpus_where_there_are_two() {
-    if gpuworld_cuda::device_count().unwrap_or(0) < 2 || !nccl_or_skip() {
-        eprintln!("SKIPPED: fewer than two GPUs or no NCCL");
+fn to_client_between_clients_of_one_gpu_under_concurrent_writes() {
+    let (Some(a), Some(b)) = (common::cuda_client_or_skip(), common::cuda_client_or_skip()) else {
         return;
+    };
+    common::to_client_under_concurrent_writes(&a, &b, 1 << 20, 24);
+}
+
+#[test]
+fn to_client_between_two_gpus_in_both_directions_under_concurrent_writes() {
+    let Some(clients) = common::cuda_clients_or_skip(2) else {
+        return;
+    };
+    common::to_client_under_concurrent_writes(&clients[0], &clients[1], 1 << 20, 24);
+    common::to_client_under_concurrent_writes(&clients[1], &clients[0], 1 << 20, 24);
+}
+
+/// 64 MiB and a few odd sizes between two GPUs, each way, into odd offsets of a larger buffer
+/// whose other bytes stay as they were.
+#[test]
+fn to_client_between_two_gpus_moves_exactly_the_bytes_to_any_offset() {
+    let Some(clients) = common::cuda_clients_or_skip(2) else {
+        return;
+    };
+    let big: Vec<f32> = (0..(16 << 20)).map(|i| i as f32 * 0.5).collect();
+    for (from, to) in [(0, 1), (1, 0)] {
+        let (a, b) = (&clients[from], &clients[to]);
+        let source = a.create_from_slice(bytemuck::cast_slice(&big));
+        let copy = a.to_client(&source, b).expect("to_client");
+        assert_eq!(
+            b.read_one_as::<f32>(&copy).expect("read"),
+            big,
+            "cuda:{from} -> cuda:{to}"
+        );
+        for (len, offset) in [(1usize, 3u64), (4, 1), (4099, 4097), (65_537, 12_345)] {
+            let bytes: Vec<u8> = (0..len).map(|i| (i * 31 + from) as u8).collect();
+            let source = a.create_from_slice(&bytes);
+            let target = b.create_from_slice(&vec![0xEEu8; len + offset as usize + 7]);
+            let range = target.clone().offset_start(offset).offset_end(7);
+            a.to_client_into(&source, b, &range)
+                .expect("to_client_into");
+            let got = b.read_one(&target).expect("read");
+            let off = offset as usize;
+            assert!(
+                got[..off].iter().all(|&v| v == 0xEE),
+                "{len} B at {offset}: before"
+            );
+            assert_eq!(&got[off..off + len], &bytes[..], "{len} B at {offset}");
+            assert!(
+                got[off + len..].iter().all(|&v| v == 0xEE),
+                "{len} B at {offset}: after"
+            );
+        }
     }
-    let clients: Vec<_> = (0..2)
-        .map(|device| {
-            gpuworld::cuda_client(CudaConfig {
-                device,
-                ..CudaConfig::default()
-            })
-            .expect("two GPUs")
-        })
-        .collect();
-    check_group(&Group::new(clients).expect("distinct devices"));
 }
 
 #[test]

@@ -4,8 +4,8 @@
 mod common;
 
 use gpuworld::{
-    Bindings, ComputeClient, CpuBackend, CubeCount, DeviceClient, DeviceId, Driver, Error, Handle,
-    RuntimeConfig, SimConfig, StreamId, cpu_clients, device_client, devices, library, sim_clients,
+    ComputeClient, CpuBackend, DeviceClient, DeviceId, Driver, Error, Handle, RuntimeConfig,
+    SimConfig, cpu_clients, device_client, devices, sim_clients,
 };
 
 #[test]
@@ -129,41 +129,11 @@ fn to_client_returns_at_once_and_the_copy_arrives_with_ticks() {
 }
 
 /// Each round writes the source from a second stream, copies it, overwrites it at once, and
-/// on the destination uses the copy at once while other writes go on there: every copy holds
-/// its round's value, never the next one, and every use sees it.
+/// on the destination uses the copy at once while other writes go on there (`common.rs`).
 #[test]
 fn to_client_is_ordered_after_earlier_writes_and_before_later_uses_under_concurrent_writes() {
     let clients = cpu_clients(2, Driver::DeviceThread);
-    let (a, b) = (&clients[0], &clients[1]);
-    let writer = a.with_stream(StreamId { value: 7 });
-    let source = a.empty(4096);
-    let scratch = b.empty(4096);
-    let mut copies = Vec::new();
-    let mut scaled = Vec::new();
-    for round in 0..40u32 {
-        let value = vec![round as f32; 1024];
-        writer
-            .write(&source, bytemuck::cast_slice(&value))
-            .expect("write");
-        let copy = a.to_client(&source, b).expect("to_client");
-        writer
-            .write(&source, bytemuck::cast_slice(&[-1.0f32; 1024]))
-            .expect("overwrite");
-        b.write(&scratch, bytemuck::cast_slice(&value))
-            .expect("destination write");
-        let out = b.empty(4096);
-        let bindings = Bindings::new().buffer(&copy).buffer(&out).scalar_f32(2.0);
-        b.launch(&library::SCALE, CubeCount::new_1d(4), bindings)
-            .expect("launch on the copy");
-        copies.push(copy);
-        scaled.push(out);
-    }
-    for (round, (copy, out)) in copies.iter().zip(&scaled).enumerate() {
-        let got: Vec<f32> = b.read_one_as(copy).expect("read copy");
-        assert_eq!(got, vec![round as f32; 1024], "copy of round {round}");
-        let got: Vec<f32> = b.read_one_as(out).expect("read scaled");
-        assert_eq!(got, vec![2.0 * round as f32; 1024], "use of round {round}");
-    }
+    common::to_client_under_concurrent_writes(&clients[0], &clients[1], 1024, 40);
 }
 
 #[test]

@@ -194,9 +194,11 @@ pub trait NativeOp: std::any::Any + Send + Sync {
     /// The op as `Any`, for the backend to downcast.
     fn as_any(&self) -> &dyn std::any::Any;
     /// Whether the op can be taken yet: while `Pending`, ingest holds it and every command after
-    /// it, as it holds a write of arriving bytes (an op waiting for another runtime's part);
-    /// an error becomes the stream's fault. Ready by default.
-    fn poll_ready(&self) -> std::task::Poll<Result<(), Error>> {
+    /// it, as it holds a write of arriving bytes (an op waiting for another runtime's part),
+    /// until `cx`'s waker asks for another tick; an error becomes the stream's fault. Ready by
+    /// default.
+    fn poll_ready(&self, cx: &mut std::task::Context<'_>) -> std::task::Poll<Result<(), Error>> {
+        let _ = cx;
         std::task::Poll::Ready(Ok(()))
     }
 }
@@ -314,11 +316,18 @@ pub trait Backend: Send + Sync + 'static {
     fn wait_event(&mut self, stream: DeviceStream, event: DeviceEvent);
     /// Lets the device make progress and notices completions; `tick` is the runtime's tick.
     fn poll(&mut self, tick: u64);
-    /// Blocks until the device may have made progress or `timeout` passed. Returns `false` at
-    /// once when waiting cannot help: nothing is in flight, or the backend progresses only when
-    /// polled (the sim). Called by drivers between ticks, and inside the tick of a caller blocked
-    /// on a reply (see `Runtime::tick_awaiting_replies`).
-    fn wait_for_progress(&mut self, _timeout: std::time::Duration) -> bool {
+    /// Blocks until the device may have made progress, `timeout` passed, or `interrupt` returns
+    /// true (the runtime has new work: a backend that waits by polling checks it as it polls,
+    /// one that blocks in its driver checks it before blocking). Returns `false` at once when
+    /// waiting cannot help: nothing is in flight, or the backend progresses only when polled (the
+    /// sim). Called by drivers between ticks, and inside the tick of a caller blocked on a reply
+    /// (see `Runtime::tick_awaiting_replies`).
+    fn wait_for_progress(
+        &mut self,
+        timeout: std::time::Duration,
+        interrupt: &dyn Fn() -> bool,
+    ) -> bool {
+        let _ = (timeout, interrupt);
         false
     }
     /// A short, stable name of `event` for snapshots and logs.

@@ -91,14 +91,16 @@ impl<B: Backend> Runtime<B> {
         }
     }
 
-    /// Blocks until the device may have progressed or `timeout` passed; for drivers, between
-    /// ticks.
+    /// Blocks until the device may have progressed, `timeout` passed, or the inbox has work (a
+    /// command, or a tick asked for: another runtime's part of a transfer is there); for
+    /// drivers, between ticks.
     pub fn wait_for_device(&mut self, timeout: std::time::Duration) {
+        let inbox = &self.inbox;
         self.world
             .resource_mut::<Device<B>>()
             .into_inner()
             .0
-            .wait_for_progress(timeout);
+            .wait_for_progress(timeout, &|| inbox.has_work());
     }
 
     /// Advances one tick for a caller blocked on a reply: after submitting, the tick may wait on

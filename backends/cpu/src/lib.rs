@@ -200,10 +200,12 @@ impl Backend for CpuBackend {
         self.polled_generation = self.progress.generation();
     }
 
-    fn wait_for_progress(&mut self, timeout: Duration) -> bool {
+    fn wait_for_progress(&mut self, timeout: Duration, interrupt: &dyn Fn() -> bool) -> bool {
         // The workers run on their own threads: waiting always lets them progress.
-        self.progress
-            .wait_for_change(self.polled_generation, timeout);
+        if !interrupt() {
+            self.progress
+                .wait_for_change(self.polled_generation, timeout);
+        }
         true
     }
 
@@ -275,7 +277,7 @@ mod tests {
     fn finish(cpu: &mut CpuBackend, stream: DeviceStream, ticket: ReadTicket) -> HostBytes {
         let event = cpu.flush(stream);
         while !cpu.event_done(event) {
-            cpu.wait_for_progress(Duration::from_millis(10));
+            cpu.wait_for_progress(Duration::from_millis(10), &|| false);
         }
         cpu.take_read(ticket).expect("a finished read")
     }

@@ -428,7 +428,7 @@ impl Backend for CudaBackend {
         self.notice_completions();
     }
 
-    fn wait_for_progress(&mut self, timeout: Duration) -> bool {
+    fn wait_for_progress(&mut self, timeout: Duration, interrupt: &dyn Fn() -> bool) -> bool {
         if self.poisoned.is_some()
             || (self.uploads.is_empty() && self.reads.is_empty() && !self.events.any_live())
         {
@@ -443,7 +443,7 @@ impl Backend for CudaBackend {
                 return true;
             }
             let waited = start.elapsed();
-            if waited >= timeout {
+            if waited >= timeout || interrupt() {
                 return true;
             }
             // Spin (kernels often finish within microseconds), yielding the core after a

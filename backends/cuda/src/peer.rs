@@ -12,7 +12,7 @@ use gpuworld_systems::backend::{NativeOp, NativeWork, Region};
 use gpuworld_systems::error::Error;
 use parking_lot::Mutex;
 use std::sync::Arc;
-use std::task::Poll;
+use std::task::{Context, Poll, Waker};
 
 /// A device pointer and the context it belongs to.
 #[derive(Clone, Copy)]
@@ -28,11 +28,41 @@ struct Copied {
     context: sys::CUcontext,
 }
 
+/// One side's answer to the other, and the waker of the runtime waiting for it.
+struct Slot<T> {
+    value: Option<Result<T, Error>>,
+    waiter: Option<Waker>,
+}
+
+impl<T> Default for Slot<T> {
+    fn default() -> Self {
+        Slot {
+            value: None,
+            waiter: None,
+        }
+    }
+}
+
+/// Publishes `value` into `slot` unless it holds one already, then wakes the runtime waiting
+/// for it, so a sleeping device thread takes the waiting part at once.
+fn publish<T>(slot: &Mutex<Slot<T>>, value: impl FnOnce() -> Result<T, Error>) {
+    let waiter = {
+        let mut slot = slot.lock();
+        if slot.value.is_none() {
+            slot.value = Some(value());
+        }
+        slot.waiter.take()
+    };
+    if let Some(waiter) = waiter {
+        waiter.wake();
+    }
+}
+
 /// What the three tasks of one copy tell each other.
 #[derive(Default)]
 pub struct PeerLink {
-    destination: Mutex<Option<Result<Place, Error>>>,
-    copied: Mutex<Option<Result<Copied, Error>>>,
+    destination: Mutex<Slot<Place>>,
+    copied: Mutex<Slot<Copied>>,
 }
 
 // SAFETY: the raw handles are plain values passed between the two backends' threads; the
@@ -43,7 +73,7 @@ unsafe impl Sync for PeerLink {}
 
 impl Drop for PeerLink {
     fn drop(&mut self) {
-        if let Some(Ok(copied)) = self.copied.get_mut().take() {
+        if let Some(Ok(copied)) = self.copied.get_mut().value.take() {
             // SAFETY: the event was created by `PeerCopy` in `context`, which the source
             // backend's primary-context retain keeps alive while the event may be waited on;
             // destroying an event a stream still waits on is allowed (released once passed).
@@ -99,19 +129,13 @@ pub struct PeerArrival {
 
 impl Drop for PeerDestination {
     fn drop(&mut self) {
-        self.0
-            .destination
-            .lock()
-            .get_or_insert_with(|| Err(never_ran("destination")));
+        publish(&self.0.destination, || Err(never_ran("destination")));
     }
 }
 
 impl Drop for PeerCopy {
     fn drop(&mut self) {
-        self.link
-            .copied
-            .lock()
-            .get_or_insert_with(|| Err(never_ran("source")));
+        publish(&self.link.copied, || Err(never_ran("source")));
     }
 }
 
@@ -124,8 +148,8 @@ macro_rules! native_op {
             fn as_any(&self) -> &dyn std::any::Any {
                 self
             }
-            fn poll_ready(&self) -> Poll<Result<(), Error>> {
-                self.ready()
+            fn poll_ready(&self, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
+                self.ready(cx)
             }
         }
     };
@@ -136,31 +160,46 @@ native_op!(PeerCopy, "peer copy");
 native_op!(PeerArrival, "peer arrival");
 
 impl PeerDestination {
-    fn ready(&self) -> Poll<Result<(), Error>> {
+    fn ready(&self, _: &mut Context<'_>) -> Poll<Result<(), Error>> {
         Poll::Ready(Ok(()))
     }
 }
 
 impl PeerCopy {
-    fn ready(&self) -> Poll<Result<(), Error>> {
-        published(&self.link.destination, &self.drive)
+    fn ready(&self, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
+        published(&self.link.destination, &self.drive, cx)
     }
 }
 
 impl PeerArrival {
-    fn ready(&self) -> Poll<Result<(), Error>> {
-        published(&self.link.copied, &self.drive)
+    fn ready(&self, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
+        published(&self.link.copied, &self.drive, cx)
     }
 }
 
 /// Whether the other side has published `slot` (its error if it failed); while it has not,
-/// drives the other side's runtime once, then looks again.
-fn published<T>(slot: &Mutex<Option<Result<T, Error>>>, drive: &Drive) -> Poll<Result<(), Error>> {
-    if slot.lock().is_none() {
+/// drives the other side's runtime once and looks again, and leaves `cx`'s waker for the
+/// publisher to wake.
+fn published<T>(
+    slot: &Mutex<Slot<T>>,
+    drive: &Drive,
+    cx: &mut Context<'_>,
+) -> Poll<Result<(), Error>> {
+    if slot.lock().value.is_none() {
         drive();
     }
-    match &*slot.lock() {
-        None => Poll::Pending,
+    let mut slot = slot.lock();
+    match &slot.value {
+        None => {
+            if !slot
+                .waiter
+                .as_ref()
+                .is_some_and(|w| w.will_wake(cx.waker()))
+            {
+                slot.waiter = Some(cx.waker().clone());
+            }
+            Poll::Pending
+        }
         Some(Ok(_)) => Poll::Ready(Ok(())),
         Some(Err(error)) => Poll::Ready(Err(error.clone())),
     }
@@ -177,16 +216,18 @@ impl CudaBackend {
         let any = work.as_any();
         if let Some(PeerDestination(link)) = any.downcast_ref::<PeerDestination>() {
             let place = self.peer_place(s, buffers);
-            *link.destination.lock() = Some(place.clone());
-            return Some(place.map(|_| ()));
+            let result = place.as_ref().map(|_| ()).map_err(Error::clone);
+            publish(&link.destination, || place);
+            return Some(result);
         }
         if let Some(PeerCopy { link, .. }) = any.downcast_ref::<PeerCopy>() {
             let copied = self.peer_copy(s, buffers, link);
-            *link.copied.lock() = Some(copied.clone());
-            return Some(copied.map(|_| ()));
+            let result = copied.as_ref().map(|_| ()).map_err(Error::clone);
+            publish(&link.copied, || copied);
+            return Some(result);
         }
         if let Some(PeerArrival { link, .. }) = any.downcast_ref::<PeerArrival>() {
-            let copied = link.copied.lock().clone();
+            let copied = link.copied.lock().value.clone();
             return Some(match copied {
                 Some(Ok(copied)) => {
                     self.bind();
@@ -222,7 +263,7 @@ impl CudaBackend {
         buffers: &[Region],
         link: &PeerLink,
     ) -> Result<Copied, Error> {
-        let destination = match &*link.destination.lock() {
+        let destination = match &link.destination.lock().value {
             Some(Ok(place)) => *place,
             Some(Err(error)) => return Err(error.clone()),
             None => return Err(never_ran("destination")),

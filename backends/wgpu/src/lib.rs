@@ -483,7 +483,11 @@ impl Backend for WgpuBackend {
         }
     }
 
-    fn wait_for_progress(&mut self, timeout: std::time::Duration) -> bool {
+    fn wait_for_progress(
+        &mut self,
+        timeout: std::time::Duration,
+        interrupt: &dyn Fn() -> bool,
+    ) -> bool {
         if self.errors.lost().is_some() {
             return false;
         }
@@ -492,6 +496,9 @@ impl Backend for WgpuBackend {
         self.submit_due_batches();
         if self.completed() >= self.submitted {
             return false;
+        }
+        if interrupt() {
+            return true;
         }
         let _ = self.device.poll(wgpu::PollType::Wait {
             submission_index: None,

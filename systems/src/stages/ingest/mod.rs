@@ -28,13 +28,17 @@ use crate::memory::MemoryPool;
 use crate::world::*;
 use bevy_ecs::prelude::*;
 use smallvec::SmallVec;
+use std::collections::VecDeque;
 use std::sync::Arc;
 
-/// Commands ingest could not take yet, in arrival order: an allocation found no memory while
-/// released memory was still on its way back. Ingest retries them first at the next tick;
-/// meanwhile every queue is submitted so that the released memory can retire.
+/// Commands ingest could not take yet, in arrival order: an allocation that found no memory while
+/// released memory was still on its way back, or a command waiting for another runtime (bytes
+/// arriving, a peer copy's other part), and every command after it. Ingest retries them first
+/// at the next tick, from the front, and appends what arrives meanwhile, so a long wait costs
+/// each tick only the commands it takes; meanwhile every queue is submitted so that released
+/// memory can retire.
 #[derive(Resource, Default)]
-pub struct DeferredCommands(pub Vec<crate::inbox::Command>);
+pub struct DeferredCommands(pub VecDeque<crate::inbox::Command>);
 
 /// Registers the ingest stage: its handle index, its deferred commands and its system.
 pub fn build<B: Backend>(world: &mut World, schedule: &mut Schedule) {
@@ -56,19 +60,18 @@ pub fn ingest_commands<B: Backend>(
     // only when this system left some (it alone writes them during ticks).
     let inbox = inbox.get_or_insert_with(|| world.resource::<InboxQueue>().0.clone());
     let mut drained = std::mem::take(&mut *scratch);
-    if std::mem::take(&mut *deferred_waiting) {
-        drained.append(&mut world.resource_mut::<DeferredCommands>().0);
-    }
-    let retried = drained.len();
     inbox.drain_into(&mut drained);
     if world.contains_resource::<crate::inbox::CommandTap>() {
         let tick = world.resource::<TickCounter>().0;
         let mut tap = world.resource_mut::<crate::inbox::CommandTap>();
-        drained[retried..]
-            .iter()
-            .for_each(|command| (tap.0)(tick, command));
+        drained.iter().for_each(|command| (tap.0)(tick, command));
     }
-    if drained.is_empty() {
+    let mut deferred = if *deferred_waiting {
+        std::mem::take(&mut world.resource_mut::<DeferredCommands>().0)
+    } else {
+        VecDeque::new()
+    };
+    if drained.is_empty() && deferred.is_empty() {
         *scratch = drained;
         return;
     }
@@ -91,27 +94,36 @@ pub fn ingest_commands<B: Backend>(
         reclaimed: 0,
         waker: None,
     };
-    let mut deferred = Vec::new();
     let mut taken = DeviceAndPool::<B>(None);
-    let mut commands = drained.drain(..);
-    while let Some(command) = commands.next() {
+    // The deferred commands first, from the front, until one must still wait; the new ones go
+    // behind whatever still waits.
+    while let Some(command) = deferred.pop_front() {
         if let Some(waiting) = ingest.one(world, &mut taken, command) {
-            deferred.push(waiting);
-            deferred.extend(commands.by_ref());
+            deferred.push_front(waiting);
             break;
         }
     }
-    drop(commands);
+    if deferred.is_empty() {
+        let mut commands = drained.drain(..);
+        while let Some(command) = commands.next() {
+            if let Some(waiting) = ingest.one(world, &mut taken, command) {
+                deferred.push_back(waiting);
+                deferred.extend(commands.by_ref());
+                break;
+            }
+        }
+    } else {
+        deferred.extend(drained.drain(..));
+    }
     taken.put_back(world);
     if ingest.reclaimed > 0 {
         world.resource_mut::<Stats>().handles_reclaimed += ingest.reclaimed;
     }
     *scratch = drained;
-    // The deferred commands were drained above: only new ones need writing back.
-    if !deferred.is_empty() {
-        tracing::debug!(target: "gpuworld::memory", commands = deferred.len(), "no memory until released memory retires: commands wait");
+    *deferred_waiting = !deferred.is_empty();
+    if *deferred_waiting {
+        tracing::trace!(target: "gpuworld::memory", commands = deferred.len(), "commands wait for memory or another runtime");
         world.resource_mut::<DeferredCommands>().0 = deferred;
-        *deferred_waiting = true;
     }
     let Ingest {
         index,
@@ -281,7 +293,9 @@ impl Ingest {
                 buffers,
                 stream,
             } => {
-                let ready = work.poll_ready();
+                let ready = work.poll_ready(&mut std::task::Context::from_waker(
+                    &self.arrival_waker(world),
+                ));
                 if ready.is_pending() {
                     return Some(Command::Native {
                         work,
