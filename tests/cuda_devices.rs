@@ -1,9 +1,10 @@
 //! Many devices on CUDA (run on the GPU machine; skipped loudly without a driver, failed with
 //! `GPUWORLD_REQUIRE_CUDA=1`; the two-GPU cases skip with one GPU unless `GPUWORLD_REQUIRE_GPUS=2`):
-//! `to_client` between two clients of one GPU, between two GPUs (both ways, under concurrent
-//! writes, exact bytes at odd offsets), between cpu and cuda and between wgpu and cuda, and
-//! `get_resource`'s device pointer. Without NCCL a collective is `Error::BackendUnavailable`;
-//! the collectives themselves, on one GPU and on every GPU there is, are in `tests/collectives.rs`.
+//! `to_client` between two clients of one GPU and between two GPUs (both ways, under concurrent
+//! writes, exact bytes at odd offsets, after earlier work on the destination), between cpu and
+//! cuda and between wgpu and cuda, and `get_resource`'s device pointer. Without NCCL a
+//! collective is `Error::BackendUnavailable`; the collectives themselves, on one GPU and on
+//! every GPU there is, are in `tests/collectives.rs`.
 #![cfg(feature = "cuda")]
 
 mod common;
@@ -116,6 +117,62 @@ fn to_client_between_two_gpus_moves_exactly_the_bytes_to_any_offset() {
             );
         }
     }
+}
+
+/// `to_client_into` lands after the destination's earlier work on the range and before its later
+/// work: behind a busy destination stream (scaling 64 MiB a few times), a fill of the range, then
+/// the copy, then a read. The copy must come out, never the fill.
+fn to_client_into_waits_for_earlier_destination_work<A: gpuworld::Backend, B: gpuworld::Backend>(
+    a: &ComputeClient<A>,
+    b: &ComputeClient<B>,
+) {
+    use gpuworld::{Bindings, CubeCount, library};
+    const ELEMS: usize = 16 << 20;
+    let cubes = (ELEMS as u32).div_ceil(library::LINEAR_CUBE);
+    let source = a.create_from_slice(bytemuck::cast_slice(&vec![2.0f32; ELEMS]));
+    let busy_in = b.create_from_slice(bytemuck::cast_slice(&vec![1.0f32; ELEMS]));
+    let busy_out = b.empty((ELEMS * 4) as u64);
+    let target = b.empty((ELEMS * 4) as u64);
+    a.sync().expect("source uploaded");
+    b.sync().expect("destination ready");
+    for round in 0..10 {
+        for _ in 0..8 {
+            let bindings = Bindings::new()
+                .buffer(&busy_in)
+                .buffer(&busy_out)
+                .scalar_f32(1.0);
+            b.launch(&library::SCALE, CubeCount::new_1d(cubes), bindings)
+                .expect("busy work");
+        }
+        let fill = Bindings::new().buffer(&target).scalar_f32(-1.0);
+        b.launch(&library::FILL, CubeCount::new_1d(cubes), fill)
+            .expect("fill");
+        a.to_client_into(&source, b, &target)
+            .expect("to_client_into");
+        let got: Vec<f32> = b.read_one_as(&target).expect("read");
+        assert!(
+            got.iter().all(|&v| v == 2.0),
+            "round {round}: {} of {ELEMS} values are not the copy's",
+            got.iter().filter(|&&v| v != 2.0).count()
+        );
+    }
+}
+
+#[test]
+fn to_client_into_waits_for_earlier_work_on_the_destination_on_one_gpu() {
+    let (Some(a), Some(b)) = (common::cuda_client_or_skip(), common::cuda_client_or_skip()) else {
+        return;
+    };
+    to_client_into_waits_for_earlier_destination_work(&a, &b);
+}
+
+#[test]
+fn to_client_into_waits_for_earlier_work_on_the_destination_between_two_gpus() {
+    let Some(clients) = common::cuda_clients_or_skip(2) else {
+        return;
+    };
+    to_client_into_waits_for_earlier_destination_work(&clients[0], &clients[1]);
+    to_client_into_waits_for_earlier_destination_work(&clients[1], &clients[0]);
 }
 
 #[test]

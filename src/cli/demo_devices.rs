@@ -8,7 +8,7 @@ use super::field_stats::FieldStats;
 use super::heat::HeatProblem;
 use super::heatmap;
 use super::summary::RunSummary;
-use gpuworld::{Backend, ComputeClient, RuntimeConfig, SimBackend};
+use gpuworld::{Backend, ComputeClient, RuntimeConfig, SimBackend, library};
 use indicatif::ProgressBar;
 use std::io::Write;
 
@@ -63,6 +63,10 @@ fn run_on<B: Backend>(
         side: args.size,
         alpha: args.alpha,
     };
+    // Both runs are timed warm: the kernel is compiled on every device before either starts.
+    for client in &clients {
+        client.warm_up(&library::STENCIL)?;
+    }
     let progress = progress_bar(args.ticks, args.quiet);
     let result = problem.simulate_on_devices(&clients, args.ticks, &progress);
     progress.finish_and_clear();

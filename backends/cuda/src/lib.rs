@@ -96,6 +96,8 @@ pub struct CudaBackend {
     finished_reads: HashMap<ReadTicket, HostBytes>,
     next_ticket: u64,
     poisoned: Option<Arc<str>>,
+    /// The contexts of other devices this context was given direct access to (peer copies).
+    peers_enabled: Vec<usize>,
 }
 
 // SAFETY: the CUDA handles are owned by the backend and used only through `&mut self` (each call

@@ -1,10 +1,13 @@
 //! Copies between two CUDA runtimes on the devices themselves, events on both sides: three
 //! native tasks sharing one [`PeerLink`]. On the destination, `PeerDestination` publishes the
-//! destination's device pointer; on the source, `PeerCopy` (held at ingest until that pointer
-//! is there) enqueues `cuMemcpyPeerAsync` on the source stream after the source's earlier work
-//! and records an event; on the destination, `PeerArrival` (held at ingest until the event is
-//! there) makes the destination stream wait on it. Each side's memory is used only by tasks on
-//! its own stream, so each runtime's own reuse rules keep it alive for the copy.
+//! destination's device pointer and an event recorded after the destination's earlier work; on
+//! the source, `PeerCopy` (held at ingest until both are there) makes the source stream wait on
+//! that event, so the copy never overwrites what earlier destination work still reads or
+//! writes, enqueues `cuMemcpyPeerAsync` after the source's earlier work and records an event;
+//! on the destination, `PeerArrival` (held at ingest until that event is there) makes the
+//! destination stream wait on it, so later destination work sees the bytes. Each side's memory
+//! is used only by tasks on its own stream, so each runtime's own reuse rules keep it alive for
+//! the copy.
 
 use crate::CudaBackend;
 use cudarc::driver::sys;
@@ -14,19 +17,38 @@ use parking_lot::Mutex;
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 
-/// A device pointer and the context it belongs to.
+/// A recorded event and the context that made it.
 #[derive(Clone, Copy)]
-struct Place {
-    pointer: sys::CUdeviceptr,
-    context: sys::CUcontext,
-}
-
-/// The recorded event that follows the copy, and the context that made it.
-#[derive(Clone, Copy)]
-struct Copied {
+struct Recorded {
     event: sys::CUevent,
     context: sys::CUcontext,
 }
+
+impl Recorded {
+    /// Destroys the event in its context.
+    fn destroy(self) {
+        // SAFETY: the event was created in `context`, which its backend's primary-context retain
+        // keeps alive while the event may be waited on; destroying an event a stream still waits
+        // on is allowed (released once passed).
+        unsafe {
+            if sys::cuCtxPushCurrent_v2(self.context) == sys::CUresult::CUDA_SUCCESS {
+                sys::cuEventDestroy_v2(self.event);
+                let mut popped = std::ptr::null_mut();
+                sys::cuCtxPopCurrent_v2(&mut popped);
+            }
+        }
+    }
+}
+
+/// Where the destination's bytes go, and the event after the destination's earlier work.
+#[derive(Clone, Copy)]
+struct Place {
+    pointer: sys::CUdeviceptr,
+    ready: Recorded,
+}
+
+/// The recorded event that follows the copy.
+type Copied = Recorded;
 
 /// One side's answer to the other, and the waker of the runtime waiting for it.
 struct Slot<T> {
@@ -73,17 +95,11 @@ unsafe impl Sync for PeerLink {}
 
 impl Drop for PeerLink {
     fn drop(&mut self) {
+        if let Some(Ok(place)) = self.destination.get_mut().value.take() {
+            place.ready.destroy();
+        }
         if let Some(Ok(copied)) = self.copied.get_mut().value.take() {
-            // SAFETY: the event was created by `PeerCopy` in `context`, which the source
-            // backend's primary-context retain keeps alive while the event may be waited on;
-            // destroying an event a stream still waits on is allowed (released once passed).
-            unsafe {
-                if sys::cuCtxPushCurrent_v2(copied.context) == sys::CUresult::CUDA_SUCCESS {
-                    sys::cuEventDestroy_v2(copied.event);
-                    let mut popped = std::ptr::null_mut();
-                    sys::cuCtxPopCurrent_v2(&mut popped);
-                }
-            }
+            copied.destroy();
         }
     }
 }
@@ -215,7 +231,11 @@ impl CudaBackend {
     ) -> Option<Result<(), Error>> {
         let any = work.as_any();
         if let Some(PeerDestination(link)) = any.downcast_ref::<PeerDestination>() {
-            let place = self.peer_place(s, buffers);
+            let place = self.peer_pointer(s, buffers).and_then(|pointer| {
+                self.bind();
+                let ready = self.record_peer_event(s)?;
+                Ok(Place { pointer, ready })
+            });
             let result = place.as_ref().map(|_| ()).map_err(Error::clone);
             publish(&link.destination, || place);
             return Some(result);
@@ -244,15 +264,34 @@ impl CudaBackend {
         None
     }
 
-    fn peer_place(&self, s: usize, buffers: &[Region]) -> Result<Place, Error> {
-        let pointer = buffers
+    /// The device pointer of the task's one binding.
+    fn peer_pointer(&self, s: usize, buffers: &[Region]) -> Result<sys::CUdeviceptr, Error> {
+        buffers
             .first()
             .and_then(|region| self.region_pointer(*region))
             .ok_or_else(|| {
                 Error::device_fault(self.streams[s].id, "peer copy bound to freed memory")
-            })?;
-        Ok(Place {
-            pointer,
+            })
+    }
+
+    /// An event recorded on stream `s` after its work so far; the context must be bound.
+    fn record_peer_event(&mut self, s: usize) -> Result<Recorded, Error> {
+        let stream = self.work_stream(s);
+        let mut event = std::ptr::null_mut();
+        // SAFETY: the event is created in the current context, recorded on one of its streams,
+        // and destroyed once, by the link that carries it (or here, when recording fails).
+        unsafe {
+            let flags = sys::CUevent_flags::CU_EVENT_DISABLE_TIMING as u32;
+            let code = sys::cuEventCreate(&mut event, flags);
+            self.check_peer(s, code, "cuEventCreate")?;
+            let code = sys::cuEventRecord(event, stream);
+            if let Err(error) = self.check_peer(s, code, "cuEventRecord") {
+                sys::cuEventDestroy_v2(event);
+                return Err(error);
+            }
+        }
+        Ok(Recorded {
+            event,
             context: self.context,
         })
     }
@@ -268,44 +307,38 @@ impl CudaBackend {
             Some(Err(error)) => return Err(error.clone()),
             None => return Err(never_ran("destination")),
         };
-        let source = self.peer_place(s, buffers)?;
+        let source = self.peer_pointer(s, buffers)?;
         let size = buffers.first().map_or(0, |r| r.size) as usize;
         self.bind();
         let stream = self.work_stream(s);
-        if destination.context != self.context {
-            // Direct access where the GPUs offer it; the copy works (staged by the driver)
+        let peer = destination.ready.context as usize;
+        if destination.ready.context != self.context && !self.peers_enabled.contains(&peer) {
+            // Direct access where the GPUs offer it, asked once per peer (the call costs tens
+            // of microseconds even when access is on); the copy works (staged by the driver)
             // either way, so a refusal is no error.
             // SAFETY: the destination's context is alive (its backend published it and holds
             // its retain); enabling access twice only returns "already enabled".
-            unsafe { sys::cuCtxEnablePeerAccess(destination.context, 0) };
+            unsafe { sys::cuCtxEnablePeerAccess(destination.ready.context, 0) };
+            self.peers_enabled.push(peer);
         }
-        let mut event = std::ptr::null_mut();
-        // SAFETY: both pointers are live allocations of at least `size` bytes (the client
-        // checked the sizes; each runtime keeps its side alive until its stream passed this
-        // copy); the event is created in the current (source) context.
+        // SAFETY: the destination's event lives until the link drops, after this call; waiting
+        // on another context's event is allowed. Both pointers are live allocations of at least
+        // `size` bytes (the client checked the sizes; each runtime keeps its side alive until
+        // its stream passed this copy).
         unsafe {
+            let code = sys::cuStreamWaitEvent(stream, destination.ready.event, 0);
+            self.check_peer(s, code, "cuStreamWaitEvent")?;
             let code = sys::cuMemcpyPeerAsync(
                 destination.pointer,
-                destination.context,
-                source.pointer,
-                source.context,
+                destination.ready.context,
+                source,
+                self.context,
                 size,
                 stream,
             );
             self.check_peer(s, code, "cuMemcpyPeerAsync")?;
-            let flags = sys::CUevent_flags::CU_EVENT_DISABLE_TIMING as u32;
-            let code = sys::cuEventCreate(&mut event, flags);
-            self.check_peer(s, code, "cuEventCreate")?;
-            let code = sys::cuEventRecord(event, stream);
-            if let Err(error) = self.check_peer(s, code, "cuEventRecord") {
-                sys::cuEventDestroy_v2(event);
-                return Err(error);
-            }
         }
-        Ok(Copied {
-            event,
-            context: self.context,
-        })
+        self.record_peer_event(s)
     }
 
     /// `Ok`, or the failed call as the stream's error; a sticky one poisons the context.
