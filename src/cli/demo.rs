@@ -56,7 +56,8 @@ pub struct DemoArgs {
     #[arg(long)]
     pub quiet: bool,
     /// Write a Chrome trace of the run (opens in Perfetto) [default: `trace.output` of the
-    /// configuration]
+    /// configuration]; split over devices, one per device (`FILE` with `-0`, `-1`, ... before
+    /// its extension)
     #[arg(long, value_name = "FILE")]
     pub trace: Option<PathBuf>,
     /// Devices to split the field over (cpu, sim or cuda); above 1, the result is checked

@@ -67,10 +67,25 @@ fn run_on<B: Backend>(
     for client in &clients {
         client.warm_up(&library::STENCIL)?;
     }
+    if args.trace.is_some() {
+        clients.iter().for_each(ComputeClient::start_trace);
+    }
     let progress = progress_bar(args.ticks, args.quiet);
     let result = problem.simulate_on_devices(&clients, args.ticks, &progress);
     progress.finish_and_clear();
     let result = result?;
+    if let Some(path) = &args.trace {
+        for (k, client) in clients.iter().enumerate() {
+            let path = device_trace_path(path, k);
+            client
+                .stop_trace()?
+                .write(&path)
+                .map_err(|source| CliError::Trace {
+                    path: path.clone(),
+                    source,
+                })?;
+        }
+    }
     let one_device = problem.simulate(&clients[0], args.ticks, &ProgressBar::hidden())?;
     let differing = result
         .field
@@ -129,10 +144,21 @@ fn run_on<B: Backend>(
         |elapsed: std::time::Duration| elapsed.as_secs_f64() * 1e3 / args.ticks.max(1) as f64;
     writeln!(
         out,
-        "  one device       equal bit for bit (checked against a run on {}: {:.3} ms/step there, {:.3} ms/step split)",
+        "  one device       equal bit for bit (checked against a run on {}: {:.3} ms/step there, {:.3} ms/step split, steps alone)",
         clients[0].device_id(),
-        per_step(one_device.elapsed),
-        per_step(result.elapsed)
+        per_step(one_device.steps_elapsed),
+        per_step(result.steps_elapsed)
     )?;
     Ok(())
+}
+
+/// Where device `k`'s trace of a split run goes: `PATH` with `-k` before its extension
+/// (`trace.json` becomes `trace-0.json`, `trace-1.json`, ...).
+fn device_trace_path(path: &std::path::Path, k: usize) -> std::path::PathBuf {
+    let stem = path.file_stem().unwrap_or_default().to_string_lossy();
+    let name = match path.extension() {
+        Some(ext) => format!("{stem}-{k}.{}", ext.to_string_lossy()),
+        None => format!("{stem}-{k}"),
+    };
+    path.with_file_name(name)
 }
