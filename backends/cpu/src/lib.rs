@@ -283,6 +283,19 @@ mod tests {
     }
 
     #[test]
+    fn a_wait_for_progress_that_is_interrupted_does_not_block() {
+        let mut cpu = CpuBackend::new();
+        cpu.poll(1);
+        // Nothing changes on the workers: only the interrupt can end the wait early.
+        let start = std::time::Instant::now();
+        assert!(cpu.wait_for_progress(Duration::from_secs(30), &|| true));
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "the wait blocked"
+        );
+    }
+
+    #[test]
     fn a_read_for_another_runtime_lands_in_its_staging_and_a_plain_read_in_the_backends() {
         let mut cpu = CpuBackend::new();
         let stream = cpu.create_stream(StreamId { value: 0 });
