@@ -2,7 +2,7 @@
 //! `GPUWORLD_REQUIRE_CUDA=1`; the two-GPU cases skip with one GPU unless `GPUWORLD_REQUIRE_GPUS=2`):
 //! `to_client` between two clients of one GPU and between two GPUs (both ways, under concurrent
 //! writes, exact bytes at odd offsets, after earlier work on the destination), between cpu and
-//! cuda and between wgpu and cuda, and `get_resource`'s device pointer. Without NCCL a
+//! cuda and between wgpu and cuda, its errors, and `get_resource`'s device pointer. Without NCCL a
 //! collective is `Error::BackendUnavailable`; the collectives themselves, on one GPU and on
 //! every GPU there is, are in `tests/collectives.rs`.
 #![cfg(feature = "cuda")]
@@ -10,7 +10,7 @@
 mod common;
 
 use gpuworld::collective::{ElemType, Group, ReduceOp};
-use gpuworld::{ComputeClient, Driver, Error, cpu_clients};
+use gpuworld::{ComputeClient, CudaBackend, CudaConfig, Driver, Error, cpu_clients};
 
 fn round_trip<A: gpuworld::Backend, B: gpuworld::Backend>(
     a: &ComputeClient<A>,
@@ -173,6 +173,67 @@ fn to_client_into_waits_for_earlier_work_on_the_destination_between_two_gpus() {
     };
     to_client_into_waits_for_earlier_destination_work(&clients[0], &clients[1]);
     to_client_into_waits_for_earlier_destination_work(&clients[1], &clients[0]);
+}
+
+/// A peer copy refuses what does not fit at once, and a failure on the way (a released source,
+/// a source runtime gone) is the destination stream's fault alone; both sides go on working.
+fn peer_copy_errors(a: &ComputeClient<CudaBackend>, b: &ComputeClient<CudaBackend>) {
+    let source = a.create_from_slice(&[1u8; 16]);
+    let small = b.empty(8);
+    let error = a
+        .to_client_into(&source, b, &small)
+        .expect_err("16 bytes into 8");
+    assert!(matches!(error, Error::WriteTooLarge { .. }), "{error}");
+    let error = b
+        .to_client(&source, a)
+        .expect_err("a handle of a, given to b");
+    assert!(matches!(error, Error::ForeignHandle { .. }), "{error}");
+
+    let gone = a.create_from_slice(&[2u8; 16]);
+    let binding = gone.binding();
+    drop(gone);
+    let copy = a
+        .to_client(binding, b)
+        .expect("accepted: the release is found at the copy");
+    let error = b.sync().expect_err("the copy failed");
+    assert!(matches!(error, Error::ReleasedHandle { .. }), "{error}");
+    a.sync().expect("the source's stream is not at fault");
+    drop(copy);
+    round_trip(a, b);
+
+    // A manually driven source runtime dropped before it ever ticked: `Disconnected`.
+    let doomed = gpuworld::cuda_client_with(
+        CudaConfig {
+            device: a.device_id().index as usize,
+            ..CudaConfig::default()
+        },
+        Driver::Manual,
+    )
+    .expect("a second client of a's device");
+    let source = doomed.create_from_slice(&[3u8; 16]);
+    let _copy = doomed.to_client(&source, b).expect("accepted");
+    drop(source);
+    drop(doomed);
+    let error = b.sync().expect_err("the source is gone");
+    assert!(matches!(error, Error::Disconnected), "{error}");
+    round_trip(a, b);
+}
+
+#[test]
+fn peer_copy_errors_between_clients_of_one_gpu() {
+    let (Some(a), Some(b)) = (common::cuda_client_or_skip(), common::cuda_client_or_skip()) else {
+        return;
+    };
+    peer_copy_errors(&a, &b);
+}
+
+#[test]
+fn peer_copy_errors_between_two_gpus() {
+    let Some(clients) = common::cuda_clients_or_skip(2) else {
+        return;
+    };
+    peer_copy_errors(&clients[0], &clients[1]);
+    peer_copy_errors(&clients[1], &clients[0]);
 }
 
 #[test]

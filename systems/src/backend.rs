@@ -201,6 +201,14 @@ pub trait NativeOp: std::any::Any + Send + Sync {
         let _ = cx;
         std::task::Poll::Ready(Ok(()))
     }
+    /// Told that the op will not run because of `error` (a binding that does not resolve, or
+    /// its own [`NativeOp::poll_ready`] error): an op that another runtime waits for gives it
+    /// the error and returns `true`, and the other runtime reports it (a transfer's failure is
+    /// its destination's fault); otherwise (`false`, the default) it becomes the stream's fault.
+    fn pass_on(&self, error: &Error) -> bool {
+        let _ = error;
+        false
+    }
 }
 
 /// A boxed [`NativeOp`], as tasks carry it.

@@ -104,14 +104,11 @@ impl Drop for PeerLink {
     }
 }
 
+/// What a part waiting for `what` reports when that part was dropped without running and
+/// without failing: its runtime went away with it still queued.
 fn never_ran(what: &str) -> Error {
-    Error::BackendUnavailable {
-        backend: "cuda",
-        reason: format!(
-            "the {what} of a peer copy never ran (a released handle, or its runtime is gone)"
-        )
-        .into(),
-    }
+    tracing::debug!(target: "gpuworld::stream", "the {what} of a peer copy never ran: its runtime is gone");
+    Error::Disconnected
 }
 
 impl PeerLink {
@@ -167,6 +164,9 @@ macro_rules! native_op {
             fn poll_ready(&self, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
                 self.ready(cx)
             }
+            fn pass_on(&self, error: &Error) -> bool {
+                self.pass_on(error)
+            }
         }
     };
 }
@@ -179,17 +179,35 @@ impl PeerDestination {
     fn ready(&self, _: &mut Context<'_>) -> Poll<Result<(), Error>> {
         Poll::Ready(Ok(()))
     }
+
+    /// The source waits for the destination: it fails with the destination's error, and passes
+    /// it on to the arrival, which reports it.
+    fn pass_on(&self, error: &Error) -> bool {
+        publish(&self.0.destination, || Err(error.clone()));
+        true
+    }
 }
 
 impl PeerCopy {
     fn ready(&self, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
         published(&self.link.destination, &self.drive, cx)
     }
+
+    /// The arrival waits for the copy: the destination's stream reports the source's error.
+    fn pass_on(&self, error: &Error) -> bool {
+        publish(&self.link.copied, || Err(error.clone()));
+        true
+    }
 }
 
 impl PeerArrival {
     fn ready(&self, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
         published(&self.link.copied, &self.drive, cx)
+    }
+
+    /// Nobody waits for the arrival: its stream reports the error.
+    fn pass_on(&self, _: &Error) -> bool {
+        false
     }
 }
 

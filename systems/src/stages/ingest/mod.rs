@@ -305,7 +305,9 @@ impl Ingest {
                 }
                 let stream = self.stream_entity(world, taken, stream);
                 if let std::task::Poll::Ready(Err(error)) = ready {
-                    record_fault(world, stream, error);
+                    if !work.pass_on(&error) {
+                        record_fault(world, stream, error);
+                    }
                     return None;
                 }
                 let resolved: Result<SmallVec<[TaskBinding; 4]>, Error> = buffers
@@ -314,7 +316,11 @@ impl Ingest {
                     .collect();
                 match resolved {
                     Ok(bindings) => self.spawn_task(stream, TaskWork::Native(work), bindings),
-                    Err(error) => record_fault(world, stream, error),
+                    Err(error) => {
+                        if !work.pass_on(&error) {
+                            record_fault(world, stream, error);
+                        }
+                    }
                 }
             }
             Command::Launch {
