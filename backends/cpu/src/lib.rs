@@ -14,6 +14,9 @@ use gpuworld_systems::trace::{OpClock, OpTime};
 use parking_lot::RwLock;
 use std::sync::Arc;
 use std::time::Duration;
+
+/// The longest a wait for progress blocks before it looks at its interrupt again.
+const WAIT_SLICE: Duration = Duration::from_micros(10);
 use worker::{Progress, StreamWorker};
 
 /// The CPU device.
@@ -201,10 +204,18 @@ impl Backend for CpuBackend {
     }
 
     fn wait_for_progress(&mut self, timeout: Duration, interrupt: &dyn Fn() -> bool) -> bool {
-        // The workers run on their own threads: waiting always lets them progress.
-        if !interrupt() {
-            self.progress
-                .wait_for_change(self.polled_generation, timeout);
+        // The workers run on their own threads: waiting always lets them progress. The wait is
+        // cut in slices so that an interrupt (another runtime's part arrived) is seen soon.
+        let start = std::time::Instant::now();
+        while !interrupt() {
+            let left = timeout.saturating_sub(start.elapsed());
+            if left.is_zero()
+                || self
+                    .progress
+                    .wait_for_change(self.polled_generation, left.min(WAIT_SLICE))
+            {
+                break;
+            }
         }
         true
     }

@@ -120,12 +120,13 @@ impl Progress {
     }
 
     /// Blocks until some stream completes work after `seen` (a [`Progress::generation`]), at
-    /// once if one already did, or until `timeout` passes.
-    pub fn wait_for_change(&self, seen: u64, timeout: Duration) {
+    /// once if one already did, or until `timeout` passes; whether one did.
+    pub fn wait_for_change(&self, seen: u64, timeout: Duration) -> bool {
         let mut state = self.state.lock();
         if state.generation == seen {
             self.changed.wait_for(&mut state, timeout);
         }
+        state.generation != seen
     }
 
     fn finish(&self, stream: usize, finished: Finished, timed: Option<Timed>) {
