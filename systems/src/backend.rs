@@ -324,16 +324,16 @@ pub trait Backend: Send + Sync + 'static {
     fn wait_event(&mut self, stream: DeviceStream, event: DeviceEvent);
     /// Lets the device make progress and notices completions; `tick` is the runtime's tick.
     fn poll(&mut self, tick: u64);
-    /// Blocks until the device may have made progress, `timeout` passed, or `interrupt` returns
-    /// true (the runtime has new work: a backend that waits by polling checks it as it polls,
-    /// one that blocks in its driver checks it before blocking). Returns `false` at once when
-    /// waiting cannot help: nothing is in flight, or the backend progresses only when polled (the
-    /// sim). Called by drivers between ticks, and inside the tick of a caller blocked on a reply
-    /// (see `Runtime::tick_awaiting_replies`).
+    /// Blocks until the device may have made progress, `timeout` passed, or `interrupt`, where
+    /// there is one, returns true (the runtime has new work: a backend that waits by polling
+    /// checks it as it polls, one that blocks checks it before blocking or between short
+    /// blocks). Returns `false` at once when waiting cannot help: nothing is in flight, or the
+    /// backend progresses only when polled (the sim). Called by drivers between ticks, and inside
+    /// the tick of a caller blocked on a reply (see `Runtime::tick_awaiting_replies`).
     fn wait_for_progress(
         &mut self,
         timeout: std::time::Duration,
-        interrupt: &dyn Fn() -> bool,
+        interrupt: Option<&dyn Fn() -> bool>,
     ) -> bool {
         let _ = (timeout, interrupt);
         false

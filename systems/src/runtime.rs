@@ -100,7 +100,7 @@ impl<B: Backend> Runtime<B> {
             .resource_mut::<Device<B>>()
             .into_inner()
             .0
-            .wait_for_progress(timeout, &|| inbox.has_work());
+            .wait_for_progress(timeout, Some(&|| inbox.has_work()));
     }
 
     /// Advances one tick for a caller blocked on a reply: after submitting, the tick may wait on

@@ -14,10 +14,10 @@ use gpuworld_systems::trace::{OpClock, OpTime};
 use parking_lot::RwLock;
 use std::sync::Arc;
 use std::time::Duration;
-
-/// The longest a wait for progress blocks before it looks at its interrupt again.
-const WAIT_SLICE: Duration = Duration::from_micros(10);
 use worker::{Progress, StreamWorker};
+
+/// The longest a wait for progress with an interrupt blocks before it looks at it again.
+const WAIT_SLICE: Duration = Duration::from_micros(10);
 
 /// The CPU device.
 pub struct CpuBackend {
@@ -203,11 +203,21 @@ impl Backend for CpuBackend {
         self.polled_generation = self.progress.generation();
     }
 
-    fn wait_for_progress(&mut self, timeout: Duration, interrupt: &dyn Fn() -> bool) -> bool {
-        // The workers run on their own threads: waiting always lets them progress. The wait is
-        // cut in slices so that an interrupt (another runtime's part arrived) is seen soon.
+    fn wait_for_progress(
+        &mut self,
+        timeout: Duration,
+        interrupt: Option<&dyn Fn() -> bool>,
+    ) -> bool {
+        // The workers run on their own threads: waiting always lets them progress. With an
+        // interrupt the wait is cut in slices, so that new work (another runtime's part
+        // arrived) is seen soon; without one it blocks once.
+        let Some(interrupted) = interrupt else {
+            self.progress
+                .wait_for_change(self.polled_generation, timeout);
+            return true;
+        };
         let start = std::time::Instant::now();
-        while !interrupt() {
+        while !interrupted() {
             let left = timeout.saturating_sub(start.elapsed());
             if left.is_zero()
                 || self
@@ -288,7 +298,7 @@ mod tests {
     fn finish(cpu: &mut CpuBackend, stream: DeviceStream, ticket: ReadTicket) -> HostBytes {
         let event = cpu.flush(stream);
         while !cpu.event_done(event) {
-            cpu.wait_for_progress(Duration::from_millis(10), &|| false);
+            cpu.wait_for_progress(Duration::from_millis(10), None);
         }
         cpu.take_read(ticket).expect("a finished read")
     }
@@ -299,7 +309,7 @@ mod tests {
         cpu.poll(1);
         // Nothing changes on the workers: only the interrupt can end the wait early.
         let start = std::time::Instant::now();
-        assert!(cpu.wait_for_progress(Duration::from_secs(30), &|| true));
+        assert!(cpu.wait_for_progress(Duration::from_secs(30), Some(&|| true)));
         assert!(
             start.elapsed() < Duration::from_secs(10),
             "the wait blocked"

@@ -430,7 +430,11 @@ impl Backend for CudaBackend {
         self.notice_completions();
     }
 
-    fn wait_for_progress(&mut self, timeout: Duration, interrupt: &dyn Fn() -> bool) -> bool {
+    fn wait_for_progress(
+        &mut self,
+        timeout: Duration,
+        interrupt: Option<&dyn Fn() -> bool>,
+    ) -> bool {
         if self.poisoned.is_some()
             || (self.uploads.is_empty() && self.reads.is_empty() && !self.events.any_live())
         {
@@ -445,7 +449,7 @@ impl Backend for CudaBackend {
                 return true;
             }
             let waited = start.elapsed();
-            if waited >= timeout || interrupt() {
+            if waited >= timeout || interrupt.is_some_and(|interrupted| interrupted()) {
                 return true;
             }
             // Spin (kernels often finish within microseconds), yielding the core after a

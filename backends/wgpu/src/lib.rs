@@ -486,7 +486,7 @@ impl Backend for WgpuBackend {
     fn wait_for_progress(
         &mut self,
         timeout: std::time::Duration,
-        interrupt: &dyn Fn() -> bool,
+        interrupt: Option<&dyn Fn() -> bool>,
     ) -> bool {
         if self.errors.lost().is_some() {
             return false;
@@ -497,7 +497,7 @@ impl Backend for WgpuBackend {
         if self.completed() >= self.submitted {
             return false;
         }
-        if interrupt() {
+        if interrupt.is_some_and(|interrupted| interrupted()) {
             return true;
         }
         let _ = self.device.poll(wgpu::PollType::Wait {

@@ -231,7 +231,7 @@ impl<B: Backend> Gc<'_, '_, B> {
                 return;
             }
             let now = Instant::now();
-            if now >= deadline || !device.wait_for_progress(deadline - now, &|| false) {
+            if now >= deadline || !device.wait_for_progress(deadline - now, None) {
                 return;
             }
             device.poll(self.tick.0);
