@@ -30,6 +30,7 @@ use bevy_ecs::prelude::*;
 use smallvec::SmallVec;
 use std::collections::VecDeque;
 use std::sync::Arc;
+use std::task::{Context, Waker};
 
 /// Commands ingest could not take yet, in arrival order: an allocation that found no memory while
 /// released memory was still on its way back, or a command waiting for another runtime (bytes
@@ -51,14 +52,18 @@ pub fn build<B: Backend>(world: &mut World, schedule: &mut Schedule) {
 pub fn ingest_commands<B: Backend>(
     world: &mut World,
     mut scratch: Local<Vec<Command>>,
-    mut inbox: Local<Option<Arc<Inbox>>>,
+    mut inbox: Local<Option<(Arc<Inbox>, Waker)>>,
     mut deferred_waiting: Local<bool>,
 ) {
     let _span = tracing::trace_span!(target: "gpuworld::stream", "ingest").entered();
-    // Every lookup here delays the tick's first submission: the inbox is looked up once, for
-    // good (`Runtime::tick` has told the device the tick began), and the deferred commands
-    // only when this system left some (it alone writes them during ticks).
-    let inbox = inbox.get_or_insert_with(|| world.resource::<InboxQueue>().0.clone());
+    // Every lookup here delays the tick's first submission: the inbox (and the waker that asks
+    // it for a tick, which whatever waits for another runtime is polled with) is looked up
+    // once, for good (`Runtime::tick` has told the device the tick began), and the deferred
+    // commands only when this system left some (it alone writes them during ticks).
+    let (inbox, waker) = inbox.get_or_insert_with(|| {
+        let inbox = world.resource::<InboxQueue>().0.clone();
+        (inbox.clone(), crate::arriving::InboxWaker::waker(inbox))
+    });
     let mut drained = std::mem::take(&mut *scratch);
     inbox.drain_into(&mut drained);
     if world.contains_resource::<crate::inbox::CommandTap>() {
@@ -92,7 +97,7 @@ pub fn ingest_commands<B: Backend>(
         spare,
         spawned: SmallVec::new(),
         reclaimed: 0,
-        waker: None,
+        waker,
     };
     let mut taken = DeviceAndPool::<B>(None);
     // The deferred commands first, from the front, until one must still wait; the new ones go
@@ -170,7 +175,7 @@ impl<B: Backend> DeviceAndPool<B> {
 }
 
 /// What ingest holds while it drains: the handle index, the slot table, and the new tasks.
-struct Ingest {
+struct Ingest<'a> {
     index: rustc_hash::FxHashMap<HandleId, HandleEntry>,
     slots: Vec<Option<Entity>>,
     next_seq: u64,
@@ -184,11 +189,12 @@ struct Ingest {
     spawned: SmallVec<[(Entity, u64); 4]>,
     /// Handles whose memory went back to the pool at release.
     reclaimed: u64,
-    /// The waker of arriving bytes, once a drain polls some.
-    waker: Option<std::task::Waker>,
+    /// What arriving bytes and native ops waiting for another runtime are polled with: it asks
+    /// this runtime for a tick, so a device thread may sleep while they are on their way.
+    waker: &'a Waker,
 }
 
-impl Ingest {
+impl Ingest<'_> {
     /// Takes one command; gives it back when it must wait for released memory to retire.
     fn one<B: Backend>(
         &mut self,
@@ -274,9 +280,7 @@ impl Ingest {
                 dst,
                 mut bytes,
                 stream,
-            } => match bytes.poll_bytes(&mut std::task::Context::from_waker(
-                &self.arrival_waker(world),
-            )) {
+            } => match bytes.poll_bytes(&mut Context::from_waker(self.waker)) {
                 std::task::Poll::Ready(Ok(data)) => {
                     return self.one(world, taken, Command::Write { dst, data, stream });
                 }
@@ -293,9 +297,7 @@ impl Ingest {
                 buffers,
                 stream,
             } => {
-                let ready = work.poll_ready(&mut std::task::Context::from_waker(
-                    &self.arrival_waker(world),
-                ));
+                let ready = work.poll_ready(&mut Context::from_waker(self.waker));
                 if ready.is_pending() {
                     return Some(Command::Native {
                         work,
@@ -417,16 +419,6 @@ impl Ingest {
             }
         }
         None
-    }
-
-    /// The waker arriving bytes are polled with: it asks this runtime for a tick, so a device
-    /// thread may sleep while they are on their way. Made once per drain, at the first need.
-    fn arrival_waker(&mut self, world: &World) -> std::task::Waker {
-        self.waker
-            .get_or_insert_with(|| {
-                crate::arriving::InboxWaker::waker(world.resource::<InboxQueue>().0.clone())
-            })
-            .clone()
     }
 
     /// The cursor `stream`'s last task will have once alignment has numbered this drain's tasks.
