@@ -223,13 +223,17 @@ fn every_collective_op_and_type_matches_the_host_reference_on_sim_devices() {
     }
 }
 
-#[test]
-fn a_collective_waits_for_writes_before_it_and_comes_before_writes_after_it() {
-    let group = Group::new(cpu_clients(3, Driver::DeviceThread)).expect("distinct devices");
-    let buffers: Vec<Handle> = group.clients().iter().map(|c| c.empty(16)).collect();
+/// Twenty rounds of: each rank writes `len` i32 of its own, the all_reduce runs, each rank reads
+/// its result before the next round's write replaces it.
+fn all_reduce_between_writes<B: Backend>(group: &Group<B>, len: usize) {
+    let buffers: Vec<Handle> = group
+        .clients()
+        .iter()
+        .map(|c| c.empty((len * 4) as u64))
+        .collect();
     for round in 0..20u32 {
         for (rank, (client, buffer)) in group.clients().iter().zip(&buffers).enumerate() {
-            let value = [(round * 10 + rank as u32) as i32; 4];
+            let value = vec![(round * 10 + rank as u32) as i32; len];
             client
                 .write(buffer, bytemuck::cast_slice(&value))
                 .expect("write");
@@ -237,13 +241,20 @@ fn a_collective_waits_for_writes_before_it_and_comes_before_writes_after_it() {
         group
             .all_reduce(&bindings(&buffers), ElemType::I32, ReduceOp::Sum)
             .expect("all_reduce");
-        // Each rank reads its own result before the next round's write replaces it.
-        let expected = (0..3).map(|r| (round * 10 + r) as i32).sum::<i32>();
+        let expected = (0..group.size() as u32)
+            .map(|r| (round * 10 + r) as i32)
+            .sum::<i32>();
         for (client, buffer) in group.clients().iter().zip(&buffers) {
             let got: Vec<i32> = client.read_one_as(buffer).expect("read");
-            assert_eq!(got, [expected; 4], "round {round}");
+            assert_eq!(got, vec![expected; len], "round {round}");
         }
     }
+}
+
+#[test]
+fn a_collective_waits_for_writes_before_it_and_comes_before_writes_after_it() {
+    let group = Group::new(cpu_clients(3, Driver::DeviceThread)).expect("distinct devices");
+    all_reduce_between_writes(&group, 4);
 }
 
 #[test]
@@ -401,18 +412,20 @@ fn every_collective_matches_the_host_reference_on_a_wgpu_adapter_and_it_counts_o
     every_collective_matches_the_reference(&Group::new(vec![first]).expect("one device"));
 }
 
-/// Whether NCCL loads here; a loud note when it does not, a failure with
-/// `GPUWORLD_REQUIRE_NCCL=1`.
+/// How many CUDA devices NCCL can run collectives on here; `None`, with a loud note, without a
+/// driver (a failure with `GPUWORLD_REQUIRE_CUDA=1`) or without NCCL (a failure with
+/// `GPUWORLD_REQUIRE_NCCL=1`).
 #[cfg(feature = "cuda")]
-fn nccl_or_skip() -> bool {
+fn nccl_devices() -> Option<usize> {
+    common::cuda_clients_or_skip(1)?;
     match gpuworld_cuda::nccl() {
-        Ok(_) => true,
+        Ok(_) => Some(gpuworld_cuda::device_count().expect("the driver loaded")),
         Err(error) if std::env::var("GPUWORLD_REQUIRE_NCCL").is_ok_and(|v| v == "1") => {
             panic!("GPUWORLD_REQUIRE_NCCL=1 but NCCL is unavailable: {error}")
         }
         Err(error) => {
             eprintln!("SKIPPED: no NCCL: {error}");
-            false
+            None
         }
     }
 }
@@ -422,14 +435,9 @@ fn nccl_or_skip() -> bool {
 #[cfg(feature = "cuda")]
 #[test]
 fn every_collective_op_and_type_matches_the_host_reference_on_cuda_devices() {
-    let Some(first) = common::cuda_client_or_skip() else {
+    let Some(count) = nccl_devices() else {
         return;
     };
-    drop(first);
-    if !nccl_or_skip() {
-        return;
-    }
-    let count = gpuworld_cuda::device_count().expect("the driver loaded");
     for n in 1..=count.max(2) {
         let Some(clients) = common::cuda_clients_or_skip(n) else {
             return;
@@ -438,45 +446,16 @@ fn every_collective_op_and_type_matches_the_host_reference_on_cuda_devices() {
     }
 }
 
-/// Each rank writes, the collective runs, each rank reads, twenty rounds: over NCCL on every
-/// CUDA device there is (at least one), with 4 MiB buffers so that a missed order shows.
+/// `all_reduce_between_writes` over NCCL on every CUDA device there is (at least one), with
+/// 4 MiB buffers so that a missed order shows.
 #[cfg(feature = "cuda")]
 #[test]
 fn a_collective_on_cuda_devices_waits_for_writes_before_it_and_comes_before_writes_after_it() {
-    let Some(first) = common::cuda_client_or_skip() else {
+    let Some(count) = nccl_devices() else {
         return;
     };
-    drop(first);
-    if !nccl_or_skip() {
-        return;
-    }
-    let count = gpuworld_cuda::device_count().expect("the driver loaded");
     let Some(clients) = common::cuda_clients_or_skip(count) else {
         return;
     };
-    let group = Group::new(clients).expect("distinct devices");
-    const LEN: usize = 1 << 20;
-    let buffers: Vec<Handle> = group
-        .clients()
-        .iter()
-        .map(|c| c.empty((LEN * 4) as u64))
-        .collect();
-    for round in 0..20u32 {
-        for (rank, (client, buffer)) in group.clients().iter().zip(&buffers).enumerate() {
-            let value = vec![(round * 10 + rank as u32) as i32; LEN];
-            client
-                .write(buffer, bytemuck::cast_slice(&value))
-                .expect("write");
-        }
-        group
-            .all_reduce(&bindings(&buffers), ElemType::I32, ReduceOp::Sum)
-            .expect("all_reduce");
-        let expected = (0..count as u32)
-            .map(|r| (round * 10 + r) as i32)
-            .sum::<i32>();
-        for (client, buffer) in group.clients().iter().zip(&buffers) {
-            let got: Vec<i32> = client.read_one_as(buffer).expect("read");
-            assert!(got.iter().all(|&v| v == expected), "round {round}");
-        }
-    }
+    all_reduce_between_writes(&Group::new(clients).expect("distinct devices"), 1 << 20);
 }

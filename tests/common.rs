@@ -329,3 +329,49 @@ pub fn to_client_under_concurrent_writes<A: gpuworld::Backend, B: gpuworld::Back
         );
     }
 }
+
+/// `elems` f32 from `a` to `b` and back with `to_client`; both copies hold them exactly.
+pub fn to_client_round_trip<A: gpuworld::Backend, B: gpuworld::Backend>(
+    a: &gpuworld::ComputeClient<A>,
+    b: &gpuworld::ComputeClient<B>,
+    elems: usize,
+) {
+    let values: Vec<f32> = (0..elems).map(|i| i as f32 * 0.25).collect();
+    let source = a.create_from_slice(bytemuck::cast_slice(&values));
+    let there = a.to_client(&source, b).expect("to_client a -> b");
+    let back = b.to_client(&there, a).expect("to_client b -> a");
+    assert_eq!(b.read_one_as::<f32>(&there).expect("read on b"), values);
+    assert_eq!(a.read_one_as::<f32>(&back).expect("read on a"), values);
+}
+
+/// `to_client` from `a` to `b` refuses what does not fit and a handle of the wrong client at
+/// once; a source released before its copy is the destination stream's fault alone; both sides
+/// go on working.
+pub fn to_client_errors<A: gpuworld::Backend, B: gpuworld::Backend>(
+    a: &gpuworld::ComputeClient<A>,
+    b: &gpuworld::ComputeClient<B>,
+) {
+    use gpuworld::Error;
+    let source = a.create_from_slice(&[1u8; 16]);
+    let small = b.empty(8);
+    let error = a
+        .to_client_into(&source, b, &small)
+        .expect_err("16 bytes into 8");
+    assert!(matches!(error, Error::WriteTooLarge { .. }), "{error}");
+    let error = b
+        .to_client(&source, a)
+        .expect_err("a handle of a, given to b");
+    assert!(matches!(error, Error::ForeignHandle { .. }), "{error}");
+
+    let gone = a.create_from_slice(&[2u8; 16]);
+    let binding = gone.binding();
+    drop(gone);
+    let copy = a
+        .to_client(binding, b)
+        .expect("accepted: the release is found on the way");
+    let error = b.sync().expect_err("the copy failed");
+    assert!(matches!(error, Error::ReleasedHandle { .. }), "{error}");
+    a.sync().expect("the source's stream is not at fault");
+    drop(copy);
+    to_client_round_trip(a, b, 1000);
+}

@@ -12,27 +12,15 @@ mod common;
 use gpuworld::collective::{ElemType, Group, ReduceOp};
 use gpuworld::{ComputeClient, CudaBackend, CudaConfig, Driver, Error, cpu_clients};
 
-fn round_trip<A: gpuworld::Backend, B: gpuworld::Backend>(
-    a: &ComputeClient<A>,
-    b: &ComputeClient<B>,
-) {
-    let values: Vec<f32> = (0..(1 << 20)).map(|i| i as f32 * 0.25).collect();
-    let source = a.create_from_slice(bytemuck::cast_slice(&values));
-    let there = a.to_client(&source, b).expect("to_client");
-    let back = b.to_client(&there, a).expect("to_client back");
-    assert_eq!(b.read_one_as::<f32>(&there).expect("read"), values);
-    assert_eq!(a.read_one_as::<f32>(&back).expect("read"), values);
-}
-
 #[test]
 fn to_client_between_two_clients_of_one_gpu_and_between_cpu_and_cuda() {
     let (Some(a), Some(b)) = (common::cuda_client_or_skip(), common::cuda_client_or_skip()) else {
         return;
     };
-    round_trip(&a, &b);
+    common::to_client_round_trip(&a, &b, 1 << 20);
     let cpu = cpu_clients(1, Driver::DeviceThread);
-    round_trip(&cpu[0], &a);
-    round_trip(&a, &cpu[0]);
+    common::to_client_round_trip(&cpu[0], &a, 1 << 20);
+    common::to_client_round_trip(&a, &cpu[0], 1 << 20);
 }
 
 #[cfg(feature = "wgpu")]
@@ -42,8 +30,8 @@ fn to_client_between_wgpu_and_cuda() {
     else {
         return;
     };
-    round_trip(&gpu, &cuda);
-    round_trip(&cuda, &gpu);
+    common::to_client_round_trip(&gpu, &cuda, 1 << 20);
+    common::to_client_round_trip(&cuda, &gpu, 1 << 20);
 }
 
 #[test]
@@ -178,28 +166,7 @@ fn to_client_into_waits_for_earlier_work_on_the_destination_between_two_gpus() {
 /// A peer copy refuses what does not fit at once, and a failure on the way (a released source,
 /// a source runtime gone) is the destination stream's fault alone; both sides go on working.
 fn peer_copy_errors(a: &ComputeClient<CudaBackend>, b: &ComputeClient<CudaBackend>) {
-    let source = a.create_from_slice(&[1u8; 16]);
-    let small = b.empty(8);
-    let error = a
-        .to_client_into(&source, b, &small)
-        .expect_err("16 bytes into 8");
-    assert!(matches!(error, Error::WriteTooLarge { .. }), "{error}");
-    let error = b
-        .to_client(&source, a)
-        .expect_err("a handle of a, given to b");
-    assert!(matches!(error, Error::ForeignHandle { .. }), "{error}");
-
-    let gone = a.create_from_slice(&[2u8; 16]);
-    let binding = gone.binding();
-    drop(gone);
-    let copy = a
-        .to_client(binding, b)
-        .expect("accepted: the release is found at the copy");
-    let error = b.sync().expect_err("the copy failed");
-    assert!(matches!(error, Error::ReleasedHandle { .. }), "{error}");
-    a.sync().expect("the source's stream is not at fault");
-    drop(copy);
-    round_trip(a, b);
+    common::to_client_errors(a, b);
 
     // A manually driven source runtime dropped before it ever ticked: `Disconnected`.
     let doomed = gpuworld::cuda_client_with(
@@ -216,7 +183,7 @@ fn peer_copy_errors(a: &ComputeClient<CudaBackend>, b: &ComputeClient<CudaBacken
     drop(doomed);
     let error = b.sync().expect_err("the source is gone");
     assert!(matches!(error, Error::Disconnected), "{error}");
-    round_trip(a, b);
+    common::to_client_round_trip(a, b, 1 << 20);
 }
 
 #[test]

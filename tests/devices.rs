@@ -77,30 +77,16 @@ fn f32_handle<B: gpuworld::Backend>(client: &ComputeClient<B>, values: &[f32]) -
     client.create_from_slice(bytemuck::cast_slice(values))
 }
 
-fn check_round_trip<A: gpuworld::Backend, B: gpuworld::Backend>(
-    a: &ComputeClient<A>,
-    b: &ComputeClient<B>,
-) {
-    let values: Vec<f32> = (0..1000).map(|i| i as f32 * 0.5).collect();
-    let source = f32_handle(a, &values);
-    let there = a.to_client(&source, b).expect("to_client a -> b");
-    let back = b.to_client(&there, a).expect("to_client b -> a");
-    let got: Vec<f32> = b.read_one_as(&there).expect("read on b");
-    assert_eq!(got, values);
-    let got: Vec<f32> = a.read_one_as(&back).expect("read on a");
-    assert_eq!(got, values);
-}
-
 #[test]
 fn to_client_copies_between_cpu_devices_sim_devices_and_across_them() {
     let cpus = cpu_clients(2, Driver::DeviceThread);
-    check_round_trip(&cpus[0], &cpus[1]);
+    common::to_client_round_trip(&cpus[0], &cpus[1], 1000);
     let manual = cpu_clients(2, Driver::Manual);
-    check_round_trip(&manual[0], &manual[1]);
+    common::to_client_round_trip(&manual[0], &manual[1], 1000);
     let sims = sim_clients(&SimConfig::default(), 2);
-    check_round_trip(&sims[0], &sims[1]);
-    check_round_trip(&cpus[0], &sims[1]);
-    check_round_trip(&sims[0], &manual[1]);
+    common::to_client_round_trip(&sims[0], &sims[1], 1000);
+    common::to_client_round_trip(&cpus[0], &sims[1], 1000);
+    common::to_client_round_trip(&sims[0], &manual[1], 1000);
 }
 
 #[test]
@@ -186,28 +172,7 @@ fn to_client_into_moves_exactly_the_bytes_of_any_size_to_an_odd_offset() {
 fn to_client_refuses_what_does_not_fit_and_reports_what_fails_on_the_way() {
     let clients = cpu_clients(2, Driver::Manual);
     let (a, b) = (&clients[0], &clients[1]);
-    let source = f32_handle(a, &[1.0; 4]);
-    let small = b.empty(8);
-    let error = a
-        .to_client_into(&source, b, &small)
-        .expect_err("16 bytes into 8");
-    assert!(matches!(error, Error::WriteTooLarge { .. }), "{error}");
-    let error = b
-        .to_client(&source, a)
-        .expect_err("a handle of a, given to b");
-    assert!(matches!(error, Error::ForeignHandle { .. }), "{error}");
-
-    // A released source: the destination's stream reports it; both devices go on working.
-    let gone = f32_handle(a, &[1.0; 4]);
-    let binding = gone.binding();
-    drop(gone);
-    let copy = a
-        .to_client(binding, b)
-        .expect("accepted: the release is found by the read");
-    let error = b.sync().expect_err("the copy failed");
-    assert!(matches!(error, Error::ReleasedHandle { .. }), "{error}");
-    drop(copy);
-    check_round_trip(a, b);
+    common::to_client_errors(a, b);
 
     // A source runtime gone before it answered: the destination reports `Disconnected`.
     let doomed = ComputeClient::new(
@@ -220,7 +185,7 @@ fn to_client_refuses_what_does_not_fit_and_reports_what_fails_on_the_way() {
     drop(doomed);
     let error = b.sync().expect_err("the source is gone");
     assert!(matches!(error, Error::Disconnected), "{error}");
-    check_round_trip(a, b);
+    common::to_client_round_trip(a, b, 1000);
 }
 
 #[cfg(feature = "wgpu")]
@@ -230,8 +195,8 @@ fn to_client_copies_between_wgpu_and_cpu() {
         return;
     };
     let cpus = cpu_clients(1, Driver::DeviceThread);
-    check_round_trip(&gpu, &cpus[0]);
-    check_round_trip(&cpus[0], &gpu);
+    common::to_client_round_trip(&gpu, &cpus[0], 1000);
+    common::to_client_round_trip(&cpus[0], &gpu, 1000);
 }
 
 #[test]
