@@ -134,10 +134,10 @@ fn parse_alpha(text: &str) -> Result<f32, String> {
 /// Runs the demo described by `args`, with the configuration's settings where the arguments
 /// say nothing.
 pub fn run(args: &DemoArgs) -> Result<(), CliError> {
-    if args.devices > 1 {
-        return super::demo_devices::run(args);
-    }
     let settings = Settings::load()?;
+    if args.devices > 1 {
+        return super::demo_devices::run(args, trace_path(args, &settings));
+    }
     match args.backend {
         #[cfg(feature = "cpu")]
         BackendKind::Cpu => {
@@ -203,7 +203,7 @@ fn run_on<B: Backend>(
     settings: &Settings,
 ) -> Result<(), CliError> {
     let runtime = settings.runtime_config(&backend.properties(), runtime);
-    let trace_path = args.trace.clone().or(settings.trace_output.value.clone());
+    let trace_path = trace_path(args, settings);
     let client = ComputeClient::new(backend, runtime, driver.into());
     client.set_kernel_stats(true);
     if trace_path.is_some() {
@@ -219,11 +219,7 @@ fn run_on<B: Backend>(
     let result = result?;
     if let Some(path) = &trace_path {
         client.sync()?;
-        let trace = client.stop_trace()?;
-        trace.write(path).map_err(|source| CliError::Trace {
-            path: path.clone(),
-            source,
-        })?;
+        write_trace(&client.stop_trace()?, path)?;
     }
     let (ticks, stats, peak_memory) =
         client.with_runtime(|rt| (rt.tick_count(), rt.stats(), rt.peak_memory()));
@@ -268,4 +264,17 @@ pub(super) fn progress_bar(steps: u64, quiet: bool) -> ProgressBar {
     .map(|style| style.progress_chars("=> "))
     .unwrap_or_else(|_| ProgressStyle::default_bar());
     ProgressBar::new(steps).with_style(style)
+}
+
+/// Where the run's trace goes: `--trace`, else the configuration's `trace.output`, else none.
+fn trace_path(args: &DemoArgs, settings: &Settings) -> Option<PathBuf> {
+    args.trace.clone().or(settings.trace_output.value.clone())
+}
+
+/// Writes `trace` to `path` as Chrome JSON.
+pub(super) fn write_trace(trace: &gpuworld::Trace, path: &std::path::Path) -> Result<(), CliError> {
+    trace.write(path).map_err(|source| CliError::Trace {
+        path: path.to_path_buf(),
+        source,
+    })
 }

@@ -3,7 +3,7 @@
 
 use super::CliError;
 use super::backends::{BackendKind, sim_config};
-use super::demo::{DemoArgs, DriverKind, progress_bar};
+use super::demo::{DemoArgs, DriverKind, progress_bar, write_trace};
 use super::field_stats::FieldStats;
 use super::heat::HeatProblem;
 use super::heatmap;
@@ -11,21 +11,23 @@ use super::summary::RunSummary;
 use gpuworld::{Backend, ComputeClient, RuntimeConfig, SimBackend, library};
 use indicatif::ProgressBar;
 use std::io::Write;
+use std::path::{Path, PathBuf};
 
-/// Runs the demo of `args` on `args.devices` devices of `args.backend`.
-pub fn run(args: &DemoArgs) -> Result<(), CliError> {
+/// Runs the demo of `args` on `args.devices` devices of `args.backend`, with a trace of each
+/// device written beside `trace` where there is one.
+pub fn run(args: &DemoArgs, trace: Option<PathBuf>) -> Result<(), CliError> {
     let n = args.devices as usize;
     match args.backend {
         #[cfg(feature = "cpu")]
         BackendKind::Cpu => {
             let driver = args.driver.unwrap_or(DriverKind::DeviceThread);
             let backends = gpuworld::CpuBackend::with_devices(n);
-            run_on(backends, RuntimeConfig::default(), driver, args)
+            run_on(backends, RuntimeConfig::default(), driver, args, trace)
         }
         BackendKind::Sim => {
             let driver = args.driver.unwrap_or(DriverKind::Manual);
             let backends = SimBackend::with_devices(&sim_config(), n);
-            run_on(backends, RuntimeConfig::default(), driver, args)
+            run_on(backends, RuntimeConfig::default(), driver, args, trace)
         }
         #[cfg(feature = "cuda")]
         BackendKind::Cuda => {
@@ -42,7 +44,7 @@ pub fn run(args: &DemoArgs) -> Result<(), CliError> {
                 max_tasks: gpuworld::CUDA_MAX_TASKS,
                 ..RuntimeConfig::default()
             };
-            run_on(backends, runtime, driver, args)
+            run_on(backends, runtime, driver, args, trace)
         }
         // wgpu opens one adapter per runtime; several runtimes on one adapter are no devices.
         other => Err(CliError::NoMultiDevice(other)),
@@ -54,6 +56,7 @@ fn run_on<B: Backend>(
     runtime: RuntimeConfig,
     driver: DriverKind,
     args: &DemoArgs,
+    trace: Option<PathBuf>,
 ) -> Result<(), CliError> {
     let clients: Vec<ComputeClient<B>> = backends
         .into_iter()
@@ -67,23 +70,16 @@ fn run_on<B: Backend>(
     for client in &clients {
         client.warm_up(&library::STENCIL)?;
     }
-    if args.trace.is_some() {
+    if trace.is_some() {
         clients.iter().for_each(ComputeClient::start_trace);
     }
     let progress = progress_bar(args.ticks, args.quiet);
     let result = problem.simulate_on_devices(&clients, args.ticks, &progress);
     progress.finish_and_clear();
     let result = result?;
-    if let Some(path) = &args.trace {
+    if let Some(path) = &trace {
         for (k, client) in clients.iter().enumerate() {
-            let path = device_trace_path(path, k);
-            client
-                .stop_trace()?
-                .write(&path)
-                .map_err(|source| CliError::Trace {
-                    path: path.clone(),
-                    source,
-                })?;
+            write_trace(&client.stop_trace()?, &device_trace_path(path, k))?;
         }
     }
     let one_device = problem.simulate(&clients[0], args.ticks, &ProgressBar::hidden())?;
@@ -149,12 +145,17 @@ fn run_on<B: Backend>(
         per_step(one_device.steps_elapsed),
         per_step(result.steps_elapsed)
     )?;
+    if let Some(path) = &trace {
+        for k in 0..clients.len() {
+            writeln!(out, "trace: {}", device_trace_path(path, k).display())?;
+        }
+    }
     Ok(())
 }
 
 /// Where device `k`'s trace of a split run goes: `PATH` with `-k` before its extension
 /// (`trace.json` becomes `trace-0.json`, `trace-1.json`, ...).
-fn device_trace_path(path: &std::path::Path, k: usize) -> std::path::PathBuf {
+fn device_trace_path(path: &Path, k: usize) -> PathBuf {
     let stem = path.file_stem().unwrap_or_default().to_string_lossy();
     let name = match path.extension() {
         Some(ext) => format!("{stem}-{k}.{}", ext.to_string_lossy()),
