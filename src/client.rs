@@ -9,6 +9,7 @@
 
 mod drivers;
 mod frames;
+mod lock;
 mod profile;
 mod replies;
 mod resource;
@@ -82,7 +83,7 @@ impl Bindings {
 }
 
 struct Shared<B: Backend> {
-    runtime: Mutex<Runtime<B>>,
+    runtime: lock::RuntimeLock<B>,
     inbox: Arc<gpuworld_systems::inbox::Inbox>,
     id: RuntimeId,
     properties: DeviceProperties,
@@ -156,7 +157,7 @@ impl<B: Backend> ComputeClient<B> {
             tune_results: runtime.tune_results(),
             tune_cache: runtime.tune_cache().clone(),
             published: runtime.published().clone(),
-            runtime: Mutex::new(runtime),
+            runtime: lock::RuntimeLock::new(runtime),
             inbox: inbox.clone(),
             manual: AtomicBool::new(driver == Driver::Manual),
             drivers: drivers::Drivers::default(),

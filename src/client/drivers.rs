@@ -10,8 +10,11 @@
 use super::{ComputeClient, Shared};
 use futures_channel::oneshot;
 use gpuworld_systems::{Backend, Error, Result};
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::task::Poll;
 use std::thread::{JoinHandle, Thread};
 use std::time::{Duration, Instant};
 
@@ -69,6 +72,8 @@ const DEVICE_THREAD_IDLE: Duration = Duration::from_millis(20);
 pub(super) struct Drivers {
     /// Blocking callers ticking the runtime themselves.
     driving: AtomicUsize,
+    /// Blocking callers waiting for a reply, driving or asleep.
+    waiting: AtomicUsize,
     /// The device thread, woken when the last driving caller leaves.
     device_thread: OnceLock<Thread>,
     /// Whether the host has [`SPIN_WHILE_DRIVEN_CORES`] cores or more: the device thread then
@@ -89,6 +94,7 @@ impl Default for Drivers {
         let spare_cores = spare_cores || FORCE_SPARE_CORES.load(Ordering::Relaxed);
         Drivers {
             driving: AtomicUsize::new(0),
+            waiting: AtomicUsize::new(0),
             device_thread: OnceLock::new(),
             spare_cores,
         }
@@ -115,6 +121,30 @@ impl Drop for Driving<'_> {
         {
             thread.unpark();
         }
+    }
+}
+
+/// A blocking caller's wait for its reply, counted so that a caller knows whether others wait
+/// too.
+struct Waiting<'a> {
+    drivers: &'a Drivers,
+    /// Whether no other caller was waiting when this one came.
+    alone: bool,
+}
+
+impl<'a> Waiting<'a> {
+    fn enter(drivers: &'a Drivers) -> Waiting<'a> {
+        let others = drivers.waiting.fetch_add(1, Ordering::AcqRel);
+        Waiting {
+            drivers,
+            alone: others == 0,
+        }
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.drivers.waiting.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -225,49 +255,83 @@ fn spin_until(limit: Duration, mut ready: impl FnMut() -> bool) -> bool {
 impl<B: Backend> ComputeClient<B> {
     /// Blocks until `receiver` has its reply, driving the runtime as the driver says.
     pub(super) fn wait<T>(&self, receiver: oneshot::Receiver<Result<T>>) -> Result<T> {
-        let reply = if self.driver() == Driver::Manual {
+        // A reply is sent at the end of its tick, after the tick published its state: a getter
+        // called next (`memory_usage`) sees at least that tick.
+        if self.driver() == Driver::Manual {
             self.tick_until_ready(receiver)
         } else {
             self.wait_beside_device_thread(receiver)
-        };
-        self.wait_for_publication();
-        reply
-    }
-
-    /// The manual driver: tick until the reply is ready, waiting for the device in between.
-    fn tick_until_ready<T>(&self, mut receiver: oneshot::Receiver<Result<T>>) -> Result<T> {
-        loop {
-            if let Some(reply) = ready(&mut receiver) {
-                return reply;
-            }
-            let mut runtime = self.shared.runtime.lock();
-            runtime.tick_awaiting_replies(MANUAL_DEVICE_WAIT);
-            // Checked before waiting on the device: work of others (memory pinned behind an
-            // event) may still be in flight after our reply came.
-            if let Some(reply) = ready(&mut receiver) {
-                return reply;
-            }
-            if runtime.has_work_in_flight() {
-                runtime.wait_for_device(MANUAL_DEVICE_WAIT);
-            }
         }
     }
 
-    /// Beside a device thread: drive the runtime ourselves, as the manual driver does (one
-    /// thread from command to reply is the shortest path), while the device thread stays out of
-    /// the way; while another thread holds the runtime, spin for the reply, and after a while
-    /// hand over to the device thread and sleep until the reply wakes us.
+    /// The manual driver: tick until the reply is ready, waiting for the device in between.
+    /// While another thread holds the runtime (and so ticks, ingesting our command too), wait
+    /// for whichever comes first, our reply or the runtime let go, asleep: several callers on
+    /// few cores then take turns instead of queueing on the lock for ticks nobody needs.
+    fn tick_until_ready<T>(&self, mut receiver: oneshot::Receiver<Result<T>>) -> Result<T> {
+        let shared = &self.shared;
+        let wait = std::future::poll_fn(|cx| {
+            if let Poll::Ready(reply) = Pin::new(&mut receiver).poll(cx) {
+                return Poll::Ready(reply.unwrap_or(Err(Error::Disconnected)));
+            }
+            let Some(mut runtime) = shared.runtime.try_lock_or_park(cx.waker()) else {
+                // The holder's release, or our reply, wakes us.
+                return Poll::Pending;
+            };
+            // Held until our reply comes: each tick takes the commands of the callers asleep
+            // meanwhile and answers them, and a wait on the device ends when one arrives.
+            loop {
+                // The last holder's tick may have answered us.
+                if let Some(reply) = ready(&mut receiver) {
+                    return Poll::Ready(reply);
+                }
+                runtime.tick_awaiting_replies(MANUAL_DEVICE_WAIT);
+                // Checked before waiting on the device: work of others (memory pinned behind an
+                // event) may still be in flight after our reply came.
+                if let Some(reply) = ready(&mut receiver) {
+                    return Poll::Ready(reply);
+                }
+                if runtime.has_work_in_flight() {
+                    runtime.wait_for_device(MANUAL_DEVICE_WAIT);
+                }
+            }
+        });
+        futures_executor::block_on(wait)
+    }
+
+    /// Beside a device thread. A caller alone drives the runtime itself, as the manual driver
+    /// does (one thread from command to reply is the shortest path), while the device thread
+    /// stays out of the way; while another thread holds the runtime it spins briefly for the
+    /// reply, then hands over to the device thread and sleeps until the reply wakes it. A caller
+    /// that finds others already waiting does not drive: the tick that answers them (theirs, or
+    /// the device thread's) takes its command too, and it sleeps until its reply; taking turns
+    /// at the runtime, callers on few cores spun and queued for ticks nobody needed (issue 31).
     fn wait_beside_device_thread<T>(
         &self,
         mut receiver: oneshot::Receiver<Result<T>>,
     ) -> Result<T> {
-        let driving = Driving::enter(&self.shared.drivers);
+        let drivers = &self.shared.drivers;
+        let waiting = Waiting::enter(drivers);
+        if !waiting.alone {
+            if let Some(reply) = ready(&mut receiver) {
+                return reply;
+            }
+            // A caller that drives leaves what it does not wait for to the device thread; this
+            // makes sure the device thread looks, whoever ingested our command.
+            self.shared.inbox.request_tick();
+            return futures_executor::block_on(&mut receiver).unwrap_or(Err(Error::Disconnected));
+        }
+        let driving = Driving::enter(drivers);
         let mut spin_start = Instant::now();
         loop {
             if let Some(reply) = ready(&mut receiver) {
                 return reply;
             }
             if let Some(mut runtime) = self.shared.runtime.try_lock() {
+                // The last holder's tick may have answered us.
+                if let Some(reply) = ready(&mut receiver) {
+                    return reply;
+                }
                 runtime.tick_awaiting_replies(DEVICE_WAIT_SLICE);
                 let in_flight = runtime.has_work_in_flight();
                 if let Some(reply) = ready(&mut receiver) {
@@ -297,21 +361,6 @@ impl<B: Backend> ComputeClient<B> {
             drop(driving);
             self.shared.inbox.request_tick();
             return futures_executor::block_on(&mut receiver).unwrap_or(Err(Error::Disconnected));
-        }
-    }
-
-    /// Returns once the tick that answered a reply has published its state, so a getter called
-    /// next (`memory_usage`) sees at least that tick. Replies are sent mid-tick; this is the
-    /// rest of that tick, on whichever thread runs it.
-    fn wait_for_publication(&self) {
-        let published = &self.shared.published;
-        let started = published.ticks_started();
-        while published.ticks_finished() < started {
-            // Free lock: no tick is running (a tick that panicked never publishes).
-            if self.shared.runtime.try_lock().is_some() {
-                return;
-            }
-            std::hint::spin_loop();
         }
     }
 }

@@ -14,7 +14,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Weak;
 use std::sync::atomic::Ordering;
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, Waker};
 
 /// Where a reply is: on its way, arrived, or handed over.
 enum State<T> {
@@ -127,8 +127,9 @@ pub(super) trait DriveOnPoll: Send + Sync {
     fn is_manual(&self) -> bool;
     /// Number of ticks finished so far.
     fn ticks_finished(&self) -> u64;
-    /// Ticks once if the runtime is driven by hand and nobody holds it; whether it ticked.
-    fn drive_once(&self) -> bool;
+    /// Ticks once if the runtime is driven by hand and nobody holds it; whether it ticked. When
+    /// another thread holds it, `waker` is woken once that thread lets go.
+    fn drive_once(&self, waker: &Waker) -> bool;
 }
 
 impl<B: Backend> DriveOnPoll for Shared<B> {
@@ -140,11 +141,11 @@ impl<B: Backend> DriveOnPoll for Shared<B> {
         self.published.ticks_finished()
     }
 
-    fn drive_once(&self) -> bool {
+    fn drive_once(&self, waker: &Waker) -> bool {
         if !self.is_manual() {
             return false;
         }
-        let Some(mut runtime) = self.runtime.try_lock() else {
+        let Some(mut runtime) = self.runtime.try_lock_or_park(waker) else {
             return false;
         };
         runtime.tick_awaiting_replies(drivers::MANUAL_DEVICE_WAIT);
@@ -211,8 +212,12 @@ impl<T> Future for ReplyFuture<T> {
             return Poll::Pending;
         }
         let ticks = driver.ticks_finished();
-        if this.ticks_at_last_poll == Some(ticks) && driver.drive_once() {
-            // Nobody ticked since our last poll: we are what waits, so we tick.
+        if this.ticks_at_last_poll == Some(ticks) {
+            // Nobody ticked since our last poll: we are what waits, so we tick, or, while
+            // another thread holds the runtime, wait to be woken when it lets go.
+            if !driver.drive_once(cx.waker()) {
+                return Poll::Pending;
+            }
             if let Poll::Ready(reply) = this.reply.poll(cx) {
                 return Poll::Ready(reply);
             }

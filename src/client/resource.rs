@@ -5,13 +5,12 @@
 use super::ComputeClient;
 use gpuworld_systems::backend::Region;
 use gpuworld_systems::stages::ingest::{HandleIndex, HandleState};
-use gpuworld_systems::{Backend, Binding, Error, Result, Runtime};
-use parking_lot::MutexGuard;
+use gpuworld_systems::{Backend, Binding, Error, Result};
 
 /// A binding's memory in the backend's own terms, valid while the guard lives: the runtime is
 /// held, so no tick submits work and no memory is reclaimed or moved meanwhile.
 pub struct ResourceGuard<'a, B: Backend> {
-    runtime: MutexGuard<'a, Runtime<B>>,
+    runtime: super::lock::RuntimeGuard<'a, B>,
     region: Region,
 }
 

@@ -16,6 +16,7 @@ pub mod inbox;
 pub mod kernel;
 pub mod library;
 pub mod memory;
+pub mod outbox;
 pub mod published;
 pub mod runtime;
 pub mod sim;

@@ -5,6 +5,7 @@ use crate::backend::{Backend, DeviceProperties, DeviceStream};
 use crate::ids::{RuntimeId, StreamId};
 use crate::inbox::Inbox;
 use crate::memory::{MemoryPool, MemoryUsage};
+use crate::outbox::Outbox;
 use crate::published::{InFlight, Published};
 use crate::snapshot::{Snapshot, SnapshotOptions};
 use crate::stages::flush_wait::LastSynced;
@@ -69,6 +70,7 @@ impl<B: Backend> Runtime<B> {
         world.init_resource::<NewTasks>();
         world.init_resource::<TickCounter>();
         world.init_resource::<Stats>();
+        world.init_resource::<Outbox>();
         let mut schedule = tick_schedule::<B>(&mut world);
         if let Err(error) = schedule.initialize(&mut world) {
             // The schedule is fixed code: a build error is a bug in gpuworld, not in its use.
@@ -125,6 +127,11 @@ impl<B: Backend> Runtime<B> {
         let TickLeft { in_flight, usage } = *self.world.resource::<TickLeft>();
         self.left = in_flight;
         self.published.finish_tick(tick, usage, in_flight);
+        // Last: a caller woken by its reply finds the tick over and its state published.
+        let mut outbox = self.world.resource_mut::<Outbox>();
+        if !outbox.is_empty() {
+            outbox.send_all();
+        }
     }
 
     /// The state published at the end of every tick, readable without this runtime's lock.

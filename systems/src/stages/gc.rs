@@ -142,6 +142,8 @@ pub struct Gc<'w, 's, B: Backend> {
     queues: Query<'w, 's, &'static TaskQueue>,
     deferred: Res<'w, DeferredCommands>,
     left: ResMut<'w, TickLeft>,
+    outbox: ResMut<'w, crate::outbox::Outbox>,
+    inbox: Res<'w, InboxQueue>,
 }
 
 /// What the tick leaves unfinished and the memory it leaves in use, as the GC stage (the last one
@@ -206,7 +208,9 @@ impl<B: Backend> Gc<'_, '_, B> {
 
     /// In the tick of a caller blocked on a reply: waits on the device, up to [`ReplyWait`],
     /// until some read or sync in flight can be answered, so that the reply comes in this tick
-    /// rather than the next (a tick costs microseconds that a round trip would pay twice).
+    /// rather than the next (a tick costs microseconds that a round trip would pay twice). A
+    /// command that arrives meanwhile ends the wait: the next tick takes it with the replies,
+    /// instead of other callers waiting out this one's wait.
     fn await_replies(&mut self) {
         // The budget is this tick's alone: taken, so no later tick waits, even after a panic.
         let budget = self.wait.take();
@@ -216,6 +220,7 @@ impl<B: Backend> Gc<'_, '_, B> {
         }
         let _span = tracing::trace_span!(target: "gpuworld::memory", "gc.await_replies").entered();
         let device = &mut self.device.0;
+        let inbox = &self.inbox.0;
         let deadline = Instant::now() + budget;
         loop {
             let mut answerable = false;
@@ -231,7 +236,10 @@ impl<B: Backend> Gc<'_, '_, B> {
                 return;
             }
             let now = Instant::now();
-            if now >= deadline || !device.wait_for_progress(deadline - now, None) {
+            if now >= deadline
+                || inbox.has_work()
+                || !device.wait_for_progress(deadline - now, Some(&|| inbox.has_work()))
+            {
                 return;
             }
             device.poll(self.tick.0);
@@ -242,6 +250,7 @@ impl<B: Backend> Gc<'_, '_, B> {
     fn complete_reads(&mut self) -> bool {
         let device = &mut self.device.0;
         let streams = &mut self.streams;
+        let outbox = &mut self.outbox;
         let before = self.replies.reads.len();
         self.replies.reads.retain_mut(|read| {
             if !gather_read_bytes(device, read) {
@@ -252,7 +261,7 @@ impl<B: Backend> Gc<'_, '_, B> {
                 None => Ok(std::mem::take(&mut read.bytes)),
             };
             if let Some(reply) = read.reply.take() {
-                let _ = reply.send(result);
+                outbox.read(reply, result);
             }
             false
         });
@@ -263,6 +272,7 @@ impl<B: Backend> Gc<'_, '_, B> {
     fn complete_syncs(&mut self) -> bool {
         let device = &mut self.device.0;
         let streams = &mut self.streams;
+        let outbox = &mut self.outbox;
         let before = self.replies.syncs.len();
         self.replies.syncs.retain_mut(|sync| {
             if !device.event_done(sync.event) {
@@ -270,7 +280,7 @@ impl<B: Backend> Gc<'_, '_, B> {
             }
             let fault = take_stream_fault(device, streams, sync.stream);
             if let Some(reply) = sync.reply.take() {
-                let _ = reply.send(fault.map_or(Ok(()), Err));
+                outbox.sync(reply, fault.map_or(Ok(()), Err));
             }
             false
         });

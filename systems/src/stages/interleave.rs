@@ -10,6 +10,7 @@ use super::tick::TickStage;
 use crate::backend::{Backend, DeviceStream, Region};
 use crate::bytes::HostBytes;
 use crate::ids::StreamId;
+use crate::outbox::Outbox;
 use crate::trace::{OpKind, TraceRecorder};
 use crate::world::*;
 use bevy_ecs::prelude::*;
@@ -31,6 +32,7 @@ pub fn submit_ready_queues<B: Backend>(
     mut pinned: ResMut<PinnedHandles>,
     mut new: ResMut<NewTasks>,
     mut replies: ResMut<PendingReplies>,
+    mut outbox: ResMut<Outbox>,
     recorder: ResMut<TraceRecorder>,
     mut streams: StreamQuery,
 ) {
@@ -53,6 +55,7 @@ pub fn submit_ready_queues<B: Backend>(
         streams: &mut streams,
         pins: Vec::new(),
         replies: &mut replies,
+        outbox: &mut outbox,
         spare: &mut new.spare,
         recorder: recorder.times_submissions().then(|| recorder.into_inner()),
     };
@@ -112,6 +115,8 @@ struct Submitter<'a, 'sw, 'ss, B: Backend> {
     pins: Vec<PendingGc>,
     /// Where reads and syncs in flight go.
     replies: &'a mut PendingReplies,
+    /// Where marks are answered, at the end of the tick.
+    outbox: &'a mut Outbox,
     spare: &'a mut SpareTasks,
     /// Where submissions and waits are recorded, while a trace or kernel statistics need the
     /// runtime to time what the backend cannot.
@@ -247,7 +252,7 @@ impl<B: Backend> Submitter<'_, '_, '_, B> {
                 self.device.flush(device_stream);
             }
             Some(TaskWork::Mark(reply)) => {
-                let _ = reply.send(Ok(self.device.mark(device_stream)));
+                self.outbox.mark(reply, Ok(self.device.mark(device_stream)));
             }
             Some(TaskWork::Sync(reply)) => {
                 let event = self.device.flush(device_stream);

@@ -25,6 +25,7 @@ use crate::ids::{HandleId, StreamId};
 use crate::inbox::{Command, Inbox};
 use crate::kernel::CubeCount;
 use crate::memory::MemoryPool;
+use crate::outbox::Outbox;
 use crate::world::*;
 use bevy_ecs::prelude::*;
 use smallvec::SmallVec;
@@ -386,7 +387,7 @@ impl Ingest<'_> {
                         self.spawn_task(stream, read, bindings);
                     }
                     Err(error) => {
-                        let _ = reply.send(Err(error));
+                        world.resource_mut::<Outbox>().read(reply, Err(error));
                     }
                 }
             }

@@ -1,0 +1,182 @@
+//! Concurrent callers (issue 31): N threads share one client and run one workload each
+//! (`common/callers.rs`: mixed, launch-only, read-only), every value checked. For each backend,
+//! driver, workload and caller count it prints calls per second and the blocking read's median
+//! and p99 latency, and writes them as CSV to `$GPUWORLD_OUT/callers.csv` (or
+//! `target/callers.csv`); `benches/plot_callers.py` draws the PNG of `docs/benchmarks.md`.
+//!
+//! Run: `cargo bench --bench callers` (cpu); `--features cuda` adds the CUDA rows on a machine
+//! with a driver. Settings from the environment: `GPUWORLD_CALLERS` (caller counts, default
+//! `1,2,4,8,16,32`), `GPUWORLD_CALLERS_SECS` (seconds per row, default 2; the issue's table uses
+//! 10), `GPUWORLD_CALLERS_WORKLOADS` (names, default all), `GPUWORLD_CALLERS_DRIVERS` (`device`,
+//! `manual`; default both), `GPUWORLD_CALLERS_LABEL` (the build's name in the CSV, default
+//! `gpuworld`): the same file builds against an older gpuworld for a side-by-side run.
+
+#[path = "common/callers.rs"]
+mod callers;
+
+use callers::{Outcome, Stop, Workload};
+use gpuworld::{Backend, ComputeClient, Driver};
+use std::io::Write;
+use std::time::Duration;
+
+struct Settings {
+    callers: Vec<usize>,
+    budget: Duration,
+    workloads: Vec<Workload>,
+    drivers: Vec<Driver>,
+    label: String,
+}
+
+impl Settings {
+    fn from_env() -> Settings {
+        let var = |name: &str| std::env::var(name).ok().filter(|value| !value.is_empty());
+        let callers = var("GPUWORLD_CALLERS")
+            .map(|list| {
+                list.split(',')
+                    .map(|n| {
+                        n.trim()
+                            .parse()
+                            .expect("GPUWORLD_CALLERS: a list of counts")
+                    })
+                    .collect()
+            })
+            .unwrap_or_else(|| vec![1, 2, 4, 8, 16, 32]);
+        let secs: f64 = var("GPUWORLD_CALLERS_SECS")
+            .map(|s| s.parse().expect("GPUWORLD_CALLERS_SECS: seconds"))
+            .unwrap_or(2.0);
+        let workloads = var("GPUWORLD_CALLERS_WORKLOADS")
+            .map(|list| {
+                list.split(',')
+                    .map(|name| {
+                        Workload::ALL
+                            .into_iter()
+                            .find(|w| w.name() == name.trim())
+                            .expect("GPUWORLD_CALLERS_WORKLOADS: mixed, launch-only, read-only")
+                    })
+                    .collect()
+            })
+            .unwrap_or_else(|| Workload::ALL.to_vec());
+        let drivers = var("GPUWORLD_CALLERS_DRIVERS")
+            .map(|list| {
+                list.split(',')
+                    .map(|name| match name.trim() {
+                        "device" => Driver::DeviceThread,
+                        "manual" => Driver::Manual,
+                        other => panic!("GPUWORLD_CALLERS_DRIVERS: device or manual, not {other}"),
+                    })
+                    .collect()
+            })
+            .unwrap_or_else(|| vec![Driver::DeviceThread, Driver::Manual]);
+        Settings {
+            callers,
+            budget: Duration::from_secs_f64(secs),
+            workloads,
+            drivers,
+            label: var("GPUWORLD_CALLERS_LABEL").unwrap_or_else(|| "gpuworld".into()),
+        }
+    }
+}
+
+fn driver_name(driver: Driver) -> &'static str {
+    match driver {
+        Driver::DeviceThread => "device thread",
+        Driver::Manual => "manual",
+    }
+}
+
+/// Runs every row of one backend; `open` makes a fresh client per row.
+fn rows<B: Backend>(
+    backend: &str,
+    settings: &Settings,
+    csv: &mut Vec<String>,
+    mut open: impl FnMut(Driver) -> Option<ComputeClient<B>>,
+) {
+    for &workload in &settings.workloads {
+        for &driver in &settings.drivers {
+            for &callers in &settings.callers {
+                let Some(client) = open(driver) else {
+                    eprintln!("SKIPPED {backend}: no device");
+                    return;
+                };
+                // A short warm-up on the same client: pools, pipelines, threads.
+                let _ = callers::run(
+                    &client,
+                    callers,
+                    workload,
+                    Stop::After(Duration::from_millis(100)),
+                );
+                let outcome: Outcome =
+                    callers::run(&client, callers, workload, Stop::After(settings.budget));
+                drop(client);
+                let line = format!(
+                    "{},{},{},{},{},{},{:.0},{:.1},{:.1}",
+                    settings.label,
+                    backend,
+                    driver_name(driver),
+                    workload.name(),
+                    callers,
+                    outcome.calls,
+                    outcome.per_second(),
+                    outcome.read_p50.as_secs_f64() * 1e6,
+                    outcome.read_p99.as_secs_f64() * 1e6,
+                );
+                eprintln!(
+                    "{:<10} {:<5} {:<13} {:<11} {:>2} callers: {:>9} calls in {:.2} s = {:>8.1} k/s; read p50 {:>8.1} µs, p99 {:>9.1} µs",
+                    settings.label,
+                    backend,
+                    driver_name(driver),
+                    workload.name(),
+                    callers,
+                    outcome.calls,
+                    outcome.elapsed.as_secs_f64(),
+                    outcome.per_second() / 1e3,
+                    outcome.read_p50.as_secs_f64() * 1e6,
+                    outcome.read_p99.as_secs_f64() * 1e6,
+                );
+                csv.push(line);
+            }
+        }
+    }
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`; a filter or other flags are not used here.
+    let settings = Settings::from_env();
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    eprintln!(
+        "callers bench: {cores} cores, {:.1} s per row, callers {:?}",
+        settings.budget.as_secs_f64(),
+        settings.callers
+    );
+    let mut csv = vec![
+        "build,backend,driver,workload,callers,calls,calls_per_s,read_p50_us,read_p99_us"
+            .to_string(),
+    ];
+    rows("cpu", &settings, &mut csv, |driver| {
+        Some(gpuworld::cpu_client(driver))
+    });
+    #[cfg(feature = "cuda")]
+    rows(
+        "cuda",
+        &settings,
+        &mut csv,
+        |driver| match gpuworld::cuda_client_with(gpuworld::CudaConfig::default(), driver) {
+            Ok(client) => Some(client),
+            Err(error) => {
+                eprintln!("SKIPPED cuda rows: {error}");
+                None
+            }
+        },
+    );
+    let dir = std::env::var_os("GPUWORLD_OUT")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| std::path::PathBuf::from("target"));
+    let path = dir.join(format!("callers-{}.csv", settings.label));
+    let written = std::fs::create_dir_all(&dir)
+        .and_then(|()| std::fs::File::create(&path))
+        .and_then(|mut file| file.write_all((csv.join("\n") + "\n").as_bytes()));
+    match written {
+        Ok(()) => eprintln!("wrote {}", path.display()),
+        Err(error) => eprintln!("could not write {}: {error}", path.display()),
+    }
+}
