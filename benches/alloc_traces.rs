@@ -9,7 +9,8 @@
 //! Environment:
 //! - `GPUWORLD_TRACES_SEEDS=1,2,3`: the seeds (default 1,2,3);
 //! - `GPUWORLD_TRACES_SHAPES=log_uniform,kv_cache`: the shapes (default all);
-//! - `GPUWORLD_TRACES_BACKENDS=cuda`: the backends, of those built (default all);
+//! - `GPUWORLD_TRACES_BACKENDS=cuda`: the backends, of those built (default all); `none` replays
+//!   nothing and only writes the traces (with `GPUWORLD_TRACES_DUMP`, at scale 1 by default);
 //! - `GPUWORLD_TRACES_SCALE=n`: divides every size (default 32 on cpu and on a wgpu adapter
 //!   that is a CPU, 1 on GPUs);
 //! - `GPUWORLD_TRACES_DUMP=dir`: writes every trace replayed there as text, for
@@ -72,8 +73,10 @@ impl Settings {
         let backends = var("GPUWORLD_TRACES_BACKENDS").map(|list| {
             list.split(',')
                 .map(|name| match name.trim() {
-                    name @ ("cpu" | "wgpu" | "cuda") => name.to_owned(),
-                    _ => panic!("GPUWORLD_TRACES_BACKENDS: no backend `{name}` (cpu, wgpu, cuda)"),
+                    name @ ("cpu" | "wgpu" | "cuda" | "none") => name.to_owned(),
+                    _ => panic!(
+                        "GPUWORLD_TRACES_BACKENDS: no backend `{name}` (cpu, wgpu, cuda, none)"
+                    ),
                 })
                 .collect()
         });
@@ -96,6 +99,13 @@ impl Settings {
         self.backends
             .as_ref()
             .is_none_or(|backends| backends.iter().any(|name| name == backend))
+    }
+
+    /// Whether the traces are only written (`GPUWORLD_TRACES_BACKENDS=none`).
+    fn dump_only(&self) -> bool {
+        self.backends
+            .as_ref()
+            .is_some_and(|backends| backends.iter().any(|name| name == "none"))
     }
 }
 
@@ -325,6 +335,21 @@ fn csv(rows: &[Row]) -> String {
 
 fn main() {
     let settings = Settings::from_env();
+    if settings.dump_only() {
+        let Some(dir) = &settings.dump else {
+            panic!("GPUWORLD_TRACES_BACKENDS=none replays nothing: set GPUWORLD_TRACES_DUMP");
+        };
+        for &shape in &settings.shapes {
+            for &seed in &settings.seeds {
+                dump(
+                    &settings,
+                    &shape.generate(seed, settings.scale.unwrap_or(1)),
+                );
+            }
+        }
+        println!("traces: {}", dir.display());
+        return;
+    }
     let mut rows = Vec::new();
     #[cfg(feature = "cpu")]
     if settings.runs("cpu") {

@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """Replays gpuworld's allocation traces with PyTorch's CUDA caching allocator (issue 25).
 
-The traces come from the Rust bench (`benches/alloc_traces.rs`); on the GPU machine, at scale 1:
+The traces come from the Rust bench (`benches/alloc_traces.rs`), at scale 1 for a GPU: its CUDA run
+writes the traces it replays, or it writes them without replaying anything:
 
-    GPUWORLD_TRACES_BACKENDS=cuda GPUWORLD_TRACES_DUMP=traces \\
-        cargo bench --bench alloc_traces --features cuda
+    GPUWORLD_TRACES_BACKENDS=none GPUWORLD_TRACES_DUMP=traces cargo bench --bench alloc_traces
     python3 benches/alloc_traces_torch.py traces/*-scale1.trace
     python3 benches/alloc_traces_torch.py --expandable traces/*-scale1.trace
 
@@ -15,11 +15,15 @@ device="cuda")` on the event's stream (stream 0 is the current stream, each othe
 
 Each trace is replayed twice, as the Rust bench does: "exact" reads torch.cuda.memory_reserved()
 after every event, "batched" reads nothing until the end. PyTorch's allocator works as each call
-comes, so the two differ only in time. Per replay it prints peak reserved / peak in use
-(torch.cuda.max_memory_reserved()), reserved after / peak in use (torch.cuda.memory_reserved()
-after the last event and a synchronize, buffers live at the end still held), max allocated / peak
-in use (torch.cuda.max_memory_allocated(): the allocator's rounding) and wall time. "Peak in use"
-is the trace's own live peak in requested bytes, the floor the Rust bench divides by too.
+comes, so the two differ only in time, and the exact time is mostly memory_reserved()'s own: it
+builds the whole torch.cuda.memory_stats() dictionary (about 90 µs on an H100 machine).
+
+Per replay it prints peak reserved / peak in use (torch.cuda.max_memory_reserved()), reserved
+after / peak in use (torch.cuda.memory_reserved() after the last event and a synchronize, buffers
+live at the end still held), max allocated / peak in use (torch.cuda.max_memory_allocated(): the
+allocator's rounding), wall time, and the replay's cudaMalloc calls and retries
+(num_device_alloc, num_alloc_retries). "Peak in use" is the trace's own live peak in requested
+bytes, the floor the Rust bench divides by too.
 
 --expandable sets PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True before torch starts;
 --csv PATH also writes every replay as CSV.
@@ -71,6 +75,7 @@ def replay(torch, events, exact):
     torch.cuda.synchronize()
     torch.cuda.empty_cache()
     torch.cuda.reset_peak_memory_stats()
+    torch.cuda.reset_accumulated_memory_stats()
     streams = {0: torch.cuda.current_stream()}
     for event in events:
         if event[0] == "a" and event[3] not in streams:
