@@ -25,6 +25,9 @@ struct Buffer {
     in_use: bool,
     /// The buffer under the release rule.
     idle: IdleMark,
+    /// When the buffer last became free, in the pool's count of buffers that did: the oldest
+    /// free buffers go back first when the pool makes room (`release_idle`).
+    freed_at: u64,
 }
 
 impl IdlePage for Buffer {
@@ -44,6 +47,8 @@ pub struct ExclusivePool {
     buffers: SlotMap<PageKey, Buffer>,
     free: BTreeMap<u64, Vec<PageKey>>,
     idle: IdlePages,
+    /// Buffers that became free so far (see `Buffer::freed_at`).
+    buffers_freed: u64,
     report: PoolReport,
 }
 
@@ -61,6 +66,7 @@ impl ExclusivePool {
             buffers: SlotMap::with_key(),
             free: BTreeMap::new(),
             idle: IdlePages::new(release_after),
+            buffers_freed: 0,
             report: PoolReport::new(name),
         }
     }
@@ -76,16 +82,29 @@ impl ExclusivePool {
         ExclusivePool::new(name, Fit::WithinAFifth, max_reserved, release_after)
     }
 
+    /// The largest free buffer a request of `padded` bytes may take.
+    fn largest_fit(&self, padded: u64) -> u64 {
+        match self.fit {
+            // L - p <= L / 5  <=>  4L <= 5p
+            Fit::WithinAFifth => crate::memory::largest_fit(padded),
+            Fit::Exact => padded,
+        }
+    }
+
+    /// Whether [`ExclusivePool::try_reserve`] would find a free buffer for `padded` bytes.
+    pub fn can_place(&self, padded: u64) -> bool {
+        self.free
+            .range(padded..=self.largest_fit(padded))
+            .next()
+            .is_some()
+    }
+
     /// Takes a free buffer that fits `padded` bytes, the smallest first.
     pub fn try_reserve(&mut self, padded: u64, requested: u64) -> Option<Block> {
         if self.free.is_empty() {
             return None;
         }
-        let largest = match self.fit {
-            // L - p <= L / 5  <=>  4L <= 5p
-            Fit::WithinAFifth => padded.saturating_mul(5) / 4,
-            Fit::Exact => padded,
-        };
+        let largest = self.largest_fit(padded);
         let (&size, keys) = self.free.range_mut(padded..=largest).next()?;
         let key = keys.pop()?;
         if keys.is_empty() {
@@ -112,6 +131,7 @@ impl ExclusivePool {
             size: padded,
             in_use: false,
             idle: IdleMark::default(),
+            freed_at: 0,
         });
         self.report.page_added(padded);
         tracing::debug!(target: "gpuworld::memory", pool = %self.report.name, size = padded, %storage, "buffer allocated");
@@ -139,6 +159,8 @@ impl ExclusivePool {
             .filter(|buffer| buffer.in_use)
             .ok_or_else(|| stale_page(key))?;
         buffer.in_use = false;
+        self.buffers_freed += 1;
+        buffer.freed_at = self.buffers_freed;
         self.free.entry(buffer.size).or_default().push(key);
         self.report.released(requested);
         self.idle.became_free(key, &mut buffer.idle);
@@ -180,6 +202,43 @@ impl ExclusivePool {
             freed += self.remove(backend, key);
         }
         freed
+    }
+
+    /// Returns free buffers to the device, those free the longest first, until at least
+    /// `at_least` bytes went back or none is left; the bytes returned.
+    pub fn release_idle<B: Backend>(&mut self, backend: &mut B, at_least: u64) -> u64 {
+        let mut idle: Vec<(u64, PageKey)> = self
+            .free
+            .values()
+            .flatten()
+            .filter_map(|&key| Some((self.buffers.get(key)?.freed_at, key)))
+            .collect();
+        idle.sort_unstable();
+        let mut freed = 0;
+        for (_, key) in idle {
+            if freed >= at_least {
+                break;
+            }
+            let Some(size) = self.buffers.get(key).map(|buffer| buffer.size) else {
+                continue;
+            };
+            if let Some(keys) = self.free.get_mut(&size) {
+                keys.retain(|&k| k != key);
+                if keys.is_empty() {
+                    self.free.remove(&size);
+                }
+            }
+            freed += self.remove(backend, key);
+        }
+        freed
+    }
+
+    /// Bytes of free buffers.
+    pub fn idle_bytes(&self) -> u64 {
+        self.free
+            .iter()
+            .map(|(size, keys)| size * keys.len() as u64)
+            .sum()
     }
 
     fn remove<B: Backend>(&mut self, backend: &mut B, key: PageKey) -> u64 {

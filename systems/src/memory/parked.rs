@@ -30,15 +30,13 @@ impl ParkedSlices {
         self.bytes += len;
     }
 
-    /// Takes the smallest block parked by `stream` that holds `padded` bytes and wastes at most a
-    /// fifth of itself (the rule the exclusive pools follow); returns its key and length.
-    pub fn take(&mut self, stream: Entity, padded: u64) -> Option<(SliceKey, u64)> {
+    /// Takes the smallest block parked by `stream` that holds `padded` bytes and is at most
+    /// `largest` bytes long; returns its key and length.
+    pub fn take(&mut self, stream: Entity, padded: u64, largest: u64) -> Option<(SliceKey, u64)> {
         if self.count == 0 {
             return None;
         }
         let blocks = &mut self.streams.iter_mut().find(|(s, _)| *s == stream)?.1;
-        // len - padded <= len / 5  <=>  4 len <= 5 padded
-        let largest = padded.saturating_mul(5) / 4;
         let (&len, keys) = blocks.range_mut(padded..=largest).next()?;
         let key = keys.pop()?;
         if keys.is_empty() {

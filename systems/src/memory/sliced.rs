@@ -22,6 +22,9 @@ struct Page {
     idle: IdleMark,
     /// Made for one request over `max_slice`.
     dedicated: bool,
+    /// When the page last became fully free, in the pool's count of pages that did: the oldest
+    /// idle pages go back first when the pool makes room (`release_idle`).
+    freed_at: u64,
 }
 
 impl IdlePage for Page {
@@ -49,7 +52,7 @@ impl PageSummary {
     /// one oversized request) can be wasted, by a request much smaller than it.
     fn accepts(&self, padded: u64) -> bool {
         self.largest_free >= padded
-            && (!self.dedicated || padded.saturating_mul(5) >= self.size.saturating_mul(4))
+            && (!self.dedicated || self.size <= crate::memory::largest_fit(padded))
     }
 }
 
@@ -79,6 +82,8 @@ pub struct SlicedPool {
     /// pool of many full pages is not scanned from its start on every request.
     first_free: usize,
     idle: IdlePages,
+    /// Pages that became fully free so far (see `Page::freed_at`).
+    pages_freed: u64,
     report: PoolReport,
 }
 
@@ -121,6 +126,7 @@ impl SlicedPool {
             order: Vec::new(),
             first_free: 0,
             idle: IdlePages::new(release_after),
+            pages_freed: 0,
             report: PoolReport::new(name),
         }
     }
@@ -130,6 +136,12 @@ impl SlicedPool {
         let start = self.first_free.min(self.order.len());
         let position = start + self.order[start..].iter().position(|s| s.accepts(padded))?;
         self.take(position, padded, requested)
+    }
+
+    /// Whether [`SlicedPool::try_reserve`] would place `padded` bytes without a new page.
+    pub fn can_place(&self, padded: u64) -> bool {
+        let start = self.first_free.min(self.order.len());
+        self.order[start..].iter().any(|s| s.accepts(padded))
     }
 
     /// Allocates a new page and places `padded` bytes at its start; `Ok(None)` when the pool's
@@ -165,6 +177,7 @@ impl SlicedPool {
             position,
             idle: IdleMark::default(),
             dedicated,
+            freed_at: 0,
         });
         if !dedicated {
             self.shared_reserved += size;
@@ -300,9 +313,42 @@ impl SlicedPool {
         self.first_free = self.first_free.min(page.position);
         self.report.released(requested);
         if page.used == 0 {
+            self.pages_freed += 1;
+            page.freed_at = self.pages_freed;
             self.idle.became_free(key, &mut page.idle);
         }
         Ok(())
+    }
+
+    /// Returns fully free pages to the device, those free the longest first, until at least
+    /// `at_least` bytes went back or none is left; the bytes returned.
+    pub fn release_idle<B: Backend>(&mut self, backend: &mut B, at_least: u64) -> u64 {
+        let mut idle: Vec<(u64, u64, PageKey)> = self
+            .pages
+            .iter()
+            .filter(|(_, page)| page.used == 0)
+            .map(|(key, page)| (page.freed_at, page.size, key))
+            .collect();
+        idle.sort_unstable();
+        let mut chosen = Vec::new();
+        let mut bytes = 0;
+        for (_, size, key) in idle {
+            if bytes >= at_least {
+                break;
+            }
+            bytes += size;
+            chosen.push(key);
+        }
+        self.remove_pages(backend, chosen)
+    }
+
+    /// Bytes of fully free pages.
+    pub fn idle_bytes(&self) -> u64 {
+        self.pages
+            .values()
+            .filter(|page| page.used == 0)
+            .map(|page| page.size)
+            .sum()
     }
 
     /// The backend buffer of `page`.

@@ -153,12 +153,16 @@ fn an_oversized_request_gets_its_own_page_reused_only_within_a_fifth() {
         "a page of its own, sized to it"
     );
     pool.release(big.slice).unwrap();
-    // 70 KiB would waste 30% of the 100 KiB page: it takes a new page instead.
-    let smaller = pool.reserve(&mut backend, 70 * KIB, AUTO).unwrap();
-    assert_ne!(smaller.region.storage, big.region.storage);
     // 85 KiB wastes 15%: the page accepts it.
     let close = pool.reserve(&mut backend, 85 * KIB, AUTO).unwrap();
     assert_eq!(close.region.storage, big.region.storage);
+    pool.release(close.slice).unwrap();
+    // 70 KiB would waste 30% of the 100 KiB page: it takes a new page instead, and the idle
+    // page, which nothing live needs, goes back to the device before the new one comes.
+    let smaller = pool.reserve(&mut backend, 70 * KIB, AUTO).unwrap();
+    assert_ne!(smaller.region.storage, big.region.storage);
+    assert_eq!(backend.allocated(), 70 * KIB);
+    assert_eq!(pool.usage().bytes_reserved, 70 * KIB);
 }
 
 #[test]
@@ -170,8 +174,6 @@ fn an_exclusive_buffer_is_reused_only_if_it_wastes_at_most_a_fifth() {
     );
     let first = pool.reserve(&mut backend, 10 * KIB, AUTO).unwrap();
     pool.release(first.slice).unwrap();
-    let too_small = pool.reserve(&mut backend, 7 * KIB, AUTO).unwrap();
-    assert_ne!(too_small.region.storage, first.region.storage);
     let fits = pool.reserve(&mut backend, 8 * KIB, AUTO).unwrap();
     assert_eq!(fits.region.storage, first.region.storage);
     assert_eq!(
@@ -179,6 +181,47 @@ fn an_exclusive_buffer_is_reused_only_if_it_wastes_at_most_a_fifth() {
         2 * KIB,
         "the unused fifth is padding"
     );
+    pool.release(fits.slice).unwrap();
+    // 7 KiB would waste 30%: a new buffer, and the idle one goes back first.
+    let too_small = pool.reserve(&mut backend, 7 * KIB, AUTO).unwrap();
+    assert_ne!(too_small.region.storage, first.region.storage);
+    assert_eq!(pool.usage().bytes_reserved, 7 * KIB);
+}
+
+#[test]
+fn idle_memory_goes_back_before_the_device_is_asked_for_more_only_past_the_budget() {
+    let mut backend = device(1 << 26);
+    let mut pool = MemoryPool::new(
+        &properties(256, MemoryLayout::Sliced),
+        &MemoryConfig::with_pools(vec![exclusive(u64::MAX)]),
+    );
+    // Within a sixteenth of what is in use, an idle buffer stays cached.
+    let live = pool.reserve(&mut backend, MIB, AUTO).unwrap();
+    let idle = pool.reserve(&mut backend, 32 * KIB, AUTO).unwrap();
+    pool.release(idle.slice).unwrap();
+    let within = pool.reserve(&mut backend, 64 * KIB, AUTO).unwrap();
+    assert_eq!(pool.usage().bytes_reserved, MIB + 96 * KIB);
+    assert_eq!(pool.free_slices(), 1);
+    for reservation in [live, within] {
+        pool.release(reservation.slice).unwrap();
+    }
+    pool.cleanup(&mut backend);
+
+    // Past it, the buffers idle the longest go back first, no more than needed: 512 KiB live,
+    // 64 KiB (older) and 32 KiB idle, and 40 KiB that fits neither would pass the budget by
+    // 61.5 KiB.
+    let live = pool.reserve(&mut backend, 512 * KIB, AUTO).unwrap();
+    let older = pool.reserve(&mut backend, 64 * KIB, AUTO).unwrap();
+    let newer = pool.reserve(&mut backend, 32 * KIB, AUTO).unwrap();
+    pool.release(older.slice).unwrap();
+    pool.release(newer.slice).unwrap();
+    let past = pool.reserve(&mut backend, 40 * KIB, AUTO).unwrap();
+    assert_eq!(pool.usage().bytes_reserved, (512 + 32 + 40) * KIB);
+    assert_eq!(backend.allocated(), (512 + 32 + 40) * KIB);
+    assert_eq!(pool.free_slices(), 1, "the newer idle buffer stays");
+    for reservation in [live, past] {
+        pool.release(reservation.slice).unwrap();
+    }
 }
 
 #[test]
@@ -477,6 +520,8 @@ fn a_parked_slice_serves_only_requests_it_fits_without_wasting_a_fifth() {
     let mut pool = one_sliced_pool();
     let (s, _) = stream_entities();
     let id = StreamId { value: 0 };
+    // A live 40 KiB keeps the 64 KiB page within the budget.
+    let _live = pool.reserve_for(&mut backend, 40 * KIB, id, s).unwrap();
     let big = pool.reserve_for(&mut backend, 10 * KIB, id, s).unwrap();
     pool.park(big.slice, s).unwrap();
     let small = pool.reserve_for(&mut backend, KIB, id, s).unwrap();
@@ -490,6 +535,29 @@ fn a_parked_slice_serves_only_requests_it_fits_without_wasting_a_fifth() {
     pool.modes_mut().push(id, AllocationMode::Persistent);
     let persistent = pool.reserve_for(&mut backend, 10 * KIB, id, s).unwrap();
     assert!(!persistent.parked_by_stream);
+}
+
+#[test]
+fn past_the_budget_a_larger_parked_slice_serves_a_request_rather_than_a_new_page() {
+    let mut backend = device(1 << 24);
+    let mut pool = one_sliced_pool();
+    let (s, t) = stream_entities();
+    let id = StreamId { value: 0 };
+    // The page is full: 60 KiB live, 4 KiB parked.
+    let _live = pool.reserve_for(&mut backend, 60 * KIB, id, s).unwrap();
+    let parked = pool.reserve_for(&mut backend, 4 * KIB, id, s).unwrap();
+    pool.park(parked.slice, s).unwrap();
+    // 1 KiB would waste three quarters of the parked 4 KiB, but a new page would reserve
+    // twice what is in use: the stream takes its parked slice.
+    let small = pool.reserve_for(&mut backend, KIB, id, s).unwrap();
+    assert!(small.parked_by_stream);
+    assert_eq!(small.region.offset, parked.region.offset);
+    assert_eq!(pool.usage().bytes_reserved, 64 * KIB);
+    // Another stream may not take it: it gets a new page.
+    pool.park(small.slice, s).unwrap();
+    let other = pool.reserve_for(&mut backend, KIB, id, t).unwrap();
+    assert!(!other.parked_by_stream);
+    assert_eq!(pool.usage().bytes_reserved, 128 * KIB);
 }
 
 #[test]
