@@ -123,6 +123,7 @@ impl Backend for CpuBackend {
             memory_bytes: self.memory.read().capacity().unwrap_or(u64::MAX),
             alignment: 64,
             max_cube_count: [u32::MAX; 3],
+            max_buffer_bytes: Some(HostMemory::MAX_BUFFER_BYTES),
             memory_layout: MemoryLayout::Sliced,
             limits: Default::default(),
             features: Vec::new(),
