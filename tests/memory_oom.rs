@@ -1,12 +1,12 @@
 //! Out of memory on a backend with a capped capacity: the pool cleans up and retries once, then
 //! reports `Error::OutOfMemory` with the request and the usage; nothing allocated is lost and the
-//! runtime stays usable. A request over the device's largest buffer is `Error::BufferTooLarge`,
-//! not out of memory.
+//! runtime stays usable. The cpu device is capped by default (a share of physical memory), and a
+//! request over the device's largest buffer is `Error::BufferTooLarge`, not out of memory.
 
 mod common;
 
 use common::bytes_of;
-use gpuworld::{ComputeClient, CpuBackend, Driver, Error};
+use gpuworld::{Backend, ComputeClient, CpuBackend, Driver, Error};
 
 const KIB: usize = 1024;
 const MIB: usize = 1 << 20;
@@ -161,6 +161,30 @@ fn allocating_past_a_cpu_limit_is_out_of_memory_in_readable_units_and_the_runtim
     let small = client.create(vec![6; 4 * KIB]);
     assert_eq!(client.read_one(&small).unwrap(), vec![6; 4 * KIB]);
     client.sync().unwrap();
+}
+
+#[test]
+#[cfg(target_os = "linux")]
+fn the_default_cpu_limit_is_nonzero_and_within_physical_memory() {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap();
+    let kib: u64 = meminfo
+        .lines()
+        .find_map(|line| line.strip_prefix("MemTotal:"))
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|number| number.parse().ok())
+        .expect("a MemTotal line");
+    let physical = kib * 1024;
+    let limit = CpuBackend::new().properties().memory_bytes;
+    assert!(limit > 0);
+    assert!(limit <= physical, "{limit} > {physical}");
+    assert_eq!(Some(limit), gpuworld_cpu::default_memory_limit());
+    assert_eq!(
+        gpuworld::cpu_client(Driver::Manual)
+            .properties()
+            .memory_bytes,
+        limit,
+        "cpu_client without configuration"
+    );
 }
 
 #[test]
