@@ -55,6 +55,7 @@ impl Backend for VirtualDevice {
             limits: Default::default(),
             features: Vec::new(),
             max_cube_count: [u32::MAX; 3],
+            max_buffer_bytes: None,
         }
     }
     fn allocate(&mut self, size: u64) -> Result<StorageId, AllocError> {

@@ -88,6 +88,8 @@ pub struct Settings {
     pub autotune_cache: Setting<Option<PathBuf>>,
     /// The CUDA kernel cache's directory; `None`: `~/.cache/gpuworld/cuda`.
     pub cuda_cache: Setting<Option<PathBuf>>,
+    /// How much memory the cpu device may allocate.
+    pub cpu_memory_limit: Setting<CpuMemoryLimit>,
     /// The memory pools in routing order; `None`: the default ladder.
     pub memory_pools: Setting<Option<Vec<PoolConfig>>>,
     /// Ticks a free page of the default ladder waits before it goes back to the device.
@@ -112,6 +114,7 @@ impl Default for Settings {
             autotune_mode: Setting::default(TuneMode::Blocking),
             autotune_cache: Setting::default(None),
             cuda_cache: Setting::default(None),
+            cpu_memory_limit: Setting::default(CpuMemoryLimit::FromPhysicalMemory),
             memory_pools: Setting::default(None),
             release_after_ticks: Setting::default(
                 gpuworld_systems::memory::DEFAULT_RELEASE_AFTER_TICKS,
@@ -136,6 +139,7 @@ struct FileConfig {
     scheduler: Option<SchedulerSection>,
     trace: Option<TraceSection>,
     cuda: Option<CudaSection>,
+    cpu: Option<CpuSection>,
 }
 
 #[derive(Deserialize)]
@@ -295,6 +299,60 @@ struct CudaSection {
     cache: Option<PathBuf>,
 }
 
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CpuSection {
+    memory_limit: Option<LimitEntry>,
+}
+
+/// How much memory the cpu device may allocate (`[cpu] memory_limit`,
+/// `GPUWORLD_CPU_MEMORY_LIMIT`): past it an allocation is `Error::OutOfMemory`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CpuMemoryLimit {
+    /// A share of the memory this process may use, read from the machine
+    /// (`gpuworld_cpu::default_memory_limit`): what `CpuBackend::new` gives.
+    FromPhysicalMemory,
+    /// At most this many bytes.
+    Bytes(u64),
+    /// No limit but the host's: allocating more than it has may get the process killed.
+    Unlimited,
+}
+
+impl CpuMemoryLimit {
+    /// The capacity to give `CpuBackend::with_capacity`.
+    #[cfg(feature = "cpu")]
+    pub fn capacity(self) -> Option<u64> {
+        match self {
+            CpuMemoryLimit::FromPhysicalMemory => gpuworld_cpu::default_memory_limit(),
+            CpuMemoryLimit::Bytes(bytes) => Some(bytes),
+            CpuMemoryLimit::Unlimited => None,
+        }
+    }
+}
+
+/// A memory limit as the file writes it: a number of bytes, or `"unlimited"`.
+#[derive(Deserialize, Clone, Copy)]
+#[serde(try_from = "toml::Value")]
+struct LimitEntry(CpuMemoryLimit);
+
+impl TryFrom<toml::Value> for LimitEntry {
+    type Error = String;
+    fn try_from(value: toml::Value) -> std::result::Result<Self, String> {
+        match &value {
+            toml::Value::Integer(bytes) if *bytes >= 1 => {
+                Ok(LimitEntry(CpuMemoryLimit::Bytes(bytes.unsigned_abs())))
+            }
+            toml::Value::String(word) if word == "unlimited" => {
+                Ok(LimitEntry(CpuMemoryLimit::Unlimited))
+            }
+            other => Err(format!(
+                "expected a number of bytes of at least 1, or \"unlimited\", got {other}"
+            )),
+        }
+    }
+}
+
 // ---- loading ----
 
 fn config_error(origin: impl fmt::Display, problem: impl Into<String>) -> Error {
@@ -379,6 +437,10 @@ impl Settings {
         if let Some(cuda) = parsed.cuda {
             self.cuda_cache.put(cuda.cache.map(Some), &source);
         }
+        if let Some(cpu) = parsed.cpu {
+            self.cpu_memory_limit
+                .put(cpu.memory_limit.map(|limit| limit.0), &source);
+        }
         self.file = Some(path.to_path_buf());
         Ok(())
     }
@@ -407,6 +469,10 @@ impl Settings {
         if let Some((value, source)) = var(env, "GPUWORLD_CUDA_CACHE") {
             self.cuda_cache
                 .put(Some(Some(PathBuf::from(value))), &source);
+        }
+        if let Some((value, source)) = var(env, "GPUWORLD_CPU_MEMORY_LIMIT") {
+            let limit: LimitEntry = parse_env_value(&source, "cpu.memory_limit", &value)?;
+            self.cpu_memory_limit.put(Some(limit.0), &source);
         }
         if let Some((value, source)) = var(env, "GPUWORLD_MEMORY_POOLS") {
             let pools: Vec<PoolEntry> = parse_env_value(&source, "memory.pools", &value)?;
@@ -499,6 +565,15 @@ impl Settings {
                 "cuda.cache",
                 path(&self.cuda_cache.value),
                 &self.cuda_cache.source,
+            ),
+            (
+                "cpu.memory_limit",
+                match self.cpu_memory_limit.value {
+                    CpuMemoryLimit::FromPhysicalMemory => "(from physical memory)".to_string(),
+                    CpuMemoryLimit::Bytes(bytes) => bytes.to_string(),
+                    CpuMemoryLimit::Unlimited => "unlimited".to_string(),
+                },
+                &self.cpu_memory_limit.source,
             ),
             (
                 "memory.pools",

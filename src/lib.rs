@@ -58,30 +58,29 @@ pub use gpuworld_cuda::{
 
 /// A client of a new runtime on the CPU backend.
 ///
-/// The scheduler and memory settings of `gpuworld.toml` and `GPUWORLD_*` apply (see
-/// [`config`]); a configuration that cannot be read is logged as an error and the defaults are
-/// used ([`cpu_client_configured`] returns it instead).
+/// The scheduler and memory settings of `gpuworld.toml` and `GPUWORLD_*` apply, the cpu
+/// device's memory limit included (see [`config`]); a configuration that cannot be read is
+/// logged as an error and the defaults are used ([`cpu_client_configured`] returns it instead).
 #[cfg(feature = "cpu")]
 pub fn cpu_client(driver: Driver) -> ComputeClient<CpuBackend> {
-    let backend = CpuBackend::new();
-    let runtime = configured(&backend, RuntimeConfig::default()).unwrap_or_else(|error| {
+    cpu_client_configured(driver).unwrap_or_else(|error| {
         tracing::error!(target: "gpuworld::stream", %error, "configuration ignored: defaults used");
-        RuntimeConfig::default()
-    });
-    ComputeClient::new(backend, runtime, driver)
+        ComputeClient::new(CpuBackend::new(), RuntimeConfig::default(), driver)
+    })
 }
 
 /// Like [`cpu_client`], with `Error::Config` when the configuration cannot be read.
 #[cfg(feature = "cpu")]
 pub fn cpu_client_configured(driver: Driver) -> Result<ComputeClient<CpuBackend>> {
-    let backend = CpuBackend::new();
-    let runtime = configured(&backend, RuntimeConfig::default())?;
+    let settings = config::Settings::load()?;
+    let backend = CpuBackend::with_capacity(settings.cpu_memory_limit.value.capacity());
+    let runtime = settings.runtime_config(&backend.properties(), RuntimeConfig::default());
     Ok(ComputeClient::new(backend, runtime, driver))
 }
 
 /// `base` with the scheduler and memory settings of the configuration file and environment
 /// ([`config::Settings`]) for `backend`'s device.
-#[cfg(any(feature = "cpu", feature = "wgpu", feature = "cuda"))]
+#[cfg(any(feature = "wgpu", feature = "cuda"))]
 fn configured<B: Backend>(backend: &B, base: RuntimeConfig) -> Result<RuntimeConfig> {
     Ok(config::Settings::load()?.runtime_config(&backend.properties(), base))
 }

@@ -2,7 +2,7 @@
 //! every unknown key or bad value is an error naming the file or variable, the key and what is
 //! allowed.
 
-use gpuworld::config::{Settings, Source};
+use gpuworld::config::{CpuMemoryLimit, Settings, Source};
 use gpuworld::tune::TuneMode;
 use gpuworld::{Backend, Error, PoolConfig, PoolKind, RuntimeConfig, SchedulingStrategy};
 use std::collections::HashMap;
@@ -57,6 +57,9 @@ stream_slots = 2
 
 [trace]
 output = "run.json"
+
+[cpu]
+memory_limit = 1048576
 "#;
 
 #[test]
@@ -69,6 +72,15 @@ fn without_file_or_variables_every_setting_is_its_default() {
         settings
             .describe()
             .contains("scheduler.max_tasks = (backend default)")
+    );
+    assert_eq!(
+        settings.cpu_memory_limit.value,
+        CpuMemoryLimit::FromPhysicalMemory
+    );
+    assert!(
+        settings
+            .describe()
+            .contains("cpu.memory_limit = (from physical memory)")
     );
 }
 
@@ -95,6 +107,11 @@ fn the_file_is_found_in_the_working_directory_or_a_parent() {
     );
     assert_eq!(settings.stream_slots.value, 2);
     assert_eq!(settings.trace_output.value, Some(PathBuf::from("run.json")));
+    assert_eq!(
+        settings.cpu_memory_limit.value,
+        CpuMemoryLimit::Bytes(1 << 20)
+    );
+    assert_eq!(settings.cpu_memory_limit.value.capacity(), Some(1 << 20));
     assert_eq!(settings.release_after_ticks.value, 60);
     assert_eq!(
         settings.memory_pools.value,
@@ -140,6 +157,7 @@ fn code_overrides_environment_overrides_file_overrides_default() {
             "GPUWORLD_MEMORY_POOLS",
             r#"[{ kind = "exclusive", max_alloc = 1024 }]"#,
         ),
+        ("GPUWORLD_CPU_MEMORY_LIMIT", "unlimited"),
     ];
     let mut settings = load(&dir, &env).unwrap();
     // Environment over file.
@@ -158,6 +176,8 @@ fn code_overrides_environment_overrides_file_overrides_default() {
         Some(PathBuf::from("/tmp/env-cache"))
     );
     assert_eq!(settings.memory_pools.value.as_ref().map(Vec::len), Some(1));
+    assert_eq!(settings.cpu_memory_limit.value, CpuMemoryLimit::Unlimited);
+    assert_eq!(settings.cpu_memory_limit.value.capacity(), None);
     // File over default where no variable is set.
     assert_eq!(settings.stream_slots.value, 2);
     assert!(matches!(settings.stream_slots.source, Source::File(_)));
@@ -180,6 +200,12 @@ fn code_overrides_environment_overrides_file_overrides_default() {
     );
     assert!(described.contains(&format!("# file {}", dir.join("gpuworld.toml").display())));
     assert!(described.contains("cuda.cache = (none)"), "{described}");
+    assert!(
+        described.contains("cpu.memory_limit = unlimited"),
+        "{described}"
+    );
+    let bytes = load(&dir, &[("GPUWORLD_CPU_MEMORY_LIMIT", "4096")]).unwrap();
+    assert_eq!(bytes.cpu_memory_limit.value, CpuMemoryLimit::Bytes(4096));
 }
 
 #[test]
@@ -287,6 +313,24 @@ fn every_bad_file_is_an_error_naming_file_key_and_what_is_allowed() {
             "[memory]\nrelease_after_ticks = -1\n",
             &["`memory.release_after_ticks`"],
         ),
+        (
+            "zero_memory_limit",
+            "[cpu]\nmemory_limit = 0\n",
+            &[
+                "`cpu.memory_limit`",
+                "expected a number of bytes of at least 1, or \"unlimited\", got 0",
+            ],
+        ),
+        (
+            "word_memory_limit",
+            "[cpu]\nmemory_limit = \"lots\"\n",
+            &["`cpu.memory_limit`", "got \"lots\""],
+        ),
+        (
+            "unknown_cpu_key",
+            "[cpu]\nmemory = 1\n",
+            &["`cpu.memory`", "unknown field `memory`", "`memory_limit`"],
+        ),
         ("not_toml", "[scheduler\nmax_tasks = 2\n", &["line 1"]),
     ];
     for (name, text, expected) in cases {
@@ -345,6 +389,11 @@ fn every_bad_variable_is_an_error_naming_it_the_key_and_what_is_allowed() {
             "GPUWORLD_MEMORY_POOLS",
             "[{ kind = \"paged\" }]",
             &["`memory.pools`", "expected `sliced` or `exclusive`"],
+        ),
+        (
+            "GPUWORLD_CPU_MEMORY_LIMIT",
+            "lots",
+            &["`cpu.memory_limit`", "or \"unlimited\"", "got `lots`"],
         ),
     ];
     for (name, value, expected) in cases {

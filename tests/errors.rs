@@ -132,6 +132,12 @@ const MISUSES: &[Misuse] = &[
         running_out_of_memory_is_an_error_and_keeps_what_exists
     ),
     misuse!(
+        "Allocating one buffer larger than the device's largest (wgpu's `max_buffer_size`, \
+         `isize::MAX` bytes on the cpu)",
+        "by every use of that handle, and by nothing else; nothing is cleaned up",
+        a_buffer_larger_than_the_device_allows_is_not_out_of_memory
+    ),
+    misuse!(
         "Reading as a type whose size does not divide the bytes read",
         "by the typed read",
         reading_as_a_type_that_does_not_divide_the_bytes_is_an_error
@@ -230,6 +236,7 @@ fn variant(error: &Error) -> &'static str {
         Error::DeviceFault { .. } => "DeviceFault",
         Error::ElementSize { .. } => "ElementSize",
         Error::OutOfMemory { .. } => "OutOfMemory",
+        Error::BufferTooLarge { .. } => "BufferTooLarge",
         Error::StaleHandle { .. } => "StaleHandle",
         Error::BackendUnavailable { .. } => "BackendUnavailable",
         Error::Disconnected => "Disconnected",
@@ -837,22 +844,44 @@ fn running_out_of_memory_is_an_error_and_keeps_what_exists() -> Option<Error> {
     let huge = client.empty(4096);
     let error = client.read_one(&huge).unwrap_err();
     match &error {
-        Error::OutOfMemory { requested, usage } => {
+        Error::OutOfMemory {
+            requested,
+            usage,
+            capacity,
+        } => {
             assert_eq!(*requested, 4096);
             assert_eq!(usage.bytes_in_use, 512);
+            assert_eq!(*capacity, Some(1024));
         }
         other => panic!("expected out of memory, got {other}"),
     }
     assert!(
-        error
-            .to_string()
-            .starts_with("out of memory: 4096 bytes requested"),
+        error.to_string().starts_with(
+            "out of memory: 4.00 KiB requested with 512 B in use, 512 B reserved and 0 B of it \
+             cached (free in pools), of 1.00 KiB device memory; to make room:"
+        ),
         "{error}"
     );
     // The failure belongs to the handle: the stream has no fault, other handles read fine.
     client.sync().unwrap();
     drop(huge);
     still_works(&client, &kept, &[1.0; 128]);
+    Some(error)
+}
+
+fn a_buffer_larger_than_the_device_allows_is_not_out_of_memory() -> Option<Error> {
+    let client = cpu();
+    let kept = client.create(bytes_of(&[1.5; 16]));
+    let huge = client.empty(u64::MAX);
+    let error = client.read_one(&huge).unwrap_err();
+    assert!(
+        matches!(error, Error::BufferTooLarge { requested: u64::MAX, limit } if limit < u64::MAX),
+        "{error:?}"
+    );
+    assert!(error.to_string().contains("split the data"), "{error}");
+    client.sync().unwrap();
+    drop(huge);
+    still_works(&client, &kept, &[1.5; 16]);
     Some(error)
 }
 

@@ -100,13 +100,22 @@ pub struct DeviceProperties {
     pub features: Vec<String>,
     /// Largest cube count per axis.
     pub max_cube_count: [u32; 3],
+    /// Bytes of the largest single buffer the device can allocate, if it has such a limit: a
+    /// larger request is `Error::BufferTooLarge`, refused before any memory is touched.
+    pub max_buffer_bytes: Option<u64>,
 }
 
 /// Why an allocation failed.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum AllocError {
     /// The device has no room for it.
     OutOfMemory,
+    /// It is larger than the device's largest buffer, whatever memory is free.
+    BufferTooLarge {
+        /// The device's largest buffer, in bytes.
+        limit: u64,
+    },
 }
 
 // ---- operation times (traces, kernel statistics) ----
@@ -265,7 +274,8 @@ pub trait Backend: Send + Sync + 'static {
     }
     /// Called first in every tick with the tick's number.
     fn begin_tick(&mut self, _tick: u64) {}
-    /// Reserves a buffer of `size` bytes.
+    /// Reserves a buffer of `size` bytes: `AllocError::BufferTooLarge` above the device's
+    /// largest buffer, `AllocError::OutOfMemory` when the device has no room for it now.
     fn allocate(&mut self, size: u64) -> Result<StorageId, AllocError>;
     /// Returns a buffer to the device; the runtime guarantees no work uses it any more.
     fn deallocate(&mut self, storage: StorageId);

@@ -1,7 +1,7 @@
 //! The one error type of gpuworld: every fallible client call returns it.
 
 use crate::ids::{HandleId, RuntimeId, StreamId};
-use crate::usage::MemoryUsage;
+use crate::usage::{MemoryUsage, ReadableBytes};
 use std::sync::Arc;
 
 /// What went wrong, with enough detail for the caller to fix it.
@@ -107,16 +107,29 @@ pub enum Error {
         elem_size: u64,
     },
     /// The device could not provide the requested memory, even after a cleanup.
-    #[error(
-        "out of memory: {requested} bytes requested with {} bytes in use and {} reserved",
-        usage.bytes_in_use,
-        usage.bytes_reserved
-    )]
+    #[error("{}", describe_out_of_memory(*requested, usage, *capacity))]
     OutOfMemory {
         /// Bytes requested.
         requested: u64,
         /// Usage when the request failed.
         usage: MemoryUsage,
+        /// The memory the runtime may use on the device (`DeviceProperties::memory_bytes`),
+        /// when the device reports it.
+        capacity: Option<u64>,
+    },
+    /// One allocation larger than the device's largest buffer: no cleanup can make room for it.
+    #[error(
+        "buffer too large: {} requested, but the device's largest buffer is {} (a limit of the \
+         device, not out of memory); split the data into buffers of at most {1}, or use a \
+         backend without this limit (cuda has none)",
+        ReadableBytes(*requested),
+        ReadableBytes(*limit)
+    )]
+    BufferTooLarge {
+        /// Bytes requested.
+        requested: u64,
+        /// The device's largest buffer, in bytes (`DeviceProperties::max_buffer_bytes`).
+        limit: u64,
     },
     /// A key into the memory pools no longer names a live page or slice.
     #[error("stale memory key: {what} no longer exists")]
@@ -205,6 +218,30 @@ pub enum Error {
         /// What does not fit: counts, sizes or element types.
         reason: Arc<str>,
     },
+}
+
+/// The text of [`Error::OutOfMemory`]: the request, the usage and the capacity in readable
+/// units, then what can make room.
+fn describe_out_of_memory(requested: u64, usage: &MemoryUsage, capacity: Option<u64>) -> String {
+    let mut text = format!(
+        "out of memory: {} requested with {} in use, {} reserved and {} of it cached (free in \
+         pools)",
+        ReadableBytes(requested),
+        ReadableBytes(usage.bytes_in_use),
+        ReadableBytes(usage.bytes_reserved),
+        ReadableBytes(usage.bytes_cached()),
+    );
+    if let Some(capacity) = capacity {
+        text += &format!(", of {} device memory", ReadableBytes(capacity));
+    }
+    text += "; to make room: drop unneeded handles, call `memory_cleanup` on the device's other \
+             clients, use smaller pool pages if much is cached (`page_size`, `max_slice` in \
+             `MemoryConfig::pools`) or a larger `max_reserved` on a capped pool";
+    if capacity.is_some() {
+        text += ", or raise the memory limit if one was set (cpu `memory_limit`, wgpu \
+                 `memory_capacity`)";
+    }
+    text
 }
 
 /// The reasons of [`Error::AutotuneFailed`] as one line.

@@ -63,6 +63,9 @@ pub struct HostMemory {
 }
 
 impl HostMemory {
+    /// Bytes of the largest buffer: a `Vec` holds at most `isize::MAX` bytes.
+    pub const MAX_BUFFER_BYTES: u64 = (isize::MAX as u64) / 64 * 64;
+
     /// Host memory that refuses allocations beyond `capacity` bytes, when given.
     pub fn new(capacity: Option<u64>) -> HostMemory {
         HostMemory {
@@ -82,8 +85,15 @@ impl HostMemory {
         self.capacity
     }
 
-    /// Allocates a zeroed buffer of `size` bytes.
+    /// Allocates a zeroed buffer of `size` bytes: `BufferTooLarge` above
+    /// [`HostMemory::MAX_BUFFER_BYTES`], `OutOfMemory` beyond the capacity or when the host
+    /// refuses.
     pub fn allocate(&mut self, size: u64) -> Result<StorageId, AllocError> {
+        if size > Self::MAX_BUFFER_BYTES {
+            return Err(AllocError::BufferTooLarge {
+                limit: Self::MAX_BUFFER_BYTES,
+            });
+        }
         if let Some(cap) = self.capacity
             && self.allocated.saturating_add(size) > cap
         {

@@ -355,6 +355,7 @@ impl Backend for SimBackend {
             memory_bytes: self.config.memory_bytes,
             alignment: 256,
             max_cube_count: [u32::MAX; 3],
+            max_buffer_bytes: Some(HostMemory::MAX_BUFFER_BYTES),
             memory_layout: MemoryLayout::Sliced,
             limits: Default::default(),
             features: Vec::new(),

@@ -1,8 +1,12 @@
 //! gpuworld-cpu: the embedded default backend. Memory is host memory; each stream is a worker
 //! thread running its work in order; events are per-stream completion counts; a kernel is a Rust
-//! function run once per cube, cubes spread over rayon's worker threads.
+//! function run once per cube, cubes spread over rayon's worker threads. Its memory is limited,
+//! by default to a share of physical memory ([`default_memory_limit`]).
 
+mod memory_limit;
 mod worker;
+
+pub use memory_limit::{DEFAULT_LIMIT_PERCENT, default_memory_limit, physical_memory};
 
 use gpuworld_systems::backend::*;
 use gpuworld_systems::error::Error;
@@ -41,12 +45,14 @@ impl Default for CpuBackend {
 }
 
 impl CpuBackend {
-    /// A CPU device limited only by host memory.
+    /// A CPU device whose memory is limited to [`default_memory_limit`] (none where the
+    /// machine's memory cannot be read).
     pub fn new() -> CpuBackend {
-        CpuBackend::with_capacity(None)
+        CpuBackend::with_capacity(default_memory_limit())
     }
 
-    /// A CPU device that refuses allocations beyond `capacity` bytes, when given.
+    /// A CPU device that refuses allocations beyond `capacity` bytes, when given; `None` is no
+    /// limit but the host's (allocating past it may get the process killed).
     pub fn with_capacity(capacity: Option<u64>) -> CpuBackend {
         CpuBackend {
             memory: Arc::new(RwLock::new(HostMemory::new(capacity))),
@@ -61,14 +67,14 @@ impl CpuBackend {
 
     /// `n` cpu devices, numbered 0 to n-1: each has memory, workers and staging of its own, so a
     /// runtime over each behaves as a device of its own (how multi-device code is tested without
-    /// GPUs).
+    /// GPUs). Each has the default memory limit: together they may take more than the host has.
     pub fn with_devices(n: usize) -> Vec<CpuBackend> {
         (0..n)
             .map(|index| CpuBackend::device(index as u32))
             .collect()
     }
 
-    /// The cpu device numbered `index`, limited only by host memory.
+    /// The cpu device numbered `index`, with the default memory limit.
     pub fn device(index: u32) -> CpuBackend {
         CpuBackend {
             device: index,
@@ -123,6 +129,7 @@ impl Backend for CpuBackend {
             memory_bytes: self.memory.read().capacity().unwrap_or(u64::MAX),
             alignment: 64,
             max_cube_count: [u32::MAX; 3],
+            max_buffer_bytes: Some(HostMemory::MAX_BUFFER_BYTES),
             memory_layout: MemoryLayout::Sliced,
             limits: Default::default(),
             features: Vec::new(),

@@ -182,6 +182,8 @@ impl CudaBackend {
             limits,
             features,
             max_cube_count: grid.map(|g| g.max(1) as u32),
+            // `cuMemAlloc` takes any size the memory can hold.
+            max_buffer_bytes: None,
         })
     }
 }

@@ -222,8 +222,8 @@ pub(crate) fn open_device(
     })
 }
 
-/// What the runtime learns of an opened device: its name, limits by name, enabled features and
-/// the memory the runtime may use (`memory_capacity`, unbounded by default).
+/// What the runtime learns of an opened device: its name, limits by name, enabled features, its
+/// largest buffer and the memory the runtime may use (`memory_capacity`, unbounded by default).
 pub(crate) fn device_properties(
     info: &wgpu::AdapterInfo,
     l: &wgpu::Limits,
@@ -266,5 +266,6 @@ pub(crate) fn device_properties(
         limits,
         features,
         max_cube_count: [per_axis; 3],
+        max_buffer_bytes: Some(l.max_buffer_size),
     }
 }

@@ -322,11 +322,16 @@ impl Backend for WgpuBackend {
 
     fn allocate(&mut self, size: u64) -> Result<StorageId, AllocError> {
         let size = size.max(4).next_multiple_of(4);
+        if size > self.limits.max_buffer_size {
+            return Err(AllocError::BufferTooLarge {
+                limit: self.limits.max_buffer_size,
+            });
+        }
         let over_capacity = self
             .config
             .memory_capacity
             .is_some_and(|capacity| self.allocated + size > capacity);
-        if size > self.limits.max_buffer_size || over_capacity || self.errors.lost().is_some() {
+        if over_capacity || self.errors.lost().is_some() {
             return Err(AllocError::OutOfMemory);
         }
         let buffer = self.device.create_buffer(&wgpu::BufferDescriptor {

@@ -78,13 +78,17 @@ impl MemoryConfig {
     }
 
     /// The pools a runtime on `device` gets: the configured list, or the default ladder; on a
-    /// device with [`MemoryLayout::Exclusive`] every pool is exclusive.
+    /// device with [`MemoryLayout::Exclusive`] every pool is exclusive, and no page is larger
+    /// than the device's largest buffer.
     pub fn resolve(&self, device: &DeviceProperties) -> Vec<PoolConfig> {
         let mut pools = match &self.pools {
             Some(pools) if !pools.is_empty() => pools.clone(),
             _ => MemoryConfig::default_ladder(device),
         };
         let alignment = device.alignment.max(1);
+        let largest_page = device.max_buffer_bytes.map_or(u64::MAX, |limit| {
+            (limit / alignment * alignment).max(alignment)
+        });
         for pool in &mut pools {
             pool.max_alloc = pool.max_alloc.max(alignment);
             match &mut pool.kind {
@@ -97,7 +101,10 @@ impl MemoryConfig {
                     max_slice,
                     first_page,
                 } => {
-                    *page_size = (*page_size).max(alignment).next_multiple_of(alignment);
+                    *page_size = (*page_size)
+                        .max(alignment)
+                        .next_multiple_of(alignment)
+                        .min(largest_page);
                     *max_slice = (*max_slice).clamp(alignment, *page_size);
                     *first_page = (*first_page)
                         .clamp(alignment, *page_size)
@@ -181,6 +188,7 @@ mod tests {
             limits: Default::default(),
             features: Vec::new(),
             max_cube_count: [1; 3],
+            max_buffer_bytes: None,
         }
     }
 
@@ -237,6 +245,40 @@ mod tests {
                 first_page: 64,
             }
         );
+    }
+
+    #[test]
+    fn no_page_is_larger_than_the_devices_largest_buffer() {
+        let limited = DeviceProperties {
+            max_buffer_bytes: Some(3 * MIB + 100),
+            ..device(1 << 30, 256, MemoryLayout::Sliced)
+        };
+        let custom = MemoryConfig::with_pools(vec![PoolConfig {
+            kind: PoolKind::Sliced {
+                page_size: 64 * MIB,
+                max_slice: 16 * MIB,
+                first_page: 8 * MIB,
+            },
+            max_alloc: u64::MAX,
+            max_reserved: None,
+            release_after_ticks: None,
+        }]);
+        for config in [MemoryConfig::default(), custom] {
+            for pool in config.resolve(&limited) {
+                if let PoolKind::Sliced {
+                    page_size,
+                    max_slice,
+                    first_page,
+                } = pool.kind
+                {
+                    assert!(page_size <= 3 * MIB, "{pool:?}");
+                    assert!(
+                        max_slice <= page_size && first_page <= page_size,
+                        "{pool:?}"
+                    );
+                }
+            }
+        }
     }
 
     #[test]

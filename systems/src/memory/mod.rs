@@ -184,6 +184,10 @@ impl LadderPool {
 #[derive(Resource)]
 pub struct MemoryPool {
     alignment: u64,
+    /// Largest request the device can hold in one buffer (`DeviceProperties::max_buffer_bytes`).
+    max_buffer: Option<u64>,
+    /// The memory the runtime may use on the device, for out-of-memory errors.
+    capacity: Option<u64>,
     /// Largest padded request of each ladder pool, for routing.
     max_allocs: Vec<u64>,
     ladder: Vec<LadderPool>,
@@ -232,6 +236,14 @@ impl MemoryPool {
             .collect();
         MemoryPool {
             alignment: device.alignment.max(1),
+            // Padded to the alignment, a request up to the aligned limit still fits.
+            max_buffer: device
+                .max_buffer_bytes
+                .map(|limit| limit / device.alignment.max(1) * device.alignment.max(1)),
+            capacity: match device.memory_bytes {
+                0 | u64::MAX => None,
+                bytes => Some(bytes),
+            },
             max_allocs: pools.iter().map(|pool| pool.max_alloc).collect(),
             ladder,
             persistent: persistent::persistent_pool(),
@@ -386,20 +398,26 @@ impl MemoryPool {
     }
 
     /// Reserves `size` bytes in `mode`: from free memory when some fits, else from a new page;
-    /// when the device refuses, cleans up and retries once before reporting out of memory.
+    /// when the device refuses, cleans up and retries once before reporting out of memory. A
+    /// request over the device's largest buffer is refused first, with nothing cleaned up.
     pub fn reserve<B: Backend>(
         &mut self,
         backend: &mut B,
         size: u64,
         mode: AllocationMode,
     ) -> Result<Reservation, Error> {
-        let padded =
-            size.max(1)
-                .checked_next_multiple_of(self.alignment)
-                .ok_or(Error::OutOfMemory {
-                    requested: size,
-                    usage: self.usage,
-                })?;
+        if let Some(limit) = self.max_buffer
+            && size > limit
+        {
+            return Err(Error::BufferTooLarge {
+                requested: size,
+                limit,
+            });
+        }
+        let padded = size
+            .max(1)
+            .checked_next_multiple_of(self.alignment)
+            .ok_or_else(|| self.out_of_memory(size))?;
         let (pool, block) = match mode {
             AllocationMode::Persistent => {
                 (PERSISTENT, self.reserve_persistent(backend, padded, size)?)
@@ -443,10 +461,8 @@ impl MemoryPool {
             }
             grown => grown,
         };
-        self.account_growth(grown, size)?.ok_or(Error::OutOfMemory {
-            requested: size,
-            usage: self.usage,
-        })
+        self.account_growth(grown, size)?
+            .ok_or_else(|| self.out_of_memory(size))
     }
 
     /// The first pool whose limit fits the request takes it from free memory or a new page; a
@@ -485,10 +501,16 @@ impl MemoryPool {
             }
             tracing::debug!(target: "gpuworld::memory", pool = index, size, "pool at its cap: spilling to the next pool");
         }
-        Err(Error::OutOfMemory {
+        Err(self.out_of_memory(size))
+    }
+
+    /// The error for a request of `size` bytes that no pool can take, with the usage now.
+    fn out_of_memory(&self, size: u64) -> Error {
+        Error::OutOfMemory {
             requested: size,
             usage: self.usage,
-        })
+            capacity: self.capacity,
+        }
     }
 
     /// Before the device is asked for `padded` more bytes: returns idle pages and buffers, those
@@ -552,11 +574,14 @@ impl MemoryPool {
             Ok(None) => Ok(None),
             Err(AllocError::OutOfMemory) => {
                 tracing::warn!(target: "gpuworld::memory", size, usage = ?self.usage, "out of memory");
-                Err(Error::OutOfMemory {
-                    requested: size,
-                    usage: self.usage,
-                })
+                Err(self.out_of_memory(size))
             }
+            // Only from a backend whose properties do not report the limit: `reserve` refuses
+            // larger requests first, and `MemoryConfig::resolve` keeps pages within it.
+            Err(AllocError::BufferTooLarge { limit }) => Err(Error::BufferTooLarge {
+                requested: size,
+                limit,
+            }),
         }
     }
 

@@ -27,6 +27,7 @@ fn properties(alignment: u64, memory_layout: MemoryLayout) -> DeviceProperties {
         limits: Default::default(),
         features: Vec::new(),
         max_cube_count: [1; 3],
+        max_buffer_bytes: None,
     }
 }
 
@@ -293,7 +294,7 @@ fn when_every_pool_is_capped_and_full_the_request_is_out_of_memory() {
     let kept = pool.reserve(&mut backend, 6 * KIB, AUTO).unwrap();
     let error = pool.reserve(&mut backend, 4 * KIB, AUTO).unwrap_err();
     assert!(
-        matches!(error, Error::OutOfMemory { requested, usage } if requested == 4 * KIB && usage.bytes_in_use == 6 * KIB),
+        matches!(error, Error::OutOfMemory { requested, usage, .. } if requested == 4 * KIB && usage.bytes_in_use == 6 * KIB),
         "{error}"
     );
     assert_eq!(pool.locate(kept.slice).unwrap(), kept.region);
@@ -313,7 +314,7 @@ fn out_of_memory_cleans_up_and_retries_once_before_failing() {
     let after_cleanup = pool.reserve(&mut backend, 3 * KIB, AUTO).unwrap();
     let error = pool.reserve(&mut backend, 16 * KIB, AUTO).unwrap_err();
     assert!(
-        matches!(error, Error::OutOfMemory { requested, .. } if requested == 16 * KIB),
+        matches!(error, Error::OutOfMemory { requested, capacity, .. } if requested == 16 * KIB && capacity == Some(1 << 30)),
         "{error}"
     );
     assert_eq!(pool.usage().bytes_in_use, 4 * KIB);
@@ -322,6 +323,34 @@ fn out_of_memory_cleans_up_and_retries_once_before_failing() {
         pool.locate(after_cleanup.slice).unwrap(),
         after_cleanup.region
     );
+}
+
+#[test]
+fn a_request_over_the_largest_buffer_is_refused_before_the_device_or_the_cache_is_touched() {
+    let mut backend = device(1 << 24);
+    let limited = DeviceProperties {
+        max_buffer_bytes: Some(64 * KIB),
+        ..properties(256, MemoryLayout::Sliced)
+    };
+    let mut pool = MemoryPool::new(
+        &limited,
+        &MemoryConfig::with_pools(vec![exclusive(u64::MAX)]),
+    );
+    let cached = pool.reserve(&mut backend, 8 * KIB, AUTO).unwrap();
+    pool.release(cached.slice).unwrap();
+    let error = pool.reserve(&mut backend, 64 * KIB + 1, AUTO).unwrap_err();
+    assert_eq!(
+        error,
+        Error::BufferTooLarge {
+            requested: 64 * KIB + 1,
+            limit: 64 * KIB
+        }
+    );
+    // Nothing was cleaned up for a request no cleanup could serve.
+    assert_eq!(pool.usage().bytes_reserved, 8 * KIB);
+    assert_eq!(backend.allocated(), 8 * KIB);
+    let largest = pool.reserve(&mut backend, 64 * KIB, AUTO).unwrap();
+    assert_eq!(largest.region.size, 64 * KIB);
 }
 
 #[test]
