@@ -92,8 +92,9 @@ pub struct Settings {
     pub cpu_memory_limit: Setting<CpuMemoryLimit>,
     /// The memory pools in routing order; `None`: the default ladder.
     pub memory_pools: Setting<Option<Vec<PoolConfig>>>,
-    /// Ticks a free page of the default ladder waits before it goes back to the device.
-    pub release_after_ticks: Setting<u64>,
+    /// Ticks a free page of the default ladder waits before it goes back to the device; `None`
+    /// (the default): free pages go back when the pool needs room, never with ticks alone.
+    pub release_after_ticks: Setting<Option<u64>>,
     /// Tasks a stream queues before submitting; `None`: the backend's default.
     pub max_tasks: Setting<Option<usize>>,
     /// Submission order across streams; `None`: the backend's default.
@@ -116,9 +117,7 @@ impl Default for Settings {
             cuda_cache: Setting::default(None),
             cpu_memory_limit: Setting::default(CpuMemoryLimit::FromPhysicalMemory),
             memory_pools: Setting::default(None),
-            release_after_ticks: Setting::default(
-                gpuworld_systems::memory::DEFAULT_RELEASE_AFTER_TICKS,
-            ),
+            release_after_ticks: Setting::default(None),
             max_tasks: Setting::default(None),
             strategy: Setting::default(None),
             stream_slots: Setting::default(runtime.stream_slots),
@@ -417,7 +416,7 @@ impl Settings {
         }
         if let Some(memory) = parsed.memory {
             self.release_after_ticks
-                .put(memory.release_after_ticks, &source);
+                .put(memory.release_after_ticks.map(Some), &source);
             let pools = memory
                 .pools
                 .map(|p| Some(p.into_iter().map(PoolEntry::pool).collect()));
@@ -483,7 +482,7 @@ impl Settings {
         }
         if let Some((value, source)) = var(env, "GPUWORLD_MEMORY_RELEASE_AFTER_TICKS") {
             let ticks: u64 = parse_env_value(&source, "memory.release_after_ticks", &value)?;
-            self.release_after_ticks.put(Some(ticks), &source);
+            self.release_after_ticks.put(Some(Some(ticks)), &source);
         }
         if let Some((value, source)) = var(env, "GPUWORLD_SCHEDULER_MAX_TASKS") {
             let tasks: Positive = parse_env_value(&source, "scheduler.max_tasks", &value)?;
@@ -513,7 +512,7 @@ impl Settings {
                 MemoryConfig::default_ladder(device)
                     .into_iter()
                     .map(|pool| PoolConfig {
-                        release_after_ticks: Some(self.release_after_ticks.value),
+                        release_after_ticks: self.release_after_ticks.value,
                         ..pool
                     })
                     .collect(),
@@ -589,7 +588,10 @@ impl Settings {
             ),
             (
                 "memory.release_after_ticks",
-                self.release_after_ticks.value.to_string(),
+                self.release_after_ticks.value.map_or_else(
+                    || "never (free pages go back when the pool needs room)".to_string(),
+                    |ticks| ticks.to_string(),
+                ),
                 &self.release_after_ticks.source,
             ),
             (

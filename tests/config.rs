@@ -112,7 +112,7 @@ fn the_file_is_found_in_the_working_directory_or_a_parent() {
         CpuMemoryLimit::Bytes(1 << 20)
     );
     assert_eq!(settings.cpu_memory_limit.value.capacity(), Some(1 << 20));
-    assert_eq!(settings.release_after_ticks.value, 60);
+    assert_eq!(settings.release_after_ticks.value, Some(60));
     assert_eq!(
         settings.memory_pools.value,
         Some(vec![

@@ -192,3 +192,50 @@ fn an_allocation_waits_for_released_memory_to_retire_instead_of_failing() {
         8 * KIB
     );
 }
+
+/// An idle tick costs no device call (issue 25): with work done, every handle dropped and every
+/// reply in, a thousand further ticks allocate nothing, free nothing and submit nothing, on the
+/// default ladder, whose free pages go back when the pool needs room, not after some ticks.
+#[test]
+fn an_idle_tick_makes_no_device_call_that_allocates_frees_or_submits() {
+    let client = gpuworld::sim_client(SimConfig::default());
+    let mut kept = Vec::new();
+    for round in 0..20u64 {
+        let handle = client.create_from_slice(&vec![round as u8; 256 << (round % 8)]);
+        let other = client.empty(4096 + 512 * round);
+        fill_first_cube(&client, &other, round as f32);
+        client.read_one(&other).expect("read");
+        if round % 3 == 0 {
+            kept.push(handle);
+        }
+    }
+    drop(kept);
+    client.sync().expect("sync");
+    // Let the releases retire.
+    for _ in 0..10 {
+        client.tick();
+    }
+    let before = client.with_runtime(|runtime| runtime.backend().log().len());
+    for _ in 0..1000 {
+        client.tick();
+    }
+    let calls: Vec<String> = client.with_runtime(|runtime| {
+        let backend = runtime.backend();
+        backend.log()[before..]
+            .iter()
+            .filter(|(_, call)| {
+                matches!(
+                    call,
+                    gpuworld::SimCall::Allocate { .. }
+                        | gpuworld::SimCall::Deallocate { .. }
+                        | gpuworld::SimCall::Enqueue { .. }
+                        | gpuworld::SimCall::Flush { .. }
+                        | gpuworld::SimCall::Wait { .. }
+                )
+            })
+            .map(|(tick, call)| format!("t{tick} {}", backend.call_text(call)))
+            .collect()
+    });
+    assert!(calls.is_empty(), "idle ticks called the device: {calls:#?}");
+    assert!(client.memory_usage().bytes_reserved > 0, "the free pages stay cached");
+}

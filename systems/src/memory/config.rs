@@ -22,9 +22,11 @@ const MIN_SMALL_PAGE: u64 = 64 << 10;
 /// Device memory assumed when a backend reports none (host backends without a cap).
 const ASSUMED_MEMORY: u64 = 64 << 30;
 
-/// Free pages and buffers of the default ladder go back to the device after this many ticks
-/// unused. At 60 ticks a second that is ten seconds: a loop that reuses its memory every frame
-/// or training step never loses it, memory a workload stopped needing is returned.
+/// A period for pools configured to return free pages after some ticks unused
+/// (`PoolConfig::release_after_ticks`, or `memory.release_after_ticks` in `gpuworld.toml`): at
+/// 60 ticks a second, ten seconds. The default ladder does not count ticks: its free pages go
+/// back when the pool needs room (`MemoryPool::make_room`), so what it holds does not depend on
+/// how often ticks run, and an idle tick makes no device call (issue 25).
 pub const DEFAULT_RELEASE_AFTER_TICKS: u64 = 600;
 
 /// How one pool places allocations in backend buffers.
@@ -137,7 +139,7 @@ impl MemoryConfig {
         // Pages start at a 64th of their full size: a 64 MiB pool serving two 1 MiB buffers
         // holds 2 MiB, not 64 (cubecl holds 2 MiB there).
         let first_page = |page: u64| round(page / 64).max(alignment);
-        let release = Some(DEFAULT_RELEASE_AFTER_TICKS);
+        let release = None;
         let mut pools = vec![PoolConfig {
             kind: PoolKind::Exclusive,
             max_alloc: alignment,

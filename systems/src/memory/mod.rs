@@ -555,9 +555,12 @@ impl MemoryPool {
 
     /// By how many bytes what is reserved would exceed the budget, were `padded` more reserved.
     fn over_budget(&self, padded: u64) -> u64 {
-        let in_use = self.usage.bytes_in_use + padded;
-        let budget = in_use + in_use / SLACK_DIVISOR;
-        (self.usage.bytes_reserved + padded).saturating_sub(budget)
+        let in_use = self.usage.bytes_in_use.saturating_add(padded);
+        let budget = in_use.saturating_add(in_use / SLACK_DIVISOR);
+        self.usage
+            .bytes_reserved
+            .saturating_add(padded)
+            .saturating_sub(budget)
     }
 
     /// Adds a grown page to `bytes_reserved`, or turns the device's refusal into an error.
