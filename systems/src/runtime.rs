@@ -123,6 +123,11 @@ impl<B: Backend> Runtime<B> {
         self.published.start_tick(tick);
         self.world.resource_mut::<Device<B>>().0.begin_tick(tick);
         self.schedule.run(&mut self.world);
+        // Bevy records every component removal (each despawned handle entity left one message
+        // per component, ~150 bytes a handle) until `clear_trackers` drops the older of its two
+        // buffers; a Bevy app calls it after each update, a bare `World` never does. Nothing
+        // reads removals or change ticks, so once per tick keeps host memory flat.
+        self.world.clear_trackers();
         // Counted by the GC stage as it ended: nothing after it changes either.
         let TickLeft { in_flight, usage } = *self.world.resource::<TickLeft>();
         self.left = in_flight;
