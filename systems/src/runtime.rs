@@ -10,7 +10,7 @@ use crate::published::{InFlight, Published};
 use crate::snapshot::{Snapshot, SnapshotOptions};
 use crate::stages::flush_wait::LastSynced;
 use crate::stages::gc::{ReplyWait, TickLeft};
-use crate::stages::ingest::DeferredCommands;
+use crate::stages::ingest::{DeferredCommands, HandleIndex};
 use crate::stages::tick_schedule;
 use crate::stages::tune::{TuneCache, TuneResults};
 use crate::trace::{KernelStat, KernelStats, Trace, TraceRecorder};
@@ -337,10 +337,40 @@ impl<B: Backend> Runtime<B> {
         }
     }
 
+    /// What the world keeps on the host for handles and removals: once every handle is dropped,
+    /// its memory reclaimed and two more ticks ran, all of it is zero (leak checks).
+    pub fn host_records(&self) -> HostRecords {
+        let handle_entities = self
+            .world
+            .try_query::<&HandleRecord>()
+            .map_or(0, |mut query| query.iter(&self.world).count());
+        HostRecords {
+            indexed_handles: self.world.resource::<HandleIndex>().0.len(),
+            handle_entities,
+            removals: self
+                .world
+                .removed_components()
+                .iter()
+                .map(|(_, messages)| messages.len())
+                .sum(),
+        }
+    }
+
     /// The names snapshots give the backend's streams (`s0`, `gc`), for labelling its calls.
     pub fn device_stream_names(&mut self) -> std::collections::HashMap<DeviceStream, String> {
         crate::snapshot::device_stream_names(&mut self.world)
     }
+}
+
+/// The host-side records of handles, as [`Runtime::host_records`] counts them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HostRecords {
+    /// Entries of the handle index: live handles, and released ones not yet ingested.
+    pub indexed_handles: usize,
+    /// Handle entities: handles a task used, until the GC stage reclaims their memory.
+    pub handle_entities: usize,
+    /// Component removals Bevy still records (it keeps those of the last two ticks).
+    pub removals: usize,
 }
 
 /// A stream's bookkeeping, as [`Runtime::stream_state`] reports it.
