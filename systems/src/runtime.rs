@@ -124,7 +124,7 @@ impl<B: Backend> Runtime<B> {
         self.world.resource_mut::<Device<B>>().0.begin_tick(tick);
         self.schedule.run(&mut self.world);
         // Bevy records every component removal (each despawned handle entity left one message
-        // per component, ~150 bytes a handle) until `clear_trackers` drops the older of its two
+        // per component, 100–150 bytes a handle) until `clear_trackers` drops the older of its two
         // buffers; a Bevy app calls it after each update, a bare `World` never does. Nothing
         // reads removals or change ticks, so once per tick keeps host memory flat.
         self.world.clear_trackers();
@@ -364,6 +364,7 @@ impl<B: Backend> Runtime<B> {
 
 /// The host-side records of handles, as [`Runtime::host_records`] counts them.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct HostRecords {
     /// Entries of the handle index: live handles, and released ones not yet ingested.
     pub indexed_handles: usize,
