@@ -38,8 +38,9 @@ pub use gpuworld_systems::sim::{SimBackend, SimCall, SimConfig, SimLink, SimMode
 pub use gpuworld_systems::trace::{KernelStat, KernelTimes, Trace, TraceClock};
 pub use gpuworld_systems::{
     Backend, Binding, CpuSource, CubeCount, DeviceProperties, Error, ExecutionMode, Handle,
-    HandleId, HostBytes, Kernel, KernelDef, MemoryUsage, Param, Result, Runtime, RuntimeConfig,
-    RuntimeId, SchedulingStrategy, Signature, StreamId, StreamState, kernel, library,
+    HandleId, HostBytes, HostRecords, Kernel, KernelDef, MemoryUsage, Param, Result, Runtime,
+    RuntimeConfig, RuntimeId, SchedulingStrategy, Signature, StreamId, StreamState, kernel,
+    library,
 };
 pub use tune::{Tunable, TunableSet, TuneKey, TuneMode, TuneResult, Tuner, TunerConfig};
 

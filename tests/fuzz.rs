@@ -4,7 +4,7 @@
 //! handle clones and drops while work is in flight, stream switches, syncs, flushes, cleanups,
 //! and misuse that must return the documented `gpuworld::Error`), checks every read byte for byte
 //! against a host model (`fuzz/model.rs`), and ends by dropping everything and checking that no
-//! memory stays in use or reserved.
+//! memory stays in use or reserved and the world keeps no record of any handle.
 //!
 //! Size, by environment variable (defaults keep `cargo test` quick):
 //! - `GPUWORLD_FUZZ_OPS`: operations per seed;

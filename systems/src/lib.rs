@@ -35,7 +35,7 @@ pub use error::{Error, Result};
 pub use handle::Handle;
 pub use ids::{HandleId, RuntimeId, StreamId};
 pub use kernel::{CpuSource, CubeCount, ExecutionMode, Kernel, KernelDef, Param, Signature};
-pub use runtime::{Runtime, StreamState};
+pub use runtime::{HostRecords, Runtime, StreamState};
 pub use sim::{SimBackend, SimConfig, SimModel};
 pub use usage::MemoryUsage;
 pub use world::{RuntimeConfig, SchedulingStrategy};

@@ -10,7 +10,7 @@ use crate::published::{InFlight, Published};
 use crate::snapshot::{Snapshot, SnapshotOptions};
 use crate::stages::flush_wait::LastSynced;
 use crate::stages::gc::{ReplyWait, TickLeft};
-use crate::stages::ingest::DeferredCommands;
+use crate::stages::ingest::{DeferredCommands, HandleIndex};
 use crate::stages::tick_schedule;
 use crate::stages::tune::{TuneCache, TuneResults};
 use crate::trace::{KernelStat, KernelStats, Trace, TraceRecorder};
@@ -123,6 +123,11 @@ impl<B: Backend> Runtime<B> {
         self.published.start_tick(tick);
         self.world.resource_mut::<Device<B>>().0.begin_tick(tick);
         self.schedule.run(&mut self.world);
+        // Bevy records every component removal (each despawned handle entity left one message
+        // per component, 100–150 bytes a handle) until `clear_trackers` drops the older of its two
+        // buffers; a Bevy app calls it after each update, a bare `World` never does. Nothing
+        // reads removals or change ticks, so once per tick keeps host memory flat.
+        self.world.clear_trackers();
         // Counted by the GC stage as it ended: nothing after it changes either.
         let TickLeft { in_flight, usage } = *self.world.resource::<TickLeft>();
         self.left = in_flight;
@@ -332,10 +337,41 @@ impl<B: Backend> Runtime<B> {
         }
     }
 
+    /// What the world keeps on the host for handles and removals: once every handle is dropped,
+    /// its memory reclaimed and two more ticks ran, all of it is zero (leak checks).
+    pub fn host_records(&self) -> HostRecords {
+        let handle_entities = self
+            .world
+            .try_query::<&HandleRecord>()
+            .map_or(0, |mut query| query.iter(&self.world).count());
+        HostRecords {
+            indexed_handles: self.world.resource::<HandleIndex>().0.len(),
+            handle_entities,
+            removals: self
+                .world
+                .removed_components()
+                .iter()
+                .map(|(_, messages)| messages.len())
+                .sum(),
+        }
+    }
+
     /// The names snapshots give the backend's streams (`s0`, `gc`), for labelling its calls.
     pub fn device_stream_names(&mut self) -> std::collections::HashMap<DeviceStream, String> {
         crate::snapshot::device_stream_names(&mut self.world)
     }
+}
+
+/// The host-side records of handles, as [`Runtime::host_records`] counts them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct HostRecords {
+    /// Entries of the handle index: live handles, and released ones not yet ingested.
+    pub indexed_handles: usize,
+    /// Handle entities: handles a task used, until the GC stage reclaims their memory.
+    pub handle_entities: usize,
+    /// Component removals Bevy still records (it keeps those of the last two ticks).
+    pub removals: usize,
 }
 
 /// A stream's bookkeeping, as [`Runtime::stream_state`] reports it.

@@ -12,7 +12,7 @@ use super::model::{Arithmetic, ModelBuffer, View};
 use super::reads::PendingRead;
 use super::report::{OpLog, Tally};
 use super::rng::Rng;
-use gpuworld::{Backend, Binding, ComputeClient, Handle, HandleId, StreamId};
+use gpuworld::{Backend, Binding, ComputeClient, Handle, HandleId, HostRecords, StreamId};
 use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
@@ -367,7 +367,8 @@ impl<'log, B: Backend> Fuzzer<'log, B> {
     }
 
     /// Settles every read, drops every handle, syncs every stream, and checks that the memory
-    /// comes back: nothing in use once the device is done, nothing reserved after a cleanup.
+    /// comes back: nothing in use once the device is done, nothing reserved after a cleanup, and
+    /// no host record of any handle left in the world.
     fn finish(&mut self) -> Result<(), String> {
         self.log("end: settle every read, drop every handle, sync every stream");
         while !self.reads.is_empty() {
@@ -388,7 +389,19 @@ impl<'log, B: Backend> Fuzzer<'log, B> {
         self.client.memory_cleanup();
         self.wait_until_memory("nothing reserved after a cleanup", |usage| {
             usage.bytes_reserved == 0
-        })
+        })?;
+        self.log("end: two ticks, then no host record of any handle");
+        self.client.tick();
+        self.client.tick();
+        let records = self.client.with_runtime(|runtime| runtime.host_records());
+        if records != HostRecords::default() {
+            return Err(format!(
+                "leak: expected no host record of a handle once every handle was dropped and \
+                 its memory reclaimed, got {records:?}\n{}",
+                self.client.snapshot()
+            ));
+        }
+        Ok(())
     }
 
     /// Ticks until the published memory usage satisfies `done`, as the leak tests wait for the
