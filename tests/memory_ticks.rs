@@ -237,5 +237,8 @@ fn an_idle_tick_makes_no_device_call_that_allocates_frees_or_submits() {
             .collect()
     });
     assert!(calls.is_empty(), "idle ticks called the device: {calls:#?}");
-    assert!(client.memory_usage().bytes_reserved > 0, "the free pages stay cached");
+    assert!(
+        client.memory_usage().bytes_reserved > 0,
+        "the free pages stay cached"
+    );
 }
