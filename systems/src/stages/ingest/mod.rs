@@ -493,6 +493,17 @@ impl Ingest<'_> {
                 (entity, region)
             }
         };
+        // The range is checked against the memory the handle really has, not only against the
+        // capacity the binding claims: a binding put together by hand with a larger capacity
+        // would otherwise reach a neighbour's bytes (issue 27).
+        if end > memory.size {
+            return Err(Error::OutOfRange {
+                handle: binding.handle,
+                start,
+                end,
+                size: memory.size,
+            });
+        }
         entry.used_on.record(stream);
         Ok(TaskBinding {
             handle: entity,
