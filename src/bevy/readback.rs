@@ -132,7 +132,7 @@ pub(super) fn issue_readbacks<B: Backend, M: Send + Sync + 'static>(
         repeat.frames_left = repeat.every - 1;
         match gpu.read_ticket(&repeat.sources) {
             Ok(ticket) => readback.ticket = Some(ticket),
-            Err(error) => commands.trigger(ReadbackFailed { entity, error }),
+            Err(error) => failed(&mut commands, entity, error),
         }
     }
 }
@@ -150,10 +150,17 @@ pub fn deliver_readbacks(mut readbacks: Query<(Entity, &mut Readback)>, mut comm
         readback.ticket = None;
         match result {
             Ok(bytes) => commands.trigger(ReadbackComplete { entity, bytes }),
-            Err(error) => commands.trigger(ReadbackFailed { entity, error }),
+            Err(error) => failed(&mut commands, entity, error),
         }
         if readback.repeat.is_none() {
             commands.entity(entity).remove::<Readback>();
         }
     }
+}
+
+/// Reports a failed readback: logged at `warn` (an app that observes no [`ReadbackFailed`] would
+/// otherwise never hear of it; issue 27), then triggered on the readback's entity.
+fn failed(commands: &mut Commands, entity: Entity, error: gpuworld_systems::Error) {
+    tracing::warn!(target: "gpuworld::bevy", ?entity, %error, "a readback failed; observe `ReadbackFailed` on its entity to handle it");
+    commands.trigger(ReadbackFailed { entity, error });
 }
