@@ -1,11 +1,13 @@
 //! Who ticks: the device thread's loop, and how a blocking call waits for its reply under each
-//! driver. The runtime sits behind one mutex; whoever holds it ticks. A blocking call drives the
-//! runtime itself from its command to its reply, under either driver, because every handoff to
-//! another thread on the way costs a wake-up; beside it the device thread stays out of the way,
-//! and it ticks whatever no blocking call is driving: commands that only enqueue, and work
-//! callers leave in flight. Threads spin only briefly after activity (tens of microseconds; the
-//! device thread a quarter of a millisecond where cores are plentiful), because the next command
-//! or reply usually comes soon after the last.
+//! driver. The runtime sits behind one mutex; whoever holds it ticks. A blocking call alone
+//! drives the runtime itself from its command to its reply, under either driver, because every
+//! handoff to another thread on the way costs a wake-up; beside it the device thread stays out
+//! of the way, and it ticks whatever no blocking call is driving: commands that only enqueue, and
+//! work callers leave in flight. A blocking call that finds others waiting, or the runtime held,
+//! sleeps until its reply (or, under `Manual`, the runtime's release) instead: the tick that
+//! answers the others takes its command too (issue 31). Threads spin only briefly after activity
+//! (tens of microseconds; the device thread a quarter of a millisecond where cores are
+//! plentiful), because the next command or reply usually comes soon after the last.
 
 use super::{ComputeClient, Shared};
 use futures_channel::oneshot;
