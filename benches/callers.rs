@@ -14,7 +14,7 @@
 #[path = "common/callers.rs"]
 mod callers;
 
-use callers::{Outcome, Stop, Workload};
+use callers::{Stop, Workload};
 use gpuworld::{Backend, ComputeClient, Driver};
 use std::io::Write;
 use std::time::Duration;
@@ -105,35 +105,21 @@ fn rows<B: Backend>(
                     workload,
                     Stop::After(Duration::from_millis(100)),
                 );
-                let outcome: Outcome =
+                let outcome =
                     callers::run(&client, callers, workload, Stop::After(settings.budget));
                 drop(client);
-                let line = format!(
-                    "{},{},{},{},{},{},{:.0},{:.1},{:.1}",
-                    settings.label,
-                    backend,
-                    driver_name(driver),
-                    workload.name(),
-                    callers,
-                    outcome.calls,
-                    outcome.per_second(),
-                    outcome.read_p50.as_secs_f64() * 1e6,
-                    outcome.read_p99.as_secs_f64() * 1e6,
-                );
+                let (label, driver, name) = (&settings.label, driver_name(driver), workload.name());
+                let (calls, per_second) = (outcome.calls, outcome.per_second());
+                let p50 = outcome.read_p50.as_secs_f64() * 1e6;
+                let p99 = outcome.read_p99.as_secs_f64() * 1e6;
                 eprintln!(
-                    "{:<10} {:<5} {:<13} {:<11} {:>2} callers: {:>9} calls in {:.2} s = {:>8.1} k/s; read p50 {:>8.1} µs, p99 {:>9.1} µs",
-                    settings.label,
-                    backend,
-                    driver_name(driver),
-                    workload.name(),
-                    callers,
-                    outcome.calls,
+                    "{label:<10} {backend:<5} {driver:<13} {name:<11} {callers:>2} callers: {calls:>9} calls in {:.2} s = {:>8.1} k/s; read p50 {p50:>8.1} µs, p99 {p99:>9.1} µs",
                     outcome.elapsed.as_secs_f64(),
-                    outcome.per_second() / 1e3,
-                    outcome.read_p50.as_secs_f64() * 1e6,
-                    outcome.read_p99.as_secs_f64() * 1e6,
+                    per_second / 1e3,
                 );
-                csv.push(line);
+                csv.push(format!(
+                    "{label},{backend},{driver},{name},{callers},{calls},{per_second:.0},{p50:.1},{p99:.1}"
+                ));
             }
         }
     }

@@ -198,14 +198,19 @@ impl<B: Backend> Caller<B> {
         ((self.caller as u64 * 7919 + round) % 65_536) as f32
     }
 
-    /// A blocking read of `handle`, timed and checked.
+    /// A blocking read of `handle`, timed and checked (`LEN` copies of `expected`).
     fn timed_read(&mut self, handle: &Handle, expected: f32, what: &str) {
+        self.timed_read_with(handle, |bytes| check(bytes, expected, what));
+    }
+
+    /// A blocking read of `handle`, timed, its bytes given to `check`.
+    fn timed_read_with(&mut self, handle: &Handle, check: impl FnOnce(&[u8])) {
         let start = Instant::now();
         let bytes = self.client.read_one(handle).expect("a blocking read");
         let nanos = start.elapsed().as_nanos().min(u128::from(u32::MAX)) as u32;
         self.latencies.push(nanos);
         self.calls += 1;
-        check(&bytes[..], expected, what);
+        check(&bytes[..]);
     }
 
     fn mixed_round(&mut self, round: u64) {
@@ -280,12 +285,9 @@ impl<B: Backend> Caller<B> {
             )
             .expect("FILL takes one buffer and a scalar");
         self.calls += 2;
-        let start = Instant::now();
-        let bytes = self.client.read_one(&handle).expect("a blocking read");
-        let nanos = start.elapsed().as_nanos().min(u128::from(u32::MAX)) as u32;
-        self.latencies.push(nanos);
-        self.calls += 1;
-        assert_eq!(bytes[..], value.to_le_bytes(), "round trip");
+        self.timed_read_with(&handle, |bytes| {
+            assert_eq!(bytes, value.to_le_bytes(), "round trip");
+        });
     }
 
     fn read_round(&mut self, kept: &Handle) {

@@ -1,7 +1,7 @@
 //! What the runtime publishes at the end of every tick for readers that do not take its lock:
-//! the memory usage the tick left, and which ticks have started and finished, so that a caller
-//! whose reply came from another thread's tick can wait for that tick to publish. Also what the
-//! tick left in flight, so `ComputeClient::in_flight` needs no lock and no tick.
+//! the memory usage the tick left and the number of the last tick finished (replies are sent
+//! after it, so a caller woken by one finds its tick published). Also what the tick left in
+//! flight, so `ComputeClient::in_flight` needs no lock and no tick.
 
 use crate::usage::MemoryUsage;
 use parking_lot::Mutex;
@@ -14,7 +14,6 @@ pub struct Published {
     /// another tick's bytes reserved; it is held for a copy of 32 bytes.
     memory: Mutex<MemoryUsage>,
     in_flight: Mutex<InFlight>,
-    started: AtomicU64,
     finished: AtomicU64,
 }
 
@@ -29,19 +28,9 @@ impl Published {
         *self.in_flight.lock()
     }
 
-    /// Number of the last tick that started.
-    pub fn ticks_started(&self) -> u64 {
-        self.started.load(Ordering::Acquire)
-    }
-
     /// Number of the last tick whose state is published.
     pub fn ticks_finished(&self) -> u64 {
         self.finished.load(Ordering::Acquire)
-    }
-
-    /// Records that tick `tick` started.
-    pub(crate) fn start_tick(&self, tick: u64) {
-        self.started.store(tick, Ordering::Release);
     }
 
     /// Publishes what tick `tick` left.

@@ -120,7 +120,6 @@ impl<B: Backend> Runtime<B> {
         counter.0 += 1;
         let tick = counter.0;
         let _span = tracing::trace_span!(target: "gpuworld::stream", "tick", tick).entered();
-        self.published.start_tick(tick);
         self.world.resource_mut::<Device<B>>().0.begin_tick(tick);
         self.schedule.run(&mut self.world);
         // Bevy records every component removal (each despawned handle entity left one message

@@ -93,19 +93,22 @@ impl ExclusivePool {
 
     /// Whether [`ExclusivePool::try_reserve`] would find a free buffer for `padded` bytes.
     pub fn can_place(&self, padded: u64) -> bool {
+        self.smallest_fitting(padded).is_some()
+    }
+
+    /// The size of the smallest free buffer that fits `padded` bytes.
+    fn smallest_fitting(&self, padded: u64) -> Option<u64> {
+        let largest = self.largest_fit(padded);
         self.free
-            .range(padded..=self.largest_fit(padded))
+            .range(padded..=largest)
             .next()
-            .is_some()
+            .map(|(&size, _)| size)
     }
 
     /// Takes a free buffer that fits `padded` bytes, the smallest first.
     pub fn try_reserve(&mut self, padded: u64, requested: u64) -> Option<Block> {
-        if self.free.is_empty() {
-            return None;
-        }
-        let largest = self.largest_fit(padded);
-        let (&size, keys) = self.free.range_mut(padded..=largest).next()?;
+        let size = self.smallest_fitting(padded)?;
+        let keys = self.free.get_mut(&size)?;
         let key = keys.pop()?;
         if keys.is_empty() {
             self.free.remove(&size);
@@ -193,12 +196,8 @@ impl ExclusivePool {
             let Some(buffer) = self.buffers.get(key) else {
                 continue;
             };
-            if let Some(keys) = self.free.get_mut(&buffer.size) {
-                keys.retain(|&k| k != key);
-                if keys.is_empty() {
-                    self.free.remove(&buffer.size);
-                }
-            }
+            let size = buffer.size;
+            self.unlist_free(key, size);
             freed += self.remove(backend, key);
         }
         freed
@@ -222,23 +221,20 @@ impl ExclusivePool {
             let Some(size) = self.buffers.get(key).map(|buffer| buffer.size) else {
                 continue;
             };
-            if let Some(keys) = self.free.get_mut(&size) {
-                keys.retain(|&k| k != key);
-                if keys.is_empty() {
-                    self.free.remove(&size);
-                }
-            }
+            self.unlist_free(key, size);
             freed += self.remove(backend, key);
         }
         freed
     }
 
-    /// Bytes of free buffers.
-    pub fn idle_bytes(&self) -> u64 {
-        self.free
-            .iter()
-            .map(|(size, keys)| size * keys.len() as u64)
-            .sum()
+    /// Takes the free buffer `key` of `size` bytes off the free list.
+    fn unlist_free(&mut self, key: PageKey, size: u64) {
+        if let Some(keys) = self.free.get_mut(&size) {
+            keys.retain(|&k| k != key);
+            if keys.is_empty() {
+                self.free.remove(&size);
+            }
+        }
     }
 
     fn remove<B: Backend>(&mut self, backend: &mut B, key: PageKey) -> u64 {

@@ -302,8 +302,7 @@ impl MemoryPool {
             }
             // Parked memory cannot go back to the device before the device is done with it;
             // rather than reserve more beside it, past the budget, take a larger parked block.
-            let padded =
-                size.max(1).saturating_add(self.alignment - 1) / self.alignment * self.alignment;
+            let padded = self.padded(size).unwrap_or(u64::MAX);
             if self.over_budget(padded) > 0
                 && !self.can_place(padded)
                 && let Some(reservation) = self.take_parked(entity, size, true)
@@ -317,7 +316,7 @@ impl MemoryPool {
     /// A slice `stream` parked that fits `size` bytes (wasting at most a fifth of it, or any
     /// size with `any_larger`), under a new key (a released key stays dead).
     fn take_parked(&mut self, stream: Entity, size: u64, any_larger: bool) -> Option<Reservation> {
-        let padded = size.max(1).checked_next_multiple_of(self.alignment)?;
+        let padded = self.padded(size)?;
         let largest = if any_larger {
             u64::MAX
         } else {
@@ -414,10 +413,7 @@ impl MemoryPool {
                 limit,
             });
         }
-        let padded = size
-            .max(1)
-            .checked_next_multiple_of(self.alignment)
-            .ok_or_else(|| self.out_of_memory(size))?;
+        let padded = self.padded(size).ok_or_else(|| self.out_of_memory(size))?;
         let (pool, block) = match mode {
             AllocationMode::Persistent => {
                 (PERSISTENT, self.reserve_persistent(backend, padded, size)?)
@@ -535,6 +531,11 @@ impl MemoryPool {
             self.recount_reserved();
             tracing::debug!(target: "gpuworld::memory", freed, padded, reserved = self.usage.bytes_reserved, "idle memory returned before growing");
         }
+    }
+
+    /// `size` rounded up to the device alignment (at least one unit); `None` past `u64::MAX`.
+    fn padded(&self, size: u64) -> Option<u64> {
+        size.max(1).checked_next_multiple_of(self.alignment)
     }
 
     /// Whether free memory of the pools (the persistent pool, then the ladder from the request's

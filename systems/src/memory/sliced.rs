@@ -133,15 +133,19 @@ impl SlicedPool {
 
     /// Places `padded` bytes in a free range of an existing page, if one accepts them.
     pub fn try_reserve(&mut self, padded: u64, requested: u64) -> Option<Block> {
-        let start = self.first_free.min(self.order.len());
-        let position = start + self.order[start..].iter().position(|s| s.accepts(padded))?;
+        let position = self.first_accepting(padded)?;
         self.take(position, padded, requested)
     }
 
     /// Whether [`SlicedPool::try_reserve`] would place `padded` bytes without a new page.
     pub fn can_place(&self, padded: u64) -> bool {
+        self.first_accepting(padded).is_some()
+    }
+
+    /// The first page, in first-fit order, that accepts `padded` bytes.
+    fn first_accepting(&self, padded: u64) -> Option<usize> {
         let start = self.first_free.min(self.order.len());
-        self.order[start..].iter().any(|s| s.accepts(padded))
+        Some(start + self.order[start..].iter().position(|s| s.accepts(padded))?)
     }
 
     /// Allocates a new page and places `padded` bytes at its start; `Ok(None)` when the pool's
@@ -340,15 +344,6 @@ impl SlicedPool {
             chosen.push(key);
         }
         self.remove_pages(backend, chosen)
-    }
-
-    /// Bytes of fully free pages.
-    pub fn idle_bytes(&self) -> u64 {
-        self.pages
-            .values()
-            .filter(|page| page.used == 0)
-            .map(|page| page.size)
-            .sum()
     }
 
     /// The backend buffer of `page`.
