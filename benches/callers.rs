@@ -1,7 +1,7 @@
 //! Concurrent callers (issue 31): N threads share one client and run one workload each
 //! (`common/callers.rs`: mixed, launch-only, read-only), every value checked. For each backend,
-//! driver, workload and caller count it prints calls per second and the blocking read's median
-//! and p99 latency, and writes them as CSV to `$GPUWORLD_OUT/callers.csv` (or
+//! driver, workload and caller count it prints calls per second, the blocking read's median
+//! and p99 latency and the memory the run left reserved, and writes them as CSV to `$GPUWORLD_OUT/callers.csv` (or
 //! `target/callers.csv`); `benches/plot_callers.py` draws the PNG of `docs/benchmarks.md`.
 //!
 //! Run: `cargo bench --bench callers` (cpu); `--features cuda` adds the CUDA rows on a machine
@@ -107,18 +107,21 @@ fn rows<B: Backend>(
                 );
                 let outcome =
                     callers::run(&client, callers, workload, Stop::After(settings.budget));
+                // Every caller synced before it left: what the run left reserved, beside its time.
+                let reserved = client.memory_usage().bytes_reserved;
                 drop(client);
                 let (label, driver, name) = (&settings.label, driver_name(driver), workload.name());
                 let (calls, per_second) = (outcome.calls, outcome.per_second());
                 let p50 = outcome.read_p50.as_secs_f64() * 1e6;
                 let p99 = outcome.read_p99.as_secs_f64() * 1e6;
                 eprintln!(
-                    "{label:<10} {backend:<5} {driver:<13} {name:<11} {callers:>2} callers: {calls:>9} calls in {:.2} s = {:>8.1} k/s; read p50 {p50:>8.1} µs, p99 {p99:>9.1} µs",
+                    "{label:<10} {backend:<5} {driver:<13} {name:<11} {callers:>2} callers: {calls:>9} calls in {:.2} s = {:>8.1} k/s; read p50 {p50:>8.1} µs, p99 {p99:>9.1} µs; reserved after {:.2} MiB",
                     outcome.elapsed.as_secs_f64(),
                     per_second / 1e3,
+                    reserved as f64 / (1u64 << 20) as f64,
                 );
                 csv.push(format!(
-                    "{label},{backend},{driver},{name},{callers},{calls},{per_second:.0},{p50:.1},{p99:.1}"
+                    "{label},{backend},{driver},{name},{callers},{calls},{per_second:.0},{p50:.1},{p99:.1},{reserved}"
                 ));
             }
         }
@@ -135,7 +138,7 @@ fn main() {
         settings.callers
     );
     let mut csv = vec![
-        "build,backend,driver,workload,callers,calls,calls_per_s,read_p50_us,read_p99_us"
+        "build,backend,driver,workload,callers,calls,calls_per_s,read_p50_us,read_p99_us,reserved_after_bytes"
             .to_string(),
     ];
     rows("cpu", &settings, &mut csv, |driver| {
