@@ -116,7 +116,13 @@ fn main() -> AppExit {
             return AppExit::error();
         }
     };
-    let client = gpuworld::cpu_client(Driver::Manual);
+    let client = match gpuworld::cpu_client(Driver::Manual) {
+        Ok(client) => client,
+        Err(error) => {
+            eprintln!("error: {error}");
+            return AppExit::error();
+        }
+    };
     App::new()
         .add_plugins((
             TaskPoolPlugin::default(),

@@ -338,7 +338,13 @@ fn main() -> AppExit {
     }
     #[cfg(feature = "cpu")]
     if wanted.is_none() || wanted == Some("cpu") {
-        return run(gpuworld::cpu_client(Driver::Manual), &options);
+        return match gpuworld::cpu_client(Driver::Manual) {
+            Ok(client) => run(client, &options),
+            Err(error) => {
+                eprintln!("error: {error}");
+                AppExit::error()
+            }
+        };
     }
     eprintln!(
         "error: backend `{}` is not compiled in (features: cpu, wgpu, cuda)",

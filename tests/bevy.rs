@@ -349,7 +349,7 @@ fn values_on<B: Backend>(client: ComputeClient<B>) -> Vec<Arrival> {
 fn cpu_and_wgpu_deliver_the_same_values_as_the_sim() {
     let expected: Vec<_> = [3u64, 6, 9, 12].map(|f| (f, f, vec![f as f32; LEN])).into();
     assert_eq!(values_on(sim(2)), expected);
-    assert_eq!(values_on(gpuworld::cpu_client(Driver::Manual)), expected);
+    assert_eq!(values_on(gpuworld::cpu_client(Driver::Manual).unwrap()), expected);
     #[cfg(feature = "wgpu")]
     match gpuworld::wgpu_client_with(gpuworld::WgpuConfig::default(), Driver::Manual) {
         Ok(client) => assert_eq!(values_on(client), expected),

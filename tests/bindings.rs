@@ -61,7 +61,7 @@ fn refused_everywhere<B: Backend>(client: ComputeClient<B>) {
 
 #[test]
 fn an_oversized_binding_is_refused_on_cpu() {
-    refused_everywhere(gpuworld::cpu_client(Driver::Manual));
+    refused_everywhere(gpuworld::cpu_client(Driver::Manual).unwrap());
 }
 
 #[test]

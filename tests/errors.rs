@@ -17,7 +17,7 @@ use gpuworld::{
 use std::sync::Arc;
 
 fn cpu() -> ComputeClient<CpuBackend> {
-    gpuworld::cpu_client(Driver::Manual)
+    gpuworld::cpu_client(Driver::Manual).unwrap()
 }
 
 /// Proves the client still creates, launches and reads, and that `kept` still holds `expected`.

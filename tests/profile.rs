@@ -151,8 +151,8 @@ fn profile_is_within_wall_time<B: Backend>(client: &ComputeClient<B>) {
 
 #[test]
 fn profile_on_the_cpu_is_within_the_wall_time_around_it() {
-    profile_is_within_wall_time(&gpuworld::cpu_client(gpuworld::Driver::DeviceThread));
-    profile_is_within_wall_time(&gpuworld::cpu_client(gpuworld::Driver::Manual));
+    profile_is_within_wall_time(&gpuworld::cpu_client(gpuworld::Driver::DeviceThread).unwrap());
+    profile_is_within_wall_time(&gpuworld::cpu_client(gpuworld::Driver::Manual).unwrap());
 }
 
 #[cfg(feature = "wgpu")]
@@ -232,7 +232,7 @@ fn kernel_stats_count_every_launch<B: Backend>(client: &ComputeClient<B>, timed:
 
 #[test]
 fn kernel_stats_on_the_cpu_count_every_launch_with_its_worker_time() {
-    kernel_stats_count_every_launch(&gpuworld::cpu_client(gpuworld::Driver::DeviceThread), true);
+    kernel_stats_count_every_launch(&gpuworld::cpu_client(gpuworld::Driver::DeviceThread).unwrap(), true);
 }
 
 #[cfg(feature = "wgpu")]
