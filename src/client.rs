@@ -23,6 +23,7 @@ pub use replies::{ReadTicket, ReplyFuture};
 pub use resource::ResourceGuard;
 pub use tensors::{TensorDesc, TensorHandle};
 pub(crate) use to_client::FromRead;
+pub(crate) use transfers::decode;
 
 use futures_channel::oneshot;
 use gpuworld_systems::backend::StagingAllocator;

@@ -232,7 +232,10 @@ fn kernel_stats_count_every_launch<B: Backend>(client: &ComputeClient<B>, timed:
 
 #[test]
 fn kernel_stats_on_the_cpu_count_every_launch_with_its_worker_time() {
-    kernel_stats_count_every_launch(&gpuworld::cpu_client(gpuworld::Driver::DeviceThread).unwrap(), true);
+    kernel_stats_count_every_launch(
+        &gpuworld::cpu_client(gpuworld::Driver::DeviceThread).unwrap(),
+        true,
+    );
 }
 
 #[cfg(feature = "wgpu")]

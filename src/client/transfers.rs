@@ -181,19 +181,7 @@ impl<B: Backend> ComputeClient<B> {
 
     /// Reads one binding back as elements of `T`, blocking until the bytes are there. May tick.
     pub fn read_one_as<T: bytemuck::Pod>(&self, source: impl Into<Binding>) -> Result<Vec<T>> {
-        let bytes = self.read_one(source)?;
-        let elem_size = std::mem::size_of::<T>();
-        if elem_size == 0 || bytes.len() % elem_size != 0 {
-            return Err(Error::ElementSize {
-                len: bytes.len() as u64,
-                elem_size: elem_size as u64,
-            });
-        }
-        // The bytes are only aligned for u8: copy the elements out rather than cast in place.
-        Ok(bytes
-            .chunks_exact(elem_size)
-            .map(bytemuck::pod_read_unaligned)
-            .collect())
+        decode(&self.read_one(source)?)
     }
 
     pub(super) fn enqueue_read(&self, sources: &[Binding]) -> Result<oneshot::Receiver<ReadReply>> {
@@ -219,4 +207,20 @@ impl<B: Backend> ComputeClient<B> {
         });
         Ok(receiver)
     }
+}
+
+/// `bytes` as elements of `T`, or `Error::ElementSize` when they are not a whole number of them.
+pub(crate) fn decode<T: bytemuck::Pod>(bytes: &[u8]) -> Result<Vec<T>> {
+    let elem_size = std::mem::size_of::<T>();
+    if elem_size == 0 || bytes.len() % elem_size != 0 {
+        return Err(Error::ElementSize {
+            len: bytes.len() as u64,
+            elem_size: elem_size as u64,
+        });
+    }
+    // The bytes are only aligned for u8: copy the elements out rather than cast in place.
+    Ok(bytes
+        .chunks_exact(elem_size)
+        .map(bytemuck::pod_read_unaligned)
+        .collect())
 }
