@@ -280,10 +280,10 @@ impl<B: Backend> ComputeClient<B> {
             let (start, end) = binding.validate(self.shared.id)?;
             if end - start < 12 {
                 return Err(Error::OutOfRange {
-                    handle: binding.handle,
+                    handle: binding.handle(),
                     start,
                     end: start + 12,
-                    size: binding.capacity,
+                    size: binding.capacity(),
                 });
             }
         }
