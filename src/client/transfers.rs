@@ -205,7 +205,7 @@ impl<B: Backend> ComputeClient<B> {
 /// `bytes` as elements of `T`, or `Error::ElementSize` when they are not a whole number of them.
 pub(crate) fn decode<T: bytemuck::Pod>(bytes: &[u8]) -> Result<Vec<T>> {
     let elem_size = std::mem::size_of::<T>();
-    if elem_size == 0 || bytes.len() % elem_size != 0 {
+    if elem_size == 0 || !bytes.len().is_multiple_of(elem_size) {
         return Err(Error::ElementSize {
             len: bytes.len() as u64,
             elem_size: elem_size as u64,
