@@ -189,7 +189,7 @@ fn tune_matmul_on<B: Backend>(
 
 fn tune_matmul(c: &mut Criterion) {
     tune_matmul_on(c, "cpu", Duration::from_secs(10), || {
-        Some(gpuworld::cpu_client(Driver::Manual))
+        Some(gpuworld::cpu_client(Driver::Manual).expect("the configuration is readable"))
     });
     tune_matmul_on(c, "sim", Duration::from_secs(10), || Some(sim_client()));
     #[cfg(feature = "wgpu")]

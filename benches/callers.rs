@@ -142,7 +142,7 @@ fn main() {
             .to_string(),
     ];
     rows("cpu", &settings, &mut csv, |driver| {
-        Some(gpuworld::cpu_client(driver))
+        Some(gpuworld::cpu_client(driver).expect("the configuration is readable"))
     });
     #[cfg(feature = "cuda")]
     rows(

@@ -145,7 +145,7 @@ fn to_client_rows(c: &mut Criterion, raw: &RawDevice, pinned: Pinned) {
     let (Some(a), Some(b)) = (cuda_client(0), cuda_client(0)) else {
         return;
     };
-    let cpu = gpuworld::cpu_client(Driver::DeviceThread);
+    let cpu = gpuworld::cpu_client(Driver::DeviceThread).expect("the configuration is readable");
     let host = vec![1u8; BYTES];
     let on_a = a.create_from_slice(&host);
     let on_cpu = cpu.create_from_slice(&host);

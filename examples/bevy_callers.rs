@@ -260,7 +260,13 @@ fn main() -> AppExit {
         }
     }
     match wanted {
-        None | Some("cpu") => run(gpuworld::cpu_client(Driver::Manual), &options),
+        None | Some("cpu") => match gpuworld::cpu_client(Driver::Manual) {
+            Ok(client) => run(client, &options),
+            Err(error) => {
+                eprintln!("error: {error}");
+                AppExit::error()
+            }
+        },
         Some(other) => {
             eprintln!("error: backend `{other}` is not compiled in or unknown");
             AppExit::error()

@@ -86,7 +86,13 @@ fn diffuse(gpu: Res<Gpu<CpuBackend>>, mut plate: ResMut<Plate>, mut commands: Co
 }
 
 fn log_plate(step: u64, event: &ReadbackComplete) {
-    let cells = event.to_vec::<f32>();
+    let cells = match event.to_vec::<f32>() {
+        Ok(cells) => cells,
+        Err(error) => {
+            eprintln!("step {step}: {error}");
+            return;
+        }
+    };
     let total: f64 = cells.iter().map(|&c| c as f64).sum();
     let hottest = cells.iter().copied().fold(f32::MIN, f32::max);
     println!("step {step:>5}: total heat {total:.1}, hottest cell {hottest:.3}");
@@ -116,7 +122,13 @@ fn main() -> AppExit {
             return AppExit::error();
         }
     };
-    let client = gpuworld::cpu_client(Driver::Manual);
+    let client = match gpuworld::cpu_client(Driver::Manual) {
+        Ok(client) => client,
+        Err(error) => {
+            eprintln!("error: {error}");
+            return AppExit::error();
+        }
+    };
     App::new()
         .add_plugins((
             TaskPoolPlugin::default(),

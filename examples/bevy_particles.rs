@@ -183,9 +183,11 @@ fn spawn_particles<B: Backend>(gpu: Res<Gpu<B>>, run: Res<Run>, mut commands: Co
         vy: upload(initial(count, 4).iter().map(|v| v - 0.5).collect()),
         count,
     };
-    let sources = [&particles.py, &particles.vx, &particles.vy].map(Handle::binding);
     commands
-        .spawn(Readback::every(STATS_EVERY, &sources))
+        .spawn(Readback::every(
+            STATS_EVERY,
+            [&particles.py, &particles.vx, &particles.vy],
+        ))
         .observe(log_stats);
     commands.insert_resource(particles);
 }
@@ -210,13 +212,17 @@ fn integrate<B: Backend>(gpu: Res<Gpu<B>>, particles: Res<Particles>) {
 
 /// Heights, energy and the number of particles moving up, from one readback.
 fn log_stats(event: On<ReadbackComplete>, run: Res<Run>) {
-    let floats = |k: usize| -> Vec<f32> {
-        event.bytes[k]
-            .chunks_exact(4)
-            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-            .collect()
+    let [py, vx, vy] = match event.to_vecs::<f32>().map(<[Vec<f32>; 3]>::try_from) {
+        Ok(Ok(sources)) => sources,
+        Ok(Err(sources)) => {
+            eprintln!("expected 3 sources, got {}", sources.len());
+            return;
+        }
+        Err(error) => {
+            eprintln!("stats: {error}");
+            return;
+        }
     };
-    let (py, vx, vy) = (floats(0), floats(1), floats(2));
     let n = py.len() as f64;
     let mean_height = py.iter().map(|&y| y as f64).sum::<f64>() / n;
     let energy = py
@@ -338,7 +344,13 @@ fn main() -> AppExit {
     }
     #[cfg(feature = "cpu")]
     if wanted.is_none() || wanted == Some("cpu") {
-        return run(gpuworld::cpu_client(Driver::Manual), &options);
+        return match gpuworld::cpu_client(Driver::Manual) {
+            Ok(client) => run(client, &options),
+            Err(error) => {
+                eprintln!("error: {error}");
+                AppExit::error()
+            }
+        };
     }
     eprintln!(
         "error: backend `{}` is not compiled in (features: cpu, wgpu, cuda)",

@@ -23,6 +23,7 @@ pub use replies::{ReadTicket, ReplyFuture};
 pub use resource::ResourceGuard;
 pub use tensors::{TensorDesc, TensorHandle};
 pub(crate) use to_client::FromRead;
+pub(crate) use transfers::decode;
 
 use futures_channel::oneshot;
 use gpuworld_systems::backend::StagingAllocator;
@@ -279,10 +280,10 @@ impl<B: Backend> ComputeClient<B> {
             let (start, end) = binding.validate(self.shared.id)?;
             if end - start < 12 {
                 return Err(Error::OutOfRange {
-                    handle: binding.handle,
+                    handle: binding.handle(),
                     start,
                     end: start + 12,
-                    size: binding.capacity,
+                    size: binding.capacity(),
                 });
             }
         }

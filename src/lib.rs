@@ -4,7 +4,7 @@
 //! ```
 //! use gpuworld::{Bindings, ComputeClient, CubeCount, Driver, library};
 //!
-//! let client = gpuworld::cpu_client(Driver::Manual);
+//! let client = gpuworld::cpu_client(Driver::Manual)?;
 //! let input = client.create_from_slice(bytemuck::cast_slice(&[1.0f32, 2.0, 3.0, 4.0]));
 //! let output = client.empty(16);
 //! let bindings = Bindings::new().buffer(&input).buffer(&output).scalar_f32(10.0);
@@ -60,19 +60,10 @@ pub use gpuworld_cuda::{
 /// A client of a new runtime on the CPU backend.
 ///
 /// The scheduler and memory settings of `gpuworld.toml` and `GPUWORLD_*` apply, the cpu
-/// device's memory limit included (see [`config`]); a configuration that cannot be read is
-/// logged as an error and the defaults are used ([`cpu_client_configured`] returns it instead).
+/// device's memory limit included (see [`config`]); `Error::Config`, naming the file or variable
+/// and what is wrong with it, when the configuration cannot be read.
 #[cfg(feature = "cpu")]
-pub fn cpu_client(driver: Driver) -> ComputeClient<CpuBackend> {
-    cpu_client_configured(driver).unwrap_or_else(|error| {
-        tracing::error!(target: "gpuworld::stream", %error, "configuration ignored: defaults used");
-        ComputeClient::new(CpuBackend::new(), RuntimeConfig::default(), driver)
-    })
-}
-
-/// Like [`cpu_client`], with `Error::Config` when the configuration cannot be read.
-#[cfg(feature = "cpu")]
-pub fn cpu_client_configured(driver: Driver) -> Result<ComputeClient<CpuBackend>> {
+pub fn cpu_client(driver: Driver) -> Result<ComputeClient<CpuBackend>> {
     let settings = config::Settings::load()?;
     let backend = CpuBackend::with_capacity(settings.cpu_memory_limit.value.capacity());
     let runtime = settings.runtime_config(&backend.properties(), RuntimeConfig::default());

@@ -2,11 +2,14 @@
 //! two runs on the sim, readbacks arrive on the frame the sim's latency says, the
 //! frames-in-flight limit holds in both modes, a despawned readback leaks nothing, two runtimes
 //! run side by side, a fixed timestep ticks per step, and cpu and wgpu give the same values.
+//! A repeating readback keeps its memory alive, delivers every frame's own data in frame order,
+//! and reports each frame it had to skip.
 
 use bevy_app::{App, FixedUpdate, PostUpdate};
 use bevy_ecs::prelude::*;
 use gpuworld::bevy::{
-    FramesFull, Gpu, GpuFrames, GpuworldPlugin, GpuworldSet, Readback, ReadbackComplete, TickPolicy,
+    DEFAULT_READS_IN_FLIGHT, FramesFull, Gpu, GpuFrames, GpuworldPlugin, GpuworldSet, Readback,
+    ReadbackComplete, ReadbackFailed, TickPolicy,
 };
 use gpuworld::{
     Backend, Bindings, ComputeClient, CpuSource, CubeCount, Driver, Handle, KernelDef, Param,
@@ -86,7 +89,9 @@ fn bump_and_read<B: Backend, M: Send + Sync + 'static, const EVERY: u64>(
             move |event: On<ReadbackComplete>,
                   frame: Res<Frame>,
                   mut arrivals: ResMut<Arrivals>| {
-                arrivals.0.push((issued, frame.0, event.to_vec::<f32>()));
+                arrivals
+                    .0
+                    .push((issued, frame.0, event.to_vec::<f32>().unwrap()));
             },
         );
     }
@@ -221,7 +226,7 @@ fn a_readback_despawned_before_its_bytes_arrive_loses_nothing_else_and_leaks_not
         .spawn(Readback::once(client.read_ticket(&[b.binding()]).unwrap()))
         .observe(
             |event: On<ReadbackComplete>, mut arrivals: ResMut<Arrivals>| {
-                arrivals.0.push((0, 0, event.to_vec::<f32>()));
+                arrivals.0.push((0, 0, event.to_vec::<f32>().unwrap()));
             },
         );
     app.update();
@@ -349,7 +354,10 @@ fn values_on<B: Backend>(client: ComputeClient<B>) -> Vec<Arrival> {
 fn cpu_and_wgpu_deliver_the_same_values_as_the_sim() {
     let expected: Vec<_> = [3u64, 6, 9, 12].map(|f| (f, f, vec![f as f32; LEN])).into();
     assert_eq!(values_on(sim(2)), expected);
-    assert_eq!(values_on(gpuworld::cpu_client(Driver::Manual)), expected);
+    assert_eq!(
+        values_on(gpuworld::cpu_client(Driver::Manual).unwrap()),
+        expected
+    );
     #[cfg(feature = "wgpu")]
     match gpuworld::wgpu_client_with(gpuworld::WgpuConfig::default(), Driver::Manual) {
         Ok(client) => assert_eq!(values_on(client), expected),
@@ -358,4 +366,226 @@ fn cpu_and_wgpu_deliver_the_same_values_as_the_sim() {
         }
         Err(error) => eprintln!("SKIPPED: no wgpu adapter: {error}"),
     }
+}
+
+/// A repeating readback's delivery: the readback's frame, the app frame it arrived in, the
+/// frames it reported skipped, the values.
+type Delivery = (u64, u64, Vec<u64>, Vec<f32>);
+
+/// Every delivery of the repeating readback, and how many reads of it failed.
+#[derive(Resource, Default)]
+struct Deliveries {
+    delivered: Vec<Delivery>,
+    failed: usize,
+}
+
+/// Spawns `readback` with observers recording its deliveries and failures into `Deliveries`.
+fn spawn_recorded(app: &mut App, readback: Readback) -> Entity {
+    app.init_resource::<Deliveries>();
+    app.world_mut()
+        .spawn(readback)
+        .observe(
+            |event: On<ReadbackComplete>, frame: Res<Frame>, mut deliveries: ResMut<Deliveries>| {
+                let readback_frame = event
+                    .frame
+                    .expect("a repeating readback numbers its frames");
+                let values = event.to_vec::<f32>().expect("whole f32s");
+                deliveries
+                    .delivered
+                    .push((readback_frame, frame.0, event.skipped.clone(), values));
+            },
+        )
+        .observe(
+            |_: On<ReadbackFailed>, mut deliveries: ResMut<Deliveries>| {
+                deliveries.failed += 1;
+            },
+        )
+        .id()
+}
+
+/// Runs frames until the readback has delivered or reported skipped every frame below
+/// `frames` (at most 200 frames more); checks each of those frames is accounted for exactly
+/// once, delivered in order with that frame's data (`k + 1` after `k + 1` bumps), and returns
+/// the frames skipped.
+fn every_frame_accounted_for(app: &mut App, frames: u64) -> Vec<u64> {
+    for _ in 0..frames {
+        app.update();
+    }
+    let covered = |app: &App| {
+        let deliveries = &app.world().resource::<Deliveries>().delivered;
+        deliveries.iter().any(|(frame, ..)| *frame + 1 >= frames)
+            || deliveries
+                .iter()
+                .flat_map(|(_, _, skipped, _)| skipped)
+                .any(|frame| *frame + 1 >= frames)
+    };
+    for _ in 0..200 {
+        if covered(app) {
+            break;
+        }
+        app.update();
+    }
+    let deliveries = &app.world().resource::<Deliveries>();
+    assert_eq!(deliveries.failed, 0);
+    let mut seen = vec![0u32; frames as usize];
+    let mut skipped_frames = Vec::new();
+    let mut last = None;
+    for (frame, _, skipped, values) in &deliveries.delivered {
+        assert!(last < Some(*frame), "frame {frame} delivered out of order");
+        for &k in skipped {
+            assert!(
+                Some(k) > last && k < *frame,
+                "frame {k} reported skipped with frame {frame}'s delivery"
+            );
+            if k < frames {
+                seen[k as usize] += 1;
+                skipped_frames.push(k);
+            }
+        }
+        last = Some(*frame);
+        if *frame < frames {
+            seen[*frame as usize] += 1;
+            assert_eq!(
+                values,
+                &vec![(*frame + 1) as f32; LEN],
+                "frame {frame}'s delivery holds another frame's data"
+            );
+        }
+    }
+    for (k, n) in seen.iter().enumerate() {
+        assert_eq!(*n, 1, "frame {k} delivered or reported skipped {n} times");
+    }
+    skipped_frames
+}
+
+/// An app bumping a buffer by 1 every frame, with a readback of it every frame.
+fn bumping_app_with_readback<B: Backend>(
+    plugin: GpuworldPlugin<B>,
+    client: &ComputeClient<B>,
+    reads_in_flight: usize,
+) -> (App, Entity) {
+    let mut app = new_app();
+    app_with::<_, (), { u64::MAX }>(&mut app, plugin, client);
+    let buffer = app.world().resource::<Counter<()>>().buffer.clone();
+    let readback = Readback::every_frame([&buffer]).reads_in_flight(reads_in_flight);
+    let entity = spawn_recorded(&mut app, readback);
+    (app, entity)
+}
+
+#[test]
+fn every_frame_on_the_sim_delivers_each_frames_own_data_latency_frames_later() {
+    let latency = 2;
+    let client = sim(latency);
+    let (mut app, _) = bumping_app_with_readback(
+        GpuworldPlugin::new(client.clone()),
+        &client,
+        DEFAULT_READS_IN_FLIGHT,
+    );
+    let skipped = every_frame_accounted_for(&mut app, 40);
+    assert!(skipped.is_empty(), "{skipped:?}");
+    // Readback frame k is app frame k + 1 (frames count from 1), arriving `latency` later.
+    for (frame, arrived, _, _) in &app.world().resource::<Deliveries>().delivered {
+        assert_eq!(*arrived, frame + 1 + latency);
+    }
+}
+
+#[test]
+fn every_frame_on_cpu_accounts_for_every_frame_of_a_headless_app() {
+    let client = gpuworld::cpu_client(Driver::Manual).unwrap();
+    let frames = 100;
+    let (mut app, entity) = bumping_app_with_readback(
+        GpuworldPlugin::new(client.clone()),
+        &client,
+        DEFAULT_READS_IN_FLIGHT,
+    );
+    let skipped = every_frame_accounted_for(&mut app, frames);
+    let delivered = app
+        .world()
+        .resource::<Deliveries>()
+        .delivered
+        .iter()
+        .filter(|(frame, ..)| *frame < frames)
+        .count();
+    assert_eq!(delivered + skipped.len(), frames as usize);
+    let readback = app.world().get::<Readback>(entity).unwrap();
+    assert!(readback.skipped() >= skipped.len() as u64);
+}
+
+#[test]
+fn a_readback_at_its_bound_of_reads_in_flight_reports_the_frames_it_skipped() {
+    // Reads take 4 frames; a bound of 2 must skip some, and say which.
+    let client = sim(4);
+    let plugin = GpuworldPlugin::new(client.clone()).frames_in_flight(8, FramesFull::Wait);
+    let (mut app, entity) = bumping_app_with_readback(plugin, &client, 2);
+    let skipped = every_frame_accounted_for(&mut app, 30);
+    assert!(!skipped.is_empty());
+    let readback = app.world().get::<Readback>(entity).unwrap();
+    assert!(readback.skipped() >= skipped.len() as u64);
+    assert!(
+        app.world()
+            .resource::<GpuFrames<gpuworld::SimBackend>>()
+            .waited
+            == 0
+    );
+}
+
+#[test]
+fn a_repeating_readback_keeps_delivering_after_the_user_drops_its_handle() {
+    let client = sim(1);
+    let mut app = new_app();
+    app.add_plugins(GpuworldPlugin::new(client.clone()));
+    let buffer = client.create_from_slice(bytemuck::cast_slice(&[3.0f32; LEN]));
+    let entity = spawn_recorded(&mut app, Readback::every_frame([&buffer]));
+    drop(buffer);
+    for _ in 0..12 {
+        app.update();
+    }
+    let deliveries = app.world().resource::<Deliveries>();
+    assert_eq!(deliveries.failed, 0);
+    // Frames 0 to 10 arrived (frame 11's a frame later), every one with the data.
+    assert_eq!(deliveries.delivered.len(), 11);
+    for (_, _, skipped, values) in &deliveries.delivered {
+        assert!(skipped.is_empty());
+        assert_eq!(values, &vec![3.0; LEN]);
+    }
+    // The readback held the memory; despawning it lets it go.
+    assert!(client.memory_usage().bytes_in_use > 0);
+    app.world_mut().despawn(entity);
+    for _ in 0..5 {
+        app.update();
+    }
+    assert_eq!(client.memory_usage().bytes_in_use, 0);
+}
+
+#[test]
+fn a_readback_of_several_sources_decodes_each_of_them() {
+    let client = sim(1);
+    let mut app = new_app();
+    app.add_plugins(GpuworldPlugin::new(client.clone()));
+    let a = client.create_from_slice(bytemuck::cast_slice(&[1.0f32; 64]));
+    let b = client.create_from_slice(bytemuck::cast_slice(&[2.0f32; 16]));
+    let ticket = client.read_ticket(&[a.binding(), b.binding()]).unwrap();
+    app.world_mut().spawn(Readback::once(ticket)).observe(
+        |event: On<ReadbackComplete>, mut arrivals: ResMut<Arrivals>| {
+            assert_eq!(event.frame, None);
+            let sources = event.to_vecs::<f32>().unwrap();
+            assert_eq!(sources, vec![vec![1.0; 64], vec![2.0; 16]]);
+            // Every source's elements, one after the other.
+            let all = event.to_vec::<f32>().unwrap();
+            assert_eq!(all.len(), 80);
+            assert_eq!((all[63], all[64]), (1.0, 2.0));
+            // Bytes that are not whole elements are an error, not a silent truncation.
+            let error = event.to_vecs::<[u8; 3]>().unwrap_err();
+            assert!(
+                matches!(error, gpuworld::Error::ElementSize { .. }),
+                "{error}"
+            );
+            assert!(event.to_vec::<[u8; 3]>().is_err());
+            arrivals.0.push((0, 0, all));
+        },
+    );
+    for _ in 0..3 {
+        app.update();
+    }
+    assert_eq!(app.world().resource::<Arrivals>().0.len(), 1);
 }

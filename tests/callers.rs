@@ -31,7 +31,7 @@ fn time_of(client: &ComputeClient<CpuBackend>, callers: usize) -> Duration {
 }
 
 fn no_collapse(driver: Driver) {
-    let client = gpuworld::cpu_client(driver);
+    let client = gpuworld::cpu_client(driver).unwrap();
     // Warm-up: pools, worker threads.
     time_of(&client, 1);
     let (mut one, mut eight) = (Duration::MAX, Duration::MAX);

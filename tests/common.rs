@@ -226,7 +226,7 @@ pub fn scale_first_cube<B: gpuworld::Backend>(
 /// ```ignore
 /// backend_suite! {
 ///     cases: [cases::fill_writes_every_element, memory::a_ring_of_live_buffers_stops_growing];
-///     cpu: gpuworld::cpu_client(gpuworld::Driver::Manual);
+///     cpu: gpuworld::cpu_client(gpuworld::Driver::Manual).unwrap();
 ///     #[cfg(feature = "wgpu")]
 ///     wgpu: optional crate::common::wgpu_client_or_skip();
 /// }

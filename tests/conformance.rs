@@ -36,8 +36,8 @@ backend_suite! {
         memory::a_drop_and_allocate_loop_reserves_what_is_live,
         memory::a_ring_of_live_buffers_stops_growing,
     ];
-    cpu: gpuworld::cpu_client(gpuworld::Driver::Manual);
-    cpu_device_thread: gpuworld::cpu_client(gpuworld::Driver::DeviceThread);
+    cpu: gpuworld::cpu_client(gpuworld::Driver::Manual).unwrap();
+    cpu_device_thread: gpuworld::cpu_client(gpuworld::Driver::DeviceThread).unwrap();
     sim: gpuworld::sim_client(gpuworld::SimConfig::default());
     sim_slow: gpuworld::sim_client(gpuworld::SimConfig {
         latency_ticks: 3,

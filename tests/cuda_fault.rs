@@ -105,7 +105,7 @@ fn an_illegal_address_faults_its_stream_and_later_calls_fail_instead_of_hanging(
     }
 
     // Other backends of the process are untouched.
-    let cpu = gpuworld::cpu_client(gpuworld::Driver::Manual);
+    let cpu = gpuworld::cpu_client(gpuworld::Driver::Manual).unwrap();
     let handle = cpu.empty(16);
     cpu.launch(
         &library::FILL,

@@ -66,7 +66,7 @@ fn memory_report_and_memory_cleanup_under_the_manual_driver_never_tick() {
 
 #[test]
 fn after_a_sync_memory_usage_counts_every_command_sent_before_it_with_the_device_thread() {
-    let client = gpuworld::cpu_client(Driver::DeviceThread);
+    let client = gpuworld::cpu_client(Driver::DeviceThread).unwrap();
     let mut kept = Vec::new();
     for round in 1..=200u64 {
         kept.push(client.empty(4096));
@@ -87,7 +87,7 @@ fn after_a_sync_memory_usage_counts_every_command_sent_before_it_with_the_device
 
 #[test]
 fn a_read_beside_the_device_thread_sees_the_launch_before_it() {
-    let client = gpuworld::cpu_client(Driver::DeviceThread);
+    let client = gpuworld::cpu_client(Driver::DeviceThread).unwrap();
     let word = client.empty(4);
     for round in 0..500u32 {
         let value = round as f32;
@@ -108,7 +108,7 @@ fn a_tick_awaiting_replies_answers_the_read_it_submits() {
     // What a blocking read does: its reply comes in the tick that submits it, not a tick later,
     // even behind a kernel that runs for a while.
     const WORDS: u64 = 1 << 20;
-    let client = gpuworld::cpu_client(Driver::Manual);
+    let client = gpuworld::cpu_client(Driver::Manual).unwrap();
     let field = client.empty(WORDS * 4);
     for round in 0..5u32 {
         let value = round as f32;
@@ -168,7 +168,7 @@ fn a_tick_awaiting_replies_on_the_sim_waits_for_nothing_and_matches_a_plain_tick
 #[test]
 fn futures_still_queued_when_the_last_client_drops_are_answered() {
     for driver in [Driver::Manual, Driver::DeviceThread] {
-        let client = gpuworld::cpu_client(driver);
+        let client = gpuworld::cpu_client(driver).unwrap();
         let kept = client.create(vec![1u8; 64]);
         for _ in 0..8 {
             client

@@ -17,7 +17,7 @@ use gpuworld::{
 use std::sync::Arc;
 
 fn cpu() -> ComputeClient<CpuBackend> {
-    gpuworld::cpu_client(Driver::Manual)
+    gpuworld::cpu_client(Driver::Manual).unwrap()
 }
 
 /// Proves the client still creates, launches and reads, and that `kept` still holds `expected`.
@@ -443,7 +443,7 @@ fn a_transfer_of_a_released_handle_fails_on_the_destination() -> Option<Error> {
     assert_eq!(
         error,
         Error::ReleasedHandle {
-            handle: binding.handle
+            handle: binding.handle()
         }
     );
     still_works(b, &kept, &[6.0; 4]);
@@ -480,7 +480,7 @@ fn reading_a_released_handle_is_an_error() -> Option<Error> {
     assert_eq!(
         error,
         Error::ReleasedHandle {
-            handle: binding.handle
+            handle: binding.handle()
         }
     );
     assert!(error.to_string().contains("was released"), "{error}");
@@ -505,7 +505,7 @@ fn launching_with_a_released_handle_reports_on_the_next_sync() -> Option<Error> 
     assert_eq!(
         error,
         Error::ReleasedHandle {
-            handle: binding.handle
+            handle: binding.handle()
         }
     );
     still_works(&client, &kept, &[3.0; 4]);

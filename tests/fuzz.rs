@@ -160,7 +160,7 @@ fn cpu_with_the_manual_driver_matches_the_host_model() {
             seeds: 2,
             ops: 1500,
         },
-        || Some(gpuworld::cpu_client(Driver::Manual)),
+        || Some(gpuworld::cpu_client(Driver::Manual).unwrap()),
     );
 }
 
@@ -174,7 +174,7 @@ fn cpu_with_a_device_thread_matches_the_host_model() {
             seeds: 2,
             ops: 1500,
         },
-        || Some(gpuworld::cpu_client(Driver::DeviceThread)),
+        || Some(gpuworld::cpu_client(Driver::DeviceThread).unwrap()),
     );
 }
 

@@ -42,7 +42,7 @@ fn resident_memory_stays_flat_while_handles_are_created_and_dropped() {
         );
         return;
     }
-    let client = gpuworld::cpu_client(Driver::DeviceThread);
+    let client = gpuworld::cpu_client(Driver::DeviceThread).unwrap();
     let data = [7u8; 256];
     let make_and_drop = |handles: u64| {
         for i in 1..=handles {

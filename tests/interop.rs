@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering;
 
 #[test]
 fn get_resource_shows_host_memory_after_the_stream_wrote_it_and_host_writes_are_seen_by_kernels() {
-    let client = cpu_client(Driver::DeviceThread);
+    let client = cpu_client(Driver::DeviceThread).unwrap();
     let input = client.create_from_slice(bytemuck::cast_slice(&[1.0f32, 2.0, 3.0, 4.0]));
     let output = client.empty(16);
     let bindings = Bindings::new()
@@ -46,8 +46,8 @@ fn get_resource_shows_host_memory_after_the_stream_wrote_it_and_host_writes_are_
 
 #[test]
 fn get_resource_of_a_released_or_foreign_binding_is_an_error() {
-    let client = cpu_client(Driver::Manual);
-    let other = cpu_client(Driver::Manual);
+    let client = cpu_client(Driver::Manual).unwrap();
+    let other = cpu_client(Driver::Manual).unwrap();
     let handle = client.create_from_slice(&[0u8; 16]);
     let binding = handle.binding();
     drop(handle);
@@ -63,7 +63,7 @@ fn get_resource_of_a_released_or_foreign_binding_is_an_error() {
 
 #[test]
 fn exclusive_runs_after_the_stream_and_no_tick_runs_meanwhile() {
-    let client = cpu_client(Driver::DeviceThread);
+    let client = cpu_client(Driver::DeviceThread).unwrap();
     let handle = client.create_from_slice(&[1u8; 64]);
     let ticks_inside = client
         .exclusive(|| {

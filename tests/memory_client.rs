@@ -11,7 +11,7 @@ use gpuworld::{
 };
 
 fn cpu() -> ComputeClient<CpuBackend> {
-    gpuworld::cpu_client(Driver::Manual)
+    gpuworld::cpu_client(Driver::Manual).unwrap()
 }
 
 fn pitched_cpu(row_alignment: u64) -> ComputeClient<CpuBackend> {

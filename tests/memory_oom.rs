@@ -180,6 +180,7 @@ fn the_default_cpu_limit_is_nonzero_and_within_physical_memory() {
     assert_eq!(Some(limit), gpuworld_cpu::default_memory_limit());
     assert_eq!(
         gpuworld::cpu_client(Driver::Manual)
+            .unwrap()
             .properties()
             .memory_bytes,
         limit,

@@ -134,7 +134,7 @@ fn every_getter_leaves_the_tick_counter<B: Backend>(client: ComputeClient<B>) {
 
 #[test]
 fn no_getter_ticks_on_the_cpu_backend() {
-    every_getter_leaves_the_tick_counter(gpuworld::cpu_client(Driver::Manual));
+    every_getter_leaves_the_tick_counter(gpuworld::cpu_client(Driver::Manual).unwrap());
 }
 
 #[test]
@@ -174,7 +174,7 @@ fn block_on_a_read_under_the_manual_driver_ticks_until_its_bytes_arrive() {
         assert!(client.tick_count() >= latency_ticks);
         futures_executor::block_on(client.sync_async()).unwrap();
     }
-    let cpu = gpuworld::cpu_client(Driver::Manual);
+    let cpu = gpuworld::cpu_client(Driver::Manual).unwrap();
     let a = cpu.create_from_slice(bytemuck::cast_slice(&[7.0f32; 8]));
     let bytes = futures_executor::block_on(cpu.read_async(&[a.binding()])).unwrap();
     assert_eq!(common::f32s(&bytes[0]), [7.0; 8]);

@@ -73,6 +73,40 @@ fn profile_on_the_sim_returns_the_virtual_cost_of_exactly_the_closures_work() {
 }
 
 #[test]
+fn profile_on_the_sim_times_work_by_the_cost_model_of_sim_config_costs() {
+    use gpuworld::testing::{CostModel, KernelRate};
+    let per_cube = |per_cube_ns| KernelRate {
+        fixed_ns: 500,
+        per_cube_ns,
+        per_byte_ns: 0,
+    };
+    let costs = CostModel::default()
+        .with_kernel(library::FILL.id, per_cube(1_000))
+        .with_kernel(library::ADD.id, per_cube(3_000));
+    let client = gpuworld::sim_client(SimConfig {
+        costs: Some(costs),
+        ..SimConfig::default()
+    })
+    .with_stream(StreamId { value: 0 });
+    let other = client.with_stream(StreamId { value: 1 });
+    let buffer = client.empty(4 * 256 * 4);
+    let elsewhere = other.empty(4 * 256 * 4);
+    fill(&client, &buffer, 4); // before the closure: not counted
+    let ((), duration) = client
+        .profile(
+            || {
+                fill(&client, &buffer, 2); // 500 + 2,000 ns
+                fill(&other, &elsewhere, 4); // another stream: not counted
+                add_in_place(&client, &buffer); // 500 + 3,000 ns
+            },
+            "fill and add",
+        )
+        .unwrap();
+    client.sync().unwrap();
+    assert_eq!(duration.device, Duration::from_nanos(6_000));
+}
+
+#[test]
 fn profile_on_the_sim_without_a_cost_model_is_an_error() {
     let client = gpuworld::sim_client(SimConfig::default());
     let buffer = client.empty(1024);
@@ -117,8 +151,8 @@ fn profile_is_within_wall_time<B: Backend>(client: &ComputeClient<B>) {
 
 #[test]
 fn profile_on_the_cpu_is_within_the_wall_time_around_it() {
-    profile_is_within_wall_time(&gpuworld::cpu_client(gpuworld::Driver::DeviceThread));
-    profile_is_within_wall_time(&gpuworld::cpu_client(gpuworld::Driver::Manual));
+    profile_is_within_wall_time(&gpuworld::cpu_client(gpuworld::Driver::DeviceThread).unwrap());
+    profile_is_within_wall_time(&gpuworld::cpu_client(gpuworld::Driver::Manual).unwrap());
 }
 
 #[cfg(feature = "wgpu")]
@@ -198,7 +232,10 @@ fn kernel_stats_count_every_launch<B: Backend>(client: &ComputeClient<B>, timed:
 
 #[test]
 fn kernel_stats_on_the_cpu_count_every_launch_with_its_worker_time() {
-    kernel_stats_count_every_launch(&gpuworld::cpu_client(gpuworld::Driver::DeviceThread), true);
+    kernel_stats_count_every_launch(
+        &gpuworld::cpu_client(gpuworld::Driver::DeviceThread).unwrap(),
+        true,
+    );
 }
 
 #[cfg(feature = "wgpu")]

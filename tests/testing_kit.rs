@@ -100,7 +100,7 @@ fn decisions(snapshot: &str) -> String {
 
 #[test]
 fn a_cpu_recording_replays_on_the_sim_with_the_same_waits_and_reclamations() {
-    let cpu = gpuworld::cpu_client(Driver::Manual);
+    let cpu = gpuworld::cpu_client(Driver::Manual).unwrap();
     let recorder = Recorder::attach(&cpu, u64::MAX);
     let mut original = Vec::new();
     multi_stream_program(&cpu, || {
@@ -174,7 +174,7 @@ fn a_cpu_recording_replays_on_the_sim_with_the_same_waits_and_reclamations() {
     assert_eq!(again_waits, waits);
 
     // Replayed on the CPU backend, the results agree with the sim's.
-    let cpu_again = gpuworld::cpu_client(Driver::Manual);
+    let cpu_again = gpuworld::cpu_client(Driver::Manual).unwrap();
     let on_cpu = Replayer::new(recording).replay(&cpu_again, |_| {}).unwrap();
     assert!(on_cpu.same_results(&report));
 }
@@ -395,7 +395,7 @@ fn independent_streams_overlap_in_virtual_time_and_a_wait_serializes_them() {
 
 #[test]
 fn the_cli_replays_a_recording_and_compares_the_cpu_with_the_sim() {
-    let cpu = gpuworld::cpu_client(Driver::Manual);
+    let cpu = gpuworld::cpu_client(Driver::Manual).unwrap();
     let recorder = Recorder::attach(&cpu, u64::MAX);
     multi_stream_program(&cpu, || cpu.tick());
     let path = std::env::temp_dir().join(format!("gpuworld-cli-{}.json", std::process::id()));
@@ -568,7 +568,7 @@ fn a_cuda_recording_replays_on_the_sim_and_on_cuda_with_the_same_results() {
 
 #[test]
 fn a_run_ticked_by_its_device_thread_is_recorded_and_replays_with_the_same_values() {
-    let cpu = gpuworld::cpu_client(Driver::DeviceThread);
+    let cpu = gpuworld::cpu_client(Driver::DeviceThread).unwrap();
     let recorder = Recorder::attach(&cpu, u64::MAX);
     let other = cpu.with_stream(StreamId { value: 1 });
     let a = cpu.create(f32_bytes(&[1.0; 64]));

@@ -67,10 +67,10 @@ fn hammer(client: ComputeClient<CpuBackend>) {
 
 #[test]
 fn four_threads_with_blocking_calls_each_read_back_their_own_values() {
-    hammer(gpuworld::cpu_client(Driver::Manual));
+    hammer(gpuworld::cpu_client(Driver::Manual).unwrap());
 }
 
 #[test]
 fn four_threads_with_the_device_thread_each_read_back_their_own_values() {
-    hammer(gpuworld::cpu_client(Driver::DeviceThread));
+    hammer(gpuworld::cpu_client(Driver::DeviceThread).unwrap());
 }

@@ -116,7 +116,7 @@ fn stopping_a_trace_that_was_not_started_is_an_error() {
 
 #[test]
 fn the_trace_of_a_multi_stream_program_on_the_cpu_is_well_formed_chrome_json() {
-    let client = gpuworld::cpu_client(gpuworld::Driver::DeviceThread);
+    let client = gpuworld::cpu_client(gpuworld::Driver::DeviceThread).unwrap();
     client.start_trace();
     assert_eq!(multi_stream_program(&client), vec![3.0; 512]);
     let trace = client.stop_trace().unwrap();

@@ -137,7 +137,7 @@ backend_suite! {
         cases::the_tuned_reduce_sum_gives_the_host_sum,
         cases::the_tuned_matmul_gives_the_host_product,
     ];
-    cpu: gpuworld::cpu_client(gpuworld::Driver::Manual);
+    cpu: gpuworld::cpu_client(gpuworld::Driver::Manual).unwrap();
     sim: gpuworld::sim_client(gpuworld::SimConfig::default());
     #[cfg(feature = "wgpu")]
     wgpu: optional crate::common::wgpu_client_or_skip();

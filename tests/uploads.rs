@@ -78,7 +78,7 @@ fn a_small_upload_is_one_write_and_a_large_one_a_write_per_chunk() {
 
 #[test]
 fn a_large_upload_takes_no_runtime_lock() {
-    let client = gpuworld::cpu_client(Driver::Manual);
+    let client = gpuworld::cpu_client(Driver::Manual).unwrap();
     let uploader = client.clone();
     let (done, finished) = std::sync::mpsc::channel();
     let uploaded = client.with_runtime(|_| {
@@ -99,7 +99,7 @@ fn a_large_upload_takes_no_runtime_lock() {
 
 #[test]
 fn a_read_loop_reuses_one_staging_buffer() {
-    let client = gpuworld::cpu_client(Driver::DeviceThread);
+    let client = gpuworld::cpu_client(Driver::DeviceThread).unwrap();
     let data: Vec<u8> = (0..(3 << 20) + 1).map(|i| (i % 251) as u8).collect();
     let handle = client.create_from_slice(&data);
     let first = client.read_one(&handle).unwrap();

@@ -71,7 +71,7 @@ fn shift_on<B: Backend>(client: &ComputeClient<B>) -> Vec<f32> {
 #[test]
 fn the_example_gives_the_same_result_on_cpu_sim_and_wgpu() {
     let expected: Vec<f32> = (0..200).map(|i| i as f32 / 4.0 + 1.5).collect();
-    let cpu = gpuworld::cpu_client(gpuworld::Driver::Manual);
+    let cpu = gpuworld::cpu_client(gpuworld::Driver::Manual).unwrap();
     assert_eq!(shift_on(&cpu), expected);
     let sim = gpuworld::sim_client(gpuworld::SimConfig::default());
     assert_eq!(shift_on(&sim), expected);

@@ -25,7 +25,7 @@ static ELSEWHERE_ONLY: KernelDef = KernelDef {
 
 #[test]
 fn warming_up_a_kernel_without_a_source_for_the_backend_is_an_error_and_ticks_nothing() {
-    let client = gpuworld::cpu_client(Driver::Manual);
+    let client = gpuworld::cpu_client(Driver::Manual).unwrap();
     let error = client.warm_up(&ELSEWHERE_ONLY).unwrap_err();
     assert!(
         matches!(

@@ -2,14 +2,16 @@
 //! the client in a resource ([`Gpu`]) and adds three system sets to the schedule it is given
 //! (`PostUpdate` by default, `FixedUpdate` for fixed timesteps): user systems that launch go in
 //! [`GpuworldSet::Submit`], the runtime ticks in [`GpuworldSet::Tick`], and finished readbacks are
-//! delivered to their entities in [`GpuworldSet::Readback`]. Each frame ends with a fence, and a
+//! delivered to their entities in [`GpuworldSet::Readback`] (a repeating [`Readback`] keeps its
+//! handles alive and several reads in flight, and reports any frame it skips). Each frame ends
+//! with a fence, and a
 //! frames-in-flight limit either waits for the oldest frame or skips the frame's submissions.
 //! Several plugins drive several runtimes: each is keyed by its backend and a marker type.
 //! `docs/architecture.md` (Bevy) says why this shape rather than a `SubApp`.
 
 mod readback;
 
-pub use readback::{Readback, ReadbackComplete, ReadbackFailed};
+pub use readback::{DEFAULT_READS_IN_FLIGHT, Readback, ReadbackComplete, ReadbackFailed};
 
 use crate::{ComputeClient, Driver, InFlight, StreamId};
 use bevy_app::{App, Plugin, PostUpdate};

@@ -412,7 +412,7 @@ mod tests {
     #[test]
     fn callers_beside_a_spinning_device_thread_get_every_reply_and_leave_nothing_unticked() {
         FORCE_SPARE_CORES.store(true, Ordering::Relaxed);
-        let client = crate::cpu_client(Driver::DeviceThread);
+        let client = crate::cpu_client(Driver::DeviceThread).unwrap();
         FORCE_SPARE_CORES.store(false, Ordering::Relaxed);
         assert!(client.shared.drivers.spare_cores);
         within(Duration::from_secs(60), move || {

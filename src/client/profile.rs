@@ -68,7 +68,9 @@ impl<B: Backend> ComputeClient<B> {
                 name: name.into(),
                 backend: B::NAME,
                 reason: match B::NAME {
-                    "sim" => "the sim keeps device time only with SimConfig::kernel_cost",
+                    "sim" => {
+                        "the sim keeps device time only with SimConfig::kernel_cost or SimConfig::costs"
+                    }
                     "wgpu" => "the adapter has no timestamp queries (or mark_timestamps is off)",
                     _ => "the backend keeps no device timestamps",
                 },

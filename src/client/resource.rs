@@ -75,13 +75,13 @@ impl<B: Backend> ComputeClient<B> {
         self.sync()?;
         let runtime = self.shared.runtime.lock();
         let released = Error::ReleasedHandle {
-            handle: binding.handle,
+            handle: binding.handle(),
         };
         let entry = runtime
             .world()
             .resource::<HandleIndex>()
             .0
-            .get(&binding.handle)
+            .get(&binding.handle())
             .ok_or(released)?;
         let base = match &entry.state {
             HandleState::Spawned { region, .. } => *region,

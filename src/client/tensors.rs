@@ -184,10 +184,7 @@ impl<B: Backend> ComputeClient<B> {
                 .into(),
             });
         }
-        let narrowed = Binding {
-            offset_end: source.capacity - (start + span),
-            ..source
-        };
+        let narrowed = source.slice(0..span)?;
         let bytes = self.read_one(narrowed)?;
         let row_major = place_tensor(shape, elem_size, TensorLayout::Contiguous)?;
         if row_major.strides == strides && row_major.size == span {

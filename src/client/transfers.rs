@@ -38,7 +38,13 @@ impl<B: Backend> ComputeClient<B> {
             return self.create(data.to_vec());
         }
         let handle = self.empty(data.len() as u64);
-        self.write_in_chunks(handle.binding(), data);
+        if let Err(error) = self.write_in_chunks(handle.binding(), data) {
+            // A fresh handle's binding spans exactly `data`: no user or device can cause this.
+            unreachable!(
+                "a fresh handle of {} bytes refused them: {error}",
+                data.len()
+            );
+        }
         handle
     }
 
@@ -66,18 +72,12 @@ impl<B: Backend> ComputeClient<B> {
     /// Writes `data` to the start of `dst` (already checked) as one write per chunk, each copied
     /// into staging just before it is pushed. The writes follow each other on this stream, so
     /// together they keep the place of a single write in stream order.
-    fn write_in_chunks(&self, dst: Binding, data: &[u8]) {
-        let mut offset = dst.offset_start;
-        for chunk in data.chunks(CHUNK) {
-            let end = offset + chunk.len() as u64;
-            let part = Binding {
-                offset_start: offset,
-                offset_end: dst.capacity - end,
-                ..dst
-            };
+    fn write_in_chunks(&self, dst: Binding, data: &[u8]) -> Result<()> {
+        let dst = dst.slice(0..data.len() as u64)?;
+        for (part, chunk) in dst.chunks(CHUNK as u64)?.zip(data.chunks(CHUNK)) {
             self.push_write(part, self.staged_copy(chunk));
-            offset = end;
         }
+        Ok(())
     }
 
     /// Host buffers of `sizes` bytes in the memory the device copies fastest (page-locked on
@@ -90,14 +90,7 @@ impl<B: Backend> ComputeClient<B> {
     }
 
     fn new_handle(&self, size: u64, data: Option<HostBytes>) -> Handle {
-        let id = self.shared.inbox.next_handle_id();
-        self.shared.inbox.push(Command::Create {
-            handle: id,
-            size,
-            data,
-            stream: self.stream_id(),
-        });
-        Handle::new(id, size, self.shared.inbox.clone())
+        Handle::create(&self.shared.inbox, size, data, self.stream_id())
     }
 
     /// Copies `data` to the start of `dst`; from 1 MiB on through staging memory in chunks, like
@@ -109,7 +102,7 @@ impl<B: Backend> ComputeClient<B> {
         if data.len() < STAGE_FROM {
             self.push_write(dst, HostBytes::from_vec(data.to_vec()));
         } else {
-            self.write_in_chunks(dst, data);
+            self.write_in_chunks(dst, data)?;
         }
         Ok(())
     }
@@ -129,7 +122,7 @@ impl<B: Backend> ComputeClient<B> {
         let (start, end) = dst.validate(self.shared.id)?;
         if len as u64 > end - start {
             return Err(Error::WriteTooLarge {
-                handle: dst.handle,
+                handle: dst.handle(),
                 len: len as u64,
                 capacity: end - start,
             });
@@ -181,19 +174,7 @@ impl<B: Backend> ComputeClient<B> {
 
     /// Reads one binding back as elements of `T`, blocking until the bytes are there. May tick.
     pub fn read_one_as<T: bytemuck::Pod>(&self, source: impl Into<Binding>) -> Result<Vec<T>> {
-        let bytes = self.read_one(source)?;
-        let elem_size = std::mem::size_of::<T>();
-        if elem_size == 0 || bytes.len() % elem_size != 0 {
-            return Err(Error::ElementSize {
-                len: bytes.len() as u64,
-                elem_size: elem_size as u64,
-            });
-        }
-        // The bytes are only aligned for u8: copy the elements out rather than cast in place.
-        Ok(bytes
-            .chunks_exact(elem_size)
-            .map(bytemuck::pod_read_unaligned)
-            .collect())
+        decode(&self.read_one(source)?)
     }
 
     pub(super) fn enqueue_read(&self, sources: &[Binding]) -> Result<oneshot::Receiver<ReadReply>> {
@@ -219,4 +200,20 @@ impl<B: Backend> ComputeClient<B> {
         });
         Ok(receiver)
     }
+}
+
+/// `bytes` as elements of `T`, or `Error::ElementSize` when they are not a whole number of them.
+pub(crate) fn decode<T: bytemuck::Pod>(bytes: &[u8]) -> Result<Vec<T>> {
+    let elem_size = std::mem::size_of::<T>();
+    if elem_size == 0 || !bytes.len().is_multiple_of(elem_size) {
+        return Err(Error::ElementSize {
+            len: bytes.len() as u64,
+            elem_size: elem_size as u64,
+        });
+    }
+    // The bytes are only aligned for u8: copy the elements out rather than cast in place.
+    Ok(bytes
+        .chunks_exact(elem_size)
+        .map(bytemuck::pod_read_unaligned)
+        .collect())
 }

@@ -231,10 +231,10 @@ impl<B: Backend> Group<B> {
             .map(|input| {
                 self.clients
                     .iter()
-                    .find(|c| c.runtime_id() == input.runtime)
+                    .find(|c| c.runtime_id() == input.runtime())
                     .ok_or(Error::ForeignHandle {
-                        handle: input.handle,
-                        owner: input.runtime,
+                        handle: input.handle(),
+                        owner: input.runtime(),
                         this: self.clients[0].runtime_id(),
                     })
             })

@@ -163,10 +163,10 @@ pub struct RecordedBinding {
 impl RecordedBinding {
     fn of(binding: &Binding) -> RecordedBinding {
         RecordedBinding {
-            handle: binding.handle.0,
-            offset_start: binding.offset_start,
-            offset_end: binding.offset_end,
-            capacity: binding.capacity,
+            handle: binding.handle().0,
+            offset_start: binding.offset_start(),
+            offset_end: binding.offset_end(),
+            capacity: binding.capacity(),
         }
     }
 }

@@ -5,11 +5,10 @@
 use super::record::{Data, RecordedBinding, RecordedOp, Recording};
 use crate::{Backend, ComputeClient, Error, KernelDef, library};
 use futures_channel::oneshot;
-use gpuworld_systems::binding::Binding;
 use gpuworld_systems::inbox::{Command, ReadReply};
 use gpuworld_systems::kernel::{CubeCount, ExecutionMode};
 use gpuworld_systems::memory::AllocationMode;
-use gpuworld_systems::{HandleId, StreamId};
+use gpuworld_systems::{Handle, StreamId};
 use std::collections::HashMap;
 use std::time::Duration;
 
@@ -17,7 +16,7 @@ use std::time::Duration;
 pub const MAX_DRAIN_TICKS: u64 = 100_000;
 
 /// Why a recording could not be replayed.
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[derive(Debug, thiserror::Error, PartialEq)]
 pub enum ReplayError {
     /// A launch names a kernel that is neither in the library nor registered.
     #[error(
@@ -49,6 +48,14 @@ pub enum ReplayError {
         op: String,
         /// The stream it ran on.
         stream: u64,
+    },
+    /// A recorded binding is not inside its handle.
+    #[error("the recording binds handle h{handle} outside its memory: {error}")]
+    BadBinding {
+        /// The handle's id in the recorded run.
+        handle: u64,
+        /// What is wrong with the range.
+        error: Error,
     },
     /// Replies were still missing after [`MAX_DRAIN_TICKS`] more ticks.
     #[error("replies were still in flight {ticks} ticks after the recording ended")]
@@ -142,22 +149,30 @@ impl Replayer {
         mut after_tick: impl FnMut(u64),
     ) -> Result<ReplayReport, ReplayError> {
         let inbox = client.with_runtime(|rt| rt.inbox().clone());
-        let runtime = client.runtime_id();
-        let mut handles: HashMap<u64, HandleId> = HashMap::new();
+        // The replay's own handles, by recorded id: a binding is made from one, and dropping one
+        // at its recorded release releases it.
+        let mut handles: HashMap<u64, Handle> = HashMap::new();
         let mut report = ReplayReport::default();
         let mut waiting = Vec::new();
         let mut commands = self.recording.commands.iter().peekable();
-        let binding = |handles: &HashMap<u64, HandleId>, b: &RecordedBinding| {
-            let handle = *handles
+        let binding = |handles: &HashMap<u64, Handle>, b: &RecordedBinding| {
+            let handle = handles
                 .get(&b.handle)
                 .ok_or(ReplayError::UnknownHandle { handle: b.handle })?;
-            Ok::<_, ReplayError>(Binding {
-                handle,
-                runtime,
-                offset_start: b.offset_start,
-                offset_end: b.offset_end,
-                capacity: b.capacity,
-            })
+            let bad = |error| ReplayError::BadBinding {
+                handle: b.handle,
+                error,
+            };
+            let end = b
+                .capacity
+                .checked_sub(b.offset_end)
+                .ok_or(bad(Error::OutOfRange {
+                    handle: handle.id(),
+                    start: b.offset_start,
+                    end: 0,
+                    size: b.capacity,
+                }))?;
+            handle.binding().slice(b.offset_start..end).map_err(bad)
         };
         let data = |data: &Data, handle: u64| data.bytes().ok_or(ReplayError::BadData { handle });
         let last_tick = self
@@ -178,18 +193,15 @@ impl Replayer {
                         data: bytes,
                         stream: s,
                     } => {
-                        let id = inbox.next_handle_id();
-                        handles.insert(*handle, id);
-                        Command::Create {
-                            handle: id,
-                            size: *size,
-                            data: bytes
-                                .as_ref()
-                                .map(|d| data(d, *handle))
-                                .transpose()?
-                                .map(Into::into),
-                            stream: stream(*s),
-                        }
+                        let bytes = bytes
+                            .as_ref()
+                            .map(|d| data(d, *handle))
+                            .transpose()?
+                            .map(Into::into);
+                        let created = Handle::create(&inbox, *size, bytes, stream(*s));
+                        handles.insert(*handle, created);
+                        report.commands += 1;
+                        continue;
                     }
                     RecordedOp::Write {
                         dst,
@@ -283,11 +295,14 @@ impl Replayer {
                             stream: *stream,
                         });
                     }
-                    RecordedOp::Release { handle } => Command::Release {
-                        handle: *handles
-                            .get(handle)
-                            .ok_or(ReplayError::UnknownHandle { handle: *handle })?,
-                    },
+                    RecordedOp::Release { handle } => {
+                        // The replay holds the only clone: dropping it pushes the release.
+                        handles
+                            .remove(handle)
+                            .ok_or(ReplayError::UnknownHandle { handle: *handle })?;
+                        report.commands += 1;
+                        continue;
+                    }
                     RecordedOp::MemoryCleanup => Command::MemoryCleanup,
                     RecordedOp::OpenAllocationMode {
                         stream: s,

@@ -2,7 +2,8 @@
 //! through the inbox, and names a byte range of it as a [`Binding`].
 
 pub use crate::binding::Binding;
-use crate::ids::{HandleId, RuntimeId};
+use crate::bytes::HostBytes;
+use crate::ids::{HandleId, RuntimeId, StreamId};
 use crate::inbox::{Command, Inbox};
 use std::fmt;
 use std::sync::Arc;
@@ -29,8 +30,27 @@ pub struct Handle {
 }
 
 impl Handle {
-    /// Wraps a fresh allocation id of the runtime that owns `inbox`; clients call this.
-    pub fn new(id: HandleId, size: u64, inbox: Arc<Inbox>) -> Handle {
+    /// Queues the allocation of `size` bytes (holding `data`, if given) on `stream` of the
+    /// runtime that owns `inbox`, and returns its handle: the only way to make one, so a handle
+    /// always names memory of its size.
+    pub fn create(
+        inbox: &Arc<Inbox>,
+        size: u64,
+        data: Option<HostBytes>,
+        stream: StreamId,
+    ) -> Handle {
+        let id = inbox.next_handle_id();
+        inbox.push(Command::Create {
+            handle: id,
+            size,
+            data,
+            stream,
+        });
+        Handle::new(id, size, inbox.clone())
+    }
+
+    /// Wraps a fresh allocation id of the runtime that owns `inbox`.
+    fn new(id: HandleId, size: u64, inbox: Arc<Inbox>) -> Handle {
         Handle {
             inner: Arc::new(HandleInner {
                 id,
@@ -95,13 +115,13 @@ impl Handle {
 
     /// A binding of this handle's range, for launches, reads and writes.
     pub fn binding(&self) -> Binding {
-        Binding {
-            handle: self.inner.id,
-            runtime: self.inner.runtime,
-            offset_start: self.offset_start,
-            offset_end: self.offset_end,
-            capacity: self.inner.size,
-        }
+        Binding::of_handle(
+            self.inner.id,
+            self.inner.runtime,
+            self.offset_start,
+            self.offset_end,
+            self.inner.size,
+        )
     }
 }
 

@@ -60,7 +60,7 @@ pub struct SimConfig {
     pub faults: FaultPlan,
     /// Virtual durations of launches and copies, and a timeline of the work
     /// ([`SimBackend::timeline`]); when set and `kernel_cost` is not, [`Backend::device_clock`]
-    /// reports the timeline's end.
+    /// reports the timeline's end and `profile()` times work by this model.
     pub costs: Option<CostModel>,
     /// Virtual cost of copies between host and device (writes, reads: what transfers between
     /// sim devices and host collectives are made of); when set, the virtual device clock
@@ -251,8 +251,14 @@ impl SimBackend {
         if let Some(link) = self.config.link {
             self.clock_ns = self.clock_ns.saturating_add(link.cost_of(&op));
         }
-        let cost = self.clock_ns - clock_before;
-        self.advance_timeline(queue, stream, &op);
+        let clock_cost = self.clock_ns - clock_before;
+        let model_cost = self.advance_timeline(queue, stream, &op);
+        // The op's device time, from the source `device_clock` reports: `kernel_cost` (with the
+        // link) first, else the cost model, else the link alone.
+        let cost = match (&self.config.kernel_cost, &self.config.costs) {
+            (None, Some(_)) => model_cost,
+            _ => clock_cost,
+        };
         let id = self.streams[stream].id;
         let finished = match injected {
             Some(Injected::Instead(message)) => Finished {
@@ -297,10 +303,10 @@ impl SimBackend {
         completed
     }
 
-    /// Places `op` on the virtual timeline, when a cost model is set.
-    fn advance_timeline(&mut self, queue: usize, stream: usize, op: &HostOp) {
+    /// Places `op` on the virtual timeline, when a cost model is set; what the model charged it.
+    fn advance_timeline(&mut self, queue: usize, stream: usize, op: &HostOp) -> u64 {
         let Some(costs) = &self.config.costs else {
-            return;
+            return 0;
         };
         let name = || self.streams[stream].id.to_string();
         let (ready, cost, span) = match op {
@@ -331,6 +337,7 @@ impl SimBackend {
             }
         };
         self.timeline.run(queue, ready, cost, span);
+        cost
     }
 
     /// Advances the virtual clock by the launch's configured cost.
@@ -546,9 +553,11 @@ impl Backend for SimBackend {
     }
 
     /// The virtual time the stream spent running work between the marks; `None` without
-    /// `kernel_cost`, where the sim keeps no device time.
+    /// `kernel_cost` or `costs`, where the sim keeps no device time.
     fn device_elapsed(&mut self, start: DeviceEvent, end: DeviceEvent) -> Option<Duration> {
-        self.config.kernel_cost?;
+        if self.config.kernel_cost.is_none() && self.config.costs.is_none() {
+            return None;
+        }
         self.timing.elapsed(start, end)
     }
 

@@ -237,7 +237,7 @@ impl<B: Backend> Fuzzer<'_, B> {
         };
         let count = self.view_handle(index, view).binding();
         let expected = Error::OutOfRange {
-            handle: count.handle,
+            handle: count.handle(),
             start,
             end: start + 12,
             size,
@@ -265,23 +265,26 @@ impl<B: Backend> Fuzzer<'_, B> {
         }
         let stale = self.released[self.rng.index(self.released.len())];
         let expected = Error::ReleasedHandle {
-            handle: stale.handle,
+            handle: stale.handle(),
         };
         let client = self.stream().clone();
         match self.rng.below(4) {
             0 => {
                 self.tally.refusals += 1;
-                self.log(format!("read_one(released {}): refused", stale.handle));
+                self.log(format!("read_one(released {}): refused", stale.handle()));
                 expect_error("read_one", client.read_one(stale), &expected)
             }
             1 => {
                 self.tally.refusals += 1;
-                self.log(format!("read([valid, released {}]): refused", stale.handle));
+                self.log(format!(
+                    "read([valid, released {}]): refused",
+                    stale.handle()
+                ));
                 let mut sources = self.valid_bindings(1);
                 sources.push(stale);
                 expect_error("read", client.read(&sources), &expected)
             }
-            _ => self.fault_and_report(stale.handle, stale),
+            _ => self.fault_and_report(stale.handle(), stale),
         }
     }
 

@@ -471,9 +471,9 @@ impl Ingest<'_> {
         let (start, end) = binding.range()?;
         let entry = self
             .index
-            .get_mut(&binding.handle)
+            .get_mut(&binding.handle())
             .ok_or(Error::ReleasedHandle {
-                handle: binding.handle,
+                handle: binding.handle(),
             })?;
         let (entity, memory) = match &entry.state {
             // The common case, a handle used before.
@@ -488,17 +488,17 @@ impl Ingest<'_> {
                         region,
                     },
                 );
-                let entity = spawn_handle(world, binding.handle, state, entry.used_on);
+                let entity = spawn_handle(world, binding.handle(), state, entry.used_on);
                 entry.state = HandleState::Spawned { entity, region };
                 (entity, region)
             }
         };
         // The range is checked against the memory the handle really has, not only against the
-        // capacity the binding claims: a binding put together by hand with a larger capacity
-        // would otherwise reach a neighbour's bytes (issue 27).
+        // capacity the binding claims: a binding comes only from a handle, but one that claimed
+        // more would otherwise reach a neighbour's bytes (issue 27).
         if end > memory.size {
             return Err(Error::OutOfRange {
-                handle: binding.handle,
+                handle: binding.handle(),
                 start,
                 end,
                 size: memory.size,
@@ -542,5 +542,48 @@ fn memory_retiring(world: &mut World) -> bool {
 fn record_fault(world: &mut World, stream: Entity, error: Error) {
     if let Some(mut fault) = world.get_mut::<StreamFault>(stream) {
         fault.record(error);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::binding::Binding;
+    use crate::error::Error;
+    use crate::handle::Handle;
+    use crate::ids::StreamId;
+    use crate::inbox::Command;
+    use crate::runtime::Runtime;
+    use crate::sim::{SimBackend, SimConfig};
+    use crate::world::RuntimeConfig;
+    use futures_channel::oneshot;
+
+    /// A binding can no longer be forged outside the crate, but `resolve` still checks one
+    /// against the memory its handle really has, not the capacity it claims (issue 27).
+    #[test]
+    fn resolve_refuses_a_binding_claiming_more_than_its_handles_memory() {
+        let mut runtime = Runtime::new(
+            SimBackend::new(SimConfig::default()),
+            RuntimeConfig::default(),
+        );
+        let stream = StreamId { value: 0 };
+        let handle = Handle::create(runtime.inbox(), 64, None, stream);
+        let real = handle.binding();
+        let forged = Binding::of_handle(real.handle(), real.runtime(), 0, 0, 1 << 20);
+        let (reply, mut receiver) = oneshot::channel();
+        runtime.inbox().push(Command::Read {
+            sources: [forged].into_iter().collect(),
+            stream,
+            reply,
+            staging: None,
+        });
+        for _ in 0..4 {
+            runtime.tick();
+        }
+        match receiver.try_recv() {
+            Ok(Some(Err(Error::OutOfRange { size, end, .. }))) => {
+                assert_eq!((size, end), (64, 1 << 20));
+            }
+            other => panic!("expected OutOfRange, got {other:?}"),
+        }
     }
 }
