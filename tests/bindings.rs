@@ -7,6 +7,13 @@ mod common;
 
 use gpuworld::{Backend, Binding, Bindings, ComputeClient, CubeCount, Driver, Error, library};
 
+test_main![
+    an_oversized_binding_is_refused_on_cpu,
+    an_oversized_binding_is_refused_on_the_sim,
+    #[cfg(feature = "wgpu")]
+    an_oversized_binding_is_refused_on_wgpu,
+];
+
 fn oversized(handle: &gpuworld::Handle) -> Binding {
     let mut binding = handle.binding();
     binding.capacity = 1 << 20;
@@ -59,20 +66,16 @@ fn refused_everywhere<B: Backend>(client: ComputeClient<B>) {
     assert_eq!(client.read_one(&handle).expect("read")[..], [5u8; 64][..]);
 }
 
-#[test]
 fn an_oversized_binding_is_refused_on_cpu() {
     refused_everywhere(gpuworld::cpu_client(Driver::Manual));
 }
 
-#[test]
 fn an_oversized_binding_is_refused_on_the_sim() {
     refused_everywhere(gpuworld::sim_client(gpuworld::SimConfig::default()));
 }
 
 #[cfg(feature = "wgpu")]
-#[test]
-fn an_oversized_binding_is_refused_on_wgpu() {
-    if let Some(client) = common::wgpu_client_or_skip() {
-        refused_everywhere(client);
-    }
+fn an_oversized_binding_is_refused_on_wgpu() -> Result<(), common::Skip> {
+    refused_everywhere(common::wgpu_client_or_skip()?);
+    Ok(())
 }
