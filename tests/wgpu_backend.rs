@@ -3,7 +3,7 @@
 //! `Error::Compile`, device errors surface on the stream, a buffer over the adapter's largest is
 //! `Error::BufferTooLarge`, dynamic dispatch, unaligned writes, adapter selection and timestamps.
 //! Each test is reported ignored when the machine has no adapter, and fails then under
-//! `GPUWORLD_REQUIRE_WGPU=1`.
+//! `GPUWORLD_REQUIRE_WGPU=1`; the last test here holds this binary to that.
 
 mod common;
 
@@ -30,6 +30,7 @@ test_main![
     timestamps_time_each_kernel_when_the_adapter_has_them,
     clients_opened_and_dropped_on_many_threads_at_once_all_work,
     forty_clients_made_one_after_another_all_find_the_adapter,
+    without_an_adapter_a_test_is_reported_ignored_and_fails_when_one_is_required,
 ];
 
 fn manual_client() -> Result<ComputeClient<WgpuBackend>, Skip> {
@@ -497,4 +498,50 @@ fn forty_clients_made_one_after_another_all_find_the_adapter() -> Result<(), Ski
         assert_eq!(read_f32(&client, &out), vec![round as f32]);
     }
     Ok(())
+}
+
+/// This binary run again on `limits_and_properties_describe_the_device` alone, with every
+/// Vulkan driver hidden from the loader: its summary line.
+fn summary_without_an_adapter(require_wgpu: bool) -> String {
+    let mut run = std::process::Command::new(std::env::current_exe().expect("this test binary"));
+    run.args(["--exact", "limits_and_properties_describe_the_device"])
+        .args(["--test-threads", "1", "--color", "never"])
+        .env("VK_ICD_FILENAMES", "/nonexistent")
+        .env("VK_DRIVER_FILES", "/nonexistent")
+        .env_remove("VK_ADD_DRIVER_FILES")
+        .env_remove("WGPU_BACKEND")
+        .env_remove("WGPU_ADAPTER_NAME");
+    if require_wgpu {
+        run.env("GPUWORLD_REQUIRE_WGPU", "1");
+    } else {
+        run.env_remove("GPUWORLD_REQUIRE_WGPU");
+    }
+    let output = run.output().expect("the test binary runs");
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert_eq!(
+        output.status.success(),
+        !require_wgpu,
+        "{stdout}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    stdout
+        .lines()
+        .find(|line| line.starts_with("test result:"))
+        .unwrap_or_else(|| panic!("no summary line in:\n{stdout}"))
+        .to_string()
+}
+
+/// Issue 27: on a machine without an adapter, the summary says a wgpu test was not run instead
+/// of counting it passed; under `GPUWORLD_REQUIRE_WGPU=1` it fails.
+fn without_an_adapter_a_test_is_reported_ignored_and_fails_when_one_is_required() {
+    let skipped = summary_without_an_adapter(false);
+    assert!(
+        skipped.starts_with("test result: ok. 0 passed; 0 failed; 1 ignored;"),
+        "{skipped}"
+    );
+    let required = summary_without_an_adapter(true);
+    assert!(
+        required.starts_with("test result: FAILED. 0 passed; 1 failed; 0 ignored;"),
+        "{required}"
+    );
 }
