@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+// A path from `tests/`: this file is a test crate's root too (`cargo test --test common`).
+#[path = "common/harness.rs"]
 pub mod harness;
 
 pub use harness::Skip;
