@@ -55,6 +55,8 @@ pub fn run(trials: Vec<Trial>) -> ExitCode {
 #[macro_export]
 macro_rules! test_main {
     ($($(#[$attr:meta])* $test:path),* $(,)?) => {
+        // One `push` per test, so that a `#[cfg]` can leave one out.
+        #[allow(clippy::vec_init_then_push)]
         fn main() -> std::process::ExitCode {
             let mut trials = Vec::new();
             $(
