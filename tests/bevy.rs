@@ -5,6 +5,8 @@
 //! A repeating readback keeps its memory alive, delivers every frame's own data in frame order,
 //! and reports each frame it had to skip.
 
+mod common;
+
 use bevy_app::{App, FixedUpdate, PostUpdate};
 use bevy_ecs::prelude::*;
 use gpuworld::bevy::{
@@ -16,6 +18,22 @@ use gpuworld::{
     Signature, SimConfig,
 };
 use std::time::Duration;
+
+test_main![
+    a_sim_app_gives_the_same_world_after_every_frame_and_readbacks_arrive_latency_frames_later,
+    the_frames_in_flight_limit_waits_for_the_oldest_frame,
+    the_frames_in_flight_limit_skips_submissions,
+    a_readback_despawned_before_its_bytes_arrive_loses_nothing_else_and_leaks_nothing,
+    two_runtimes_each_tick_once_a_frame_and_deliver_their_own_readbacks,
+    under_fixed_update_the_runtime_ticks_once_per_fixed_step,
+    ticking_until_idle_delivers_a_readback_in_the_frame_that_issued_it,
+    cpu_and_wgpu_deliver_the_same_values_as_the_sim,
+    every_frame_on_the_sim_delivers_each_frames_own_data_latency_frames_later,
+    every_frame_on_cpu_accounts_for_every_frame_of_a_headless_app,
+    a_readback_at_its_bound_of_reads_in_flight_reports_the_frames_it_skipped,
+    a_repeating_readback_keeps_delivering_after_the_user_drops_its_handle,
+    a_readback_of_several_sources_decodes_each_of_them,
+];
 
 /// `x[i] += step`, 64 units per cube.
 static BUMP: KernelDef = KernelDef {
@@ -145,7 +163,6 @@ fn run_sim_app(latency: u64) -> (Vec<String>, Vec<Arrival>) {
     (snapshots, arrivals)
 }
 
-#[test]
 fn a_sim_app_gives_the_same_world_after_every_frame_and_readbacks_arrive_latency_frames_later() {
     let latency = 2;
     let (first, arrivals) = run_sim_app(latency);
@@ -178,7 +195,6 @@ fn run_with_limit(when_full: FramesFull) -> (App, ComputeClient<gpuworld::SimBac
     (app, client, in_flight)
 }
 
-#[test]
 fn the_frames_in_flight_limit_waits_for_the_oldest_frame() {
     let (mut app, client, in_flight) = run_with_limit(FramesFull::Wait);
     assert!(in_flight.iter().all(|&n| n <= 2), "{in_flight:?}");
@@ -194,7 +210,6 @@ fn the_frames_in_flight_limit_waits_for_the_oldest_frame() {
     assert_eq!(values, vec![30.0; LEN]);
 }
 
-#[test]
 fn the_frames_in_flight_limit_skips_submissions() {
     let (mut app, client, in_flight) = run_with_limit(FramesFull::Skip);
     assert!(in_flight.iter().all(|&n| n <= 2), "{in_flight:?}");
@@ -210,7 +225,6 @@ fn the_frames_in_flight_limit_skips_submissions() {
     assert_eq!(values, vec![ended as f32; LEN]);
 }
 
-#[test]
 fn a_readback_despawned_before_its_bytes_arrive_loses_nothing_else_and_leaks_nothing() {
     let client = sim(3);
     let mut app = new_app();
@@ -256,7 +270,6 @@ fn a_readback_despawned_before_its_bytes_arrive_loses_nothing_else_and_leaks_not
 /// Tells the second runtime apart from the first.
 struct Second;
 
-#[test]
 fn two_runtimes_each_tick_once_a_frame_and_deliver_their_own_readbacks() {
     let first = sim(1);
     let second = sim(2);
@@ -284,7 +297,6 @@ fn two_runtimes_each_tick_once_a_frame_and_deliver_their_own_readbacks() {
     assert_eq!(arrivals, expected);
 }
 
-#[test]
 fn under_fixed_update_the_runtime_ticks_once_per_fixed_step() {
     let client = sim(1);
     let mut app = new_app();
@@ -318,7 +330,6 @@ fn under_fixed_update_the_runtime_ticks_once_per_fixed_step() {
     assert_eq!(values, vec![steps as f32; LEN]);
 }
 
-#[test]
 fn ticking_until_idle_delivers_a_readback_in_the_frame_that_issued_it() {
     let client = sim(3);
     let mut app = new_app();
@@ -350,8 +361,7 @@ fn values_on<B: Backend>(client: ComputeClient<B>) -> Vec<Arrival> {
     app.world_mut().remove_resource::<Arrivals>().unwrap().0
 }
 
-#[test]
-fn cpu_and_wgpu_deliver_the_same_values_as_the_sim() {
+fn cpu_and_wgpu_deliver_the_same_values_as_the_sim() -> Result<(), common::Skip> {
     let expected: Vec<_> = [3u64, 6, 9, 12].map(|f| (f, f, vec![f as f32; LEN])).into();
     assert_eq!(values_on(sim(2)), expected);
     assert_eq!(
@@ -359,13 +369,14 @@ fn cpu_and_wgpu_deliver_the_same_values_as_the_sim() {
         expected
     );
     #[cfg(feature = "wgpu")]
-    match gpuworld::wgpu_client_with(gpuworld::WgpuConfig::default(), Driver::Manual) {
-        Ok(client) => assert_eq!(values_on(client), expected),
-        Err(error) if std::env::var("GPUWORLD_REQUIRE_WGPU").is_ok_and(|v| v == "1") => {
-            panic!("GPUWORLD_REQUIRE_WGPU=1 but there is no wgpu adapter: {error}")
-        }
-        Err(error) => eprintln!("SKIPPED: no wgpu adapter: {error}"),
-    }
+    assert_eq!(
+        values_on(common::wgpu_client_with(
+            gpuworld::WgpuConfig::default(),
+            Driver::Manual
+        )?),
+        expected
+    );
+    Ok(())
 }
 
 /// A repeating readback's delivery: the readback's frame, the app frame it arrived in, the
@@ -472,7 +483,6 @@ fn bumping_app_with_readback<B: Backend>(
     (app, entity)
 }
 
-#[test]
 fn every_frame_on_the_sim_delivers_each_frames_own_data_latency_frames_later() {
     let latency = 2;
     let client = sim(latency);
@@ -489,7 +499,6 @@ fn every_frame_on_the_sim_delivers_each_frames_own_data_latency_frames_later() {
     }
 }
 
-#[test]
 fn every_frame_on_cpu_accounts_for_every_frame_of_a_headless_app() {
     let client = gpuworld::cpu_client(Driver::Manual).unwrap();
     let frames = 100;
@@ -511,7 +520,6 @@ fn every_frame_on_cpu_accounts_for_every_frame_of_a_headless_app() {
     assert!(readback.skipped() >= skipped.len() as u64);
 }
 
-#[test]
 fn a_readback_at_its_bound_of_reads_in_flight_reports_the_frames_it_skipped() {
     // Reads take 4 frames; a bound of 2 must skip some, and say which.
     let client = sim(4);
@@ -529,7 +537,6 @@ fn a_readback_at_its_bound_of_reads_in_flight_reports_the_frames_it_skipped() {
     );
 }
 
-#[test]
 fn a_repeating_readback_keeps_delivering_after_the_user_drops_its_handle() {
     let client = sim(1);
     let mut app = new_app();
@@ -557,7 +564,6 @@ fn a_repeating_readback_keeps_delivering_after_the_user_drops_its_handle() {
     assert_eq!(client.memory_usage().bytes_in_use, 0);
 }
 
-#[test]
 fn a_readback_of_several_sources_decodes_each_of_them() {
     let client = sim(1);
     let mut app = new_app();

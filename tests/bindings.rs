@@ -9,7 +9,14 @@ mod common;
 
 use gpuworld::{Backend, Bindings, ComputeClient, CubeCount, Driver, Error, library};
 
-#[test]
+test_main![
+    a_binding_narrowed_past_its_range_is_out_of_range,
+    a_view_past_its_handle_is_refused_on_cpu,
+    a_view_past_its_handle_is_refused_on_the_sim,
+    #[cfg(feature = "wgpu")]
+    a_view_past_its_handle_is_refused_on_wgpu,
+];
+
 fn a_binding_narrowed_past_its_range_is_out_of_range() {
     let client = gpuworld::sim_client(gpuworld::SimConfig::default());
     let handle = client.create_from_slice(&[7u8; 64]);
@@ -79,20 +86,16 @@ fn refused_everywhere<B: Backend>(client: ComputeClient<B>) {
     assert_eq!(client.read_one(&handle).expect("read")[..], [5u8; 64][..]);
 }
 
-#[test]
 fn a_view_past_its_handle_is_refused_on_cpu() {
     refused_everywhere(gpuworld::cpu_client(Driver::Manual).unwrap());
 }
 
-#[test]
 fn a_view_past_its_handle_is_refused_on_the_sim() {
     refused_everywhere(gpuworld::sim_client(gpuworld::SimConfig::default()));
 }
 
 #[cfg(feature = "wgpu")]
-#[test]
-fn a_view_past_its_handle_is_refused_on_wgpu() {
-    if let Some(client) = common::wgpu_client_or_skip() {
-        refused_everywhere(client);
-    }
+fn a_view_past_its_handle_is_refused_on_wgpu() -> Result<(), common::Skip> {
+    refused_everywhere(common::wgpu_client_or_skip()?);
+    Ok(())
 }

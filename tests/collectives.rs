@@ -9,6 +9,24 @@ use gpuworld::collective::{ElemType, Group, ReduceOp};
 use gpuworld::{Backend, Binding, Driver, Error, Handle, SimConfig, cpu_clients, sim_clients};
 use half::{bf16, f16};
 
+test_main![
+    every_collective_op_and_type_matches_the_host_reference_on_cpu_devices,
+    every_collective_op_and_type_matches_the_host_reference_on_manually_ticked_cpu_devices,
+    every_collective_op_and_type_matches_the_host_reference_on_sim_devices,
+    a_collective_waits_for_writes_before_it_and_comes_before_writes_after_it,
+    a_group_that_lists_a_device_twice_is_refused,
+    buffers_that_do_not_fit_are_refused_and_the_devices_stay_usable,
+    a_rank_whose_input_faulted_fails_the_collective_on_every_rank_and_nothing_is_stuck,
+    a_device_lost_mid_collective_fails_the_others_with_a_typed_error,
+    a_collective_on_sim_devices_costs_each_rank_its_read_and_its_write_on_the_link,
+    #[cfg(feature = "wgpu")]
+    every_collective_matches_the_host_reference_on_a_wgpu_adapter_and_it_counts_once,
+    #[cfg(feature = "cuda")]
+    every_collective_op_and_type_matches_the_host_reference_on_cuda_devices,
+    #[cfg(feature = "cuda")]
+    a_collective_on_cuda_devices_waits_for_writes_before_it_and_comes_before_writes_after_it,
+];
+
 const ELEMS: usize = 24;
 const OPS: [ReduceOp; 4] = [ReduceOp::Sum, ReduceOp::Prod, ReduceOp::Min, ReduceOp::Max];
 const TYPES: [ElemType; 4] = [ElemType::F32, ElemType::F16, ElemType::BF16, ElemType::I32];
@@ -199,7 +217,6 @@ fn every_collective_matches_the_reference<B: Backend>(group: &Group<B>) {
     group.sync_collective().expect("every rank synced");
 }
 
-#[test]
 fn every_collective_op_and_type_matches_the_host_reference_on_cpu_devices() {
     for n in 1..=4 {
         let group = Group::new(cpu_clients(n, Driver::DeviceThread)).expect("distinct devices");
@@ -207,7 +224,6 @@ fn every_collective_op_and_type_matches_the_host_reference_on_cpu_devices() {
     }
 }
 
-#[test]
 fn every_collective_op_and_type_matches_the_host_reference_on_manually_ticked_cpu_devices() {
     for n in 1..=4 {
         let group = Group::new(cpu_clients(n, Driver::Manual)).expect("distinct devices");
@@ -215,7 +231,6 @@ fn every_collective_op_and_type_matches_the_host_reference_on_manually_ticked_cp
     }
 }
 
-#[test]
 fn every_collective_op_and_type_matches_the_host_reference_on_sim_devices() {
     for n in 1..=4 {
         let group = Group::new(sim_clients(&SimConfig::default(), n)).expect("distinct devices");
@@ -251,13 +266,11 @@ fn all_reduce_between_writes<B: Backend>(group: &Group<B>, len: usize) {
     }
 }
 
-#[test]
 fn a_collective_waits_for_writes_before_it_and_comes_before_writes_after_it() {
     let group = Group::new(cpu_clients(3, Driver::DeviceThread)).expect("distinct devices");
     all_reduce_between_writes(&group, 4);
 }
 
-#[test]
 fn a_group_that_lists_a_device_twice_is_refused() {
     let mut clients = cpu_clients(2, Driver::Manual);
     clients.push(clients[0].clone());
@@ -268,7 +281,6 @@ fn a_group_that_lists_a_device_twice_is_refused() {
     }
 }
 
-#[test]
 fn buffers_that_do_not_fit_are_refused_and_the_devices_stay_usable() {
     let group = Group::new(cpu_clients(2, Driver::Manual)).expect("distinct devices");
     let [a, b] = [&group.clients()[0], &group.clients()[1]];
@@ -325,7 +337,6 @@ fn buffers_that_do_not_fit_are_refused_and_the_devices_stay_usable() {
     group.sync_collective().expect("no fault");
 }
 
-#[test]
 fn a_rank_whose_input_faulted_fails_the_collective_on_every_rank_and_nothing_is_stuck() {
     let group = Group::new(cpu_clients(3, Driver::DeviceThread)).expect("distinct devices");
     let buffers: Vec<Handle> = group
@@ -353,7 +364,6 @@ fn a_rank_whose_input_faulted_fails_the_collective_on_every_rank_and_nothing_is_
     assert_eq!(summed, [3 * i32::from_le_bytes([1; 4]); 4]);
 }
 
-#[test]
 fn a_device_lost_mid_collective_fails_the_others_with_a_typed_error() {
     let group = Group::new(cpu_clients(3, Driver::Manual)).expect("distinct devices");
     let buffers = upload(&group, &[vec![1u8; 16], vec![1u8; 16], vec![1u8; 16]]);
@@ -371,7 +381,6 @@ fn a_device_lost_mid_collective_fails_the_others_with_a_typed_error() {
     }
 }
 
-#[test]
 fn a_collective_on_sim_devices_costs_each_rank_its_read_and_its_write_on_the_link() {
     let link = gpuworld::SimLink {
         latency_ns: 500,
@@ -396,13 +405,12 @@ fn a_collective_on_sim_devices_costs_each_rank_its_read_and_its_write_on_the_lin
 }
 
 #[cfg(feature = "wgpu")]
-#[test]
-fn every_collective_matches_the_host_reference_on_a_wgpu_adapter_and_it_counts_once() {
-    let (Some(first), Some(second)) =
-        (common::wgpu_client_or_skip(), common::wgpu_client_or_skip())
-    else {
-        return;
-    };
+fn every_collective_matches_the_host_reference_on_a_wgpu_adapter_and_it_counts_once()
+-> Result<(), common::Skip> {
+    let (first, second) = (
+        common::wgpu_client_or_skip()?,
+        common::wgpu_client_or_skip()?,
+    );
     // Two runtimes on one adapter are one device.
     match Group::new(vec![first.clone(), second]) {
         Err(Error::DeviceListedTwice { device }) => assert_eq!(&*device, "wgpu:0"),
@@ -410,52 +418,44 @@ fn every_collective_matches_the_host_reference_on_a_wgpu_adapter_and_it_counts_o
         Ok(_) => panic!("one adapter listed twice was accepted"),
     }
     every_collective_matches_the_reference(&Group::new(vec![first]).expect("one device"));
+    Ok(())
 }
 
-/// How many CUDA devices NCCL can run collectives on here; `None`, with a loud note, without a
-/// driver (a failure with `GPUWORLD_REQUIRE_CUDA=1`) or without NCCL (a failure with
+/// How many CUDA devices NCCL can run collectives on here; a [`common::Skip`] without a driver (a
+/// failure with `GPUWORLD_REQUIRE_CUDA=1`) or without NCCL (a failure with
 /// `GPUWORLD_REQUIRE_NCCL=1`).
 #[cfg(feature = "cuda")]
-fn nccl_devices() -> Option<usize> {
+fn nccl_devices() -> Result<usize, common::Skip> {
     common::cuda_clients_or_skip(1)?;
     match gpuworld_cuda::nccl() {
-        Ok(_) => Some(gpuworld_cuda::device_count().expect("the driver loaded")),
+        Ok(_) => Ok(gpuworld_cuda::device_count().expect("the driver loaded")),
         Err(error) if std::env::var("GPUWORLD_REQUIRE_NCCL").is_ok_and(|v| v == "1") => {
             panic!("GPUWORLD_REQUIRE_NCCL=1 but NCCL is unavailable: {error}")
         }
-        Err(error) => {
-            eprintln!("SKIPPED: no NCCL: {error}");
-            None
-        }
+        Err(error) => Err(common::Skip(format!("no NCCL: {error}"))),
     }
 }
 
 /// Over NCCL, on groups of one CUDA device up to every device there is (two ranks on the
 /// two-GPU machine, where `GPUWORLD_REQUIRE_GPUS=2` makes one GPU a failure).
 #[cfg(feature = "cuda")]
-#[test]
-fn every_collective_op_and_type_matches_the_host_reference_on_cuda_devices() {
-    let Some(count) = nccl_devices() else {
-        return;
-    };
+fn every_collective_op_and_type_matches_the_host_reference_on_cuda_devices()
+-> Result<(), common::Skip> {
+    let count = nccl_devices()?;
     for n in 1..=count.max(2) {
-        let Some(clients) = common::cuda_clients_or_skip(n) else {
-            return;
-        };
+        let clients = common::cuda_clients_or_skip(n)?;
         every_collective_matches_the_reference(&Group::new(clients).expect("distinct devices"));
     }
+    Ok(())
 }
 
 /// `all_reduce_between_writes` over NCCL on every CUDA device there is (at least one), with
 /// 4 MiB buffers so that a missed order shows.
 #[cfg(feature = "cuda")]
-#[test]
-fn a_collective_on_cuda_devices_waits_for_writes_before_it_and_comes_before_writes_after_it() {
-    let Some(count) = nccl_devices() else {
-        return;
-    };
-    let Some(clients) = common::cuda_clients_or_skip(count) else {
-        return;
-    };
+fn a_collective_on_cuda_devices_waits_for_writes_before_it_and_comes_before_writes_after_it()
+-> Result<(), common::Skip> {
+    let count = nccl_devices()?;
+    let clients = common::cuda_clients_or_skip(count)?;
     all_reduce_between_writes(&Group::new(clients).expect("distinct devices"), 1 << 20);
+    Ok(())
 }

@@ -1,7 +1,13 @@
 //! Shared pieces of the integration tests: polling a future once, f32 conversions, and a wgpu
-//! device when this machine has one.
+//! or CUDA device when this machine has one (a [`Skip`] for the [`harness`] when it has none).
 
 #![allow(dead_code)]
+
+// A path from `tests/`: this file is a test crate's root too (`cargo test --test common`).
+#[path = "common/harness.rs"]
+pub mod harness;
+
+pub use harness::Skip;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -44,59 +50,65 @@ pub fn f32s(bytes: &[u8]) -> Vec<f32> {
 
 /// Whether a missing wgpu adapter must fail the test (CI sets `GPUWORLD_REQUIRE_WGPU=1`).
 #[cfg(feature = "wgpu")]
-fn wgpu_required() -> bool {
+pub fn wgpu_required() -> bool {
     std::env::var("GPUWORLD_REQUIRE_WGPU").is_ok_and(|v| v == "1")
 }
 
-/// A wgpu backend on the default adapter; `None` (with a loud note) when there is none, unless
+/// A wgpu backend on the default adapter; a [`Skip`] when there is none, unless
 /// `GPUWORLD_REQUIRE_WGPU=1`, which makes a missing adapter a failure.
 #[cfg(feature = "wgpu")]
-pub fn wgpu_backend_or_skip() -> Option<gpuworld::WgpuBackend> {
+pub fn wgpu_backend_or_skip() -> Result<gpuworld::WgpuBackend, Skip> {
     wgpu_backend_with(gpuworld::WgpuConfig::default())
 }
 
 /// Like [`wgpu_backend_or_skip`], with `config`.
 #[cfg(feature = "wgpu")]
-pub fn wgpu_backend_with(config: gpuworld::WgpuConfig) -> Option<gpuworld::WgpuBackend> {
+pub fn wgpu_backend_with(config: gpuworld::WgpuConfig) -> Result<gpuworld::WgpuBackend, Skip> {
     match gpuworld::WgpuBackend::new(config) {
-        Ok(backend) => Some(backend),
+        Ok(backend) => Ok(backend),
         Err(error) if wgpu_required() => {
             panic!("GPUWORLD_REQUIRE_WGPU=1 but there is no wgpu adapter: {error}")
         }
-        Err(error) => {
-            eprintln!("SKIPPED: no wgpu adapter: {error}");
-            None
-        }
+        Err(error) => Err(no_wgpu_adapter(error)),
     }
 }
 
-/// A client over [`wgpu_backend_with`]'s backend, driven by `driver`; `None` as it is.
+/// A client over [`wgpu_backend_with`]'s backend, driven by `driver`; a [`Skip`] as it is.
 #[cfg(feature = "wgpu")]
 pub fn wgpu_client_with(
     config: gpuworld::WgpuConfig,
     driver: gpuworld::Driver,
-) -> Option<gpuworld::ComputeClient<gpuworld::WgpuBackend>> {
+) -> Result<gpuworld::ComputeClient<gpuworld::WgpuBackend>, Skip> {
     let backend = wgpu_backend_with(config)?;
-    Some(gpuworld::ComputeClient::new(
+    Ok(gpuworld::ComputeClient::new(
         backend,
         gpuworld::RuntimeConfig::default(),
         driver,
     ))
 }
 
-/// A client from `gpuworld::wgpu_client`, or `None` as [`wgpu_backend_or_skip`] decides.
+/// A client from `gpuworld::wgpu_client`, or a [`Skip`] as [`wgpu_backend_or_skip`] decides.
 #[cfg(feature = "wgpu")]
-pub fn wgpu_client_or_skip() -> Option<gpuworld::ComputeClient<gpuworld::WgpuBackend>> {
+pub fn wgpu_client_or_skip() -> Result<gpuworld::ComputeClient<gpuworld::WgpuBackend>, Skip> {
     match gpuworld::wgpu_client(gpuworld::WgpuConfig::default()) {
-        Ok(client) => Some(client),
+        Ok(client) => Ok(client),
         Err(error) if wgpu_required() => {
             panic!("GPUWORLD_REQUIRE_WGPU=1 but there is no wgpu adapter: {error}")
         }
-        Err(error) => {
-            eprintln!("SKIPPED: no wgpu adapter: {error}");
-            None
-        }
+        Err(error) => Err(no_wgpu_adapter(error)),
     }
+}
+
+/// The skip of a test that found no wgpu adapter.
+#[cfg(feature = "wgpu")]
+pub fn no_wgpu_adapter(error: impl std::fmt::Display) -> Skip {
+    Skip(format!("no wgpu adapter: {error}"))
+}
+
+/// The skip of a test that found no CUDA driver.
+#[cfg(feature = "cuda")]
+pub fn no_cuda_driver(error: impl std::fmt::Display) -> Skip {
+    Skip(format!("no CUDA driver: {error}"))
 }
 
 /// Whether a missing CUDA driver must fail the test (the GPU machine sets `GPUWORLD_REQUIRE_CUDA=1`).
@@ -105,59 +117,50 @@ pub fn cuda_required() -> bool {
     std::env::var("GPUWORLD_REQUIRE_CUDA").is_ok_and(|v| v == "1")
 }
 
-/// A CUDA backend on device 0 with `config`; `None` (with a loud note) when there is no driver,
+/// A CUDA backend on device 0 with `config`; a [`Skip`] when there is no driver,
 /// unless `GPUWORLD_REQUIRE_CUDA=1`, which makes a missing driver a failure.
 #[cfg(feature = "cuda")]
-pub fn cuda_backend_with(config: gpuworld::CudaConfig) -> Option<gpuworld::CudaBackend> {
+pub fn cuda_backend_with(config: gpuworld::CudaConfig) -> Result<gpuworld::CudaBackend, Skip> {
     match gpuworld::CudaBackend::new(config) {
-        Ok(backend) => Some(backend),
+        Ok(backend) => Ok(backend),
         Err(error) if cuda_required() => {
             panic!("GPUWORLD_REQUIRE_CUDA=1 but CUDA is unavailable: {error}")
         }
-        Err(error) => {
-            eprintln!("SKIPPED: no CUDA driver: {error}");
-            None
-        }
+        Err(error) => Err(no_cuda_driver(error)),
     }
 }
 
 /// Like [`cuda_backend_with`], with the default configuration.
 #[cfg(feature = "cuda")]
-pub fn cuda_backend_or_skip() -> Option<gpuworld::CudaBackend> {
+pub fn cuda_backend_or_skip() -> Result<gpuworld::CudaBackend, Skip> {
     cuda_backend_with(gpuworld::CudaConfig::default())
 }
 
-/// A client from `gpuworld::cuda_client`, or `None` as [`cuda_backend_with`] decides.
+/// A client from `gpuworld::cuda_client`, or a [`Skip`] as [`cuda_backend_with`] decides.
 #[cfg(feature = "cuda")]
-pub fn cuda_client_or_skip() -> Option<gpuworld::ComputeClient<gpuworld::CudaBackend>> {
+pub fn cuda_client_or_skip() -> Result<gpuworld::ComputeClient<gpuworld::CudaBackend>, Skip> {
     match gpuworld::cuda_client(gpuworld::CudaConfig::default()) {
-        Ok(client) => Some(client),
+        Ok(client) => Ok(client),
         Err(error) if cuda_required() => {
             panic!("GPUWORLD_REQUIRE_CUDA=1 but CUDA is unavailable: {error}")
         }
-        Err(error) => {
-            eprintln!("SKIPPED: no CUDA driver: {error}");
-            None
-        }
+        Err(error) => Err(no_cuda_driver(error)),
     }
 }
 
-/// Clients of CUDA devices `0..n`, one each; `None` (with a loud note) when there is no driver
+/// Clients of CUDA devices `0..n`, one each; a [`Skip`] when there is no driver
 /// or fewer than `n` devices, unless `GPUWORLD_REQUIRE_CUDA=1` (no driver) or
 /// `GPUWORLD_REQUIRE_GPUS` names `n` or more (too few devices), which make it a failure.
 #[cfg(feature = "cuda")]
 pub fn cuda_clients_or_skip(
     n: usize,
-) -> Option<Vec<gpuworld::ComputeClient<gpuworld::CudaBackend>>> {
+) -> Result<Vec<gpuworld::ComputeClient<gpuworld::CudaBackend>>, Skip> {
     let count = match gpuworld_cuda::device_count() {
         Ok(count) => count,
         Err(error) if cuda_required() => {
             panic!("GPUWORLD_REQUIRE_CUDA=1 but CUDA is unavailable: {error}")
         }
-        Err(error) => {
-            eprintln!("SKIPPED: no CUDA driver: {error}");
-            return None;
-        }
+        Err(error) => return Err(no_cuda_driver(error)),
     };
     if count < n {
         let required = std::env::var("GPUWORLD_REQUIRE_GPUS")
@@ -168,8 +171,9 @@ pub fn cuda_clients_or_skip(
             required < n,
             "GPUWORLD_REQUIRE_GPUS={required} but the driver sees {count} device(s)"
         );
-        eprintln!("SKIPPED: {n} CUDA devices needed, the driver sees {count}");
-        return None;
+        return Err(Skip(format!(
+            "{n} CUDA devices needed, the driver sees {count}"
+        )));
     }
     let clients = (0..n)
         .map(|device| {
@@ -180,7 +184,7 @@ pub fn cuda_clients_or_skip(
             .unwrap_or_else(|error| panic!("cuda:{device} is listed but does not open: {error}"))
         })
         .collect();
-    Some(clients)
+    Ok(clients)
 }
 
 /// A small use of `handle` on the client's stream: one cube of `FILL` (its first 256 floats).
@@ -218,10 +222,11 @@ pub fn scale_first_cube<B: gpuworld::Backend>(
         .unwrap();
 }
 
-/// A backend suite: one module per backend, holding one `#[test]` per case, each of which makes
-/// a client with the backend's expression and hands it to `crate::<module>::<case>`. A backend
-/// marked `optional` gives an `Option` (`None`, for no device on this machine, skips the case);
-/// attributes such as `#[cfg(feature = "wgpu")]` apply to a backend's module.
+/// A backend suite, and the `main` of its `harness = false` test binary: one module per backend,
+/// holding one test per case (named `<backend>::<case>`), each of which makes a client with the
+/// backend's expression and hands it to `crate::<module>::<case>`. A backend marked `optional`
+/// gives a `Result<_, Skip>` (a [`Skip`], for no device on this machine, reports the case
+/// ignored); attributes such as `#[cfg(feature = "wgpu")]` apply to a backend's module.
 ///
 /// ```ignore
 /// backend_suite! {
@@ -233,27 +238,51 @@ pub fn scale_first_cube<B: gpuworld::Backend>(
 /// ```
 #[macro_export]
 macro_rules! backend_suite {
-    (cases: $cases:tt;) => {};
-    (cases: $cases:tt; $(#[$attr:meta])* $backend:ident: optional $make:expr; $($rest:tt)*) => {
+    (cases: $cases:tt; $($rest:tt)*) => {
+        $crate::backend_suite!(@backends $cases; []; $($rest)*);
+    };
+    (@backends $cases:tt; [$(($(#[$attr:meta])* $backend:ident))*];) => {
+        fn main() -> std::process::ExitCode {
+            let mut trials = Vec::new();
+            $(
+                $(#[$attr])*
+                trials.extend($backend::trials());
+            )*
+            $crate::common::harness::run(trials)
+        }
+    };
+    (@backends $cases:tt; [$($added:tt)*];
+        $(#[$attr:meta])* $backend:ident: optional $make:expr; $($rest:tt)*) => {
         $(#[$attr])*
         $crate::backend_suite!(@module $backend, $make, $cases);
-        $crate::backend_suite!(cases: $cases; $($rest)*);
+        $crate::backend_suite!(@backends $cases;
+            [$($added)* ($(#[$attr])* $backend)]; $($rest)*);
     };
-    (cases: $cases:tt; $(#[$attr:meta])* $backend:ident: $make:expr; $($rest:tt)*) => {
+    (@backends $cases:tt; [$($added:tt)*];
+        $(#[$attr:meta])* $backend:ident: $make:expr; $($rest:tt)*) => {
         $(#[$attr])*
-        $crate::backend_suite!(@module $backend, Some($make), $cases);
-        $crate::backend_suite!(cases: $cases; $($rest)*);
+        $crate::backend_suite!(@module $backend, Ok::<_, $crate::common::Skip>($make), $cases);
+        $crate::backend_suite!(@backends $cases;
+            [$($added)* ($(#[$attr])* $backend)]; $($rest)*);
     };
     (@module $backend:ident, $make:expr, [$($module:ident :: $case:ident),* $(,)?]) => {
         mod $backend {
             $(
-                #[test]
-                fn $case() {
-                    if let Some(client) = $make {
-                        $crate::$module::$case(client);
-                    }
+                fn $case() -> Result<(), $crate::common::Skip> {
+                    $crate::$module::$case($make?);
+                    Ok(())
                 }
             )*
+
+            /// This backend's cases, as tests.
+            pub fn trials() -> Vec<$crate::common::harness::Trial> {
+                vec![$(
+                    $crate::common::harness::trial(
+                        concat!(stringify!($backend), "::", stringify!($case)),
+                        $case,
+                    )
+                ),*]
+            }
         }
     };
 }

@@ -1,6 +1,7 @@
 //! The backend conformance suite: the same cases on every backend built into this test binary.
-//! A backend is added with one line of the `backend_suite!` below; `optional` takes an `Option`
-//! of a client, for backends that may have no device on this machine (a `None` skips the case).
+//! A backend is added with one line of the `backend_suite!` below; `optional` takes a
+//! `Result<_, Skip>` of a client, for backends that may have no device on this machine (a `Skip`
+//! reports the case ignored).
 
 mod common;
 mod conformance {

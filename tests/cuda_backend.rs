@@ -1,13 +1,11 @@
 //! The cuda backend beyond the conformance suite: a clear error without a driver, compile errors
 //! with NVRTC's log, the disk cache of compiled kernels, pinned staging round trips and reuse,
-//! many streams at once and device timing. Each test skips loudly without a CUDA driver, unless
-//! `GPUWORLD_REQUIRE_CUDA=1`.
-
-#![cfg(feature = "cuda")]
+//! many streams at once and device timing. Each test that needs a device is reported ignored
+//! without a CUDA driver, unless `GPUWORLD_REQUIRE_CUDA=1`.
 
 mod common;
 
-use common::{bytes_of, cuda_backend_with, cuda_client_or_skip, cuda_required, f32s};
+use common::{Skip, bytes_of, cuda_backend_with, cuda_client_or_skip, cuda_required, f32s};
 use gpuworld::kernel::{Param, Signature};
 use gpuworld::{
     Backend, Bindings, ComputeClient, CubeCount, CudaBackend, CudaConfig, CudaSource, Driver,
@@ -15,6 +13,20 @@ use gpuworld::{
 };
 use gpuworld_systems::backend::{LaunchCount, Region};
 use std::time::{Duration, Instant};
+
+test_main![
+    without_a_driver_new_returns_backend_unavailable_with_a_reason,
+    availability_agrees_with_new,
+    a_compile_error_is_reported_with_the_nvrtc_log_and_the_runtime_stays_usable,
+    a_second_backend_loads_the_kernel_from_the_disk_cache,
+    uploads_and_readbacks_through_pinned_staging_round_trip,
+    a_read_loop_reuses_one_pinned_buffer_and_small_reads_stay_pinned,
+    reserved_staging_is_page_locked_and_goes_back_to_the_pool,
+    many_streams_run_independent_work_and_share_results,
+    device_elapsed_measures_the_work_between_two_marks,
+    a_dynamic_count_larger_than_the_fixed_grid_covers_every_cube,
+    two_marks_time_the_work_between_them_on_the_device,
+];
 
 /// A kernel whose CUDA source does not compile.
 static BROKEN: KernelDef = KernelDef {
@@ -65,7 +77,6 @@ fn fresh_dir(name: &str) -> std::path::PathBuf {
     std::env::temp_dir().join(format!("gpuworld-{name}-{}-{nanos}", std::process::id()))
 }
 
-#[test]
 fn without_a_driver_new_returns_backend_unavailable_with_a_reason() {
     match CudaBackend::new(CudaConfig::default()) {
         Ok(backend) => {
@@ -79,24 +90,20 @@ fn without_a_driver_new_returns_backend_unavailable_with_a_reason() {
             );
             assert_eq!(backend, "cuda");
             assert!(!reason.is_empty());
-            eprintln!("SKIPPED: no CUDA driver: {reason} (the error is the expected one)");
         }
         Err(other) => panic!("expected BackendUnavailable, got {other}"),
     }
 }
 
-#[test]
 fn availability_agrees_with_new() {
     let available = gpuworld::cuda_availability();
     let opened = CudaBackend::new(CudaConfig::default());
     assert_eq!(available.is_ok(), opened.is_ok(), "{available:?}");
 }
 
-#[test]
-fn a_compile_error_is_reported_with_the_nvrtc_log_and_the_runtime_stays_usable() {
-    let Some(client) = cuda_client_or_skip() else {
-        return;
-    };
+fn a_compile_error_is_reported_with_the_nvrtc_log_and_the_runtime_stays_usable() -> Result<(), Skip>
+{
+    let client = cuda_client_or_skip()?;
     let out = client.empty(128);
     client
         .launch(&BROKEN, CubeCount::new_1d(1), Bindings::new().buffer(&out))
@@ -119,10 +126,10 @@ fn a_compile_error_is_reported_with_the_nvrtc_log_and_the_runtime_stays_usable()
         )
         .unwrap();
     assert_eq!(f32s(&client.read_one(&out).unwrap()), vec![2.5; 32]);
+    Ok(())
 }
 
-#[test]
-fn a_second_backend_loads_the_kernel_from_the_disk_cache() {
+fn a_second_backend_loads_the_kernel_from_the_disk_cache() -> Result<(), Skip> {
     let dir = fresh_dir("cuda-cache");
     let config = CudaConfig {
         cache_dir: Some(dir.clone()),
@@ -141,24 +148,18 @@ fn a_second_backend_loads_the_kernel_from_the_disk_cache() {
         assert_eq!(f32s(&client.read_one(&out).unwrap()), vec![1.0; 256]);
         client.with_runtime(|rt| rt.backend().compile_stats())
     };
-    let Some(first) = cuda_backend_with(config.clone()) else {
-        return;
-    };
+    let first = cuda_backend_with(config.clone())?;
     let cold = fill_once(first);
     assert_eq!((cold.compiled, cold.disk_hits), (1, 0), "{cold:?}");
-    let Some(second) = cuda_backend_with(config) else {
-        return;
-    };
+    let second = cuda_backend_with(config)?;
     let warm = fill_once(second);
     assert_eq!((warm.compiled, warm.disk_hits), (0, 1), "{warm:?}");
     let _ = std::fs::remove_dir_all(dir);
+    Ok(())
 }
 
-#[test]
-fn uploads_and_readbacks_through_pinned_staging_round_trip() {
-    let Some(client) = cuda_client_or_skip() else {
-        return;
-    };
+fn uploads_and_readbacks_through_pinned_staging_round_trip() -> Result<(), Skip> {
+    let client = cuda_client_or_skip()?;
     for len in [1usize, 3, 4096, 4097, 1 << 20, (64 << 20) + 12] {
         let data: Vec<u8> = (0..len).map(|i| (i * 31 + len) as u8).collect();
         let handle = client.create_from_slice(&data);
@@ -173,13 +174,11 @@ fn uploads_and_readbacks_through_pinned_staging_round_trip() {
     let pinned = client.with_runtime(|rt| rt.backend().pinned_bytes());
     assert!(pinned > 0, "the copies went through pinned staging");
     assert!(pinned <= 4 << 30, "pinned staging stays bounded: {pinned}");
+    Ok(())
 }
 
-#[test]
-fn a_read_loop_reuses_one_pinned_buffer_and_small_reads_stay_pinned() {
-    let Some(client) = cuda_client_or_skip() else {
-        return;
-    };
+fn a_read_loop_reuses_one_pinned_buffer_and_small_reads_stay_pinned() -> Result<(), Skip> {
+    let client = cuda_client_or_skip()?;
     let pinned =
         |client: &ComputeClient<CudaBackend>| client.with_runtime(|rt| rt.backend().pinned_bytes());
     let len = (64 << 20) + 5;
@@ -211,13 +210,11 @@ fn a_read_loop_reuses_one_pinned_buffer_and_small_reads_stay_pinned() {
         assert!(back.is_page_locked());
         assert_eq!(back, [1u8, 2, 3, 4]);
     }
+    Ok(())
 }
 
-#[test]
-fn reserved_staging_is_page_locked_and_goes_back_to_the_pool() {
-    let Some(client) = cuda_client_or_skip() else {
-        return;
-    };
+fn reserved_staging_is_page_locked_and_goes_back_to_the_pool() -> Result<(), Skip> {
+    let client = cuda_client_or_skip()?;
     let pinned =
         |client: &ComputeClient<CudaBackend>| client.with_runtime(|rt| rt.backend().pinned_bytes());
     let len = 8 << 20;
@@ -250,13 +247,11 @@ fn reserved_staging_is_page_locked_and_goes_back_to_the_pool() {
     );
     let slice = client.create_from_slice_pinned(&data[..1000]);
     assert_eq!(client.read_one(&slice).unwrap(), data[..1000].to_vec());
+    Ok(())
 }
 
-#[test]
-fn many_streams_run_independent_work_and_share_results() {
-    let Some(client) = cuda_client_or_skip() else {
-        return;
-    };
+fn many_streams_run_independent_work_and_share_results() -> Result<(), Skip> {
+    let client = cuda_client_or_skip()?;
     let len = 1 << 16;
     let results: Vec<gpuworld::Handle> = std::thread::scope(|scope| {
         let workers: Vec<_> = (0..8)
@@ -287,13 +282,11 @@ fn many_streams_run_independent_work_and_share_results() {
         let expected = 2f32.powi(s as i32 + 4);
         assert_eq!(f32s(&reader.read_one(handle).unwrap()), vec![expected; len]);
     }
+    Ok(())
 }
 
-#[test]
-fn device_elapsed_measures_the_work_between_two_marks() {
-    let Some(mut backend) = cuda_backend_with(CudaConfig::default()) else {
-        return;
-    };
+fn device_elapsed_measures_the_work_between_two_marks() -> Result<(), Skip> {
+    let mut backend = cuda_backend_with(CudaConfig::default())?;
     let stream = backend.create_stream(StreamId::current());
     let storage = backend.allocate(4 * 132).unwrap();
     let region = Region {
@@ -328,13 +321,11 @@ fn device_elapsed_measures_the_work_between_two_marks() {
     assert!(elapsed >= Duration::from_millis(5), "{elapsed:?}");
     assert!(elapsed < Duration::from_secs(10), "{elapsed:?}");
     backend.deallocate(storage);
+    Ok(())
 }
 
-#[test]
-fn a_dynamic_count_larger_than_the_fixed_grid_covers_every_cube() {
-    let Some(client) = cuda_client_or_skip() else {
-        return;
-    };
+fn a_dynamic_count_larger_than_the_fixed_grid_covers_every_cube() -> Result<(), Skip> {
+    let client = cuda_client_or_skip()?;
     let cubes = 5000u32;
     let out = client.empty(u64::from(cubes) * 256 * 4);
     let count = client.create(bytemuck::cast_slice(&[cubes, 1, 1]).to_vec());
@@ -347,13 +338,11 @@ fn a_dynamic_count_larger_than_the_fixed_grid_covers_every_cube() {
         .unwrap();
     let values = f32s(&client.read_one(&out).unwrap());
     assert!(values.iter().all(|v| *v == 4.0));
+    Ok(())
 }
 
-#[test]
-fn two_marks_time_the_work_between_them_on_the_device() {
-    let Some(client) = cuda_client_or_skip() else {
-        return;
-    };
+fn two_marks_time_the_work_between_them_on_the_device() -> Result<(), Skip> {
+    let client = cuda_client_or_skip()?;
     let out = client.empty(4 * 132);
     let start = client.mark().unwrap();
     client
@@ -371,4 +360,5 @@ fn two_marks_time_the_work_between_them_on_the_device() {
     // 20M cycles at no more than ~2.1 GHz is at least 9 ms.
     assert!(elapsed >= Duration::from_millis(5), "{elapsed:?}");
     assert!(elapsed < Duration::from_secs(10), "{elapsed:?}");
+    Ok(())
 }

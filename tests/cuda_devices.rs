@@ -1,47 +1,62 @@
-//! Many devices on CUDA (run on the GPU machine; skipped loudly without a driver, failed with
-//! `GPUWORLD_REQUIRE_CUDA=1`; the two-GPU cases skip with one GPU unless `GPUWORLD_REQUIRE_GPUS=2`):
+//! Many devices on CUDA (run on the GPU machine; reported ignored without a driver, failed with
+//! `GPUWORLD_REQUIRE_CUDA=1`; the two-GPU cases are ignored with one GPU unless
+//! `GPUWORLD_REQUIRE_GPUS=2`):
 //! `to_client` between two clients of one GPU and between two GPUs (both ways, under concurrent
 //! writes, exact bytes at odd offsets, after earlier work on the destination), between cpu and
 //! cuda and between wgpu and cuda, its errors, and `get_resource`'s device pointer. Without NCCL a
 //! collective is `Error::BackendUnavailable`; the collectives themselves, on one GPU and on
 //! every GPU there is, are in `tests/collectives.rs`.
-#![cfg(feature = "cuda")]
 
 mod common;
 
+use common::Skip;
 use gpuworld::collective::{ElemType, Group, ReduceOp};
 use gpuworld::{ComputeClient, CudaBackend, CudaConfig, Driver, Error, cpu_clients};
 
-#[test]
-fn to_client_between_two_clients_of_one_gpu_and_between_cpu_and_cuda() {
-    let (Some(a), Some(b)) = (common::cuda_client_or_skip(), common::cuda_client_or_skip()) else {
-        return;
-    };
+test_main![
+    to_client_between_two_clients_of_one_gpu_and_between_cpu_and_cuda,
+    #[cfg(feature = "wgpu")]
+    to_client_between_wgpu_and_cuda,
+    without_nccl_a_collective_is_backend_unavailable,
+    to_client_between_clients_of_one_gpu_under_concurrent_writes,
+    to_client_between_two_gpus_in_both_directions_under_concurrent_writes,
+    to_client_between_two_gpus_moves_exactly_the_bytes_to_any_offset,
+    to_client_into_waits_for_earlier_work_on_the_destination_on_one_gpu,
+    to_client_into_waits_for_earlier_work_on_the_destination_between_two_gpus,
+    peer_copy_errors_between_clients_of_one_gpu,
+    peer_copy_errors_between_two_gpus,
+    get_resource_gives_the_device_pointer_of_the_binding,
+];
+
+fn to_client_between_two_clients_of_one_gpu_and_between_cpu_and_cuda() -> Result<(), Skip> {
+    let (a, b) = (
+        common::cuda_client_or_skip()?,
+        common::cuda_client_or_skip()?,
+    );
     common::to_client_round_trip(&a, &b, 1 << 20);
     let cpu = cpu_clients(1, Driver::DeviceThread);
     common::to_client_round_trip(&cpu[0], &a, 1 << 20);
     common::to_client_round_trip(&a, &cpu[0], 1 << 20);
+    Ok(())
 }
 
 #[cfg(feature = "wgpu")]
-#[test]
-fn to_client_between_wgpu_and_cuda() {
-    let (Some(cuda), Some(gpu)) = (common::cuda_client_or_skip(), common::wgpu_client_or_skip())
-    else {
-        return;
-    };
+fn to_client_between_wgpu_and_cuda() -> Result<(), Skip> {
+    let (cuda, gpu) = (
+        common::cuda_client_or_skip()?,
+        common::wgpu_client_or_skip()?,
+    );
     common::to_client_round_trip(&gpu, &cuda, 1 << 20);
     common::to_client_round_trip(&cuda, &gpu, 1 << 20);
+    Ok(())
 }
 
-#[test]
-fn without_nccl_a_collective_is_backend_unavailable() {
-    let Some(client) = common::cuda_client_or_skip() else {
-        return;
-    };
+fn without_nccl_a_collective_is_backend_unavailable() -> Result<(), Skip> {
+    let client = common::cuda_client_or_skip()?;
     if gpuworld_cuda::nccl().is_ok() {
-        eprintln!("SKIPPED: NCCL is here (tests/collectives.rs runs the collectives)");
-        return;
+        return Err(Skip(
+            "NCCL is here (tests/collectives.rs runs the collectives)".into(),
+        ));
     }
     let group = Group::new(vec![client]).expect("one device");
     let buffer = group.clients()[0].create_from_slice(&[0u8; 16]);
@@ -49,32 +64,29 @@ fn without_nccl_a_collective_is_backend_unavailable() {
         .all_reduce(&[buffer.binding()], ElemType::F32, ReduceOp::Sum)
         .expect_err("no NCCL");
     assert!(matches!(error, Error::BackendUnavailable { .. }), "{error}");
+    Ok(())
 }
 
-#[test]
-fn to_client_between_clients_of_one_gpu_under_concurrent_writes() {
-    let (Some(a), Some(b)) = (common::cuda_client_or_skip(), common::cuda_client_or_skip()) else {
-        return;
-    };
+fn to_client_between_clients_of_one_gpu_under_concurrent_writes() -> Result<(), Skip> {
+    let (a, b) = (
+        common::cuda_client_or_skip()?,
+        common::cuda_client_or_skip()?,
+    );
     common::to_client_under_concurrent_writes(&a, &b, 1 << 20, 24);
+    Ok(())
 }
 
-#[test]
-fn to_client_between_two_gpus_in_both_directions_under_concurrent_writes() {
-    let Some(clients) = common::cuda_clients_or_skip(2) else {
-        return;
-    };
+fn to_client_between_two_gpus_in_both_directions_under_concurrent_writes() -> Result<(), Skip> {
+    let clients = common::cuda_clients_or_skip(2)?;
     common::to_client_under_concurrent_writes(&clients[0], &clients[1], 1 << 20, 24);
     common::to_client_under_concurrent_writes(&clients[1], &clients[0], 1 << 20, 24);
+    Ok(())
 }
 
 /// 64 MiB and a few odd sizes between two GPUs, each way, into odd offsets of a larger buffer
 /// whose other bytes stay as they were.
-#[test]
-fn to_client_between_two_gpus_moves_exactly_the_bytes_to_any_offset() {
-    let Some(clients) = common::cuda_clients_or_skip(2) else {
-        return;
-    };
+fn to_client_between_two_gpus_moves_exactly_the_bytes_to_any_offset() -> Result<(), Skip> {
+    let clients = common::cuda_clients_or_skip(2)?;
     let big: Vec<f32> = (0..(16 << 20)).map(|i| i as f32 * 0.5).collect();
     for (from, to) in [(0, 1), (1, 0)] {
         let (a, b) = (&clients[from], &clients[to]);
@@ -105,6 +117,7 @@ fn to_client_between_two_gpus_moves_exactly_the_bytes_to_any_offset() {
             );
         }
     }
+    Ok(())
 }
 
 /// `to_client_into` lands after the destination's earlier work on the range and before its later
@@ -146,21 +159,20 @@ fn to_client_into_waits_for_earlier_destination_work<A: gpuworld::Backend, B: gp
     }
 }
 
-#[test]
-fn to_client_into_waits_for_earlier_work_on_the_destination_on_one_gpu() {
-    let (Some(a), Some(b)) = (common::cuda_client_or_skip(), common::cuda_client_or_skip()) else {
-        return;
-    };
+fn to_client_into_waits_for_earlier_work_on_the_destination_on_one_gpu() -> Result<(), Skip> {
+    let (a, b) = (
+        common::cuda_client_or_skip()?,
+        common::cuda_client_or_skip()?,
+    );
     to_client_into_waits_for_earlier_destination_work(&a, &b);
+    Ok(())
 }
 
-#[test]
-fn to_client_into_waits_for_earlier_work_on_the_destination_between_two_gpus() {
-    let Some(clients) = common::cuda_clients_or_skip(2) else {
-        return;
-    };
+fn to_client_into_waits_for_earlier_work_on_the_destination_between_two_gpus() -> Result<(), Skip> {
+    let clients = common::cuda_clients_or_skip(2)?;
     to_client_into_waits_for_earlier_destination_work(&clients[0], &clients[1]);
     to_client_into_waits_for_earlier_destination_work(&clients[1], &clients[0]);
+    Ok(())
 }
 
 /// A peer copy refuses what does not fit at once, and a failure on the way (a released source,
@@ -186,28 +198,24 @@ fn peer_copy_errors(a: &ComputeClient<CudaBackend>, b: &ComputeClient<CudaBacken
     common::to_client_round_trip(a, b, 1 << 20);
 }
 
-#[test]
-fn peer_copy_errors_between_clients_of_one_gpu() {
-    let (Some(a), Some(b)) = (common::cuda_client_or_skip(), common::cuda_client_or_skip()) else {
-        return;
-    };
+fn peer_copy_errors_between_clients_of_one_gpu() -> Result<(), Skip> {
+    let (a, b) = (
+        common::cuda_client_or_skip()?,
+        common::cuda_client_or_skip()?,
+    );
     peer_copy_errors(&a, &b);
+    Ok(())
 }
 
-#[test]
-fn peer_copy_errors_between_two_gpus() {
-    let Some(clients) = common::cuda_clients_or_skip(2) else {
-        return;
-    };
+fn peer_copy_errors_between_two_gpus() -> Result<(), Skip> {
+    let clients = common::cuda_clients_or_skip(2)?;
     peer_copy_errors(&clients[0], &clients[1]);
     peer_copy_errors(&clients[1], &clients[0]);
+    Ok(())
 }
 
-#[test]
-fn get_resource_gives_the_device_pointer_of_the_binding() {
-    let Some(client) = common::cuda_client_or_skip() else {
-        return;
-    };
+fn get_resource_gives_the_device_pointer_of_the_binding() -> Result<(), Skip> {
+    let client = common::cuda_client_or_skip()?;
     let handle = client.create_from_slice(&[1u8; 4096]);
     let whole = client.get_resource(&handle).expect("live").device_pointer();
     let part = client
@@ -215,4 +223,5 @@ fn get_resource_gives_the_device_pointer_of_the_binding() {
         .expect("live")
         .device_pointer();
     assert_eq!(part.zip(whole).map(|(p, w)| p - w), Some(256));
+    Ok(())
 }

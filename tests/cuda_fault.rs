@@ -6,13 +6,13 @@
 //! `BackendUnavailable` naming the error, never a panic, and that other backends keep working.
 //! This is the only test of its binary, since the fault reaches every CUDA user of the process.
 
-#![cfg(feature = "cuda")]
-
 mod common;
 
-use common::{cuda_client_or_skip, f32s};
+use common::{Skip, cuda_client_or_skip, f32s};
 use gpuworld::kernel::{Param, Signature};
 use gpuworld::{Bindings, CubeCount, CudaSource, Error, KernelDef, StreamId, library};
+
+test_main![an_illegal_address_faults_its_stream_and_later_calls_fail_instead_of_hanging];
 
 /// Stores one word a terabyte past its binding: an illegal address on any device.
 static WILD_STORE: KernelDef = KernelDef {
@@ -34,11 +34,9 @@ extern "C" __global__ void wild_store(GW_PARAMS) {
     )],
 };
 
-#[test]
-fn an_illegal_address_faults_its_stream_and_later_calls_fail_instead_of_hanging() {
-    let Some(client) = cuda_client_or_skip() else {
-        return;
-    };
+fn an_illegal_address_faults_its_stream_and_later_calls_fail_instead_of_hanging() -> Result<(), Skip>
+{
+    let client = cuda_client_or_skip()?;
     let before = client.create_from_slice(bytemuck::cast_slice(&[1.0f32; 4]));
     assert_eq!(f32s(&client.read_one(&before).unwrap()), vec![1.0; 4]);
 
@@ -114,4 +112,5 @@ fn an_illegal_address_faults_its_stream_and_later_calls_fail_instead_of_hanging(
     )
     .unwrap();
     assert_eq!(f32s(&cpu.read_one(&handle).unwrap()), vec![5.0; 4]);
+    Ok(())
 }

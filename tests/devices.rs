@@ -3,12 +3,26 @@
 
 mod common;
 
+test_main![
+    devices_lists_the_host_cpu_and_the_sim_with_their_properties,
+    a_client_of_any_listed_device_runs_on_that_device,
+    cpu_and_sim_devices_are_numbered_and_separate,
+    to_client_copies_between_cpu_devices_sim_devices_and_across_them,
+    to_client_returns_at_once_and_the_copy_arrives_with_ticks,
+    to_client_is_ordered_after_earlier_writes_and_before_later_uses_under_concurrent_writes,
+    to_client_into_lands_between_the_destination_writes_around_it,
+    to_client_into_moves_exactly_the_bytes_of_any_size_to_an_odd_offset,
+    to_client_refuses_what_does_not_fit_and_reports_what_fails_on_the_way,
+    #[cfg(feature = "wgpu")]
+    to_client_copies_between_wgpu_and_cpu,
+    a_transfer_between_sim_devices_costs_the_configured_link_time_on_both,
+];
+
 use gpuworld::{
     ComputeClient, CpuBackend, DeviceClient, DeviceId, Driver, Error, Handle, RuntimeConfig,
     SimConfig, cpu_clients, device_client, devices, sim_clients,
 };
 
-#[test]
 fn devices_lists_the_host_cpu_and_the_sim_with_their_properties() {
     let found = devices();
     let ids: Vec<String> = found.iter().map(|d| d.id.to_string()).collect();
@@ -33,7 +47,6 @@ fn devices_lists_the_host_cpu_and_the_sim_with_their_properties() {
     }
 }
 
-#[test]
 fn a_client_of_any_listed_device_runs_on_that_device() {
     for device in devices() {
         if device.properties.is_err() {
@@ -57,7 +70,6 @@ fn a_client_of_any_listed_device_runs_on_that_device() {
     }
 }
 
-#[test]
 fn cpu_and_sim_devices_are_numbered_and_separate() {
     let cpus = cpu_clients(3, Driver::Manual);
     let ids: Vec<String> = cpus.iter().map(|c| c.device_id().to_string()).collect();
@@ -77,7 +89,6 @@ fn f32_handle<B: gpuworld::Backend>(client: &ComputeClient<B>, values: &[f32]) -
     client.create_from_slice(bytemuck::cast_slice(values))
 }
 
-#[test]
 fn to_client_copies_between_cpu_devices_sim_devices_and_across_them() {
     let cpus = cpu_clients(2, Driver::DeviceThread);
     common::to_client_round_trip(&cpus[0], &cpus[1], 1000);
@@ -89,7 +100,6 @@ fn to_client_copies_between_cpu_devices_sim_devices_and_across_them() {
     common::to_client_round_trip(&sims[0], &manual[1], 1000);
 }
 
-#[test]
 fn to_client_returns_at_once_and_the_copy_arrives_with_ticks() {
     let sims = sim_clients(&SimConfig::default(), 2);
     let source = f32_handle(&sims[0], &[1.0, 2.0]);
@@ -116,13 +126,11 @@ fn to_client_returns_at_once_and_the_copy_arrives_with_ticks() {
 
 /// Each round writes the source from a second stream, copies it, overwrites it at once, and
 /// on the destination uses the copy at once while other writes go on there (`common.rs`).
-#[test]
 fn to_client_is_ordered_after_earlier_writes_and_before_later_uses_under_concurrent_writes() {
     let clients = cpu_clients(2, Driver::DeviceThread);
     common::to_client_under_concurrent_writes(&clients[0], &clients[1], 1024, 40);
 }
 
-#[test]
 fn to_client_into_lands_between_the_destination_writes_around_it() {
     let clients = cpu_clients(2, Driver::Manual);
     let (a, b) = (&clients[0], &clients[1]);
@@ -141,7 +149,6 @@ fn to_client_into_lands_between_the_destination_writes_around_it() {
     assert_eq!(got, [5.0, 5.0, 5.0, 5.0, 5.0, 5.0, 5.0, 5.0]);
 }
 
-#[test]
 fn to_client_into_moves_exactly_the_bytes_of_any_size_to_an_odd_offset() {
     let clients = cpu_clients(2, Driver::DeviceThread);
     let (a, b) = (&clients[0], &clients[1]);
@@ -168,7 +175,6 @@ fn to_client_into_moves_exactly_the_bytes_of_any_size_to_an_odd_offset() {
     }
 }
 
-#[test]
 fn to_client_refuses_what_does_not_fit_and_reports_what_fails_on_the_way() {
     let clients = cpu_clients(2, Driver::Manual);
     let (a, b) = (&clients[0], &clients[1]);
@@ -189,17 +195,14 @@ fn to_client_refuses_what_does_not_fit_and_reports_what_fails_on_the_way() {
 }
 
 #[cfg(feature = "wgpu")]
-#[test]
-fn to_client_copies_between_wgpu_and_cpu() {
-    let Some(gpu) = common::wgpu_client_or_skip() else {
-        return;
-    };
+fn to_client_copies_between_wgpu_and_cpu() -> Result<(), common::Skip> {
+    let gpu = common::wgpu_client_or_skip()?;
     let cpus = cpu_clients(1, Driver::DeviceThread);
     common::to_client_round_trip(&gpu, &cpus[0], 1000);
     common::to_client_round_trip(&cpus[0], &gpu, 1000);
+    Ok(())
 }
 
-#[test]
 fn a_transfer_between_sim_devices_costs_the_configured_link_time_on_both() {
     let link = gpuworld::SimLink {
         latency_ns: 1_000,

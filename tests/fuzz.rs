@@ -28,6 +28,7 @@ mod fuzz {
     pub mod session;
 }
 
+use common::Skip;
 use fuzz::model::Arithmetic;
 use fuzz::report::{OpLog, Tally};
 use fuzz::session::Fuzzer;
@@ -35,6 +36,19 @@ use gpuworld::{Backend, ComputeClient, Driver, RuntimeConfig, SimBackend, SimCon
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
+
+test_main![
+    cpu_with_the_manual_driver_matches_the_host_model,
+    cpu_with_a_device_thread_matches_the_host_model,
+    sim_matches_the_host_model,
+    sim_with_latency_and_batching_matches_the_host_model,
+    #[cfg(feature = "wgpu")]
+    wgpu_matches_the_host_model,
+    #[cfg(feature = "wgpu")]
+    wgpu_with_the_manual_driver_and_little_staging_matches_the_host_model,
+    #[cfg(feature = "cuda")]
+    cuda_matches_the_host_model,
+];
 
 /// A run that makes no progress for this long is reported and the process exits: a hang must
 /// fail with the seed and the operations that led to it, not stall CI.
@@ -75,13 +89,13 @@ fn fuzz<B: Backend>(
     test: &str,
     arithmetic: Arithmetic,
     defaults: Defaults,
-    make: impl Fn() -> Option<ComputeClient<B>>,
-) {
+    make: impl Fn() -> Result<ComputeClient<B>, Skip>,
+) -> Result<(), Skip> {
     let (seeds, ops) = plan(defaults);
     let started = Instant::now();
     let mut tally = Tally::default();
     for &seed in &seeds {
-        let Some(client) = make() else { return };
+        let client = make()?;
         let log = OpLog::new(env_flag("GPUWORLD_FUZZ_TRACE"));
         let report = |error: &str| {
             format!(
@@ -115,6 +129,7 @@ fn fuzz<B: Backend>(
         seeds.len(),
         started.elapsed()
     );
+    Ok(())
 }
 
 /// Until `finished` closes, checks that the run records operations; after [`STALL_LIMIT`]
@@ -150,8 +165,7 @@ fn panic_text(panic: Box<dyn std::any::Any + Send>) -> String {
     }
 }
 
-#[test]
-fn cpu_with_the_manual_driver_matches_the_host_model() {
+fn cpu_with_the_manual_driver_matches_the_host_model() -> Result<(), Skip> {
     fuzz(
         "cpu (Driver::Manual)",
         "cpu_with_the_manual",
@@ -160,12 +174,11 @@ fn cpu_with_the_manual_driver_matches_the_host_model() {
             seeds: 2,
             ops: 1500,
         },
-        || Some(gpuworld::cpu_client(Driver::Manual).unwrap()),
-    );
+        || Ok(gpuworld::cpu_client(Driver::Manual).unwrap()),
+    )
 }
 
-#[test]
-fn cpu_with_a_device_thread_matches_the_host_model() {
+fn cpu_with_a_device_thread_matches_the_host_model() -> Result<(), Skip> {
     fuzz(
         "cpu (Driver::DeviceThread)",
         "cpu_with_a_device_thread",
@@ -174,12 +187,11 @@ fn cpu_with_a_device_thread_matches_the_host_model() {
             seeds: 2,
             ops: 1500,
         },
-        || Some(gpuworld::cpu_client(Driver::DeviceThread).unwrap()),
-    );
+        || Ok(gpuworld::cpu_client(Driver::DeviceThread).unwrap()),
+    )
 }
 
-#[test]
-fn sim_matches_the_host_model() {
+fn sim_matches_the_host_model() -> Result<(), Skip> {
     fuzz(
         "sim",
         "sim_matches",
@@ -189,18 +201,17 @@ fn sim_matches_the_host_model() {
             ops: 1500,
         },
         || {
-            Some(gpuworld::sim_client(SimConfig {
+            Ok(gpuworld::sim_client(SimConfig {
                 record: false,
                 ..SimConfig::default()
             }))
         },
-    );
+    )
 }
 
 /// The sim with slow completions and batched queues: work waits in queues and on the device
 /// while later calls arrive.
-#[test]
-fn sim_with_latency_and_batching_matches_the_host_model() {
+fn sim_with_latency_and_batching_matches_the_host_model() -> Result<(), Skip> {
     fuzz(
         "sim (3 ticks of latency, 4 tasks per batch)",
         "sim_with_latency",
@@ -219,14 +230,13 @@ fn sim_with_latency_and_batching_matches_the_host_model() {
                 max_tasks: 4,
                 ..RuntimeConfig::default()
             };
-            Some(ComputeClient::new(backend, config, Driver::Manual))
+            Ok(ComputeClient::new(backend, config, Driver::Manual))
         },
-    );
+    )
 }
 
 #[cfg(feature = "wgpu")]
-#[test]
-fn wgpu_matches_the_host_model() {
+fn wgpu_matches_the_host_model() -> Result<(), Skip> {
     fuzz(
         "wgpu",
         "wgpu_matches",
@@ -236,15 +246,14 @@ fn wgpu_matches_the_host_model() {
             ops: 1000,
         },
         common::wgpu_client_or_skip,
-    );
+    )
 }
 
 /// wgpu with one task per batch and the calls ticking (as the conformance suite's
 /// `wgpu_manual`), upload staging small enough that large writes go through the queue, and
 /// every dispatch timed.
 #[cfg(feature = "wgpu")]
-#[test]
-fn wgpu_with_the_manual_driver_and_little_staging_matches_the_host_model() {
+fn wgpu_with_the_manual_driver_and_little_staging_matches_the_host_model() -> Result<(), Skip> {
     fuzz(
         "wgpu (Driver::Manual, 1 task per batch, 2 MiB of upload staging, timed dispatches)",
         "wgpu_with_the_manual",
@@ -262,12 +271,11 @@ fn wgpu_with_the_manual_driver_and_little_staging_matches_the_host_model() {
             };
             common::wgpu_client_with(config, Driver::Manual)
         },
-    );
+    )
 }
 
 #[cfg(feature = "cuda")]
-#[test]
-fn cuda_matches_the_host_model() {
+fn cuda_matches_the_host_model() -> Result<(), Skip> {
     fuzz(
         "cuda",
         "cuda",
@@ -277,5 +285,5 @@ fn cuda_matches_the_host_model() {
             ops: 1000,
         },
         common::cuda_client_or_skip,
-    );
+    )
 }

@@ -6,7 +6,14 @@ mod common;
 use gpuworld::{Bindings, CubeCount, Driver, Error, cpu_client, library};
 use std::sync::atomic::Ordering;
 
-#[test]
+test_main![
+    get_resource_shows_host_memory_after_the_stream_wrote_it_and_host_writes_are_seen_by_kernels,
+    get_resource_of_a_released_or_foreign_binding_is_an_error,
+    exclusive_runs_after_the_stream_and_no_tick_runs_meanwhile,
+    #[cfg(feature = "wgpu")]
+    get_resource_on_wgpu_is_the_buffer_holding_the_binding,
+];
+
 fn get_resource_shows_host_memory_after_the_stream_wrote_it_and_host_writes_are_seen_by_kernels() {
     let client = cpu_client(Driver::DeviceThread).unwrap();
     let input = client.create_from_slice(bytemuck::cast_slice(&[1.0f32, 2.0, 3.0, 4.0]));
@@ -44,7 +51,6 @@ fn get_resource_shows_host_memory_after_the_stream_wrote_it_and_host_writes_are_
     assert_eq!(third, Some(9.0));
 }
 
-#[test]
 fn get_resource_of_a_released_or_foreign_binding_is_an_error() {
     let client = cpu_client(Driver::Manual).unwrap();
     let other = cpu_client(Driver::Manual).unwrap();
@@ -61,7 +67,6 @@ fn get_resource_of_a_released_or_foreign_binding_is_an_error() {
     assert_eq!(client.read_one(&again).expect("read"), [5u8; 4]);
 }
 
-#[test]
 fn exclusive_runs_after_the_stream_and_no_tick_runs_meanwhile() {
     let client = cpu_client(Driver::DeviceThread).unwrap();
     let handle = client.create_from_slice(&[1u8; 64]);
@@ -89,13 +94,11 @@ fn exclusive_runs_after_the_stream_and_no_tick_runs_meanwhile() {
 }
 
 #[cfg(feature = "wgpu")]
-#[test]
-fn get_resource_on_wgpu_is_the_buffer_holding_the_binding() {
-    let Some(client) = common::wgpu_client_or_skip() else {
-        return;
-    };
+fn get_resource_on_wgpu_is_the_buffer_holding_the_binding() -> Result<(), common::Skip> {
+    let client = common::wgpu_client_or_skip()?;
     let handle = client.create_from_slice(&[3u8; 256]);
     let guard = client.get_resource(&handle).expect("a live handle");
     let buffer = guard.buffer().expect("a wgpu buffer");
     assert!(buffer.size() >= guard.region().offset + 256);
+    Ok(())
 }

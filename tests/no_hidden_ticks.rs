@@ -12,6 +12,20 @@ use gpuworld::{
 };
 use std::sync::Arc;
 
+test_main![
+    no_getter_ticks_on_the_cpu_backend,
+    no_getter_ticks_on_the_sim_backend,
+    #[cfg(feature = "wgpu")]
+    no_getter_ticks_on_the_wgpu_backend,
+    device_elapsed_does_not_tick,
+    block_on_a_read_under_the_manual_driver_ticks_until_its_bytes_arrive,
+    a_read_future_polled_once_a_frame_between_host_ticks_never_ticks_itself,
+    a_read_ticket_completes_only_when_the_host_ticks,
+    a_read_of_a_foreign_handle_fails_at_once_as_a_ticket_and_as_a_future,
+    in_flight_counts_commands_tasks_reads_and_frames,
+    tickets_and_futures_are_send_and_sync,
+];
+
 /// Calls `call` and asserts that the runtime did not tick meanwhile.
 fn no_tick<B: Backend, R>(client: &ComputeClient<B>, name: &str, call: impl FnOnce() -> R) -> R {
     let before = client.tick_count();
@@ -132,26 +146,23 @@ fn every_getter_leaves_the_tick_counter<B: Backend>(client: ComputeClient<B>) {
     assert!(c.tick_count() > before, "sync is a blocking call and ticks");
 }
 
-#[test]
 fn no_getter_ticks_on_the_cpu_backend() {
     every_getter_leaves_the_tick_counter(gpuworld::cpu_client(Driver::Manual).unwrap());
 }
 
-#[test]
 fn no_getter_ticks_on_the_sim_backend() {
     every_getter_leaves_the_tick_counter(gpuworld::sim_client(SimConfig::default()));
 }
 
 #[cfg(feature = "wgpu")]
-#[test]
-fn no_getter_ticks_on_the_wgpu_backend() {
-    if let Some(client) = common::wgpu_client_with(gpuworld::WgpuConfig::default(), Driver::Manual)
-    {
-        every_getter_leaves_the_tick_counter(client);
-    }
+fn no_getter_ticks_on_the_wgpu_backend() -> Result<(), common::Skip> {
+    every_getter_leaves_the_tick_counter(common::wgpu_client_with(
+        gpuworld::WgpuConfig::default(),
+        Driver::Manual,
+    )?);
+    Ok(())
 }
 
-#[test]
 fn device_elapsed_does_not_tick() {
     let client = gpuworld::sim_client(SimConfig::default());
     let start = client.mark().unwrap();
@@ -161,7 +172,6 @@ fn device_elapsed_does_not_tick() {
     });
 }
 
-#[test]
 fn block_on_a_read_under_the_manual_driver_ticks_until_its_bytes_arrive() {
     for latency_ticks in [1, 4] {
         let client = gpuworld::sim_client(SimConfig {
@@ -180,7 +190,6 @@ fn block_on_a_read_under_the_manual_driver_ticks_until_its_bytes_arrive() {
     assert_eq!(common::f32s(&bytes[0]), [7.0; 8]);
 }
 
-#[test]
 fn a_read_future_polled_once_a_frame_between_host_ticks_never_ticks_itself() {
     let client = gpuworld::sim_client(SimConfig {
         latency_ticks: 3,
@@ -205,7 +214,6 @@ fn a_read_future_polled_once_a_frame_between_host_ticks_never_ticks_itself() {
     );
 }
 
-#[test]
 fn a_read_ticket_completes_only_when_the_host_ticks() {
     let client = gpuworld::sim_client(SimConfig {
         latency_ticks: 2,
@@ -233,7 +241,6 @@ fn a_read_ticket_completes_only_when_the_host_ticks() {
     );
 }
 
-#[test]
 fn a_read_of_a_foreign_handle_fails_at_once_as_a_ticket_and_as_a_future() {
     let client = gpuworld::sim_client(SimConfig::default());
     let other = gpuworld::sim_client(SimConfig::default());
@@ -244,7 +251,6 @@ fn a_read_of_a_foreign_handle_fails_at_once_as_a_ticket_and_as_a_future() {
     assert!(matches!(error, gpuworld::Error::ForeignHandle { .. }));
 }
 
-#[test]
 fn in_flight_counts_commands_tasks_reads_and_frames() {
     let client = gpuworld::sim_client(SimConfig {
         latency_ticks: 2,
@@ -268,7 +274,6 @@ fn in_flight_counts_commands_tasks_reads_and_frames() {
     assert!(client.in_flight().is_idle(), "{:?}", client.in_flight());
 }
 
-#[test]
 fn tickets_and_futures_are_send_and_sync() {
     fn send_sync<T: Send + Sync + 'static>() {}
     send_sync::<ReadTicket>();

@@ -4,6 +4,23 @@
 
 mod common;
 
+test_main![
+    profile_on_the_sim_returns_the_virtual_cost_of_exactly_the_closures_work,
+    profile_on_the_sim_times_work_by_the_cost_model_of_sim_config_costs,
+    profile_on_the_sim_without_a_cost_model_is_an_error,
+    profile_on_the_cpu_is_within_the_wall_time_around_it,
+    #[cfg(feature = "wgpu")]
+    profile_on_wgpu_is_within_the_wall_time_around_it,
+    #[cfg(feature = "cuda")]
+    profile_on_cuda_is_within_the_wall_time_around_it,
+    kernel_stats_on_the_sim_count_launches_bytes_and_virtual_time,
+    kernel_stats_on_the_cpu_count_every_launch_with_its_worker_time,
+    #[cfg(feature = "wgpu")]
+    kernel_stats_on_wgpu_count_every_launch,
+    #[cfg(feature = "cuda")]
+    kernel_stats_on_cuda_count_every_launch_with_its_event_time,
+];
+
 use gpuworld::{
     Backend, Bindings, ComputeClient, CubeCount, Error, KernelDef, SimConfig, StreamId, library,
 };
@@ -47,7 +64,6 @@ fn add_in_place<B: Backend>(client: &ComputeClient<B>, handle: &gpuworld::Handle
         .unwrap();
 }
 
-#[test]
 fn profile_on_the_sim_returns_the_virtual_cost_of_exactly_the_closures_work() {
     let client = timed_sim().with_stream(StreamId { value: 0 });
     let other = client.with_stream(StreamId { value: 1 });
@@ -72,7 +88,6 @@ fn profile_on_the_sim_returns_the_virtual_cost_of_exactly_the_closures_work() {
     assert_eq!(duration.device, Duration::from_nanos(5_000));
 }
 
-#[test]
 fn profile_on_the_sim_times_work_by_the_cost_model_of_sim_config_costs() {
     use gpuworld::testing::{CostModel, KernelRate};
     let per_cube = |per_cube_ns| KernelRate {
@@ -106,7 +121,6 @@ fn profile_on_the_sim_times_work_by_the_cost_model_of_sim_config_costs() {
     assert_eq!(duration.device, Duration::from_nanos(6_000));
 }
 
-#[test]
 fn profile_on_the_sim_without_a_cost_model_is_an_error() {
     let client = gpuworld::sim_client(SimConfig::default());
     let buffer = client.empty(1024);
@@ -149,31 +163,25 @@ fn profile_is_within_wall_time<B: Backend>(client: &ComputeClient<B>) {
     );
 }
 
-#[test]
 fn profile_on_the_cpu_is_within_the_wall_time_around_it() {
     profile_is_within_wall_time(&gpuworld::cpu_client(gpuworld::Driver::DeviceThread).unwrap());
     profile_is_within_wall_time(&gpuworld::cpu_client(gpuworld::Driver::Manual).unwrap());
 }
 
 #[cfg(feature = "wgpu")]
-#[test]
-fn profile_on_wgpu_is_within_the_wall_time_around_it() {
-    let Some(client) = common::wgpu_client_or_skip() else {
-        return;
-    };
+fn profile_on_wgpu_is_within_the_wall_time_around_it() -> Result<(), common::Skip> {
+    let client = common::wgpu_client_or_skip()?;
     profile_is_within_wall_time(&client);
+    Ok(())
 }
 
 #[cfg(feature = "cuda")]
-#[test]
-fn profile_on_cuda_is_within_the_wall_time_around_it() {
-    let Some(client) = common::cuda_client_or_skip() else {
-        return;
-    };
+fn profile_on_cuda_is_within_the_wall_time_around_it() -> Result<(), common::Skip> {
+    let client = common::cuda_client_or_skip()?;
     profile_is_within_wall_time(&client);
+    Ok(())
 }
 
-#[test]
 fn kernel_stats_on_the_sim_count_launches_bytes_and_virtual_time() {
     let client = timed_sim();
     let buffer = client.empty(8 * 256 * 4);
@@ -230,7 +238,6 @@ fn kernel_stats_count_every_launch<B: Backend>(client: &ComputeClient<B>, timed:
     }
 }
 
-#[test]
 fn kernel_stats_on_the_cpu_count_every_launch_with_its_worker_time() {
     kernel_stats_count_every_launch(
         &gpuworld::cpu_client(gpuworld::Driver::DeviceThread).unwrap(),
@@ -239,11 +246,8 @@ fn kernel_stats_on_the_cpu_count_every_launch_with_its_worker_time() {
 }
 
 #[cfg(feature = "wgpu")]
-#[test]
-fn kernel_stats_on_wgpu_count_every_launch() {
-    let Some(client) = common::wgpu_client_or_skip() else {
-        return;
-    };
+fn kernel_stats_on_wgpu_count_every_launch() -> Result<(), common::Skip> {
+    let client = common::wgpu_client_or_skip()?;
     // Launches are timed by timestamp queries where the adapter has them.
     let timed = client.with_runtime(|rt| {
         rt.backend()
@@ -251,13 +255,12 @@ fn kernel_stats_on_wgpu_count_every_launch() {
             .contains(gpuworld::wgpu::Features::TIMESTAMP_QUERY)
     });
     kernel_stats_count_every_launch(&client, timed);
+    Ok(())
 }
 
 #[cfg(feature = "cuda")]
-#[test]
-fn kernel_stats_on_cuda_count_every_launch_with_its_event_time() {
-    let Some(client) = common::cuda_client_or_skip() else {
-        return;
-    };
+fn kernel_stats_on_cuda_count_every_launch_with_its_event_time() -> Result<(), common::Skip> {
+    let client = common::cuda_client_or_skip()?;
     kernel_stats_count_every_launch(&client, true);
+    Ok(())
 }

@@ -3,6 +3,30 @@
 
 mod common;
 
+use common::Skip;
+
+test_main![
+    a_snapshot_serializes_to_yaml_and_redacts_like_any_value,
+    pools_and_contents_show_only_when_asked,
+    a_cpu_recording_replays_on_the_sim_with_the_same_waits_and_reclamations,
+    a_user_kernel_must_be_registered_to_be_replayed,
+    uploads_over_the_cap_are_left_out_and_replayed_as_zeros,
+    a_recording_of_another_format_or_version_is_refused,
+    every_failure_point_of_a_fixed_program_ends_in_a_typed_error_without_leak_or_panic,
+    a_fault_on_one_stream_leaves_the_other_streams_working,
+    a_seeded_plan_is_the_same_on_every_run,
+    independent_streams_overlap_in_virtual_time_and_a_wait_serializes_them,
+    the_cli_replays_a_recording_and_compares_the_cpu_with_the_sim,
+    the_documented_test_of_a_new_kernel_is_at_most_20_lines,
+    a_hung_stream_ends_in_the_watchdog_error_while_another_stream_keeps_working,
+    a_lost_device_fails_every_stream_and_still_reclaims_memory,
+    #[cfg(feature = "wgpu")]
+    a_wgpu_recording_replays_on_the_sim_and_on_wgpu_with_the_same_results,
+    #[cfg(feature = "cuda")]
+    a_cuda_recording_replays_on_the_sim_and_on_cuda_with_the_same_results,
+    a_run_ticked_by_its_device_thread_is_recorded_and_replays_with_the_same_values,
+];
+
 use gpuworld::testing::{
     CostModel, Element, Fault, FaultPlan, KernelRate, Recorder, Recording, Replayer,
     SnapshotOptions, TestRuntime, fault_sweep,
@@ -16,7 +40,6 @@ fn f32_bytes(values: &[f32]) -> Vec<u8> {
     bytemuck::cast_slice(values).to_vec()
 }
 
-#[test]
 fn a_snapshot_serializes_to_yaml_and_redacts_like_any_value() {
     let rt = TestRuntime::new();
     let x = rt.create(f32_bytes(&[1.0, 2.0, 3.0, 4.0]));
@@ -34,7 +57,6 @@ fn a_snapshot_serializes_to_yaml_and_redacts_like_any_value() {
     });
 }
 
-#[test]
 fn pools_and_contents_show_only_when_asked() {
     let rt = TestRuntime::new();
     let _x = rt.create(f32_bytes(&[1.5; 8]));
@@ -98,7 +120,6 @@ fn decisions(snapshot: &str) -> String {
         .join("\n")
 }
 
-#[test]
 fn a_cpu_recording_replays_on_the_sim_with_the_same_waits_and_reclamations() {
     let cpu = gpuworld::cpu_client(Driver::Manual).unwrap();
     let recorder = Recorder::attach(&cpu, u64::MAX);
@@ -179,7 +200,6 @@ fn a_cpu_recording_replays_on_the_sim_with_the_same_waits_and_reclamations() {
     assert!(on_cpu.same_results(&report));
 }
 
-#[test]
 fn a_user_kernel_must_be_registered_to_be_replayed() {
     use gpuworld::{CpuSource, KernelDef, Param, Signature};
     static NEGATE: KernelDef = KernelDef {
@@ -220,7 +240,6 @@ fn a_user_kernel_must_be_registered_to_be_replayed() {
     assert_eq!(bytemuck::cast_slice::<u8, f32>(&bytes), [-1.0, -2.0]);
 }
 
-#[test]
 fn uploads_over_the_cap_are_left_out_and_replayed_as_zeros() {
     let rt = TestRuntime::new();
     let recorder = Recorder::attach(rt.client(), 8);
@@ -234,7 +253,6 @@ fn uploads_over_the_cap_are_left_out_and_replayed_as_zeros() {
     drop((small, large));
 }
 
-#[test]
 fn a_recording_of_another_format_or_version_is_refused() {
     let error = Recording::from_json(
         r#"{"format":"gpuworld-recording","version":99,"backend":"cpu","device":"x","ticks":0,"commands":[]}"#,
@@ -268,7 +286,6 @@ fn fixed_program(rt: &TestRuntime) -> Result<(), Error> {
     Ok(())
 }
 
-#[test]
 fn every_failure_point_of_a_fixed_program_ends_in_a_typed_error_without_leak_or_panic() {
     let report = fault_sweep(SimConfig::default(), fixed_program).unwrap();
     println!("{report}");
@@ -293,7 +310,6 @@ fn every_failure_point_of_a_fixed_program_ends_in_a_typed_error_without_leak_or_
     }
 }
 
-#[test]
 fn a_fault_on_one_stream_leaves_the_other_streams_working() {
     // Launch 1 is stream 0's add; stream 1's fill (launch 2) is untouched.
     let rt = TestRuntime::with_sim(SimConfig {
@@ -330,7 +346,6 @@ fn a_fault_on_one_stream_leaves_the_other_streams_working() {
     assert_eq!(rt.memory_usage().bytes_in_use, 0);
 }
 
-#[test]
 fn a_seeded_plan_is_the_same_on_every_run() {
     let counts = gpuworld::testing::CallCounts {
         allocations: 3,
@@ -345,7 +360,6 @@ fn a_seeded_plan_is_the_same_on_every_run() {
     assert!(plan.faults.iter().all(|f| counts.every_fault().contains(f)));
 }
 
-#[test]
 fn independent_streams_overlap_in_virtual_time_and_a_wait_serializes_them() {
     let costs = CostModel::default().with_kernel(
         library::FILL.id,
@@ -393,7 +407,6 @@ fn independent_streams_overlap_in_virtual_time_and_a_wait_serializes_them() {
     assert_eq!(rt.sim(|sim| sim.virtual_time().as_nanos()), 6_000);
 }
 
-#[test]
 fn the_cli_replays_a_recording_and_compares_the_cpu_with_the_sim() {
     let cpu = gpuworld::cpu_client(Driver::Manual).unwrap();
     let recorder = Recorder::attach(&cpu, u64::MAX);
@@ -445,7 +458,6 @@ fn documented_kernel_test() -> Vec<&'static str> {
     lines
 }
 
-#[test]
 fn the_documented_test_of_a_new_kernel_is_at_most_20_lines() {
     let lines = documented_kernel_test();
     assert!(
@@ -459,7 +471,6 @@ fn the_documented_test_of_a_new_kernel_is_at_most_20_lines() {
     assert!(lines.iter().any(|l| l.contains("read_one_as")));
 }
 
-#[test]
 fn a_hung_stream_ends_in_the_watchdog_error_while_another_stream_keeps_working() {
     let rt = TestRuntime::with_sim(SimConfig {
         faults: FaultPlan {
@@ -485,7 +496,6 @@ fn a_hung_stream_ends_in_the_watchdog_error_while_another_stream_keeps_working()
     assert_eq!(rt.memory_usage().bytes_in_use, 0);
 }
 
-#[test]
 fn a_lost_device_fails_every_stream_and_still_reclaims_memory() {
     let rt = TestRuntime::with_sim(SimConfig {
         faults: FaultPlan::one(Fault::DeviceLost { tick: 2 }),
@@ -510,12 +520,12 @@ fn a_lost_device_fails_every_stream_and_still_reclaims_memory() {
 
 /// Records `multi_stream_program` on a client `make` gives (ticked by hand), replays it on the
 /// sim, and checks that every tick made the same decisions; then replays it on another client of
-/// `make` and checks the reads return what they return on the sim. `None` from `make` (no device
-/// on this machine) skips.
+/// `make` and checks the reads return what they return on the sim. A [`Skip`] from `make` (no
+/// device on this machine) is the test's.
 fn recorded_on_replays_on_the_sim<B: gpuworld::Backend>(
-    make: impl Fn() -> Option<ComputeClient<B>>,
-) {
-    let Some(client) = make() else { return };
+    make: impl Fn() -> Result<ComputeClient<B>, Skip>,
+) -> Result<(), Skip> {
+    let client = make()?;
     let recorder = Recorder::attach(&client, u64::MAX);
     let mut original = Vec::new();
     multi_stream_program(&client, || {
@@ -540,33 +550,31 @@ fn recorded_on_replays_on_the_sim<B: gpuworld::Backend>(
             tick + 1
         );
     }
-    let Some(again) = make() else { return };
+    let again = make()?;
     let on_backend = Replayer::new(recording).replay(&again, |_| {}).unwrap();
     assert!(
         on_backend.same_results(&on_sim),
         "{on_backend:?}\n{on_sim:?}"
     );
+    Ok(())
 }
 
 #[cfg(feature = "wgpu")]
-#[test]
-fn a_wgpu_recording_replays_on_the_sim_and_on_wgpu_with_the_same_results() {
+fn a_wgpu_recording_replays_on_the_sim_and_on_wgpu_with_the_same_results() -> Result<(), Skip> {
     recorded_on_replays_on_the_sim(|| {
         common::wgpu_backend_or_skip()
             .map(|backend| ComputeClient::new(backend, RuntimeConfig::default(), Driver::Manual))
-    });
+    })
 }
 
 #[cfg(feature = "cuda")]
-#[test]
-fn a_cuda_recording_replays_on_the_sim_and_on_cuda_with_the_same_results() {
+fn a_cuda_recording_replays_on_the_sim_and_on_cuda_with_the_same_results() -> Result<(), Skip> {
     recorded_on_replays_on_the_sim(|| {
         common::cuda_backend_or_skip()
             .map(|backend| ComputeClient::new(backend, RuntimeConfig::default(), Driver::Manual))
-    });
+    })
 }
 
-#[test]
 fn a_run_ticked_by_its_device_thread_is_recorded_and_replays_with_the_same_values() {
     let cpu = gpuworld::cpu_client(Driver::DeviceThread).unwrap();
     let recorder = Recorder::attach(&cpu, u64::MAX);

@@ -4,6 +4,16 @@
 
 mod common;
 
+test_main![
+    the_trace_of_a_multi_stream_program_on_the_sim,
+    stopping_a_trace_that_was_not_started_is_an_error,
+    the_trace_of_a_multi_stream_program_on_the_cpu_is_well_formed_chrome_json,
+    #[cfg(feature = "wgpu")]
+    the_trace_of_a_multi_stream_program_on_wgpu_is_well_formed_chrome_json,
+    #[cfg(feature = "cuda")]
+    the_trace_of_a_multi_stream_program_on_cuda_is_well_formed_chrome_json,
+];
+
 use gpuworld::{
     Backend, Bindings, ComputeClient, CubeCount, KernelDef, SimConfig, StreamId, Trace, TraceClock,
     library,
@@ -84,7 +94,6 @@ fn render_device_side(trace: &Trace) -> String {
     text
 }
 
-#[test]
 fn the_trace_of_a_multi_stream_program_on_the_sim() {
     let client = gpuworld::sim_client(SimConfig {
         kernel_cost: Some(cost),
@@ -99,7 +108,6 @@ fn the_trace_of_a_multi_stream_program_on_the_sim() {
     insta::assert_snapshot!(render_device_side(&trace));
 }
 
-#[test]
 fn stopping_a_trace_that_was_not_started_is_an_error() {
     let client = gpuworld::sim_client(SimConfig::default());
     assert_eq!(
@@ -114,7 +122,6 @@ fn stopping_a_trace_that_was_not_started_is_an_error() {
     );
 }
 
-#[test]
 fn the_trace_of_a_multi_stream_program_on_the_cpu_is_well_formed_chrome_json() {
     let client = gpuworld::cpu_client(gpuworld::Driver::DeviceThread).unwrap();
     client.start_trace();
@@ -126,28 +133,26 @@ fn the_trace_of_a_multi_stream_program_on_the_cpu_is_well_formed_chrome_json() {
 }
 
 #[cfg(feature = "wgpu")]
-#[test]
-fn the_trace_of_a_multi_stream_program_on_wgpu_is_well_formed_chrome_json() {
-    let Some(client) = common::wgpu_client_or_skip() else {
-        return;
-    };
+fn the_trace_of_a_multi_stream_program_on_wgpu_is_well_formed_chrome_json()
+-> Result<(), common::Skip> {
+    let client = common::wgpu_client_or_skip()?;
     client.start_trace();
     assert_eq!(multi_stream_program(&client), vec![3.0; 512]);
     let trace = client.stop_trace().unwrap();
     check_chrome_structure(&trace);
+    Ok(())
 }
 
 #[cfg(feature = "cuda")]
-#[test]
-fn the_trace_of_a_multi_stream_program_on_cuda_is_well_formed_chrome_json() {
-    let Some(client) = common::cuda_client_or_skip() else {
-        return;
-    };
+fn the_trace_of_a_multi_stream_program_on_cuda_is_well_formed_chrome_json()
+-> Result<(), common::Skip> {
+    let client = common::cuda_client_or_skip()?;
     client.start_trace();
     assert_eq!(multi_stream_program(&client), vec![3.0; 512]);
     let trace = client.stop_trace().unwrap();
     assert_eq!(trace.clock, TraceClock::Device);
     check_chrome_structure(&trace);
+    Ok(())
 }
 
 /// Parses the trace's Chrome JSON and checks what a viewer relies on.

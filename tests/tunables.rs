@@ -1,8 +1,8 @@
 //! The library's tunables on every backend built into this test binary: each reduce-sum variant
 //! and each matmul tiling matches a host reference, and tuning each set picks a winner whose
 //! result is right. A backend is added with one line of the `backend_suite!` below (`optional`
-//! for backends that may have no device here: a `None` skips): cpu, sim, and wgpu and cuda under
-//! their features.
+//! for backends that may have no device here: a `Skip` reports the case ignored): cpu, sim, and
+//! wgpu and cuda under their features.
 
 mod common;
 

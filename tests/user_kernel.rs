@@ -2,12 +2,15 @@
 //! shows it: the lines between the markers below are the document's example, at most 25 of them,
 //! and the kernel gives the same result on cpu, sim and wgpu.
 
-#![cfg(feature = "wgpu")]
-
 mod common;
 
-use common::wgpu_client_or_skip;
+use common::{Skip, wgpu_client_or_skip};
 use gpuworld::{Backend, Bindings, ComputeClient, CubeCount};
+
+test_main![
+    the_example_is_at_most_25_lines_and_is_the_one_the_architecture_document_shows,
+    the_example_gives_the_same_result_on_cpu_sim_and_wgpu,
+];
 
 // The example begins.
 use gpuworld::{CpuSource, KernelDef, Param, Signature, WgslSource};
@@ -46,7 +49,6 @@ fn example() -> Vec<&'static str> {
         .collect()
 }
 
-#[test]
 fn the_example_is_at_most_25_lines_and_is_the_one_the_architecture_document_shows() {
     let example = example();
     assert!(example.len() <= 25, "{} lines", example.len());
@@ -68,14 +70,12 @@ fn shift_on<B: Backend>(client: &ComputeClient<B>) -> Vec<f32> {
     client.read_one_as(&out).unwrap()
 }
 
-#[test]
-fn the_example_gives_the_same_result_on_cpu_sim_and_wgpu() {
+fn the_example_gives_the_same_result_on_cpu_sim_and_wgpu() -> Result<(), Skip> {
     let expected: Vec<f32> = (0..200).map(|i| i as f32 / 4.0 + 1.5).collect();
     let cpu = gpuworld::cpu_client(gpuworld::Driver::Manual).unwrap();
     assert_eq!(shift_on(&cpu), expected);
     let sim = gpuworld::sim_client(gpuworld::SimConfig::default());
     assert_eq!(shift_on(&sim), expected);
-    if let Some(wgpu) = wgpu_client_or_skip() {
-        assert_eq!(shift_on(&wgpu), expected);
-    }
+    assert_eq!(shift_on(&wgpu_client_or_skip()?), expected);
+    Ok(())
 }

@@ -7,6 +7,14 @@ mod common;
 use gpuworld::kernel::KernelSource;
 use gpuworld::{Bindings, CubeCount, Driver, Error, KernelDef, Signature, library};
 
+test_main![
+    warming_up_a_kernel_without_a_source_for_the_backend_is_an_error_and_ticks_nothing,
+    #[cfg(feature = "wgpu")]
+    wgpu::a_warmed_up_kernel_compiles_nothing_at_its_first_launch,
+    #[cfg(feature = "wgpu")]
+    wgpu::warming_up_a_kernel_that_does_not_compile_returns_the_compile_error_and_launches_report_it,
+];
+
 /// The source type of a backend this binary does not have.
 struct ElsewhereSource;
 
@@ -23,7 +31,6 @@ static ELSEWHERE_ONLY: KernelDef = KernelDef {
     sources: &[&ElsewhereSource],
 };
 
-#[test]
 fn warming_up_a_kernel_without_a_source_for_the_backend_is_an_error_and_ticks_nothing() {
     let client = gpuworld::cpu_client(Driver::Manual).unwrap();
     let error = client.warm_up(&ELSEWHERE_ONLY).unwrap_err();
@@ -44,6 +51,7 @@ fn warming_up_a_kernel_without_a_source_for_the_backend_is_an_error_and_ticks_no
 #[cfg(feature = "wgpu")]
 mod wgpu {
     use super::*;
+    use common::Skip;
     use gpuworld::{Param, WgslSource};
 
     static BROKEN: KernelDef = KernelDef {
@@ -75,13 +83,8 @@ fn main(@builtin(global_invocation_id) id: vec3<u32>) { out[id.x] = this_is_unde
         );
     }
 
-    #[test]
-    fn a_warmed_up_kernel_compiles_nothing_at_its_first_launch() {
-        let Some(client) =
-            common::wgpu_client_with(gpuworld::WgpuConfig::default(), Driver::Manual)
-        else {
-            return;
-        };
+    pub fn a_warmed_up_kernel_compiles_nothing_at_its_first_launch() -> Result<(), Skip> {
+        let client = common::wgpu_client_with(gpuworld::WgpuConfig::default(), Driver::Manual)?;
         let compiled = || client.with_runtime(|rt| rt.backend().pipelines_compiled());
         let before = compiled();
         client.warm_up(&library::SCALE).unwrap();
@@ -100,16 +103,12 @@ fn main(@builtin(global_invocation_id) id: vec3<u32>) { out[id.x] = this_is_unde
             .unwrap();
         assert_eq!(client.read_one_as::<f32>(&y).unwrap(), [3.0, 6.0]);
         assert_eq!(compiled(), before + 1, "the launch compiled nothing");
+        Ok(())
     }
 
-    #[test]
-    fn warming_up_a_kernel_that_does_not_compile_returns_the_compile_error_and_launches_report_it()
-    {
-        let Some(client) =
-            common::wgpu_client_with(gpuworld::WgpuConfig::default(), Driver::Manual)
-        else {
-            return;
-        };
+    pub fn warming_up_a_kernel_that_does_not_compile_returns_the_compile_error_and_launches_report_it()
+    -> Result<(), Skip> {
+        let client = common::wgpu_client_with(gpuworld::WgpuConfig::default(), Driver::Manual)?;
         let error = client.warm_up(&BROKEN).unwrap_err();
         assert_is_brokens_compile_error(&error);
         let out = client.empty(256);
@@ -118,5 +117,6 @@ fn main(@builtin(global_invocation_id) id: vec3<u32>) { out[id.x] = this_is_unde
             .unwrap();
         let error = client.sync().unwrap_err();
         assert_is_brokens_compile_error(&error);
+        Ok(())
     }
 }

@@ -2,20 +2,38 @@
 //! bursts (cubecl #1120), pipelines are cached, a kernel that fails to compile is
 //! `Error::Compile`, device errors surface on the stream, a buffer over the adapter's largest is
 //! `Error::BufferTooLarge`, dynamic dispatch, unaligned writes, adapter selection and timestamps.
-//! Each test skips loudly when the machine has no adapter, and fails then under
-//! `GPUWORLD_REQUIRE_WGPU=1`.
-#![cfg(feature = "wgpu")]
+//! Each test is reported ignored when the machine has no adapter, and fails then under
+//! `GPUWORLD_REQUIRE_WGPU=1`; the last test here holds this binary to that.
 
 mod common;
 
-use common::{bytes_of, f32s, wgpu_backend_with, wgpu_client_with};
+use common::{Skip, bytes_of, f32s, wgpu_backend_with, wgpu_client_with};
 use gpuworld::kernel::{CpuSource, Param, Signature};
+
 use gpuworld::{
     AdapterSelection, Bindings, ComputeClient, CubeCount, Driver, Error, KernelDef, WgpuBackend,
     WgpuConfig, WgslSource, library,
 };
 
-fn manual_client() -> Option<ComputeClient<WgpuBackend>> {
+test_main![
+    a_burst_of_writes_between_launches_never_overtakes_them,
+    writes_beyond_the_staging_budget_still_land_in_order,
+    a_kernel_compiles_once_however_often_it_is_launched,
+    a_kernel_that_fails_to_compile_is_a_compile_error_naming_it_and_the_stream_keeps_working,
+    a_kernel_without_wgsl_is_refused_by_the_launch_call,
+    a_lost_device_fails_reads_and_syncs_instead_of_hanging,
+    a_dynamic_count_follows_the_writes_before_each_launch,
+    writes_that_do_not_cover_whole_words_keep_the_bytes_around_them,
+    adapters_are_selected_by_index_and_by_type,
+    limits_and_properties_describe_the_device,
+    a_buffer_over_the_adapters_largest_is_too_large_not_out_of_memory,
+    timestamps_time_each_kernel_when_the_adapter_has_them,
+    clients_opened_and_dropped_on_many_threads_at_once_all_work,
+    forty_clients_made_one_after_another_all_find_the_adapter,
+    without_an_adapter_a_test_is_reported_ignored_and_fails_when_one_is_required,
+];
+
+fn manual_client() -> Result<ComputeClient<WgpuBackend>, Skip> {
     wgpu_client_with(WgpuConfig::default(), Driver::Manual)
 }
 
@@ -48,35 +66,28 @@ fn burst_keeps_order(client: &ComputeClient<WgpuBackend>, rounds: usize, len: us
     }
 }
 
-#[test]
-fn a_burst_of_writes_between_launches_never_overtakes_them() {
-    let Some(client) = wgpu_client_with(WgpuConfig::default(), Driver::DeviceThread) else {
-        return;
-    };
+fn a_burst_of_writes_between_launches_never_overtakes_them() -> Result<(), Skip> {
+    let client = wgpu_client_with(WgpuConfig::default(), Driver::DeviceThread)?;
     burst_keeps_order(&client, 200, 300);
+    Ok(())
 }
 
-#[test]
-fn writes_beyond_the_staging_budget_still_land_in_order() {
+fn writes_beyond_the_staging_budget_still_land_in_order() -> Result<(), Skip> {
     let config = WgpuConfig {
         upload_budget: 8 * 1024,
         upload_chunk: 4 * 1024,
         ..WgpuConfig::default()
     };
-    let Some(client) = wgpu_client_with(config, Driver::Manual) else {
-        return;
-    };
+    let client = wgpu_client_with(config, Driver::Manual)?;
     // 3 KiB per write: two fit in the budget, the rest go through the queue after a submit.
     burst_keeps_order(&client, 40, 768);
     let held = client.with_runtime(|rt| rt.backend().upload_staging_bytes());
     assert!(held <= 8 * 1024, "staging held {held} bytes");
+    Ok(())
 }
 
-#[test]
-fn a_kernel_compiles_once_however_often_it_is_launched() {
-    let Some(client) = manual_client() else {
-        return;
-    };
+fn a_kernel_compiles_once_however_often_it_is_launched() -> Result<(), Skip> {
+    let client = manual_client()?;
     let out = client.empty(4096);
     for i in 0..50 {
         client
@@ -92,6 +103,7 @@ fn a_kernel_compiles_once_however_often_it_is_launched() {
         client.with_runtime(|rt| rt.backend().pipelines_compiled()),
         1
     );
+    Ok(())
 }
 
 /// A kernel whose WGSL declares a binding beyond its signature's.
@@ -134,11 +146,9 @@ static WRONG_WORKGROUP: KernelDef = KernelDef {
     sources: &[&WgslSource("@compute @workgroup_size(8) fn main() {}")],
 };
 
-#[test]
-fn a_kernel_that_fails_to_compile_is_a_compile_error_naming_it_and_the_stream_keeps_working() {
-    let Some(client) = manual_client() else {
-        return;
-    };
+fn a_kernel_that_fails_to_compile_is_a_compile_error_naming_it_and_the_stream_keeps_working()
+-> Result<(), Skip> {
+    let client = manual_client()?;
     let data = client.create(bytes_of(&[1.0, 2.0]));
     // What wgpu's message holds: the parser's complaint, or the binding the layout lacks.
     for (kernel, expected_in_log) in [
@@ -172,6 +182,7 @@ fn a_kernel_that_fails_to_compile_is_a_compile_error_naming_it_and_the_stream_ke
         .unwrap();
     assert_eq!(read_f32(&client, &data), vec![3.0, 3.0]);
     client.sync().unwrap();
+    Ok(())
 }
 
 /// A kernel with only a CPU source.
@@ -182,11 +193,8 @@ static CPU_ONLY: KernelDef = KernelDef {
     sources: &[&CpuSource(|_, _| {})],
 };
 
-#[test]
-fn a_kernel_without_wgsl_is_refused_by_the_launch_call() {
-    let Some(client) = manual_client() else {
-        return;
-    };
+fn a_kernel_without_wgsl_is_refused_by_the_launch_call() -> Result<(), Skip> {
+    let client = manual_client()?;
     let error = client
         .launch(&CPU_ONLY, CubeCount::new_1d(1), Bindings::new())
         .unwrap_err();
@@ -198,13 +206,11 @@ fn a_kernel_without_wgsl_is_refused_by_the_launch_call() {
         }
     );
     client.sync().unwrap();
+    Ok(())
 }
 
-#[test]
-fn a_lost_device_fails_reads_and_syncs_instead_of_hanging() {
-    let Some(client) = manual_client() else {
-        return;
-    };
+fn a_lost_device_fails_reads_and_syncs_instead_of_hanging() -> Result<(), Skip> {
+    let client = manual_client()?;
     let data = client.create(bytes_of(&[1.0; 16]));
     assert_eq!(read_f32(&client, &data), vec![1.0; 16]);
     client.with_runtime(|rt| rt.backend().device().destroy());
@@ -220,13 +226,11 @@ fn a_lost_device_fails_reads_and_syncs_instead_of_hanging() {
         client.read_one(&data),
         Err(Error::DeviceFault { .. })
     ));
+    Ok(())
 }
 
-#[test]
-fn a_dynamic_count_follows_the_writes_before_each_launch() {
-    let Some(client) = wgpu_client_with(WgpuConfig::default(), Driver::DeviceThread) else {
-        return;
-    };
+fn a_dynamic_count_follows_the_writes_before_each_launch() -> Result<(), Skip> {
+    let client = wgpu_client_with(WgpuConfig::default(), Driver::DeviceThread)?;
     let count = client.create(bytemuck::cast_slice(&[1u32, 1, 1]).to_vec());
     let (first, second) = (client.empty(1024 * 4), client.empty(1024 * 4));
     let fill = |out: &gpuworld::Handle| {
@@ -246,13 +250,11 @@ fn a_dynamic_count_follows_the_writes_before_each_launch() {
     let covered = |values: Vec<f32>| values.iter().take_while(|v| **v == 5.0).count();
     assert_eq!(covered(read_f32(&client, &first)), 256);
     assert_eq!(covered(read_f32(&client, &second)), 768);
+    Ok(())
 }
 
-#[test]
-fn writes_that_do_not_cover_whole_words_keep_the_bytes_around_them() {
-    let Some(client) = manual_client() else {
-        return;
-    };
+fn writes_that_do_not_cover_whole_words_keep_the_bytes_around_them() -> Result<(), Skip> {
+    let client = manual_client()?;
     let odd = client.create((1..=7u8).collect::<Vec<u8>>());
     assert_eq!(
         client.read_one(&odd).unwrap(),
@@ -275,13 +277,11 @@ fn writes_that_do_not_cover_whole_words_keep_the_bytes_around_them() {
             .unwrap(),
         expected[5..14]
     );
+    Ok(())
 }
 
-#[test]
-fn adapters_are_selected_by_index_and_by_type() {
-    let Some(default) = wgpu_backend_with(WgpuConfig::default()) else {
-        return;
-    };
+fn adapters_are_selected_by_index_and_by_type() -> Result<(), Skip> {
+    let default = wgpu_backend_with(WgpuConfig::default())?;
     let backends = WgpuConfig::default().backends;
     let adapters = gpuworld::wgpu_adapters(backends);
     assert!(!adapters.is_empty());
@@ -314,13 +314,11 @@ fn adapters_are_selected_by_index_and_by_type() {
             ..
         })
     ));
+    Ok(())
 }
 
-#[test]
-fn limits_and_properties_describe_the_device() {
-    let Some(client) = manual_client() else {
-        return;
-    };
+fn limits_and_properties_describe_the_device() -> Result<(), Skip> {
+    let client = manual_client()?;
     let (limits, properties) = client.with_runtime(|rt| {
         let backend = rt.backend();
         (backend.limits().clone(), rt.properties().clone())
@@ -358,13 +356,11 @@ fn limits_and_properties_describe_the_device() {
         client.properties().max_buffer_bytes,
         Some(limits.max_buffer_size)
     );
+    Ok(())
 }
 
-#[test]
-fn a_buffer_over_the_adapters_largest_is_too_large_not_out_of_memory() {
-    let Some(client) = manual_client() else {
-        return;
-    };
+fn a_buffer_over_the_adapters_largest_is_too_large_not_out_of_memory() -> Result<(), Skip> {
+    let client = manual_client()?;
     let limit = client.with_runtime(|rt| rt.backend().limits().max_buffer_size);
     let alignment = client.properties().alignment;
     let kept = client.create(bytes_of(&[2.5; 64]));
@@ -401,17 +397,15 @@ fn a_buffer_over_the_adapters_largest_is_too_large_not_out_of_memory() {
     assert_eq!(read_f32(&client, &kept), vec![2.5; 64]);
     let more = client.create(bytes_of(&[7.0; 16]));
     assert_eq!(read_f32(&client, &more), vec![7.0; 16]);
+    Ok(())
 }
 
-#[test]
-fn timestamps_time_each_kernel_when_the_adapter_has_them() {
+fn timestamps_time_each_kernel_when_the_adapter_has_them() -> Result<(), Skip> {
     let config = WgpuConfig {
         timestamps: true,
         ..WgpuConfig::default()
     };
-    let Some(client) = wgpu_client_with(config, Driver::Manual) else {
-        return;
-    };
+    let client = wgpu_client_with(config, Driver::Manual)?;
     let out = client.empty(1 << 20);
     for _ in 0..10 {
         client
@@ -442,22 +436,19 @@ fn timestamps_time_each_kernel_when_the_adapter_has_them() {
         std::thread::sleep(std::time::Duration::from_millis(1));
     }
     if !supported {
-        eprintln!("SKIPPED: this adapter has no timestamp queries");
         assert!(client.with_runtime(|rt| rt.backend().kernel_timings().is_none()));
-        return;
+        return Err(Skip("this adapter has no timestamp queries".into()));
     }
     let timing = timing.expect("fill was timed");
     assert_eq!(timing.dispatches, 10);
     assert!(timing.device_time > std::time::Duration::ZERO);
+    Ok(())
 }
 
-#[test]
-fn clients_opened_and_dropped_on_many_threads_at_once_all_work() {
+fn clients_opened_and_dropped_on_many_threads_at_once_all_work() -> Result<(), Skip> {
     // NVIDIA's Vulkan driver deadlocked when devices were created and destroyed on several
     // threads at once; each round here opens, uses and drops clients on 6 threads together.
-    if manual_client().is_none() {
-        return;
-    }
+    manual_client()?;
     for round in 0..3 {
         let threads: Vec<_> = (0..6)
             .map(|t| {
@@ -467,7 +458,8 @@ fn clients_opened_and_dropped_on_many_threads_at_once_all_work() {
                     } else {
                         Driver::Manual
                     };
-                    let client = wgpu_client_with(WgpuConfig::default(), driver).expect("adapter");
+                    let client = wgpu_client_with(WgpuConfig::default(), driver)
+                        .unwrap_or_else(|skip| panic!("{}", skip.0));
                     let value = (round * 10 + t) as f32;
                     let out = client.empty(256 * 4);
                     client
@@ -485,18 +477,16 @@ fn clients_opened_and_dropped_on_many_threads_at_once_all_work() {
             thread.join().expect("a client thread failed");
         }
     }
+    Ok(())
 }
 
-#[test]
-fn forty_clients_made_one_after_another_all_find_the_adapter() {
+fn forty_clients_made_one_after_another_all_find_the_adapter() -> Result<(), Skip> {
     // With NVIDIA's Vulkan driver the 30th wgpu instance a process made after dropping the
     // earlier ones found no adapter; clients now share the process's instance.
-    if manual_client().is_none() {
-        return;
-    }
+    manual_client()?;
     for round in 0..40 {
         let client = wgpu_client_with(WgpuConfig::default(), Driver::DeviceThread)
-            .unwrap_or_else(|| panic!("client {round} found no adapter"));
+            .unwrap_or_else(|skip| panic!("client {round}: {}", skip.0));
         let out = client.empty(4);
         client
             .launch(
@@ -507,4 +497,51 @@ fn forty_clients_made_one_after_another_all_find_the_adapter() {
             .unwrap();
         assert_eq!(read_f32(&client, &out), vec![round as f32]);
     }
+    Ok(())
+}
+
+/// This binary run again on `limits_and_properties_describe_the_device` alone, with every
+/// Vulkan driver hidden from the loader: its summary line.
+fn summary_without_an_adapter(require_wgpu: bool) -> String {
+    let mut run = std::process::Command::new(std::env::current_exe().expect("this test binary"));
+    run.args(["--exact", "limits_and_properties_describe_the_device"])
+        .args(["--test-threads", "1", "--color", "never"])
+        .env("VK_ICD_FILENAMES", "/nonexistent")
+        .env("VK_DRIVER_FILES", "/nonexistent")
+        .env_remove("VK_ADD_DRIVER_FILES")
+        .env_remove("WGPU_BACKEND")
+        .env_remove("WGPU_ADAPTER_NAME");
+    if require_wgpu {
+        run.env("GPUWORLD_REQUIRE_WGPU", "1");
+    } else {
+        run.env_remove("GPUWORLD_REQUIRE_WGPU");
+    }
+    let output = run.output().expect("the test binary runs");
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert_eq!(
+        output.status.success(),
+        !require_wgpu,
+        "{stdout}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    stdout
+        .lines()
+        .find(|line| line.starts_with("test result:"))
+        .unwrap_or_else(|| panic!("no summary line in:\n{stdout}"))
+        .to_string()
+}
+
+/// Issue 27: on a machine without an adapter, the summary says a wgpu test was not run instead
+/// of counting it passed; under `GPUWORLD_REQUIRE_WGPU=1` it fails.
+fn without_an_adapter_a_test_is_reported_ignored_and_fails_when_one_is_required() {
+    let skipped = summary_without_an_adapter(false);
+    assert!(
+        skipped.starts_with("test result: ok. 0 passed; 0 failed; 1 ignored;"),
+        "{skipped}"
+    );
+    let required = summary_without_an_adapter(true);
+    assert!(
+        required.starts_with("test result: FAILED. 0 passed; 1 failed; 0 ignored;"),
+        "{required}"
+    );
 }

@@ -1,13 +1,12 @@
 //! Device time between marks on the wgpu backend: two marks time the work between them with
 //! timestamp queries where the adapter has them (lavapipe does), the autotuner then times its
 //! candidates with them, and without timestamps a mark is a plain flush that times nothing.
-//! Each test skips loudly when the machine has no adapter, and fails then under
-//! `GPUWORLD_REQUIRE_WGPU=1`.
-#![cfg(feature = "wgpu")]
+//! Each test is reported ignored when the machine has no adapter (or the adapter no timestamp
+//! queries), and fails then under `GPUWORLD_REQUIRE_WGPU=1`.
 
 mod common;
 
-use common::{wgpu_backend_with, wgpu_client_with};
+use common::{Skip, wgpu_backend_with, wgpu_client_with};
 use gpuworld::tune::{
     BenchmarkConfig, CacheLocation, MATMUL_SET, MatmulInput, TuneEntry, matmul_set,
 };
@@ -20,6 +19,14 @@ use std::io::Write;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+test_main![
+    two_marks_time_the_work_between_them_and_more_work_takes_longer,
+    host_time_between_a_mark_and_the_next_work_is_not_counted,
+    device_elapsed_is_none_in_flight_for_unknown_events_and_once_recycled,
+    without_timestamp_queries_a_mark_is_a_flush_that_times_nothing,
+    the_matmul_set_tunes_with_device_timing_on_wgpu,
+];
+
 /// Elements each SCALE launch reads and writes: enough work to take a few milliseconds.
 const SCALE_LEN: u64 = 1 << 22;
 
@@ -29,14 +36,18 @@ fn has_timestamps(backend: &WgpuBackend) -> bool {
         .contains(gpuworld::wgpu::Features::TIMESTAMP_QUERY)
 }
 
-/// A manual client on an adapter with timestamp queries, or `None` (loudly) without one.
-fn timed_client() -> Option<ComputeClient<WgpuBackend>> {
+/// The skip of a test that needs timestamp queries on an adapter without them.
+fn no_timestamps() -> Skip {
+    Skip("this adapter has no timestamp queries".into())
+}
+
+/// A manual client on an adapter with timestamp queries, or a [`Skip`] without one.
+fn timed_client() -> Result<ComputeClient<WgpuBackend>, Skip> {
     let client = wgpu_client_with(WgpuConfig::default(), Driver::Manual)?;
     if !client.with_runtime(|rt| has_timestamps(rt.backend())) {
-        eprintln!("SKIPPED: this adapter has no timestamp queries");
-        return None;
+        return Err(no_timestamps());
     }
-    Some(client)
+    Ok(client)
 }
 
 /// Launches SCALE over `SCALE_LEN` elements `launches` times between two marks and returns the
@@ -62,11 +73,8 @@ fn time_scale(
     client.device_elapsed(start, end)
 }
 
-#[test]
-fn two_marks_time_the_work_between_them_and_more_work_takes_longer() {
-    let Some(client) = timed_client() else {
-        return;
-    };
+fn two_marks_time_the_work_between_them_and_more_work_takes_longer() -> Result<(), Skip> {
+    let client = timed_client()?;
     let input = client.empty(SCALE_LEN * 4);
     let output = client.empty(SCALE_LEN * 4);
     // Compiles the pipeline and touches the buffers before anything is timed.
@@ -81,13 +89,11 @@ fn two_marks_time_the_work_between_them_and_more_work_takes_longer() {
         "20 launches took {twenty:?}, one took {one:?}"
     );
     assert!(twenty < Duration::from_secs(30), "{twenty:?}");
+    Ok(())
 }
 
-#[test]
-fn host_time_between_a_mark_and_the_next_work_is_not_counted() {
-    let Some(client) = timed_client() else {
-        return;
-    };
+fn host_time_between_a_mark_and_the_next_work_is_not_counted() -> Result<(), Skip> {
+    let client = timed_client()?;
     let out = client.empty(4096);
     let start = client.mark().unwrap();
     // The device is idle while the host sleeps: the start mark's own timestamp would count
@@ -108,14 +114,14 @@ fn host_time_between_a_mark_and_the_next_work_is_not_counted() {
         .expect("both marks completed");
 
     assert!(elapsed < Duration::from_millis(150), "{elapsed:?}");
+    Ok(())
 }
 
 /// A backend driven by hand, its stream, and a buffer of `SCALE_LEN` words.
-fn bare_backend() -> Option<(WgpuBackend, gpuworld_systems::backend::DeviceStream, Region)> {
+fn bare_backend() -> Result<(WgpuBackend, gpuworld_systems::backend::DeviceStream, Region), Skip> {
     let mut backend = wgpu_backend_with(WgpuConfig::default())?;
     if !has_timestamps(&backend) {
-        eprintln!("SKIPPED: this adapter has no timestamp queries");
-        return None;
+        return Err(no_timestamps());
     }
     let stream = backend.create_stream(StreamId::current());
     let storage = backend.allocate(SCALE_LEN * 4).unwrap();
@@ -124,7 +130,7 @@ fn bare_backend() -> Option<(WgpuBackend, gpuworld_systems::backend::DeviceStrea
         offset: 0,
         size: SCALE_LEN * 4,
     };
-    Some((backend, stream, region))
+    Ok((backend, stream, region))
 }
 
 /// Polls `backend` until `event` completed.
@@ -140,11 +146,8 @@ fn wait_for(backend: &mut WgpuBackend, event: DeviceEvent) {
     }
 }
 
-#[test]
-fn device_elapsed_is_none_in_flight_for_unknown_events_and_once_recycled() {
-    let Some((mut backend, stream, region)) = bare_backend() else {
-        return;
-    };
+fn device_elapsed_is_none_in_flight_for_unknown_events_and_once_recycled() -> Result<(), Skip> {
+    let (mut backend, stream, region) = bare_backend()?;
     let start = backend.mark(stream);
     backend.launch(
         stream,
@@ -182,18 +185,16 @@ fn device_elapsed_is_none_in_flight_for_unknown_events_and_once_recycled() {
     assert_eq!(backend.device_elapsed(start, end), None);
     assert!(backend.device_elapsed(before_last, last).is_some());
     backend.deallocate(region.storage);
+    Ok(())
 }
 
-#[test]
-fn without_timestamp_queries_a_mark_is_a_flush_that_times_nothing() {
+fn without_timestamp_queries_a_mark_is_a_flush_that_times_nothing() -> Result<(), Skip> {
     // An adapter without timestamp queries, by construction: the device is opened without them.
     let config = WgpuConfig {
         mark_timestamps: false,
         ..WgpuConfig::default()
     };
-    let Some(client) = wgpu_client_with(config, Driver::Manual) else {
-        return;
-    };
+    let client = wgpu_client_with(config, Driver::Manual)?;
     assert!(!client.with_runtime(|rt| has_timestamps(rt.backend())));
     let input = client.empty(SCALE_LEN * 4);
     let output = client.empty(SCALE_LEN * 4);
@@ -203,6 +204,7 @@ fn without_timestamp_queries_a_mark_is_a_flush_that_times_nothing() {
     assert!(log.contains("candidate timed"), "{log}");
     assert!(!log.contains("clock=Events"), "{log}");
     assert!(log.contains("clock=Host"), "{log}");
+    Ok(())
 }
 
 /// A `tracing` writer into a shared buffer.
@@ -253,14 +255,10 @@ fn tuning_log(client: &ComputeClient<WgpuBackend>, size: u32) -> (String, String
     (String::from_utf8_lossy(&log).into_owned(), key)
 }
 
-#[test]
-fn the_matmul_set_tunes_with_device_timing_on_wgpu() {
-    let Some(client) = common::wgpu_client_or_skip() else {
-        return;
-    };
+fn the_matmul_set_tunes_with_device_timing_on_wgpu() -> Result<(), Skip> {
+    let client = common::wgpu_client_or_skip()?;
     if !client.with_runtime(|rt| has_timestamps(rt.backend())) {
-        eprintln!("SKIPPED: this adapter has no timestamp queries");
-        return;
+        return Err(no_timestamps());
     }
 
     let (log, key) = tuning_log(&client, 64);
@@ -284,4 +282,5 @@ fn the_matmul_set_tunes_with_device_timing_on_wgpu() {
         let median = outcome.result.as_ref().expect("every candidate runs");
         assert!(*median > Duration::ZERO, "{}: {median:?}", outcome.name);
     }
+    Ok(())
 }
