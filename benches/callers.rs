@@ -1,8 +1,9 @@
 //! Concurrent callers (issue 31): N threads share one client and run one workload each
 //! (`common/callers.rs`: mixed, launch-only, read-only), every value checked. For each backend,
 //! driver, workload and caller count it prints calls per second, the blocking read's median
-//! and p99 latency and the memory the run left reserved, and writes them as CSV to `$GPUWORLD_OUT/callers.csv` (or
-//! `target/callers.csv`); `benches/plot_callers.py` draws the PNG of `docs/benchmarks.md`.
+//! and p99 latency and the memory the run left reserved, and writes them as CSV to
+//! `$GPUWORLD_OUT/callers.csv` (or `target/callers.csv`); `benches/plot_callers.py` draws the PNG
+//! of `docs/benchmarks-history.md` (Many callers).
 //!
 //! Run: `cargo bench --bench callers` (cpu); `--features cuda` adds the CUDA rows on a machine
 //! with a driver. Settings from the environment: `GPUWORLD_CALLERS` (caller counts, default

@@ -39,7 +39,7 @@ pub struct Runtime<B: Backend> {
 impl<B: Backend> Drop for Runtime<B> {
     fn drop(&mut self) {
         // Every command still queued, or waiting for memory, is answered: nothing will run it.
-        // Replies held by in-flight entities go with the world (their futures see Disconnected).
+        // Replies of reads and syncs in flight go with the world (their futures see Disconnected).
         let deferred = std::mem::take(&mut self.world.resource_mut::<DeferredCommands>().0);
         for command in deferred.into_iter().chain(self.inbox.close()) {
             command.fail(crate::error::Error::Disconnected);

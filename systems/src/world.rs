@@ -1,7 +1,7 @@
 //! The state every stage shares: streams, handles and tasks, the backend, the config and the
 //! counters. What only one stage keeps (a handle's `Owner` and `Uses`, a stream's `LastSynced`,
-//! the in-flight entities, the handle index, the tune cache) lives in that stage's module and is
-//! registered by its `build`.
+//! the reads, syncs and pending GCs in flight, the handle index, the tune cache) lives in that
+//! stage's module and is registered by its `build`.
 
 use crate::backend::{Backend, DeviceEvent, DeviceStream, LaunchCount, Region, StagingAllocator};
 use crate::bytes::HostBytes;

@@ -8,7 +8,8 @@ use crate::memory::layout::TensorLayout;
 const MIB: u64 = 1 << 20;
 
 /// Largest shared page of the default ladder. Measured on the training trace of
-/// `benches/memory.rs`: more size classes or larger pages reserve more (docs/benchmarks.md).
+/// `benches/memory.rs`: more size classes or larger pages reserve more
+/// (`docs/benchmarks-history.md`, Memory).
 const MAX_PAGE: u64 = 64 * MIB;
 /// Requests over this fraction of a large page get a buffer of their own (1 MiB of a 64 MiB
 /// page). Slices of shared pages pin whole pages: on the trace family of
@@ -123,8 +124,8 @@ impl MemoryConfig {
     /// Three pools: requests of at most one alignment unit get exclusive buffers (they need no
     /// offsets and are reused exactly); small requests (up to 1/256 of the large page) share
     /// small pages (1/32 of it); everything else shares large pages (a sixteenth of device
-    /// memory, at most 64 MiB), and requests over a quarter of a large page get pages of their
-    /// own. Few size classes keep fragmentation low: memory freed by one class cannot serve
+    /// memory, at most 64 MiB), and requests over a sixty-fourth of a large page get pages of
+    /// their own. Few size classes keep fragmentation low: memory freed by one class cannot serve
     /// another, and dynamic shapes move tensors between classes from step to step.
     pub fn default_ladder(device: &DeviceProperties) -> Vec<PoolConfig> {
         let alignment = device.alignment.max(1);

@@ -1,6 +1,7 @@
 //! Exclusive pool: one backend buffer per allocation, for backends (such as wgpu) that cannot
 //! bind one buffer at several offsets. A free buffer is reused for the smallest fitting request
-//! that wastes at most a fifth of it; free buffers go back to the device after a while unused.
+//! that wastes at most a fifth of it; free buffers go back to the device when the pool needs room
+//! (`MemoryPool::make_room`), on cleanup, or after `release_after_ticks` where a pool sets it.
 
 use crate::backend::{AllocError, Backend, StorageId};
 use crate::error::Error;

@@ -2,8 +2,8 @@
 //! task per stream) or `Sequential` (stream after stream). Before a task that must wait on
 //! another stream, that stream's work up to the needed cursor is submitted and flushed to an
 //! event the consumer waits on; after it, the shared bindings are pinned behind an event of the
-//! GC stream that waits on the consumer. Owns `SubmittedCursor` and the GC stream; turns reads,
-//! syncs and pins into in-flight entities.
+//! GC stream that waits on the consumer. Owns `SubmittedCursor` and the GC stream; turns reads and
+//! syncs into the GC stage's `PendingReplies` and pins into pending-GC entities.
 
 use super::gc::{PendingGc, PendingRead, PendingReplies, PendingSync, PinnedHandles};
 use super::tick::TickStage;
@@ -104,7 +104,7 @@ type StreamQuery<'w, 's> = Query<
     ),
 >;
 
-/// Submits tasks in order, collecting the in-flight entities to spawn afterwards.
+/// Submits tasks in order, collecting the pending GCs to spawn afterwards.
 struct Submitter<'a, 'sw, 'ss, B: Backend> {
     device: &'a mut B,
     stats: &'a mut Stats,
