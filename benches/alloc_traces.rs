@@ -26,6 +26,7 @@ use alloc_traces::{MIB, Shape, Trace, trace_text};
 use gpuworld::{Backend, ComputeClient, Error};
 use std::fmt::Write as _;
 use std::path::PathBuf;
+use std::time::Instant;
 
 /// The scale on devices whose memory is host memory: the largest trace (log_uniform) then peaks
 /// near 260 MiB live.
@@ -172,7 +173,7 @@ fn dump(settings: &Settings, trace: &Trace) {
 }
 
 #[cfg(feature = "cpu")]
-fn cpu(settings: &Settings, rows: &mut Vec<Row>) {
+fn cpu(settings: &Settings, rows: &mut Vec<Row>, ticks: &mut Vec<TickCost>) {
     use gpuworld::{CpuBackend, Driver, RuntimeConfig};
     // A cap well above the traces at HOST_SCALE: a runtime that piles up reservations fails its
     // row with OutOfMemory instead of exhausting the machine.
@@ -185,11 +186,17 @@ fn cpu(settings: &Settings, rows: &mut Vec<Row>) {
     };
     let scale = settings.scale.unwrap_or(HOST_SCALE);
     run_backend("cpu", scale, settings, new_client, rows);
+    let manual = ComputeClient::new(
+        CpuBackend::with_capacity(Some(8 << 30)),
+        RuntimeConfig::default(),
+        Driver::Manual,
+    );
+    ticks.push(tick_cost("cpu", &manual));
 }
 
 #[cfg(feature = "wgpu")]
-fn wgpu(settings: &Settings, rows: &mut Vec<Row>) {
-    use gpuworld::WgpuConfig;
+fn wgpu(settings: &Settings, rows: &mut Vec<Row>, ticks: &mut Vec<TickCost>) {
+    use gpuworld::{Driver, WgpuConfig};
     let new_client = || gpuworld::wgpu_client(WgpuConfig::default());
     let adapter = match new_client() {
         Ok(client) => client.properties().name.clone(),
@@ -205,11 +212,15 @@ fn wgpu(settings: &Settings, rows: &mut Vec<Row>) {
         .unwrap_or(if host_memory { HOST_SCALE } else { 1 });
     eprintln!("wgpu adapter: {adapter}");
     run_backend("wgpu", scale, settings, new_client, rows);
+    match gpuworld::wgpu_client_with(WgpuConfig::default(), Driver::Manual) {
+        Ok(manual) => ticks.push(tick_cost("wgpu", &manual)),
+        Err(error) => eprintln!("SKIPPED wgpu tick cost: {error}"),
+    }
 }
 
 #[cfg(feature = "cuda")]
-fn cuda(settings: &Settings, rows: &mut Vec<Row>) {
-    use gpuworld::CudaConfig;
+fn cuda(settings: &Settings, rows: &mut Vec<Row>, ticks: &mut Vec<TickCost>) {
+    use gpuworld::{CudaConfig, Driver};
     let new_client = || gpuworld::cuda_client(CudaConfig::default());
     match new_client() {
         Ok(client) => eprintln!("cuda device: {}", client.properties().name),
@@ -225,6 +236,52 @@ fn cuda(settings: &Settings, rows: &mut Vec<Row>) {
         new_client,
         rows,
     );
+    match gpuworld::cuda_client_with(CudaConfig::default(), Driver::Manual) {
+        Ok(manual) => ticks.push(tick_cost("cuda", &manual)),
+        Err(error) => eprintln!("SKIPPED cuda tick cost: {error}"),
+    }
+}
+
+/// What one tick costs on a backend, through a client with the manual driver: idle, and with one
+/// allocation of 1 MiB served by the pool (allocated, dropped, allocated again: the report of the
+/// exact replays after an event that allocates), each with the `memory_usage()` report after it.
+struct TickCost {
+    backend: String,
+    idle_us: f64,
+    idle_report_us: f64,
+    alloc_report_us: f64,
+}
+
+/// Ticks timed per measurement.
+const TICKS: u32 = 20_000;
+
+fn tick_cost<B: Backend>(backend: &str, client: &ComputeClient<B>) -> TickCost {
+    let time = |work: &mut dyn FnMut()| {
+        for _ in 0..TICKS / 10 {
+            work();
+        }
+        let start = Instant::now();
+        for _ in 0..TICKS {
+            work();
+        }
+        start.elapsed().as_secs_f64() * 1e6 / f64::from(TICKS)
+    };
+    let idle_us = time(&mut || client.tick());
+    let idle_report_us = time(&mut || {
+        client.tick();
+        std::hint::black_box(client.memory_usage());
+    });
+    let alloc_report_us = time(&mut || {
+        drop(std::hint::black_box(client.empty(MIB)));
+        client.tick();
+        std::hint::black_box(client.memory_usage());
+    });
+    TickCost {
+        backend: backend.to_owned(),
+        idle_us,
+        idle_report_us,
+        alloc_report_us,
+    }
 }
 
 /// `min–max` of `values` with `digits` decimals, one number when they agree.
@@ -351,17 +408,18 @@ fn main() {
         return;
     }
     let mut rows = Vec::new();
+    let mut ticks = Vec::new();
     #[cfg(feature = "cpu")]
     if settings.runs("cpu") {
-        cpu(&settings, &mut rows);
+        cpu(&settings, &mut rows, &mut ticks);
     }
     #[cfg(feature = "wgpu")]
     if settings.runs("wgpu") {
-        wgpu(&settings, &mut rows);
+        wgpu(&settings, &mut rows, &mut ticks);
     }
     #[cfg(feature = "cuda")]
     if settings.runs("cuda") {
-        cuda(&settings, &mut rows);
+        cuda(&settings, &mut rows, &mut ticks);
     }
 
     println!(
@@ -369,6 +427,16 @@ fn main() {
          reserved after: memory_usage() after a sync of every stream at the end, buffers live at the end still held.\n"
     );
     println!("{}", table(&rows));
+    println!(
+        "tick cost, manual driver, mean of {TICKS} ticks:\n\n| backend | idle tick (µs) | idle tick + memory_usage() (µs) | empty(1 MiB) + drop + tick + memory_usage() (µs) |\n| --- | --- | --- | --- |"
+    );
+    for tick in &ticks {
+        println!(
+            "| {} | {:.2} | {:.2} | {:.2} |",
+            tick.backend, tick.idle_us, tick.idle_report_us, tick.alloc_report_us
+        );
+    }
+    println!();
     let dir =
         std::env::var_os("GPUWORLD_OUT").map_or_else(|| PathBuf::from("target"), PathBuf::from);
     let path = dir.join("alloc_traces.csv");

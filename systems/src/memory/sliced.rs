@@ -207,23 +207,30 @@ impl SlicedPool {
     }
 
     /// The size of a new shared page for a request of `padded` bytes: a 32nd of the bytes the
-    /// pool's shared pages already hold, and at least twice the request, in multiples of the first
-    /// page, up to the full page size. A page added for one request is thus never a large part of
-    /// what the pool holds (a busy pool reaches full pages once it holds 32 of them), and the
-    /// request leaves room behind it for another of its size.
+    /// pool's shared pages already hold, at least the request (twice it when it would not fill the
+    /// page exactly), in multiples of the first page, up to the full page size. A page added for
+    /// one request is thus never a large part of what the pool holds (a busy pool reaches full
+    /// pages once it holds 32 of them).
     /// Under a cap, the page shrinks to the room left (what cubecl does with a cap smaller than
     /// its page), so a pool capped below its page size still serves requests up to the cap.
     fn next_shared_page(&self, padded: u64) -> u64 {
         let room = self.max_reserved.map_or(u64::MAX, |cap| {
             cap.saturating_sub(self.report.bytes_reserved) / self.alignment * self.alignment
         });
-        (self.shared_reserved / SHARED_GROWTH_DIVISOR)
-            .max(padded.saturating_mul(2))
-            .checked_next_multiple_of(self.first_page)
-            .unwrap_or(u64::MAX)
-            .min(self.page_size)
-            .min(room)
-            .max(padded)
+        let pages = |bytes: u64| {
+            bytes
+                .checked_next_multiple_of(self.first_page)
+                .unwrap_or(u64::MAX)
+        };
+        let grown = pages((self.shared_reserved / SHARED_GROWTH_DIVISOR).max(padded));
+        // A page the request does not fill gets room for a second one of its size: the tail
+        // behind a lone request is otherwise left to smaller requests, which may never come.
+        let size = if grown % padded.max(1) != 0 && grown < padded.saturating_mul(2) {
+            pages(padded.saturating_mul(2))
+        } else {
+            grown
+        };
+        size.min(self.page_size).min(room).max(padded)
     }
 
     /// Returns the free pages smaller than a full page to the device: once the pool needs full
