@@ -10,6 +10,7 @@
 mod drivers;
 mod frames;
 mod lock;
+mod open;
 mod profile;
 mod replies;
 mod resource;

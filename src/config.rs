@@ -10,6 +10,7 @@
 use crate::tune::{CacheLocation, TuneMode, TunerConfig};
 use gpuworld_systems::backend::DeviceProperties;
 use gpuworld_systems::memory::{MemoryConfig, PoolConfig, PoolKind};
+use gpuworld_systems::open::BackendSettings;
 use gpuworld_systems::{Error, Result, RuntimeConfig, SchedulingStrategy};
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -527,6 +528,20 @@ impl Settings {
                 pools,
                 ..base.memory
             },
+        }
+    }
+
+    /// What the configuration says about the devices of the backend named `backend`
+    /// ([`gpuworld_systems::Backend::NAME`]): `[cpu] memory_limit` for `"cpu"`, nothing yet for
+    /// the others.
+    pub fn backend_settings(&self, backend: &str) -> BackendSettings {
+        match backend {
+            "cpu" => match self.cpu_memory_limit.value {
+                CpuMemoryLimit::FromPhysicalMemory => BackendSettings::default(),
+                CpuMemoryLimit::Bytes(bytes) => BackendSettings::with_memory_limit(Some(bytes)),
+                CpuMemoryLimit::Unlimited => BackendSettings::with_memory_limit(None),
+            },
+            _ => BackendSettings::default(),
         }
     }
 

@@ -29,10 +29,12 @@ pub use client::{
 };
 #[cfg(feature = "cpu")]
 pub use devices::cpu_clients;
-pub use devices::{DeviceClient, DeviceId, DeviceInfo, device_client, devices, sim_clients};
+pub use devices::{devices, sim_clients};
+pub use gpuworld_systems::backend::NativeResource;
 pub use gpuworld_systems::memory::{
     AllocationMode, MemoryConfig, PoolConfig, PoolKind, PoolReport, TensorLayout,
 };
+pub use gpuworld_systems::open::{BackendSettings, DeviceId, DeviceInfo, OpenBackend};
 pub use gpuworld_systems::published::InFlight;
 pub use gpuworld_systems::sim::{SimBackend, SimCall, SimConfig, SimLink, SimModel};
 pub use gpuworld_systems::trace::{KernelStat, KernelTimes, Trace, TraceClock};
@@ -45,7 +47,7 @@ pub use gpuworld_systems::{
 pub use tune::{Tunable, TunableSet, TuneKey, TuneMode, TuneResult, Tuner, TunerConfig};
 
 #[cfg(feature = "cpu")]
-pub use gpuworld_cpu::CpuBackend;
+pub use gpuworld_cpu::{CpuBackend, CpuConfig, HostWords};
 #[cfg(feature = "wgpu")]
 pub use gpuworld_wgpu::{
     AdapterSelection, AdapterSummary, KernelTiming, WgpuBackend, WgpuConfig, WgslSource,
@@ -57,92 +59,52 @@ pub use gpuworld_cuda::{
     CompileStats, CudaBackend, CudaConfig, CudaSource, availability as cuda_availability, cudarc,
 };
 
-/// A client of a new runtime on the CPU backend.
-///
-/// The scheduler and memory settings of `gpuworld.toml` and `GPUWORLD_*` apply, the cpu
-/// device's memory limit included (see [`config`]); `Error::Config`, naming the file or variable
-/// and what is wrong with it, when the configuration cannot be read.
+/// A client of a new runtime on the CPU backend: [`ComputeClient::open`] with the default
+/// [`CpuConfig`], so the scheduler and memory settings of `gpuworld.toml` and `GPUWORLD_*` apply,
+/// the cpu device's memory limit included (see [`config`]).
 #[cfg(feature = "cpu")]
 pub fn cpu_client(driver: Driver) -> Result<ComputeClient<CpuBackend>> {
-    let settings = config::Settings::load()?;
-    let backend = CpuBackend::with_capacity(settings.cpu_memory_limit.value.capacity());
-    let runtime = settings.runtime_config(&backend.properties(), RuntimeConfig::default());
-    Ok(ComputeClient::new(backend, runtime, driver))
-}
-
-/// `base` with the scheduler and memory settings of the configuration file and environment
-/// ([`config::Settings`]) for `backend`'s device.
-#[cfg(any(feature = "wgpu", feature = "cuda"))]
-fn configured<B: Backend>(backend: &B, base: RuntimeConfig) -> Result<RuntimeConfig> {
-    Ok(config::Settings::load()?.runtime_config(&backend.properties(), base))
-}
-
-/// A client over `backend` with up to `max_tasks` tasks batched per stream and streams
-/// interleaved, unless the configuration ([`config`]) says otherwise.
-#[cfg(any(feature = "wgpu", feature = "cuda"))]
-fn gpu_client<B: Backend>(
-    backend: B,
-    max_tasks: usize,
-    driver: Driver,
-) -> Result<ComputeClient<B>> {
-    let base = RuntimeConfig {
-        max_tasks,
-        strategy: SchedulingStrategy::Interleave,
-        ..RuntimeConfig::default()
-    };
-    let runtime = configured(&backend, base)?;
-    Ok(ComputeClient::new(backend, runtime, driver))
+    ComputeClient::open(CpuConfig::default(), driver)
 }
 
 /// Tasks a wgpu stream queues before they are recorded, when nothing forces them earlier.
 #[cfg(feature = "wgpu")]
-pub const WGPU_MAX_TASKS: usize = 16;
+pub const WGPU_MAX_TASKS: usize = gpuworld_wgpu::MAX_TASKS;
 
-/// A client of a new runtime on the wgpu device `config` selects, ticked by a device thread, with
-/// up to [`WGPU_MAX_TASKS`] tasks batched per stream and streams interleaved, unless the
-/// configuration ([`config`]) says otherwise; `Error::BackendUnavailable` when no adapter is
-/// found, `Error::Config` when the configuration cannot be read.
+/// A client of a new runtime on the wgpu device `config` selects, ticked by a device thread:
+/// [`ComputeClient::open`] with `Driver::DeviceThread`.
 #[cfg(feature = "wgpu")]
 pub fn wgpu_client(config: WgpuConfig) -> Result<ComputeClient<WgpuBackend>> {
-    wgpu_client_with(config, Driver::DeviceThread)
+    ComputeClient::open(config, Driver::DeviceThread)
 }
 
-/// Like [`wgpu_client`], advanced by `driver` (`Driver::Manual` for a host loop, a Bevy app's
-/// frame, that ticks it itself).
+/// Like [`wgpu_client`], advanced by `driver`: [`ComputeClient::open`].
 #[cfg(feature = "wgpu")]
 pub fn wgpu_client_with(config: WgpuConfig, driver: Driver) -> Result<ComputeClient<WgpuBackend>> {
-    let backend = WgpuBackend::new(config)?;
-    gpu_client(backend, WGPU_MAX_TASKS, driver)
+    ComputeClient::open(config, driver)
 }
 
 /// Tasks a cuda stream queues before they are submitted, when nothing forces them earlier.
 #[cfg(feature = "cuda")]
-pub const CUDA_MAX_TASKS: usize = 1;
+pub const CUDA_MAX_TASKS: usize = gpuworld_cuda::MAX_TASKS;
 
-/// A client of a new runtime on the CUDA device `config` names, ticked by a device thread, with
-/// the configuration's scheduler and memory settings ([`config`]); `Error::BackendUnavailable`
-/// when there is no CUDA driver or no such device, `Error::Config` when the configuration cannot
-/// be read.
+/// A client of a new runtime on the CUDA device `config` names, ticked by a device thread:
+/// [`ComputeClient::open`] with `Driver::DeviceThread`.
 #[cfg(feature = "cuda")]
 pub fn cuda_client(config: CudaConfig) -> Result<ComputeClient<CudaBackend>> {
-    cuda_client_with(config, Driver::DeviceThread)
+    ComputeClient::open(config, Driver::DeviceThread)
 }
 
-/// Like [`cuda_client`], advanced by `driver` (`Driver::Manual` for a host loop that ticks it
-/// itself).
+/// Like [`cuda_client`], advanced by `driver`: [`ComputeClient::open`].
 #[cfg(feature = "cuda")]
 pub fn cuda_client_with(config: CudaConfig, driver: Driver) -> Result<ComputeClient<CudaBackend>> {
-    let backend = CudaBackend::new(config)?;
-    gpu_client(backend, CUDA_MAX_TASKS, driver)
+    ComputeClient::open(config, driver)
 }
 
-/// A client of a new runtime on the sim backend, ticked by hand.
-pub fn sim_client(config: SimConfig) -> ComputeClient<SimBackend> {
-    ComputeClient::new(
-        SimBackend::new(config),
-        RuntimeConfig::default(),
-        Driver::Manual,
-    )
+/// A client of a new runtime on the sim backend, ticked by hand: [`ComputeClient::open`] with
+/// `Driver::Manual` (the sim reads no configuration file).
+pub fn sim_client(config: SimConfig) -> Result<ComputeClient<SimBackend>> {
+    ComputeClient::open(config, Driver::Manual)
 }
 
 /// The README's examples, compiled and run as doctests so they stay true.

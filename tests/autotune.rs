@@ -58,6 +58,7 @@ fn sim() -> ComputeClient<SimBackend> {
         kernel_cost: Some(virtual_cost),
         ..SimConfig::default()
     })
+    .expect("the sim opens")
 }
 
 /// A directory of its own for one test's cache file.

@@ -147,6 +147,7 @@ fn sim(latency_ticks: u64) -> ComputeClient<gpuworld::SimBackend> {
         latency_ticks,
         ..SimConfig::default()
     })
+    .expect("the sim opens")
 }
 
 /// Runs 120 frames of the sim app; the runtime's snapshot after each frame, and the arrivals.

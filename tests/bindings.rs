@@ -18,7 +18,7 @@ test_main![
 ];
 
 fn a_binding_narrowed_past_its_range_is_out_of_range() {
-    let client = gpuworld::sim_client(gpuworld::SimConfig::default());
+    let client = gpuworld::sim_client(gpuworld::SimConfig::default()).expect("the sim opens");
     let handle = client.create_from_slice(&[7u8; 64]);
     let binding = handle.binding();
     assert_eq!(
@@ -91,7 +91,9 @@ fn a_view_past_its_handle_is_refused_on_cpu() {
 }
 
 fn a_view_past_its_handle_is_refused_on_the_sim() {
-    refused_everywhere(gpuworld::sim_client(gpuworld::SimConfig::default()));
+    refused_everywhere(
+        gpuworld::sim_client(gpuworld::SimConfig::default()).expect("the sim opens"),
+    );
 }
 
 #[cfg(feature = "wgpu")]

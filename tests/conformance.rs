@@ -1,11 +1,13 @@
 //! The backend conformance suite: the same cases on every backend built into this test binary.
 //! A backend is added with one line of the `backend_suite!` below; `optional` takes a
 //! `Result<_, Skip>` of a client, for backends that may have no device on this machine (a `Skip`
-//! reports the case ignored).
+//! reports the case ignored). `foreign_sim` is a backend defined here, outside gpuworld
+//! (`conformance/foreign.rs`), opened through `ComputeClient::open` like the others.
 
 mod common;
 mod conformance {
     pub mod cases;
+    pub mod foreign;
     pub mod memory;
 }
 
@@ -39,11 +41,16 @@ backend_suite! {
     ];
     cpu: gpuworld::cpu_client(gpuworld::Driver::Manual).unwrap();
     cpu_device_thread: gpuworld::cpu_client(gpuworld::Driver::DeviceThread).unwrap();
-    sim: gpuworld::sim_client(gpuworld::SimConfig::default());
+    sim: gpuworld::sim_client(gpuworld::SimConfig::default()).expect("the sim opens");
     sim_slow: gpuworld::sim_client(gpuworld::SimConfig {
         latency_ticks: 3,
         ..Default::default()
-    });
+    }).expect("the sim opens");
+    foreign_sim: gpuworld::ComputeClient::<crate::conformance::foreign::ForeignSim>::open(
+        gpuworld::SimConfig::default(),
+        gpuworld::Driver::Manual,
+    )
+    .unwrap();
     sim_single_queue: gpuworld::ComputeClient::new(
         gpuworld::SimBackend::new(gpuworld::SimConfig {
             model: gpuworld::SimModel::SingleQueue,

@@ -217,11 +217,11 @@ fn peer_copy_errors_between_two_gpus() -> Result<(), Skip> {
 fn get_resource_gives_the_device_pointer_of_the_binding() -> Result<(), Skip> {
     let client = common::cuda_client_or_skip()?;
     let handle = client.create_from_slice(&[1u8; 4096]);
-    let whole = client.get_resource(&handle).expect("live").device_pointer();
+    let whole = client.get_resource(&handle).expect("live").resource();
     let part = client
         .get_resource(&handle.clone().offset_start(256))
         .expect("live")
-        .device_pointer();
+        .resource();
     assert_eq!(part.zip(whole).map(|(p, w)| p - w), Some(256));
     Ok(())
 }

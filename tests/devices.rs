@@ -6,6 +6,12 @@ mod common;
 test_main![
     devices_lists_the_host_cpu_and_the_sim_with_their_properties,
     a_client_of_any_listed_device_runs_on_that_device,
+    every_backend_lists_its_own_devices_and_devices_lists_them_all,
+    open_refuses_a_bad_configuration_with_a_typed_error,
+    #[cfg(feature = "wgpu")]
+    open_refuses_a_wgpu_adapter_that_is_not_there,
+    #[cfg(feature = "cuda")]
+    open_refuses_a_cuda_ordinal_that_is_not_there,
     cpu_and_sim_devices_are_numbered_and_separate,
     to_client_copies_between_cpu_devices_sim_devices_and_across_them,
     to_client_returns_at_once_and_the_copy_arrives_with_ticks,
@@ -19,8 +25,8 @@ test_main![
 ];
 
 use gpuworld::{
-    ComputeClient, CpuBackend, DeviceClient, DeviceId, Driver, Error, Handle, RuntimeConfig,
-    SimConfig, cpu_clients, device_client, devices, sim_clients,
+    Backend, ComputeClient, CpuBackend, DeviceId, Driver, Error, Handle, OpenBackend,
+    RuntimeConfig, SimBackend, SimConfig, cpu_clients, devices, sim_clients,
 };
 
 fn devices_lists_the_host_cpu_and_the_sim_with_their_properties() {
@@ -52,21 +58,98 @@ fn a_client_of_any_listed_device_runs_on_that_device() {
         if device.properties.is_err() {
             continue;
         }
-        let client = device_client(device.id).expect("a listed device opens");
-        assert_eq!(client.device_id(), device.id);
-        if let DeviceClient::Cpu(client) = client {
-            let handle = client.create_from_slice(&[7u8; 8]);
-            assert_eq!(client.read_one(&handle).expect("read"), [7u8; 8]);
+        match device.id.backend {
+            CpuBackend::NAME => runs_on_its_device::<CpuBackend>(device.id),
+            SimBackend::NAME => runs_on_its_device::<SimBackend>(device.id),
+            #[cfg(feature = "wgpu")]
+            gpuworld::WgpuBackend::NAME => runs_on_its_device::<gpuworld::WgpuBackend>(device.id),
+            #[cfg(feature = "cuda")]
+            gpuworld::CudaBackend::NAME => runs_on_its_device::<gpuworld::CudaBackend>(device.id),
+            other => panic!("a device of a backend this test does not know: {other}"),
         }
     }
     let missing = DeviceId {
         backend: "tpu",
         index: 0,
     };
-    match device_client(missing) {
+    match ComputeClient::<CpuBackend>::open_device(missing, Driver::Manual) {
         Err(Error::NoSuchDevice { device, .. }) => assert_eq!(&*device, "tpu:0"),
         Err(other) => panic!("expected NoSuchDevice, got {other}"),
-        Ok(_) => panic!("a client of tpu:0"),
+        Ok(_) => panic!("a cpu client of tpu:0"),
+    }
+}
+
+/// Opens `id` through `ComputeClient::open_device` and runs a round trip on it.
+fn runs_on_its_device<B: OpenBackend>(id: DeviceId) {
+    let client =
+        ComputeClient::<B>::open_device(id, Driver::Manual).expect("a listed device opens");
+    assert_eq!(client.device_id(), id);
+    let handle = client.create_from_slice(&[7u8; 8]);
+    assert_eq!(client.read_one(&handle).expect("read"), [7u8; 8]);
+}
+
+fn every_backend_lists_its_own_devices_and_devices_lists_them_all() {
+    let cpu = CpuBackend::enumerate();
+    let sim = SimBackend::enumerate();
+    assert_eq!(cpu.len(), 1);
+    assert_eq!(sim.len(), 1);
+    let all: Vec<DeviceId> = devices().into_iter().map(|d| d.id).collect();
+    for device in cpu.iter().chain(&sim) {
+        assert!(
+            all.contains(&device.id),
+            "{} missing from devices()",
+            device.id
+        );
+    }
+    #[cfg(feature = "wgpu")]
+    assert_eq!(
+        gpuworld::WgpuBackend::enumerate().len(),
+        all.iter().filter(|id| id.backend == "wgpu").count()
+    );
+}
+
+fn open_refuses_a_bad_configuration_with_a_typed_error() {
+    let zero = gpuworld::CpuConfig::default().with_memory_limit(Some(0));
+    match ComputeClient::<CpuBackend>::open(zero, Driver::Manual) {
+        Err(Error::Config { problem, .. }) => {
+            assert!(problem.contains("memory_limit"), "{problem}")
+        }
+        Err(other) => panic!("expected Error::Config, got {other}"),
+        Ok(_) => panic!("a cpu device with 0 bytes"),
+    }
+    let empty_sim = SimConfig {
+        memory_bytes: 0,
+        ..SimConfig::default()
+    };
+    assert!(matches!(
+        ComputeClient::<SimBackend>::open(empty_sim, Driver::Manual),
+        Err(Error::Config { .. })
+    ));
+    // A cpu device with a limit of its own opens with it.
+    let small = gpuworld::CpuConfig::device(3).with_memory_limit(Some(1 << 20));
+    let client = ComputeClient::<CpuBackend>::open(small, Driver::Manual).expect("opens");
+    assert_eq!(client.device_id().index, 3);
+    assert_eq!(client.properties().memory_bytes, 1 << 20);
+}
+
+#[cfg(feature = "wgpu")]
+fn open_refuses_a_wgpu_adapter_that_is_not_there() {
+    let config = gpuworld::WgpuBackend::device_config(10_000);
+    match ComputeClient::<gpuworld::WgpuBackend>::open(config, Driver::Manual) {
+        Err(Error::BackendUnavailable { .. } | Error::NoSuchDevice { .. }) => {}
+        Err(other) => panic!("expected a missing device, got {other}"),
+        Ok(_) => panic!("a client of wgpu adapter 10000"),
+    }
+}
+
+#[cfg(feature = "cuda")]
+fn open_refuses_a_cuda_ordinal_that_is_not_there() {
+    // Without a driver this is `BackendUnavailable`; with one, the ordinal is past the last.
+    let config = gpuworld::CudaBackend::device_config(10_000);
+    match ComputeClient::<gpuworld::CudaBackend>::open(config, Driver::Manual) {
+        Err(Error::BackendUnavailable { .. } | Error::NoSuchDevice { .. }) => {}
+        Err(other) => panic!("expected a missing device, got {other}"),
+        Ok(_) => panic!("a client of CUDA ordinal 10000"),
     }
 }
 

@@ -14,7 +14,7 @@ fn tick_count<B: gpuworld::Backend>(client: &gpuworld::ComputeClient<B>) -> u64 
 
 #[test]
 fn memory_usage_under_the_manual_driver_reads_the_last_tick_and_never_ticks() {
-    let client = gpuworld::sim_client(SimConfig::default());
+    let client = gpuworld::sim_client(SimConfig::default()).expect("the sim opens");
     let handle = client.empty(1000);
     let ticks = tick_count(&client);
 
@@ -43,7 +43,7 @@ fn memory_usage_under_the_manual_driver_reads_the_last_tick_and_never_ticks() {
 
 #[test]
 fn memory_report_and_memory_cleanup_under_the_manual_driver_never_tick() {
-    let client = gpuworld::sim_client(SimConfig::default());
+    let client = gpuworld::sim_client(SimConfig::default()).expect("the sim opens");
     drop(client.empty(1000));
     client.tick();
     client.tick();
@@ -136,6 +136,7 @@ fn a_tick_awaiting_replies_on_the_sim_waits_for_nothing_and_matches_a_plain_tick
             latency_ticks: 2,
             ..Default::default()
         })
+        .expect("the sim opens")
         .with_stream(StreamId { value: 0 });
         let word = client.create(vec![1, 2, 3, 4]);
         let mut read = Pending::new(client.read_async(&[word.binding()]));

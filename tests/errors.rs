@@ -160,8 +160,8 @@ const MISUSES: &[Misuse] = &[
         autotuning_a_set_whose_every_candidate_fails_is_an_error
     ),
     misuse!(
-        "Asking for a client of a device this binary does not have",
-        "at once, by `device_client`",
+        "Asking a backend for a client of a device of another backend",
+        "at once, by `ComputeClient::open_device`",
         a_client_of_a_device_not_built_in_is_refused
     ),
     misuse!(
@@ -393,7 +393,9 @@ fn a_client_of_a_device_not_built_in_is_refused() -> Option<Error> {
         backend: "tpu",
         index: 0,
     };
-    let error = gpuworld::device_client(device).err().unwrap();
+    let error = ComputeClient::<CpuBackend>::open_device(device, Driver::Manual)
+        .err()
+        .unwrap();
     assert!(matches!(&error, Error::NoSuchDevice { device, .. } if &**device == "tpu:0"));
     let client = cpu();
     let kept = client.create(bytes_of(&[2.0; 4]));
@@ -1064,7 +1066,7 @@ fn a_failed_allocation_is_reported_by_every_use_of_its_handle_and_by_nothing_els
 }
 
 fn profiling_where_the_backend_cannot_time_is_an_error() -> Option<Error> {
-    let client = gpuworld::sim_client(gpuworld::SimConfig::default());
+    let client = gpuworld::sim_client(gpuworld::SimConfig::default()).expect("the sim opens");
     let kept = client.create(bytes_of(&[1.5; 4]));
     let error = client
         .profile(

@@ -204,7 +204,8 @@ fn sim_matches_the_host_model() -> Result<(), Skip> {
             Ok(gpuworld::sim_client(SimConfig {
                 record: false,
                 ..SimConfig::default()
-            }))
+            })
+            .expect("the sim opens"))
         },
     )
 }

@@ -28,18 +28,14 @@ fn get_resource_shows_host_memory_after_the_stream_wrote_it_and_host_writes_are_
     {
         let guard = client.get_resource(&output).expect("a live handle");
         assert_eq!(guard.region().size, 16);
-        let values = guard
-            .with_host_words(|words| {
-                words
-                    .iter()
-                    .map(|w| f32::from_bits(w.load(Ordering::Relaxed)))
-                    .collect::<Vec<_>>()
-            })
-            .expect("word-aligned");
+        let words = guard.resource().expect("word-aligned");
+        let values: Vec<f32> = words
+            .words()
+            .iter()
+            .map(|w| f32::from_bits(w.load(Ordering::Relaxed)))
+            .collect();
         assert_eq!(values, [3.0, 6.0, 9.0, 12.0]);
-        guard
-            .with_host_words(|words| words[0].store(7.0f32.to_bits(), Ordering::Relaxed))
-            .expect("word-aligned");
+        words.words()[0].store(7.0f32.to_bits(), Ordering::Relaxed);
     }
     let values: Vec<f32> = client.read_one_as(&output).expect("read");
     assert_eq!(values, [7.0, 6.0, 9.0, 12.0]);
@@ -47,7 +43,9 @@ fn get_resource_shows_host_memory_after_the_stream_wrote_it_and_host_writes_are_
     let guard = client
         .get_resource(&output.clone().offset_start(8))
         .expect("a live handle");
-    let third = guard.with_host_words(|words| f32::from_bits(words[0].load(Ordering::Relaxed)));
+    let third = guard
+        .resource()
+        .map(|words| f32::from_bits(words.words()[0].load(Ordering::Relaxed)));
     assert_eq!(third, Some(9.0));
 }
 
@@ -98,7 +96,7 @@ fn get_resource_on_wgpu_is_the_buffer_holding_the_binding() -> Result<(), common
     let client = common::wgpu_client_or_skip()?;
     let handle = client.create_from_slice(&[3u8; 256]);
     let guard = client.get_resource(&handle).expect("a live handle");
-    let buffer = guard.buffer().expect("a wgpu buffer");
+    let buffer = guard.resource().expect("a wgpu buffer");
     assert!(buffer.size() >= guard.region().offset + 256);
     Ok(())
 }

@@ -245,7 +245,8 @@ fn nothing_leaks_on_the_sim_backend() {
     let client = gpuworld::sim_client(gpuworld::SimConfig {
         record: false,
         ..Default::default()
-    });
+    })
+    .expect("the sim opens");
     leaves_nothing_behind(client.clone());
     assert_eq!(client.with_runtime(|rt| rt.backend().allocated()), 0);
 }

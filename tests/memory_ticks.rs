@@ -198,7 +198,7 @@ fn an_allocation_waits_for_released_memory_to_retire_instead_of_failing() {
 /// default ladder, whose free pages go back when the pool needs room, not after some ticks.
 #[test]
 fn an_idle_tick_makes_no_device_call_that_allocates_frees_or_submits() {
-    let client = gpuworld::sim_client(SimConfig::default());
+    let client = gpuworld::sim_client(SimConfig::default()).expect("the sim opens");
     let mut kept = Vec::new();
     for round in 0..20u64 {
         let handle = client.create_from_slice(&vec![round as u8; 256 << (round % 8)]);

@@ -151,7 +151,9 @@ fn no_getter_ticks_on_the_cpu_backend() {
 }
 
 fn no_getter_ticks_on_the_sim_backend() {
-    every_getter_leaves_the_tick_counter(gpuworld::sim_client(SimConfig::default()));
+    every_getter_leaves_the_tick_counter(
+        gpuworld::sim_client(SimConfig::default()).expect("the sim opens"),
+    );
 }
 
 #[cfg(feature = "wgpu")]
@@ -164,7 +166,7 @@ fn no_getter_ticks_on_the_wgpu_backend() -> Result<(), common::Skip> {
 }
 
 fn device_elapsed_does_not_tick() {
-    let client = gpuworld::sim_client(SimConfig::default());
+    let client = gpuworld::sim_client(SimConfig::default()).expect("the sim opens");
     let start = client.mark().unwrap();
     let end = client.mark().unwrap();
     no_tick(&client, "device_elapsed", || {
@@ -177,7 +179,8 @@ fn block_on_a_read_under_the_manual_driver_ticks_until_its_bytes_arrive() {
         let client = gpuworld::sim_client(SimConfig {
             latency_ticks,
             ..SimConfig::default()
-        });
+        })
+        .expect("the sim opens");
         let a = client.create_from_slice(bytemuck::cast_slice(&[5.0f32; 8]));
         let bytes = futures_executor::block_on(client.read_async(&[a.binding()])).unwrap();
         assert_eq!(common::f32s(&bytes[0]), [5.0; 8]);
@@ -194,7 +197,8 @@ fn a_read_future_polled_once_a_frame_between_host_ticks_never_ticks_itself() {
     let client = gpuworld::sim_client(SimConfig {
         latency_ticks: 3,
         ..SimConfig::default()
-    });
+    })
+    .expect("the sim opens");
     let a = client.create_from_slice(bytemuck::cast_slice(&[4.0f32; 4]));
     let mut read = common::Pending::new(client.read_async(&[a.binding()]));
     let mut frames = 0;
@@ -218,7 +222,8 @@ fn a_read_ticket_completes_only_when_the_host_ticks() {
     let client = gpuworld::sim_client(SimConfig {
         latency_ticks: 2,
         ..SimConfig::default()
-    });
+    })
+    .expect("the sim opens");
     let a = client.create_from_slice(bytemuck::cast_slice(&[3.0f32; 4]));
     let mut ticket = client.read_ticket(&[a.binding()]).unwrap();
     for _ in 0..100 {
@@ -242,8 +247,8 @@ fn a_read_ticket_completes_only_when_the_host_ticks() {
 }
 
 fn a_read_of_a_foreign_handle_fails_at_once_as_a_ticket_and_as_a_future() {
-    let client = gpuworld::sim_client(SimConfig::default());
-    let other = gpuworld::sim_client(SimConfig::default());
+    let client = gpuworld::sim_client(SimConfig::default()).expect("the sim opens");
+    let other = gpuworld::sim_client(SimConfig::default()).expect("the sim opens");
     let foreign = other.empty(16);
     let error = client.read_ticket(&[foreign.binding()]).unwrap_err();
     assert!(matches!(error, gpuworld::Error::ForeignHandle { .. }));
@@ -255,7 +260,8 @@ fn in_flight_counts_commands_tasks_reads_and_frames() {
     let client = gpuworld::sim_client(SimConfig {
         latency_ticks: 2,
         ..SimConfig::default()
-    });
+    })
+    .expect("the sim opens");
     let a = client.create_from_slice(&[0u8; 64]);
     let _ticket = client.read_ticket(&[a.binding()]).unwrap();
     client.end_frame();

@@ -41,6 +41,7 @@ fn timed_sim() -> ComputeClient<gpuworld::SimBackend> {
         kernel_cost: Some(cost),
         ..SimConfig::default()
     })
+    .expect("the sim opens")
 }
 
 fn fill<B: Backend>(client: &ComputeClient<B>, handle: &gpuworld::Handle, cubes: u32) {
@@ -102,6 +103,7 @@ fn profile_on_the_sim_times_work_by_the_cost_model_of_sim_config_costs() {
         costs: Some(costs),
         ..SimConfig::default()
     })
+    .expect("the sim opens")
     .with_stream(StreamId { value: 0 });
     let other = client.with_stream(StreamId { value: 1 });
     let buffer = client.empty(4 * 256 * 4);
@@ -122,7 +124,7 @@ fn profile_on_the_sim_times_work_by_the_cost_model_of_sim_config_costs() {
 }
 
 fn profile_on_the_sim_without_a_cost_model_is_an_error() {
-    let client = gpuworld::sim_client(SimConfig::default());
+    let client = gpuworld::sim_client(SimConfig::default()).expect("the sim opens");
     let buffer = client.empty(1024);
     let error = client
         .profile(|| fill(&client, &buffer, 1), "fill")

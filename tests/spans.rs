@@ -6,7 +6,9 @@ use gpuworld::{Bindings, CubeCount, SimConfig, StreamId, library};
 
 /// Two streams, the second using what the first wrote (a wait), a released handle (GC).
 fn multi_stream_program() {
-    let client = gpuworld::sim_client(SimConfig::default()).with_stream(StreamId { value: 0 });
+    let client = gpuworld::sim_client(SimConfig::default())
+        .expect("the sim opens")
+        .with_stream(StreamId { value: 0 });
     let other = client.with_stream(StreamId { value: 1 });
     let a = client.empty(1024);
     let sum = other.empty(1024);

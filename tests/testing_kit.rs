@@ -139,7 +139,7 @@ fn a_cpu_recording_replays_on_the_sim_with_the_same_waits_and_reclamations() {
     let _ = std::fs::remove_file(&path);
 
     let replay_on_sim = || {
-        let sim = gpuworld::sim_client(SimConfig::default());
+        let sim = gpuworld::sim_client(SimConfig::default()).expect("the sim opens");
         let mut snapshots = Vec::new();
         let mut waits = Vec::new();
         let report = Replayer::new(recording.clone())
@@ -224,7 +224,7 @@ fn a_user_kernel_must_be_registered_to_be_replayed() {
     let _ = rt.read_one(&x).unwrap();
     let recording = recorder.finish();
 
-    let sim = gpuworld::sim_client(SimConfig::default());
+    let sim = gpuworld::sim_client(SimConfig::default()).expect("the sim opens");
     let error = Replayer::new(recording.clone())
         .replay(&sim, |_| {})
         .unwrap_err();
@@ -536,7 +536,7 @@ fn recorded_on_replays_on_the_sim<B: gpuworld::Backend>(
     assert_eq!(recording.backend, B::NAME);
     drop(client);
 
-    let sim = gpuworld::sim_client(SimConfig::default());
+    let sim = gpuworld::sim_client(SimConfig::default()).expect("the sim opens");
     let mut replayed = Vec::new();
     let on_sim = Replayer::new(recording.clone())
         .replay(&sim, |_| replayed.push(sim.snapshot()))
@@ -595,7 +595,7 @@ fn a_run_ticked_by_its_device_thread_is_recorded_and_replays_with_the_same_value
     let recording = recorder.finish();
     assert!(recording.ticks >= 1);
 
-    let sim = gpuworld::sim_client(SimConfig::default());
+    let sim = gpuworld::sim_client(SimConfig::default()).expect("the sim opens");
     let report = Replayer::new(recording).replay(&sim, |_| {}).unwrap();
     let replayed = &report.reads[0].result.as_ref().unwrap()[0];
     assert_eq!(

@@ -98,7 +98,8 @@ fn the_trace_of_a_multi_stream_program_on_the_sim() {
     let client = gpuworld::sim_client(SimConfig {
         kernel_cost: Some(cost),
         ..SimConfig::default()
-    });
+    })
+    .expect("the sim opens");
     client.start_trace();
     let values = multi_stream_program(&client);
     assert_eq!(values, vec![3.0; 512]);
@@ -109,7 +110,7 @@ fn the_trace_of_a_multi_stream_program_on_the_sim() {
 }
 
 fn stopping_a_trace_that_was_not_started_is_an_error() {
-    let client = gpuworld::sim_client(SimConfig::default());
+    let client = gpuworld::sim_client(SimConfig::default()).expect("the sim opens");
     assert_eq!(
         client.stop_trace().unwrap_err(),
         gpuworld::Error::TraceNotStarted

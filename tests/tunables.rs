@@ -138,7 +138,7 @@ backend_suite! {
         cases::the_tuned_matmul_gives_the_host_product,
     ];
     cpu: gpuworld::cpu_client(gpuworld::Driver::Manual).unwrap();
-    sim: gpuworld::sim_client(gpuworld::SimConfig::default());
+    sim: gpuworld::sim_client(gpuworld::SimConfig::default()).expect("the sim opens");
     #[cfg(feature = "wgpu")]
     wgpu: optional crate::common::wgpu_client_or_skip();
     #[cfg(feature = "cuda")]

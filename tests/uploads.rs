@@ -6,7 +6,9 @@ use gpuworld::{ComputeClient, Driver, SimBackend, SimCall, SimConfig, StreamId};
 use std::time::Duration;
 
 fn sim() -> ComputeClient<SimBackend> {
-    gpuworld::sim_client(SimConfig::default()).with_stream(StreamId { value: 0 })
+    gpuworld::sim_client(SimConfig::default())
+        .expect("the sim opens")
+        .with_stream(StreamId { value: 0 })
 }
 
 /// `(bytes, device offset)` of each write the sim received since the last call, in order.

@@ -74,7 +74,7 @@ fn the_example_gives_the_same_result_on_cpu_sim_and_wgpu() -> Result<(), Skip> {
     let expected: Vec<f32> = (0..200).map(|i| i as f32 / 4.0 + 1.5).collect();
     let cpu = gpuworld::cpu_client(gpuworld::Driver::Manual).unwrap();
     assert_eq!(shift_on(&cpu), expected);
-    let sim = gpuworld::sim_client(gpuworld::SimConfig::default());
+    let sim = gpuworld::sim_client(gpuworld::SimConfig::default()).expect("the sim opens");
     assert_eq!(shift_on(&sim), expected);
     assert_eq!(shift_on(&wgpu_client_or_skip()?), expected);
     Ok(())

@@ -1,9 +1,9 @@
 //! Interop: `exclusive(f)` runs host code while the runtime is held, and `get_resource` hands
 //! out the backend's own memory behind a binding (a CUDA device pointer, a wgpu buffer, host
-//! words) for as long as the returned guard lives.
+//! words: each backend's [`NativeResource`]) for as long as the returned guard lives.
 
 use super::ComputeClient;
-use gpuworld_systems::backend::Region;
+use gpuworld_systems::backend::{NativeResource, Region};
 use gpuworld_systems::stages::ingest::{HandleIndex, HandleState};
 use gpuworld_systems::{Backend, Binding, Error, Result};
 
@@ -26,32 +26,13 @@ impl<B: Backend> ResourceGuard<'_, B> {
     }
 }
 
-#[cfg(feature = "cuda")]
-impl ResourceGuard<'_, gpuworld_cuda::CudaBackend> {
-    /// The CUDA device pointer of the binding's first byte.
-    pub fn device_pointer(&self) -> Option<u64> {
-        let base = self.backend().device_pointer(self.region.storage)?;
-        Some(base + self.region.offset)
-    }
-}
-
-#[cfg(feature = "wgpu")]
-impl ResourceGuard<'_, gpuworld_wgpu::WgpuBackend> {
-    /// The wgpu buffer holding the binding, which starts at [`ResourceGuard::region`]'s offset.
-    pub fn buffer(&self) -> Option<&gpuworld_wgpu::wgpu::Buffer> {
-        self.backend().raw_buffer(self.region.storage)
-    }
-}
-
-#[cfg(feature = "cpu")]
-impl ResourceGuard<'_, gpuworld_cpu::CpuBackend> {
-    /// Runs `f` on the binding's 32-bit words in host memory (which kernels share, hence
-    /// atomics); `None` if the binding does not start on a word.
-    pub fn with_host_words<R>(
-        &self,
-        f: impl FnOnce(&[std::sync::atomic::AtomicU32]) -> R,
-    ) -> Option<R> {
-        self.backend().with_host_words(self.region, f)
+impl<B: NativeResource> ResourceGuard<'_, B> {
+    /// The binding's memory in the backend's own terms ([`NativeResource::Resource`]): host
+    /// words on cpu, the buffer holding it on wgpu (which starts at [`ResourceGuard::region`]'s
+    /// offset), the device pointer of its first byte on CUDA; `None` where the backend cannot
+    /// give it (host words of a binding that does not start on a word).
+    pub fn resource(&self) -> Option<B::Resource<'_>> {
+        self.backend().resource(self.region)
     }
 }
 

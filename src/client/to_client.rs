@@ -1,7 +1,8 @@
 //! Moving data between runtimes (devices, or backends): `to_client` and `to_client_into`.
 //!
-//! Between two CUDA runtimes a transfer stays on the devices (`gpuworld_cuda`'s `peer.rs`:
-//! `cuMemcpyPeerAsync` on the source's stream, the destination's stream waiting on its event).
+//! Between two runtimes of a backend with a `Backend::peer_transfer` a transfer stays on the
+//! devices (CUDA's: `cuMemcpyPeerAsync` on the source's stream, the destination's stream
+//! waiting on its event, `gpuworld_cuda`'s `peer.rs`).
 //! Otherwise it is two tasks. On the source it is a read on the caller's stream, so alignment
 //! orders it after the handle's last write on any stream, and the source runtime's GC stage
 //! answers it as it answers every read; a backend that copies to host memory itself (cpu) reads
@@ -13,17 +14,16 @@
 use super::{ComputeClient, Shared};
 use futures_channel::oneshot;
 use gpuworld_systems::arriving::{Arriving, ArrivingSource};
+use gpuworld_systems::cross_device::Drive;
 use gpuworld_systems::inbox::{Command, ReadReply};
 use gpuworld_systems::staging::StagingAllocator;
 use gpuworld_systems::{Backend, Binding, Error, Handle, HostBytes, Result};
+use std::any::TypeId;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 use std::task::{Context, Poll};
-
-/// Ticks a source runtime that nobody else ticks, without ever blocking on its lock.
-pub(crate) type Drive = Box<dyn Fn() + Send + Sync>;
 
 /// A read in flight on a source runtime, as its destination sees it.
 pub(crate) struct FromRead {
@@ -48,14 +48,6 @@ impl FromRead {
         }
         Poll::Pending
     }
-}
-
-/// `client` as a CUDA client, when its backend is CUDA.
-#[cfg(feature = "cuda")]
-fn cuda_client<B: Backend>(
-    client: &ComputeClient<B>,
-) -> Option<&ComputeClient<gpuworld_cuda::CudaBackend>> {
-    (client as &dyn std::any::Any).downcast_ref()
 }
 
 /// The bytes of a one-binding read, as a destination's write waits for them.
@@ -101,27 +93,16 @@ impl<B: Backend> ComputeClient<B> {
         let dst_range = dst_range.into();
         let (start, end) = src.validate(self.shared.id)?;
         dst.check_write(&dst_range, (end - start) as usize)?;
-        #[cfg(feature = "cuda")]
-        if let (Some(from), Some(to)) = (cuda_client(self), cuda_client(dst)) {
-            // Between CUDA devices the copy stays on the devices: `cuMemcpyPeerAsync` on the
-            // source's stream, the destination's stream waiting on its event (gpuworld_cuda's
-            // `peer.rs`). Each part is pushed after the part it waits for.
-            let link = gpuworld_cuda::PeerLink::new();
-            let dst_one = smallvec::smallvec![dst_range];
-            to.push_native(
-                Box::new(gpuworld_cuda::PeerDestination(link.clone())),
-                smallvec::smallvec![dst_range],
-            );
-            let copy = gpuworld_cuda::PeerCopy {
-                link: link.clone(),
-                drive: to.drive(),
-            };
-            from.push_native(Box::new(copy), smallvec::smallvec![src]);
-            let arrival = gpuworld_cuda::PeerArrival {
-                link,
-                drive: from.drive(),
-            };
-            to.push_native(Box::new(arrival), dst_one);
+        // Between two runtimes of one backend that copies between its devices itself (CUDA's
+        // peer copies), the copy stays on the devices. `TypeId` only tells whether both clients
+        // are of one backend, which the backend's parts assume; nothing is downcast.
+        if TypeId::of::<B>() == TypeId::of::<C>()
+            && let Some(peer) = B::peer_transfer(self.drive(), dst.drive())
+        {
+            // Each part is pushed after the part it waits for.
+            dst.push_native(peer.destination, smallvec::smallvec![dst_range]);
+            self.push_native(peer.copy, smallvec::smallvec![src]);
+            dst.push_native(peer.arrival, smallvec::smallvec![dst_range]);
             return Ok(());
         }
         // The read lands in the destination's staging where the source backend copies to host
@@ -156,8 +137,7 @@ impl<B: Backend> ComputeClient<B> {
     }
 
     /// Queues `work`, which the backend runs itself over `buffers` (already checked), on this
-    /// client's stream (only NCCL collectives need it so far).
-    #[cfg(feature = "cuda")]
+    /// client's stream (peer transfers and device collectives).
     pub(crate) fn push_native(
         &self,
         work: gpuworld_systems::backend::NativeWork,

@@ -27,24 +27,29 @@
 //! ```
 
 mod host;
-#[cfg(feature = "cuda")]
-mod nccl;
 mod reduce;
 
 pub use reduce::{ElemType, ReduceOp, reduce_host};
 
 use crate::ComputeClient;
 use crate::devices::check_distinct;
+use gpuworld_systems::cross_device::{CollectiveOp, DeviceCollectives};
 use gpuworld_systems::{Backend, Binding, Error, HostBytes, Result};
 use host::{Combine, Gathered, Share};
+use smallvec::{SmallVec, smallvec};
+use std::sync::{Arc, OnceLock};
+
+/// The backend's collectives on the devices of a group (`Backend::device_collectives`), or
+/// `None` where it has none.
+type OnDevices = Option<Result<Arc<dyn DeviceCollectives>>>;
 
 /// Clients of distinct devices of one backend that run collectives together; rank `r` is the
 /// `r`-th client.
 pub struct Group<B: Backend> {
     clients: Vec<ComputeClient<B>>,
-    /// The NCCL communicators of a CUDA group, made at its first collective.
-    #[cfg(feature = "cuda")]
-    nccl: std::sync::OnceLock<Result<Vec<std::sync::Arc<gpuworld_cuda::NcclComm>>>>,
+    /// The backend's collectives on the group's devices (NCCL's communicators), made at its
+    /// first collective.
+    on_devices: OnceLock<OnDevices>,
 }
 
 impl<B: Backend> Group<B> {
@@ -61,8 +66,7 @@ impl<B: Backend> Group<B> {
         check_distinct(&ids)?;
         Ok(Group {
             clients,
-            #[cfg(feature = "cuda")]
-            nccl: std::sync::OnceLock::new(),
+            on_devices: OnceLock::new(),
         })
     }
 
@@ -88,12 +92,10 @@ impl<B: Backend> Group<B> {
         same_sizes(name, &sizes)?;
         whole_elements(name, sizes[0], elem)?;
         let len = sizes[0] as usize;
-        #[cfg(feature = "cuda")]
-        if let Some(cuda) = nccl::cuda_clients(&self.clients) {
-            let each: Vec<_> = buffers.iter().map(|b| smallvec::smallvec![*b]).collect();
+        if let Some(on_devices) = self.on_devices() {
             let count = len / elem.size();
-            let kind = nccl::all_reduce(op);
-            return nccl::run(self, &cuda, kind, nccl::dtype(elem), count, &each);
+            let op = CollectiveOp::AllReduce { elem, op, count };
+            return self.run_on_devices(&*on_devices?, op, &singles(buffers));
         }
         self.run(buffers, reducer(elem, op), |_| Some(0..len), buffers)
     }
@@ -110,11 +112,9 @@ impl<B: Backend> Group<B> {
             ));
         }
         let len = sizes[0] as usize;
-        #[cfg(feature = "cuda")]
-        if let Some(cuda) = nccl::cuda_clients(&self.clients) {
-            let each: Vec<_> = buffers.iter().map(|b| smallvec::smallvec![*b]).collect();
-            let kind = gpuworld_cuda::NcclKind::Broadcast { root };
-            return nccl::run(self, &cuda, kind, nccl::BYTES, len, &each);
+        if let Some(on_devices) = self.on_devices() {
+            let op = CollectiveOp::Broadcast { root, bytes: len };
+            return self.run_on_devices(&*on_devices?, op, &singles(buffers));
         }
         let inputs = &buffers[root..=root];
         let combine: Combine = Box::new(|inputs: &[HostBytes]| Ok(inputs[0].to_vec()));
@@ -145,12 +145,11 @@ impl<B: Backend> Group<B> {
                 ),
             ));
         }
-        #[cfg(feature = "cuda")]
-        if let Some(cuda) = nccl::cuda_clients(&self.clients) {
-            let each = nccl::pairs(inputs, outputs);
-            let count = sizes[0] as usize;
-            let kind = gpuworld_cuda::NcclKind::AllGather;
-            return nccl::run(self, &cuda, kind, nccl::BYTES, count, &each);
+        if let Some(on_devices) = self.on_devices() {
+            let op = CollectiveOp::AllGather {
+                bytes: sizes[0] as usize,
+            };
+            return self.run_on_devices(&*on_devices?, op, &pairs(inputs, outputs));
         }
         let combine: Combine = Box::new(|inputs: &[HostBytes]| Ok(inputs.concat()));
         let total = total as usize;
@@ -189,12 +188,10 @@ impl<B: Backend> Group<B> {
             ));
         }
         let part = part as usize;
-        #[cfg(feature = "cuda")]
-        if let Some(cuda) = nccl::cuda_clients(&self.clients) {
-            let each = nccl::pairs(inputs, outputs);
-            let kind = nccl::reduce_scatter(op);
+        if let Some(on_devices) = self.on_devices() {
             let count = part / elem.size();
-            return nccl::run(self, &cuda, kind, nccl::dtype(elem), count, &each);
+            let op = CollectiveOp::ReduceScatter { elem, op, count };
+            return self.run_on_devices(&*on_devices?, op, &pairs(inputs, outputs));
         }
         self.run(
             inputs,
@@ -215,6 +212,49 @@ impl<B: Backend> Group<B> {
             }
         }
         first
+    }
+
+    /// The backend's collectives on the group's devices, made at the first call; `None` where
+    /// the backend has none (the host combines). Several ranks need device threads: the
+    /// backend's calls of several ranks from one thread must be grouped (NCCL's), and a
+    /// manually ticked runtime makes them from whoever ticks it.
+    fn on_devices(&self) -> OnDevices {
+        self.on_devices
+            .get_or_init(|| {
+                let devices: Vec<u32> = self.clients.iter().map(|c| c.device_id().index).collect();
+                let made = B::device_collectives(&devices)?;
+                let manual = self
+                    .clients
+                    .iter()
+                    .any(|c| c.driver() == crate::Driver::Manual);
+                if self.size() > 1 && manual {
+                    return Some(Err(mismatch(
+                        "device collectives",
+                        format!(
+                            "{} collectives over several devices need Driver::DeviceThread clients",
+                            B::NAME
+                        ),
+                    )));
+                }
+                Some(made)
+            })
+            .clone()
+    }
+
+    /// Queues rank `r`'s part of `op` on each rank's stream over `buffers[r]`.
+    fn run_on_devices(
+        &self,
+        on_devices: &dyn DeviceCollectives,
+        op: CollectiveOp,
+        buffers: &[SmallVec<[Binding; 4]>],
+    ) -> Result<()> {
+        let work = (0..self.size())
+            .map(|rank| on_devices.rank_work(rank, op))
+            .collect::<Result<Vec<_>>>()?;
+        for ((client, work), bindings) in self.clients.iter().zip(work).zip(buffers) {
+            client.push_native(work, bindings.clone());
+        }
+        Ok(())
     }
 
     /// Queues the reads of `inputs` (every rank's, or the root's alone), each on its rank, then each rank's write of `share(rank)` of the result into `outputs[rank]`.
@@ -272,6 +312,20 @@ impl<B: Backend> Group<B> {
             })
             .collect()
     }
+}
+
+/// Each rank's one buffer, as `run_on_devices` takes its buffers.
+fn singles(buffers: &[Binding]) -> Vec<SmallVec<[Binding; 4]>> {
+    buffers.iter().map(|b| smallvec![*b]).collect()
+}
+
+/// Each rank's `[input, output]` pair, as `run_on_devices` takes its buffers.
+fn pairs(inputs: &[Binding], outputs: &[Binding]) -> Vec<SmallVec<[Binding; 4]>> {
+    inputs
+        .iter()
+        .zip(outputs)
+        .map(|(i, o)| smallvec![*i, *o])
+        .collect()
 }
 
 /// The host reduction of `elem` by `op`, as a collective's combine step.

@@ -4,41 +4,7 @@
 use gpuworld_systems::{Error, Result};
 use half::{bf16, f16};
 
-/// The reduction of an `all_reduce` or `reduce_scatter`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum ReduceOp {
-    /// The sum.
-    Sum,
-    /// The product.
-    Prod,
-    /// The smallest element.
-    Min,
-    /// The largest element.
-    Max,
-}
-
-/// The element type a collective reduces.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum ElemType {
-    /// 32-bit float.
-    F32,
-    /// 16-bit IEEE float.
-    F16,
-    /// 16-bit brain float.
-    BF16,
-    /// 32-bit signed integer (sum and product wrap).
-    I32,
-}
-
-impl ElemType {
-    /// Bytes per element.
-    pub fn size(self) -> usize {
-        match self {
-            ElemType::F32 | ElemType::I32 => 4,
-            ElemType::F16 | ElemType::BF16 => 2,
-        }
-    }
-}
+pub use gpuworld_systems::cross_device::{ElemType, ReduceOp};
 
 /// Reduces `inputs` (equal lengths, whole elements) element by element in rank order:
 /// `((x0 op x1) op x2) ...`, rounding to the element type after each step, as a ring of ranks

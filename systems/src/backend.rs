@@ -2,6 +2,7 @@
 //! Backends are thin; everything the runtime decides (ordering, reuse, errors) happens above it.
 
 pub use crate::bytes::{HostBytes, HostMemoryHome};
+use crate::cross_device::{DeviceCollectives, Drive, PeerTransfer};
 use crate::error::Error;
 use crate::ids::StreamId;
 use crate::kernel::{ExecutionMode, Kernel, KernelDef, KernelSource};
@@ -409,4 +410,32 @@ pub trait Backend: Send + Sync + 'static {
     }
     /// Moves the operations timed since the last call into `into`, in completion order.
     fn take_op_times(&mut self, _into: &mut Vec<OpTime>) {}
+    /// A transfer between two runtimes of this backend that stays on the devices, each part
+    /// ticking the other runtime with its `Drive` while it waits; `None` by default, and the
+    /// transfer goes through host memory.
+    fn peer_transfer(_source: Drive, _destination: Drive) -> Option<PeerTransfer>
+    where
+        Self: Sized,
+    {
+        None
+    }
+    /// Collectives over the devices `devices` (one per rank, in rank order) run on the devices
+    /// themselves, or the error that prevents them; `None` by default, and collectives are
+    /// combined on the host.
+    fn device_collectives(_devices: &[u32]) -> Option<Result<Arc<dyn DeviceCollectives>, Error>>
+    where
+        Self: Sized,
+    {
+        None
+    }
+}
+
+/// A backend that hands out the memory behind a binding in its own terms, for interop
+/// (`ComputeClient::get_resource`): host words, a wgpu buffer, a CUDA device pointer.
+pub trait NativeResource: Backend {
+    /// The backend's own view of a region of its memory, borrowing the backend.
+    type Resource<'a>;
+    /// `region`'s memory; `None` where the backend cannot give it (freed storage, host words
+    /// of a region that does not start on a word).
+    fn resource(&self, region: Region) -> Option<Self::Resource<'_>>;
 }

@@ -21,6 +21,7 @@ use crate::host_ops::{Completions, Finished, HostOp};
 use crate::host_timing::{HostTiming, describe};
 use crate::ids::StreamId;
 use crate::kernel::{CpuSource, ExecutionMode, Kernel, KernelDef};
+use crate::open::{BackendSettings, DeviceId, DeviceInfo, OpenBackend};
 use cost::Timeline;
 use faults::FaultState;
 use std::collections::{HashMap, VecDeque};
@@ -66,6 +67,8 @@ pub struct SimConfig {
     /// sim devices and host collectives are made of); when set, the virtual device clock
     /// advances by it as copies complete.
     pub link: Option<SimLink>,
+    /// Which virtual device this is: its index in its `DeviceId` (0 by default).
+    pub device: u32,
 }
 
 impl Default for SimConfig {
@@ -79,6 +82,7 @@ impl Default for SimConfig {
             faults: FaultPlan::default(),
             costs: None,
             link: None,
+            device: 0,
         }
     }
 }
@@ -132,10 +136,11 @@ pub struct SimBackend {
 }
 
 impl SimBackend {
-    /// A virtual device with `config`.
+    /// A virtual device with `config` (device `config.device`).
     pub fn new(config: SimConfig) -> SimBackend {
         let faults = config.faults.clone();
         SimBackend {
+            device: config.device,
             memory: HostMemory::new(Some(config.memory_bytes)),
             config,
             streams: Vec::new(),
@@ -148,7 +153,6 @@ impl SimBackend {
             hung: HashMap::new(),
             timeline: Timeline::default(),
             timing: HostTiming::default(),
-            device: 0,
         }
     }
 
@@ -161,10 +165,10 @@ impl SimBackend {
 
     /// The virtual device numbered `index`, with `config`.
     pub fn device(config: SimConfig, index: u32) -> SimBackend {
-        SimBackend {
+        SimBackend::new(SimConfig {
             device: index,
-            ..SimBackend::new(config)
-        }
+            ..config
+        })
     }
 
     /// How many calls of each kind the device received so far: the failure points of the
@@ -346,6 +350,41 @@ impl SimBackend {
             let cubes = resolve_count(&self.memory, count).unwrap_or([0; 3]);
             self.clock_ns = self.clock_ns.saturating_add(cost(kernel, cubes));
         }
+    }
+}
+
+impl OpenBackend for SimBackend {
+    type Config = SimConfig;
+    // A sim run depends on its program alone, never on the machine's configuration.
+    const READS_SETTINGS: bool = false;
+
+    fn device_config(index: u32) -> SimConfig {
+        SimConfig {
+            device: index,
+            ..SimConfig::default()
+        }
+    }
+
+    fn open(config: SimConfig, _settings: &BackendSettings) -> Result<SimBackend, Error> {
+        if config.memory_bytes == 0 {
+            return Err(Error::Config {
+                origin: "SimConfig".into(),
+                problem: "memory_bytes is 0: a sim device needs at least 1 byte of memory".into(),
+            });
+        }
+        Ok(SimBackend::new(config))
+    }
+
+    /// One virtual device: more are a matter of [`SimBackend::with_devices`].
+    fn enumerate() -> Vec<DeviceInfo> {
+        vec![DeviceInfo {
+            id: DeviceId {
+                backend: Self::NAME,
+                index: 0,
+            },
+            properties: Ok(SimBackend::new(SimConfig::default()).properties()),
+            detail: String::new(),
+        }]
     }
 }
 

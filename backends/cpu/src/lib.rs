@@ -14,14 +14,45 @@ use gpuworld_systems::host_memory::HostMemory;
 use gpuworld_systems::host_ops::{HostOp, event_label};
 use gpuworld_systems::ids::StreamId;
 use gpuworld_systems::kernel::{CpuSource, ExecutionMode, Kernel};
+use gpuworld_systems::open::{BackendSettings, DeviceId, DeviceInfo, OpenBackend};
 use gpuworld_systems::trace::{OpClock, OpTime};
-use parking_lot::RwLock;
+use parking_lot::{RwLock, RwLockReadGuard};
 use std::sync::Arc;
 use std::time::Duration;
 use worker::{Progress, StreamWorker};
 
 /// The longest a wait for progress with an interrupt blocks before it looks at it again.
 const WAIT_SLICE: Duration = Duration::from_micros(10);
+
+/// How a cpu device is opened (`ComputeClient::<CpuBackend>::open`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CpuConfig {
+    /// Which of the host's cpu devices: its `DeviceId` index.
+    pub device: u32,
+    /// The most memory the device may allocate: `Some(Some(bytes))`, `Some(None)` for no limit
+    /// but the host's; `None` takes the configuration's `[cpu] memory_limit`, else
+    /// [`default_memory_limit`].
+    pub memory_limit: Option<Option<u64>>,
+}
+
+impl CpuConfig {
+    /// Device `index`, its memory limit left to the configuration.
+    pub fn device(index: u32) -> CpuConfig {
+        CpuConfig {
+            device: index,
+            memory_limit: None,
+        }
+    }
+
+    /// This configuration with the memory limit `limit` (`None`: no limit but the host's).
+    pub fn with_memory_limit(self, limit: Option<u64>) -> CpuConfig {
+        CpuConfig {
+            memory_limit: Some(limit),
+            ..self
+        }
+    }
+}
 
 /// The CPU device.
 pub struct CpuBackend {
@@ -87,18 +118,6 @@ impl CpuBackend {
         self.memory.read().allocated()
     }
 
-    /// Runs `f` on the 32-bit words of `region` (a binding's memory, which must start on a
-    /// word), with host memory read-locked; `None` for freed memory or an unaligned region.
-    pub fn with_host_words<R>(
-        &self,
-        region: Region,
-        f: impl FnOnce(&[std::sync::atomic::AtomicU32]) -> R,
-    ) -> Option<R> {
-        let memory = self.memory.read();
-        let view = memory.view(region)?;
-        Some(f(view.words()))
-    }
-
     fn send(&mut self, stream: DeviceStream, op: HostOp) {
         if let Some(worker) = self.workers.get_mut(stream.0 as usize) {
             worker.send(op);
@@ -116,6 +135,71 @@ impl CpuBackend {
         self.next_ticket += 1;
         self.send(stream, HostOp::Read { ticket, src, into });
         ticket
+    }
+}
+
+impl OpenBackend for CpuBackend {
+    type Config = CpuConfig;
+
+    fn device_config(index: u32) -> CpuConfig {
+        CpuConfig::device(index)
+    }
+
+    fn open(config: CpuConfig, settings: &BackendSettings) -> Result<CpuBackend, Error> {
+        let capacity = match config.memory_limit.or(settings.memory_limit) {
+            Some(Some(0)) => {
+                return Err(Error::Config {
+                    origin: "CpuConfig".into(),
+                    problem: "memory_limit is 0 bytes: expected at least 1, or no limit".into(),
+                });
+            }
+            Some(limit) => limit,
+            None => default_memory_limit(),
+        };
+        Ok(CpuBackend {
+            device: config.device,
+            ..CpuBackend::with_capacity(capacity)
+        })
+    }
+
+    /// The host CPU as one device: more are a matter of [`CpuBackend::with_devices`].
+    fn enumerate() -> Vec<DeviceInfo> {
+        vec![DeviceInfo {
+            id: DeviceId {
+                backend: Self::NAME,
+                index: 0,
+            },
+            properties: Ok(CpuBackend::new().properties()),
+            detail: String::new(),
+        }]
+    }
+}
+
+/// A binding's 32-bit words in host memory, read-locked while this lives (kernels share them,
+/// hence atomics).
+pub struct HostWords<'a> {
+    memory: RwLockReadGuard<'a, HostMemory>,
+    region: Region,
+}
+
+impl HostWords<'_> {
+    /// The words.
+    pub fn words(&self) -> &[std::sync::atomic::AtomicU32] {
+        // The region was checked when the words were handed out, and the read lock keeps it.
+        self.memory
+            .view(self.region)
+            .map_or(&[], |view| view.words())
+    }
+}
+
+impl NativeResource for CpuBackend {
+    type Resource<'a> = HostWords<'a>;
+
+    /// The region's words; `None` for freed memory or a region that does not start on a word.
+    fn resource(&self, region: Region) -> Option<HostWords<'_>> {
+        let memory = self.memory.read();
+        memory.view(region)?;
+        Some(HostWords { memory, region })
     }
 }
 

@@ -22,7 +22,7 @@ mod pinned;
 pub use compiler::{CompileStats, default_cache_dir};
 pub use cuda_c::{CudaSource, PRELUDE, cuda_text, parameter_list};
 pub use cudarc;
-pub use nccl::{NcclCall, NcclComm, NcclKind, communicators, grouped, nccl};
+pub use nccl::{NcclCall, NcclComm, NcclGroup, NcclKind, communicators, grouped, nccl};
 pub use open::{availability, device_count};
 pub use peer::{Drive, PeerArrival, PeerCopy, PeerDestination, PeerLink};
 
@@ -30,10 +30,13 @@ use copies::{PendingRead, Upload};
 use cudarc::driver::sys;
 use events::{EventState, EventTable, Timing};
 use gpuworld_systems::backend::*;
+use gpuworld_systems::cross_device::{DeviceCollectives, PeerTransfer};
 use gpuworld_systems::error::Error;
 use gpuworld_systems::ids::StreamId;
 use gpuworld_systems::kernel::{ExecutionMode, Kernel, KernelDef};
+use gpuworld_systems::open::{BackendSettings, DeviceId, DeviceInfo, OpenBackend};
 use gpuworld_systems::trace::{OpClock, OpKind, OpTime};
+use gpuworld_systems::world::{RuntimeConfig, SchedulingStrategy};
 use op_timing::OpTiming;
 use pinned::PinnedHome;
 use rustc_hash::FxHashMap as HashMap;
@@ -248,7 +251,89 @@ impl CudaBackend {
     }
 }
 
+/// Tasks a cuda stream queues before they are submitted, when nothing forces them earlier.
+pub const MAX_TASKS: usize = 1;
+
+impl OpenBackend for CudaBackend {
+    type Config = CudaConfig;
+
+    fn device_config(index: u32) -> CudaConfig {
+        CudaConfig {
+            device: index as usize,
+            ..CudaConfig::default()
+        }
+    }
+
+    fn open(config: CudaConfig, _settings: &BackendSettings) -> Result<CudaBackend, Error> {
+        CudaBackend::new(config)
+    }
+
+    /// Each ordinal the driver sees, opened to read its properties; none without a driver.
+    fn enumerate() -> Vec<DeviceInfo> {
+        (0..device_count().unwrap_or(0))
+            .map(|ordinal| {
+                let backend = CudaBackend::new(Self::device_config(ordinal as u32));
+                let detail = backend.as_ref().map_or(String::new(), |b| {
+                    let (major, minor) = b.compute_capability();
+                    format!(
+                        "compute capability {major}.{minor}, {} multiprocessors",
+                        b.multiprocessors()
+                    )
+                });
+                DeviceInfo {
+                    id: DeviceId {
+                        backend: Self::NAME,
+                        index: ordinal as u32,
+                    },
+                    properties: backend.map(|b| b.properties()),
+                    detail,
+                }
+            })
+            .collect()
+    }
+
+    /// Up to [`MAX_TASKS`] tasks batched per stream, streams interleaved.
+    fn runtime_defaults() -> RuntimeConfig {
+        RuntimeConfig {
+            max_tasks: MAX_TASKS,
+            strategy: SchedulingStrategy::Interleave,
+            ..RuntimeConfig::default()
+        }
+    }
+}
+
+impl NativeResource for CudaBackend {
+    /// The device pointer of the region's first byte.
+    type Resource<'a> = u64;
+
+    fn resource(&self, region: Region) -> Option<u64> {
+        Some(self.device_pointer(region.storage)? + region.offset)
+    }
+}
+
 impl Backend for CudaBackend {
+    /// `cuMemcpyPeerAsync` on the source's stream, the destination's stream waiting on its
+    /// event (`peer.rs`).
+    fn peer_transfer(source: Drive, destination: Drive) -> Option<PeerTransfer> {
+        let link = PeerLink::new();
+        Some(PeerTransfer {
+            destination: Box::new(PeerDestination(link.clone())),
+            copy: Box::new(PeerCopy {
+                link: link.clone(),
+                drive: destination,
+            }),
+            arrival: Box::new(PeerArrival {
+                link,
+                drive: source,
+            }),
+        })
+    }
+
+    /// NCCL communicators over the group's devices (`nccl.rs`).
+    fn device_collectives(devices: &[u32]) -> Option<Result<Arc<dyn DeviceCollectives>, Error>> {
+        Some(communicators(devices).map(|comms| Arc::new(NcclGroup(comms)) as _))
+    }
+
     const NAME: &'static str = "cuda";
     type Source = CudaSource;
 

@@ -10,6 +10,7 @@
 use crate::CudaBackend;
 use cudarc::nccl::sys;
 use gpuworld_systems::backend::{NativeOp, NativeWork, Region};
+use gpuworld_systems::cross_device::{CollectiveOp, DeviceCollectives, ElemType, ReduceOp};
 use gpuworld_systems::error::Error;
 use std::ffi::{CStr, c_char, c_int, c_void};
 use std::sync::{Arc, OnceLock};
@@ -233,6 +234,65 @@ pub fn communicators(devices: &[u32]) -> Result<Vec<Arc<NcclComm>>, Error> {
             })
         })
         .collect())
+}
+
+/// The communicators of a group, one per rank: the CUDA backend's [`DeviceCollectives`].
+pub struct NcclGroup(pub Vec<Arc<NcclComm>>);
+
+impl DeviceCollectives for NcclGroup {
+    fn rank_work(&self, rank: usize, op: CollectiveOp) -> Result<NativeWork, Error> {
+        let comm = self
+            .0
+            .get(rank)
+            .cloned()
+            .ok_or_else(|| Error::CollectiveMismatch {
+                op: "nccl",
+                reason: format!("rank {rank} in a group of {}", self.0.len()).into(),
+            })?;
+        let bytes = sys::ncclDataType_t::ncclUint8;
+        let (kind, dtype, count) = match op {
+            CollectiveOp::AllReduce { elem, op, count } => {
+                (NcclKind::AllReduce(red_op(op)), dtype(elem), count)
+            }
+            CollectiveOp::Broadcast { root, bytes: n } => (NcclKind::Broadcast { root }, bytes, n),
+            CollectiveOp::AllGather { bytes: n } => (NcclKind::AllGather, bytes, n),
+            CollectiveOp::ReduceScatter { elem, op, count } => {
+                (NcclKind::ReduceScatter(red_op(op)), dtype(elem), count)
+            }
+            other => {
+                return Err(Error::CollectiveMismatch {
+                    op: "nccl",
+                    reason: format!("NCCL does not run {other:?}").into(),
+                });
+            }
+        };
+        Ok(Box::new(NcclCall {
+            comm,
+            kind,
+            dtype,
+            count,
+        }))
+    }
+}
+
+/// NCCL's name of `elem`.
+fn dtype(elem: ElemType) -> sys::ncclDataType_t {
+    match elem {
+        ElemType::F32 => sys::ncclDataType_t::ncclFloat32,
+        ElemType::F16 => sys::ncclDataType_t::ncclFloat16,
+        ElemType::BF16 => sys::ncclDataType_t::ncclBfloat16,
+        ElemType::I32 => sys::ncclDataType_t::ncclInt32,
+    }
+}
+
+/// NCCL's name of `op`.
+fn red_op(op: ReduceOp) -> sys::ncclRedOp_t {
+    match op {
+        ReduceOp::Sum => sys::ncclRedOp_t::ncclSum,
+        ReduceOp::Prod => sys::ncclRedOp_t::ncclProd,
+        ReduceOp::Min => sys::ncclRedOp_t::ncclMin,
+        ReduceOp::Max => sys::ncclRedOp_t::ncclMax,
+    }
 }
 
 /// Which collective an [`NcclCall`] runs.

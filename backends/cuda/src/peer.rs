@@ -121,8 +121,7 @@ impl PeerLink {
 /// The destination's part before the copy: publishes where the bytes go.
 pub struct PeerDestination(pub Arc<PeerLink>);
 
-/// Ticks the other side's runtime if nobody else does (never blocking), while a part waits.
-pub type Drive = Box<dyn Fn() + Send + Sync>;
+pub use gpuworld_systems::cross_device::Drive;
 
 /// The source's part: the copy itself, once the destination is known.
 pub struct PeerCopy {

@@ -33,7 +33,9 @@ use gpuworld_systems::backend::*;
 use gpuworld_systems::error::Error;
 use gpuworld_systems::ids::StreamId;
 use gpuworld_systems::kernel::{ExecutionMode, Kernel, KernelDef};
+use gpuworld_systems::open::{BackendSettings, DeviceId, DeviceInfo, OpenBackend};
 use gpuworld_systems::trace::{OpClock, OpTime};
+use gpuworld_systems::world::{RuntimeConfig, SchedulingStrategy};
 use marks::Marks;
 use pipelines::PipelineCache;
 use readback::Readbacks;
@@ -53,6 +55,61 @@ const AUTO_SUBMIT_COMMANDS: u32 = 512;
 /// Vulkan driver (580) deadlocks when devices are created and destroyed on several threads at
 /// once (seen as `vkCreateDevice` and `vkDestroyDevice` blocked on each other's locks).
 static DEVICE_LIFECYCLE: parking_lot::Mutex<()> = parking_lot::Mutex::new(());
+
+/// Tasks a wgpu stream queues before they are recorded, when nothing forces them earlier.
+pub const MAX_TASKS: usize = 16;
+
+impl OpenBackend for WgpuBackend {
+    type Config = WgpuConfig;
+
+    fn device_config(index: u32) -> WgpuConfig {
+        WgpuConfig {
+            adapter: AdapterSelection::Index(index as usize),
+            ..WgpuConfig::default()
+        }
+    }
+
+    fn open(config: WgpuConfig, _settings: &BackendSettings) -> Result<WgpuBackend, Error> {
+        WgpuBackend::new(config)
+    }
+
+    /// Each adapter of the default graphics APIs, opened to read its properties.
+    fn enumerate() -> Vec<DeviceInfo> {
+        list_adapters(WgpuConfig::default().backends)
+            .into_iter()
+            .map(|adapter| DeviceInfo {
+                id: DeviceId {
+                    backend: Self::NAME,
+                    index: adapter.index as u32,
+                },
+                properties: WgpuBackend::new(Self::device_config(adapter.index as u32))
+                    .map(|b| b.properties()),
+                detail: format!(
+                    "{:?} on {:?}, {}",
+                    adapter.device_type, adapter.backend, adapter.driver
+                ),
+            })
+            .collect()
+    }
+
+    /// Up to [`MAX_TASKS`] tasks batched per stream, streams interleaved.
+    fn runtime_defaults() -> RuntimeConfig {
+        RuntimeConfig {
+            max_tasks: MAX_TASKS,
+            strategy: SchedulingStrategy::Interleave,
+            ..RuntimeConfig::default()
+        }
+    }
+}
+
+impl NativeResource for WgpuBackend {
+    /// The buffer holding the region, which starts at the region's offset in it.
+    type Resource<'a> = &'a wgpu::Buffer;
+
+    fn resource(&self, region: Region) -> Option<&wgpu::Buffer> {
+        self.buffer(region.storage)
+    }
+}
 
 /// A device driven through wgpu.
 pub struct WgpuBackend {
@@ -178,11 +235,6 @@ impl WgpuBackend {
 
     fn storage_key(storage: StorageId) -> DefaultKey {
         KeyData::from_ffi(storage.0).into()
-    }
-
-    /// The wgpu buffer behind `storage`, for interop (`ComputeClient::get_resource`).
-    pub fn raw_buffer(&self, storage: StorageId) -> Option<&wgpu::Buffer> {
-        self.buffer(storage)
     }
 
     fn buffer(&self, storage: StorageId) -> Option<&wgpu::Buffer> {
