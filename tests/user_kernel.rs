@@ -10,6 +10,7 @@ use gpuworld::{Backend, Bindings, ComputeClient, CubeCount};
 test_main![
     the_example_is_at_most_25_lines_and_is_the_one_the_architecture_document_shows,
     the_example_gives_the_same_result_on_cpu_sim_and_wgpu,
+    a_read_only_input_bound_over_the_output_reads_the_same_values_on_cpu_sim_and_wgpu,
 ];
 
 // The example begins.
@@ -19,7 +20,7 @@ static SHIFT: KernelDef = KernelDef {
     id: "example.shift",
     name: "shift",
     signature: Signature {
-        buffers: &[Param::f32("x"), Param::f32("out")],
+        buffers: &[Param::f32("x").read_only(), Param::f32("out")],
         scalars: &[Param::f32("offset")],
         cube_dim: [64, 1, 1],
     },
@@ -77,5 +78,29 @@ fn the_example_gives_the_same_result_on_cpu_sim_and_wgpu() -> Result<(), Skip> {
     let sim = gpuworld::sim_client(gpuworld::SimConfig::default());
     assert_eq!(shift_on(&sim), expected);
     assert_eq!(shift_on(&wgpu_client_or_skip()?), expected);
+    Ok(())
+}
+
+/// `x` read-only and `out` written, bound to one handle: wgpu refuses one buffer as read-only and
+/// read-write storage in a dispatch, so the backend reads `x` from a copy; every unit reads its
+/// own element before writing it, so each backend gives `x + offset` in place.
+fn shift_in_place_on<B: Backend>(client: &ComputeClient<B>) -> Vec<f32> {
+    let x: Vec<f32> = (0..200).map(|i| i as f32).collect();
+    let x = client.create_from_slice(bytemuck::cast_slice(&x));
+    let bindings = Bindings::new().buffer(&x).buffer(&x).scalar_f32(0.5);
+    client
+        .launch(&SHIFT, CubeCount::covering(200, 64), bindings)
+        .unwrap();
+    client.read_one_as(&x).unwrap()
+}
+
+fn a_read_only_input_bound_over_the_output_reads_the_same_values_on_cpu_sim_and_wgpu()
+-> Result<(), Skip> {
+    let expected: Vec<f32> = (0..200).map(|i| i as f32 + 0.5).collect();
+    let cpu = gpuworld::cpu_client(gpuworld::Driver::Manual).unwrap();
+    assert_eq!(shift_in_place_on(&cpu), expected);
+    let sim = gpuworld::sim_client(gpuworld::SimConfig::default());
+    assert_eq!(shift_in_place_on(&sim), expected);
+    assert_eq!(shift_in_place_on(&wgpu_client_or_skip()?), expected);
     Ok(())
 }

@@ -5,6 +5,7 @@
 
 use super::model::{Arithmetic, Elementwise, ModelBuffer, Stencil, View, Word};
 use super::session::Fuzzer;
+use gpuworld::kernel::Elem;
 use gpuworld::{Backend, Bindings, CubeCount, HandleId, KernelDef, library};
 
 /// Where a launch's cubes come from, and how many units they run.
@@ -170,8 +171,11 @@ impl<B: Backend> Fuzzer<'_, B> {
         for &(index, view) in buffers {
             bindings = bindings.buffer(&self.view_handle(index, view));
         }
-        for &scalar in scalars {
-            bindings = bindings.scalar_u32(scalar);
+        for (param, &scalar) in kernel.signature.scalars.iter().zip(scalars) {
+            bindings = match param.elem {
+                Elem::F32 => bindings.scalar_f32(f32::from_bits(scalar)),
+                Elem::U32 => bindings.scalar_u32(scalar),
+            };
         }
         let client = self.stream();
         let result = if unchecked {

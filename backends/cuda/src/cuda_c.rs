@@ -4,7 +4,7 @@
 //! # Convention
 //! - A source defines one `extern "C" __global__ void <kernel name>(GW_PARAMS)`. `GW_PARAMS` is
 //!   generated from the signature, in launch order: for each buffer a pointer named after it
-//!   (`float*` or `unsigned int*`) and its length in 32-bit elements, `unsigned int <name>_len`;
+//!   (`float*` or `unsigned int*`, `const` for a read-only buffer) and its length in 32-bit elements, `unsigned int <name>_len`;
 //!   then each scalar by name (`float` or `unsigned int`); then, with a dynamic cube count, the
 //!   pointer to the count.
 //! - One CUDA block is one cube (`blockDim` = the signature's `cube_dim`). The body sits inside
@@ -22,7 +22,7 @@
 
 use crate::CudaBackend;
 use gpuworld_systems::backend::Backend;
-use gpuworld_systems::kernel::{Elem, KernelDef, KernelSource};
+use gpuworld_systems::kernel::{Access, Elem, KernelDef, KernelSource};
 
 /// A kernel's CUDA C for the cuda backend: `extern "C" __global__ void <kernel name>(GW_PARAMS)`
 /// and its helpers, following the convention of this module.
@@ -85,7 +85,12 @@ pub fn parameter_list(kernel: &KernelDef) -> String {
         .iter()
         .map(|buffer| {
             format!(
-                "{}* {name}, unsigned int {name}_len",
+                "{}{}* {name}, unsigned int {name}_len",
+                if buffer.access == Access::Read {
+                    "const "
+                } else {
+                    ""
+                },
                 c_type(buffer.elem),
                 name = buffer.name
             )
@@ -153,6 +158,26 @@ mod tests {
         for (kernel, parameters) in expected {
             assert_eq!(parameter_list(kernel), parameters, "{}", kernel.id);
         }
+    }
+
+    #[test]
+    fn a_read_only_buffer_is_a_const_pointer() {
+        use gpuworld_systems::kernel::{Param, Signature};
+        static SHIFT: KernelDef = KernelDef {
+            id: "test.shift",
+            name: "shift",
+            signature: Signature {
+                buffers: &[Param::f32("x").read_only(), Param::f32("out").write_only()],
+                scalars: &[Param::f32("offset")],
+                cube_dim: [64, 1, 1],
+            },
+            sources: &[],
+        };
+        assert_eq!(
+            parameter_list(&SHIFT),
+            "const float* x, unsigned int x_len, float* out, unsigned int out_len, \
+             float offset GW_COUNT_PARAM"
+        );
     }
 
     #[test]

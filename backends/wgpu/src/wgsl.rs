@@ -5,13 +5,13 @@
 
 use crate::WgpuBackend;
 use gpuworld_systems::backend::Backend;
-use gpuworld_systems::kernel::{Elem, KernelDef, KernelSource};
+use gpuworld_systems::kernel::{Access, Elem, KernelDef, KernelSource};
 use std::fmt::Write;
 
 /// A kernel's WGSL for the wgpu backend: the entry point `main`, with
 /// `@compute @workgroup_size` equal to the signature's cube dim, and its helpers. The bindings
 /// are declared by the backend from the signature: buffer `<name>: array<f32 | u32>` at
-/// `@binding(i)`, scalars as `scalars.<name>`.
+/// `@binding(i)` (`var<storage, read>` when read-only), scalars as `scalars.<name>`.
 #[derive(Clone, Copy, Debug)]
 pub struct WgslSource(pub &'static str);
 
@@ -26,6 +26,14 @@ fn wgsl_type(elem: Elem) -> &'static str {
     match elem {
         Elem::F32 => "f32",
         Elem::U32 => "u32",
+    }
+}
+
+/// WGSL's access mode for a buffer of `access` (WGSL storage has no write-only mode).
+pub(crate) fn storage_access(access: Access) -> &'static str {
+    match access {
+        Access::Read => "read",
+        Access::Write | Access::ReadWrite => "read_write",
     }
 }
 
@@ -47,7 +55,8 @@ pub(crate) fn declarations(kernel: &KernelDef) -> String {
     for (binding, buffer) in signature.buffers.iter().enumerate() {
         let _ = writeln!(
             text,
-            "@group(0) @binding({binding}) var<storage, read_write> {}: array<{}>;",
+            "@group(0) @binding({binding}) var<storage, {}> {}: array<{}>;",
+            storage_access(buffer.access),
             buffer.name,
             wgsl_type(buffer.elem)
         );
@@ -111,7 +120,7 @@ mod tests {
         id: "test.patch",
         name: "patch",
         signature: Signature {
-            buffers: &[Param::u32("words"), Param::f32("out")],
+            buffers: &[Param::u32("words").read_only(), Param::f32("out")],
             scalars: &[Param::u32("word"), Param::f32("value")],
             cube_dim: [64, 1, 1],
         },
@@ -124,7 +133,7 @@ mod tests {
             declarations(&PATCH),
             "struct Scalars { word: u32, value: f32, _pad0: u32, _pad1: u32 }
 
-@group(0) @binding(0) var<storage, read_write> words: array<u32>;
+@group(0) @binding(0) var<storage, read> words: array<u32>;
 @group(0) @binding(1) var<storage, read_write> out: array<f32>;
 @group(0) @binding(2) var<uniform> scalars: Scalars;
 "
