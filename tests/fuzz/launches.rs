@@ -1,7 +1,9 @@
 //! The fuzzer's launches of library kernels: random views as bindings (an output never races an
 //! input: they share no word unless they start together, as in place), random cube counts
 //! (covering, short, long, 2-D, zero, or read from device memory), checked and unchecked
-//! launches, and the model updated as the kernel computes.
+//! launches, and the model updated as the kernel computes. The library's inputs are read-only
+//! bindings, so readers of one buffer on different streams run unordered; the model checks that
+//! no write is missed.
 
 use super::model::{Arithmetic, Elementwise, ModelBuffer, Stencil, View, Word};
 use super::session::Fuzzer;

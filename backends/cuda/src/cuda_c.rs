@@ -136,22 +136,22 @@ mod tests {
             ),
             (
                 &library::COPY,
-                "unsigned int* src, unsigned int src_len, unsigned int* dst, unsigned int dst_len \
+                "const unsigned int* src, unsigned int src_len, unsigned int* dst, unsigned int dst_len \
                  GW_COUNT_PARAM",
             ),
             (
                 &library::STENCIL,
-                "float* u, unsigned int u_len, float* out, unsigned int out_len, \
+                "const float* u, unsigned int u_len, float* out, unsigned int out_len, \
                  unsigned int width, unsigned int height, float alpha GW_COUNT_PARAM",
             ),
             (
                 &reduce::REDUCE_SUM_TREE,
-                "float* input, unsigned int input_len, float* output, unsigned int output_len, \
+                "const float* input, unsigned int input_len, float* output, unsigned int output_len, \
                  unsigned int n GW_COUNT_PARAM",
             ),
             (
                 &matmul::MATMUL_TILED16,
-                "float* a, unsigned int a_len, float* b, unsigned int b_len, float* c, \
+                "const float* a, unsigned int a_len, const float* b, unsigned int b_len, float* c, \
                  unsigned int c_len, unsigned int m, unsigned int n, unsigned int k GW_COUNT_PARAM",
             ),
         ];
