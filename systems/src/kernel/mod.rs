@@ -286,7 +286,7 @@ pub fn validate_launch(kernel: &KernelDef, buffers: usize, scalars: &[Elem]) -> 
 /// kernel declares for it.
 pub fn validate_buffer_size(kernel: &KernelDef, index: usize, bytes: u64) -> Result<(), Error> {
     match kernel.signature.buffers.get(index) {
-        Some(param) if bytes % param.elem.size() != 0 => Err(Error::BufferElementSize {
+        Some(param) if !bytes.is_multiple_of(param.elem.size()) => Err(Error::BufferElementSize {
             kernel: kernel.name,
             param: param.name,
             elem: param.elem,
