@@ -11,6 +11,8 @@ test_main![
     the_example_is_at_most_25_lines_and_is_the_one_the_architecture_document_shows,
     the_example_gives_the_same_result_on_cpu_sim_and_wgpu,
     a_read_only_input_bound_over_the_output_reads_the_same_values_on_cpu_sim_and_wgpu,
+    a_wgsl_error_on_line_2_of_the_source_is_reported_at_line_2,
+    the_generated_text_is_the_prelude_then_the_source,
 ];
 
 // The example begins.
@@ -103,4 +105,49 @@ fn a_read_only_input_bound_over_the_output_reads_the_same_values_on_cpu_sim_and_
     assert_eq!(shift_in_place_on(&sim), expected);
     assert_eq!(shift_in_place_on(&wgpu_client_or_skip()?), expected);
     Ok(())
+}
+
+/// `SHIFT`'s signature with a misspelt scalar on line 2 of its WGSL.
+static MISSPELT: KernelDef = KernelDef {
+    id: "example.misspelt",
+    name: "misspelt",
+    signature: SHIFT.signature,
+    sources: &[&WgslSource(
+        "@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) id: vec3<u32>) { out[id.x] = x[id.x] + scalars.ofset; }",
+    )],
+};
+
+fn a_wgsl_error_on_line_2_of_the_source_is_reported_at_line_2() -> Result<(), Skip> {
+    let client = wgpu_client_or_skip()?;
+    let x = client.create_from_slice(bytemuck::cast_slice(&[1.0f32; 64]));
+    let out = client.empty(64 * 4);
+    let bindings = Bindings::new().buffer(&x).buffer(&out).scalar_f32(1.0);
+    client
+        .launch(&MISSPELT, CubeCount::new_1d(1), bindings)
+        .unwrap();
+    let error = client.sync().unwrap_err();
+    let gpuworld::Error::Compile { kernel, log } = &error else {
+        panic!("expected a compile error, got {error:?}");
+    };
+    assert_eq!(*kernel, "misspelt");
+    assert!(log.contains("at line 2, column "), "{log}");
+    assert!(log.contains("invalid field accessor `ofset`"), "{log}");
+    assert!(log.contains("generated prelude"), "{log}");
+    assert!(log.contains("x: array<f32> (read)"), "{log}");
+    assert!(log.contains("scalars.offset: f32"), "{log}");
+    Ok(())
+}
+
+fn the_generated_text_is_the_prelude_then_the_source() {
+    let text = gpuworld::kernel_source_text::<gpuworld::WgpuBackend>(&SHIFT).unwrap();
+    assert!(
+        text.contains("@group(0) @binding(0) var<storage, read> x: array<f32>;"),
+        "{text}"
+    );
+    assert!(text.ends_with("scalars.offset; }\n}"), "{text}");
+    assert_eq!(
+        gpuworld::kernel_source_text::<gpuworld::CpuBackend>(&SHIFT),
+        None
+    );
 }

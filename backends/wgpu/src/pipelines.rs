@@ -3,10 +3,11 @@
 //! `0..buffers` (read-only where the signature says so), the scalars' uniform (dynamic offset) after them. Creation runs inside error
 //! scopes, so a kernel whose WGSL does not compile (or does not match the layout, or whose
 //! `@workgroup_size` is not its cube dim) is `Error::Compile` with wgpu's message as the log, as
-//! NVRTC's is on CUDA; it is remembered as failed, so each launch reports it without recompiling.
+//! NVRTC's is on CUDA; naga checks the module first, so a source error's log is in the lines of
+//! the kernel's own source and lists its declared bindings (`wgsl::check_source`); it is remembered as failed, so each launch reports it without recompiling.
 
 use crate::WgpuBackend;
-use crate::wgsl::{check_workgroup_size, uniform_size, wgsl_text};
+use crate::wgsl::{check_source, uniform_size, wgsl_text};
 use gpuworld_systems::backend::Backend;
 use gpuworld_systems::error::Error;
 use gpuworld_systems::ids::StreamId;
@@ -55,7 +56,7 @@ impl PipelineCache {
             backend: WgpuBackend::NAME,
         })?;
         let started = std::time::Instant::now();
-        if let Err(log) = check_workgroup_size(kernel, &text) {
+        if let Err(log) = check_source(kernel, &text) {
             return Err(self.failed(kernel, log));
         }
         // Scopes are per thread and popped in reverse order; what they catch goes to no
