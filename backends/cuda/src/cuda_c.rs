@@ -121,6 +121,43 @@ pub fn cuda_text(kernel: &KernelDef) -> Option<String> {
     ))
 }
 
+/// Lines before a kernel's own source in the program NVRTC compiles (`{PRELUDE}\n` then
+/// [`cuda_text`]'s two `GW_PARAMS` lines).
+fn prelude_lines() -> usize {
+    PRELUDE.matches('\n').count() + 1 + 2
+}
+
+/// NVRTC's `log` for program `program` (`<kernel>.cu`) with each `<program>(<line>)` put in the
+/// coordinates of the kernel's own source, or named as a line of the generated prelude.
+pub(crate) fn log_in_source_lines(log: &str, program: &str) -> String {
+    let prelude = prelude_lines();
+    let opening = format!("{program}(");
+    let mut out = String::with_capacity(log.len());
+    let mut rest = log;
+    while let Some(at) = rest.find(&opening) {
+        let after = &rest[at + opening.len()..];
+        let digits = after.bytes().take_while(u8::is_ascii_digit).count();
+        let line = after[..digits].parse::<usize>().ok();
+        match line.filter(|_| after[digits..].starts_with(')')) {
+            Some(line) => {
+                out.push_str(&rest[..at]);
+                if line > prelude {
+                    out.push_str(&format!("{program} line {} of its source", line - prelude));
+                } else {
+                    out.push_str(&format!("generated prelude line {line}"));
+                }
+                rest = &after[digits + 1..];
+            }
+            None => {
+                out.push_str(&rest[..at + opening.len()]);
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -199,5 +236,20 @@ mod tests {
                 kernel.id
             );
         }
+    }
+
+    #[test]
+    fn nvrtc_lines_are_mapped_to_the_source_and_the_prelude() {
+        let prelude = prelude_lines();
+        let log = format!(
+            "shift.cu({}): error: identifier \"ofset\" is undefined\nshift.cu(3): warning\n\
+             other.cu(9)",
+            prelude + 2
+        );
+        assert_eq!(
+            log_in_source_lines(&log, "shift.cu"),
+            "shift.cu line 2 of its source: error: identifier \"ofset\" is undefined\n\
+             generated prelude line 3: warning\nother.cu(9)"
+        );
     }
 }

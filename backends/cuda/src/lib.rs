@@ -257,7 +257,7 @@ impl Backend for CudaBackend {
     }
 
     fn generated_text(kernel: &KernelDef) -> Option<String> {
-        cuda_c::cuda_text(kernel).map(|text| format!("{}{text}", cuda_c::PRELUDE))
+        cuda_c::cuda_text(kernel).map(|text| format!("{}\n{text}", cuda_c::PRELUDE))
     }
 
     fn warm_up(&mut self, kernel: Kernel, mode: ExecutionMode) -> Result<(), Error> {
