@@ -29,7 +29,7 @@ pub(crate) use transfers::decode;
 use futures_channel::oneshot;
 use gpuworld_systems::backend::StagingAllocator;
 use gpuworld_systems::inbox::Command;
-use gpuworld_systems::kernel::validate_arity;
+use gpuworld_systems::kernel::{Elem, validate_buffer_size, validate_launch};
 use gpuworld_systems::published::Published;
 use gpuworld_systems::stages::tune::{TuneCache, TuneMessage, TuneResult, TuneResults};
 use gpuworld_systems::{
@@ -42,11 +42,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
 use std::time::Duration;
 
-/// The buffers and scalars of a launch, in the kernel's order.
+/// The buffers and scalars of a launch, in the kernel's order; each scalar keeps its type, which
+/// the launch checks against the signature.
 #[derive(Clone, Debug, Default)]
 pub struct Bindings {
     buffers: SmallVec<[Binding; 4]>,
     scalars: SmallVec<[u32; 4]>,
+    scalar_types: SmallVec<[Elem; 4]>,
 }
 
 impl Bindings {
@@ -64,12 +66,14 @@ impl Bindings {
     /// Appends a `u32` scalar.
     pub fn scalar_u32(mut self, value: u32) -> Bindings {
         self.scalars.push(value);
+        self.scalar_types.push(Elem::U32);
         self
     }
 
     /// Appends an `f32` scalar.
     pub fn scalar_f32(mut self, value: f32) -> Bindings {
         self.scalars.push(value.to_bits());
+        self.scalar_types.push(Elem::F32);
         self
     }
 
@@ -78,9 +82,14 @@ impl Bindings {
         &self.buffers
     }
 
-    /// The scalars.
+    /// The scalars, as 32-bit words.
     pub fn scalars(&self) -> &[u32] {
         &self.scalars
+    }
+
+    /// The scalars' types, in order.
+    pub fn scalar_types(&self) -> &[Elem] {
+        &self.scalar_types
     }
 }
 
@@ -260,7 +269,7 @@ impl<B: Backend> ComputeClient<B> {
         bindings: Bindings,
         mode: ExecutionMode,
     ) -> Result<()> {
-        validate_arity(kernel, bindings.buffers.len(), bindings.scalars.len())?;
+        validate_launch(kernel, bindings.buffers.len(), &bindings.scalar_types)?;
         if !self.shared.has_source(kernel) {
             return Err(Error::MissingKernelSource {
                 kernel: kernel.name,
@@ -268,7 +277,7 @@ impl<B: Backend> ComputeClient<B> {
             });
         }
         for (index, binding) in bindings.buffers.iter().enumerate() {
-            let (start, _) = binding.validate(self.shared.id)?;
+            let (start, end) = binding.validate(self.shared.id)?;
             if start % 4 != 0 {
                 return Err(Error::MisalignedBinding {
                     kernel: kernel.name,
@@ -276,6 +285,7 @@ impl<B: Backend> ComputeClient<B> {
                     offset: start,
                 });
             }
+            validate_buffer_size(kernel, index, end - start)?;
         }
         if let CubeCount::Dynamic(binding) = &count {
             let (start, end) = binding.validate(self.shared.id)?;

@@ -59,6 +59,13 @@ pub use gpuworld_cuda::{
     CompileStats, CudaBackend, CudaConfig, CudaSource, availability as cuda_availability, cudarc,
 };
 
+/// The text backend `B` compiles for `kernel`: the declarations generated from its signature,
+/// then its source (`kernel_source_text::<WgpuBackend>(&KERNEL)`), for reading a compile
+/// error's context; `None` for backends that compile no text (cpu, sim) or without a source.
+pub fn kernel_source_text<B: Backend>(kernel: &KernelDef) -> Option<String> {
+    B::generated_text(kernel)
+}
+
 /// A client of a new runtime on the CPU backend: [`ComputeClient::open`] with the default
 /// [`CpuConfig`], so the scheduler and memory settings of `gpuworld.toml` and `GPUWORLD_*` apply,
 /// the cpu device's memory limit included (see [`config`]).

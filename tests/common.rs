@@ -187,17 +187,19 @@ pub fn cuda_clients_or_skip(
     Ok(clients)
 }
 
-/// A small use of `handle` on the client's stream: one cube of `FILL` (its first 256 floats).
+/// A small use of `handle` on the client's stream: one cube of `FILL` (its first 256 floats;
+/// a handle of any size, bound as its whole words).
 pub fn fill_first_cube<B: gpuworld::Backend>(
     client: &gpuworld::ComputeClient<B>,
     handle: &gpuworld::Handle,
     value: f32,
 ) {
+    let words = handle.clone().offset_end(handle.size() % 4);
     client
         .launch(
             &gpuworld::library::FILL,
             gpuworld::CubeCount::new_1d(1),
-            gpuworld::Bindings::new().buffer(handle).scalar_f32(value),
+            gpuworld::Bindings::new().buffer(&words).scalar_f32(value),
         )
         .unwrap();
 }

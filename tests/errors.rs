@@ -104,6 +104,16 @@ const MISUSES: &[Misuse] = &[
         a_kernel_given_the_wrong_number_of_bindings_is_rejected
     ),
     misuse!(
+        "Launching with a scalar of another type than the kernel declares",
+        "at once, by the launch",
+        a_scalar_of_the_wrong_type_is_rejected
+    ),
+    misuse!(
+        "Binding a buffer that is not a whole number of the declared elements",
+        "at once, by the launch",
+        a_buffer_that_is_not_whole_elements_is_rejected
+    ),
+    misuse!(
         "Binding a buffer at an offset that is not a multiple of 4",
         "at once, by the launch",
         a_binding_not_aligned_to_four_bytes_is_rejected
@@ -122,6 +132,11 @@ const MISUSES: &[Misuse] = &[
         "A kernel that panics (cpu backend)",
         "by the next read or sync of the stream, once",
         a_kernel_that_panics_is_an_error_on_its_stream_reported_on_the_next_read
+    ),
+    misuse!(
+        "A kernel that stores to a buffer its signature declares read-only (cpu backend)",
+        "by the next read or sync of the stream, once; the launch stops at that store",
+        a_store_to_a_read_only_buffer_is_an_error_on_its_stream
     ),
     misuse!(
         "An unchecked launch that stores out of bounds (cpu backend)",
@@ -238,6 +253,9 @@ fn variant(error: &Error) -> &'static str {
         Error::WriteTooLarge { .. } => "WriteTooLarge",
         Error::BindingCount { .. } => "BindingCount",
         Error::MisalignedBinding { .. } => "MisalignedBinding",
+        Error::ScalarType { .. } => "ScalarType",
+        Error::BufferElementSize { .. } => "BufferElementSize",
+        Error::ReadOnlyStore { .. } => "ReadOnlyStore",
         Error::MissingKernelSource { .. } => "MissingKernelSource",
         Error::KernelPanic { .. } => "KernelPanic",
         Error::DeviceFault { .. } => "DeviceFault",
@@ -642,6 +660,56 @@ fn a_kernel_given_the_wrong_number_of_bindings_is_rejected() -> Option<Error> {
     Some(error)
 }
 
+fn a_scalar_of_the_wrong_type_is_rejected() -> Option<Error> {
+    let client = cpu();
+    let kept = client.create(bytes_of(&[3.0; 2]));
+    // `fill` declares `value: f32`; a `u32` 3 would have been the bits of a tiny float.
+    let error = client
+        .launch(
+            &library::FILL,
+            CubeCount::new_1d(1),
+            Bindings::new().buffer(&kept).scalar_u32(3),
+        )
+        .unwrap_err();
+    assert_eq!(
+        error,
+        Error::ScalarType {
+            kernel: "fill",
+            param: "value",
+            declared: gpuworld::kernel::Elem::F32,
+            got: gpuworld::kernel::Elem::U32,
+        }
+    );
+    assert!(error.to_string().contains("scalar_f32"), "{error}");
+    still_works(&client, &kept, &[3.0; 2]);
+    Some(error)
+}
+
+fn a_buffer_that_is_not_whole_elements_is_rejected() -> Option<Error> {
+    let client = cpu();
+    let kept = client.create(bytes_of(&[4.0; 2]));
+    let error = client
+        .launch(
+            &library::FILL,
+            CubeCount::new_1d(1),
+            Bindings::new()
+                .buffer(&kept.clone().offset_end(2))
+                .scalar_f32(0.0),
+        )
+        .unwrap_err();
+    assert_eq!(
+        error,
+        Error::BufferElementSize {
+            kernel: "fill",
+            param: "out",
+            elem: gpuworld::kernel::Elem::F32,
+            bytes: 6,
+        }
+    );
+    still_works(&client, &kept, &[4.0; 2]);
+    Some(error)
+}
+
 fn a_binding_not_aligned_to_four_bytes_is_rejected() -> Option<Error> {
     let client = cpu();
     let kept = client.create(bytes_of(&[8.0; 4]));
@@ -773,6 +841,50 @@ fn a_kernel_that_panics_is_an_error_on_its_stream_reported_on_the_next_read() ->
     // Reported once: the stream is clean again.
     client.sync().unwrap();
     still_works(&client, &kept, &[2.5; 4]);
+    Some(error)
+}
+
+/// `x` declared read-only, and a kernel that stores to it all the same.
+static STORES_TO_ITS_INPUT: KernelDef = KernelDef {
+    id: "tests.stores_to_its_input",
+    name: "stores_to_its_input",
+    signature: Signature {
+        buffers: &[Param::f32("x").read_only(), Param::f32("out")],
+        scalars: &[],
+        cube_dim: [1, 1, 1],
+    },
+    sources: &[&CpuSource(|_, io| {
+        io.store_f32(1, 0, io.load_f32(0, 0));
+        io.store_f32(0, 0, 99.0);
+    })],
+};
+
+fn a_store_to_a_read_only_buffer_is_an_error_on_its_stream() -> Option<Error> {
+    let client = cpu();
+    let input = client.create(bytes_of(&[5.0; 2]));
+    let output = client.create(bytes_of(&[0.0; 2]));
+    client
+        .launch(
+            &STORES_TO_ITS_INPUT,
+            CubeCount::new_1d(1),
+            Bindings::new().buffer(&input).buffer(&output),
+        )
+        .expect("the launch itself is accepted");
+    let error = client.sync().unwrap_err();
+    assert!(
+        matches!(
+            error,
+            Error::ReadOnlyStore {
+                kernel: "stores_to_its_input",
+                param: "x",
+                ..
+            }
+        ),
+        "{error:?}"
+    );
+    // The store before it landed; the refused one did not.
+    assert_eq!(f32s(&client.read_one(&output).unwrap()), vec![5.0, 0.0]);
+    still_works(&client, &input, &[5.0; 2]);
     Some(error)
 }
 

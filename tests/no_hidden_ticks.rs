@@ -76,6 +76,7 @@ fn every_getter_leaves_the_tick_counter<B: Backend>(client: ComputeClient<B>) {
     no_tick(c, "empty", || c.empty(64));
     no_tick(c, "create", || c.create(vec![0u8; 64]));
     no_tick(c, "create_from_slice", || c.create_from_slice(&[0u8; 64]));
+    no_tick(c, "create_from_pod", || c.create_from_pod(&[0.5f32; 16]));
     no_tick(c, "create_from_slice_pinned", || {
         c.create_from_slice_pinned(&[0u8; 64])
     });

@@ -198,6 +198,107 @@ fn three_streams_in_a_ring_each_wait_on_the_previous() {
     assert_eq!(f32s(&a.read_one(&w).unwrap()), vec![8.0; 4]);
 }
 
+// Access: a binding the signature declares read-only is ordered as a read.
+
+/// `x` written on stream 1, then read by `SCALE` (whose `x` is read-only) on streams 2 and 3.
+fn x_read_on_streams_2_and_3(client: &ComputeClient<SimBackend>) -> [gpuworld::Handle; 3] {
+    let x = on(client, 1).create(bytes_of(&[1.0, 2.0, 3.0, 4.0]));
+    let outs = [2, 3].map(|id| {
+        let reader = on(client, id);
+        let out = reader.empty(16);
+        reader
+            .launch(
+                &library::SCALE,
+                CubeCount::new_1d(1),
+                Bindings::new()
+                    .buffer(&x)
+                    .buffer(&out)
+                    .scalar_f32(id as f32),
+            )
+            .unwrap();
+        out
+    });
+    let [two, three] = outs;
+    [x, two, three]
+}
+
+#[test]
+fn readers_of_one_buffer_on_two_streams_do_not_wait_for_each_other() {
+    let client = sim();
+    let [_x, two, three] = x_read_on_streams_2_and_3(&client);
+    client.tick();
+    // Each reader waits for the write on stream 1, and stream 3 not for stream 2's read.
+    assert_eq!(waits_in(&client), ["s2 wait s1 op 1", "s3 wait s1 op 1"]);
+    insta::assert_snapshot!("read_read_tick1", state(&client));
+    assert_eq!(
+        f32s(&on(&client, 2).read_one(&two).unwrap()),
+        [2.0, 4.0, 6.0, 8.0]
+    );
+    assert_eq!(
+        f32s(&on(&client, 3).read_one(&three).unwrap()),
+        [3.0, 6.0, 9.0, 12.0]
+    );
+}
+
+#[test]
+fn a_write_after_reads_on_other_streams_waits_for_every_reader() {
+    let client = sim();
+    let [x, two, three] = x_read_on_streams_2_and_3(&client);
+    client.tick();
+    let s1 = on(&client, 1);
+    s1.launch(
+        &library::FILL,
+        CubeCount::new_1d(1),
+        Bindings::new().buffer(&x).scalar_f32(0.0),
+    )
+    .unwrap();
+    client.tick();
+    assert_eq!(
+        waits_in(&client),
+        [
+            "s2 wait s1 op 1",
+            "s3 wait s1 op 1",
+            "s1 wait s2 op 2",
+            "s1 wait s3 op 2"
+        ]
+    );
+    insta::assert_snapshot!("read_read_write_tick2", state(&client));
+    assert_eq!(f32s(&s1.read_one(&x).unwrap()), [0.0; 4]);
+    assert_eq!(
+        f32s(&on(&client, 2).read_one(&two).unwrap()),
+        [2.0, 4.0, 6.0, 8.0]
+    );
+    assert_eq!(
+        f32s(&on(&client, 3).read_one(&three).unwrap()),
+        [3.0, 6.0, 9.0, 12.0]
+    );
+}
+
+#[test]
+fn a_read_after_a_write_on_another_stream_waits_for_the_write() {
+    let client = sim();
+    let (s1, s2) = (on(&client, 1), on(&client, 2));
+    let x = s2.create(bytes_of(&[1.0; 4]));
+    client.tick();
+    s1.launch(
+        &library::FILL,
+        CubeCount::new_1d(1),
+        Bindings::new().buffer(&x).scalar_f32(5.0),
+    )
+    .unwrap();
+    let out = s2.empty(16);
+    s2.launch(
+        &library::SCALE,
+        CubeCount::new_1d(1),
+        Bindings::new().buffer(&x).buffer(&out).scalar_f32(2.0),
+    )
+    .unwrap();
+    client.tick();
+    // The fill waits for the creation on stream 2; the read waits for the fill (s1 op 2).
+    assert_eq!(waits_in(&client), ["s1 wait s2 op 1", "s2 wait s1 op 2"]);
+    assert_eq!(f32s(&s2.read_one(&out).unwrap()), [10.0; 4]);
+}
+
 fn three_streams_five_tasks(strategy: SchedulingStrategy) -> Vec<String> {
     let client = sim_with(
         SimConfig {

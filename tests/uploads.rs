@@ -79,6 +79,39 @@ fn a_small_upload_is_one_write_and_a_large_one_a_write_per_chunk() {
 }
 
 #[test]
+fn a_typed_upload_holds_the_bytes_of_its_elements_and_reads_back_as_them() {
+    #[derive(Clone, Copy, Debug, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
+    #[repr(C)]
+    struct Particle {
+        position: [f32; 2],
+        id: u32,
+    }
+    let client = sim();
+    let floats: Vec<f32> = (0..1000).map(|i| i as f32 * 0.25).collect();
+    let particles = [
+        Particle {
+            position: [1.0, -2.0],
+            id: 7,
+        },
+        Particle {
+            position: [0.5, 3.0],
+            id: 9,
+        },
+    ];
+    let (f, p) = (
+        client.create_from_pod(&floats),
+        client.create_from_pod(&particles),
+    );
+    assert_eq!((f.size(), p.size()), (4000, 24));
+    assert_eq!(client.read_one_as::<f32>(&f).unwrap(), floats);
+    assert_eq!(client.read_one_as::<Particle>(&p).unwrap(), particles);
+    // A large one goes through staging in chunks, as bytes do.
+    let large: Vec<u32> = (0..(4 << 20) / 4).collect();
+    let handle = client.create_from_pod(&large);
+    assert_eq!(client.read_one_as::<u32>(&handle).unwrap(), large);
+}
+
+#[test]
 fn a_large_upload_takes_no_runtime_lock() {
     let client = gpuworld::cpu_client(Driver::Manual).unwrap();
     let uploader = client.clone();

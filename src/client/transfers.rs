@@ -48,6 +48,13 @@ impl<B: Backend> ComputeClient<B> {
         handle
     }
 
+    /// A new handle holding a copy of `data`, any plain-old-data slice (`&[f32]`, `&[u32]`, a
+    /// `#[derive(Pod)]` struct), as [`ComputeClient::create_from_slice`] holds its bytes; the
+    /// typed sibling of reads' [`ComputeClient::read_one_as`]. Never ticks.
+    pub fn create_from_pod<T: bytemuck::Pod>(&self, data: &[T]) -> Handle {
+        self.create_from_slice(bytemuck::cast_slice(data))
+    }
+
     /// A new handle holding a copy of `data`, copied once into staging memory the device reads
     /// directly (page-locked on CUDA) instead of into a heap buffer that the backend stages again. Never ticks.
     pub fn create_from_slice_pinned(&self, data: &[u8]) -> Handle {

@@ -249,6 +249,13 @@ pub trait Backend: Send + Sync + 'static {
             .or_else(|| Self::library_source(kernel))
     }
 
+    /// The text the backend compiles for `kernel`: the declarations it generates from the
+    /// signature, then the kernel's source; `None` where it compiles no text (cpu, sim) or has
+    /// no source for the kernel.
+    fn generated_text(_kernel: &KernelDef) -> Option<String> {
+        None
+    }
+
     /// The device's properties.
     fn properties(&self) -> DeviceProperties;
     /// Prepares `kernel` for launches in `mode` before the first one (compiles and caches its

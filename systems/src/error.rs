@@ -60,6 +60,50 @@ pub enum Error {
         /// What the launch gave.
         got: usize,
     },
+    /// A launch gave a scalar of another type than the kernel declares for it.
+    #[error(
+        "kernel `{kernel}` declares scalar `{param}` as {declared}, but the launch gave a {got} \
+         (use Bindings::scalar_{declared})"
+    )]
+    ScalarType {
+        /// The kernel's name.
+        kernel: &'static str,
+        /// The scalar's name in the signature.
+        param: &'static str,
+        /// The type the signature declares.
+        declared: crate::kernel::Elem,
+        /// The type the launch gave.
+        got: crate::kernel::Elem,
+    },
+    /// A buffer bound to a kernel is not a whole number of the declared elements.
+    #[error(
+        "kernel `{kernel}` declares buffer `{param}` as array<{elem}>, but the binding holds \
+         {bytes} bytes, not a multiple of {elem}'s {} bytes",
+        .elem.size()
+    )]
+    BufferElementSize {
+        /// The kernel's name.
+        kernel: &'static str,
+        /// The buffer's name in the signature.
+        param: &'static str,
+        /// The element type the signature declares.
+        elem: crate::kernel::Elem,
+        /// The binding's size in bytes.
+        bytes: u64,
+    },
+    /// A CPU kernel stored to a buffer its signature declares read-only; the launch stopped there.
+    #[error(
+        "kernel `{kernel}` stored to buffer `{param}` on {stream}, which its signature declares \
+         read-only (Param::read_only); the launch stopped at that store"
+    )]
+    ReadOnlyStore {
+        /// The kernel's name.
+        kernel: &'static str,
+        /// The buffer's name in the signature.
+        param: &'static str,
+        /// The stream it ran on.
+        stream: StreamId,
+    },
     /// A binding handed to a kernel does not start on a 4-byte boundary.
     #[error(
         "kernel `{kernel}` binding {index} starts at byte {offset}, which is not a multiple of 4"

@@ -8,7 +8,8 @@ use crate::error::Error;
 use crate::host_memory::HostMemory;
 use crate::ids::StreamId;
 use crate::kernel::{
-    CpuKernelFn, CpuSource, CubeContext, ExecutionMode, Kernel, KernelIo, panic_message,
+    Access, CpuKernelFn, CpuSource, CubeContext, ExecutionMode, Kernel, KernelIo, ReadOnlyStore,
+    panic_message,
 };
 use smallvec::SmallVec;
 
@@ -77,9 +78,15 @@ pub fn run_on_host(
         })?;
     let count = resolve_count(memory, count)
         .ok_or_else(|| Error::device_fault(stream, "dynamic cube count in freed memory"))?;
+    let params = kernel.signature.buffers;
     let views = buffers
         .iter()
-        .map(|r| memory.view(*r))
+        .enumerate()
+        .map(|(i, r)| {
+            let view = memory.view(*r)?;
+            let read_only = params.get(i).is_some_and(|p| p.access == Access::Read);
+            Some(if read_only { view.read_only() } else { view })
+        })
         .collect::<Option<SmallVec<[_; 4]>>>()
         .ok_or_else(|| Error::device_fault(stream, "kernel bound to freed memory"))?;
     let launch = HostLaunch {
@@ -89,10 +96,17 @@ pub fn run_on_host(
         io: KernelIo::new(&views, scalars, mode),
     };
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| walk(&launch))).map_err(|payload| {
-        Error::KernelPanic {
-            kernel: kernel.name,
-            stream,
-            message: panic_message(payload).into(),
+        match payload.downcast_ref::<ReadOnlyStore>() {
+            Some(store) => Error::ReadOnlyStore {
+                kernel: kernel.name,
+                param: params.get(store.buffer).map_or("?", |p| p.name),
+                stream,
+            },
+            None => Error::KernelPanic {
+                kernel: kernel.name,
+                stream,
+                message: panic_message(payload).into(),
+            },
         }
     })
 }

@@ -36,7 +36,9 @@ pub use bytes::HostBytes;
 pub use error::{Error, Result};
 pub use handle::Handle;
 pub use ids::{HandleId, RuntimeId, StreamId};
-pub use kernel::{CpuSource, CubeCount, ExecutionMode, Kernel, KernelDef, Param, Signature};
+pub use kernel::{
+    Access, CpuSource, CubeCount, Elem, ExecutionMode, Kernel, KernelDef, Param, Signature,
+};
 pub use open::{BackendSettings, DeviceId, DeviceInfo, OpenBackend};
 pub use runtime::{HostRecords, Runtime, StreamState};
 pub use sim::{SimBackend, SimConfig, SimModel};

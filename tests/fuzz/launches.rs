@@ -1,10 +1,13 @@
 //! The fuzzer's launches of library kernels: random views as bindings (an output never races an
 //! input: they share no word unless they start together, as in place), random cube counts
 //! (covering, short, long, 2-D, zero, or read from device memory), checked and unchecked
-//! launches, and the model updated as the kernel computes.
+//! launches, and the model updated as the kernel computes. The library's inputs are read-only
+//! bindings, so readers of one buffer on different streams run unordered; the model checks that
+//! no write is missed.
 
 use super::model::{Arithmetic, Elementwise, ModelBuffer, Stencil, View, Word};
 use super::session::Fuzzer;
+use gpuworld::kernel::Elem;
 use gpuworld::{Backend, Bindings, CubeCount, HandleId, KernelDef, library};
 
 /// Where a launch's cubes come from, and how many units they run.
@@ -170,8 +173,11 @@ impl<B: Backend> Fuzzer<'_, B> {
         for &(index, view) in buffers {
             bindings = bindings.buffer(&self.view_handle(index, view));
         }
-        for &scalar in scalars {
-            bindings = bindings.scalar_u32(scalar);
+        for (param, &scalar) in kernel.signature.scalars.iter().zip(scalars) {
+            bindings = match param.elem {
+                Elem::F32 => bindings.scalar_f32(f32::from_bits(scalar)),
+                Elem::U32 => bindings.scalar_u32(scalar),
+            };
         }
         let client = self.stream();
         let result = if unchecked {

@@ -64,8 +64,12 @@ impl<B: Backend> Fuzzer<'_, B> {
         for &binding in buffers {
             bindings = bindings.buffer(binding);
         }
-        for _ in 0..scalars {
-            bindings = bindings.scalar_u32(0);
+        for i in 0..scalars {
+            // Of the declared type: the misuse is elsewhere.
+            bindings = match kernel.signature.scalars.get(i).map(|param| param.elem) {
+                Some(gpuworld::kernel::Elem::F32) => bindings.scalar_f32(0.0),
+                _ => bindings.scalar_u32(0),
+            };
         }
         self.stream().launch(kernel, count, bindings)
     }
@@ -301,7 +305,11 @@ impl<B: Backend> Fuzzer<'_, B> {
         } else {
             let mut buffers = self.valid_bindings(2);
             let position = self.rng.index(3);
-            buffers.insert(position, stale);
+            // Whole words, as a launch needs: the released handle is the misuse.
+            let words = stale
+                .slice(0..stale.size() / 4 * 4)
+                .map_err(|error| format!("a binding's own words: {error}"))?;
+            buffers.insert(position, words);
             self.log(format!(
                 "launch add with released {handle} as binding {position}: a fault"
             ));

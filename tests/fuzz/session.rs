@@ -196,10 +196,12 @@ impl<'log, B: Backend> Fuzzer<'log, B> {
         View { start, end }
     }
 
-    /// A random byte range of `size` bytes whose start is a multiple of 4, as kernels need.
+    /// A random byte range of `size` bytes of whole 4-byte words from a multiple of 4, as a
+    /// launch's buffers must be (`Error::MisalignedBinding`, `Error::BufferElementSize`).
     pub fn random_aligned_view(&mut self, size: usize) -> View {
         let mut view = self.random_view(size);
         view.start -= view.start % 4;
+        view.end -= (view.end - view.start) % 4;
         view
     }
 

@@ -221,6 +221,7 @@ fn compile(kernel: &'static str, text: &str, options: &[String]) -> Result<Vec<u
                         String::from_utf8_lossy(&bytes).into_owned()
                     })
                     .unwrap_or_default();
+                let log = crate::cuda_c::log_in_source_lines(&log, &format!("{kernel}.cu"));
                 Err(format!("{error:?}\n{log}"))
             }
         }

@@ -4,7 +4,7 @@
 //! # Convention
 //! - A source defines one `extern "C" __global__ void <kernel name>(GW_PARAMS)`. `GW_PARAMS` is
 //!   generated from the signature, in launch order: for each buffer a pointer named after it
-//!   (`float*` or `unsigned int*`) and its length in 32-bit elements, `unsigned int <name>_len`;
+//!   (`float*` or `unsigned int*`, `const` for a read-only buffer) and its length in 32-bit elements, `unsigned int <name>_len`;
 //!   then each scalar by name (`float` or `unsigned int`); then, with a dynamic cube count, the
 //!   pointer to the count.
 //! - One CUDA block is one cube (`blockDim` = the signature's `cube_dim`). The body sits inside
@@ -22,7 +22,7 @@
 
 use crate::CudaBackend;
 use gpuworld_systems::backend::Backend;
-use gpuworld_systems::kernel::{Elem, KernelDef, KernelSource};
+use gpuworld_systems::kernel::{Access, Elem, KernelDef, KernelSource};
 
 /// A kernel's CUDA C for the cuda backend: `extern "C" __global__ void <kernel name>(GW_PARAMS)`
 /// and its helpers, following the convention of this module.
@@ -85,7 +85,12 @@ pub fn parameter_list(kernel: &KernelDef) -> String {
         .iter()
         .map(|buffer| {
             format!(
-                "{}* {name}, unsigned int {name}_len",
+                "{}{}* {name}, unsigned int {name}_len",
+                if buffer.access == Access::Read {
+                    "const "
+                } else {
+                    ""
+                },
                 c_type(buffer.elem),
                 name = buffer.name
             )
@@ -116,6 +121,43 @@ pub fn cuda_text(kernel: &KernelDef) -> Option<String> {
     ))
 }
 
+/// Lines before a kernel's own source in the program NVRTC compiles (`{PRELUDE}\n` then
+/// [`cuda_text`]'s two `GW_PARAMS` lines).
+fn prelude_lines() -> usize {
+    PRELUDE.matches('\n').count() + 1 + 2
+}
+
+/// NVRTC's `log` for program `program` (`<kernel>.cu`) with each `<program>(<line>)` put in the
+/// coordinates of the kernel's own source, or named as a line of the generated prelude.
+pub(crate) fn log_in_source_lines(log: &str, program: &str) -> String {
+    let prelude = prelude_lines();
+    let opening = format!("{program}(");
+    let mut out = String::with_capacity(log.len());
+    let mut rest = log;
+    while let Some(at) = rest.find(&opening) {
+        let after = &rest[at + opening.len()..];
+        let digits = after.bytes().take_while(u8::is_ascii_digit).count();
+        let line = after[..digits].parse::<usize>().ok();
+        match line.filter(|_| after[digits..].starts_with(')')) {
+            Some(line) => {
+                out.push_str(&rest[..at]);
+                if line > prelude {
+                    out.push_str(&format!("{program} line {} of its source", line - prelude));
+                } else {
+                    out.push_str(&format!("generated prelude line {line}"));
+                }
+                rest = &after[digits + 1..];
+            }
+            None => {
+                out.push_str(&rest[..at + opening.len()]);
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -131,28 +173,48 @@ mod tests {
             ),
             (
                 &library::COPY,
-                "unsigned int* src, unsigned int src_len, unsigned int* dst, unsigned int dst_len \
+                "const unsigned int* src, unsigned int src_len, unsigned int* dst, unsigned int dst_len \
                  GW_COUNT_PARAM",
             ),
             (
                 &library::STENCIL,
-                "float* u, unsigned int u_len, float* out, unsigned int out_len, \
+                "const float* u, unsigned int u_len, float* out, unsigned int out_len, \
                  unsigned int width, unsigned int height, float alpha GW_COUNT_PARAM",
             ),
             (
                 &reduce::REDUCE_SUM_TREE,
-                "float* input, unsigned int input_len, float* output, unsigned int output_len, \
+                "const float* input, unsigned int input_len, float* output, unsigned int output_len, \
                  unsigned int n GW_COUNT_PARAM",
             ),
             (
                 &matmul::MATMUL_TILED16,
-                "float* a, unsigned int a_len, float* b, unsigned int b_len, float* c, \
+                "const float* a, unsigned int a_len, const float* b, unsigned int b_len, float* c, \
                  unsigned int c_len, unsigned int m, unsigned int n, unsigned int k GW_COUNT_PARAM",
             ),
         ];
         for (kernel, parameters) in expected {
             assert_eq!(parameter_list(kernel), parameters, "{}", kernel.id);
         }
+    }
+
+    #[test]
+    fn a_read_only_buffer_is_a_const_pointer() {
+        use gpuworld_systems::kernel::{Param, Signature};
+        static SHIFT: KernelDef = KernelDef {
+            id: "test.shift",
+            name: "shift",
+            signature: Signature {
+                buffers: &[Param::f32("x").read_only(), Param::f32("out").write_only()],
+                scalars: &[Param::f32("offset")],
+                cube_dim: [64, 1, 1],
+            },
+            sources: &[],
+        };
+        assert_eq!(
+            parameter_list(&SHIFT),
+            "const float* x, unsigned int x_len, float* out, unsigned int out_len, \
+             float offset GW_COUNT_PARAM"
+        );
     }
 
     #[test]
@@ -174,5 +236,20 @@ mod tests {
                 kernel.id
             );
         }
+    }
+
+    #[test]
+    fn nvrtc_lines_are_mapped_to_the_source_and_the_prelude() {
+        let prelude = prelude_lines();
+        let log = format!(
+            "shift.cu({}): error: identifier \"ofset\" is undefined\nshift.cu(3): warning\n\
+             other.cu(9)",
+            prelude + 2
+        );
+        assert_eq!(
+            log_in_source_lines(&log, "shift.cu"),
+            "shift.cu line 2 of its source: error: identifier \"ofset\" is undefined\n\
+             generated prelude line 3: warning\nother.cu(9)"
+        );
     }
 }

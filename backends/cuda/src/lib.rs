@@ -341,6 +341,10 @@ impl Backend for CudaBackend {
         gpuworld_systems::library::source_in(&library::LIBRARY, kernel)
     }
 
+    fn generated_text(kernel: &KernelDef) -> Option<String> {
+        cuda_c::cuda_text(kernel).map(|text| format!("{}\n{text}", cuda_c::PRELUDE))
+    }
+
     fn warm_up(&mut self, kernel: Kernel, mode: ExecutionMode) -> Result<(), Error> {
         if let Some(message) = &self.poisoned {
             return Err(Error::device_fault(StreamId::GC, message.to_string()));

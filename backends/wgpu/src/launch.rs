@@ -2,7 +2,8 @@
 //! limits, each buffer region turned into a binding, the scalars into the batch's uniform, then
 //! the dispatch in the stream's open compute pass. A region whose offset is not a multiple of
 //! the device's storage offset alignment cannot be bound in place: it is copied to a scratch
-//! buffer, bound there, and copied back after the dispatch, all in stream order.
+//! buffer, bound there, and copied back after the dispatch (unless read-only), all in stream
+//! order; so is a read-only region in a buffer the dispatch also writes.
 
 use crate::WgpuBackend;
 use crate::bind_groups::BindKey;
@@ -21,12 +22,13 @@ enum Bound {
         offset: u64,
         size: u64,
     },
-    /// Through a scratch copy of the region.
+    /// Through a scratch copy of the region, copied back after the dispatch if `write_back`.
     Scratch {
         scratch: wgpu::Buffer,
         source: wgpu::Buffer,
         offset: u64,
         size: u64,
+        write_back: bool,
     },
 }
 
@@ -61,7 +63,7 @@ impl WgpuBackend {
         })
     }
 
-    fn bind(&self, kernel: Kernel, region: Region) -> Result<Bound, String> {
+    fn bind(&self, kernel: Kernel, region: Region, write_back: bool) -> Result<Bound, String> {
         let buffer = self
             .buffer(region.storage)
             .ok_or_else(|| format!("kernel `{}` bound to freed memory", kernel.name))?;
@@ -92,6 +94,7 @@ impl WgpuBackend {
                 source: buffer.clone(),
                 offset: region.offset,
                 size: 0,
+                write_back,
             }
         } else if region.offset.is_multiple_of(alignment) {
             Bound::InPlace {
@@ -106,6 +109,7 @@ impl WgpuBackend {
                 source: buffer.clone(),
                 offset: region.offset,
                 size,
+                write_back,
             }
         })
     }
@@ -159,10 +163,42 @@ impl WgpuBackend {
                 Some((buffer.clone(), region.offset))
             }
         };
-        let bound = regions
+        let params = kernel.signature.buffers;
+        let writes = |i: usize| params.get(i).is_none_or(|p| p.access.writes());
+        let mut bound = regions
             .iter()
-            .map(|&region| self.bind(kernel, region))
+            .enumerate()
+            .map(|(i, &region)| self.bind(kernel, region, writes(i)))
             .collect::<Result<SmallVec<[Bound; 4]>, String>>()?;
+        // wgpu refuses a buffer as read-only and as read-write storage in one dispatch, and
+        // allocations share buffers: a read-only binding in a buffer the dispatch also writes is
+        // read from a copy of its bytes.
+        let written: SmallVec<[StorageId; 4]> = (bound.iter().enumerate())
+            .filter(|(i, _)| writes(*i))
+            .filter_map(|(_, b)| match b {
+                Bound::InPlace { storage, .. } => Some(*storage),
+                Bound::Scratch { .. } => None,
+            })
+            .collect();
+        for (i, b) in bound.iter_mut().enumerate() {
+            if let Bound::InPlace {
+                storage,
+                buffer,
+                offset,
+                size,
+            } = b
+                && !writes(i)
+                && written.contains(storage)
+            {
+                *b = Bound::Scratch {
+                    scratch: self.scratch(*size),
+                    source: buffer.clone(),
+                    offset: *offset,
+                    size: *size,
+                    write_back: false,
+                };
+            }
+        }
         // wgpu refuses a buffer as indirect arguments and as storage in one dispatch (a
         // validation error that loses the whole batch), and allocations share buffers: a count
         // in a buffer bound in place is read from a copy of its 12 bytes.
@@ -246,6 +282,7 @@ impl WgpuBackend {
                 source,
                 offset,
                 size,
+                ..
             } = b
                 && *size > 0
             {
@@ -301,6 +338,7 @@ impl WgpuBackend {
                 source,
                 offset,
                 size,
+                write_back: true,
             } = b
                 && *size > 0
             {

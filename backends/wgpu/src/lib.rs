@@ -342,6 +342,10 @@ impl Backend for WgpuBackend {
         gpuworld_systems::library::source_in(&library::LIBRARY, kernel)
     }
 
+    fn generated_text(kernel: &KernelDef) -> Option<String> {
+        wgsl::wgsl_text(kernel)
+    }
+
     fn lifecycle_lock() -> Option<&'static parking_lot::Mutex<()>> {
         Some(&DEVICE_LIFECYCLE)
     }

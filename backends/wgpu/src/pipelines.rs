@@ -1,16 +1,17 @@
 //! Compute pipelines, compiled once per kernel id from the kernel's WGSL module (`wgsl`) and the
 //! bind group layout of the binding convention (on `KernelDef`): storage buffers at bindings
-//! `0..buffers`, the scalars' uniform (dynamic offset) after them. Creation runs inside error
+//! `0..buffers` (read-only where the signature says so), the scalars' uniform (dynamic offset) after them. Creation runs inside error
 //! scopes, so a kernel whose WGSL does not compile (or does not match the layout, or whose
 //! `@workgroup_size` is not its cube dim) is `Error::Compile` with wgpu's message as the log, as
-//! NVRTC's is on CUDA; it is remembered as failed, so each launch reports it without recompiling.
+//! NVRTC's is on CUDA; naga checks the module first, so a source error's log is in the lines of
+//! the kernel's own source and lists its declared bindings (`wgsl::check_source`); it is remembered as failed, so each launch reports it without recompiling.
 
 use crate::WgpuBackend;
-use crate::wgsl::{check_workgroup_size, uniform_size, wgsl_text};
+use crate::wgsl::{check_source, uniform_size, wgsl_text};
 use gpuworld_systems::backend::Backend;
 use gpuworld_systems::error::Error;
 use gpuworld_systems::ids::StreamId;
-use gpuworld_systems::kernel::Kernel;
+use gpuworld_systems::kernel::{Access, Kernel};
 use std::collections::HashMap;
 use std::num::NonZeroU64;
 use std::sync::Arc;
@@ -55,7 +56,7 @@ impl PipelineCache {
             backend: WgpuBackend::NAME,
         })?;
         let started = std::time::Instant::now();
-        if let Err(log) = check_workgroup_size(kernel, &text) {
+        if let Err(log) = check_source(kernel, &text) {
             return Err(self.failed(kernel, log));
         }
         // Scopes are per thread and popped in reverse order; what they catch goes to no
@@ -116,12 +117,14 @@ fn create(device: &wgpu::Device, kernel: Kernel, text: &str) -> KernelPipeline {
     });
     let (buffers, scalars) = (kernel.signature.buffers, kernel.signature.scalars);
     let uniform_size = uniform_size(scalars.len());
-    let mut entries: Vec<wgpu::BindGroupLayoutEntry> = (0..buffers.len())
-        .map(|binding| wgpu::BindGroupLayoutEntry {
+    let mut entries: Vec<wgpu::BindGroupLayoutEntry> = (buffers.iter().enumerate())
+        .map(|(binding, param)| wgpu::BindGroupLayoutEntry {
             binding: binding as u32,
             visibility: wgpu::ShaderStages::COMPUTE,
             ty: wgpu::BindingType::Buffer {
-                ty: wgpu::BufferBindingType::Storage { read_only: false },
+                ty: wgpu::BufferBindingType::Storage {
+                    read_only: param.access == Access::Read,
+                },
                 has_dynamic_offset: false,
                 min_binding_size: None,
             },

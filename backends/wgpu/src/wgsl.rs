@@ -5,13 +5,13 @@
 
 use crate::WgpuBackend;
 use gpuworld_systems::backend::Backend;
-use gpuworld_systems::kernel::{Elem, KernelDef, KernelSource};
+use gpuworld_systems::kernel::{Access, Elem, KernelDef, KernelSource};
 use std::fmt::Write;
 
 /// A kernel's WGSL for the wgpu backend: the entry point `main`, with
 /// `@compute @workgroup_size` equal to the signature's cube dim, and its helpers. The bindings
 /// are declared by the backend from the signature: buffer `<name>: array<f32 | u32>` at
-/// `@binding(i)`, scalars as `scalars.<name>`.
+/// `@binding(i)` (`var<storage, read>` when read-only), scalars as `scalars.<name>`.
 #[derive(Clone, Copy, Debug)]
 pub struct WgslSource(pub &'static str);
 
@@ -26,6 +26,14 @@ fn wgsl_type(elem: Elem) -> &'static str {
     match elem {
         Elem::F32 => "f32",
         Elem::U32 => "u32",
+    }
+}
+
+/// WGSL's access mode for a buffer of `access` (WGSL storage has no write-only mode).
+pub(crate) fn storage_access(access: Access) -> &'static str {
+    match access {
+        Access::Read => "read",
+        Access::Write | Access::ReadWrite => "read_write",
     }
 }
 
@@ -47,7 +55,8 @@ pub(crate) fn declarations(kernel: &KernelDef) -> String {
     for (binding, buffer) in signature.buffers.iter().enumerate() {
         let _ = writeln!(
             text,
-            "@group(0) @binding({binding}) var<storage, read_write> {}: array<{}>;",
+            "@group(0) @binding({binding}) var<storage, {}> {}: array<{}>;",
+            storage_access(buffer.access),
             buffer.name,
             wgsl_type(buffer.elem)
         );
@@ -77,12 +86,118 @@ pub(crate) fn module_text(kernel: &KernelDef, source: &WgslSource) -> String {
     format!("{declarations}\n{}", source.0)
 }
 
-/// Checks that the entry point `main` of `text` runs workgroups of the kernel's cube dim; the
-/// reason when it does not. A module that does not parse passes: compiling it reports why.
-pub(crate) fn check_workgroup_size(kernel: &KernelDef, text: &str) -> Result<(), String> {
-    let Ok(module) = naga::front::wgsl::parse_str(text) else {
-        return Ok(());
+/// Lines the generated prelude adds before the source in [`module_text`].
+fn prelude_lines(kernel: &KernelDef) -> u32 {
+    let declarations = declarations(kernel);
+    match declarations.matches('\n').count() {
+        0 => 0,
+        lines => lines as u32 + 1,
+    }
+}
+
+/// Parses and validates the module `text` of `kernel` with naga, as wgpu will; an error is
+/// reported in the coordinates of the kernel's own source (an error in the generated prelude is
+/// named as such), with the declared bindings listed.
+pub(crate) fn check_source(kernel: &KernelDef, text: &str) -> Result<(), String> {
+    let (message, location, labels) = match naga::front::wgsl::parse_str(text) {
+        Err(error) => (
+            error.message().to_string(),
+            error.location(text),
+            error
+                .labels()
+                .skip(1)
+                .map(|(span, label)| (span.location(text), label.to_string()))
+                .collect(),
+        ),
+        Ok(module) => {
+            // Every capability: what the device lacks is wgpu's to report, not a source error.
+            let mut validator = naga::valid::Validator::new(
+                naga::valid::ValidationFlags::all(),
+                naga::valid::Capabilities::all(),
+            );
+            match validator.validate(&module) {
+                Ok(_) => return check_workgroup_size(kernel, &module),
+                Err(error) => (
+                    full_message(error.as_inner()),
+                    error.location(text),
+                    Vec::new(),
+                ),
+            }
+        }
     };
+    let prelude = prelude_lines(kernel);
+    let mut log = format!(
+        "kernel `{}`: WGSL error {}: {message}",
+        kernel.name,
+        where_in(location, prelude)
+    );
+    if let Some(at) = location.filter(|at| at.line_number > prelude) {
+        let line = text.lines().nth(at.line_number as usize - 1).unwrap_or("");
+        let _ = write!(log, "\n  {} | {line}", at.line_number - prelude);
+    }
+    for (at, label) in labels {
+        let _ = write!(log, "\n  {label} ({})", where_in(Some(at), prelude));
+    }
+    let _ = write!(
+        log,
+        "\nThe source follows a generated prelude of {prelude} lines \
+         (gpuworld::kernel_source_text shows it) declaring: {}",
+        declared(kernel)
+    );
+    Err(log)
+}
+
+/// `location` in the kernel's own source, or in the generated prelude before it.
+fn where_in(location: Option<naga::SourceLocation>, prelude: u32) -> String {
+    match location {
+        Some(at) if at.line_number > prelude => format!(
+            "at line {}, column {} of its source",
+            at.line_number - prelude,
+            at.line_position
+        ),
+        Some(at) => format!(
+            "at line {} of the generated prelude (the declarations from the signature)",
+            at.line_number
+        ),
+        None => "in its module".to_string(),
+    }
+}
+
+/// An error and its sources, joined.
+fn full_message(error: &dyn std::error::Error) -> String {
+    let mut message = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let _ = write!(message, ": {cause}");
+        source = cause.source();
+    }
+    message
+}
+
+/// The bindings a source may name: each buffer with its type and access, each `scalars.*` field.
+fn declared(kernel: &KernelDef) -> String {
+    let signature = &kernel.signature;
+    let buffers = signature.buffers.iter().map(|buffer| {
+        format!(
+            "{}: array<{}> ({})",
+            buffer.name,
+            wgsl_type(buffer.elem),
+            storage_access(buffer.access)
+        )
+    });
+    let scalars = (signature.scalars.iter())
+        .map(|scalar| format!("scalars.{}: {}", scalar.name, wgsl_type(scalar.elem)));
+    let all: Vec<String> = buffers.chain(scalars).collect();
+    if all.is_empty() {
+        "no bindings".to_string()
+    } else {
+        all.join(", ")
+    }
+}
+
+/// Checks that the entry point `main` of `module` runs workgroups of the kernel's cube dim; the
+/// reason when it does not.
+fn check_workgroup_size(kernel: &KernelDef, module: &naga::Module) -> Result<(), String> {
     let Some(main) = module
         .entry_points
         .iter()
@@ -111,7 +226,7 @@ mod tests {
         id: "test.patch",
         name: "patch",
         signature: Signature {
-            buffers: &[Param::u32("words"), Param::f32("out")],
+            buffers: &[Param::u32("words").read_only(), Param::f32("out")],
             scalars: &[Param::u32("word"), Param::f32("value")],
             cube_dim: [64, 1, 1],
         },
@@ -124,7 +239,7 @@ mod tests {
             declarations(&PATCH),
             "struct Scalars { word: u32, value: f32, _pad0: u32, _pad1: u32 }
 
-@group(0) @binding(0) var<storage, read_write> words: array<u32>;
+@group(0) @binding(0) var<storage, read> words: array<u32>;
 @group(0) @binding(1) var<storage, read_write> out: array<f32>;
 @group(0) @binding(2) var<uniform> scalars: Scalars;
 "
@@ -142,10 +257,39 @@ mod tests {
                 ),
             )
         };
-        assert_eq!(check_workgroup_size(&PATCH, &body("64")), Ok(()));
-        assert_eq!(check_workgroup_size(&PATCH, &body("64, 1, 1")), Ok(()));
-        let refused = check_workgroup_size(&PATCH, &body("32, 2")).unwrap_err();
+        assert_eq!(check_source(&PATCH, &body("64")), Ok(()));
+        assert_eq!(check_source(&PATCH, &body("64, 1, 1")), Ok(()));
+        let refused = check_source(&PATCH, &body("32, 2")).unwrap_err();
         assert!(refused.contains("@workgroup_size(32, 2, 1)"), "{refused}");
         assert!(refused.contains("[64, 1, 1]"), "{refused}");
+    }
+
+    /// `PATCH` with `source` as its WGSL, checked as the backend checks it.
+    fn check(source: &str) -> Result<(), String> {
+        check_source(
+            &PATCH,
+            &module_text(&PATCH, &WgslSource(source.to_string().leak())),
+        )
+    }
+
+    #[test]
+    fn an_error_on_line_2_of_the_source_is_reported_at_line_2_with_the_declared_bindings() {
+        let log = check("@compute @workgroup_size(64)\nfn main() { out[0] = scalars.valu; }\n")
+            .unwrap_err();
+        assert!(log.contains("at line 2, column "), "{log}");
+        assert!(
+            log.contains("2 | fn main() { out[0] = scalars.valu; }"),
+            "{log}"
+        );
+        assert!(log.contains("generated prelude of 6 lines"), "{log}");
+        assert!(log.contains("words: array<u32> (read)"), "{log}");
+        assert!(log.contains("scalars.value: f32"), "{log}");
+    }
+
+    #[test]
+    fn a_store_to_a_read_only_buffer_is_a_source_error() {
+        let log =
+            check("@compute @workgroup_size(64)\nfn main() {\n  words[0] = 1u;\n}\n").unwrap_err();
+        assert!(log.contains("of its source"), "{log}");
     }
 }

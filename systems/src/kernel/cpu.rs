@@ -57,12 +57,24 @@ impl CubeContext {
 #[derive(Clone, Copy, Debug)]
 pub struct CpuBuffer<'a> {
     words: &'a [AtomicU32],
+    read_only: bool,
 }
 
 impl<'a> CpuBuffer<'a> {
-    /// A view of `words`.
+    /// A view of `words` that kernels may read and write.
     pub fn new(words: &'a [AtomicU32]) -> CpuBuffer<'a> {
-        CpuBuffer { words }
+        CpuBuffer {
+            words,
+            read_only: false,
+        }
+    }
+
+    /// This view, refusing every store of a kernel ([`ReadOnlyStore`]).
+    pub fn read_only(self) -> CpuBuffer<'a> {
+        CpuBuffer {
+            read_only: true,
+            ..self
+        }
     }
 
     /// Length in bytes.
@@ -117,6 +129,7 @@ impl<'a> KernelIo<'a> {
             words: self.buffers[buffer].words,
             buffer,
             mode: self.mode,
+            read_only: self.buffers[buffer].read_only,
         }
     }
 
@@ -179,6 +192,9 @@ impl<'a> KernelIo<'a> {
     ) {
         let inputs = inputs.map(|buffer| self.buffer(buffer));
         let out = self.buffer(out);
+        if out.read_only && !units.is_empty() {
+            out.refuse_store();
+        }
         // The units every binding holds need no check per element; the others, if any, come
         // after them, so taking them one by one keeps the order of any panic or dropped store.
         let held = inputs
@@ -226,6 +242,7 @@ pub struct BufferIo<'a> {
     words: &'a [AtomicU32],
     buffer: usize,
     mode: super::ExecutionMode,
+    read_only: bool,
 }
 
 impl<'a> BufferIo<'a> {
@@ -237,7 +254,8 @@ impl<'a> BufferIo<'a> {
 
     /// The words of elements `range`, if the binding holds all of them: for kernels that check
     /// a range once instead of each access (a range it does not hold is theirs to handle, as
-    /// single accesses would).
+    /// single accesses would). Stores through them skip the read-only check: check
+    /// [`is_read_only`](Self::is_read_only) before storing.
     #[inline]
     pub fn words(&self, range: Range<usize>) -> Option<&'a [AtomicU32]> {
         self.words.get(range)
@@ -265,6 +283,22 @@ impl<'a> BufferIo<'a> {
         }
     }
 
+    /// A store to a binding the signature declares read-only stops the launch; the backend
+    /// reports it as `Error::ReadOnlyStore`, naming the buffer.
+    #[cold]
+    #[inline(never)]
+    fn refuse_store(&self) -> ! {
+        std::panic::panic_any(ReadOnlyStore {
+            buffer: self.buffer,
+        })
+    }
+
+    /// Whether the signature declares this binding read-only (a store stops the launch).
+    #[inline]
+    pub fn is_read_only(&self) -> bool {
+        self.read_only
+    }
+
     /// Reads element `index` as `u32`; out of bounds reads 0 in checked mode and panics in
     /// unchecked mode.
     #[inline]
@@ -273,9 +307,12 @@ impl<'a> BufferIo<'a> {
     }
 
     /// Writes element `index`; out of bounds is dropped in checked mode and panics in unchecked
-    /// mode.
+    /// mode; a store to a read-only binding stops the launch (`Error::ReadOnlyStore`).
     #[inline]
     pub fn store_u32(&self, index: usize, value: u32) {
+        if self.read_only {
+            self.refuse_store();
+        }
         if let Some(w) = self.word(index) {
             w.store(value, Ordering::Relaxed);
         }
@@ -292,6 +329,14 @@ impl<'a> BufferIo<'a> {
     pub fn store_f32(&self, index: usize, value: f32) {
         self.store_u32(index, value.to_bits());
     }
+}
+
+/// What a CPU kernel's launch unwinds with when it stores to a read-only binding: the binding's
+/// position, which the backend turns into `Error::ReadOnlyStore` naming the buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReadOnlyStore {
+    /// The binding's position in the launch.
+    pub buffer: usize,
 }
 
 /// The text of a caught panic.
@@ -421,6 +466,29 @@ mod tests {
         io.map_f32(0..10, [0], 0, |[x]| x * 2.0);
         let doubled: Vec<u32> = (0..10).map(|i| (2.0 * i as f32 + 1.0).to_bits()).collect();
         assert_eq!(values(&x), doubled);
+    }
+
+    #[test]
+    fn a_store_to_a_read_only_binding_unwinds_with_its_position_and_writes_nothing() {
+        let x = words([5, 6]);
+        let out = words([0, 0]);
+        let views = [CpuBuffer::new(&x).read_only(), CpuBuffer::new(&out)];
+        let io = KernelIo::new(&views, &[], ExecutionMode::Checked);
+        assert_eq!(io.load_u32(0, 1), 6);
+        io.map_u32(0..2, [0], 1, |[x]| x + 1);
+        assert_eq!(values(&out), [6, 7]);
+        let stores: [&dyn Fn(&KernelIo<'_>); 2] = [&|io| io.store_u32(0, 0, 9), &|io| {
+            io.map_u32(0..2, [1], 0, |[o]| o)
+        }];
+        for store in stores {
+            let payload = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| store(&io)))
+                .expect_err("a store to a read-only binding stops the launch");
+            assert_eq!(
+                payload.downcast_ref::<ReadOnlyStore>(),
+                Some(&ReadOnlyStore { buffer: 0 })
+            );
+        }
+        assert_eq!(values(&x), [5, 6]);
     }
 
     #[test]

@@ -8,7 +8,10 @@
 
 mod cpu;
 
-pub use cpu::{BufferIo, CpuBuffer, CpuKernelFn, CpuSource, CubeContext, KernelIo, panic_message};
+pub use cpu::{
+    BufferIo, CpuBuffer, CpuKernelFn, CpuSource, CubeContext, KernelIo, ReadOnlyStore,
+    panic_message,
+};
 
 use crate::error::Error;
 use std::any::Any;
@@ -30,29 +33,92 @@ pub enum Elem {
     U32,
 }
 
-/// One named binding of a signature: a buffer (and its element type) or a scalar (and its type).
+impl Elem {
+    /// Bytes of one element.
+    pub const fn size(self) -> u64 {
+        4
+    }
+
+    /// Its name in Rust, as errors show it.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Elem::F32 => "f32",
+            Elem::U32 => "u32",
+        }
+    }
+}
+
+impl fmt::Display for Elem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// How a kernel accesses a buffer binding: what the runtime orders it after (a reader waits for
+/// the last writer on another stream; a writer waits for every other stream's readers and
+/// writers) and what the generated declarations allow.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Access {
+    /// Only loads: `var<storage, read>` in WGSL, a `const` pointer in CUDA, and a store on the
+    /// CPU is a fault of the launch ([`Error::ReadOnlyStore`]).
+    Read,
+    /// Stores (loads are allowed, but see nothing the runtime ordered): ordered as a write.
+    Write,
+    /// Loads and stores.
+    ReadWrite,
+}
+
+impl Access {
+    /// Whether a launch may store to a binding of this access.
+    pub const fn writes(self) -> bool {
+        !matches!(self, Access::Read)
+    }
+}
+
+/// One named binding of a signature: a buffer (its element type and access) or a scalar (its
+/// type; a scalar's access is always [`Access::Read`] in effect).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Param {
     /// The name the sources use for it (an identifier in every source language).
     pub name: &'static str,
     /// Its element or scalar type.
     pub elem: Elem,
+    /// How the kernel accesses it, when it is a buffer.
+    pub access: Access,
 }
 
 impl Param {
-    /// An `f32` buffer or scalar named `name`.
+    /// An `f32` buffer (read and written) or scalar named `name`.
     pub const fn f32(name: &'static str) -> Param {
         Param {
             name,
             elem: Elem::F32,
+            access: Access::ReadWrite,
         }
     }
 
-    /// A `u32` buffer or scalar named `name`.
+    /// A `u32` buffer (read and written) or scalar named `name`.
     pub const fn u32(name: &'static str) -> Param {
         Param {
             name,
             elem: Elem::U32,
+            access: Access::ReadWrite,
+        }
+    }
+
+    /// This buffer, only read by the kernel: `Param::f32("x").read_only()`.
+    pub const fn read_only(self) -> Param {
+        Param {
+            access: Access::Read,
+            ..self
+        }
+    }
+
+    /// This buffer, only written by the kernel: `Param::f32("out").write_only()`.
+    pub const fn write_only(self) -> Param {
+        Param {
+            access: Access::Write,
+            ..self
         }
     }
 }
@@ -73,13 +139,17 @@ pub struct Signature {
 ///
 /// # Binding convention
 ///
-/// A launch binds the signature's buffers, then its scalars, in order. Each backend generates
-/// the declarations from the signature, so a source holds only code:
+/// A launch binds the signature's buffers, then its scalars, in order; the client refuses a
+/// scalar of another type than declared ([`Error::ScalarType`]) and a buffer that is not whole
+/// elements ([`Error::BufferElementSize`]). Each backend generates the declarations from the
+/// signature, so a source holds only code:
 ///
 /// - **CPU** ([`CpuSource`], cpu and sim backends): called once per cube; buffer `i` and scalar
-///   `j` are read by position through [`KernelIo`], the cube's position is in [`CubeContext`].
+///   `j` are read by position through [`KernelIo`], the cube's position is in [`CubeContext`];
+///   a store to a read-only buffer stops the launch ([`Error::ReadOnlyStore`]).
 /// - **WGSL** (`WgslSource`, wgpu backend): buffer `i` is
-///   `@group(0) @binding(i) var<storage, read_write> <name>: array<f32 | u32>`, bound to exactly
+///   `@group(0) @binding(i) var<storage, read_write | read> <name>: array<f32 | u32>` (`read`
+///   for a read-only [`Param`]), bound to exactly
 ///   the launch's byte range, so `arrayLength` is its length in 32-bit words; the scalars are
 ///   the fields of `struct Scalars` (padded to 16 bytes), bound as
 ///   `var<uniform> scalars: Scalars` at `@binding(<number of buffers>)` and read as
@@ -90,7 +160,8 @@ pub struct Signature {
 ///   `arrayLength`, so every library kernel checks its indices in both modes.
 /// - **CUDA** (`CudaSource`, cuda backend): the source defines
 ///   `extern "C" __global__ void <name>(GW_PARAMS)`, where `GW_PARAMS` is generated: a pointer
-///   `<name>` and its length in words `<name>_len` per buffer, then each scalar with its type;
+///   `<name>` (`const` when read-only) and its length in words `<name>_len` per buffer, then each
+///   scalar with its type;
 ///   the rest of the convention is documented on `CudaSource`.
 ///
 /// A backend asked to run a kernel without a source for it gets
@@ -192,4 +263,35 @@ pub fn validate_arity(kernel: &KernelDef, buffers: usize, scalars: usize) -> Res
         });
     }
     Ok(())
+}
+
+/// Checks a launch's bindings against the kernel's declaration: their counts and each scalar's
+/// type.
+pub fn validate_launch(kernel: &KernelDef, buffers: usize, scalars: &[Elem]) -> Result<(), Error> {
+    validate_arity(kernel, buffers, scalars.len())?;
+    for (param, &got) in kernel.signature.scalars.iter().zip(scalars) {
+        if param.elem != got {
+            return Err(Error::ScalarType {
+                kernel: kernel.name,
+                param: param.name,
+                declared: param.elem,
+                got,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Checks that buffer `index` of a launch, `bytes` long, is a whole number of the elements the
+/// kernel declares for it.
+pub fn validate_buffer_size(kernel: &KernelDef, index: usize, bytes: u64) -> Result<(), Error> {
+    match kernel.signature.buffers.get(index) {
+        Some(param) if !bytes.is_multiple_of(param.elem.size()) => Err(Error::BufferElementSize {
+            kernel: kernel.name,
+            param: param.name,
+            elem: param.elem,
+            bytes,
+        }),
+        _ => Ok(()),
+    }
 }

@@ -14,7 +14,11 @@ pub const MATMUL_4X4_TILE: u32 = 4 * MATMUL_CUBE;
 
 /// What every variant binds: `a`, `b`, `c` and the dimensions.
 const SIGNATURE: Signature = Signature {
-    buffers: &[Param::f32("a"), Param::f32("b"), Param::f32("c")],
+    buffers: &[
+        Param::f32("a").read_only(),
+        Param::f32("b").read_only(),
+        Param::f32("c"),
+    ],
     scalars: &[Param::u32("m"), Param::u32("n"), Param::u32("k")],
     cube_dim: [MATMUL_CUBE, MATMUL_CUBE, 1],
 };

@@ -47,7 +47,7 @@ pub static COPY: KernelDef = KernelDef {
     id: "gpuworld.copy",
     name: "copy",
     signature: Signature {
-        buffers: &[Param::u32("src"), Param::u32("dst")],
+        buffers: &[Param::u32("src").read_only(), Param::u32("dst")],
         scalars: &[],
         cube_dim: [LINEAR_CUBE, 1, 1],
     },
@@ -61,7 +61,11 @@ pub static ADD: KernelDef = KernelDef {
     id: "gpuworld.add",
     name: "add",
     signature: Signature {
-        buffers: &[Param::f32("a"), Param::f32("b"), Param::f32("out")],
+        buffers: &[
+            Param::f32("a").read_only(),
+            Param::f32("b").read_only(),
+            Param::f32("out"),
+        ],
         scalars: &[],
         cube_dim: [LINEAR_CUBE, 1, 1],
     },
@@ -75,7 +79,7 @@ pub static SCALE: KernelDef = KernelDef {
     id: "gpuworld.scale",
     name: "scale",
     signature: Signature {
-        buffers: &[Param::f32("x"), Param::f32("out")],
+        buffers: &[Param::f32("x").read_only(), Param::f32("out")],
         scalars: &[Param::f32("factor")],
         cube_dim: [LINEAR_CUBE, 1, 1],
     },
@@ -91,7 +95,7 @@ pub static STENCIL: KernelDef = KernelDef {
     id: "gpuworld.stencil2d",
     name: "stencil2d",
     signature: Signature {
-        buffers: &[Param::f32("u"), Param::f32("out")],
+        buffers: &[Param::f32("u").read_only(), Param::f32("out")],
         scalars: &[
             Param::u32("width"),
             Param::u32("height"),

@@ -18,7 +18,7 @@ pub const TREE4_ELEMENTS_PER_CUBE: u32 = 4 * REDUCE_CUBE;
 
 /// What every variant binds: the input, the partial sums, the number of elements to sum.
 const SIGNATURE: Signature = Signature {
-    buffers: &[Param::f32("input"), Param::f32("output")],
+    buffers: &[Param::f32("input").read_only(), Param::f32("output")],
     scalars: &[Param::u32("n")],
     cube_dim: [REDUCE_CUBE, 1, 1],
 };

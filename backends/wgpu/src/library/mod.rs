@@ -156,7 +156,7 @@ const STENCIL: WgslSource = WgslSource(concat!(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wgsl::{check_workgroup_size, wgsl_text};
+    use crate::wgsl::{check_source, wgsl_text};
 
     #[test]
     fn every_library_kernel_has_wgsl_that_parses_with_its_cube_dim() {
@@ -165,7 +165,7 @@ mod tests {
             if let Err(error) = naga::front::wgsl::parse_str(&text) {
                 panic!("{}: {}", kernel.id, error.emit_to_string(&text));
             }
-            assert_eq!(check_workgroup_size(kernel, &text), Ok(()), "{}", kernel.id);
+            assert_eq!(check_source(kernel, &text), Ok(()), "{}", kernel.id);
         }
     }
 }

@@ -337,10 +337,15 @@ impl Ingest<'_> {
                 let stream = self.stream_entity(world, taken, stream);
                 let mut bindings = SmallVec::<[TaskBinding; 4]>::new();
                 let mut launch_count = LaunchCount::Static([0; 3]);
+                // A binding the signature declares read-only is ordered as a read: readers of one
+                // buffer on different streams do not wait for each other.
+                let params = kernel.signature.buffers;
                 let resolved = buffers
                     .iter()
-                    .try_for_each(|b| {
-                        self.resolve(world, b, true, stream)
+                    .enumerate()
+                    .try_for_each(|(i, b)| {
+                        let writes = params.get(i).is_none_or(|p| p.access.writes());
+                        self.resolve(world, b, writes, stream)
                             .map(|tb| bindings.push(tb))
                     })
                     .and_then(|()| match count {
