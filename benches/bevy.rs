@@ -140,5 +140,9 @@ fn plugin_frame(c: &mut Criterion) {
     );
 }
 
-criterion_group!(benches, plugin_frame);
-criterion_main!(benches);
+// criterion_group!'s function is public and undocumented: it stays in a private module.
+mod group {
+    use super::*;
+    criterion_group!(benches, plugin_frame);
+}
+criterion_main!(group::benches);

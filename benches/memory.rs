@@ -413,15 +413,19 @@ impl XorShift {
     }
 }
 
-criterion_group!(
-    benches,
-    reserve_release_cached_slice,
-    dynamic_1mib,
-    fragmentation,
-    periodic_cleanup_idle
-);
+// criterion_group!'s function is public and undocumented: it stays in a private module.
+mod group {
+    use super::*;
+    criterion_group!(
+        benches,
+        reserve_release_cached_slice,
+        dynamic_1mib,
+        fragmentation,
+        periodic_cleanup_idle
+    );
+}
 
 fn main() {
-    benches();
+    group::benches();
     Criterion::default().configure_from_args().final_summary();
 }

@@ -113,5 +113,9 @@ fn alignment(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, alignment);
-criterion_main!(benches);
+// criterion_group!'s function is public and undocumented: it stays in a private module.
+mod group {
+    use super::*;
+    criterion_group!(benches, alignment);
+}
+criterion_main!(group::benches);

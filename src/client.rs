@@ -135,6 +135,16 @@ pub struct ComputeClient<B: Backend> {
     stream: Option<StreamId>,
 }
 
+impl<B: Backend> std::fmt::Debug for ComputeClient<B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ComputeClient")
+            .field("runtime", &self.shared.id)
+            .field("device", &self.shared.properties.name)
+            .field("stream", &self.stream)
+            .finish_non_exhaustive()
+    }
+}
+
 impl<B: Backend> Clone for ComputeClient<B> {
     fn clone(&self) -> Self {
         ComputeClient {

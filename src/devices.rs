@@ -106,6 +106,7 @@ pub fn devices() -> Vec<DeviceInfo> {
 }
 
 /// A client of any backend, as [`device_client`] opens it.
+#[derive(Debug)]
 pub enum DeviceClient {
     /// A cpu device.
     #[cfg(feature = "cpu")]

@@ -16,6 +16,12 @@ use std::task::{Context, Poll, Waker};
 /// A future polled by hand, one tick at a time, as a game loop would.
 pub struct Pending<T>(Pin<Box<dyn Future<Output = T> + Send>>);
 
+impl<T> std::fmt::Debug for Pending<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("Pending").finish_non_exhaustive()
+    }
+}
+
 impl<T> Pending<T> {
     /// Wraps a future.
     pub fn new(future: impl Future<Output = T> + Send + 'static) -> Self {

@@ -81,6 +81,12 @@ pub struct Gpu<B: Backend, M: Send + Sync + 'static = ()> {
     marker: PhantomData<fn() -> M>,
 }
 
+impl<B: Backend, M: Send + Sync + 'static> std::fmt::Debug for Gpu<B, M> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("Gpu").field(&self.client).finish()
+    }
+}
+
 impl<B: Backend, M: Send + Sync + 'static> Gpu<B, M> {
     /// The client.
     pub fn client(&self) -> &ComputeClient<B> {
@@ -137,6 +143,16 @@ pub struct GpuworldPlugin<B: Backend, M: Send + Sync + 'static = ()> {
     schedule: Interned<dyn ScheduleLabel>,
     config: FrameConfig,
     marker: PhantomData<fn() -> M>,
+}
+
+impl<B: Backend, M: Send + Sync + 'static> std::fmt::Debug for GpuworldPlugin<B, M> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GpuworldPlugin")
+            .field("client", &self.client)
+            .field("schedule", &self.schedule)
+            .field("config", &self.config)
+            .finish()
+    }
 }
 
 impl<B: Backend> GpuworldPlugin<B> {

@@ -14,6 +14,14 @@ pub struct ResourceGuard<'a, B: Backend> {
     region: Region,
 }
 
+impl<B: Backend> std::fmt::Debug for ResourceGuard<'_, B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ResourceGuard")
+            .field("region", &self.region)
+            .finish_non_exhaustive()
+    }
+}
+
 impl<B: Backend> ResourceGuard<'_, B> {
     /// The backend, for its own interop methods.
     pub fn backend(&self) -> &B {

@@ -18,6 +18,7 @@ pub struct NotIdle {
 
 /// A runtime on the sim backend, ticked only by [`TestRuntime::step`] and by blocking calls;
 /// derefs to the client of stream `s0`, so `create`, `launch`, `read_one_as`... work on it.
+#[derive(Debug)]
 pub struct TestRuntime {
     client: ComputeClient<SimBackend>,
 }

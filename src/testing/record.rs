@@ -286,6 +286,15 @@ pub struct Recorder<B: Backend> {
     start_tick: u64,
 }
 
+impl<B: Backend> std::fmt::Debug for Recorder<B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Recorder")
+            .field("client", &self.client)
+            .field("start_tick", &self.start_tick)
+            .finish_non_exhaustive()
+    }
+}
+
 impl<B: Backend> Recorder<B> {
     /// Starts recording every command `client`'s runtime ingests, keeping uploads up to
     /// `max_data_bytes` bytes each (`u64::MAX` keeps them all).

@@ -108,6 +108,7 @@ impl ReplayReport {
 
 /// Replays a [`Recording`]; knows the library's kernels by id, and the user kernels registered
 /// with [`Replayer::kernel`].
+#[derive(Debug)]
 pub struct Replayer {
     recording: Recording,
     kernels: HashMap<&'static str, &'static KernelDef>,

@@ -75,6 +75,15 @@ pub struct Tuner<B: Backend> {
     inner: Arc<TunerInner<B>>,
 }
 
+impl<B: Backend> std::fmt::Debug for Tuner<B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tuner")
+            .field("client", &self.inner.client)
+            .field("config", &self.inner.config)
+            .finish_non_exhaustive()
+    }
+}
+
 impl<B: Backend> Clone for Tuner<B> {
     fn clone(&self) -> Self {
         Tuner {

@@ -220,6 +220,12 @@ pub trait NativeOp: std::any::Any + Send + Sync {
     }
 }
 
+impl std::fmt::Debug for dyn NativeOp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("NativeOp").field(&self.name()).finish()
+    }
+}
+
 /// A boxed [`NativeOp`], as tasks carry it.
 pub type NativeWork = Box<dyn NativeOp>;
 

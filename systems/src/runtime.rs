@@ -36,6 +36,17 @@ pub struct Runtime<B: Backend> {
     backend: PhantomData<fn() -> B>,
 }
 
+impl<B: Backend> std::fmt::Debug for Runtime<B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runtime")
+            .field("id", &self.inbox.runtime())
+            .field("device", &self.properties.name)
+            .field("left", &self.left)
+            .field("recording_systems", &self.recording_systems)
+            .finish_non_exhaustive()
+    }
+}
+
 impl<B: Backend> Drop for Runtime<B> {
     fn drop(&mut self) {
         // Every command still queued, or waiting for memory, is answered: nothing will run it.

@@ -84,7 +84,7 @@ impl Default for SimConfig {
 }
 
 /// A fault the plan attached to an operation.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Debug)]
 enum Injected {
     /// The operation does not run; its stream faults.
     Instead(&'static str),
@@ -92,6 +92,7 @@ enum Injected {
     After(&'static str),
 }
 
+#[derive(Debug)]
 struct Op {
     ready_at: u64,
     /// Its number on its queue (the queue's operation count once it has run).
@@ -103,6 +104,7 @@ struct Op {
 }
 
 /// A stream; with `SimModel::SingleQueue` only stream 0's queue and counters are used.
+#[derive(Debug)]
 struct SimStream {
     id: StreamId,
     queue: VecDeque<Op>,
@@ -110,6 +112,7 @@ struct SimStream {
 }
 
 /// A deterministic virtual device.
+#[derive(Debug)]
 pub struct SimBackend {
     config: SimConfig,
     memory: HostMemory,

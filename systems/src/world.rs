@@ -120,6 +120,7 @@ pub struct TaskBinding {
 }
 
 /// Where a read's bytes go, and the staging they land in.
+#[derive(Debug)]
 pub struct ReadRequest {
     /// Answered with the bytes.
     pub reply: Reply<ReadReply>,
@@ -129,6 +130,7 @@ pub struct ReadRequest {
 }
 
 /// What a task does.
+#[derive(Debug)]
 pub enum TaskWork {
     /// Copy host bytes into the first binding.
     Write(HostBytes),
@@ -241,15 +243,15 @@ pub struct SyncNeed {
 // ---- resources ----
 
 /// The backend, as a resource.
-#[derive(Resource)]
+#[derive(Debug, Resource)]
 pub struct Device<B: Backend>(pub B);
 
 /// The client inbox.
-#[derive(Resource, Clone)]
+#[derive(Debug, Resource, Clone)]
 pub struct InboxQueue(pub Arc<Inbox>);
 
 /// The stream entities by slot, and the GC stream.
-#[derive(Resource)]
+#[derive(Debug, Resource)]
 pub struct StreamTable {
     /// Compute stream entity per slot, created on first use.
     pub slots: Vec<Option<Entity>>,
@@ -263,7 +265,7 @@ pub const GC_SLOT: usize = usize::MAX;
 /// Emptied task boxes kept for reuse: a task is boxed so that stages move a pointer, and the
 /// boxes are recycled so that a tick of many launches does not go through the allocator. Kept in
 /// [`NewTasks`], beside the tasks ingest fills them with: one lookup for both.
-#[derive(Default)]
+#[derive(Debug, Default)]
 pub struct SpareTasks(pub Vec<Box<Task>>);
 
 impl SpareTasks {
@@ -315,7 +317,7 @@ impl SpareTasks {
 
 /// Tasks ingested this tick and not yet queued, in arrival order, and the emptied boxes of
 /// submitted ones.
-#[derive(Resource, Default)]
+#[derive(Debug, Resource, Default)]
 pub struct NewTasks {
     /// The tasks, in arrival order.
     pub tasks: Vec<Box<Task>>,

@@ -38,6 +38,16 @@ pub struct CpuBackend {
     device: u32,
 }
 
+impl std::fmt::Debug for CpuBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CpuBackend")
+            .field("device", &self.device)
+            .field("streams", &self.workers.len())
+            .field("next_ticket", &self.next_ticket)
+            .finish_non_exhaustive()
+    }
+}
+
 impl Default for CpuBackend {
     fn default() -> Self {
         CpuBackend::new()

@@ -106,6 +106,20 @@ unsafe impl Send for CudaBackend {}
 // SAFETY: as above: no `&self` method touches a CUDA handle.
 unsafe impl Sync for CudaBackend {}
 
+impl std::fmt::Debug for CudaBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CudaBackend")
+            .field("device", &self.device)
+            .field("name", &self.properties.name)
+            .field("arch", &self.arch)
+            .field("buffers", &self.buffers.len())
+            .field("allocated", &self.allocated)
+            .field("streams", &self.streams.len())
+            .field("poisoned", &self.poisoned)
+            .finish_non_exhaustive()
+    }
+}
+
 impl CudaBackend {
     /// The device's compute capability (major, minor).
     pub fn compute_capability(&self) -> (i32, i32) {

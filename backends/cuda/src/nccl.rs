@@ -53,6 +53,7 @@ type ReduceScatter = AllReduce;
 type GroupCall = unsafe extern "C" fn() -> sys::ncclResult_t;
 
 /// NCCL's entry points, resolved once from the loaded library.
+#[derive(Debug)]
 pub struct Nccl {
     _library: libloading::Library,
     get_unique_id: GetUniqueId,
@@ -181,6 +182,7 @@ impl Nccl {
 }
 
 /// One rank's NCCL communicator.
+#[derive(Debug)]
 pub struct NcclComm {
     comm: sys::ncclComm_t,
     /// The rank's CUDA ordinal.
@@ -252,6 +254,7 @@ pub enum NcclKind {
 }
 
 /// One rank's part of a collective: the task a runtime enqueues on its stream.
+#[derive(Debug)]
 pub struct NcclCall {
     /// The rank's communicator.
     pub comm: Arc<NcclComm>,

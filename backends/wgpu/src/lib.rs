@@ -79,6 +79,20 @@ pub struct WgpuBackend {
     adapter_index: u32,
 }
 
+impl std::fmt::Debug for WgpuBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WgpuBackend")
+            .field("adapter", &self.adapter_info.name)
+            .field("backend", &self.adapter_info.backend)
+            .field("adapter_index", &self.adapter_index)
+            .field("buffers", &self.buffers.len())
+            .field("allocated", &self.allocated)
+            .field("streams", &self.streams.len())
+            .field("submitted", &self.submitted)
+            .finish_non_exhaustive()
+    }
+}
+
 impl WgpuBackend {
     /// Opens the adapter `config` selects; `Error::BackendUnavailable` when there is none.
     pub fn new(config: WgpuConfig) -> Result<WgpuBackend, Error> {

@@ -20,6 +20,7 @@ pub enum Fit {
     Exact,
 }
 
+#[derive(Debug)]
 struct Buffer {
     storage: StorageId,
     size: u64,
@@ -42,6 +43,7 @@ impl IdlePage for Buffer {
 }
 
 /// One backend buffer per allocation, reused by size.
+#[derive(Debug)]
 pub struct ExclusivePool {
     fit: Fit,
     max_reserved: Option<u64>,
