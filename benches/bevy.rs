@@ -57,11 +57,11 @@ impl Work {
 
 fn sim_client() -> ComputeClient<SimBackend> {
     ComputeClient::new(
-        SimBackend::new(SimConfig {
-            latency_ticks: 1,
-            record: false,
-            ..SimConfig::default()
-        }),
+        SimBackend::new(
+            SimConfig::default()
+                .with_latency_ticks(1)
+                .with_record(false),
+        ),
         RuntimeConfig::default(),
         Driver::Manual,
     )

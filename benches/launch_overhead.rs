@@ -19,11 +19,9 @@ const LAUNCHES_PER_TICK: u32 = 1000;
 const BUFFER_BYTES: u64 = 1024;
 
 fn sim_config() -> SimConfig {
-    SimConfig {
-        latency_ticks: 0,
-        record: false,
-        ..Default::default()
-    }
+    SimConfig::default()
+        .with_latency_ticks(0)
+        .with_record(false)
 }
 
 /// Ticks after which the traced side starts a fresh trace, so that it does not grow without

@@ -31,11 +31,11 @@ struct World {
 impl World {
     fn with_idle_handles(idle: usize) -> World {
         let client = ComputeClient::new(
-            SimBackend::new(SimConfig {
-                latency_ticks: 0,
-                record: false,
-                ..Default::default()
-            }),
+            SimBackend::new(
+                SimConfig::default()
+                    .with_latency_ticks(0)
+                    .with_record(false),
+            ),
             RuntimeConfig::default(),
             Driver::Manual,
         );

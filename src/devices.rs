@@ -63,10 +63,8 @@ pub fn devices() -> Vec<DeviceInfo> {
     });
     #[cfg(feature = "wgpu")]
     for adapter in gpuworld_wgpu::list_adapters(gpuworld_wgpu::WgpuConfig::default().backends) {
-        let config = gpuworld_wgpu::WgpuConfig {
-            adapter: gpuworld_wgpu::AdapterSelection::Index(adapter.index),
-            ..gpuworld_wgpu::WgpuConfig::default()
-        };
+        let config = gpuworld_wgpu::WgpuConfig::default()
+            .with_adapter(gpuworld_wgpu::AdapterSelection::Index(adapter.index));
         found.push(DeviceInfo {
             id: DeviceId {
                 backend: "wgpu",
@@ -81,10 +79,7 @@ pub fn devices() -> Vec<DeviceInfo> {
     }
     #[cfg(feature = "cuda")]
     for ordinal in 0..gpuworld_cuda::device_count().unwrap_or(0) {
-        let config = gpuworld_cuda::CudaConfig {
-            device: ordinal,
-            ..gpuworld_cuda::CudaConfig::default()
-        };
+        let config = gpuworld_cuda::CudaConfig::default().with_device(ordinal);
         let backend = gpuworld_cuda::CudaBackend::new(config);
         let detail = backend.as_ref().map_or(String::new(), |b| {
             let (major, minor) = b.compute_capability();
@@ -154,17 +149,16 @@ pub fn device_client(id: DeviceId) -> Result<DeviceClient> {
             Driver::Manual,
         ))),
         #[cfg(feature = "wgpu")]
-        "wgpu" => crate::wgpu_client(gpuworld_wgpu::WgpuConfig {
-            adapter: gpuworld_wgpu::AdapterSelection::Index(id.index as usize),
-            ..gpuworld_wgpu::WgpuConfig::default()
-        })
+        "wgpu" => crate::wgpu_client(
+            gpuworld_wgpu::WgpuConfig::default()
+                .with_adapter(gpuworld_wgpu::AdapterSelection::Index(id.index as usize)),
+        )
         .map(DeviceClient::Wgpu),
         #[cfg(feature = "cuda")]
-        "cuda" => crate::cuda_client(gpuworld_cuda::CudaConfig {
-            device: id.index as usize,
-            ..gpuworld_cuda::CudaConfig::default()
-        })
-        .map(DeviceClient::Cuda),
+        "cuda" => {
+            crate::cuda_client(gpuworld_cuda::CudaConfig::default().with_device(id.index as usize))
+                .map(DeviceClient::Cuda)
+        }
         _ => Err(no_such_device(
             id,
             "that backend is not built into this binary",

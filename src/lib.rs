@@ -85,11 +85,9 @@ fn gpu_client<B: Backend>(
     max_tasks: usize,
     driver: Driver,
 ) -> Result<ComputeClient<B>> {
-    let base = RuntimeConfig {
-        max_tasks,
-        strategy: SchedulingStrategy::Interleave,
-        ..RuntimeConfig::default()
-    };
+    let base = RuntimeConfig::default()
+        .with_max_tasks(max_tasks)
+        .with_strategy(SchedulingStrategy::Interleave);
     let runtime = configured(&backend, base)?;
     Ok(ComputeClient::new(backend, runtime, driver))
 }

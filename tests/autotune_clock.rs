@@ -88,10 +88,7 @@ impl Backend for FlakyClock {
 }
 
 fn client(answers: usize) -> ComputeClient<FlakyClock> {
-    let sim = SimBackend::new(SimConfig {
-        latency_ticks: 0,
-        ..SimConfig::default()
-    });
+    let sim = SimBackend::new(SimConfig::default().with_latency_ticks(0));
     ComputeClient::new(
         FlakyClock { sim, answers },
         RuntimeConfig::default(),

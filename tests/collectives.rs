@@ -40,6 +40,7 @@ fn input(rank: usize, elem: ElemType, len: usize) -> Vec<u8> {
             ElemType::F16 => f16::from_f32(value(i)).to_le_bytes().to_vec(),
             ElemType::BF16 => bf16::from_f32(value(i)).to_le_bytes().to_vec(),
             ElemType::I32 => (((rank * 5 + i) % 9) as i32 - 4).to_le_bytes().to_vec(),
+            other => unreachable!("no input for {other:?}"),
         })
         .collect()
 }
@@ -61,6 +62,7 @@ fn reference(inputs: &[Vec<u8>], elem: ElemType, op: ReduceOp) -> Vec<u8> {
         ReduceOp::Prod => a * b,
         ReduceOp::Min => a.min(b),
         ReduceOp::Max => a.max(b),
+        other => unreachable!("no reference for {other:?}"),
     };
     match elem {
         ElemType::F32 => {
@@ -120,9 +122,11 @@ fn reference(inputs: &[Vec<u8>], elem: ElemType, op: ReduceOp) -> Vec<u8> {
                 ReduceOp::Prod => a.wrapping_mul(b),
                 ReduceOp::Min => a.min(b),
                 ReduceOp::Max => a.max(b),
+                other => unreachable!("no reference for {other:?}"),
             };
             bytemuck::cast_slice(&fold(values, int)).to_vec()
         }
+        other => unreachable!("no reference for {other:?}"),
     }
 }
 
@@ -386,10 +390,7 @@ fn a_collective_on_sim_devices_costs_each_rank_its_read_and_its_write_on_the_lin
         latency_ns: 500,
         bytes_per_second: 1_000_000_000,
     };
-    let config = SimConfig {
-        link: Some(link),
-        ..SimConfig::default()
-    };
+    let config = SimConfig::default().with_link(Some(link));
     let group = Group::new(sim_clients(&config, 3)).expect("distinct devices");
     let buffers: Vec<Handle> = group.clients().iter().map(|c| c.empty(4000)).collect();
     group.sync_collective().expect("allocated");

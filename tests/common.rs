@@ -183,11 +183,10 @@ pub fn cuda_clients_or_skip(
     }
     let clients = (0..n)
         .map(|device| {
-            gpuworld::cuda_client(gpuworld::CudaConfig {
-                device,
-                ..gpuworld::CudaConfig::default()
-            })
-            .unwrap_or_else(|error| panic!("cuda:{device} is listed but does not open: {error}"))
+            gpuworld::cuda_client(gpuworld::CudaConfig::default().with_device(device))
+                .unwrap_or_else(|error| {
+                    panic!("cuda:{device} is listed but does not open: {error}")
+                })
         })
         .collect();
     Ok(clients)
@@ -302,14 +301,10 @@ pub fn quick_tuner<B: gpuworld::Backend>(
     use gpuworld::tune::{BenchmarkConfig, TuneMode, Tuner, TunerConfig};
     Tuner::new(
         client,
-        TunerConfig {
-            benchmark: BenchmarkConfig {
-                warmup: 1,
-                samples: 3,
-            },
-            mode: TuneMode::Blocking,
-            cache,
-        },
+        TunerConfig::default()
+            .with_benchmark(BenchmarkConfig::default().with_warmup(1).with_samples(3))
+            .with_mode(TuneMode::Blocking)
+            .with_cache(cache),
     )
 }
 

@@ -131,10 +131,7 @@ fn a_compile_error_is_reported_with_the_nvrtc_log_and_the_runtime_stays_usable()
 
 fn a_second_backend_loads_the_kernel_from_the_disk_cache() -> Result<(), Skip> {
     let dir = fresh_dir("cuda-cache");
-    let config = CudaConfig {
-        cache_dir: Some(dir.clone()),
-        ..CudaConfig::default()
-    };
+    let config = CudaConfig::default().with_cache_dir(Some(dir.clone()));
     let fill_once = |backend: CudaBackend| {
         let client = ComputeClient::new(backend, RuntimeConfig::default(), Driver::Manual);
         let out = client.empty(1024);

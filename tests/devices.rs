@@ -208,10 +208,7 @@ fn a_transfer_between_sim_devices_costs_the_configured_link_time_on_both() {
         latency_ns: 1_000,
         bytes_per_second: 1 << 30,
     };
-    let config = SimConfig {
-        link: Some(link),
-        ..SimConfig::default()
-    };
+    let config = SimConfig::default().with_link(Some(link));
     let sims = sim_clients(&config, 2);
     let clock = |c: &ComputeClient<gpuworld::SimBackend>| {
         c.with_runtime(|rt| gpuworld::Backend::device_clock(rt.backend()))

@@ -201,10 +201,9 @@ fn sim_matches_the_host_model() -> Result<(), Skip> {
             ops: 1500,
         },
         || {
-            Ok(gpuworld::sim_client(SimConfig {
-                record: false,
-                ..SimConfig::default()
-            }))
+            Ok(gpuworld::sim_client(
+                SimConfig::default().with_record(false),
+            ))
         },
     )
 }
@@ -221,15 +220,12 @@ fn sim_with_latency_and_batching_matches_the_host_model() -> Result<(), Skip> {
             ops: 1500,
         },
         || {
-            let backend = SimBackend::new(SimConfig {
-                latency_ticks: 3,
-                record: false,
-                ..SimConfig::default()
-            });
-            let config = RuntimeConfig {
-                max_tasks: 4,
-                ..RuntimeConfig::default()
-            };
+            let backend = SimBackend::new(
+                SimConfig::default()
+                    .with_latency_ticks(3)
+                    .with_record(false),
+            );
+            let config = RuntimeConfig::default().with_max_tasks(4);
             Ok(ComputeClient::new(backend, config, Driver::Manual))
         },
     )
@@ -263,12 +259,10 @@ fn wgpu_with_the_manual_driver_and_little_staging_matches_the_host_model() -> Re
             ops: 1000,
         },
         || {
-            let config = gpuworld::WgpuConfig {
-                upload_budget: 2 << 20,
-                upload_chunk: 256 << 10,
-                timestamps: true,
-                ..gpuworld::WgpuConfig::default()
-            };
+            let config = gpuworld::WgpuConfig::default()
+                .with_upload_budget(2 << 20)
+                .with_upload_chunk(256 << 10)
+                .with_timestamps(true);
             common::wgpu_client_with(config, Driver::Manual)
         },
     )

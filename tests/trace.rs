@@ -95,10 +95,7 @@ fn render_device_side(trace: &Trace) -> String {
 }
 
 fn the_trace_of_a_multi_stream_program_on_the_sim() {
-    let client = gpuworld::sim_client(SimConfig {
-        kernel_cost: Some(cost),
-        ..SimConfig::default()
-    });
+    let client = gpuworld::sim_client(SimConfig::default().with_kernel_cost(Some(cost)));
     client.start_trace();
     let values = multi_stream_program(&client);
     assert_eq!(values, vec![3.0; 512]);

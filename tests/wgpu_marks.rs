@@ -190,10 +190,7 @@ fn device_elapsed_is_none_in_flight_for_unknown_events_and_once_recycled() -> Re
 
 fn without_timestamp_queries_a_mark_is_a_flush_that_times_nothing() -> Result<(), Skip> {
     // An adapter without timestamp queries, by construction: the device is opened without them.
-    let config = WgpuConfig {
-        mark_timestamps: false,
-        ..WgpuConfig::default()
-    };
+    let config = WgpuConfig::default().with_mark_timestamps(false);
     let client = wgpu_client_with(config, Driver::Manual)?;
     assert!(!client.with_runtime(|rt| has_timestamps(rt.backend())));
     let input = client.empty(SCALE_LEN * 4);
@@ -242,11 +239,10 @@ fn tuning_log(client: &ComputeClient<WgpuBackend>, size: u32) -> (String, String
     };
     let tuner = Tuner::new(
         client,
-        TunerConfig {
-            benchmark: BenchmarkConfig::default(),
-            mode: TuneMode::Blocking,
-            cache: CacheLocation::Disabled,
-        },
+        TunerConfig::default()
+            .with_benchmark(BenchmarkConfig::default())
+            .with_mode(TuneMode::Blocking)
+            .with_cache(CacheLocation::Disabled),
     );
     // Blocking tuning benchmarks on this thread, where the subscriber is the default.
     tracing::subscriber::with_default(subscriber, || tuner.select(&set, &input)).unwrap();

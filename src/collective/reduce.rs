@@ -6,6 +6,7 @@ use half::{bf16, f16};
 
 /// The reduction of an `all_reduce` or `reduce_scatter`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum ReduceOp {
     /// The sum.
     Sum,
@@ -19,6 +20,7 @@ pub enum ReduceOp {
 
 /// The element type a collective reduces.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum ElemType {
     /// 32-bit float.
     F32,

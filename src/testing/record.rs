@@ -215,6 +215,7 @@ impl Data {
 
 /// Why a recording could not be read or written.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum RecordingError {
     /// The file could not be read or written.
     #[error("cannot access {path}: {source}")]

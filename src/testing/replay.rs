@@ -17,6 +17,7 @@ pub const MAX_DRAIN_TICKS: u64 = 100_000;
 
 /// Why a recording could not be replayed.
 #[derive(Debug, thiserror::Error, PartialEq)]
+#[non_exhaustive]
 pub enum ReplayError {
     /// A launch names a kernel that is neither in the library nor registered.
     #[error(

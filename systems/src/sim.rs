@@ -35,6 +35,7 @@ pub type KernelCost = fn(&KernelDef, [u32; 3]) -> u64;
 
 /// How the virtual device orders work across streams.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum SimModel {
     /// Each stream is a queue of its own; waits on other streams' events order them (CUDA-like).
     Events,
@@ -44,6 +45,7 @@ pub enum SimModel {
 
 /// How the virtual device behaves.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct SimConfig {
     /// How work of different streams is ordered.
     pub model: SimModel,
@@ -66,6 +68,66 @@ pub struct SimConfig {
     /// sim devices and host collectives are made of); when set, the virtual device clock
     /// advances by it as copies complete.
     pub link: Option<SimLink>,
+}
+
+// Builders: the struct is `#[non_exhaustive]`, so other crates start from a constructor or
+// `Default` and set fields one by one.
+impl SimConfig {
+    /// This configuration with [`model`](Self::model) set to `model`.
+    #[must_use]
+    pub fn with_model(mut self, model: SimModel) -> Self {
+        self.model = model;
+        self
+    }
+
+    /// This configuration with [`latency_ticks`](Self::latency_ticks) set to `latency_ticks`.
+    #[must_use]
+    pub fn with_latency_ticks(mut self, latency_ticks: u64) -> Self {
+        self.latency_ticks = latency_ticks;
+        self
+    }
+
+    /// This configuration with [`memory_bytes`](Self::memory_bytes) set to `memory_bytes`.
+    #[must_use]
+    pub fn with_memory_bytes(mut self, memory_bytes: u64) -> Self {
+        self.memory_bytes = memory_bytes;
+        self
+    }
+
+    /// This configuration with [`record`](Self::record) set to `record`.
+    #[must_use]
+    pub fn with_record(mut self, record: bool) -> Self {
+        self.record = record;
+        self
+    }
+
+    /// This configuration with [`kernel_cost`](Self::kernel_cost) set to `kernel_cost`.
+    #[must_use]
+    pub fn with_kernel_cost(mut self, kernel_cost: Option<KernelCost>) -> Self {
+        self.kernel_cost = kernel_cost;
+        self
+    }
+
+    /// This configuration with [`faults`](Self::faults) set to `faults`.
+    #[must_use]
+    pub fn with_faults(mut self, faults: FaultPlan) -> Self {
+        self.faults = faults;
+        self
+    }
+
+    /// This configuration with [`costs`](Self::costs) set to `costs`.
+    #[must_use]
+    pub fn with_costs(mut self, costs: Option<CostModel>) -> Self {
+        self.costs = costs;
+        self
+    }
+
+    /// This configuration with [`link`](Self::link) set to `link`.
+    #[must_use]
+    pub fn with_link(mut self, link: Option<SimLink>) -> Self {
+        self.link = link;
+        self
+    }
 }
 
 impl Default for SimConfig {

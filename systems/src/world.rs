@@ -329,6 +329,7 @@ pub struct NewTasks {
 
 /// How streams are batched and submitted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum SchedulingStrategy {
     /// Round-robin over ready streams, one task each.
     Interleave,
@@ -338,6 +339,7 @@ pub enum SchedulingStrategy {
 
 /// The runtime's settings.
 #[derive(Resource, Clone, Debug)]
+#[non_exhaustive]
 pub struct RuntimeConfig {
     /// Number of compute stream slots.
     pub stream_slots: usize,
@@ -347,6 +349,38 @@ pub struct RuntimeConfig {
     pub strategy: SchedulingStrategy,
     /// Memory pools and tensor layout.
     pub memory: MemoryConfig,
+}
+
+// Builders: the struct is `#[non_exhaustive]`, so other crates start from a constructor or
+// `Default` and set fields one by one.
+impl RuntimeConfig {
+    /// This configuration with [`stream_slots`](Self::stream_slots) set to `stream_slots`.
+    #[must_use]
+    pub fn with_stream_slots(mut self, stream_slots: usize) -> Self {
+        self.stream_slots = stream_slots;
+        self
+    }
+
+    /// This configuration with [`max_tasks`](Self::max_tasks) set to `max_tasks`.
+    #[must_use]
+    pub fn with_max_tasks(mut self, max_tasks: usize) -> Self {
+        self.max_tasks = max_tasks;
+        self
+    }
+
+    /// This configuration with [`strategy`](Self::strategy) set to `strategy`.
+    #[must_use]
+    pub fn with_strategy(mut self, strategy: SchedulingStrategy) -> Self {
+        self.strategy = strategy;
+        self
+    }
+
+    /// This configuration with [`memory`](Self::memory) set to `memory`.
+    #[must_use]
+    pub fn with_memory(mut self, memory: MemoryConfig) -> Self {
+        self.memory = memory;
+        self
+    }
 }
 
 impl Default for RuntimeConfig {

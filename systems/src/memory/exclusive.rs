@@ -13,6 +13,7 @@ use std::collections::BTreeMap;
 
 /// Which free buffers a request may take.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Fit {
     /// Buffers of `L` bytes with `L - request <= L / 5`.
     WithinAFifth,
