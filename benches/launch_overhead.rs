@@ -126,14 +126,18 @@ impl RawSide {
     /// Makes `LAUNCHES_PER_TICK` backend launches of `kernel`, then polls once.
     fn launch_tick(&mut self, kernel: Kernel) {
         for _ in 0..LAUNCHES_PER_TICK {
-            self.backend.launch(
-                self.stream,
-                kernel,
-                LaunchCount::Static([1, 1, 1]),
-                black_box(&self.regions),
-                &[],
-                ExecutionMode::Checked,
-            );
+            // SAFETY: each region is the whole of a buffer `RawSide::new` allocated and nothing frees;
+            // the launch is checked.
+            unsafe {
+                self.backend.launch(
+                    self.stream,
+                    kernel,
+                    LaunchCount::Static([1, 1, 1]),
+                    black_box(&self.regions),
+                    &[],
+                    ExecutionMode::Checked,
+                );
+            }
         }
         self.tick += 1;
         self.backend.poll(self.tick);

@@ -67,14 +67,14 @@ impl Backend for VirtualDevice {
         self.sizes.insert(self.next, size);
         Ok(StorageId(self.next))
     }
-    fn deallocate(&mut self, storage: StorageId) {
+    unsafe fn deallocate(&mut self, storage: StorageId) {
         self.allocated -= self.sizes.remove(&storage.0).unwrap_or(0);
     }
     fn create_stream(&mut self, _id: StreamId) -> DeviceStream {
         DeviceStream(0)
     }
     fn write(&mut self, _stream: DeviceStream, _dst: Region, _data: HostBytes) {}
-    fn launch(
+    unsafe fn launch(
         &mut self,
         _stream: DeviceStream,
         _kernel: Kernel,

@@ -334,7 +334,7 @@ impl<B: Backend> ComputeClient<B> {
                 backend: B::NAME,
             });
         }
-        self.with_runtime(|runtime| runtime.backend_mut().warm_up(kernel, mode))
+        self.with_runtime(|runtime| runtime.warm_up(kernel, mode))
     }
 
     /// Waits until this stream's work has run; reports the stream's fault, if any. May tick:
@@ -380,7 +380,7 @@ impl<B: Backend> ComputeClient<B> {
         start: gpuworld_systems::backend::DeviceEvent,
         end: gpuworld_systems::backend::DeviceEvent,
     ) -> Option<Duration> {
-        self.with_runtime(|runtime| runtime.backend_mut().device_elapsed(start, end))
+        self.with_runtime(|runtime| runtime.device_elapsed(start, end))
     }
 
     /// Memory in use and reserved as the last tick left it: a lookup of what every tick

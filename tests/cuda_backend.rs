@@ -292,14 +292,17 @@ fn device_elapsed_measures_the_work_between_two_marks() -> Result<(), Skip> {
         size: 4 * 132,
     };
     let start = backend.mark(stream);
-    backend.launch(
-        stream,
-        &SPIN,
-        LaunchCount::Static([132, 1, 1]),
-        &[region],
-        &[20_000_000],
-        ExecutionMode::Checked,
-    );
+    // SAFETY: the region is the whole of a buffer just allocated; the launch is checked.
+    unsafe {
+        backend.launch(
+            stream,
+            &SPIN,
+            LaunchCount::Static([132, 1, 1]),
+            &[region],
+            &[20_000_000],
+            ExecutionMode::Checked,
+        );
+    }
     let end = backend.mark(stream);
     let began = Instant::now();
     while !backend.event_done(end) {
@@ -317,7 +320,8 @@ fn device_elapsed_measures_the_work_between_two_marks() -> Result<(), Skip> {
     // 20M cycles at no more than ~2.1 GHz is at least 9 ms.
     assert!(elapsed >= Duration::from_millis(5), "{elapsed:?}");
     assert!(elapsed < Duration::from_secs(10), "{elapsed:?}");
-    backend.deallocate(storage);
+    // SAFETY: the launch that used the buffer finished (its end mark passed).
+    unsafe { backend.deallocate(storage) };
     Ok(())
 }
 

@@ -149,14 +149,17 @@ fn wait_for(backend: &mut WgpuBackend, event: DeviceEvent) {
 fn device_elapsed_is_none_in_flight_for_unknown_events_and_once_recycled() -> Result<(), Skip> {
     let (mut backend, stream, region) = bare_backend()?;
     let start = backend.mark(stream);
-    backend.launch(
-        stream,
-        &library::FILL,
-        LaunchCount::Static([(SCALE_LEN / 256) as u32, 1, 1]),
-        &[region],
-        &[1.0f32.to_bits()],
-        ExecutionMode::Checked,
-    );
+    // SAFETY: the region is the whole of a buffer `bare_backend` just allocated; the launch is checked.
+    unsafe {
+        backend.launch(
+            stream,
+            &library::FILL,
+            LaunchCount::Static([(SCALE_LEN / 256) as u32, 1, 1]),
+            &[region],
+            &[1.0f32.to_bits()],
+            ExecutionMode::Checked,
+        );
+    }
     let end = backend.mark(stream);
 
     // Nothing was polled yet: the end mark is in flight as far as the backend knows.
@@ -184,7 +187,8 @@ fn device_elapsed_is_none_in_flight_for_unknown_events_and_once_recycled() -> Re
     wait_for(&mut backend, last);
     assert_eq!(backend.device_elapsed(start, end), None);
     assert!(backend.device_elapsed(before_last, last).is_some());
-    backend.deallocate(region.storage);
+    // SAFETY: every launch and write on the buffer finished (`last` was waited for, after them).
+    unsafe { backend.deallocate(region.storage) };
     Ok(())
 }
 

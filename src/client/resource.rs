@@ -4,7 +4,7 @@
 
 use super::ComputeClient;
 use gpuworld_systems::backend::Region;
-use gpuworld_systems::stages::ingest::{HandleIndex, HandleState};
+use gpuworld_systems::stages::ingest::HandleState;
 use gpuworld_systems::{Backend, Binding, Error, Result};
 
 /// A binding's memory in the backend's own terms, valid while the guard lives: the runtime is
@@ -85,12 +85,7 @@ impl<B: Backend> ComputeClient<B> {
         let released = Error::ReleasedHandle {
             handle: binding.handle(),
         };
-        let entry = runtime
-            .world()
-            .resource::<HandleIndex>()
-            .0
-            .get(&binding.handle())
-            .ok_or(released)?;
+        let entry = runtime.handle_entry(binding.handle()).ok_or(released)?;
         let base = match &entry.state {
             HandleState::Spawned { region, .. } => *region,
             HandleState::Unspawned { memory, .. } => memory.as_ref().map_err(Clone::clone)?.1,

@@ -414,6 +414,13 @@ impl SimBackend {
     }
 }
 
+impl crate::Runtime<SimBackend> {
+    /// The sim, mutably: its log and its fault plan, for tests.
+    pub fn sim_mut(&mut self) -> &mut SimBackend {
+        self.device_mut()
+    }
+}
+
 impl Backend for SimBackend {
     const NAME: &'static str = "sim";
     type Source = CpuSource;
@@ -451,7 +458,7 @@ impl Backend for SimBackend {
         result
     }
 
-    fn deallocate(&mut self, storage: StorageId) {
+    unsafe fn deallocate(&mut self, storage: StorageId) {
         self.memory.deallocate(storage);
         self.record(SimCall::Deallocate { storage });
     }
@@ -476,7 +483,7 @@ impl Backend for SimBackend {
         });
     }
 
-    fn launch(
+    unsafe fn launch(
         &mut self,
         stream: DeviceStream,
         kernel: Kernel,

@@ -154,7 +154,7 @@ impl Backend for CpuBackend {
         self.memory.write().allocate(size)
     }
 
-    fn deallocate(&mut self, storage: StorageId) {
+    unsafe fn deallocate(&mut self, storage: StorageId) {
         self.memory.write().deallocate(storage);
     }
 
@@ -175,7 +175,7 @@ impl Backend for CpuBackend {
         self.send(stream, HostOp::Write { dst, data });
     }
 
-    fn launch(
+    unsafe fn launch(
         &mut self,
         stream: DeviceStream,
         kernel: Kernel,

@@ -330,7 +330,7 @@ impl Backend for CudaBackend {
         Ok(StorageId(id))
     }
 
-    fn deallocate(&mut self, storage: StorageId) {
+    unsafe fn deallocate(&mut self, storage: StorageId) {
         self.bind();
         if let Some((pointer, size)) = self.buffers.remove(&storage.0) {
             self.allocated -= size;
@@ -372,7 +372,7 @@ impl Backend for CudaBackend {
         self.timed(stream, start, OpKind::Write, dst.size);
     }
 
-    fn launch(
+    unsafe fn launch(
         &mut self,
         stream: DeviceStream,
         kernel: Kernel,

@@ -367,7 +367,7 @@ impl Backend for WgpuBackend {
         Ok(StorageId(key.data().as_ffi()))
     }
 
-    fn deallocate(&mut self, storage: StorageId) {
+    unsafe fn deallocate(&mut self, storage: StorageId) {
         if let Some(buffer) = self.buffers.remove(Self::storage_key(storage)) {
             self.allocated -= buffer.size();
             self.bind_groups.forget(storage);
@@ -392,7 +392,7 @@ impl Backend for WgpuBackend {
         self.attribute_errors(s);
     }
 
-    fn launch(
+    unsafe fn launch(
         &mut self,
         stream: DeviceStream,
         kernel: Kernel,

@@ -245,7 +245,10 @@ impl ExclusivePool {
         let Some(buffer) = self.buffers.remove(key) else {
             return 0;
         };
-        backend.deallocate(buffer.storage);
+        // SAFETY: the pool allocated the buffer and drops it from its list here; it removes only
+        // free buffers, and an allocation returns to the pool only once the GC stage has seen
+        // the work that used it finish.
+        unsafe { backend.deallocate(buffer.storage) };
         self.report.page_removed(buffer.size);
         buffer.size
     }

@@ -399,7 +399,10 @@ impl SlicedPool {
                 if !page.dedicated {
                     self.shared_reserved -= page.size;
                 }
-                backend.deallocate(page.storage);
+                // SAFETY: the pool allocated the page and drops it from its list here; it removes
+                // only pages without a live or parked slice (`used == 0`), and a slice returns to
+                // the pool only once the GC stage has seen the work that used it finish.
+                unsafe { backend.deallocate(page.storage) };
                 self.report.page_removed(page.size);
                 freed += page.size;
             }
