@@ -26,11 +26,11 @@ const MATMUL_SHAPE: (u32, u32, u32) = (128, 128, 128);
 
 fn sim_client() -> ComputeClient<SimBackend> {
     ComputeClient::new(
-        SimBackend::new(SimConfig {
-            latency_ticks: 0,
-            record: false,
-            ..SimConfig::default()
-        }),
+        SimBackend::new(
+            SimConfig::default()
+                .with_latency_ticks(0)
+                .with_record(false),
+        ),
         RuntimeConfig::default(),
         Driver::Manual,
     )
@@ -39,11 +39,10 @@ fn sim_client() -> ComputeClient<SimBackend> {
 fn tuner<B: Backend>(client: &ComputeClient<B>) -> Tuner<B> {
     Tuner::new(
         client,
-        TunerConfig {
-            benchmark: BenchmarkConfig::default(),
-            mode: TuneMode::Blocking,
-            cache: CacheLocation::Disabled,
-        },
+        TunerConfig::default()
+            .with_benchmark(BenchmarkConfig::default())
+            .with_mode(TuneMode::Blocking)
+            .with_cache(CacheLocation::Disabled),
     )
 }
 
@@ -203,12 +202,9 @@ fn tune_matmul(c: &mut Criterion) {
     // The same adapter without timestamp queries: marks time nothing, so the tuner times with
     // host wall time, side by side with the marks' device time above.
     tune_matmul_on(c, "wgpu_host_clock", Duration::from_secs(4), || {
-        gpuworld::wgpu_client(gpuworld::WgpuConfig {
-            mark_timestamps: false,
-            ..gpuworld::WgpuConfig::default()
-        })
-        .map_err(|error| eprintln!("no wgpu adapter: {error}"))
-        .ok()
+        gpuworld::wgpu_client(gpuworld::WgpuConfig::default().with_mark_timestamps(false))
+            .map_err(|error| eprintln!("no wgpu adapter: {error}"))
+            .ok()
     });
     #[cfg(feature = "cuda")]
     tune_matmul_on(c, "cuda", Duration::from_secs(4), || {
@@ -218,5 +214,9 @@ fn tune_matmul(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, hit, tune_matmul);
-criterion_main!(benches);
+// criterion_group!'s function is public and undocumented: it stays in a private module.
+mod group {
+    use super::*;
+    criterion_group!(benches, hit, tune_matmul);
+}
+criterion_main!(group::benches);

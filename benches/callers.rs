@@ -82,6 +82,7 @@ fn driver_name(driver: Driver) -> &'static str {
     match driver {
         Driver::DeviceThread => "device thread",
         Driver::Manual => "manual",
+        _ => "other",
     }
 }
 

@@ -57,11 +57,9 @@ fn wgpu(c: &mut Criterion, shape: Shape, summary: &mut Summary) {
             return;
         }
     };
-    let runtime = RuntimeConfig {
-        max_tasks: WGPU_MAX_TASKS,
-        strategy: SchedulingStrategy::Interleave,
-        ..RuntimeConfig::default()
-    };
+    let runtime = RuntimeConfig::default()
+        .with_max_tasks(WGPU_MAX_TASKS)
+        .with_strategy(SchedulingStrategy::Interleave);
     let manual = ComputeClient::new(backend, runtime, Driver::Manual);
     client_rows::round_trip(c, "wgpu manual", &manual, shape, summary);
 }

@@ -634,11 +634,9 @@ fn main() {
     // The same device thread, with tasks queued per stream up to 16 before they are submitted.
     let batched = match CudaBackend::new(CudaConfig::default()) {
         Ok(backend) => {
-            let runtime = RuntimeConfig {
-                max_tasks: 16,
-                strategy: SchedulingStrategy::Interleave,
-                ..RuntimeConfig::default()
-            };
+            let runtime = RuntimeConfig::default()
+                .with_max_tasks(16)
+                .with_strategy(SchedulingStrategy::Interleave);
             ComputeClient::new(backend, runtime, Driver::DeviceThread)
         }
         Err(error) => {
@@ -663,11 +661,9 @@ fn main() {
     client_rows::all_rows(&mut c, "cuda device thread", &client, shape, &mut summary);
     match CudaBackend::new(CudaConfig::default()) {
         Ok(backend) => {
-            let runtime = RuntimeConfig {
-                max_tasks: gpuworld::CUDA_MAX_TASKS,
-                strategy: SchedulingStrategy::Interleave,
-                ..RuntimeConfig::default()
-            };
+            let runtime = RuntimeConfig::default()
+                .with_max_tasks(gpuworld::CUDA_MAX_TASKS)
+                .with_strategy(SchedulingStrategy::Interleave);
             let manual = ComputeClient::new(backend, runtime, Driver::Manual);
             client_rows::round_trip(&mut c, "cuda manual", &manual, shape, &mut summary);
             round_trip_anatomy(&mut c, &manual, &raw);

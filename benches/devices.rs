@@ -129,10 +129,7 @@ fn pinned() -> Pinned {
 }
 
 fn cuda_client(device: usize) -> Option<ComputeClient<CudaBackend>> {
-    match gpuworld::cuda_client(CudaConfig {
-        device,
-        ..CudaConfig::default()
-    }) {
+    match gpuworld::cuda_client(CudaConfig::default().with_device(device)) {
         Ok(client) => Some(client),
         Err(error) => {
             eprintln!("SKIPPED: no CUDA device {device}: {error}");

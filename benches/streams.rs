@@ -42,11 +42,11 @@ impl Scenario {
     /// with `one_stream` the producer is the consumer's own stream.
     fn new(cross: usize, one_stream: bool) -> Scenario {
         let client = ComputeClient::new(
-            SimBackend::new(SimConfig {
-                latency_ticks: 0,
-                record: false,
-                ..Default::default()
-            }),
+            SimBackend::new(
+                SimConfig::default()
+                    .with_latency_ticks(0)
+                    .with_record(false),
+            ),
             RuntimeConfig::default(),
             Driver::Manual,
         );
@@ -113,5 +113,9 @@ fn alignment(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, alignment);
-criterion_main!(benches);
+// criterion_group!'s function is public and undocumented: it stays in a private module.
+mod group {
+    use super::*;
+    criterion_group!(benches, alignment);
+}
+criterion_main!(group::benches);

@@ -253,5 +253,9 @@ fn round_trip(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, dispatch_cost, readback_latency, round_trip);
-criterion_main!(benches);
+// criterion_group!'s function is public and undocumented: it stays in a private module.
+mod group {
+    use super::*;
+    criterion_group!(benches, dispatch_cost, readback_latency, round_trip);
+}
+criterion_main!(group::benches);

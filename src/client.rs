@@ -145,6 +145,16 @@ pub struct ComputeClient<B: Backend> {
     stream: Option<StreamId>,
 }
 
+impl<B: Backend> std::fmt::Debug for ComputeClient<B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ComputeClient")
+            .field("runtime", &self.shared.id)
+            .field("device", &self.shared.properties.name)
+            .field("stream", &self.stream)
+            .finish_non_exhaustive()
+    }
+}
+
 impl<B: Backend> Clone for ComputeClient<B> {
     fn clone(&self) -> Self {
         ComputeClient {
@@ -335,7 +345,7 @@ impl<B: Backend> ComputeClient<B> {
                 backend: B::NAME,
             });
         }
-        self.with_runtime(|runtime| runtime.backend_mut().warm_up(kernel, mode))
+        self.with_runtime(|runtime| runtime.warm_up(kernel, mode))
     }
 
     /// Waits until this stream's work has run; reports the stream's fault, if any. May tick:
@@ -381,7 +391,7 @@ impl<B: Backend> ComputeClient<B> {
         start: gpuworld_systems::backend::DeviceEvent,
         end: gpuworld_systems::backend::DeviceEvent,
     ) -> Option<Duration> {
-        self.with_runtime(|runtime| runtime.backend_mut().device_elapsed(start, end))
+        self.with_runtime(|runtime| runtime.device_elapsed(start, end))
     }
 
     /// Memory in use and reserved as the last tick left it: a lookup of what every tick

@@ -223,26 +223,23 @@ impl PoolEntry {
                 first_page,
                 max_reserved,
                 release_after_ticks,
-            } => PoolConfig {
-                kind: PoolKind::Sliced {
+            } => PoolConfig::new(
+                PoolKind::Sliced {
                     page_size,
                     max_slice: max_slice.unwrap_or(page_size),
                     first_page: first_page.unwrap_or(page_size),
                 },
                 max_alloc,
-                max_reserved,
-                release_after_ticks,
-            },
+            )
+            .with_max_reserved(max_reserved)
+            .with_release_after_ticks(release_after_ticks),
             PoolEntry::Exclusive {
                 max_alloc,
                 max_reserved,
                 release_after_ticks,
-            } => PoolConfig {
-                kind: PoolKind::Exclusive,
-                max_alloc,
-                max_reserved,
-                release_after_ticks,
-            },
+            } => PoolConfig::new(PoolKind::Exclusive, max_alloc)
+                .with_max_reserved(max_reserved)
+                .with_release_after_ticks(release_after_ticks),
         }
     }
 }
@@ -512,23 +509,16 @@ impl Settings {
             None if self.release_after_ticks.source != Source::Default => Some(
                 MemoryConfig::default_ladder(device)
                     .into_iter()
-                    .map(|pool| PoolConfig {
-                        release_after_ticks: self.release_after_ticks.value,
-                        ..pool
-                    })
+                    .map(|pool| pool.with_release_after_ticks(self.release_after_ticks.value))
                     .collect(),
             ),
             None => base.memory.pools.clone(),
         };
-        RuntimeConfig {
-            stream_slots: self.stream_slots.value,
-            max_tasks: self.max_tasks.value.unwrap_or(base.max_tasks),
-            strategy: self.strategy.value.unwrap_or(base.strategy),
-            memory: MemoryConfig {
-                pools,
-                ..base.memory
-            },
-        }
+        RuntimeConfig::default()
+            .with_stream_slots(self.stream_slots.value)
+            .with_max_tasks(self.max_tasks.value.unwrap_or(base.max_tasks))
+            .with_strategy(self.strategy.value.unwrap_or(base.strategy))
+            .with_memory(base.memory.with_ladder(pools))
     }
 
     /// What the configuration says about the devices of the backend named `backend`
@@ -672,6 +662,7 @@ fn describe_pool(pool: &PoolConfig) -> String {
             format!("sliced page_size={page_size} max_slice={max_slice} first_page={first_page}")
         }
         PoolKind::Exclusive => "exclusive".to_string(),
+        other => format!("{other:?}"),
     };
     let mut text = format!("{kind} max_alloc={}", pool.max_alloc);
     if let Some(max) = pool.max_reserved {

@@ -54,11 +54,8 @@ fn virtual_cost(kernel: &KernelDef, count: [u32; 3]) -> u64 {
 }
 
 fn sim() -> ComputeClient<SimBackend> {
-    gpuworld::sim_client(SimConfig {
-        kernel_cost: Some(virtual_cost),
-        ..SimConfig::default()
-    })
-    .expect("the sim opens")
+    gpuworld::sim_client(SimConfig::default().with_kernel_cost(Some(virtual_cost)))
+        .expect("the sim opens")
 }
 
 /// A directory of its own for one test's cache file.
@@ -445,11 +442,9 @@ fn background_tuning_serves_the_fallback_until_the_tick_ingests_the_winner() {
     let client = sim();
     let tuner = Tuner::new(
         &client,
-        TunerConfig {
-            mode: TuneMode::Background,
-            cache: CacheLocation::Dir(fresh_dir("background")),
-            ..TunerConfig::default()
-        },
+        TunerConfig::default()
+            .with_mode(TuneMode::Background)
+            .with_cache(CacheLocation::Dir(fresh_dir("background"))),
     );
     let set = marker_set();
     let input = job(&client, 8);

@@ -38,8 +38,9 @@ impl Backend for FlakyClock {
     fn allocate(&mut self, size: u64) -> Result<StorageId, AllocError> {
         self.sim.allocate(size)
     }
-    fn deallocate(&mut self, storage: StorageId) {
-        self.sim.deallocate(storage);
+    unsafe fn deallocate(&mut self, storage: StorageId) {
+        // SAFETY: this backend's caller keeps `deallocate`'s contract, which is the sim's.
+        unsafe { self.sim.deallocate(storage) };
     }
     fn create_stream(&mut self, id: StreamId) -> DeviceStream {
         self.sim.create_stream(id)
@@ -47,7 +48,7 @@ impl Backend for FlakyClock {
     fn write(&mut self, stream: DeviceStream, dst: Region, data: HostBytes) {
         self.sim.write(stream, dst, data);
     }
-    fn launch(
+    unsafe fn launch(
         &mut self,
         stream: DeviceStream,
         kernel: Kernel,
@@ -56,8 +57,11 @@ impl Backend for FlakyClock {
         scalars: &[u32],
         mode: ExecutionMode,
     ) {
-        self.sim
-            .launch(stream, kernel, count, buffers, scalars, mode);
+        // SAFETY: this backend's caller keeps `launch`'s contract, which is the sim's.
+        unsafe {
+            self.sim
+                .launch(stream, kernel, count, buffers, scalars, mode);
+        }
     }
     fn read(&mut self, stream: DeviceStream, src: Region) -> ReadTicket {
         self.sim.read(stream, src)
@@ -88,10 +92,7 @@ impl Backend for FlakyClock {
 }
 
 fn client(answers: usize) -> ComputeClient<FlakyClock> {
-    let sim = SimBackend::new(SimConfig {
-        latency_ticks: 0,
-        ..SimConfig::default()
-    });
+    let sim = SimBackend::new(SimConfig::default().with_latency_ticks(0));
     ComputeClient::new(
         FlakyClock { sim, answers },
         RuntimeConfig::default(),

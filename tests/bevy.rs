@@ -143,11 +143,8 @@ fn new_app() -> App {
 }
 
 fn sim(latency_ticks: u64) -> ComputeClient<gpuworld::SimBackend> {
-    gpuworld::sim_client(SimConfig {
-        latency_ticks,
-        ..SimConfig::default()
-    })
-    .expect("the sim opens")
+    gpuworld::sim_client(SimConfig::default().with_latency_ticks(latency_ticks))
+        .expect("the sim opens")
 }
 
 /// Runs 120 frames of the sim app; the runtime's snapshot after each frame, and the arrivals.

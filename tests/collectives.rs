@@ -386,10 +386,7 @@ fn a_collective_on_sim_devices_costs_each_rank_its_read_and_its_write_on_the_lin
         latency_ns: 500,
         bytes_per_second: 1_000_000_000,
     };
-    let config = SimConfig {
-        link: Some(link),
-        ..SimConfig::default()
-    };
+    let config = SimConfig::default().with_link(Some(link));
     let group = Group::new(sim_clients(&config, 3)).expect("distinct devices");
     let buffers: Vec<Handle> = group.clients().iter().map(|c| c.empty(4000)).collect();
     group.sync_collective().expect("allocated");

@@ -16,6 +16,12 @@ use std::task::{Context, Poll, Waker};
 /// A future polled by hand, one tick at a time, as a game loop would.
 pub struct Pending<T>(Pin<Box<dyn Future<Output = T> + Send>>);
 
+impl<T> std::fmt::Debug for Pending<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("Pending").finish_non_exhaustive()
+    }
+}
+
 impl<T> Pending<T> {
     /// Wraps a future.
     pub fn new(future: impl Future<Output = T> + Send + 'static) -> Self {
@@ -177,11 +183,10 @@ pub fn cuda_clients_or_skip(
     }
     let clients = (0..n)
         .map(|device| {
-            gpuworld::cuda_client(gpuworld::CudaConfig {
-                device,
-                ..gpuworld::CudaConfig::default()
-            })
-            .unwrap_or_else(|error| panic!("cuda:{device} is listed but does not open: {error}"))
+            gpuworld::cuda_client(gpuworld::CudaConfig::default().with_device(device))
+                .unwrap_or_else(|error| {
+                    panic!("cuda:{device} is listed but does not open: {error}")
+                })
         })
         .collect();
     Ok(clients)
@@ -298,14 +303,10 @@ pub fn quick_tuner<B: gpuworld::Backend>(
     use gpuworld::tune::{BenchmarkConfig, TuneMode, Tuner, TunerConfig};
     Tuner::new(
         client,
-        TunerConfig {
-            benchmark: BenchmarkConfig {
-                warmup: 1,
-                samples: 3,
-            },
-            mode: TuneMode::Blocking,
-            cache,
-        },
+        TunerConfig::default()
+            .with_benchmark(BenchmarkConfig::default().with_warmup(1).with_samples(3))
+            .with_mode(TuneMode::Blocking)
+            .with_cache(cache),
     )
 }
 

@@ -116,22 +116,19 @@ fn the_file_is_found_in_the_working_directory_or_a_parent() {
     assert_eq!(
         settings.memory_pools.value,
         Some(vec![
-            PoolConfig {
-                kind: PoolKind::Exclusive,
-                max_alloc: 256,
-                max_reserved: None,
-                release_after_ticks: None,
-            },
-            PoolConfig {
-                kind: PoolKind::Sliced {
+            PoolConfig::new(PoolKind::Exclusive, 256)
+                .with_max_reserved(None)
+                .with_release_after_ticks(None),
+            PoolConfig::new(
+                PoolKind::Sliced {
                     page_size: 4 << 20,
                     max_slice: 4 << 20,
                     first_page: 4 << 20,
                 },
-                max_alloc: 1 << 20,
-                max_reserved: Some(64 << 20),
-                release_after_ticks: None,
-            },
+                1 << 20
+            )
+            .with_max_reserved(Some(64 << 20))
+            .with_release_after_ticks(None),
         ])
     );
     assert_eq!(settings.max_tasks.source, file);

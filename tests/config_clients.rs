@@ -61,8 +61,7 @@ fn cpu_client_returns_a_bad_value_in_the_configuration_file_as_an_error_naming_f
     let _env = ENV.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     let file = config_file("bad-value", "[scheduler]\nmax_tasks = 0\n");
     let error = gpuworld::cpu_client(Driver::Manual)
-        .err()
-        .expect("a bad configuration is the constructor's error");
+        .expect_err("a bad configuration is the constructor's error");
     assert!(matches!(error, Error::Config { .. }), "{error:?}");
     let message = error.to_string();
     assert!(message.contains(&file.display().to_string()), "{message}");
@@ -75,8 +74,7 @@ fn cpu_client_returns_malformed_toml_and_unknown_keys_as_errors_naming_the_file(
     let _env = ENV.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     let file = config_file("malformed", "[scheduler\nmax_tasks = 4\n");
     let error = gpuworld::cpu_client(Driver::Manual)
-        .err()
-        .expect("malformed TOML is the constructor's error");
+        .expect_err("malformed TOML is the constructor's error");
     assert!(matches!(error, Error::Config { .. }), "{error:?}");
     assert!(
         error.to_string().contains(&file.display().to_string()),
@@ -84,8 +82,7 @@ fn cpu_client_returns_malformed_toml_and_unknown_keys_as_errors_naming_the_file(
     );
     std::fs::write(&file, "[scheduler]\nmax_task = 4\n").expect("write");
     let error = gpuworld::cpu_client(Driver::Manual)
-        .err()
-        .expect("a misspelt key is the constructor's error");
+        .expect_err("a misspelt key is the constructor's error");
     assert!(error.to_string().contains("max_task"), "{error}");
     forget(&file);
 }
@@ -96,8 +93,7 @@ fn cpu_client_returns_a_missing_configuration_file_as_an_error_naming_the_variab
     let file = config_file("missing", "");
     std::fs::remove_file(&file).expect("remove");
     let error = gpuworld::cpu_client(Driver::Manual)
-        .err()
-        .expect("a configuration file that is not there is the constructor's error");
+        .expect_err("a configuration file that is not there is the constructor's error");
     assert!(error.to_string().contains("GPUWORLD_CONFIG"), "{error}");
     forget(&file);
 }

@@ -42,33 +42,20 @@ backend_suite! {
     cpu: gpuworld::cpu_client(gpuworld::Driver::Manual).unwrap();
     cpu_device_thread: gpuworld::cpu_client(gpuworld::Driver::DeviceThread).unwrap();
     sim: gpuworld::sim_client(gpuworld::SimConfig::default()).expect("the sim opens");
-    sim_slow: gpuworld::sim_client(gpuworld::SimConfig {
-        latency_ticks: 3,
-        ..Default::default()
-    }).expect("the sim opens");
+    sim_slow: gpuworld::sim_client(gpuworld::SimConfig::default().with_latency_ticks(3)).expect("the sim opens");
     foreign_sim: gpuworld::ComputeClient::<crate::conformance::foreign::ForeignSim>::open(
         gpuworld::SimConfig::default(),
         gpuworld::Driver::Manual,
     )
     .unwrap();
     sim_single_queue: gpuworld::ComputeClient::new(
-        gpuworld::SimBackend::new(gpuworld::SimConfig {
-            model: gpuworld::SimModel::SingleQueue,
-            ..Default::default()
-        }),
-        gpuworld::RuntimeConfig {
-            max_tasks: 4,
-            ..Default::default()
-        },
+        gpuworld::SimBackend::new(gpuworld::SimConfig::default().with_model(gpuworld::SimModel::SingleQueue)),
+        gpuworld::RuntimeConfig::default().with_max_tasks(4),
         gpuworld::Driver::Manual,
     );
     sim_batched_sequential: gpuworld::ComputeClient::new(
         gpuworld::SimBackend::new(gpuworld::SimConfig::default()),
-        gpuworld::RuntimeConfig {
-            max_tasks: 8,
-            strategy: gpuworld::SchedulingStrategy::Sequential,
-            ..Default::default()
-        },
+        gpuworld::RuntimeConfig::default().with_max_tasks(8).with_strategy(gpuworld::SchedulingStrategy::Sequential),
         gpuworld::Driver::Manual,
     );
     #[cfg(feature = "wgpu")]
@@ -95,11 +82,7 @@ backend_suite! {
     cuda_batched: optional crate::common::cuda_backend_or_skip().map(|backend| {
         gpuworld::ComputeClient::new(
             backend,
-            gpuworld::RuntimeConfig {
-                max_tasks: 16,
-                strategy: gpuworld::SchedulingStrategy::Interleave,
-                ..Default::default()
-            },
+            gpuworld::RuntimeConfig::default().with_max_tasks(16).with_strategy(gpuworld::SchedulingStrategy::Interleave),
             gpuworld::Driver::DeviceThread,
         )
     });

@@ -131,10 +131,7 @@ fn a_compile_error_is_reported_with_the_nvrtc_log_and_the_runtime_stays_usable()
 
 fn a_second_backend_loads_the_kernel_from_the_disk_cache() -> Result<(), Skip> {
     let dir = fresh_dir("cuda-cache");
-    let config = CudaConfig {
-        cache_dir: Some(dir.clone()),
-        ..CudaConfig::default()
-    };
+    let config = CudaConfig::default().with_cache_dir(Some(dir.clone()));
     let fill_once = |backend: CudaBackend| {
         let client = ComputeClient::new(backend, RuntimeConfig::default(), Driver::Manual);
         let out = client.empty(1024);
@@ -295,14 +292,17 @@ fn device_elapsed_measures_the_work_between_two_marks() -> Result<(), Skip> {
         size: 4 * 132,
     };
     let start = backend.mark(stream);
-    backend.launch(
-        stream,
-        &SPIN,
-        LaunchCount::Static([132, 1, 1]),
-        &[region],
-        &[20_000_000],
-        ExecutionMode::Checked,
-    );
+    // SAFETY: the region is the whole of a buffer just allocated; the launch is checked.
+    unsafe {
+        backend.launch(
+            stream,
+            &SPIN,
+            LaunchCount::Static([132, 1, 1]),
+            &[region],
+            &[20_000_000],
+            ExecutionMode::Checked,
+        );
+    }
     let end = backend.mark(stream);
     let began = Instant::now();
     while !backend.event_done(end) {
@@ -320,7 +320,8 @@ fn device_elapsed_measures_the_work_between_two_marks() -> Result<(), Skip> {
     // 20M cycles at no more than ~2.1 GHz is at least 9 ms.
     assert!(elapsed >= Duration::from_millis(5), "{elapsed:?}");
     assert!(elapsed < Duration::from_secs(10), "{elapsed:?}");
-    backend.deallocate(storage);
+    // SAFETY: the launch that used the buffer finished (its end mark passed).
+    unsafe { backend.deallocate(storage) };
     Ok(())
 }
 

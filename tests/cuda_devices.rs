@@ -182,10 +182,7 @@ fn peer_copy_errors(a: &ComputeClient<CudaBackend>, b: &ComputeClient<CudaBacken
 
     // A manually driven source runtime dropped before it ever ticked: `Disconnected`.
     let doomed = gpuworld::cuda_client_with(
-        CudaConfig {
-            device: a.device_id().index as usize,
-            ..CudaConfig::default()
-        },
+        CudaConfig::default().with_device(a.device_id().index as usize),
         Driver::Manual,
     )
     .expect("a second client of a's device");

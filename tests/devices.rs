@@ -117,10 +117,7 @@ fn open_refuses_a_bad_configuration_with_a_typed_error() {
         Err(other) => panic!("expected Error::Config, got {other}"),
         Ok(_) => panic!("a cpu device with 0 bytes"),
     }
-    let empty_sim = SimConfig {
-        memory_bytes: 0,
-        ..SimConfig::default()
-    };
+    let empty_sim = SimConfig::default().with_memory_bytes(0);
     assert!(matches!(
         ComputeClient::<SimBackend>::open(empty_sim, Driver::Manual),
         Err(Error::Config { .. })
@@ -291,10 +288,7 @@ fn a_transfer_between_sim_devices_costs_the_configured_link_time_on_both() {
         latency_ns: 1_000,
         bytes_per_second: 1 << 30,
     };
-    let config = SimConfig {
-        link: Some(link),
-        ..SimConfig::default()
-    };
+    let config = SimConfig::default().with_link(Some(link));
     let sims = sim_clients(&config, 2);
     let clock = |c: &ComputeClient<gpuworld::SimBackend>| {
         c.with_runtime(|rt| gpuworld::Backend::device_clock(rt.backend()))

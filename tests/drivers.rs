@@ -132,12 +132,9 @@ fn a_tick_awaiting_replies_on_the_sim_waits_for_nothing_and_matches_a_plain_tick
     // The sim progresses only when ticked: waiting cannot help, so the tick must not wait, and
     // the world after each tick is the same as with plain ticks.
     let run = |awaiting: bool| {
-        let client = gpuworld::sim_client(SimConfig {
-            latency_ticks: 2,
-            ..Default::default()
-        })
-        .expect("the sim opens")
-        .with_stream(StreamId { value: 0 });
+        let client = gpuworld::sim_client(SimConfig::default().with_latency_ticks(2))
+            .expect("the sim opens")
+            .with_stream(StreamId { value: 0 });
         let word = client.create(vec![1, 2, 3, 4]);
         let mut read = Pending::new(client.read_async(&[word.binding()]));
         let mut snapshots = Vec::new();

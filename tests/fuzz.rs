@@ -201,11 +201,10 @@ fn sim_matches_the_host_model() -> Result<(), Skip> {
             ops: 1500,
         },
         || {
-            Ok(gpuworld::sim_client(SimConfig {
-                record: false,
-                ..SimConfig::default()
-            })
-            .expect("the sim opens"))
+            Ok(
+                gpuworld::sim_client(SimConfig::default().with_record(false))
+                    .expect("the sim opens"),
+            )
         },
     )
 }
@@ -222,15 +221,12 @@ fn sim_with_latency_and_batching_matches_the_host_model() -> Result<(), Skip> {
             ops: 1500,
         },
         || {
-            let backend = SimBackend::new(SimConfig {
-                latency_ticks: 3,
-                record: false,
-                ..SimConfig::default()
-            });
-            let config = RuntimeConfig {
-                max_tasks: 4,
-                ..RuntimeConfig::default()
-            };
+            let backend = SimBackend::new(
+                SimConfig::default()
+                    .with_latency_ticks(3)
+                    .with_record(false),
+            );
+            let config = RuntimeConfig::default().with_max_tasks(4);
             Ok(ComputeClient::new(backend, config, Driver::Manual))
         },
     )
@@ -264,12 +260,10 @@ fn wgpu_with_the_manual_driver_and_little_staging_matches_the_host_model() -> Re
             ops: 1000,
         },
         || {
-            let config = gpuworld::WgpuConfig {
-                upload_budget: 2 << 20,
-                upload_chunk: 256 << 10,
-                timestamps: true,
-                ..gpuworld::WgpuConfig::default()
-            };
+            let config = gpuworld::WgpuConfig::default()
+                .with_upload_budget(2 << 20)
+                .with_upload_chunk(256 << 10)
+                .with_timestamps(true);
             common::wgpu_client_with(config, Driver::Manual)
         },
     )

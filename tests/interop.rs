@@ -55,10 +55,10 @@ fn get_resource_of_a_released_or_foreign_binding_is_an_error() {
     let handle = client.create_from_slice(&[0u8; 16]);
     let binding = handle.binding();
     drop(handle);
-    let error = client.get_resource(binding).err().expect("released");
+    let error = client.get_resource(binding).expect_err("released");
     assert!(matches!(error, Error::ReleasedHandle { .. }), "{error}");
     let foreign = other.create_from_slice(&[0u8; 16]);
-    let error = client.get_resource(&foreign).err().expect("foreign");
+    let error = client.get_resource(&foreign).expect_err("foreign");
     assert!(matches!(error, Error::ForeignHandle { .. }), "{error}");
     // The runtime goes on.
     let again = client.create_from_slice(&[5u8; 4]);

@@ -17,13 +17,9 @@ fn cpu() -> ComputeClient<CpuBackend> {
 fn pitched_cpu(row_alignment: u64) -> ComputeClient<CpuBackend> {
     ComputeClient::new(
         CpuBackend::new(),
-        RuntimeConfig {
-            memory: MemoryConfig {
-                tensor_layout: TensorLayout::Pitched { row_alignment },
-                ..Default::default()
-            },
-            ..Default::default()
-        },
+        RuntimeConfig::default().with_memory(
+            MemoryConfig::default().with_tensor_layout(TensorLayout::Pitched { row_alignment }),
+        ),
         Driver::Manual,
     )
 }
@@ -242,11 +238,8 @@ fn nothing_leaks_on_the_cpu_backend() {
 
 #[test]
 fn nothing_leaks_on_the_sim_backend() {
-    let client = gpuworld::sim_client(gpuworld::SimConfig {
-        record: false,
-        ..Default::default()
-    })
-    .expect("the sim opens");
+    let client = gpuworld::sim_client(gpuworld::SimConfig::default().with_record(false))
+        .expect("the sim opens");
     leaves_nothing_behind(client.clone());
     assert_eq!(client.with_runtime(|rt| rt.backend().allocated()), 0);
 }

@@ -16,32 +16,23 @@ const KIB: u64 = 1024;
 /// A sim runtime with a small ladder whose pages are easy to read in snapshots.
 fn sim(latency_ticks: u64) -> ComputeClient<SimBackend> {
     let pools = vec![
-        PoolConfig {
-            kind: PoolKind::Sliced {
+        PoolConfig::new(
+            PoolKind::Sliced {
                 page_size: 16 * KIB,
                 max_slice: 4 * KIB,
                 first_page: 16 * KIB,
             },
-            max_alloc: 4 * KIB,
-            max_reserved: None,
-            release_after_ticks: Some(3),
-        },
-        PoolConfig {
-            kind: PoolKind::Exclusive,
-            max_alloc: u64::MAX,
-            max_reserved: None,
-            release_after_ticks: None,
-        },
+            4 * KIB,
+        )
+        .with_max_reserved(None)
+        .with_release_after_ticks(Some(3)),
+        PoolConfig::new(PoolKind::Exclusive, u64::MAX)
+            .with_max_reserved(None)
+            .with_release_after_ticks(None),
     ];
     ComputeClient::new(
-        SimBackend::new(SimConfig {
-            latency_ticks,
-            ..Default::default()
-        }),
-        RuntimeConfig {
-            memory: MemoryConfig::with_pools(pools),
-            ..Default::default()
-        },
+        SimBackend::new(SimConfig::default().with_latency_ticks(latency_ticks)),
+        RuntimeConfig::default().with_memory(MemoryConfig::with_pools(pools)),
         Driver::Manual,
     )
     .with_stream(StreamId { value: 0 })
@@ -154,20 +145,16 @@ fn the_snapshot_reports_every_pool_and_open_allocation_windows() {
 fn an_allocation_waits_for_released_memory_to_retire_instead_of_failing() {
     // Room for two 4 KiB buffers; stream 1 wants a third while stream 0's is still retiring.
     let client = ComputeClient::new(
-        SimBackend::new(SimConfig {
-            latency_ticks: 2,
-            memory_bytes: 8 * KIB,
-            ..Default::default()
-        }),
-        RuntimeConfig {
-            memory: MemoryConfig::with_pools(vec![PoolConfig {
-                kind: PoolKind::Exclusive,
-                max_alloc: u64::MAX,
-                max_reserved: None,
-                release_after_ticks: None,
-            }]),
-            ..Default::default()
-        },
+        SimBackend::new(
+            SimConfig::default()
+                .with_latency_ticks(2)
+                .with_memory_bytes(8 * KIB),
+        ),
+        RuntimeConfig::default().with_memory(MemoryConfig::with_pools(vec![
+            PoolConfig::new(PoolKind::Exclusive, u64::MAX)
+                .with_max_reserved(None)
+                .with_release_after_ticks(None),
+        ])),
         Driver::Manual,
     )
     .with_stream(StreamId { value: 0 });

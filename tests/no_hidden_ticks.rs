@@ -177,11 +177,8 @@ fn device_elapsed_does_not_tick() {
 
 fn block_on_a_read_under_the_manual_driver_ticks_until_its_bytes_arrive() {
     for latency_ticks in [1, 4] {
-        let client = gpuworld::sim_client(SimConfig {
-            latency_ticks,
-            ..SimConfig::default()
-        })
-        .expect("the sim opens");
+        let client = gpuworld::sim_client(SimConfig::default().with_latency_ticks(latency_ticks))
+            .expect("the sim opens");
         let a = client.create_from_slice(bytemuck::cast_slice(&[5.0f32; 8]));
         let bytes = futures_executor::block_on(client.read_async(&[a.binding()])).unwrap();
         assert_eq!(common::f32s(&bytes[0]), [5.0; 8]);
@@ -195,11 +192,8 @@ fn block_on_a_read_under_the_manual_driver_ticks_until_its_bytes_arrive() {
 }
 
 fn a_read_future_polled_once_a_frame_between_host_ticks_never_ticks_itself() {
-    let client = gpuworld::sim_client(SimConfig {
-        latency_ticks: 3,
-        ..SimConfig::default()
-    })
-    .expect("the sim opens");
+    let client =
+        gpuworld::sim_client(SimConfig::default().with_latency_ticks(3)).expect("the sim opens");
     let a = client.create_from_slice(bytemuck::cast_slice(&[4.0f32; 4]));
     let mut read = common::Pending::new(client.read_async(&[a.binding()]));
     let mut frames = 0;
@@ -220,11 +214,8 @@ fn a_read_future_polled_once_a_frame_between_host_ticks_never_ticks_itself() {
 }
 
 fn a_read_ticket_completes_only_when_the_host_ticks() {
-    let client = gpuworld::sim_client(SimConfig {
-        latency_ticks: 2,
-        ..SimConfig::default()
-    })
-    .expect("the sim opens");
+    let client =
+        gpuworld::sim_client(SimConfig::default().with_latency_ticks(2)).expect("the sim opens");
     let a = client.create_from_slice(bytemuck::cast_slice(&[3.0f32; 4]));
     let mut ticket = client.read_ticket(&[a.binding()]).unwrap();
     for _ in 0..100 {
@@ -258,11 +249,8 @@ fn a_read_of_a_foreign_handle_fails_at_once_as_a_ticket_and_as_a_future() {
 }
 
 fn in_flight_counts_commands_tasks_reads_and_frames() {
-    let client = gpuworld::sim_client(SimConfig {
-        latency_ticks: 2,
-        ..SimConfig::default()
-    })
-    .expect("the sim opens");
+    let client =
+        gpuworld::sim_client(SimConfig::default().with_latency_ticks(2)).expect("the sim opens");
     let a = client.create_from_slice(&[0u8; 64]);
     let _ticket = client.read_ticket(&[a.binding()]).unwrap();
     client.end_frame();

@@ -37,11 +37,7 @@ fn cost(kernel: &KernelDef, cubes: [u32; 3]) -> u64 {
 }
 
 fn timed_sim() -> ComputeClient<gpuworld::SimBackend> {
-    gpuworld::sim_client(SimConfig {
-        kernel_cost: Some(cost),
-        ..SimConfig::default()
-    })
-    .expect("the sim opens")
+    gpuworld::sim_client(SimConfig::default().with_kernel_cost(Some(cost))).expect("the sim opens")
 }
 
 fn fill<B: Backend>(client: &ComputeClient<B>, handle: &gpuworld::Handle, cubes: u32) {
@@ -99,12 +95,9 @@ fn profile_on_the_sim_times_work_by_the_cost_model_of_sim_config_costs() {
     let costs = CostModel::default()
         .with_kernel(library::FILL.id, per_cube(1_000))
         .with_kernel(library::ADD.id, per_cube(3_000));
-    let client = gpuworld::sim_client(SimConfig {
-        costs: Some(costs),
-        ..SimConfig::default()
-    })
-    .expect("the sim opens")
-    .with_stream(StreamId { value: 0 });
+    let client = gpuworld::sim_client(SimConfig::default().with_costs(Some(costs)))
+        .expect("the sim opens")
+        .with_stream(StreamId { value: 0 });
     let other = client.with_stream(StreamId { value: 1 });
     let buffer = client.empty(4 * 256 * 4);
     let elsewhere = other.empty(4 * 256 * 4);

@@ -301,15 +301,10 @@ fn a_read_after_a_write_on_another_stream_waits_for_the_write() {
 
 fn three_streams_five_tasks(strategy: SchedulingStrategy) -> Vec<String> {
     let client = sim_with(
-        SimConfig {
-            model: SimModel::SingleQueue,
-            ..Default::default()
-        },
-        RuntimeConfig {
-            max_tasks: 5,
-            strategy,
-            ..Default::default()
-        },
+        SimConfig::default().with_model(SimModel::SingleQueue),
+        RuntimeConfig::default()
+            .with_max_tasks(5)
+            .with_strategy(strategy),
     );
     let streams: Vec<_> = (1..=3).map(|id| on(&client, id)).collect();
     let handles: Vec<_> = streams.iter().map(|s| s.empty(64)).collect();
@@ -356,10 +351,7 @@ fn the_scheduler_runs_three_streams_of_five_tasks_in_sequence() {
 #[test]
 fn a_pinned_shared_binding_is_freed_only_after_its_gc_event() {
     let client = sim_with(
-        SimConfig {
-            latency_ticks: 2,
-            ..Default::default()
-        },
+        SimConfig::default().with_latency_ticks(2),
         RuntimeConfig::default(),
     );
     let (a, b) = (on(&client, 1), on(&client, 2));
@@ -388,10 +380,7 @@ fn a_pinned_shared_binding_is_freed_only_after_its_gc_event() {
 #[test]
 fn a_handle_dropped_while_in_flight_on_another_stream_waits_for_that_stream() {
     let client = sim_with(
-        SimConfig {
-            latency_ticks: 2,
-            ..Default::default()
-        },
+        SimConfig::default().with_latency_ticks(2),
         RuntimeConfig::default(),
     );
     let (a, b) = (on(&client, 1), on(&client, 2));
@@ -426,11 +415,9 @@ fn aliased_streams_reuse_memory_of_queued_work_only_behind_it() {
     // is still queued (cubecl #1380) may go to the alias, whose work is queued behind it.
     let client = sim_with(
         SimConfig::default(),
-        RuntimeConfig {
-            stream_slots: 2,
-            max_tasks: 100,
-            ..Default::default()
-        },
+        RuntimeConfig::default()
+            .with_stream_slots(2)
+            .with_max_tasks(100),
     );
     let (first, alias) = (on(&client, 0), on(&client, 2));
     let input = first.create(bytes_of(&[3.0; 64]));

@@ -17,10 +17,7 @@ const LEN: usize = 512;
 const MAIN: StreamId = StreamId { value: THREADS };
 
 fn run(driver: Driver) {
-    let config = RuntimeConfig {
-        stream_slots: THREADS as usize + 1,
-        ..Default::default()
-    };
+    let config = RuntimeConfig::default().with_stream_slots(THREADS as usize + 1);
     let client = ComputeClient::new(CpuBackend::new(), config, driver).with_stream(MAIN);
     let input: Vec<f32> = (0..LEN).map(|i| i as f32).collect();
     let shared_in = client.create(bytes_of(&input));

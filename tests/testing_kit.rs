@@ -312,10 +312,8 @@ fn every_failure_point_of_a_fixed_program_ends_in_a_typed_error_without_leak_or_
 
 fn a_fault_on_one_stream_leaves_the_other_streams_working() {
     // Launch 1 is stream 0's add; stream 1's fill (launch 2) is untouched.
-    let rt = TestRuntime::with_sim(SimConfig {
-        faults: FaultPlan::one(Fault::Launch(1)),
-        ..SimConfig::default()
-    });
+    let rt =
+        TestRuntime::with_sim(SimConfig::default().with_faults(FaultPlan::one(Fault::Launch(1))));
     let other = rt.stream(1);
     let a = rt.create(f32_bytes(&[1.0; 64]));
     let b = other.create(f32_bytes(&[2.0; 64]));
@@ -370,10 +368,7 @@ fn independent_streams_overlap_in_virtual_time_and_a_wait_serializes_them() {
         },
     );
     let rt = TestRuntime::with_configs(
-        SimConfig {
-            costs: Some(costs),
-            ..SimConfig::default()
-        },
+        SimConfig::default().with_costs(Some(costs)),
         RuntimeConfig::default(),
     );
     let other = rt.stream(1);
@@ -472,13 +467,10 @@ fn the_documented_test_of_a_new_kernel_is_at_most_20_lines() {
 }
 
 fn a_hung_stream_ends_in_the_watchdog_error_while_another_stream_keeps_working() {
-    let rt = TestRuntime::with_sim(SimConfig {
-        faults: FaultPlan {
-            watchdog_ticks: 5,
-            ..FaultPlan::one(Fault::EventNeverCompletes(1))
-        },
-        ..SimConfig::default()
-    });
+    let rt = TestRuntime::with_sim(
+        SimConfig::default()
+            .with_faults(FaultPlan::one(Fault::EventNeverCompletes(1)).with_watchdog_ticks(5)),
+    );
     let other = rt.stream(1);
     let a = rt.create(f32_bytes(&[1.0; 64]));
     rt.flush(); // event 1: after `a`'s upload, on s0; it never completes on its own
@@ -497,10 +489,9 @@ fn a_hung_stream_ends_in_the_watchdog_error_while_another_stream_keeps_working()
 }
 
 fn a_lost_device_fails_every_stream_and_still_reclaims_memory() {
-    let rt = TestRuntime::with_sim(SimConfig {
-        faults: FaultPlan::one(Fault::DeviceLost { tick: 2 }),
-        ..SimConfig::default()
-    });
+    let rt = TestRuntime::with_sim(
+        SimConfig::default().with_faults(FaultPlan::one(Fault::DeviceLost { tick: 2 })),
+    );
     let other = rt.stream(1);
     let a = rt.create(f32_bytes(&[1.0; 64]));
     let b = other.create(f32_bytes(&[2.0; 64]));

@@ -95,11 +95,8 @@ fn render_device_side(trace: &Trace) -> String {
 }
 
 fn the_trace_of_a_multi_stream_program_on_the_sim() {
-    let client = gpuworld::sim_client(SimConfig {
-        kernel_cost: Some(cost),
-        ..SimConfig::default()
-    })
-    .expect("the sim opens");
+    let client = gpuworld::sim_client(SimConfig::default().with_kernel_cost(Some(cost)))
+        .expect("the sim opens");
     client.start_trace();
     let values = multi_stream_program(&client);
     assert_eq!(values, vec![3.0; 512]);

@@ -73,11 +73,9 @@ fn a_burst_of_writes_between_launches_never_overtakes_them() -> Result<(), Skip>
 }
 
 fn writes_beyond_the_staging_budget_still_land_in_order() -> Result<(), Skip> {
-    let config = WgpuConfig {
-        upload_budget: 8 * 1024,
-        upload_chunk: 4 * 1024,
-        ..WgpuConfig::default()
-    };
+    let config = WgpuConfig::default()
+        .with_upload_budget(8 * 1024)
+        .with_upload_chunk(4 * 1024);
     let client = wgpu_client_with(config, Driver::Manual)?;
     // 3 KiB per write: two fit in the budget, the rest go through the queue after a submit.
     burst_keeps_order(&client, 40, 768);
@@ -286,16 +284,12 @@ fn adapters_are_selected_by_index_and_by_type() -> Result<(), Skip> {
     let adapters = gpuworld::wgpu_adapters(backends);
     assert!(!adapters.is_empty());
     let first = &adapters[0];
-    let by_index = WgpuBackend::new(WgpuConfig {
-        adapter: AdapterSelection::Index(0),
-        ..WgpuConfig::default()
-    })
-    .unwrap();
+    let by_index =
+        WgpuBackend::new(WgpuConfig::default().with_adapter(AdapterSelection::Index(0))).unwrap();
     assert_eq!(by_index.adapter_info().name, first.name);
-    let by_type = WgpuBackend::new(WgpuConfig {
-        adapter: AdapterSelection::Type(first.device_type),
-        ..WgpuConfig::default()
-    })
+    let by_type = WgpuBackend::new(
+        WgpuConfig::default().with_adapter(AdapterSelection::Type(first.device_type)),
+    )
     .unwrap();
     assert_eq!(by_type.adapter_info().device_type, first.device_type);
     assert!(
@@ -303,10 +297,9 @@ fn adapters_are_selected_by_index_and_by_type() -> Result<(), Skip> {
             .iter()
             .any(|a| a.name == default.adapter_info().name)
     );
-    let missing = WgpuBackend::new(WgpuConfig {
-        adapter: AdapterSelection::Index(adapters.len()),
-        ..WgpuConfig::default()
-    });
+    let missing = WgpuBackend::new(
+        WgpuConfig::default().with_adapter(AdapterSelection::Index(adapters.len())),
+    );
     assert!(matches!(
         missing,
         Err(Error::BackendUnavailable {
@@ -401,10 +394,7 @@ fn a_buffer_over_the_adapters_largest_is_too_large_not_out_of_memory() -> Result
 }
 
 fn timestamps_time_each_kernel_when_the_adapter_has_them() -> Result<(), Skip> {
-    let config = WgpuConfig {
-        timestamps: true,
-        ..WgpuConfig::default()
-    };
+    let config = WgpuConfig::default().with_timestamps(true);
     let client = wgpu_client_with(config, Driver::Manual)?;
     let out = client.empty(1 << 20);
     for _ in 0..10 {

@@ -149,14 +149,17 @@ fn wait_for(backend: &mut WgpuBackend, event: DeviceEvent) {
 fn device_elapsed_is_none_in_flight_for_unknown_events_and_once_recycled() -> Result<(), Skip> {
     let (mut backend, stream, region) = bare_backend()?;
     let start = backend.mark(stream);
-    backend.launch(
-        stream,
-        &library::FILL,
-        LaunchCount::Static([(SCALE_LEN / 256) as u32, 1, 1]),
-        &[region],
-        &[1.0f32.to_bits()],
-        ExecutionMode::Checked,
-    );
+    // SAFETY: the region is the whole of a buffer `bare_backend` just allocated; the launch is checked.
+    unsafe {
+        backend.launch(
+            stream,
+            &library::FILL,
+            LaunchCount::Static([(SCALE_LEN / 256) as u32, 1, 1]),
+            &[region],
+            &[1.0f32.to_bits()],
+            ExecutionMode::Checked,
+        );
+    }
     let end = backend.mark(stream);
 
     // Nothing was polled yet: the end mark is in flight as far as the backend knows.
@@ -184,16 +187,14 @@ fn device_elapsed_is_none_in_flight_for_unknown_events_and_once_recycled() -> Re
     wait_for(&mut backend, last);
     assert_eq!(backend.device_elapsed(start, end), None);
     assert!(backend.device_elapsed(before_last, last).is_some());
-    backend.deallocate(region.storage);
+    // SAFETY: every launch and write on the buffer finished (`last` was waited for, after them).
+    unsafe { backend.deallocate(region.storage) };
     Ok(())
 }
 
 fn without_timestamp_queries_a_mark_is_a_flush_that_times_nothing() -> Result<(), Skip> {
     // An adapter without timestamp queries, by construction: the device is opened without them.
-    let config = WgpuConfig {
-        mark_timestamps: false,
-        ..WgpuConfig::default()
-    };
+    let config = WgpuConfig::default().with_mark_timestamps(false);
     let client = wgpu_client_with(config, Driver::Manual)?;
     assert!(!client.with_runtime(|rt| has_timestamps(rt.backend())));
     let input = client.empty(SCALE_LEN * 4);
@@ -242,11 +243,10 @@ fn tuning_log(client: &ComputeClient<WgpuBackend>, size: u32) -> (String, String
     };
     let tuner = Tuner::new(
         client,
-        TunerConfig {
-            benchmark: BenchmarkConfig::default(),
-            mode: TuneMode::Blocking,
-            cache: CacheLocation::Disabled,
-        },
+        TunerConfig::default()
+            .with_benchmark(BenchmarkConfig::default())
+            .with_mode(TuneMode::Blocking)
+            .with_cache(CacheLocation::Disabled),
     );
     // Blocking tuning benchmarks on this thread, where the subscriber is the default.
     tracing::subscriber::with_default(subscriber, || tuner.select(&set, &input)).unwrap();

@@ -32,6 +32,7 @@ pub const PLUGIN_STREAM: StreamId = StreamId { value: 0 };
 
 /// The plugin's system sets, run in this order in the plugin's schedule.
 #[derive(SystemSet, Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum GpuworldSet {
     /// User systems that launch, write and read; skipped in a frame whose runtime has its
     /// frames-in-flight limit reached under [`FramesFull::Skip`].
@@ -53,6 +54,7 @@ enum PluginStep {
 
 /// How many ticks a frame runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum TickPolicy {
     /// This many ticks every frame (one by default); never waits on the device.
     PerFrame(u32),
@@ -66,6 +68,7 @@ pub enum TickPolicy {
 
 /// What `Submit` does when the frames-in-flight limit is reached.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum FramesFull {
     /// Wait for the oldest frame to finish (ticking, under `Driver::Manual`), then submit.
     Wait,
@@ -79,6 +82,12 @@ pub enum FramesFull {
 pub struct Gpu<B: Backend, M: Send + Sync + 'static = ()> {
     client: ComputeClient<B>,
     marker: PhantomData<fn() -> M>,
+}
+
+impl<B: Backend, M: Send + Sync + 'static> std::fmt::Debug for Gpu<B, M> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("Gpu").field(&self.client).finish()
+    }
 }
 
 impl<B: Backend, M: Send + Sync + 'static> Gpu<B, M> {
@@ -137,6 +146,16 @@ pub struct GpuworldPlugin<B: Backend, M: Send + Sync + 'static = ()> {
     schedule: Interned<dyn ScheduleLabel>,
     config: FrameConfig,
     marker: PhantomData<fn() -> M>,
+}
+
+impl<B: Backend, M: Send + Sync + 'static> std::fmt::Debug for GpuworldPlugin<B, M> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GpuworldPlugin")
+            .field("client", &self.client)
+            .field("schedule", &self.schedule)
+            .field("config", &self.config)
+            .finish()
+    }
 }
 
 impl<B: Backend> GpuworldPlugin<B> {

@@ -130,6 +130,7 @@ impl Readback {
 
 /// Triggered on a [`Readback`]'s entity when its bytes arrived: one `HostBytes` per source.
 #[derive(EntityEvent, Debug)]
+#[non_exhaustive]
 pub struct ReadbackComplete {
     /// The readback's entity.
     pub entity: Entity,
@@ -166,6 +167,7 @@ impl ReadbackComplete {
 /// Triggered on a [`Readback`]'s entity when its read failed (a released handle, a fault of the
 /// stream, the runtime gone).
 #[derive(EntityEvent, Debug)]
+#[non_exhaustive]
 pub struct ReadbackFailed {
     /// The readback's entity.
     pub entity: Entity,

@@ -75,19 +75,13 @@ pub fn wgpu_config(
         }),
         (None, None) => AdapterSelection::Default,
     };
-    gpuworld::WgpuConfig {
-        adapter,
-        ..gpuworld::WgpuConfig::default()
-    }
+    gpuworld::WgpuConfig::default().with_adapter(adapter)
 }
 
 /// The sim device the CLI runs on.
 pub fn sim_config() -> SimConfig {
     // The log grows by several entries per launch and nobody here reads it.
-    SimConfig {
-        record: false,
-        ..SimConfig::default()
-    }
+    SimConfig::default().with_record(false)
 }
 
 /// A device's name and memory, as `info` prints them.

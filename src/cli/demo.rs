@@ -148,34 +148,25 @@ pub fn run(args: &DemoArgs) -> Result<(), CliError> {
         #[cfg(feature = "wgpu")]
         BackendKind::Wgpu => {
             let driver = args.driver.unwrap_or(DriverKind::DeviceThread);
-            let config = gpuworld::WgpuConfig {
+            let config = super::backends::wgpu_config(args.adapter, args.device_type)
                 // Kernel statistics want every dispatch timed.
-                timestamps: true,
-                ..super::backends::wgpu_config(args.adapter, args.device_type)
-            };
+                .with_timestamps(true);
             let backend = gpuworld::WgpuBackend::new(config)?;
-            let runtime = RuntimeConfig {
-                max_tasks: gpuworld::WGPU_MAX_TASKS,
-                ..RuntimeConfig::default()
-            };
+            let runtime = RuntimeConfig::default().with_max_tasks(gpuworld::WGPU_MAX_TASKS);
             run_on(backend, runtime, driver, args, &settings)
         }
         #[cfg(feature = "cuda")]
         BackendKind::Cuda => {
             let driver = args.driver.unwrap_or(DriverKind::DeviceThread);
-            let config = gpuworld::CudaConfig {
-                cache_dir: settings
+            let config = gpuworld::CudaConfig::default().with_cache_dir(
+                settings
                     .cuda_cache
                     .value
                     .clone()
                     .or(gpuworld::CudaConfig::default().cache_dir),
-                ..gpuworld::CudaConfig::default()
-            };
+            );
             let backend = gpuworld::CudaBackend::new(config)?;
-            let runtime = RuntimeConfig {
-                max_tasks: gpuworld::CUDA_MAX_TASKS,
-                ..RuntimeConfig::default()
-            };
+            let runtime = RuntimeConfig::default().with_max_tasks(gpuworld::CUDA_MAX_TASKS);
             run_on(backend, runtime, driver, args, &settings)
         }
         BackendKind::Sim => {

@@ -34,16 +34,10 @@ pub fn run(args: &DemoArgs, trace: Option<PathBuf>) -> Result<(), CliError> {
             let driver = args.driver.unwrap_or(DriverKind::DeviceThread);
             let backends = (0..n)
                 .map(|device| {
-                    gpuworld::CudaBackend::new(gpuworld::CudaConfig {
-                        device,
-                        ..gpuworld::CudaConfig::default()
-                    })
+                    gpuworld::CudaBackend::new(gpuworld::CudaConfig::default().with_device(device))
                 })
                 .collect::<Result<Vec<_>, _>>()?;
-            let runtime = RuntimeConfig {
-                max_tasks: gpuworld::CUDA_MAX_TASKS,
-                ..RuntimeConfig::default()
-            };
+            let runtime = RuntimeConfig::default().with_max_tasks(gpuworld::CUDA_MAX_TASKS);
             run_on(backends, runtime, driver, args, trace)
         }
         // wgpu opens one adapter per runtime; several runtimes on one adapter are no devices.

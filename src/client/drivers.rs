@@ -22,6 +22,7 @@ use std::time::{Duration, Instant};
 
 /// Who advances the runtime.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Driver {
     /// The host calls [`ComputeClient::tick`]; blocking calls tick until their reply is ready;
     /// nothing else ticks, and getters read what the last tick left.

@@ -170,6 +170,14 @@ pub struct ReplyFuture<T> {
     ticks_at_last_poll: Option<u64>,
 }
 
+impl<T> std::fmt::Debug for ReplyFuture<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReplyFuture")
+            .field("ticks_at_last_poll", &self.ticks_at_last_poll)
+            .finish_non_exhaustive()
+    }
+}
+
 impl<T> ReplyFuture<T> {
     pub(super) fn waiting<B: Backend>(
         receiver: oneshot::Receiver<Result<T>>,

@@ -4,7 +4,7 @@
 
 use super::ComputeClient;
 use gpuworld_systems::backend::{NativeResource, Region};
-use gpuworld_systems::stages::ingest::{HandleIndex, HandleState};
+use gpuworld_systems::stages::ingest::HandleState;
 use gpuworld_systems::{Backend, Binding, Error, Result};
 
 /// A binding's memory in the backend's own terms, valid while the guard lives: the runtime is
@@ -12,6 +12,14 @@ use gpuworld_systems::{Backend, Binding, Error, Result};
 pub struct ResourceGuard<'a, B: Backend> {
     runtime: super::lock::RuntimeGuard<'a, B>,
     region: Region,
+}
+
+impl<B: Backend> std::fmt::Debug for ResourceGuard<'_, B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ResourceGuard")
+            .field("region", &self.region)
+            .finish_non_exhaustive()
+    }
 }
 
 impl<B: Backend> ResourceGuard<'_, B> {
@@ -58,12 +66,7 @@ impl<B: Backend> ComputeClient<B> {
         let released = Error::ReleasedHandle {
             handle: binding.handle(),
         };
-        let entry = runtime
-            .world()
-            .resource::<HandleIndex>()
-            .0
-            .get(&binding.handle())
-            .ok_or(released)?;
+        let entry = runtime.handle_entry(binding.handle()).ok_or(released)?;
         let base = match &entry.state {
             HandleState::Spawned { region, .. } => *region,
             HandleState::Unspawned { memory, .. } => memory.as_ref().map_err(Clone::clone)?.1,

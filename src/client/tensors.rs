@@ -8,10 +8,8 @@ use gpuworld_systems::inbox::{Command, Inbox};
 use gpuworld_systems::memory::layout::{
     gather_contiguous, pack_offsets, place_tensor, scatter_strided, strided_span,
 };
-use gpuworld_systems::memory::{AllocationMode, MemoryPool, PoolReport, TensorLayout};
-use gpuworld_systems::{
-    Backend, Binding, Error, Handle, HostBytes, Result, RuntimeConfig, StreamId,
-};
+use gpuworld_systems::memory::{AllocationMode, PoolReport, TensorLayout};
+use gpuworld_systems::{Backend, Binding, Error, Handle, HostBytes, Result, StreamId};
 use std::sync::Arc;
 
 /// The shape and element size of one tensor.
@@ -67,7 +65,7 @@ impl<B: Backend> ComputeClient<B> {
     /// them, without ticking: the ladder in routing order, then the persistent pool. To count
     /// every command sent so far, [`ComputeClient::sync`] first. Never ticks.
     pub fn memory_report(&self) -> Vec<PoolReport> {
-        self.with_runtime(|runtime| runtime.world().resource::<MemoryPool>().reports())
+        self.with_runtime(|runtime| runtime.memory_report())
     }
 
     /// A new tensor holding `data` (row-major, contiguous) in the runtime's tensor layout;
@@ -194,13 +192,7 @@ impl<B: Backend> ComputeClient<B> {
     }
 
     fn tensor_layout(&self) -> TensorLayout {
-        self.with_runtime(|runtime| {
-            runtime
-                .world()
-                .resource::<RuntimeConfig>()
-                .memory
-                .tensor_layout
-        })
+        self.with_runtime(|runtime| runtime.config().memory.tensor_layout)
     }
 }
 

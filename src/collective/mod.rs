@@ -52,6 +52,14 @@ pub struct Group<B: Backend> {
     on_devices: OnceLock<OnDevices>,
 }
 
+impl<B: Backend> std::fmt::Debug for Group<B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Group")
+            .field("clients", &self.clients)
+            .finish_non_exhaustive()
+    }
+}
+
 impl<B: Backend> Group<B> {
     /// A group of `clients`, ranked in that order; `Error::DeviceListedTwice` when two of them
     /// run on one device, `Error::CollectiveMismatch` for an empty group.

@@ -18,6 +18,7 @@ pub struct NotIdle {
 
 /// A runtime on the sim backend, ticked only by [`TestRuntime::step`] and by blocking calls;
 /// derefs to the client of stream `s0`, so `create`, `launch`, `read_one_as`... work on it.
+#[derive(Debug)]
 pub struct TestRuntime {
     client: ComputeClient<SimBackend>,
 }
@@ -70,9 +71,9 @@ impl TestRuntime {
             rt.tick();
             let tick = rt.tick_count();
             // Keep only this tick's calls: the snapshot of a tick shows that tick's.
-            let log = rt.backend_mut().take_log();
+            let log = rt.sim_mut().take_log();
             let kept: Vec<_> = log.into_iter().filter(|(t, _)| *t == tick).collect();
-            rt.backend_mut().restore_log(kept);
+            rt.sim_mut().restore_log(kept);
             tick
         })
     }

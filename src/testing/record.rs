@@ -215,6 +215,7 @@ impl Data {
 
 /// Why a recording could not be read or written.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum RecordingError {
     /// The file could not be read or written.
     #[error("cannot access {path}: {source}")]
@@ -284,6 +285,15 @@ pub struct Recorder<B: Backend> {
     client: ComputeClient<B>,
     commands: Arc<Mutex<Vec<RecordedCommand>>>,
     start_tick: u64,
+}
+
+impl<B: Backend> std::fmt::Debug for Recorder<B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Recorder")
+            .field("client", &self.client)
+            .field("start_tick", &self.start_tick)
+            .finish_non_exhaustive()
+    }
 }
 
 impl<B: Backend> Recorder<B> {

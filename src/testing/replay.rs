@@ -17,6 +17,7 @@ pub const MAX_DRAIN_TICKS: u64 = 100_000;
 
 /// Why a recording could not be replayed.
 #[derive(Debug, thiserror::Error, PartialEq)]
+#[non_exhaustive]
 pub enum ReplayError {
     /// A launch names a kernel that is neither in the library nor registered.
     #[error(
@@ -108,6 +109,7 @@ impl ReplayReport {
 
 /// Replays a [`Recording`]; knows the library's kernels by id, and the user kernels registered
 /// with [`Replayer::kernel`].
+#[derive(Debug)]
 pub struct Replayer {
     recording: Recording,
     kernels: HashMap<&'static str, &'static KernelDef>,

@@ -94,10 +94,7 @@ pub fn fault_sweep(
     let outcomes = points
         .into_iter()
         .map(|fault| {
-            let runtime = TestRuntime::with_sim(SimConfig {
-                faults: FaultPlan::one(fault),
-                ..sim.clone()
-            });
+            let runtime = TestRuntime::with_sim(sim.clone().with_faults(FaultPlan::one(fault)));
             let run = catch_unwind(AssertUnwindSafe(|| {
                 let result = program(&runtime);
                 let _ = runtime.step_until_idle();

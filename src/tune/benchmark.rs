@@ -13,11 +13,30 @@ use std::time::{Duration, Instant};
 
 /// How many runs a candidate gets.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct BenchmarkConfig {
     /// Runs before timing starts (compiles pipelines, fills caches).
     pub warmup: usize,
     /// Timed runs; the median of them decides.
     pub samples: usize,
+}
+
+// Builders: the struct is `#[non_exhaustive]`, so other crates start from a constructor or
+// `Default` and set fields one by one.
+impl BenchmarkConfig {
+    /// This configuration with [`warmup`](Self::warmup) set to `warmup`.
+    #[must_use]
+    pub fn with_warmup(mut self, warmup: usize) -> Self {
+        self.warmup = warmup;
+        self
+    }
+
+    /// This configuration with [`samples`](Self::samples) set to `samples`.
+    #[must_use]
+    pub fn with_samples(mut self, samples: usize) -> Self {
+        self.samples = samples;
+        self
+    }
 }
 
 impl Default for BenchmarkConfig {

@@ -26,6 +26,16 @@ pub struct Tunable<B: Backend, I, O> {
     priority: i32,
 }
 
+impl<B: Backend, I, O> std::fmt::Debug for Tunable<B, I, O> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tunable")
+            .field("name", &self.name)
+            .field("group", &self.group)
+            .field("priority", &self.priority)
+            .finish_non_exhaustive()
+    }
+}
+
 impl<B: Backend, I, O> Tunable<B, I, O> {
     /// A candidate named `name` (names are the identity the cache checksums).
     pub fn new(
@@ -73,6 +83,16 @@ pub struct TunableSet<B: Backend, I, O> {
     output_check: Option<OutputCheckFn<B, O>>,
     checksum: u64,
     identity: u64,
+}
+
+impl<B: Backend, I, O> std::fmt::Debug for TunableSet<B, I, O> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TunableSet")
+            .field("name", &self.name)
+            .field("candidates", &self.candidates)
+            .field("checksum", &self.checksum)
+            .finish_non_exhaustive()
+    }
 }
 
 /// Why a candidate is not benchmarked for a key.

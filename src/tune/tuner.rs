@@ -28,6 +28,7 @@ pub const FALLBACK_CANDIDATE: usize = 0;
 
 /// Where a miss is benchmarked.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum TuneMode {
     /// On the caller's thread; the call returns with the winner.
     Blocking,
@@ -37,6 +38,7 @@ pub enum TuneMode {
 
 /// Where the persistent cache lives.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum CacheLocation {
     /// `GPUWORLD_AUTOTUNE_CACHE`, else `target/gpuworld-autotune/` ([`default_cache_dir`]).
     Default,
@@ -48,6 +50,7 @@ pub enum CacheLocation {
 
 /// How a tuner benchmarks and where it keeps results.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct TunerConfig {
     /// Warm-up runs and samples per candidate.
     pub benchmark: BenchmarkConfig,
@@ -55,6 +58,31 @@ pub struct TunerConfig {
     pub mode: TuneMode,
     /// The persistent cache's directory.
     pub cache: CacheLocation,
+}
+
+// Builders: the struct is `#[non_exhaustive]`, so other crates start from a constructor or
+// `Default` and set fields one by one.
+impl TunerConfig {
+    /// This configuration with [`benchmark`](Self::benchmark) set to `benchmark`.
+    #[must_use]
+    pub fn with_benchmark(mut self, benchmark: BenchmarkConfig) -> Self {
+        self.benchmark = benchmark;
+        self
+    }
+
+    /// This configuration with [`mode`](Self::mode) set to `mode`.
+    #[must_use]
+    pub fn with_mode(mut self, mode: TuneMode) -> Self {
+        self.mode = mode;
+        self
+    }
+
+    /// This configuration with [`cache`](Self::cache) set to `cache`.
+    #[must_use]
+    pub fn with_cache(mut self, cache: CacheLocation) -> Self {
+        self.cache = cache;
+        self
+    }
 }
 
 impl Default for TunerConfig {
@@ -73,6 +101,15 @@ type Slot = (u64, TuneKey);
 /// The autotuner of one device: cheap to clone, usable from many threads.
 pub struct Tuner<B: Backend> {
     inner: Arc<TunerInner<B>>,
+}
+
+impl<B: Backend> std::fmt::Debug for Tuner<B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tuner")
+            .field("client", &self.inner.client)
+            .field("config", &self.inner.config)
+            .finish_non_exhaustive()
+    }
 }
 
 impl<B: Backend> Clone for Tuner<B> {

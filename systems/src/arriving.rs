@@ -41,6 +41,7 @@ impl std::fmt::Debug for Arriving {
 
 /// Wakes the runtime behind an inbox: asks for a tick, which a sleeping device thread cannot
 /// miss; a manually driven runtime ticks when its owner next calls.
+#[derive(Debug)]
 pub struct InboxWaker(pub Arc<Inbox>);
 
 impl InboxWaker {

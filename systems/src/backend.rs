@@ -221,6 +221,12 @@ pub trait NativeOp: std::any::Any + Send + Sync {
     }
 }
 
+impl std::fmt::Debug for dyn NativeOp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("NativeOp").field(&self.name()).finish()
+    }
+}
+
 /// A boxed [`NativeOp`], as tasks carry it.
 pub type NativeWork = Box<dyn NativeOp>;
 
@@ -285,8 +291,13 @@ pub trait Backend: Send + Sync + 'static {
     /// Reserves a buffer of `size` bytes: `AllocError::BufferTooLarge` above the device's
     /// largest buffer, `AllocError::OutOfMemory` when the device has no room for it now.
     fn allocate(&mut self, size: u64) -> Result<StorageId, AllocError>;
-    /// Returns a buffer to the device; the runtime guarantees no work uses it any more.
-    fn deallocate(&mut self, storage: StorageId);
+    /// Returns a buffer to the device.
+    ///
+    /// # Safety
+    /// `storage` is a buffer this backend allocated and has not deallocated, and no work queued
+    /// or running on any stream uses it any more (the runtime frees a buffer only after the
+    /// events of the work that used it passed).
+    unsafe fn deallocate(&mut self, storage: StorageId);
     /// Creates the device stream for the runtime's stream `id`.
     fn create_stream(&mut self, id: StreamId) -> DeviceStream;
     /// Enqueues a host-to-device copy of `data` into `dst` (`data.len() <= dst.size`).
@@ -294,7 +305,13 @@ pub trait Backend: Send + Sync + 'static {
     /// Enqueues a kernel launch. The client launches only kernels with a source for this
     /// backend ([`Backend::source_for`]); one without (a direct call) faults the stream with
     /// `Error::MissingKernelSource`.
-    fn launch(
+    ///
+    /// # Safety
+    /// Each of `buffers` lies within a buffer this backend allocated and has not deallocated.
+    /// With [`ExecutionMode::Unchecked`], every access the kernel makes for `count` is in
+    /// bounds of its binding: nothing checks it (the caller of `ComputeClient::launch_unchecked`
+    /// promised it).
+    unsafe fn launch(
         &mut self,
         stream: DeviceStream,
         kernel: Kernel,

@@ -15,6 +15,7 @@ pub type Drive = Box<dyn Fn() + Send + Sync>;
 
 /// A transfer between two runtimes of one backend that stays on the devices, as three native
 /// ops queued in this order, each after the one it waits for.
+#[derive(Debug)]
 pub struct PeerTransfer {
     /// On the destination's stream, over the destination range: makes it ready to receive.
     pub destination: NativeWork,

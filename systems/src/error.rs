@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 /// What went wrong, with enough detail for the caller to fix it.
 #[derive(thiserror::Error, Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum Error {
     /// The handle behind a binding was released (every clone dropped) before this use.
     #[error("handle {handle} was released: every clone was dropped before this use")]

@@ -14,6 +14,7 @@ use crate::kernel::{
 use smallvec::SmallVec;
 
 /// A launch ready to run: its CPU source, cube count and buffer views.
+#[derive(Debug)]
 pub struct HostLaunch<'a> {
     /// The kernel.
     pub kernel: Kernel,

@@ -62,6 +62,16 @@ pub struct HostMemory {
     allocated: u64,
 }
 
+impl std::fmt::Debug for HostMemory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HostMemory")
+            .field("buffers", &self.buffers.len())
+            .field("allocated", &self.allocated)
+            .field("capacity", &self.capacity)
+            .finish()
+    }
+}
+
 impl HostMemory {
     /// Bytes of the largest buffer: a `Vec` holds at most `isize::MAX` bytes.
     pub const MAX_BUFFER_BYTES: u64 = (isize::MAX as u64) / 64 * 64;

@@ -17,6 +17,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 /// Work queued on a host-memory stream, as `Backend` received it.
+#[derive(Debug)]
 pub enum HostOp {
     /// Copy host bytes to device memory.
     Write {
@@ -56,7 +57,7 @@ pub enum HostOp {
 }
 
 /// What a finished operation leaves: a readback, a fault for its stream.
-#[derive(Default)]
+#[derive(Debug, Default)]
 pub struct Finished {
     /// The readback's ticket and bytes (empty after a fault).
     pub read: Option<(ReadTicket, HostBytes)>,
@@ -141,7 +142,7 @@ impl HostOp {
 
 /// Finished work of host-memory streams: operations completed per stream, each stream's first
 /// fault since it was last taken, and readbacks not yet taken.
-#[derive(Default)]
+#[derive(Debug, Default)]
 pub struct Completions {
     completed: Vec<u64>,
     faults: Vec<Option<Error>>,

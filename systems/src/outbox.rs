@@ -9,6 +9,7 @@ use crate::inbox::{ReadReply, Reply};
 use bevy_ecs::prelude::Resource;
 
 /// One reply and its value.
+#[derive(Debug)]
 enum Outgoing {
     Read(Reply<ReadReply>, ReadReply),
     Sync(Reply<Result<()>>, Result<()>),
@@ -16,7 +17,7 @@ enum Outgoing {
 }
 
 /// The replies of the tick running now, in the order the stages produced them.
-#[derive(Resource, Default)]
+#[derive(Debug, Resource, Default)]
 pub struct Outbox {
     outgoing: Vec<Outgoing>,
 }

@@ -1,16 +1,20 @@
 //! `Runtime<B>`: the world and the tick schedule for one device. Clients talk to it through its
 //! inbox; whoever holds it calls [`Runtime::tick`].
 
-use crate::backend::{Backend, DeviceProperties, DeviceStream};
+use crate::backend::{Backend, DeviceEvent, DeviceProperties, DeviceStream};
+use crate::error::Error;
+use crate::ids::HandleId;
 use crate::ids::{RuntimeId, StreamId};
 use crate::inbox::Inbox;
+use crate::kernel::{ExecutionMode, Kernel};
+use crate::memory::PoolReport;
 use crate::memory::{MemoryPool, MemoryUsage};
 use crate::outbox::Outbox;
 use crate::published::{InFlight, Published};
 use crate::snapshot::{Snapshot, SnapshotOptions};
 use crate::stages::flush_wait::LastSynced;
 use crate::stages::gc::{ReplyWait, TickLeft};
-use crate::stages::ingest::{DeferredCommands, HandleIndex};
+use crate::stages::ingest::{DeferredCommands, HandleEntry, HandleIndex};
 use crate::stages::tick_schedule;
 use crate::stages::tune::{TuneCache, TuneResults};
 use crate::trace::{KernelStat, KernelStats, Trace, TraceRecorder};
@@ -18,8 +22,14 @@ use crate::world::*;
 use bevy_ecs::prelude::*;
 use std::marker::PhantomData;
 use std::sync::Arc;
+use std::time::Duration;
 
 /// The runtime of one device: a `World` advanced one tick at a time.
+///
+/// Its internals, `Runtime::world` and `Runtime::backend_mut`, exist only with the
+/// `internals` feature (an escape hatch for tests and debugging, with no stability promise);
+/// the narrow methods beside them ([`Runtime::config`], [`Runtime::memory_report`],
+/// [`Runtime::warm_up`]...) are the supported way in.
 pub struct Runtime<B: Backend> {
     world: World,
     schedule: Schedule,
@@ -34,6 +44,17 @@ pub struct Runtime<B: Backend> {
     /// Whether the trace's systems are in the tick (see [`crate::trace`]).
     recording_systems: bool,
     backend: PhantomData<fn() -> B>,
+}
+
+impl<B: Backend> std::fmt::Debug for Runtime<B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runtime")
+            .field("id", &self.inbox.runtime())
+            .field("device", &self.properties.name)
+            .field("left", &self.left)
+            .field("recording_systems", &self.recording_systems)
+            .finish_non_exhaustive()
+    }
 }
 
 impl<B: Backend> Drop for Runtime<B> {
@@ -189,13 +210,48 @@ impl<B: Backend> Runtime<B> {
     }
 
     /// The backend, mutably (for tests that inspect or configure it).
+    ///
+    /// An internal, behind the `internals` feature: no stability promise.
+    #[cfg(any(test, feature = "internals"))]
     pub fn backend_mut(&mut self) -> &mut B {
+        self.device_mut()
+    }
+
+    pub(crate) fn device_mut(&mut self) -> &mut B {
         &mut self.world.resource_mut::<Device<B>>().into_inner().0
     }
 
     /// The world, for inspection.
+    ///
+    /// An internal, behind the `internals` feature: no stability promise.
+    #[cfg(any(test, feature = "internals"))]
     pub fn world(&self) -> &World {
         &self.world
+    }
+
+    /// The configuration the runtime was made with.
+    pub fn config(&self) -> &RuntimeConfig {
+        self.world.resource::<RuntimeConfig>()
+    }
+
+    /// Each memory pool's counts: the ladder in routing order, then the persistent pool.
+    pub fn memory_report(&self) -> Vec<PoolReport> {
+        self.world.resource::<MemoryPool>().reports()
+    }
+
+    /// The index entry of a live handle; `None` once the user released it.
+    pub fn handle_entry(&self, handle: HandleId) -> Option<&HandleEntry> {
+        self.world.resource::<HandleIndex>().0.get(&handle)
+    }
+
+    /// Prepares `kernel` for launches in `mode` ([`Backend::warm_up`]).
+    pub fn warm_up(&mut self, kernel: Kernel, mode: ExecutionMode) -> Result<(), Error> {
+        self.device_mut().warm_up(kernel, mode)
+    }
+
+    /// The device time between two events ([`Backend::device_elapsed`]).
+    pub fn device_elapsed(&mut self, start: DeviceEvent, end: DeviceEvent) -> Option<Duration> {
+        self.device_mut().device_elapsed(start, end)
     }
 
     /// The queue autotune results are sent to; the tune stage ingests it.

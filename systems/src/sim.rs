@@ -36,6 +36,7 @@ pub type KernelCost = fn(&KernelDef, [u32; 3]) -> u64;
 
 /// How the virtual device orders work across streams.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum SimModel {
     /// Each stream is a queue of its own; waits on other streams' events order them (CUDA-like).
     Events,
@@ -45,6 +46,7 @@ pub enum SimModel {
 
 /// How the virtual device behaves.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct SimConfig {
     /// How work of different streams is ordered.
     pub model: SimModel,
@@ -71,6 +73,73 @@ pub struct SimConfig {
     pub device: u32,
 }
 
+// Builders: the struct is `#[non_exhaustive]`, so other crates start from a constructor or
+// `Default` and set fields one by one.
+impl SimConfig {
+    /// This configuration with [`model`](Self::model) set to `model`.
+    #[must_use]
+    pub fn with_model(mut self, model: SimModel) -> Self {
+        self.model = model;
+        self
+    }
+
+    /// This configuration with [`latency_ticks`](Self::latency_ticks) set to `latency_ticks`.
+    #[must_use]
+    pub fn with_latency_ticks(mut self, latency_ticks: u64) -> Self {
+        self.latency_ticks = latency_ticks;
+        self
+    }
+
+    /// This configuration with [`device`](Self::device) set to `device`.
+    #[must_use]
+    pub fn with_device(mut self, device: u32) -> Self {
+        self.device = device;
+        self
+    }
+
+    /// This configuration with [`memory_bytes`](Self::memory_bytes) set to `memory_bytes`.
+    #[must_use]
+    pub fn with_memory_bytes(mut self, memory_bytes: u64) -> Self {
+        self.memory_bytes = memory_bytes;
+        self
+    }
+
+    /// This configuration with [`record`](Self::record) set to `record`.
+    #[must_use]
+    pub fn with_record(mut self, record: bool) -> Self {
+        self.record = record;
+        self
+    }
+
+    /// This configuration with [`kernel_cost`](Self::kernel_cost) set to `kernel_cost`.
+    #[must_use]
+    pub fn with_kernel_cost(mut self, kernel_cost: Option<KernelCost>) -> Self {
+        self.kernel_cost = kernel_cost;
+        self
+    }
+
+    /// This configuration with [`faults`](Self::faults) set to `faults`.
+    #[must_use]
+    pub fn with_faults(mut self, faults: FaultPlan) -> Self {
+        self.faults = faults;
+        self
+    }
+
+    /// This configuration with [`costs`](Self::costs) set to `costs`.
+    #[must_use]
+    pub fn with_costs(mut self, costs: Option<CostModel>) -> Self {
+        self.costs = costs;
+        self
+    }
+
+    /// This configuration with [`link`](Self::link) set to `link`.
+    #[must_use]
+    pub fn with_link(mut self, link: Option<SimLink>) -> Self {
+        self.link = link;
+        self
+    }
+}
+
 impl Default for SimConfig {
     fn default() -> Self {
         SimConfig {
@@ -88,7 +157,7 @@ impl Default for SimConfig {
 }
 
 /// A fault the plan attached to an operation.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Debug)]
 enum Injected {
     /// The operation does not run; its stream faults.
     Instead(&'static str),
@@ -96,6 +165,7 @@ enum Injected {
     After(&'static str),
 }
 
+#[derive(Debug)]
 struct Op {
     ready_at: u64,
     /// Its number on its queue (the queue's operation count once it has run).
@@ -107,6 +177,7 @@ struct Op {
 }
 
 /// A stream; with `SimModel::SingleQueue` only stream 0's queue and counters are used.
+#[derive(Debug)]
 struct SimStream {
     id: StreamId,
     queue: VecDeque<Op>,
@@ -114,6 +185,7 @@ struct SimStream {
 }
 
 /// A deterministic virtual device.
+#[derive(Debug)]
 pub struct SimBackend {
     config: SimConfig,
     memory: HostMemory,
@@ -388,6 +460,13 @@ impl OpenBackend for SimBackend {
     }
 }
 
+impl crate::Runtime<SimBackend> {
+    /// The sim, mutably: its log and its fault plan, for tests.
+    pub fn sim_mut(&mut self) -> &mut SimBackend {
+        self.device_mut()
+    }
+}
+
 impl Backend for SimBackend {
     const NAME: &'static str = "sim";
     type Source = CpuSource;
@@ -425,7 +504,7 @@ impl Backend for SimBackend {
         result
     }
 
-    fn deallocate(&mut self, storage: StorageId) {
+    unsafe fn deallocate(&mut self, storage: StorageId) {
         self.memory.deallocate(storage);
         self.record(SimCall::Deallocate { storage });
     }
@@ -450,7 +529,7 @@ impl Backend for SimBackend {
         });
     }
 
-    fn launch(
+    unsafe fn launch(
         &mut self,
         stream: DeviceStream,
         kernel: Kernel,

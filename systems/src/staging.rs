@@ -15,12 +15,19 @@ pub trait StagingAllocator: Send + Sync + 'static {
     fn take(&self, len: usize) -> Option<HostBytes>;
 }
 
+impl std::fmt::Debug for dyn StagingAllocator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StagingAllocator").finish_non_exhaustive()
+    }
+}
+
 /// Smallest size class, in bytes.
 const MIN_CLASS: usize = 4096;
 
 /// Free buffers by power-of-two size class (from 4 KiB), at most `max_free_bytes` of them kept,
 /// the last given back first: the reuse rule of every staging pool. A loop of same-sized
 /// transfers takes back the buffer it gave back, so it allocates only on its first round.
+#[derive(Debug)]
 pub struct FreeBuffers<T> {
     /// Index `i` holds buffers of `1 << i` bytes.
     free: Vec<Vec<T>>,
@@ -91,6 +98,7 @@ pub const DEFAULT_MAX_FREE_HEAP_STAGING: usize = 256 << 20;
 
 /// Heap buffers lent for transfers and kept for reuse by size class: the staging of backends
 /// without faster memory. Not page-locked.
+#[derive(Debug)]
 pub struct HeapStaging {
     free: Mutex<FreeBuffers<Box<[u8]>>>,
     /// This pool, for the bytes it lends to find their way back.

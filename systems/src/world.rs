@@ -120,6 +120,7 @@ pub struct TaskBinding {
 }
 
 /// Where a read's bytes go, and the staging they land in.
+#[derive(Debug)]
 pub struct ReadRequest {
     /// Answered with the bytes.
     pub reply: Reply<ReadReply>,
@@ -129,6 +130,7 @@ pub struct ReadRequest {
 }
 
 /// What a task does.
+#[derive(Debug)]
 pub enum TaskWork {
     /// Copy host bytes into the first binding.
     Write(HostBytes),
@@ -241,15 +243,15 @@ pub struct SyncNeed {
 // ---- resources ----
 
 /// The backend, as a resource.
-#[derive(Resource)]
+#[derive(Debug, Resource)]
 pub struct Device<B: Backend>(pub B);
 
 /// The client inbox.
-#[derive(Resource, Clone)]
+#[derive(Debug, Resource, Clone)]
 pub struct InboxQueue(pub Arc<Inbox>);
 
 /// The stream entities by slot, and the GC stream.
-#[derive(Resource)]
+#[derive(Debug, Resource)]
 pub struct StreamTable {
     /// Compute stream entity per slot, created on first use.
     pub slots: Vec<Option<Entity>>,
@@ -263,7 +265,7 @@ pub const GC_SLOT: usize = usize::MAX;
 /// Emptied task boxes kept for reuse: a task is boxed so that stages move a pointer, and the
 /// boxes are recycled so that a tick of many launches does not go through the allocator. Kept in
 /// [`NewTasks`], beside the tasks ingest fills them with: one lookup for both.
-#[derive(Default)]
+#[derive(Debug, Default)]
 pub struct SpareTasks(pub Vec<Box<Task>>);
 
 impl SpareTasks {
@@ -315,7 +317,7 @@ impl SpareTasks {
 
 /// Tasks ingested this tick and not yet queued, in arrival order, and the emptied boxes of
 /// submitted ones.
-#[derive(Resource, Default)]
+#[derive(Debug, Resource, Default)]
 pub struct NewTasks {
     /// The tasks, in arrival order.
     pub tasks: Vec<Box<Task>>,
@@ -327,6 +329,7 @@ pub struct NewTasks {
 
 /// How streams are batched and submitted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum SchedulingStrategy {
     /// Round-robin over ready streams, one task each.
     Interleave,
@@ -336,6 +339,7 @@ pub enum SchedulingStrategy {
 
 /// The runtime's settings.
 #[derive(Resource, Clone, Debug)]
+#[non_exhaustive]
 pub struct RuntimeConfig {
     /// Number of compute stream slots.
     pub stream_slots: usize,
@@ -345,6 +349,38 @@ pub struct RuntimeConfig {
     pub strategy: SchedulingStrategy,
     /// Memory pools and tensor layout.
     pub memory: MemoryConfig,
+}
+
+// Builders: the struct is `#[non_exhaustive]`, so other crates start from a constructor or
+// `Default` and set fields one by one.
+impl RuntimeConfig {
+    /// This configuration with [`stream_slots`](Self::stream_slots) set to `stream_slots`.
+    #[must_use]
+    pub fn with_stream_slots(mut self, stream_slots: usize) -> Self {
+        self.stream_slots = stream_slots;
+        self
+    }
+
+    /// This configuration with [`max_tasks`](Self::max_tasks) set to `max_tasks`.
+    #[must_use]
+    pub fn with_max_tasks(mut self, max_tasks: usize) -> Self {
+        self.max_tasks = max_tasks;
+        self
+    }
+
+    /// This configuration with [`strategy`](Self::strategy) set to `strategy`.
+    #[must_use]
+    pub fn with_strategy(mut self, strategy: SchedulingStrategy) -> Self {
+        self.strategy = strategy;
+        self
+    }
+
+    /// This configuration with [`memory`](Self::memory) set to `memory`.
+    #[must_use]
+    pub fn with_memory(mut self, memory: MemoryConfig) -> Self {
+        self.memory = memory;
+        self
+    }
 }
 
 impl Default for RuntimeConfig {

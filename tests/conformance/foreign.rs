@@ -58,8 +58,9 @@ impl Backend for ForeignSim {
     fn allocate(&mut self, size: u64) -> Result<StorageId, AllocError> {
         self.0.allocate(size)
     }
-    fn deallocate(&mut self, storage: StorageId) {
-        self.0.deallocate(storage);
+    unsafe fn deallocate(&mut self, storage: StorageId) {
+        // SAFETY: the caller's guarantee for this backend is the wrapped sim's: it owns the buffer.
+        unsafe { self.0.deallocate(storage) };
     }
     fn create_stream(&mut self, id: StreamId) -> DeviceStream {
         self.0.create_stream(id)
@@ -67,7 +68,7 @@ impl Backend for ForeignSim {
     fn write(&mut self, stream: DeviceStream, dst: Region, data: HostBytes) {
         self.0.write(stream, dst, data);
     }
-    fn launch(
+    unsafe fn launch(
         &mut self,
         stream: DeviceStream,
         kernel: Kernel,
@@ -76,7 +77,8 @@ impl Backend for ForeignSim {
         scalars: &[u32],
         mode: ExecutionMode,
     ) {
-        self.0.launch(stream, kernel, count, buffers, scalars, mode);
+        // SAFETY: the caller's guarantee about the regions and the mode passes to the wrapped sim.
+        unsafe { self.0.launch(stream, kernel, count, buffers, scalars, mode) }
     }
     fn read(&mut self, stream: DeviceStream, src: Region) -> ReadTicket {
         self.0.read(stream, src)

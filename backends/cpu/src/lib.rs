@@ -69,6 +69,16 @@ pub struct CpuBackend {
     device: u32,
 }
 
+impl std::fmt::Debug for CpuBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CpuBackend")
+            .field("device", &self.device)
+            .field("streams", &self.workers.len())
+            .field("next_ticket", &self.next_ticket)
+            .finish_non_exhaustive()
+    }
+}
+
 impl Default for CpuBackend {
     fn default() -> Self {
         CpuBackend::new()
@@ -182,6 +192,14 @@ pub struct HostWords<'a> {
     region: Region,
 }
 
+impl std::fmt::Debug for HostWords<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HostWords")
+            .field("region", &self.region)
+            .finish_non_exhaustive()
+    }
+}
+
 impl HostWords<'_> {
     /// The words.
     pub fn words(&self) -> &[std::sync::atomic::AtomicU32] {
@@ -228,7 +246,7 @@ impl Backend for CpuBackend {
         self.memory.write().allocate(size)
     }
 
-    fn deallocate(&mut self, storage: StorageId) {
+    unsafe fn deallocate(&mut self, storage: StorageId) {
         self.memory.write().deallocate(storage);
     }
 
@@ -249,7 +267,7 @@ impl Backend for CpuBackend {
         self.send(stream, HostOp::Write { dst, data });
     }
 
-    fn launch(
+    unsafe fn launch(
         &mut self,
         stream: DeviceStream,
         kernel: Kernel,

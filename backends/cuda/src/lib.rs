@@ -50,6 +50,7 @@ const DYNAMIC_BLOCKS_PER_SM: u32 = 8;
 
 /// How to open a CUDA device.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct CudaConfig {
     /// The device's ordinal.
     pub device: usize,
@@ -57,6 +58,31 @@ pub struct CudaConfig {
     pub cache_dir: Option<PathBuf>,
     /// Free pinned staging bytes kept for reuse; more is returned to the driver.
     pub max_free_staging: usize,
+}
+
+// Builders: the struct is `#[non_exhaustive]`, so other crates start from a constructor or
+// `Default` and set fields one by one.
+impl CudaConfig {
+    /// This configuration with [`device`](Self::device) set to `device`.
+    #[must_use]
+    pub fn with_device(mut self, device: usize) -> Self {
+        self.device = device;
+        self
+    }
+
+    /// This configuration with [`cache_dir`](Self::cache_dir) set to `cache_dir`.
+    #[must_use]
+    pub fn with_cache_dir(mut self, cache_dir: Option<PathBuf>) -> Self {
+        self.cache_dir = cache_dir;
+        self
+    }
+
+    /// This configuration with [`max_free_staging`](Self::max_free_staging) set to `max_free_staging`.
+    #[must_use]
+    pub fn with_max_free_staging(mut self, max_free_staging: usize) -> Self {
+        self.max_free_staging = max_free_staging;
+        self
+    }
 }
 
 impl Default for CudaConfig {
@@ -108,6 +134,20 @@ pub struct CudaBackend {
 unsafe impl Send for CudaBackend {}
 // SAFETY: as above: no `&self` method touches a CUDA handle.
 unsafe impl Sync for CudaBackend {}
+
+impl std::fmt::Debug for CudaBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CudaBackend")
+            .field("device", &self.device)
+            .field("name", &self.properties.name)
+            .field("arch", &self.arch)
+            .field("buffers", &self.buffers.len())
+            .field("allocated", &self.allocated)
+            .field("streams", &self.streams.len())
+            .field("poisoned", &self.poisoned)
+            .finish_non_exhaustive()
+    }
+}
 
 impl CudaBackend {
     /// The device's compute capability (major, minor).
@@ -294,11 +334,9 @@ impl OpenBackend for CudaBackend {
 
     /// Up to [`MAX_TASKS`] tasks batched per stream, streams interleaved.
     fn runtime_defaults() -> RuntimeConfig {
-        RuntimeConfig {
-            max_tasks: MAX_TASKS,
-            strategy: SchedulingStrategy::Interleave,
-            ..RuntimeConfig::default()
-        }
+        RuntimeConfig::default()
+            .with_max_tasks(MAX_TASKS)
+            .with_strategy(SchedulingStrategy::Interleave)
     }
 }
 
@@ -379,7 +417,7 @@ impl Backend for CudaBackend {
         Ok(StorageId(id))
     }
 
-    fn deallocate(&mut self, storage: StorageId) {
+    unsafe fn deallocate(&mut self, storage: StorageId) {
         self.bind();
         if let Some((pointer, size)) = self.buffers.remove(&storage.0) {
             self.allocated -= size;
@@ -421,7 +459,7 @@ impl Backend for CudaBackend {
         self.timed(stream, start, OpKind::Write, dst.size);
     }
 
-    fn launch(
+    unsafe fn launch(
         &mut self,
         stream: DeviceStream,
         kernel: Kernel,

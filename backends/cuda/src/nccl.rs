@@ -54,6 +54,7 @@ type ReduceScatter = AllReduce;
 type GroupCall = unsafe extern "C" fn() -> sys::ncclResult_t;
 
 /// NCCL's entry points, resolved once from the loaded library.
+#[derive(Debug)]
 pub struct Nccl {
     _library: libloading::Library,
     get_unique_id: GetUniqueId,
@@ -182,6 +183,7 @@ impl Nccl {
 }
 
 /// One rank's NCCL communicator.
+#[derive(Debug)]
 pub struct NcclComm {
     comm: sys::ncclComm_t,
     /// The rank's CUDA ordinal.
@@ -237,6 +239,7 @@ pub fn communicators(devices: &[u32]) -> Result<Vec<Arc<NcclComm>>, Error> {
 }
 
 /// The communicators of a group, one per rank: the CUDA backend's [`DeviceCollectives`].
+#[derive(Debug)]
 pub struct NcclGroup(pub Vec<Arc<NcclComm>>);
 
 impl DeviceCollectives for NcclGroup {
@@ -312,6 +315,7 @@ pub enum NcclKind {
 }
 
 /// One rank's part of a collective: the task a runtime enqueues on its stream.
+#[derive(Debug)]
 pub struct NcclCall {
     /// The rank's communicator.
     pub comm: Arc<NcclComm>,

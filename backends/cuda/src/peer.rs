@@ -93,6 +93,21 @@ unsafe impl Send for PeerLink {}
 // SAFETY: as above; every field is behind a mutex.
 unsafe impl Sync for PeerLink {}
 
+impl std::fmt::Debug for PeerLink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PeerLink")
+            .field(
+                "destination_known",
+                &self.destination.try_lock().map(|slot| slot.value.is_some()),
+            )
+            .field(
+                "copied",
+                &self.copied.try_lock().map(|slot| slot.value.is_some()),
+            )
+            .finish()
+    }
+}
+
 impl Drop for PeerLink {
     fn drop(&mut self) {
         if let Some(Ok(place)) = self.destination.get_mut().value.take() {
@@ -119,6 +134,7 @@ impl PeerLink {
 }
 
 /// The destination's part before the copy: publishes where the bytes go.
+#[derive(Debug)]
 pub struct PeerDestination(pub Arc<PeerLink>);
 
 pub use gpuworld_systems::cross_device::Drive;
@@ -131,12 +147,28 @@ pub struct PeerCopy {
     pub drive: Drive,
 }
 
+impl std::fmt::Debug for PeerCopy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PeerCopy")
+            .field("link", &self.link)
+            .finish_non_exhaustive()
+    }
+}
+
 /// The destination's part after the copy: its stream waits for the copy's event.
 pub struct PeerArrival {
     /// The copy's link.
     pub link: Arc<PeerLink>,
     /// Drives the source's runtime while the arrival waits for it.
     pub drive: Drive,
+}
+
+impl std::fmt::Debug for PeerArrival {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PeerArrival")
+            .field("link", &self.link)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Drop for PeerDestination {
@@ -268,9 +300,9 @@ impl CudaBackend {
             return Some(match copied {
                 Some(Ok(copied)) => {
                     self.bind();
+                    let handle = self.work_stream(s);
                     // SAFETY: `copied.event` was recorded by the source after the copy and
                     // lives until the link drops; waiting on another context's event is allowed.
-                    let handle = self.work_stream(s);
                     let code = unsafe { sys::cuStreamWaitEvent(handle, copied.event, 0) };
                     self.check_peer(s, code, "cuStreamWaitEvent")
                 }

@@ -8,6 +8,7 @@ use parking_lot::Mutex;
 
 /// Which adapter the backend drives.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum AdapterSelection {
     /// wgpu's choice, preferring a high-performance device.
     #[default]
@@ -20,6 +21,7 @@ pub enum AdapterSelection {
 
 /// How the wgpu backend is set up.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct WgpuConfig {
     /// Graphics APIs to look for adapters on.
     pub backends: wgpu::Backends,
@@ -36,6 +38,59 @@ pub struct WgpuConfig {
     pub mark_timestamps: bool,
     /// Memory the runtime may allocate, if it should be limited below the device's.
     pub memory_capacity: Option<u64>,
+}
+
+// Builders: the struct is `#[non_exhaustive]`, so other crates start from a constructor or
+// `Default` and set fields one by one.
+impl WgpuConfig {
+    /// This configuration with [`backends`](Self::backends) set to `backends`.
+    #[must_use]
+    pub fn with_backends(mut self, backends: wgpu::Backends) -> Self {
+        self.backends = backends;
+        self
+    }
+
+    /// This configuration with [`adapter`](Self::adapter) set to `adapter`.
+    #[must_use]
+    pub fn with_adapter(mut self, adapter: AdapterSelection) -> Self {
+        self.adapter = adapter;
+        self
+    }
+
+    /// This configuration with [`upload_budget`](Self::upload_budget) set to `upload_budget`.
+    #[must_use]
+    pub fn with_upload_budget(mut self, upload_budget: u64) -> Self {
+        self.upload_budget = upload_budget;
+        self
+    }
+
+    /// This configuration with [`upload_chunk`](Self::upload_chunk) set to `upload_chunk`.
+    #[must_use]
+    pub fn with_upload_chunk(mut self, upload_chunk: u64) -> Self {
+        self.upload_chunk = upload_chunk;
+        self
+    }
+
+    /// This configuration with [`timestamps`](Self::timestamps) set to `timestamps`.
+    #[must_use]
+    pub fn with_timestamps(mut self, timestamps: bool) -> Self {
+        self.timestamps = timestamps;
+        self
+    }
+
+    /// This configuration with [`mark_timestamps`](Self::mark_timestamps) set to `mark_timestamps`.
+    #[must_use]
+    pub fn with_mark_timestamps(mut self, mark_timestamps: bool) -> Self {
+        self.mark_timestamps = mark_timestamps;
+        self
+    }
+
+    /// This configuration with [`memory_capacity`](Self::memory_capacity) set to `memory_capacity`.
+    #[must_use]
+    pub fn with_memory_capacity(mut self, memory_capacity: Option<u64>) -> Self {
+        self.memory_capacity = memory_capacity;
+        self
+    }
 }
 
 impl Default for WgpuConfig {

@@ -94,11 +94,9 @@ impl OpenBackend for WgpuBackend {
 
     /// Up to [`MAX_TASKS`] tasks batched per stream, streams interleaved.
     fn runtime_defaults() -> RuntimeConfig {
-        RuntimeConfig {
-            max_tasks: MAX_TASKS,
-            strategy: SchedulingStrategy::Interleave,
-            ..RuntimeConfig::default()
-        }
+        RuntimeConfig::default()
+            .with_max_tasks(MAX_TASKS)
+            .with_strategy(SchedulingStrategy::Interleave)
     }
 }
 
@@ -134,6 +132,20 @@ pub struct WgpuBackend {
     completed: Arc<AtomicU64>,
     /// The adapter's index in [`list_adapters`]' order.
     adapter_index: u32,
+}
+
+impl std::fmt::Debug for WgpuBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WgpuBackend")
+            .field("adapter", &self.adapter_info.name)
+            .field("backend", &self.adapter_info.backend)
+            .field("adapter_index", &self.adapter_index)
+            .field("buffers", &self.buffers.len())
+            .field("allocated", &self.allocated)
+            .field("streams", &self.streams.len())
+            .field("submitted", &self.submitted)
+            .finish_non_exhaustive()
+    }
 }
 
 impl WgpuBackend {
@@ -409,7 +421,7 @@ impl Backend for WgpuBackend {
         Ok(StorageId(key.data().as_ffi()))
     }
 
-    fn deallocate(&mut self, storage: StorageId) {
+    unsafe fn deallocate(&mut self, storage: StorageId) {
         if let Some(buffer) = self.buffers.remove(Self::storage_key(storage)) {
             self.allocated -= buffer.size();
             self.bind_groups.forget(storage);
@@ -434,7 +446,7 @@ impl Backend for WgpuBackend {
         self.attribute_errors(s);
     }
 
-    fn launch(
+    unsafe fn launch(
         &mut self,
         stream: DeviceStream,
         kernel: Kernel,

@@ -9,6 +9,7 @@ use std::time::Duration;
 pub use loom::sync::atomic::{AtomicBool, Ordering};
 
 /// A mutex with parking_lot's signature (`lock` returns the guard; no poisoning).
+#[derive(Debug)]
 pub struct Mutex<T>(loom::sync::Mutex<T>);
 
 impl<T> Mutex<T> {
@@ -24,6 +25,7 @@ impl<T> Mutex<T> {
 }
 
 /// The lock on a [`Mutex`]; empty only while [`Condvar::wait_for`] has handed it to loom.
+#[derive(Debug)]
 pub struct MutexGuard<'a, T>(Option<loom::sync::MutexGuard<'a, T>>);
 
 impl<T> Deref for MutexGuard<'_, T> {
@@ -43,6 +45,7 @@ impl<T> DerefMut for MutexGuard<'_, T> {
 }
 
 /// A condition variable with parking_lot's signature (`wait_for` takes the guard by reference).
+#[derive(Debug)]
 pub struct Condvar(loom::sync::Condvar);
 
 impl Condvar {

@@ -26,6 +26,7 @@ pub type Reply<T> = oneshot::Sender<T>;
 pub type ReadReply = Result<Vec<HostBytes>>;
 
 /// A client request, as queued for the next tick.
+#[derive(Debug)]
 pub enum Command {
     /// Reserve `size` bytes for `handle`, optionally filled with `data`.
     Create {
@@ -153,6 +154,7 @@ impl Command {
 
 /// The queue between clients and the tick: a [`WorkQueue`] of commands that answers a command
 /// pushed after its runtime is gone with [`Error::Disconnected`].
+#[derive(Debug)]
 pub struct Inbox {
     runtime: RuntimeId,
     queue: WorkQueue<Command>,

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 /// Items pushed by many threads, drained in arrival order by whoever ticks, closed for good
 /// when the consumer goes.
+#[derive(Debug)]
 pub struct WorkQueue<T> {
     items: Mutex<Vec<T>>,
     work: Condvar,
@@ -23,6 +24,7 @@ pub struct WorkQueue<T> {
 /// The flags a consumer spins on (see [`WorkQueue::has_work`]), aligned to a cache-line pair so
 /// that nothing else written often shares their line.
 #[repr(align(128))]
+#[derive(Debug)]
 struct Signals {
     /// Whether items are queued, kept beside the queue (written under its lock) so a thread
     /// spinning for work does not take the lock the pushers need.

@@ -12,3 +12,9 @@ pub type TapFn = dyn FnMut(u64, &Command) + Send + Sync;
 /// retried after waiting for memory are shown once, when first drained.
 #[derive(Resource)]
 pub struct CommandTap(pub Box<TapFn>);
+
+impl std::fmt::Debug for CommandTap {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("CommandTap").finish_non_exhaustive()
+    }
+}

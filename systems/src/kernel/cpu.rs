@@ -102,6 +102,7 @@ const MAP_BLOCK: usize = 8;
 /// binding resolved once ([`buffer`](Self::buffer)), or a whole range of units at once
 /// ([`map_f32`](Self::map_f32)): all three give the same values and the same out-of-bounds
 /// behaviour; the later ones cost less per element.
+#[derive(Debug)]
 pub struct KernelIo<'a> {
     buffers: &'a [CpuBuffer<'a>],
     scalars: &'a [u32],

@@ -32,6 +32,7 @@ pub const DEFAULT_RELEASE_AFTER_TICKS: u64 = 600;
 
 /// How one pool places allocations in backend buffers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum PoolKind {
     /// Pages of `page_size` bytes split into slices; requests over `max_slice` get a page of
     /// their own, which later requests may reuse only if they waste at most a fifth of it.
@@ -51,6 +52,7 @@ pub enum PoolKind {
 
 /// One pool of the ladder.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct PoolConfig {
     /// How it places allocations.
     pub kind: PoolKind,
@@ -62,13 +64,76 @@ pub struct PoolConfig {
     pub release_after_ticks: Option<u64>,
 }
 
+// Builders: the struct is `#[non_exhaustive]`, so other crates start from a constructor or
+// `Default` and set fields one by one.
+impl PoolConfig {
+    /// A pool of `kind` for requests up to `max_alloc` bytes, with no cap on what it reserves
+    /// and no release of idle pages.
+    pub fn new(kind: PoolKind, max_alloc: u64) -> PoolConfig {
+        PoolConfig {
+            kind,
+            max_alloc,
+            max_reserved: None,
+            release_after_ticks: None,
+        }
+    }
+
+    /// This configuration with [`kind`](Self::kind) set to `kind`.
+    #[must_use]
+    pub fn with_kind(mut self, kind: PoolKind) -> Self {
+        self.kind = kind;
+        self
+    }
+
+    /// This configuration with [`max_alloc`](Self::max_alloc) set to `max_alloc`.
+    #[must_use]
+    pub fn with_max_alloc(mut self, max_alloc: u64) -> Self {
+        self.max_alloc = max_alloc;
+        self
+    }
+
+    /// This configuration with [`max_reserved`](Self::max_reserved) set to `max_reserved`.
+    #[must_use]
+    pub fn with_max_reserved(mut self, max_reserved: Option<u64>) -> Self {
+        self.max_reserved = max_reserved;
+        self
+    }
+
+    /// This configuration with [`release_after_ticks`](Self::release_after_ticks) set to `release_after_ticks`.
+    #[must_use]
+    pub fn with_release_after_ticks(mut self, release_after_ticks: Option<u64>) -> Self {
+        self.release_after_ticks = release_after_ticks;
+        self
+    }
+}
+
 /// A runtime's memory settings (part of `RuntimeConfig`).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct MemoryConfig {
     /// The pools in routing order; `None` builds [`MemoryConfig::default_ladder`] from the device.
     pub pools: Option<Vec<PoolConfig>>,
     /// How `create_tensor`/`empty_tensor` lay tensors out.
     pub tensor_layout: TensorLayout,
+}
+
+// Builders: the struct is `#[non_exhaustive]`, so other crates start from a constructor or
+// `Default` and set fields one by one.
+impl MemoryConfig {
+    /// This configuration with [`pools`](Self::pools) set to `pools` (`None`: the default
+    /// ladder).
+    #[must_use]
+    pub fn with_ladder(mut self, pools: Option<Vec<PoolConfig>>) -> Self {
+        self.pools = pools;
+        self
+    }
+
+    /// This configuration with [`tensor_layout`](Self::tensor_layout) set to `tensor_layout`.
+    #[must_use]
+    pub fn with_tensor_layout(mut self, tensor_layout: TensorLayout) -> Self {
+        self.tensor_layout = tensor_layout;
+        self
+    }
 }
 
 impl MemoryConfig {

@@ -13,6 +13,7 @@ use std::collections::BTreeMap;
 
 /// Which free buffers a request may take.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Fit {
     /// Buffers of `L` bytes with `L - request <= L / 5`.
     WithinAFifth,
@@ -20,6 +21,7 @@ pub enum Fit {
     Exact,
 }
 
+#[derive(Debug)]
 struct Buffer {
     storage: StorageId,
     size: u64,
@@ -42,6 +44,7 @@ impl IdlePage for Buffer {
 }
 
 /// One backend buffer per allocation, reused by size.
+#[derive(Debug)]
 pub struct ExclusivePool {
     fit: Fit,
     max_reserved: Option<u64>,
@@ -242,7 +245,10 @@ impl ExclusivePool {
         let Some(buffer) = self.buffers.remove(key) else {
             return 0;
         };
-        backend.deallocate(buffer.storage);
+        // SAFETY: the pool allocated the buffer and drops it from its list here; it removes only
+        // free buffers, and an allocation returns to the pool only once the GC stage has seen
+        // the work that used it finish.
+        unsafe { backend.deallocate(buffer.storage) };
         self.report.page_removed(buffer.size);
         buffer.size
     }

@@ -6,6 +6,7 @@ use crate::error::Error;
 
 /// How tensors of rank two or more are laid out; lower ranks are always contiguous.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum TensorLayout {
     /// Rows follow each other with no gap.
     #[default]

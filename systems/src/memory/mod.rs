@@ -79,6 +79,7 @@ const PERSISTENT: usize = usize::MAX;
 /// rarely ticks run (issue 25).
 const SLACK_DIVISOR: u64 = 16;
 
+#[derive(Debug)]
 struct SliceRecord {
     pool: usize,
     block: Block,
@@ -88,6 +89,7 @@ struct SliceRecord {
 }
 
 /// One pool of the ladder.
+#[derive(Debug)]
 enum LadderPool {
     Sliced(SlicedPool),
     Exclusive(ExclusivePool),
@@ -181,7 +183,7 @@ impl LadderPool {
 
 /// The memory of a runtime: the pool ladder, the persistent pool, every live slice, usage, and
 /// each stream's allocation mode.
-#[derive(Resource)]
+#[derive(Debug, Resource)]
 pub struct MemoryPool {
     alignment: u64,
     /// Largest request the device can hold in one buffer (`DeviceProperties::max_buffer_bytes`).

@@ -7,6 +7,7 @@ use std::collections::HashMap;
 
 /// Where a stream's new allocations go.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+#[non_exhaustive]
 pub enum AllocationMode {
     /// The pool ladder decides (reusing an exact-size persistent buffer when one is free).
     #[default]

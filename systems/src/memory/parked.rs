@@ -8,7 +8,7 @@ use bevy_ecs::entity::Entity;
 use std::collections::BTreeMap;
 
 /// Parked slices by stream, then by block length (padding included).
-#[derive(Default)]
+#[derive(Debug, Default)]
 pub struct ParkedSlices {
     streams: Vec<(Entity, BTreeMap<u64, Vec<SliceKey>>)>,
     count: usize,

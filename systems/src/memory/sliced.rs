@@ -17,6 +17,7 @@ use slotmap::SlotMap;
 /// 1.01-1.11 on every shape, a 64th no better.
 const SHARED_GROWTH_DIVISOR: u64 = 32;
 
+#[derive(Debug)]
 struct Page {
     storage: StorageId,
     size: u64,
@@ -46,7 +47,7 @@ impl IdlePage for Page {
 }
 
 /// What first-fit needs to skip a page without touching it.
-#[derive(Clone, Copy)]
+#[derive(Debug, Clone, Copy)]
 struct PageSummary {
     key: PageKey,
     largest_free: u64,
@@ -76,6 +77,7 @@ pub struct PageSizes {
 }
 
 /// Pages of one size split into slices; oversized requests get pages of their own.
+#[derive(Debug)]
 pub struct SlicedPool {
     page_size: u64,
     first_page: u64,
@@ -397,7 +399,10 @@ impl SlicedPool {
                 if !page.dedicated {
                     self.shared_reserved -= page.size;
                 }
-                backend.deallocate(page.storage);
+                // SAFETY: the pool allocated the page and drops it from its list here; it removes
+                // only pages without a live or parked slice (`used == 0`), and a slice returns to
+                // the pool only once the GC stage has seen the work that used it finish.
+                unsafe { backend.deallocate(page.storage) };
                 self.report.page_removed(page.size);
                 freed += page.size;
             }

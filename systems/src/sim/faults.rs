@@ -18,6 +18,7 @@ use crate::host_ops::HostOp;
 
 /// One fault of a [`FaultPlan`]; counts start at 1 (the first call of its kind).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Fault {
     /// The n-th device allocation is refused, and so is every other one in the same tick.
     Allocation(u64),
@@ -81,11 +82,30 @@ impl CallCounts {
 
 /// The faults the sim injects.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct FaultPlan {
     /// The faults, each fired once.
     pub faults: Vec<Fault>,
     /// Ticks a hung operation waits before the device's watchdog faults its stream.
     pub watchdog_ticks: u64,
+}
+
+// Builders: the struct is `#[non_exhaustive]`, so other crates start from a constructor or
+// `Default` and set fields one by one.
+impl FaultPlan {
+    /// This configuration with [`faults`](Self::faults) set to `faults`.
+    #[must_use]
+    pub fn with_faults(mut self, faults: Vec<Fault>) -> Self {
+        self.faults = faults;
+        self
+    }
+
+    /// This configuration with [`watchdog_ticks`](Self::watchdog_ticks) set to `watchdog_ticks`.
+    #[must_use]
+    pub fn with_watchdog_ticks(mut self, watchdog_ticks: u64) -> Self {
+        self.watchdog_ticks = watchdog_ticks;
+        self
+    }
 }
 
 impl Default for FaultPlan {

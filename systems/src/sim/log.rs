@@ -9,35 +9,66 @@ use crate::ids::StreamId;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum SimCall {
     /// A buffer was allocated.
-    Allocate { storage: StorageId, size: u64 },
+    Allocate {
+        /// The new buffer.
+        storage: StorageId,
+        /// Its size in bytes.
+        size: u64,
+    },
     /// An allocation was refused.
-    AllocateRefused { size: u64 },
+    AllocateRefused {
+        /// The bytes asked for.
+        size: u64,
+    },
     /// A buffer was freed.
-    Deallocate { storage: StorageId },
+    Deallocate {
+        /// The buffer.
+        storage: StorageId,
+    },
     /// A stream was created.
-    CreateStream { stream: DeviceStream, id: StreamId },
+    CreateStream {
+        /// The backend's stream.
+        stream: DeviceStream,
+        /// The runtime's id of it.
+        id: StreamId,
+    },
     /// Work was enqueued on a stream.
     Enqueue {
+        /// The stream.
         stream: DeviceStream,
+        /// The work's number on its queue.
         op: u64,
+        /// What the work is, as snapshots show it.
         what: String,
     },
     /// A stream was flushed to an event.
     Flush {
+        /// The stream.
         stream: DeviceStream,
+        /// The event after its work.
         event: DeviceEvent,
     },
     /// A stream was made to wait on an event.
     Wait {
+        /// The stream that waits.
         stream: DeviceStream,
+        /// The event it waits for.
         event: DeviceEvent,
     },
     /// Queued work ran.
-    Complete { stream: DeviceStream, op: u64 },
+    Complete {
+        /// The stream.
+        stream: DeviceStream,
+        /// The work's number on its queue.
+        op: u64,
+    },
     /// Queued work faulted its stream (an injected fault).
     Fault {
+        /// The stream.
         stream: DeviceStream,
+        /// The work's number on its queue.
         op: u64,
+        /// The injected fault's message.
         message: &'static str,
     },
 }

@@ -14,7 +14,7 @@ use std::any::TypeId;
 
 /// Runs a schedule without run conditions in order, applying deferred commands of only the
 /// systems that have some.
-#[derive(Default)]
+#[derive(Debug, Default)]
 pub struct TickExecutor {
     /// Systems run since the last sync point whose deferred commands are not applied yet.
     unapplied: Vec<usize>,

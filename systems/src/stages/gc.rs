@@ -32,6 +32,7 @@ use std::time::{Duration, Instant};
 pub struct AwaitingGc;
 
 /// A readback in flight.
+#[derive(Debug)]
 pub struct PendingRead {
     /// The stream it ran on.
     pub stream: Entity,
@@ -44,6 +45,7 @@ pub struct PendingRead {
 }
 
 /// A sync in flight: completes when the event has passed.
+#[derive(Debug)]
 pub struct PendingSync {
     /// The stream synced.
     pub stream: Entity,
@@ -68,7 +70,7 @@ pub struct PendingGc {
 /// The reads and syncs in flight, in submission order. They live in this resource rather than
 /// as entities: one is created and answered by nearly every blocking call, and spawning and
 /// despawning an entity for each cost a blocked caller ~1,500 instructions per round trip.
-#[derive(Resource, Default)]
+#[derive(Debug, Resource, Default)]
 pub struct PendingReplies {
     /// Readbacks in flight.
     pub reads: Vec<PendingRead>,
@@ -81,7 +83,7 @@ pub struct PendingReplies {
 pub struct PinnedHandles(pub HashMap<Entity, u32>);
 
 /// A request from the client to return free memory to the device this tick.
-#[derive(Resource, Default)]
+#[derive(Debug, Resource, Default)]
 pub struct CleanupRequested(pub bool);
 
 /// Registers the GC stage: the pins, the cleanup request and the reply wait it keeps, and its
@@ -99,7 +101,7 @@ pub fn build<B: Backend>(world: &mut World, schedule: &mut Schedule) {
 /// nanoseconds: zero, except in the tick of a caller blocked on a reply
 /// (`Runtime::tick_awaiting_replies`, which keeps a clone and sets it without a world lookup
 /// before the tick's first submission).
-#[derive(Resource, Default, Clone)]
+#[derive(Debug, Resource, Default, Clone)]
 pub struct ReplyWait(pub Arc<AtomicU64>);
 
 impl ReplyWait {
@@ -149,7 +151,7 @@ pub struct Gc<'w, 's, B: Backend> {
 /// What the tick leaves unfinished and the memory it leaves in use, as the GC stage (the last one
 /// that changes either) ends: what `Runtime::tick` publishes, without looking anything up after
 /// the tick's replies are sent.
-#[derive(Resource, Default, Clone, Copy)]
+#[derive(Debug, Resource, Default, Clone, Copy)]
 pub struct TickLeft {
     /// Work unfinished (the inbox's share and frames are the client's to add).
     pub in_flight: InFlight,
@@ -176,6 +178,14 @@ pub fn reclaim_and_reply<B: Backend>(mut gc: Gc<B>) {
         gc.reclaim_finished_gc();
     }
     gc.note_what_is_left();
+}
+
+impl<B: Backend> std::fmt::Debug for Gc<'_, '_, B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Gc")
+            .field("tick", &self.tick.0)
+            .finish_non_exhaustive()
+    }
 }
 
 impl<B: Backend> Gc<'_, '_, B> {

@@ -213,8 +213,15 @@ impl<B: Backend> Submitter<'_, '_, '_, B> {
                     buffers.push(binding.region);
                 }
                 let _span = tracing::trace_span!(target: "gpuworld::kernel", "launch", kernel = kernel.name).entered();
-                self.device
-                    .launch(device_stream, kernel, count, &buffers, &scalars, mode);
+                // SAFETY: ingest resolved each binding to a region of its handle's live
+                // allocation and rejected ranges past its end (`Error::OutOfRange`); the
+                // allocation is freed only after this task's event passes. An `Unchecked` mode
+                // comes only from `ComputeClient::launch_unchecked`, whose caller promised
+                // in-bounds accesses.
+                unsafe {
+                    self.device
+                        .launch(device_stream, kernel, count, &buffers, &scalars, mode);
+                }
                 self.stats.launches += 1;
                 if timed.is_some() {
                     submitted =

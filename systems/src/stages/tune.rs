@@ -55,7 +55,7 @@ pub enum TuneMessage {
 }
 
 /// Messages waiting for the next tick.
-#[derive(Resource, Clone, Default)]
+#[derive(Debug, Resource, Clone, Default)]
 pub struct TuneResults(pub Arc<Mutex<Vec<TuneMessage>>>);
 
 impl TuneResults {

@@ -13,7 +13,7 @@ use std::time::Instant;
 const STAMPS: usize = 8;
 
 /// The trace being recorded, if any, and the backend's timing state.
-#[derive(Resource, Default)]
+#[derive(Debug, Resource, Default)]
 pub struct TraceRecorder {
     recording: Option<Box<Recording>>,
     /// Whether the backend was asked to time its operations.
@@ -27,6 +27,7 @@ pub struct TraceRecorder {
     epoch: Option<Instant>,
 }
 
+#[derive(Debug)]
 struct Recording {
     stamps: [Option<u64>; STAMPS],
     thread: String,

@@ -71,7 +71,7 @@ impl UsedOn {
 
 /// Live handles by id (ids are dense integers: a multiply-hash is enough); an entry goes when
 /// the user releases the handle.
-#[derive(Resource, Default)]
+#[derive(Debug, Resource, Default)]
 pub struct HandleIndex(pub rustc_hash::FxHashMap<HandleId, HandleEntry>);
 
 /// The entity of a handle first used now, from its index entry's facts: its record,

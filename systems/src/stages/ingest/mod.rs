@@ -39,7 +39,7 @@ use std::task::{Context, Waker};
 /// at the next tick, from the front, and appends what arrives meanwhile, so a long wait costs
 /// each tick only the commands it takes; meanwhile every queue is submitted so that released
 /// memory can retire.
-#[derive(Resource, Default)]
+#[derive(Debug, Resource, Default)]
 pub struct DeferredCommands(pub VecDeque<crate::inbox::Command>);
 
 /// Registers the ingest stage: its handle index, its deferred commands and its system.
