@@ -8,15 +8,32 @@ use gpuworld::{Backend, Error, PoolConfig, PoolKind, RuntimeConfig, SchedulingSt
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
+/// A directory that is removed when the test is done with it.
+struct TempDir(PathBuf);
+
+impl std::ops::Deref for TempDir {
+    type Target = Path;
+
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 /// A fresh directory holding `gpuworld.toml` with `text`, in `sub` below it when given.
-fn dir_with_config(name: &str, text: Option<&str>) -> PathBuf {
+fn dir_with_config(name: &str, text: Option<&str>) -> TempDir {
     let dir = std::env::temp_dir().join(format!("gpuworld-config-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(dir.join("nested/deeper")).unwrap();
     if let Some(text) = text {
         std::fs::write(dir.join("gpuworld.toml"), text).unwrap();
     }
-    dir
+    TempDir(dir)
 }
 
 fn load(cwd: &Path, env: &[(&str, &str)]) -> Result<Settings, Error> {
