@@ -222,6 +222,22 @@ fn x_read_on_streams_2_and_3(client: &ComputeClient<SimBackend>) -> [gpuworld::H
     [x, two, three]
 }
 
+/// The readers of [`x_read_on_streams_2_and_3`] got `x` = 1, 2, 3, 4 scaled by their stream id.
+fn assert_readers_scaled_x(
+    client: &ComputeClient<SimBackend>,
+    two: &gpuworld::Handle,
+    three: &gpuworld::Handle,
+) {
+    assert_eq!(
+        f32s(&on(client, 2).read_one(two).unwrap()),
+        [2.0, 4.0, 6.0, 8.0]
+    );
+    assert_eq!(
+        f32s(&on(client, 3).read_one(three).unwrap()),
+        [3.0, 6.0, 9.0, 12.0]
+    );
+}
+
 #[test]
 fn readers_of_one_buffer_on_two_streams_do_not_wait_for_each_other() {
     let client = sim();
@@ -230,14 +246,7 @@ fn readers_of_one_buffer_on_two_streams_do_not_wait_for_each_other() {
     // Each reader waits for the write on stream 1, and stream 3 not for stream 2's read.
     assert_eq!(waits_in(&client), ["s2 wait s1 op 1", "s3 wait s1 op 1"]);
     insta::assert_snapshot!("read_read_tick1", state(&client));
-    assert_eq!(
-        f32s(&on(&client, 2).read_one(&two).unwrap()),
-        [2.0, 4.0, 6.0, 8.0]
-    );
-    assert_eq!(
-        f32s(&on(&client, 3).read_one(&three).unwrap()),
-        [3.0, 6.0, 9.0, 12.0]
-    );
+    assert_readers_scaled_x(&client, &two, &three);
 }
 
 #[test]
@@ -264,14 +273,7 @@ fn a_write_after_reads_on_other_streams_waits_for_every_reader() {
     );
     insta::assert_snapshot!("read_read_write_tick2", state(&client));
     assert_eq!(f32s(&s1.read_one(&x).unwrap()), [0.0; 4]);
-    assert_eq!(
-        f32s(&on(&client, 2).read_one(&two).unwrap()),
-        [2.0, 4.0, 6.0, 8.0]
-    );
-    assert_eq!(
-        f32s(&on(&client, 3).read_one(&three).unwrap()),
-        [3.0, 6.0, 9.0, 12.0]
-    );
+    assert_readers_scaled_x(&client, &two, &three);
 }
 
 #[test]
