@@ -24,6 +24,7 @@ pub use replies::{ReadTicket, ReplyFuture};
 pub use resource::ResourceGuard;
 pub use tensors::{TensorDesc, TensorHandle};
 pub(crate) use to_client::FromRead;
+#[cfg(feature = "bevy")]
 pub(crate) use transfers::decode;
 
 use futures_channel::oneshot;
