@@ -78,6 +78,20 @@ impl Settings {
     }
 }
 
+/// Context switches of the whole process so far, voluntary (a thread slept) and not (it was
+/// preempted), its finished threads included.
+fn context_switches() -> u64 {
+    // SAFETY: `getrusage` writes only the struct it is given, which is plain data.
+    let usage = unsafe {
+        let mut usage = std::mem::zeroed::<libc::rusage>();
+        if libc::getrusage(libc::RUSAGE_SELF, &mut usage) != 0 {
+            return 0;
+        }
+        usage
+    };
+    (usage.ru_nvcsw + usage.ru_nivcsw) as u64
+}
+
 fn driver_name(driver: Driver) -> &'static str {
     match driver {
         Driver::DeviceThread => "device thread",
@@ -107,8 +121,13 @@ fn rows<B: Backend>(
                     workload,
                     Stop::After(Duration::from_millis(100)),
                 );
+                let (ticks, switches) = (client.tick_count(), context_switches());
                 let outcome =
                     callers::run(&client, callers, workload, Stop::After(settings.budget));
+                // What explains the time: ticks, and threads put to sleep or preempted.
+                let per_call = |n: u64| n as f64 / outcome.calls.max(1) as f64;
+                let ticks = per_call(client.tick_count() - ticks);
+                let switches = per_call(context_switches().saturating_sub(switches));
                 // Every caller synced before it left: what the run left reserved, beside its time.
                 let reserved = client.memory_usage().bytes_reserved;
                 drop(client);
@@ -117,13 +136,13 @@ fn rows<B: Backend>(
                 let p50 = outcome.read_p50.as_secs_f64() * 1e6;
                 let p99 = outcome.read_p99.as_secs_f64() * 1e6;
                 eprintln!(
-                    "{label:<10} {backend:<5} {driver:<13} {name:<11} {callers:>2} callers: {calls:>9} calls in {:.2} s = {:>8.1} k/s; read p50 {p50:>8.1} µs, p99 {p99:>9.1} µs; reserved after {:.2} MiB",
+                    "{label:<10} {backend:<5} {driver:<13} {name:<11} {callers:>2} callers: {calls:>9} calls in {:.2} s = {:>8.1} k/s; read p50 {p50:>8.1} µs, p99 {p99:>9.1} µs; reserved after {:.2} MiB; per call {ticks:.3} ticks, {switches:.3} context switches",
                     outcome.elapsed.as_secs_f64(),
                     per_second / 1e3,
                     reserved as f64 / (1u64 << 20) as f64,
                 );
                 csv.push(format!(
-                    "{label},{backend},{driver},{name},{callers},{calls},{per_second:.0},{p50:.1},{p99:.1},{reserved}"
+                    "{label},{backend},{driver},{name},{callers},{calls},{per_second:.0},{p50:.1},{p99:.1},{reserved},{ticks:.4},{switches:.4}"
                 ));
             }
         }
@@ -140,7 +159,7 @@ fn main() {
         settings.callers
     );
     let mut csv = vec![
-        "build,backend,driver,workload,callers,calls,calls_per_s,read_p50_us,read_p99_us,reserved_after_bytes"
+        "build,backend,driver,workload,callers,calls,calls_per_s,read_p50_us,read_p99_us,reserved_after_bytes,ticks_per_call,context_switches_per_call"
             .to_string(),
     ];
     rows("cpu", &settings, &mut csv, |driver| {

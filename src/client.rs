@@ -312,6 +312,7 @@ impl<B: Backend> ComputeClient<B> {
         if count.is_empty() {
             return Ok(());
         }
+        self.make_room();
         self.shared.inbox.push(Command::Launch {
             kernel,
             count,

@@ -3,14 +3,17 @@
 //! drives the runtime itself from its command to its reply, under either driver, because every
 //! handoff to another thread on the way costs a wake-up; beside it the device thread stays out
 //! of the way, and it ticks whatever no blocking call is driving: commands that only enqueue, and
-//! work callers leave in flight. A blocking call that finds others waiting, or the runtime held,
+//! work callers leave in flight. A blocking call that finds others waiting (beside a device
+//! thread, on a host with many cores: as many others as it has eight cores), or the runtime held,
 //! sleeps until its reply (or, under `Manual`, the runtime's release) instead: the tick that
-//! answers the others takes its command too (issue 31). Threads spin only briefly after activity
+//! answers the others takes its command too (issue 31). Commands beyond a bound wait, beside a
+//! device thread, for a tick to drain the inbox (`make_room`). Threads spin only briefly after activity
 //! (tens of microseconds; the device thread a quarter of a millisecond where cores are
 //! plentiful), because the next command or reply usually comes soon after the last.
 
 use super::{ComputeClient, Shared};
 use futures_channel::oneshot;
+use gpuworld_systems::inbox::Inbox;
 use gpuworld_systems::{Backend, Error, Result};
 use std::future::Future;
 use std::pin::Pin;
@@ -82,7 +85,15 @@ pub(super) struct Drivers {
     /// Whether the host has [`SPIN_WHILE_DRIVEN_CORES`] cores or more: the device thread then
     /// spins rather than parks while callers drive, and spins longer for work.
     spare_cores: bool,
+    /// How many blocking callers may drive (or spin to drive) at once: one where cores are few;
+    /// where they are plentiful, one per [`CORES_PER_DRIVER`] cores, so that a second caller
+    /// spins for the runtime instead of sleeping for its reply (a wake-up per round trip made two
+    /// callers slower than one on CUDA: issue 31).
+    max_drivers: usize,
 }
+
+/// Cores per blocking caller that may drive the runtime at once (see `Drivers::max_drivers`).
+const CORES_PER_DRIVER: usize = 8;
 
 /// Makes every runtime made afterwards take the path of a host with spare cores, so that the
 /// unit tests run it on CI's two cores too.
@@ -91,15 +102,24 @@ static FORCE_SPARE_CORES: std::sync::atomic::AtomicBool = std::sync::atomic::Ato
 
 impl Default for Drivers {
     fn default() -> Drivers {
-        let spare_cores =
-            std::thread::available_parallelism().is_ok_and(|n| n.get() >= SPIN_WHILE_DRIVEN_CORES);
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let spare_cores = cores >= SPIN_WHILE_DRIVEN_CORES;
         #[cfg(test)]
-        let spare_cores = spare_cores || FORCE_SPARE_CORES.load(Ordering::Relaxed);
+        let (spare_cores, cores) = if FORCE_SPARE_CORES.load(Ordering::Relaxed) {
+            (true, cores.max(2 * CORES_PER_DRIVER))
+        } else {
+            (spare_cores, cores)
+        };
         Drivers {
             driving: AtomicUsize::new(0),
             waiting: AtomicUsize::new(0),
             device_thread: OnceLock::new(),
             spare_cores,
+            max_drivers: if spare_cores {
+                (cores / CORES_PER_DRIVER).max(1)
+            } else {
+                1
+            },
         }
     }
 }
@@ -131,8 +151,9 @@ impl Drop for Driving<'_> {
 /// too.
 struct Waiting<'a> {
     drivers: &'a Drivers,
-    /// Whether no other caller was waiting when this one came.
-    alone: bool,
+    /// Whether fewer than `Drivers::max_drivers` other callers were waiting when this one came
+    /// (on few cores: whether none was): it may drive.
+    may_drive: bool,
 }
 
 impl<'a> Waiting<'a> {
@@ -140,7 +161,7 @@ impl<'a> Waiting<'a> {
         let others = drivers.waiting.fetch_add(1, Ordering::AcqRel);
         Waiting {
             drivers,
-            alone: others == 0,
+            may_drive: others < drivers.max_drivers,
         }
     }
 }
@@ -273,11 +294,17 @@ impl<B: Backend> ComputeClient<B> {
     /// few cores then take turns instead of queueing on the lock for ticks nobody needs.
     fn tick_until_ready<T>(&self, mut receiver: oneshot::Receiver<Result<T>>) -> Result<T> {
         let shared = &self.shared;
+        let mut requested = false;
         let wait = std::future::poll_fn(|cx| {
             if let Poll::Ready(reply) = Pin::new(&mut receiver).poll(cx) {
                 return Poll::Ready(reply.unwrap_or(Err(Error::Disconnected)));
             }
             let Some(mut runtime) = shared.runtime.try_lock_or_park(cx.waker()) else {
+                // The holder's wait on the device ends, and its next tick takes our command.
+                if !requested {
+                    shared.inbox.request_tick();
+                    requested = true;
+                }
                 // The holder's release, or our reply, wakes us.
                 return Poll::Pending;
             };
@@ -295,7 +322,7 @@ impl<B: Backend> ComputeClient<B> {
                     return Poll::Ready(reply);
                 }
                 if runtime.has_work_in_flight() {
-                    runtime.wait_for_device(MANUAL_DEVICE_WAIT);
+                    runtime.await_device(MANUAL_DEVICE_WAIT);
                 }
             }
         });
@@ -306,16 +333,17 @@ impl<B: Backend> ComputeClient<B> {
     /// does (one thread from command to reply is the shortest path), while the device thread
     /// stays out of the way; while another thread holds the runtime it spins briefly for the
     /// reply, then hands over to the device thread and sleeps until the reply wakes it. A caller
-    /// that finds others already waiting does not drive: the tick that answers them (theirs, or
-    /// the device thread's) takes its command too, and it sleeps until its reply; taking turns
-    /// at the runtime, callers on few cores spun and queued for ticks nobody needed (issue 31).
+    /// that finds others already waiting (`Drivers::max_drivers` of them: one where cores are
+    /// few) does not drive: the tick that answers them (theirs, or the device thread's) takes its
+    /// command too, and it sleeps until its reply; taking turns at the runtime, callers on few
+    /// cores spun and queued for ticks nobody needed (issue 31).
     fn wait_beside_device_thread<T>(
         &self,
         mut receiver: oneshot::Receiver<Result<T>>,
     ) -> Result<T> {
         let drivers = &self.shared.drivers;
         let waiting = Waiting::enter(drivers);
-        if !waiting.alone {
+        if !waiting.may_drive {
             if let Some(reply) = ready(&mut receiver) {
                 return reply;
             }
@@ -326,6 +354,7 @@ impl<B: Backend> ComputeClient<B> {
         }
         let driving = Driving::enter(drivers);
         let mut spin_start = Instant::now();
+        let mut requested = false;
         loop {
             if let Some(reply) = ready(&mut receiver) {
                 return reply;
@@ -350,10 +379,15 @@ impl<B: Backend> ComputeClient<B> {
                     return reply;
                 }
                 if in_flight {
-                    runtime.wait_for_device(DEVICE_WAIT_SLICE);
+                    runtime.await_device(DEVICE_WAIT_SLICE);
                 }
                 spin_start = Instant::now();
                 continue;
+            }
+            if !requested {
+                // The holder's wait on the device ends, and its next tick takes our command.
+                self.shared.inbox.request_tick();
+                requested = true;
             }
             if spin_start.elapsed() < CALLER_SPIN {
                 std::thread::yield_now();
@@ -365,6 +399,28 @@ impl<B: Backend> ComputeClient<B> {
             self.shared.inbox.request_tick();
             return futures_executor::block_on(&mut receiver).unwrap_or(Err(Error::Disconnected));
         }
+    }
+}
+
+impl<B: Backend> ComputeClient<B> {
+    /// Called before a command is pushed: beside a device thread, waits while the inbox holds
+    /// [`Inbox::ROOM`] commands or more, until a tick drains them. Callers that outrun the tick
+    /// then sleep instead of queueing without bound and taking the cores the tick needs (issue
+    /// 31). Under `Driver::Manual` the host decides when to tick, and a thread that holds a
+    /// runtime must not wait for a tick; neither waits.
+    #[inline]
+    pub(super) fn make_room(&self) {
+        if self.shared.inbox.queued_commands() >= Inbox::ROOM {
+            self.wait_for_room();
+        }
+    }
+
+    #[cold]
+    fn wait_for_room(&self) {
+        if self.driver() == Driver::Manual || super::lock::holds_a_runtime() {
+            return;
+        }
+        self.shared.inbox.wait_for_room();
     }
 }
 

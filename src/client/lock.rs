@@ -5,6 +5,7 @@
 
 use gpuworld_systems::{Backend, Runtime};
 use parking_lot::{Mutex, MutexGuard};
+use std::cell::Cell;
 use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::Waker;
@@ -60,6 +61,7 @@ impl<B: Backend> RuntimeLock<B> {
         RuntimeGuard {
             guard: self.runtime.lock(),
             _wake: WakeParked(&self.parked),
+            _held: Held::new(),
         }
     }
 
@@ -68,6 +70,7 @@ impl<B: Backend> RuntimeLock<B> {
         Some(RuntimeGuard {
             guard: self.runtime.try_lock()?,
             _wake: WakeParked(&self.parked),
+            _held: Held::new(),
         })
     }
 
@@ -88,6 +91,34 @@ pub(super) struct RuntimeGuard<'a, B: Backend> {
     // Fields drop in order: the mutex is unlocked before the parked futures are woken.
     guard: MutexGuard<'a, Runtime<B>>,
     _wake: WakeParked<'a>,
+    _held: Held,
+}
+
+thread_local! {
+    /// Runtimes this thread holds now.
+    static HELD: Cell<u32> = const { Cell::new(0) };
+}
+
+/// Whether this thread holds a runtime's lock: it must not wait for a tick (its own, or one that
+/// another runtime's may wait on), so it skips the wait for room in the inbox.
+pub(super) fn holds_a_runtime() -> bool {
+    HELD.with(|held| held.get() > 0)
+}
+
+/// Counts a held runtime in [`HELD`] while it lives.
+struct Held;
+
+impl Held {
+    fn new() -> Held {
+        HELD.with(|held| held.set(held.get() + 1));
+        Held
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        HELD.with(|held| held.set(held.get().saturating_sub(1)));
+    }
 }
 
 struct WakeParked<'a>(&'a Parked);

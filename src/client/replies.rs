@@ -146,11 +146,13 @@ impl<B: Backend> DriveOnPoll for Shared<B> {
             return false;
         }
         let Some(mut runtime) = self.runtime.try_lock_or_park(waker) else {
+            // The holder's wait on the device ends, and its next tick takes our command.
+            self.inbox.request_tick();
             return false;
         };
         runtime.tick_awaiting_replies(drivers::MANUAL_DEVICE_WAIT);
         if runtime.has_replies_in_flight() {
-            runtime.wait_for_device(drivers::MANUAL_DEVICE_WAIT);
+            runtime.await_device(drivers::MANUAL_DEVICE_WAIT);
         }
         true
     }

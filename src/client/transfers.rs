@@ -97,6 +97,7 @@ impl<B: Backend> ComputeClient<B> {
     }
 
     fn new_handle(&self, size: u64, data: Option<HostBytes>) -> Handle {
+        self.make_room();
         Handle::create(&self.shared.inbox, size, data, self.stream_id())
     }
 
@@ -138,6 +139,7 @@ impl<B: Backend> ComputeClient<B> {
     }
 
     fn push_write(&self, dst: Binding, data: HostBytes) {
+        self.make_room();
         self.shared.inbox.push(Command::Write {
             dst,
             data,
@@ -199,6 +201,7 @@ impl<B: Backend> ComputeClient<B> {
             source.validate(self.shared.id)?;
         }
         let (reply, receiver) = oneshot::channel();
+        self.make_room();
         self.shared.inbox.push(Command::Read {
             sources: sources.iter().copied().collect(),
             stream: self.stream_id(),

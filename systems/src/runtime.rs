@@ -115,15 +115,21 @@ impl<B: Backend> Runtime<B> {
     }
 
     /// Blocks until the device may have progressed, `timeout` passed, or the inbox has work (a
-    /// command, or a tick asked for: another runtime's part of a transfer is there); for
-    /// drivers, between ticks.
+    /// command, or a tick asked for: another runtime's part of a transfer is there); for a
+    /// device thread between ticks, which submits new commands at once, so that the device
+    /// always has the next one queued.
     pub fn wait_for_device(&mut self, timeout: std::time::Duration) {
         let inbox = &self.inbox;
-        self.world
-            .resource_mut::<Device<B>>()
-            .into_inner()
-            .0
-            .wait_for_progress(timeout, Some(&|| inbox.has_work()));
+        wait_for_progress::<B>(&mut self.world, timeout, &|| inbox.has_work());
+    }
+
+    /// Blocks until the device may have progressed, `timeout` passed, or the inbox needs a tick
+    /// now (see [`Inbox::needs_tick`]); for a caller blocked on its reply between ticks: other
+    /// callers' commands that only enqueue wait for the end of the wait rather than each cost
+    /// the blocked caller a tick.
+    pub fn await_device(&mut self, timeout: std::time::Duration) {
+        let inbox = &self.inbox;
+        wait_for_progress::<B>(&mut self.world, timeout, &|| inbox.needs_tick());
     }
 
     /// Advances one tick for a caller blocked on a reply: after submitting, the tick may wait on
@@ -442,4 +448,17 @@ pub struct StreamState {
     pub last_synced: Vec<(usize, u64)>,
     /// Tasks queued and not yet submitted.
     pub queued: usize,
+}
+
+/// Blocks on the world's device until it may have progressed, `timeout` passed, or `interrupt`.
+fn wait_for_progress<B: Backend>(
+    world: &mut World,
+    timeout: std::time::Duration,
+    interrupt: &dyn Fn() -> bool,
+) {
+    world
+        .resource_mut::<Device<B>>()
+        .into_inner()
+        .0
+        .wait_for_progress(timeout, Some(interrupt));
 }

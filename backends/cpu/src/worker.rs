@@ -14,7 +14,6 @@ use parking_lot::{Condvar, Mutex, RwLock};
 use rayon::prelude::*;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{Sender, channel};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -166,9 +165,62 @@ impl Progress {
     }
 }
 
+/// The operations queued for one worker. The tick appends under a lock the worker takes once per
+/// drain, and wakes the worker only when it sleeps: a channel woke it (a futex call on the
+/// ticking thread) for nearly every operation once callers kept the tick busy (issue 31).
+#[derive(Default)]
+struct OpQueue {
+    state: Mutex<OpQueueState>,
+    ready: Condvar,
+}
+
+#[derive(Default)]
+struct OpQueueState {
+    ops: Vec<HostOp>,
+    /// The worker waits on `ready` for operations.
+    sleeping: bool,
+    /// Nothing more will come: the worker exits once `ops` is empty.
+    closed: bool,
+}
+
+impl OpQueue {
+    /// Queues `op`, waking the worker if it sleeps.
+    fn push(&self, op: HostOp) {
+        let mut state = self.state.lock();
+        state.ops.push(op);
+        if state.sleeping {
+            state.sleeping = false;
+            self.ready.notify_one();
+        }
+    }
+
+    /// Swaps every queued operation into `batch` (empty), sleeping until there is one; false
+    /// once the queue is closed and empty.
+    fn take(&self, batch: &mut Vec<HostOp>) -> bool {
+        let mut state = self.state.lock();
+        while state.ops.is_empty() {
+            if state.closed {
+                return false;
+            }
+            state.sleeping = true;
+            self.ready.wait(&mut state);
+        }
+        std::mem::swap(&mut state.ops, batch);
+        true
+    }
+
+    /// Lets the worker exit once it has run what is queued.
+    fn close(&self) {
+        let mut state = self.state.lock();
+        state.closed = true;
+        self.ready.notify_one();
+    }
+}
+
 /// The thread that runs one stream.
 pub struct StreamWorker {
-    sender: Option<Sender<HostOp>>,
+    /// Where its operations go; `None` if the thread could not start.
+    queue: Option<Arc<OpQueue>>,
     sent: u64,
     thread: Option<JoinHandle<()>>,
     progress: Arc<Progress>,
@@ -184,20 +236,24 @@ impl StreamWorker {
         staging: Arc<HeapStaging>,
         progress: Arc<Progress>,
     ) -> StreamWorker {
-        let (sender, receiver) = channel::<HostOp>();
+        let queue = Arc::new(OpQueue::default());
+        let ops = queue.clone();
         let shared = progress.clone();
         let thread = std::thread::Builder::new()
             .name(format!("gpuworld-cpu-{index}"))
             .spawn(move || {
-                while let Ok(op) = receiver.recv() {
-                    let timed = shared.measuring().then(|| (describe(&op), Instant::now()));
-                    let finished = run(op, id, &memory, &staging, &shared);
-                    let timed = timed.map(|(what, start)| (what, start, Instant::now()));
-                    shared.finish(index, finished, timed);
+                let mut batch = Vec::new();
+                while ops.take(&mut batch) {
+                    for op in batch.drain(..) {
+                        let timed = shared.measuring().then(|| (describe(&op), Instant::now()));
+                        let finished = run(op, id, &memory, &staging, &shared);
+                        let timed = timed.map(|(what, start)| (what, start, Instant::now()));
+                        shared.finish(index, finished, timed);
+                    }
                 }
             });
-        let (sender, thread) = match thread {
-            Ok(thread) => (Some(sender), Some(thread)),
+        let (queue, thread) = match thread {
+            Ok(thread) => (Some(queue), Some(thread)),
             Err(error) => {
                 tracing::error!(target: "gpuworld::stream", %error, "cannot start a CPU stream worker");
                 progress.finish(
@@ -215,7 +271,7 @@ impl StreamWorker {
             }
         };
         StreamWorker {
-            sender,
+            queue,
             sent: 0,
             thread,
             progress,
@@ -229,9 +285,8 @@ impl StreamWorker {
 
     /// Queues an operation.
     pub fn send(&mut self, op: HostOp) {
-        if let Some(sender) = &self.sender
-            && sender.send(op).is_ok()
-        {
+        if let Some(queue) = &self.queue {
+            queue.push(op);
             self.sent += 1;
         }
     }
@@ -239,7 +294,9 @@ impl StreamWorker {
 
 impl Drop for StreamWorker {
     fn drop(&mut self) {
-        self.sender = None;
+        if let Some(queue) = self.queue.take() {
+            queue.close();
+        }
         self.progress.shut_down();
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();

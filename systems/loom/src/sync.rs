@@ -80,3 +80,48 @@ impl Default for Condvar {
         Condvar::new()
     }
 }
+
+pub use loom::sync::atomic::fence;
+
+/// A stand-in for crossbeam's lock-free `SegQueue`: the same linearizable push and pop, behind a
+/// loom mutex, so that loom checks the protocol `queue.rs` builds on it (its flags, sleeps and
+/// close) with every interleaving of whole pushes and pops.
+#[derive(Debug)]
+pub struct SegQueue<T>(loom::sync::Mutex<std::collections::VecDeque<T>>);
+
+impl<T> SegQueue<T> {
+    /// An empty queue.
+    pub fn new() -> SegQueue<T> {
+        SegQueue(loom::sync::Mutex::new(std::collections::VecDeque::new()))
+    }
+
+    fn items(&self) -> loom::sync::MutexGuard<'_, std::collections::VecDeque<T>> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Queues `item` at the back.
+    pub fn push(&self, item: T) {
+        self.items().push_back(item);
+    }
+
+    /// Takes the front item, if any.
+    pub fn pop(&self) -> Option<T> {
+        self.items().pop_front()
+    }
+
+    /// Items queued now.
+    pub fn len(&self) -> usize {
+        self.items().len()
+    }
+
+    /// Whether none is queued now.
+    pub fn is_empty(&self) -> bool {
+        self.items().is_empty()
+    }
+}
+
+impl<T> Default for SegQueue<T> {
+    fn default() -> SegQueue<T> {
+        SegQueue::new()
+    }
+}

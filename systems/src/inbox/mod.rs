@@ -161,7 +161,19 @@ pub struct Inbox {
     next_handle: AtomicU64,
 }
 
+/// How long a pusher sleeps for room before it looks again (a drain or the close wakes it
+/// sooner).
+const ROOM_WAIT: Duration = Duration::from_millis(5);
+
 impl Inbox {
+    /// Commands queued beyond which a client beside a device thread waits for a tick before it
+    /// pushes more (see [`Inbox::wait_for_room`]): about a megabyte of commands, many ticks' worth.
+    pub const ROOM: usize = 8192;
+
+    /// Commands queued at which a wait on the device ends though no tick was asked for (see
+    /// [`Inbox::needs_tick`]).
+    pub const URGENT: usize = 256;
+
     /// An empty inbox for `runtime`.
     pub fn new(runtime: RuntimeId) -> Inbox {
         Inbox {
@@ -185,10 +197,19 @@ impl Inbox {
     /// with [`Error::Disconnected`] at once instead.
     #[inline]
     pub fn push(&self, command: Command) {
-        if let Err(command) = self.queue.push(command) {
-            // Nothing will run it: answer it now, and keep no data for nobody.
-            command.fail(Error::Disconnected);
+        if let Err(unrun) = self.queue.push(command) {
+            // Nothing will run them: answer them now, and keep no data for nobody.
+            for command in unrun {
+                command.fail(Error::Disconnected);
+            }
         }
+    }
+
+    /// Blocks while [`Inbox::ROOM`] commands or more are queued, until a tick drains them (or
+    /// the inbox closes); a client calls it before a push beside a device thread, so callers
+    /// that outrun the tick wait for it instead of growing the queue without bound.
+    pub fn wait_for_room(&self) {
+        while !self.queue.wait_for_room(Self::ROOM, ROOM_WAIT) && !self.queue.is_closed() {}
     }
 
     /// Closes the inbox for good, when its runtime goes: returns what was queued, and every later
@@ -202,14 +223,24 @@ impl Inbox {
         self.queue.drain_into(into);
     }
 
-    /// Number of commands pushed and not yet drained by a tick.
+    /// Number of commands pushed and not yet drained by a tick (without a lock).
     pub fn queued_commands(&self) -> usize {
         self.queue.len()
     }
 
-    /// Whether commands are waiting or a tick was asked for; without taking the queue's lock.
+    /// Whether commands are waiting or a tick was asked for; without taking a lock.
     pub fn has_work(&self) -> bool {
         self.queue.has_work()
+    }
+
+    /// Whether a tick is wanted now rather than once the current wait on the device is over: it
+    /// was asked for (a caller blocks on a reply while another thread holds the runtime, or
+    /// another runtime's part of a transfer arrived), or [`Inbox::URGENT`] commands are queued.
+    /// A wait on the device between or inside ticks ends on it; a command that only enqueues
+    /// waits for the wait's end (its slice, tens of microseconds). Ending the wait for every
+    /// command made each caller's launch cost the others' round trips a tick (issue 31).
+    pub fn needs_tick(&self) -> bool {
+        self.queue.tick_requested() || self.queue.len() >= Self::URGENT
     }
 
     /// Blocks until a command arrives, a tick is asked for, or `timeout` passes.

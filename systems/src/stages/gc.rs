@@ -247,8 +247,8 @@ impl<B: Backend> Gc<'_, '_, B> {
             }
             let now = Instant::now();
             if now >= deadline
-                || inbox.has_work()
-                || !device.wait_for_progress(deadline - now, Some(&|| inbox.has_work()))
+                || inbox.needs_tick()
+                || !device.wait_for_progress(deadline - now, Some(&|| inbox.needs_tick()))
             {
                 return;
             }
