@@ -124,7 +124,9 @@ enum Waiting {
 impl Replayer {
     /// A replayer of `recording`.
     pub fn new(recording: Recording) -> Replayer {
-        let kernels = library::all_with_variants()
+        let kernels = library::ALL
+            .iter()
+            .copied()
             .map(|kernel| (kernel.id, kernel))
             .collect();
         Replayer { recording, kernels }

@@ -305,7 +305,7 @@ mod tests {
             eprintln!("SKIPPED: no NVRTC: {reason}");
             return;
         }
-        for kernel in library::all_with_variants() {
+        for kernel in library::ALL.iter().copied() {
             let Some(source) = cuda_text(kernel) else {
                 panic!("{} has no CUDA C", kernel.id);
             };
