@@ -30,7 +30,7 @@ pub(crate) use transfers::decode;
 use futures_channel::oneshot;
 use gpuworld_systems::backend::StagingAllocator;
 use gpuworld_systems::inbox::Command;
-use gpuworld_systems::kernel::{Elem, validate_buffer_size, validate_launch};
+use gpuworld_systems::kernel::{Elem, LaunchMode, validate_buffer_size, validate_launch};
 use gpuworld_systems::published::Published;
 use gpuworld_systems::stages::tune::{TuneCache, TuneMessage, TuneResult, TuneResults};
 use gpuworld_systems::{
@@ -257,10 +257,51 @@ impl<B: Backend> ComputeClient<B> {
     /// Launches `kernel` over `count` cubes with every buffer access bound-checked. Only
     /// enqueues: never ticks.
     pub fn launch(&self, kernel: Kernel, count: CubeCount, bindings: Bindings) -> Result<()> {
-        self.launch_with(kernel, count, bindings, ExecutionMode::Checked)
+        self.launch_with(kernel, count, bindings, LaunchMode::CHECKED)
     }
 
     /// Launches `kernel` without bound checks. Only enqueues: never ticks.
+    ///
+    /// ```
+    /// # use gpuworld::{Bindings, CubeCount, Driver, library};
+    /// let client = gpuworld::cpu_client(Driver::Manual)?;
+    /// let out = client.empty(16);
+    /// // SAFETY: FILL stores only below the binding's 4 elements.
+    /// unsafe {
+    ///     client.launch_unchecked(&library::FILL, CubeCount::new_1d(1), Bindings::new().buffer(&out).scalar_f32(1.0))?;
+    /// }
+    /// # Ok::<(), gpuworld::Error>(())
+    /// ```
+    ///
+    /// Safe code cannot launch unchecked, neither through this method nor by queuing the command
+    /// itself (only the `unsafe` [`LaunchMode::unchecked`](crate::kernel::LaunchMode::unchecked) makes
+    /// its mode):
+    ///
+    /// ```compile_fail,E0133
+    /// # use gpuworld::{Bindings, CubeCount, Driver, library};
+    /// let client = gpuworld::cpu_client(Driver::Manual)?;
+    /// let out = client.empty(16);
+    /// client.launch_unchecked(&library::FILL, CubeCount::new_1d(1), Bindings::new().buffer(&out).scalar_f32(1.0))?;
+    /// # Ok::<(), gpuworld::Error>(())
+    /// ```
+    ///
+    /// ```compile_fail,E0133
+    /// # use gpuworld::{CubeCount, Driver, StreamId, library};
+    /// # use gpuworld_systems::{inbox::Command, kernel::LaunchMode};
+    /// let client = gpuworld::cpu_client(Driver::Manual)?;
+    /// let out = client.empty(16);
+    /// client.with_runtime(|runtime| {
+    ///     runtime.inbox().push(Command::Launch {
+    ///         kernel: &library::FILL,
+    ///         count: CubeCount::new_1d(1),
+    ///         buffers: [out.binding()].into_iter().collect(),
+    ///         scalars: [1.0f32.to_bits()].into_iter().collect(),
+    ///         mode: LaunchMode::unchecked(),
+    ///         stream: StreamId::current(),
+    ///     })
+    /// });
+    /// # Ok::<(), gpuworld::Error>(())
+    /// ```
     ///
     /// # Safety
     /// Every buffer access of the kernel must be in bounds for the given bindings and count.
@@ -270,7 +311,10 @@ impl<B: Backend> ComputeClient<B> {
         count: CubeCount,
         bindings: Bindings,
     ) -> Result<()> {
-        self.launch_with(kernel, count, bindings, ExecutionMode::Unchecked)
+        // SAFETY: the caller keeps every access in bounds, as this method's contract and
+        // `LaunchMode::unchecked`'s both ask.
+        let mode = unsafe { LaunchMode::unchecked() };
+        self.launch_with(kernel, count, bindings, mode)
     }
 
     fn launch_with(
@@ -278,7 +322,7 @@ impl<B: Backend> ComputeClient<B> {
         kernel: Kernel,
         count: CubeCount,
         bindings: Bindings,
-        mode: ExecutionMode,
+        mode: LaunchMode,
     ) -> Result<()> {
         validate_launch(kernel, bindings.buffers.len(), &bindings.scalar_types)?;
         if !self.shared.has_source(kernel) {

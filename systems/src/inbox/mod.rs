@@ -6,7 +6,7 @@ use crate::binding::Binding;
 use crate::bytes::HostBytes;
 use crate::error::{Error, Result};
 use crate::ids::{HandleId, RuntimeId, StreamId};
-use crate::kernel::{CubeCount, ExecutionMode, Kernel};
+use crate::kernel::{CubeCount, Kernel, LaunchMode};
 use crate::memory::AllocationMode;
 use futures_channel::oneshot;
 use smallvec::SmallVec;
@@ -77,8 +77,8 @@ pub enum Command {
         buffers: SmallVec<[Binding; 4]>,
         /// 32-bit scalars.
         scalars: SmallVec<[u32; 4]>,
-        /// Checked or unchecked.
-        mode: ExecutionMode,
+        /// Checked, or unchecked where `unsafe` code vouched for its accesses.
+        mode: LaunchMode,
         /// The stream it runs on.
         stream: StreamId,
     },

@@ -243,6 +243,55 @@ pub enum ExecutionMode {
     Unchecked,
 }
 
+/// The [`ExecutionMode`] a queued launch ([`crate::inbox::Command::Launch`]) asks for: checked,
+/// or unchecked only where `unsafe` code vouched for every access. Anyone may queue commands
+/// (`Runtime::inbox`), so the unchecked mode is the one thing of a launch safe code cannot ask
+/// for.
+///
+/// ```
+/// use gpuworld_systems::kernel::{ExecutionMode, LaunchMode};
+///
+/// assert_eq!(LaunchMode::CHECKED.execution_mode(), ExecutionMode::Checked);
+/// // SAFETY: no launch goes with this mode.
+/// let unchecked = unsafe { LaunchMode::unchecked() };
+/// assert_eq!(unchecked.execution_mode(), ExecutionMode::Unchecked);
+/// ```
+///
+/// Safe code cannot make an unchecked one, neither through the constructor:
+///
+/// ```compile_fail,E0133
+/// let unchecked = gpuworld_systems::kernel::LaunchMode::unchecked();
+/// ```
+///
+/// nor from the mode it wraps:
+///
+/// ```compile_fail,E0423
+/// use gpuworld_systems::kernel::{ExecutionMode, LaunchMode};
+/// let unchecked = LaunchMode(ExecutionMode::Unchecked);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct LaunchMode(ExecutionMode);
+
+impl LaunchMode {
+    /// Every buffer access bound-checked: out-of-bounds loads give zero, stores are dropped.
+    pub const CHECKED: LaunchMode = LaunchMode(ExecutionMode::Checked);
+
+    /// No bound checks.
+    ///
+    /// # Safety
+    /// The launch queued with this mode must access only bytes inside its bindings, for its
+    /// cube count and scalars: a backend runs it without checks, and on a GPU an access out of
+    /// bounds reads or writes whatever memory is there (another handle's bytes, or a fault).
+    pub const unsafe fn unchecked() -> LaunchMode {
+        LaunchMode(ExecutionMode::Unchecked)
+    }
+
+    /// The mode the backend runs the launch in.
+    pub const fn execution_mode(self) -> ExecutionMode {
+        self.0
+    }
+}
+
 /// Checks a launch's shape against the kernel's declaration.
 pub fn validate_arity(kernel: &KernelDef, buffers: usize, scalars: usize) -> Result<(), Error> {
     let signature = &kernel.signature;

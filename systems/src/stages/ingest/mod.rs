@@ -365,7 +365,7 @@ impl Ingest<'_> {
                             kernel,
                             count: launch_count,
                             scalars,
-                            mode,
+                            mode: mode.execution_mode(),
                         },
                         bindings,
                     ),
