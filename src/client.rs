@@ -29,6 +29,7 @@ pub(crate) use transfers::decode;
 
 use futures_channel::oneshot;
 use gpuworld_systems::backend::StagingAllocator;
+use gpuworld_systems::error::{BindingError, LaunchError};
 use gpuworld_systems::inbox::Command;
 use gpuworld_systems::kernel::{Elem, LaunchMode, validate_buffer_size, validate_launch};
 use gpuworld_systems::published::Published;
@@ -274,8 +275,8 @@ impl<B: Backend> ComputeClient<B> {
     /// ```
     ///
     /// Safe code cannot launch unchecked, neither through this method nor by queuing the command
-    /// itself (only the `unsafe` [`LaunchMode::unchecked`](crate::kernel::LaunchMode::unchecked) makes
-    /// its mode):
+    /// itself (only the `unsafe` [`LaunchMode::unchecked`](crate::kernel::LaunchMode::unchecked)
+    /// makes its mode):
     ///
     /// ```compile_fail,E0133
     /// # use gpuworld::{Bindings, CubeCount, Driver, library};
@@ -326,31 +327,31 @@ impl<B: Backend> ComputeClient<B> {
     ) -> Result<()> {
         validate_launch(kernel, bindings.buffers.len(), &bindings.scalar_types)?;
         if !self.shared.has_source(kernel) {
-            return Err(Error::MissingKernelSource {
+            return Err(Error::Launch(LaunchError::MissingKernelSource {
                 kernel: kernel.name,
                 backend: B::NAME,
-            });
+            }));
         }
         for (index, binding) in bindings.buffers.iter().enumerate() {
             let (start, end) = binding.validate(self.shared.id)?;
             if start % 4 != 0 {
-                return Err(Error::MisalignedBinding {
+                return Err(Error::Launch(LaunchError::MisalignedBinding {
                     kernel: kernel.name,
                     index,
                     offset: start,
-                });
+                }));
             }
             validate_buffer_size(kernel, index, end - start)?;
         }
         if let CubeCount::Dynamic(binding) = &count {
             let (start, end) = binding.validate(self.shared.id)?;
             if end - start < 12 {
-                return Err(Error::OutOfRange {
+                return Err(Error::Binding(BindingError::OutOfRange {
                     handle: binding.handle(),
                     start,
                     end: start + 12,
                     size: binding.capacity(),
-                });
+                }));
             }
         }
         if count.is_empty() {
@@ -385,10 +386,10 @@ impl<B: Backend> ComputeClient<B> {
     /// Like [`ComputeClient::warm_up`], for launches in `mode` (CUDA compiles a module per mode).
     pub fn warm_up_mode(&self, kernel: Kernel, mode: ExecutionMode) -> Result<()> {
         if !self.shared.has_source(kernel) {
-            return Err(Error::MissingKernelSource {
+            return Err(Error::Launch(LaunchError::MissingKernelSource {
                 kernel: kernel.name,
                 backend: B::NAME,
-            });
+            }));
         }
         self.with_runtime(|runtime| runtime.warm_up(kernel, mode))
     }

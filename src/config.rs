@@ -1,14 +1,15 @@
-//! Configuration outside code: `gpuworld.toml` (the path in `GPUWORLD_CONFIG`, else the first
-//! found in the working directory or a parent) and `GPUWORLD_*` environment variables, over
-//! the defaults; code overrides both ([`Setting::set`]). Precedence, highest first: code, the
-//! environment, the file, the default. Every setting remembers where its value came from, which
-//! `gpuworld config` prints. An unknown key or a bad value is `Error::Config` naming the file or
-//! variable, the key and what is allowed. The file is read with serde and `toml` (unknown keys
-//! are refused by `deny_unknown_fields`); log filters are checked where they are used, by the
+//! Configuration outside code: `gpuworld.toml` (the path in `GPUWORLD_CONFIG`, else the first found
+//! in the working directory or a parent) and `GPUWORLD_*` environment variables, over the defaults;
+//! code overrides both ([`Setting::set`]). Precedence, highest first: code, the environment, the
+//! file, the default. Every setting remembers where its value came from, which `gpuworld config`
+//! prints. An unknown key or a bad value is `ConfigError::InvalidSetting` naming the file or
+//! variable, the key and what is allowed. The file is read with serde and `toml` (unknown keys are
+//! refused by `deny_unknown_fields`); log filters are checked where they are used, by the
 //! subscriber.
 
 use crate::tune::{CacheLocation, TuneMode, TunerConfig};
 use gpuworld_systems::backend::DeviceProperties;
+use gpuworld_systems::error::ConfigError;
 use gpuworld_systems::memory::{MemoryConfig, PoolConfig, PoolKind};
 use gpuworld_systems::open::BackendSettings;
 use gpuworld_systems::{Error, Result, RuntimeConfig, SchedulingStrategy};
@@ -303,7 +304,7 @@ struct CpuSection {
 }
 
 /// How much memory the cpu device may allocate (`[cpu] memory_limit`,
-/// `GPUWORLD_CPU_MEMORY_LIMIT`): past it an allocation is `Error::OutOfMemory`.
+/// `GPUWORLD_CPU_MEMORY_LIMIT`): past it an allocation is `MemoryError::OutOfMemory`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum CpuMemoryLimit {
@@ -353,10 +354,10 @@ impl TryFrom<toml::Value> for LimitEntry {
 // ---- loading ----
 
 fn config_error(origin: impl fmt::Display, problem: impl Into<String>) -> Error {
-    Error::Config {
+    Error::Config(ConfigError::InvalidSetting {
         origin: Arc::from(origin.to_string()),
         problem: Arc::from(problem.into()),
-    }
+    })
 }
 
 impl Settings {

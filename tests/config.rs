@@ -3,6 +3,7 @@
 //! allowed.
 
 use gpuworld::config::{CpuMemoryLimit, Settings, Source};
+use gpuworld::error::ConfigError;
 use gpuworld::tune::TuneMode;
 use gpuworld::{Backend, Error, PoolConfig, PoolKind, RuntimeConfig, SchedulingStrategy};
 use std::collections::HashMap;
@@ -46,7 +47,9 @@ fn load(cwd: &Path, env: &[(&str, &str)]) -> Result<Settings, Error> {
 
 fn problem(error: Error) -> (String, String) {
     match error {
-        Error::Config { origin, problem } => (origin.to_string(), problem.to_string()),
+        Error::Config(ConfigError::InvalidSetting { origin, problem }) => {
+            (origin.to_string(), problem.to_string())
+        }
         other => panic!("expected a configuration error, got {other}"),
     }
 }

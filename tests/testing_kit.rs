@@ -4,6 +4,7 @@
 mod common;
 
 use common::{Skip, f32s};
+use gpuworld::error::{ExecutionError, MemoryError};
 
 test_main![
     a_snapshot_serializes_to_yaml_and_redacts_like_any_value,
@@ -329,16 +330,19 @@ fn every_failure_point_of_a_fixed_program_ends_in_a_typed_error_without_leak_or_
     for outcome in &report.outcomes {
         let fault = outcome.fault;
         match (fault, &outcome.error) {
-            (Fault::Allocation(_), Some(Error::OutOfMemory { .. })) => {}
-            (Fault::Launch(_) | Fault::Copy(_), Some(Error::DeviceFault { .. })) => {}
+            (Fault::Allocation(_), Some(Error::Memory(MemoryError::OutOfMemory { .. }))) => {}
+            (
+                Fault::Launch(_) | Fault::Copy(_),
+                Some(Error::Execution(ExecutionError::DeviceFault { .. })),
+            ) => {}
             // Events and a lost device reach the program only where it waits on them: a fault on
             // the GC stream's event, or after the program's last read, changes nothing it sees
             // (it checked its values and returned Ok).
             (
                 Fault::Event(_) | Fault::EventNeverCompletes(_) | Fault::DeviceLost { .. },
-                Some(Error::DeviceFault { .. }) | None,
+                Some(Error::Execution(ExecutionError::DeviceFault { .. })) | None,
             ) => {}
-            (Fault::DeviceLost { .. }, Some(Error::OutOfMemory { .. })) => {}
+            (Fault::DeviceLost { .. }, Some(Error::Memory(MemoryError::OutOfMemory { .. }))) => {}
             (fault, error) => panic!("{fault}: unexpected outcome {error:?}\n{report}"),
         }
     }
@@ -537,7 +541,10 @@ fn a_lost_device_fails_every_stream_and_still_reclaims_memory() {
         lost.replace("s0", "s1")
     );
     let c = rt.create(vec![0; 16]);
-    assert!(matches!(rt.read_one(&c), Err(Error::OutOfMemory { .. })));
+    assert!(matches!(
+        rt.read_one(&c),
+        Err(Error::Memory(MemoryError::OutOfMemory { .. }))
+    ));
     drop((a, b, c));
     rt.step_until_idle().unwrap();
     assert_eq!(rt.memory_usage().bytes_in_use, 0);

@@ -5,6 +5,7 @@
 use super::record::{Data, RecordedBinding, RecordedOp, Recording};
 use crate::{Backend, ComputeClient, Error, KernelDef, library};
 use futures_channel::oneshot;
+use gpuworld_systems::error::BindingError;
 use gpuworld_systems::inbox::{Command, ReadReply};
 use gpuworld_systems::kernel::{CubeCount, LaunchMode};
 use gpuworld_systems::memory::AllocationMode;
@@ -193,12 +194,12 @@ impl Replayer {
             let end = b
                 .capacity
                 .checked_sub(b.offset_end)
-                .ok_or(bad(Error::OutOfRange {
+                .ok_or(bad(Error::Binding(BindingError::OutOfRange {
                     handle: handle.id(),
                     start: b.offset_start,
                     end: 0,
                     size: b.capacity,
-                }))?;
+                })))?;
             handle.binding().slice(b.offset_start..end).map_err(bad)
         };
         let data = |data: &Data, handle: u64| data.bytes().ok_or(ReplayError::BadData { handle });

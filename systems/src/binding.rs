@@ -4,12 +4,13 @@
 //! and narrows only inside its range ([`Binding::slice`]), so it cannot claim memory its handle
 //! does not have; the ingest stage checks it against the handle's memory all the same.
 
+use crate::error::BindingError;
 use crate::error::Error;
 use crate::ids::{HandleId, RuntimeId};
 use std::ops::Range;
 
 /// A byte range of a handle; it does not keep the memory alive, so a binding used after its
-/// handle was released is reported as [`Error::ReleasedHandle`].
+/// handle was released is reported as [`BindingError::ReleasedHandle`].
 ///
 /// Its fields are private: a binding is made from a handle, never by hand.
 ///
@@ -81,12 +82,12 @@ impl Binding {
         let end = self.capacity.checked_sub(self.offset_end);
         match end {
             Some(end) if self.offset_start <= end => Ok((self.offset_start, end)),
-            _ => Err(Error::OutOfRange {
+            _ => Err(Error::Binding(BindingError::OutOfRange {
                 handle: self.handle,
                 start: self.offset_start,
                 end: self.capacity.saturating_sub(self.offset_end),
                 size: self.capacity,
-            }),
+            })),
         }
     }
 
@@ -95,18 +96,19 @@ impl Binding {
         self.range().map_or(0, |(s, e)| e - s)
     }
 
-    /// The bytes `bytes` of this binding's range, counted from its start; [`Error::OutOfRange`]
-    /// when they are not inside it (or this binding's own range is not valid).
+    /// The bytes `bytes` of this binding's range, counted from its start;
+    /// [`BindingError::OutOfRange`] when they are not inside it (or this binding's own range is not
+    /// valid).
     pub fn slice(self, bytes: Range<u64>) -> Result<Binding, Error> {
         let (start, end) = self.range()?;
         let inside = bytes.start <= bytes.end && bytes.end <= end - start;
         if !inside {
-            return Err(Error::OutOfRange {
+            return Err(Error::Binding(BindingError::OutOfRange {
                 handle: self.handle,
                 start: start.saturating_add(bytes.start),
                 end: start.saturating_add(bytes.end),
                 size: self.capacity,
-            });
+            }));
         }
         Ok(Binding {
             offset_start: start + bytes.start,
@@ -116,7 +118,7 @@ impl Binding {
     }
 
     /// This binding's range cut into consecutive bindings of `bytes` bytes (the last one
-    /// shorter); [`Error::OutOfRange`] when its range is not valid.
+    /// shorter); [`BindingError::OutOfRange`] when its range is not valid.
     pub fn chunks(self, bytes: u64) -> Result<impl Iterator<Item = Binding>, Error> {
         let (start, end) = self.range()?;
         let step = bytes.max(1);
@@ -132,11 +134,11 @@ impl Binding {
     /// Checks the binding belongs to `runtime` and has a valid range.
     pub fn validate(&self, runtime: RuntimeId) -> Result<(u64, u64), Error> {
         if self.runtime != runtime {
-            return Err(Error::ForeignHandle {
+            return Err(Error::Binding(BindingError::ForeignHandle {
                 handle: self.handle,
                 owner: self.runtime,
                 this: runtime,
-            });
+            }));
         }
         self.range()
     }
@@ -163,18 +165,18 @@ mod tests {
         let part = of_64_bytes().slice(8..40).unwrap();
         assert!(matches!(
             part.slice(0..33),
-            Err(Error::OutOfRange {
+            Err(Error::Binding(BindingError::OutOfRange {
                 start: 8,
                 end: 41,
                 size: 64,
                 ..
-            })
+            }))
         ));
         #[allow(clippy::reversed_empty_ranges)]
         let reversed = 5..4;
         assert!(matches!(
             part.slice(reversed),
-            Err(Error::OutOfRange { .. })
+            Err(Error::Binding(BindingError::OutOfRange { .. }))
         ));
     }
 

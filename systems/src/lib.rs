@@ -33,7 +33,7 @@ pub mod world;
 pub use backend::{Backend, DeviceProperties};
 pub use binding::Binding;
 pub use bytes::HostBytes;
-pub use error::{Error, Result};
+pub use error::{Error, ErrorKind, Result};
 pub use handle::Handle;
 pub use ids::{HandleId, RuntimeId, StreamId};
 pub use kernel::{

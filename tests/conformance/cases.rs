@@ -1,6 +1,7 @@
 //! The conformance cases: what every backend must do, written once, generic over the backend.
 
 use crate::common::{Pending, bytes_of, f32s, scale_first_cube};
+use gpuworld::error::BindingError;
 use gpuworld::{Backend, Bindings, ComputeClient, CubeCount, library};
 
 fn f32_handle<B: Backend>(client: &ComputeClient<B>, values: &[f32]) -> gpuworld::Handle {
@@ -398,11 +399,11 @@ pub fn a_staged_write_too_large_is_refused_and_nothing_is_lost<B: Backend>(
     assert!(
         matches!(
             error,
-            gpuworld::Error::WriteTooLarge {
+            gpuworld::Error::Binding(BindingError::WriteTooLarge {
                 len: 128,
                 capacity: 64,
                 ..
-            }
+            })
         ),
         "{error}"
     );

@@ -14,6 +14,7 @@ pub use cpu::{
 };
 
 use crate::error::Error;
+use crate::error::LaunchError;
 use std::any::Any;
 use std::fmt;
 
@@ -60,7 +61,7 @@ impl fmt::Display for Elem {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Access {
     /// Only loads: `var<storage, read>` in WGSL, a `const` pointer in CUDA, and a store on the
-    /// CPU is a fault of the launch ([`Error::ReadOnlyStore`]).
+    /// CPU is a fault of the launch ([`ExecutionError::ReadOnlyStore`]).
     Read,
     /// Stores (loads are allowed, but see nothing the runtime ordered): ordered as a write.
     Write,
@@ -139,14 +140,14 @@ pub struct Signature {
 ///
 /// # Binding convention
 ///
-/// A launch binds the signature's buffers, then its scalars, in order; the client refuses a
-/// scalar of another type than declared ([`Error::ScalarType`]) and a buffer that is not whole
-/// elements ([`Error::BufferElementSize`]). Each backend generates the declarations from the
+/// A launch binds the signature's buffers, then its scalars, in order; the client refuses a scalar
+/// of another type than declared ([`LaunchError::ScalarType`]) and a buffer that is not whole
+/// elements ([`LaunchError::BufferElementSize`]). Each backend generates the declarations from the
 /// signature, so a source holds only code:
 ///
 /// - **CPU** ([`CpuSource`], cpu and sim backends): called once per cube; buffer `i` and scalar
 ///   `j` are read by position through [`KernelIo`], the cube's position is in [`CubeContext`];
-///   a store to a read-only buffer stops the launch ([`Error::ReadOnlyStore`]).
+///   a store to a read-only buffer stops the launch ([`ExecutionError::ReadOnlyStore`]).
 /// - **WGSL** (`WgslSource`, wgpu backend): buffer `i` is
 ///   `@group(0) @binding(i) var<storage, read_write | read> <name>: array<f32 | u32>` (`read`
 ///   for a read-only [`Param`]), bound to exactly
@@ -165,7 +166,7 @@ pub struct Signature {
 ///   the rest of the convention is documented on `CudaSource`.
 ///
 /// A backend asked to run a kernel without a source for it gets
-/// [`Error::MissingKernelSource`] from the client call.
+/// [`LaunchError::MissingKernelSource`] from the client call.
 pub struct KernelDef {
     /// Stable id, unique across the process (`"gpuworld.fill"`); caches are keyed by it.
     pub id: &'static str,
@@ -296,20 +297,20 @@ impl LaunchMode {
 pub fn validate_arity(kernel: &KernelDef, buffers: usize, scalars: usize) -> Result<(), Error> {
     let signature = &kernel.signature;
     if buffers != signature.buffers.len() {
-        return Err(Error::BindingCount {
+        return Err(Error::Launch(LaunchError::BindingCount {
             kernel: kernel.name,
             what: "buffer binding",
             expected: signature.buffers.len(),
             got: buffers,
-        });
+        }));
     }
     if scalars != signature.scalars.len() {
-        return Err(Error::BindingCount {
+        return Err(Error::Launch(LaunchError::BindingCount {
             kernel: kernel.name,
             what: "scalar",
             expected: signature.scalars.len(),
             got: scalars,
-        });
+        }));
     }
     Ok(())
 }
@@ -320,12 +321,12 @@ pub fn validate_launch(kernel: &KernelDef, buffers: usize, scalars: &[Elem]) -> 
     validate_arity(kernel, buffers, scalars.len())?;
     for (param, &got) in kernel.signature.scalars.iter().zip(scalars) {
         if param.elem != got {
-            return Err(Error::ScalarType {
+            return Err(Error::Launch(LaunchError::ScalarType {
                 kernel: kernel.name,
                 param: param.name,
                 declared: param.elem,
                 got,
-            });
+            }));
         }
     }
     Ok(())
@@ -335,12 +336,14 @@ pub fn validate_launch(kernel: &KernelDef, buffers: usize, scalars: &[Elem]) -> 
 /// kernel declares for it.
 pub fn validate_buffer_size(kernel: &KernelDef, index: usize, bytes: u64) -> Result<(), Error> {
     match kernel.signature.buffers.get(index) {
-        Some(param) if !bytes.is_multiple_of(param.elem.size()) => Err(Error::BufferElementSize {
-            kernel: kernel.name,
-            param: param.name,
-            elem: param.elem,
-            bytes,
-        }),
+        Some(param) if !bytes.is_multiple_of(param.elem.size()) => {
+            Err(Error::Launch(LaunchError::BufferElementSize {
+                kernel: kernel.name,
+                param: param.name,
+                elem: param.elem,
+                bytes,
+            }))
+        }
         _ => Ok(()),
     }
 }

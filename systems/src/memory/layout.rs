@@ -3,6 +3,7 @@
 //! device bytes become contiguous host bytes.
 
 use crate::error::Error;
+use crate::error::LayoutError;
 
 /// How tensors of rank two or more are laid out; lower ranks are always contiguous.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -201,10 +202,10 @@ fn lcm(a: u64, b: u64) -> u64 {
 }
 
 fn invalid(shape: &[usize], strides: &[usize], elem_size: usize, why: &str) -> Error {
-    Error::InvalidTensor {
+    Error::Layout(LayoutError::InvalidTensor {
         reason: format!("shape {shape:?}, strides {strides:?}, {elem_size}-byte elements: {why}")
             .into(),
-    }
+    })
 }
 
 #[cfg(test)]

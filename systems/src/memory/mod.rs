@@ -22,6 +22,7 @@ pub use sliced::{PageSizes, SlicedPool};
 
 use crate::backend::{AllocError, Backend, DeviceProperties, Region, StorageId};
 use crate::error::Error;
+use crate::error::MemoryError;
 use crate::ids::StreamId;
 use bevy_ecs::entity::Entity;
 use bevy_ecs::resource::Resource;
@@ -374,9 +375,9 @@ impl MemoryPool {
         match self.slices.get(key) {
             None => Ok(false),
             Some(record) if record.parked_on.is_some() => self.release(key).map(|()| true),
-            Some(_) => Err(Error::StaleHandle {
+            Some(_) => Err(Error::Memory(MemoryError::StaleHandle {
                 what: format!("memory slice {key:?} (live, not parked)").into(),
-            }),
+            })),
         }
     }
 
@@ -410,10 +411,10 @@ impl MemoryPool {
         if let Some(limit) = self.max_buffer
             && size > limit
         {
-            return Err(Error::BufferTooLarge {
+            return Err(Error::Memory(MemoryError::BufferTooLarge {
                 requested: size,
                 limit,
-            });
+            }));
         }
         let padded = self.padded(size).ok_or_else(|| self.out_of_memory(size))?;
         let (pool, block) = match mode {
@@ -504,11 +505,11 @@ impl MemoryPool {
 
     /// The error for a request of `size` bytes that no pool can take, with the usage now.
     fn out_of_memory(&self, size: u64) -> Error {
-        Error::OutOfMemory {
+        Error::Memory(MemoryError::OutOfMemory {
             requested: size,
             usage: self.usage,
             capacity: self.capacity,
-        }
+        })
     }
 
     /// Before the device is asked for `padded` more bytes: returns idle pages and buffers, those
@@ -584,10 +585,12 @@ impl MemoryPool {
             }
             // Only from a backend whose properties do not report the limit: `reserve` refuses
             // larger requests first, and `MemoryConfig::resolve` keeps pages within it.
-            Err(AllocError::BufferTooLarge { limit }) => Err(Error::BufferTooLarge {
-                requested: size,
-                limit,
-            }),
+            Err(AllocError::BufferTooLarge { limit }) => {
+                Err(Error::Memory(MemoryError::BufferTooLarge {
+                    requested: size,
+                    limit,
+                }))
+            }
         }
     }
 
@@ -718,16 +721,16 @@ impl MemoryPool {
 }
 
 fn stale_slice(key: SliceKey) -> Error {
-    Error::StaleHandle {
+    Error::Memory(MemoryError::StaleHandle {
         what: format!("memory slice {key:?}").into(),
-    }
+    })
 }
 
 /// The error for a page key that no longer names a page.
 pub(crate) fn stale_page(key: PageKey) -> Error {
-    Error::StaleHandle {
+    Error::Memory(MemoryError::StaleHandle {
         what: format!("memory page {key:?}").into(),
-    }
+    })
 }
 
 #[cfg(test)]
