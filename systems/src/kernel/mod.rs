@@ -61,7 +61,8 @@ impl fmt::Display for Elem {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Access {
     /// Only loads: `var<storage, read>` in WGSL, a `const` pointer in CUDA, and a store on the
-    /// CPU is a fault of the launch ([`ExecutionError::ReadOnlyStore`]).
+    /// CPU is a fault of the launch
+    /// ([`ExecutionError::ReadOnlyStore`](crate::error::ExecutionError::ReadOnlyStore)).
     Read,
     /// Stores (loads are allowed, but see nothing the runtime ordered): ordered as a write.
     Write,
@@ -147,7 +148,8 @@ pub struct Signature {
 ///
 /// - **CPU** ([`CpuSource`], cpu and sim backends): called once per cube; buffer `i` and scalar
 ///   `j` are read by position through [`KernelIo`], the cube's position is in [`CubeContext`];
-///   a store to a read-only buffer stops the launch ([`ExecutionError::ReadOnlyStore`]).
+///   a store to a read-only buffer stops the launch
+///   ([`ExecutionError::ReadOnlyStore`](crate::error::ExecutionError::ReadOnlyStore)).
 /// - **WGSL** (`WgslSource`, wgpu backend): buffer `i` is
 ///   `@group(0) @binding(i) var<storage, read_write | read> <name>: array<f32 | u32>` (`read`
 ///   for a read-only [`Param`]), bound to exactly
