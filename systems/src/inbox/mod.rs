@@ -193,12 +193,13 @@ impl Inbox {
 
     /// Closes the inbox for good, when its runtime goes: returns what was queued, and every later
     /// push is answered with [`Error::Disconnected`] at once instead of queued.
-    pub fn close(&self) -> Vec<Command> {
+    pub(crate) fn close(&self) -> Vec<Command> {
         self.queue.close()
     }
 
-    /// Moves every queued command, in arrival order, to the end of `into`.
-    pub fn drain_into(&self, into: &mut Vec<Command>) {
+    /// Moves every queued command, in arrival order, to the end of `into`: only the tick takes
+    /// commands out, so no one else holds a queued command (and its [`LaunchMode`]) by value.
+    pub(crate) fn drain_into(&self, into: &mut Vec<Command>) {
         self.queue.drain_into(into);
     }
 

@@ -272,7 +272,20 @@ pub enum ExecutionMode {
 /// use gpuworld_systems::kernel::{ExecutionMode, LaunchMode};
 /// let unchecked = LaunchMode(ExecutionMode::Unchecked);
 /// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+///
+/// nor by copying one that `unsafe` code made for another launch (only the tick takes commands
+/// out of the inbox, and a [`CommandTap`](crate::inbox::CommandTap) sees them by reference):
+///
+/// ```compile_fail,E0507
+/// use gpuworld_systems::inbox::Command;
+/// use gpuworld_systems::kernel::LaunchMode;
+/// fn reuse(seen: &Command) {
+///     if let Command::Launch { mode, .. } = seen {
+///         let owned: LaunchMode = *mode;
+///     }
+/// }
+/// ```
+#[derive(Debug, PartialEq, Eq, Hash)]
 pub struct LaunchMode(ExecutionMode);
 
 impl LaunchMode {
@@ -290,7 +303,7 @@ impl LaunchMode {
     }
 
     /// The mode the backend runs the launch in.
-    pub const fn execution_mode(self) -> ExecutionMode {
+    pub const fn execution_mode(&self) -> ExecutionMode {
         self.0
     }
 }
