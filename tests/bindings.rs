@@ -31,7 +31,7 @@ fn a_binding_narrowed_past_its_range_is_out_of_range() {
         (64, 0, 0)
     );
     match binding.slice(0..1 << 20) {
-        Err(Error::Binding(BindingError::OutOfRange { size, end, .. })) => {
+        Err(BindingError::OutOfRange { size, end, .. }) => {
             assert_eq!((size, end), (64, 1 << 20))
         }
         other => panic!("a slice past the handle must be OutOfRange, got {other:?}"),
@@ -40,7 +40,7 @@ fn a_binding_narrowed_past_its_range_is_out_of_range() {
     assert_eq!(part.size(), 32);
     assert!(matches!(
         part.slice(0..33),
-        Err(Error::Binding(BindingError::OutOfRange { .. }))
+        Err(BindingError::OutOfRange { .. })
     ));
     // A slice may only narrow: its capacity is the handle's, whatever was asked.
     assert_eq!(part.capacity(), 64);

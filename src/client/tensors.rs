@@ -149,7 +149,7 @@ impl<B: Backend> ComputeClient<B> {
         let placed = tensors
             .iter()
             .map(|desc| place_tensor(desc.shape, desc.elem_size, layout))
-            .collect::<Result<Vec<_>>>()?;
+            .collect::<Result<Vec<_>, _>>()?;
         if self.properties().memory_layout == MemoryLayout::Exclusive {
             return Ok(placed
                 .into_iter()
@@ -190,7 +190,9 @@ impl<B: Backend> ComputeClient<B> {
         if row_major.strides == strides && row_major.size == span {
             return Ok(bytes);
         }
-        gather_contiguous(&bytes, shape, strides, elem_size).map(HostBytes::from_vec)
+        Ok(HostBytes::from_vec(gather_contiguous(
+            &bytes, shape, strides, elem_size,
+        )?))
     }
 
     fn tensor_layout(&self) -> TensorLayout {

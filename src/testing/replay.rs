@@ -187,19 +187,19 @@ impl Replayer {
             let handle = handles
                 .get(&b.handle)
                 .ok_or(ReplayError::UnknownHandle { handle: b.handle })?;
-            let bad = |error| ReplayError::BadBinding {
+            let bad = |error: BindingError| ReplayError::BadBinding {
                 handle: b.handle,
-                error,
+                error: error.into(),
             };
-            let end = b
-                .capacity
-                .checked_sub(b.offset_end)
-                .ok_or(bad(Error::Binding(BindingError::OutOfRange {
-                    handle: handle.id(),
-                    start: b.offset_start,
-                    end: 0,
-                    size: b.capacity,
-                })))?;
+            let end =
+                b.capacity
+                    .checked_sub(b.offset_end)
+                    .ok_or(bad(BindingError::OutOfRange {
+                        handle: handle.id(),
+                        start: b.offset_start,
+                        end: 0,
+                        size: b.capacity,
+                    }))?;
             handle.binding().slice(b.offset_start..end).map_err(bad)
         };
         let data = |data: &Data, handle: u64| data.bytes().ok_or(ReplayError::BadData { handle });

@@ -10,8 +10,7 @@ use super::checks::{OUTPUT_CHECKS_ENABLED, check_outputs};
 use super::key::TuneKey;
 use super::tunable::TunableSet;
 use crate::ComputeClient;
-use gpuworld_systems::error::AutotuneError;
-use gpuworld_systems::error::CandidateFailure;
+use gpuworld_systems::error::{AutotuneError, CandidateFailure};
 use gpuworld_systems::kernel::panic_message;
 use gpuworld_systems::stages::tune::{
     CandidateOutcome, TuneCache, TuneEntry, TuneMessage, TuneResult,

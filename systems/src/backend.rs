@@ -3,8 +3,7 @@
 
 pub use crate::bytes::{HostBytes, HostMemoryHome};
 use crate::cross_device::{DeviceCollectives, Drive, PeerTransfer};
-use crate::error::Error;
-use crate::error::{DeviceError, LaunchError};
+use crate::error::{DeviceError, Error, LaunchError};
 use crate::ids::StreamId;
 use crate::kernel::{ExecutionMode, Kernel, KernelDef, KernelSource};
 pub use crate::staging::{DEFAULT_MAX_FREE_HEAP_STAGING, HeapStaging, StagingAllocator};

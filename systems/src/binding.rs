@@ -5,7 +5,6 @@
 //! does not have; the ingest stage checks it against the handle's memory all the same.
 
 use crate::error::BindingError;
-use crate::error::Error;
 use crate::ids::{HandleId, RuntimeId};
 use std::ops::Range;
 
@@ -78,16 +77,16 @@ impl Binding {
     }
 
     /// The byte range `start..end` inside the allocation, or why there is none.
-    pub fn range(&self) -> Result<(u64, u64), Error> {
+    pub fn range(&self) -> Result<(u64, u64), BindingError> {
         let end = self.capacity.checked_sub(self.offset_end);
         match end {
             Some(end) if self.offset_start <= end => Ok((self.offset_start, end)),
-            _ => Err(Error::Binding(BindingError::OutOfRange {
+            _ => Err(BindingError::OutOfRange {
                 handle: self.handle,
                 start: self.offset_start,
                 end: self.capacity.saturating_sub(self.offset_end),
                 size: self.capacity,
-            })),
+            }),
         }
     }
 
@@ -99,16 +98,16 @@ impl Binding {
     /// The bytes `bytes` of this binding's range, counted from its start;
     /// [`BindingError::OutOfRange`] when they are not inside it (or this binding's own range is not
     /// valid).
-    pub fn slice(self, bytes: Range<u64>) -> Result<Binding, Error> {
+    pub fn slice(self, bytes: Range<u64>) -> Result<Binding, BindingError> {
         let (start, end) = self.range()?;
         let inside = bytes.start <= bytes.end && bytes.end <= end - start;
         if !inside {
-            return Err(Error::Binding(BindingError::OutOfRange {
+            return Err(BindingError::OutOfRange {
                 handle: self.handle,
                 start: start.saturating_add(bytes.start),
                 end: start.saturating_add(bytes.end),
                 size: self.capacity,
-            }));
+            });
         }
         Ok(Binding {
             offset_start: start + bytes.start,
@@ -119,7 +118,7 @@ impl Binding {
 
     /// This binding's range cut into consecutive bindings of `bytes` bytes (the last one
     /// shorter); [`BindingError::OutOfRange`] when its range is not valid.
-    pub fn chunks(self, bytes: u64) -> Result<impl Iterator<Item = Binding>, Error> {
+    pub fn chunks(self, bytes: u64) -> Result<impl Iterator<Item = Binding>, BindingError> {
         let (start, end) = self.range()?;
         let step = bytes.max(1);
         Ok((start..end)
@@ -132,13 +131,13 @@ impl Binding {
     }
 
     /// Checks the binding belongs to `runtime` and has a valid range.
-    pub fn validate(&self, runtime: RuntimeId) -> Result<(u64, u64), Error> {
+    pub fn validate(&self, runtime: RuntimeId) -> Result<(u64, u64), BindingError> {
         if self.runtime != runtime {
-            return Err(Error::Binding(BindingError::ForeignHandle {
+            return Err(BindingError::ForeignHandle {
                 handle: self.handle,
                 owner: self.runtime,
                 this: runtime,
-            }));
+            });
         }
         self.range()
     }
@@ -165,18 +164,18 @@ mod tests {
         let part = of_64_bytes().slice(8..40).unwrap();
         assert!(matches!(
             part.slice(0..33),
-            Err(Error::Binding(BindingError::OutOfRange {
+            Err(BindingError::OutOfRange {
                 start: 8,
                 end: 41,
                 size: 64,
                 ..
-            }))
+            })
         ));
         #[allow(clippy::reversed_empty_ranges)]
         let reversed = 5..4;
         assert!(matches!(
             part.slice(reversed),
-            Err(Error::Binding(BindingError::OutOfRange { .. }))
+            Err(BindingError::OutOfRange { .. })
         ));
     }
 

@@ -4,8 +4,7 @@
 //! The backends differ only in how they walk the cubes (in order, or spread over threads).
 
 use crate::backend::{LaunchCount, Region};
-use crate::error::Error;
-use crate::error::{ExecutionError, LaunchError};
+use crate::error::{Error, ExecutionError, LaunchError};
 use crate::host_memory::HostMemory;
 use crate::ids::StreamId;
 use crate::kernel::{

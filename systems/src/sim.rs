@@ -14,8 +14,7 @@ pub use log::SimCall;
 
 use crate::backend::*;
 use crate::bytes::HostBytes;
-use crate::error::ConfigError;
-use crate::error::Error;
+use crate::error::{ConfigError, Error};
 use crate::host_launch::resolve_count;
 use crate::host_memory::HostMemory;
 use crate::host_ops::{Completions, Finished, HostOp};

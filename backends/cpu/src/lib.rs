@@ -9,8 +9,7 @@ mod worker;
 pub use memory_limit::{DEFAULT_LIMIT_PERCENT, default_memory_limit, physical_memory};
 
 use gpuworld_systems::backend::*;
-use gpuworld_systems::error::ConfigError;
-use gpuworld_systems::error::Error;
+use gpuworld_systems::error::{ConfigError, Error};
 use gpuworld_systems::host_memory::HostMemory;
 use gpuworld_systems::host_ops::{HostOp, event_label};
 use gpuworld_systems::ids::StreamId;

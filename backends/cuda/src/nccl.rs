@@ -11,8 +11,7 @@ use crate::CudaBackend;
 use cudarc::nccl::sys;
 use gpuworld_systems::backend::{NativeOp, NativeWork, Region};
 use gpuworld_systems::cross_device::{CollectiveOp, DeviceCollectives, ElemType, ReduceOp};
-use gpuworld_systems::error::Error;
-use gpuworld_systems::error::{CollectiveError, DeviceError};
+use gpuworld_systems::error::{CollectiveError, DeviceError, Error};
 use std::ffi::{CStr, c_char, c_int, c_void};
 use std::sync::{Arc, OnceLock};
 

@@ -7,8 +7,7 @@ use crate::pinned::PinnedHome;
 use crate::{CudaBackend, CudaConfig, compiler, loader, op_timing};
 use cudarc::driver::sys;
 use gpuworld_systems::backend::{DeviceProperties, MemoryLayout};
-use gpuworld_systems::error::DeviceError;
-use gpuworld_systems::error::Error;
+use gpuworld_systems::error::{DeviceError, Error};
 use rustc_hash::FxHashMap as HashMap;
 use std::sync::Arc;
 

@@ -3,8 +3,7 @@
 //! here, at construction.
 
 use gpuworld_systems::backend::{DeviceProperties, MemoryLayout};
-use gpuworld_systems::error::DeviceError;
-use gpuworld_systems::error::Error;
+use gpuworld_systems::error::{DeviceError, Error};
 use parking_lot::Mutex;
 
 /// Which adapter the backend drives.

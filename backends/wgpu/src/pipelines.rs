@@ -11,8 +11,7 @@
 use crate::WgpuBackend;
 use crate::wgsl::{check_source, uniform_size, wgsl_text};
 use gpuworld_systems::backend::Backend;
-use gpuworld_systems::error::Error;
-use gpuworld_systems::error::{ExecutionError, LaunchError};
+use gpuworld_systems::error::{Error, ExecutionError, LaunchError};
 use gpuworld_systems::ids::StreamId;
 use gpuworld_systems::kernel::{Access, Kernel};
 use std::collections::HashMap;

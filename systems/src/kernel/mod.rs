@@ -13,7 +13,6 @@ pub use cpu::{
     panic_message,
 };
 
-use crate::error::Error;
 use crate::error::LaunchError;
 use std::any::Any;
 use std::fmt;
@@ -309,39 +308,47 @@ impl LaunchMode {
 }
 
 /// Checks a launch's shape against the kernel's declaration.
-pub fn validate_arity(kernel: &KernelDef, buffers: usize, scalars: usize) -> Result<(), Error> {
+pub fn validate_arity(
+    kernel: &KernelDef,
+    buffers: usize,
+    scalars: usize,
+) -> Result<(), LaunchError> {
     let signature = &kernel.signature;
     if buffers != signature.buffers.len() {
-        return Err(Error::Launch(LaunchError::BindingCount {
+        return Err(LaunchError::BindingCount {
             kernel: kernel.name,
             what: "buffer binding",
             expected: signature.buffers.len(),
             got: buffers,
-        }));
+        });
     }
     if scalars != signature.scalars.len() {
-        return Err(Error::Launch(LaunchError::BindingCount {
+        return Err(LaunchError::BindingCount {
             kernel: kernel.name,
             what: "scalar",
             expected: signature.scalars.len(),
             got: scalars,
-        }));
+        });
     }
     Ok(())
 }
 
 /// Checks a launch's bindings against the kernel's declaration: their counts and each scalar's
 /// type.
-pub fn validate_launch(kernel: &KernelDef, buffers: usize, scalars: &[Elem]) -> Result<(), Error> {
+pub fn validate_launch(
+    kernel: &KernelDef,
+    buffers: usize,
+    scalars: &[Elem],
+) -> Result<(), LaunchError> {
     validate_arity(kernel, buffers, scalars.len())?;
     for (param, &got) in kernel.signature.scalars.iter().zip(scalars) {
         if param.elem != got {
-            return Err(Error::Launch(LaunchError::ScalarType {
+            return Err(LaunchError::ScalarType {
                 kernel: kernel.name,
                 param: param.name,
                 declared: param.elem,
                 got,
-            }));
+            });
         }
     }
     Ok(())
@@ -349,15 +356,19 @@ pub fn validate_launch(kernel: &KernelDef, buffers: usize, scalars: &[Elem]) -> 
 
 /// Checks that buffer `index` of a launch, `bytes` long, is a whole number of the elements the
 /// kernel declares for it.
-pub fn validate_buffer_size(kernel: &KernelDef, index: usize, bytes: u64) -> Result<(), Error> {
+pub fn validate_buffer_size(
+    kernel: &KernelDef,
+    index: usize,
+    bytes: u64,
+) -> Result<(), LaunchError> {
     match kernel.signature.buffers.get(index) {
         Some(param) if !bytes.is_multiple_of(param.elem.size()) => {
-            Err(Error::Launch(LaunchError::BufferElementSize {
+            Err(LaunchError::BufferElementSize {
                 kernel: kernel.name,
                 param: param.name,
                 elem: param.elem,
                 bytes,
-            }))
+            })
         }
         _ => Ok(()),
     }

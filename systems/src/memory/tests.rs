@@ -297,7 +297,7 @@ fn when_every_pool_is_capped_and_full_the_request_is_out_of_memory() {
     assert!(
         matches!(
             error,
-            Error::Memory(MemoryError::OutOfMemory { requested, usage, .. })
+            MemoryError::OutOfMemory { requested, usage, .. }
                 if requested == 4 * KIB && usage.bytes_in_use == 6 * KIB
         ),
         "{error}"
@@ -321,7 +321,7 @@ fn out_of_memory_cleans_up_and_retries_once_before_failing() {
     assert!(
         matches!(
             error,
-            Error::Memory(MemoryError::OutOfMemory { requested, capacity, .. })
+            MemoryError::OutOfMemory { requested, capacity, .. }
                 if requested == 16 * KIB && capacity == Some(1 << 30)
         ),
         "{error}"
@@ -350,10 +350,10 @@ fn a_request_over_the_largest_buffer_is_refused_before_the_device_or_the_cache_i
     let error = pool.reserve(&mut backend, 64 * KIB + 1, AUTO).unwrap_err();
     assert_eq!(
         error,
-        Error::Memory(MemoryError::BufferTooLarge {
+        MemoryError::BufferTooLarge {
             requested: 64 * KIB + 1,
             limit: 64 * KIB
-        })
+        }
     );
     // Nothing was cleaned up for a request no cleanup could serve.
     assert_eq!(pool.usage().bytes_reserved, 8 * KIB);
@@ -375,10 +375,7 @@ fn a_released_key_is_stale_even_after_its_memory_is_reused() {
         pool.release(first.slice).unwrap_err(),
         pool.locate(first.slice).unwrap_err(),
     ] {
-        assert!(
-            matches!(error, Error::Memory(MemoryError::StaleHandle { .. })),
-            "{error}"
-        );
+        assert!(matches!(error, MemoryError::StaleHandle { .. }), "{error}");
     }
     assert_eq!(pool.locate(reused.slice).unwrap(), reused.region);
 }
@@ -400,7 +397,7 @@ fn cleanup_never_renumbers_pages_so_live_slices_keep_their_buffer() {
     pool.release(pages[2].slice).unwrap();
     assert!(matches!(
         pool.release(pages[0].slice),
-        Err(Error::Memory(MemoryError::StaleHandle { .. }))
+        Err(MemoryError::StaleHandle { .. })
     ));
 }
 
@@ -663,10 +660,7 @@ fn a_sliced_pool_capped_below_its_page_size_serves_up_to_its_cap() {
         pool.usage()
     );
     let error = pool.reserve(&mut backend, KIB, AUTO).unwrap_err();
-    assert!(
-        matches!(error, Error::Memory(MemoryError::OutOfMemory { .. })),
-        "{error}"
-    );
+    assert!(matches!(error, MemoryError::OutOfMemory { .. }), "{error}");
     pool.release(a.slice).unwrap();
     let c = pool.reserve(&mut backend, 4 * KIB, AUTO).unwrap();
     assert_eq!(pool.locate(b.slice).unwrap(), b.region);

@@ -12,7 +12,7 @@
 
 mod handle_index;
 
-use crate::error::{BindingError, MemoryError};
+use crate::error::{BindingError, Error, MemoryError};
 pub use handle_index::{HandleEntry, HandleIndex, HandleState, UsedOn};
 use handle_index::{release, spawn_handle};
 
@@ -21,7 +21,6 @@ use super::gc::CleanupRequested;
 use super::tick::TickStage;
 use crate::backend::{Backend, LaunchCount, Region};
 use crate::binding::Binding;
-use crate::error::Error;
 use crate::ids::{HandleId, StreamId};
 use crate::inbox::{Command, Inbox};
 use crate::kernel::CubeCount;
@@ -215,10 +214,8 @@ impl Ingest<'_> {
                 let (device, pool) = taken.get(world);
                 let reserved = pool.reserve_for(device, size, stream_id, stream);
                 let parked_by_stream = reserved.as_ref().is_ok_and(|r| r.parked_by_stream);
-                if matches!(
-                    reserved,
-                    Err(Error::Memory(MemoryError::OutOfMemory { .. }))
-                ) && memory_retiring(world)
+                if matches!(reserved, Err(MemoryError::OutOfMemory { .. }))
+                    && memory_retiring(world)
                 {
                     return Some(Command::Create {
                         handle,
@@ -230,7 +227,7 @@ impl Ingest<'_> {
                 // The cursor of the stream's last task so far, this drain's included: a later
                 // user of the handle on another stream waits for everything before its creation.
                 let cursor = self.cursor_now(world, stream);
-                let memory = reserved.map(|r| (r.slice, r.region));
+                let memory = reserved.map(|r| (r.slice, r.region)).map_err(Error::from);
                 let mut used_on = UsedOn::Nothing;
                 match &memory {
                     // The stream's earlier work may still use memory it parked.
