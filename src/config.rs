@@ -12,7 +12,7 @@ use gpuworld_systems::backend::DeviceProperties;
 use gpuworld_systems::error::ConfigError;
 use gpuworld_systems::memory::{MemoryConfig, PoolConfig, PoolKind};
 use gpuworld_systems::open::BackendSettings;
-use gpuworld_systems::{Error, Result, RuntimeConfig, SchedulingStrategy};
+use gpuworld_systems::{Result, RuntimeConfig, SchedulingStrategy};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::fmt;
@@ -353,22 +353,25 @@ impl TryFrom<toml::Value> for LimitEntry {
 
 // ---- loading ----
 
-fn config_error(origin: impl fmt::Display, problem: impl Into<String>) -> Error {
-    Error::Config(ConfigError::InvalidSetting {
+fn config_error(origin: impl fmt::Display, problem: impl Into<String>) -> ConfigError {
+    ConfigError::InvalidSetting {
         origin: Arc::from(origin.to_string()),
         problem: Arc::from(problem.into()),
-    })
+    }
 }
 
 impl Settings {
     /// Defaults, then `gpuworld.toml`, then the `GPUWORLD_*` variables of this process.
-    pub fn load() -> Result<Settings> {
+    pub fn load() -> Result<Settings, ConfigError> {
         let cwd = std::env::current_dir().unwrap_or_default();
         Settings::load_with(&cwd, &|name| std::env::var(name).ok())
     }
 
     /// [`Settings::load`] from the directory `cwd` with the variables `env` returns.
-    pub fn load_with(cwd: &Path, env: &dyn Fn(&str) -> Option<String>) -> Result<Settings> {
+    pub fn load_with(
+        cwd: &Path,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Settings, ConfigError> {
         let mut settings = Settings::default();
         let file = match env(CONFIG_ENV) {
             Some(path) => {
@@ -397,7 +400,7 @@ impl Settings {
     }
 
     /// Applies the settings of the TOML `text` read from `path`.
-    fn apply_file(&mut self, path: &Path, text: &str) -> Result<()> {
+    fn apply_file(&mut self, path: &Path, text: &str) -> Result<(), ConfigError> {
         let parsed: FileConfig =
             parse_toml(text).map_err(|problem| config_error(path.display(), problem))?;
         let source = Source::File(path.to_path_buf());
@@ -444,7 +447,7 @@ impl Settings {
     }
 
     /// Applies the `GPUWORLD_*` variables `env` returns.
-    fn apply_env(&mut self, env: &dyn Fn(&str) -> Option<String>) -> Result<()> {
+    fn apply_env(&mut self, env: &dyn Fn(&str) -> Option<String>) -> Result<(), ConfigError> {
         fn var(
             env: &dyn Fn(&str) -> Option<String>,
             name: &'static str,
@@ -708,7 +711,7 @@ fn parse_env_value<T: serde::de::DeserializeOwned>(
     source: &Source,
     key: &str,
     value: &str,
-) -> Result<T> {
+) -> Result<T, ConfigError> {
     #[derive(Deserialize)]
     struct Wrapper<T> {
         value: T,
