@@ -267,10 +267,9 @@ impl<B: Backend> ComputeClient<B> {
     /// # use gpuworld::{Bindings, CubeCount, Driver, library};
     /// let client = gpuworld::cpu_client(Driver::Manual)?;
     /// let out = client.empty(16);
+    /// let bindings = Bindings::new().buffer(&out).scalar_f32(1.0);
     /// // SAFETY: FILL stores only below the binding's 4 elements.
-    /// unsafe {
-    ///     client.launch_unchecked(&library::FILL, CubeCount::new_1d(1), Bindings::new().buffer(&out).scalar_f32(1.0))?;
-    /// }
+    /// unsafe { client.launch_unchecked(&library::FILL, CubeCount::new_1d(1), bindings)? };
     /// # Ok::<(), gpuworld::Error>(())
     /// ```
     ///
@@ -282,7 +281,8 @@ impl<B: Backend> ComputeClient<B> {
     /// # use gpuworld::{Bindings, CubeCount, Driver, library};
     /// let client = gpuworld::cpu_client(Driver::Manual)?;
     /// let out = client.empty(16);
-    /// client.launch_unchecked(&library::FILL, CubeCount::new_1d(1), Bindings::new().buffer(&out).scalar_f32(1.0))?;
+    /// let bindings = Bindings::new().buffer(&out).scalar_f32(1.0);
+    /// client.launch_unchecked(&library::FILL, CubeCount::new_1d(1), bindings)?;
     /// # Ok::<(), gpuworld::Error>(())
     /// ```
     ///
