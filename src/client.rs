@@ -29,8 +29,9 @@ pub(crate) use transfers::decode;
 
 use futures_channel::oneshot;
 use gpuworld_systems::backend::StagingAllocator;
+use gpuworld_systems::error::{BindingError, LaunchError};
 use gpuworld_systems::inbox::Command;
-use gpuworld_systems::kernel::{Elem, validate_buffer_size, validate_launch};
+use gpuworld_systems::kernel::{Elem, LaunchMode, validate_buffer_size, validate_launch};
 use gpuworld_systems::published::Published;
 use gpuworld_systems::stages::tune::{TuneCache, TuneMessage, TuneResult, TuneResults};
 use gpuworld_systems::{
@@ -257,10 +258,51 @@ impl<B: Backend> ComputeClient<B> {
     /// Launches `kernel` over `count` cubes with every buffer access bound-checked. Only
     /// enqueues: never ticks.
     pub fn launch(&self, kernel: Kernel, count: CubeCount, bindings: Bindings) -> Result<()> {
-        self.launch_with(kernel, count, bindings, ExecutionMode::Checked)
+        self.launch_with(kernel, count, bindings, LaunchMode::CHECKED)
     }
 
     /// Launches `kernel` without bound checks. Only enqueues: never ticks.
+    ///
+    /// ```
+    /// # use gpuworld::{Bindings, CubeCount, Driver, library};
+    /// let client = gpuworld::cpu_client(Driver::Manual)?;
+    /// let out = client.empty(16);
+    /// let bindings = Bindings::new().buffer(&out).scalar_f32(1.0);
+    /// // SAFETY: FILL stores only below the binding's 4 elements.
+    /// unsafe { client.launch_unchecked(&library::FILL, CubeCount::new_1d(1), bindings)? };
+    /// # Ok::<(), gpuworld::Error>(())
+    /// ```
+    ///
+    /// Safe code cannot launch unchecked, neither through this method nor by queuing the command
+    /// itself (only the `unsafe` [`LaunchMode::unchecked`](crate::kernel::LaunchMode::unchecked)
+    /// makes its mode):
+    ///
+    /// ```compile_fail,E0133
+    /// # use gpuworld::{Bindings, CubeCount, Driver, library};
+    /// let client = gpuworld::cpu_client(Driver::Manual)?;
+    /// let out = client.empty(16);
+    /// let bindings = Bindings::new().buffer(&out).scalar_f32(1.0);
+    /// client.launch_unchecked(&library::FILL, CubeCount::new_1d(1), bindings)?;
+    /// # Ok::<(), gpuworld::Error>(())
+    /// ```
+    ///
+    /// ```compile_fail,E0133
+    /// # use gpuworld::{CubeCount, Driver, StreamId, library};
+    /// # use gpuworld_systems::{inbox::Command, kernel::LaunchMode};
+    /// let client = gpuworld::cpu_client(Driver::Manual)?;
+    /// let out = client.empty(16);
+    /// client.with_runtime(|runtime| {
+    ///     runtime.inbox().push(Command::Launch {
+    ///         kernel: &library::FILL,
+    ///         count: CubeCount::new_1d(1),
+    ///         buffers: [out.binding()].into_iter().collect(),
+    ///         scalars: [1.0f32.to_bits()].into_iter().collect(),
+    ///         mode: LaunchMode::unchecked(),
+    ///         stream: StreamId::current(),
+    ///     })
+    /// });
+    /// # Ok::<(), gpuworld::Error>(())
+    /// ```
     ///
     /// # Safety
     /// Every buffer access of the kernel must be in bounds for the given bindings and count.
@@ -270,7 +312,10 @@ impl<B: Backend> ComputeClient<B> {
         count: CubeCount,
         bindings: Bindings,
     ) -> Result<()> {
-        self.launch_with(kernel, count, bindings, ExecutionMode::Unchecked)
+        // SAFETY: the caller keeps every access in bounds, as this method's contract and
+        // `LaunchMode::unchecked`'s both ask.
+        let mode = unsafe { LaunchMode::unchecked() };
+        self.launch_with(kernel, count, bindings, mode)
     }
 
     fn launch_with(
@@ -278,35 +323,35 @@ impl<B: Backend> ComputeClient<B> {
         kernel: Kernel,
         count: CubeCount,
         bindings: Bindings,
-        mode: ExecutionMode,
+        mode: LaunchMode,
     ) -> Result<()> {
         validate_launch(kernel, bindings.buffers.len(), &bindings.scalar_types)?;
         if !self.shared.has_source(kernel) {
-            return Err(Error::MissingKernelSource {
+            return Err(Error::Launch(LaunchError::MissingKernelSource {
                 kernel: kernel.name,
                 backend: B::NAME,
-            });
+            }));
         }
         for (index, binding) in bindings.buffers.iter().enumerate() {
             let (start, end) = binding.validate(self.shared.id)?;
             if start % 4 != 0 {
-                return Err(Error::MisalignedBinding {
+                return Err(Error::Launch(LaunchError::MisalignedBinding {
                     kernel: kernel.name,
                     index,
                     offset: start,
-                });
+                }));
             }
             validate_buffer_size(kernel, index, end - start)?;
         }
         if let CubeCount::Dynamic(binding) = &count {
             let (start, end) = binding.validate(self.shared.id)?;
             if end - start < 12 {
-                return Err(Error::OutOfRange {
+                return Err(Error::Binding(BindingError::OutOfRange {
                     handle: binding.handle(),
                     start,
                     end: start + 12,
                     size: binding.capacity(),
-                });
+                }));
             }
         }
         if count.is_empty() {
@@ -342,10 +387,10 @@ impl<B: Backend> ComputeClient<B> {
     /// Like [`ComputeClient::warm_up`], for launches in `mode` (CUDA compiles a module per mode).
     pub fn warm_up_mode(&self, kernel: Kernel, mode: ExecutionMode) -> Result<()> {
         if !self.shared.has_source(kernel) {
-            return Err(Error::MissingKernelSource {
+            return Err(Error::Launch(LaunchError::MissingKernelSource {
                 kernel: kernel.name,
                 backend: B::NAME,
-            });
+            }));
         }
         self.with_runtime(|runtime| runtime.warm_up(kernel, mode))
     }

@@ -1,17 +1,18 @@
-//! Configuration outside code: `gpuworld.toml` (the path in `GPUWORLD_CONFIG`, else the first
-//! found in the working directory or a parent) and `GPUWORLD_*` environment variables, over
-//! the defaults; code overrides both ([`Setting::set`]). Precedence, highest first: code, the
-//! environment, the file, the default. Every setting remembers where its value came from, which
-//! `gpuworld config` prints. An unknown key or a bad value is `Error::Config` naming the file or
-//! variable, the key and what is allowed. The file is read with serde and `toml` (unknown keys
-//! are refused by `deny_unknown_fields`); log filters are checked where they are used, by the
+//! Configuration outside code: `gpuworld.toml` (the path in `GPUWORLD_CONFIG`, else the first found
+//! in the working directory or a parent) and `GPUWORLD_*` environment variables, over the defaults;
+//! code overrides both ([`Setting::set`]). Precedence, highest first: code, the environment, the
+//! file, the default. Every setting remembers where its value came from, which `gpuworld config`
+//! prints. An unknown key or a bad value is `ConfigError::InvalidSetting` naming the file or
+//! variable, the key and what is allowed. The file is read with serde and `toml` (unknown keys are
+//! refused by `deny_unknown_fields`); log filters are checked where they are used, by the
 //! subscriber.
 
 use crate::tune::{CacheLocation, TuneMode, TunerConfig};
 use gpuworld_systems::backend::DeviceProperties;
+use gpuworld_systems::error::ConfigError;
 use gpuworld_systems::memory::{MemoryConfig, PoolConfig, PoolKind};
 use gpuworld_systems::open::BackendSettings;
-use gpuworld_systems::{Error, Result, RuntimeConfig, SchedulingStrategy};
+use gpuworld_systems::{Result, RuntimeConfig, SchedulingStrategy};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::fmt;
@@ -303,7 +304,7 @@ struct CpuSection {
 }
 
 /// How much memory the cpu device may allocate (`[cpu] memory_limit`,
-/// `GPUWORLD_CPU_MEMORY_LIMIT`): past it an allocation is `Error::OutOfMemory`.
+/// `GPUWORLD_CPU_MEMORY_LIMIT`): past it an allocation is `MemoryError::OutOfMemory`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum CpuMemoryLimit {
@@ -352,8 +353,8 @@ impl TryFrom<toml::Value> for LimitEntry {
 
 // ---- loading ----
 
-fn config_error(origin: impl fmt::Display, problem: impl Into<String>) -> Error {
-    Error::Config {
+fn config_error(origin: impl fmt::Display, problem: impl Into<String>) -> ConfigError {
+    ConfigError::InvalidSetting {
         origin: Arc::from(origin.to_string()),
         problem: Arc::from(problem.into()),
     }
@@ -361,13 +362,16 @@ fn config_error(origin: impl fmt::Display, problem: impl Into<String>) -> Error 
 
 impl Settings {
     /// Defaults, then `gpuworld.toml`, then the `GPUWORLD_*` variables of this process.
-    pub fn load() -> Result<Settings> {
+    pub fn load() -> Result<Settings, ConfigError> {
         let cwd = std::env::current_dir().unwrap_or_default();
         Settings::load_with(&cwd, &|name| std::env::var(name).ok())
     }
 
     /// [`Settings::load`] from the directory `cwd` with the variables `env` returns.
-    pub fn load_with(cwd: &Path, env: &dyn Fn(&str) -> Option<String>) -> Result<Settings> {
+    pub fn load_with(
+        cwd: &Path,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Settings, ConfigError> {
         let mut settings = Settings::default();
         let file = match env(CONFIG_ENV) {
             Some(path) => {
@@ -396,7 +400,7 @@ impl Settings {
     }
 
     /// Applies the settings of the TOML `text` read from `path`.
-    fn apply_file(&mut self, path: &Path, text: &str) -> Result<()> {
+    fn apply_file(&mut self, path: &Path, text: &str) -> Result<(), ConfigError> {
         let parsed: FileConfig =
             parse_toml(text).map_err(|problem| config_error(path.display(), problem))?;
         let source = Source::File(path.to_path_buf());
@@ -443,7 +447,7 @@ impl Settings {
     }
 
     /// Applies the `GPUWORLD_*` variables `env` returns.
-    fn apply_env(&mut self, env: &dyn Fn(&str) -> Option<String>) -> Result<()> {
+    fn apply_env(&mut self, env: &dyn Fn(&str) -> Option<String>) -> Result<(), ConfigError> {
         fn var(
             env: &dyn Fn(&str) -> Option<String>,
             name: &'static str,
@@ -707,7 +711,7 @@ fn parse_env_value<T: serde::de::DeserializeOwned>(
     source: &Source,
     key: &str,
     value: &str,
-) -> Result<T> {
+) -> Result<T, ConfigError> {
     #[derive(Deserialize)]
     struct Wrapper<T> {
         value: T,

@@ -3,6 +3,7 @@
 //! (`ComputeClient::device_id`), which is how groups of clients refuse a device listed twice.
 
 use crate::{ComputeClient, Driver, RuntimeConfig, SimBackend, SimConfig};
+use gpuworld_systems::error::CollectiveError;
 use gpuworld_systems::open::{DeviceId, DeviceInfo, OpenBackend};
 use gpuworld_systems::{Error, Result};
 
@@ -26,19 +27,20 @@ pub fn devices() -> Vec<DeviceInfo> {
 }
 
 /// Checks that `ids` name each device once: a group listing one twice is
-/// `Error::DeviceListedTwice`.
+/// `CollectiveError::DeviceListedTwice`.
 pub(crate) fn check_distinct(ids: &[DeviceId]) -> Result<()> {
     for (i, id) in ids.iter().enumerate() {
         if ids[..i].contains(id) {
-            return Err(Error::DeviceListedTwice {
+            return Err(Error::Collective(CollectiveError::DeviceListedTwice {
                 device: id.to_string().into(),
-            });
+            }));
         }
     }
     Ok(())
 }
 
-/// Clients of `n` new runtimes, one on each of `n` cpu devices ([`crate::CpuBackend::with_devices`]).
+/// Clients of `n` new runtimes, one on each of `n` cpu devices
+/// ([`crate::CpuBackend::with_devices`]).
 #[cfg(feature = "cpu")]
 pub fn cpu_clients(n: usize, driver: Driver) -> Vec<ComputeClient<gpuworld_cpu::CpuBackend>> {
     gpuworld_cpu::CpuBackend::with_devices(n)

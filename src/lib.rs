@@ -31,6 +31,8 @@ pub use client::{
 pub use devices::cpu_clients;
 pub use devices::{devices, sim_clients};
 pub use gpuworld_systems::backend::NativeResource;
+/// The error of each domain ([`error::MemoryError`], ...) that [`Error`] composes.
+pub use gpuworld_systems::error;
 pub use gpuworld_systems::memory::{
     AllocationMode, MemoryConfig, PoolConfig, PoolKind, PoolReport, TensorLayout,
 };
@@ -39,10 +41,10 @@ pub use gpuworld_systems::published::InFlight;
 pub use gpuworld_systems::sim::{SimBackend, SimCall, SimConfig, SimLink, SimModel};
 pub use gpuworld_systems::trace::{KernelStat, KernelTimes, Trace, TraceClock};
 pub use gpuworld_systems::{
-    Backend, Binding, CpuSource, CubeCount, DeviceProperties, Error, ExecutionMode, Handle,
-    HandleId, HostBytes, HostRecords, Kernel, KernelDef, MemoryUsage, Param, Result, Runtime,
-    RuntimeConfig, RuntimeId, SchedulingStrategy, Signature, StreamId, StreamState, kernel,
-    library,
+    Backend, Binding, CpuSource, CubeCount, DeviceProperties, Error, ErrorKind, ExecutionMode,
+    Handle, HandleId, HostBytes, HostRecords, Kernel, KernelDef, MemoryUsage, Param, Result,
+    Runtime, RuntimeConfig, RuntimeId, SchedulingStrategy, Signature, StreamId, StreamState,
+    kernel, library,
 };
 pub use tune::{Tunable, TunableSet, TuneKey, TuneMode, TuneResult, Tuner, TunerConfig};
 

@@ -4,6 +4,7 @@
 
 mod common;
 
+use gpuworld::error::{AutotuneError, LayoutError};
 use gpuworld::kernel::{CpuSource, KernelDef, Param, Signature};
 use gpuworld::tune::{
     CacheLocation, CandidateOutcome, FALLBACK_CANDIDATE, PersistentCache, StoredEntry, TunableSet,
@@ -326,9 +327,9 @@ fn failing_candidates_are_skipped_with_their_reasons() {
             job_inputs,
         )
         .candidate("errs", |_, _: &Job| {
-            Err(Error::InvalidTensor {
+            Err(Error::Layout(LayoutError::InvalidTensor {
                 reason: "no such shape".into(),
-            })
+            }))
         })
         .candidate("panics", |_, _: &Job| panic!("the host code fell over"))
         .candidate("kernel-panics", |c, j: &Job| {
@@ -372,11 +373,11 @@ fn when_every_candidate_fails_the_error_carries_every_reason() {
     let error = tuner.execute(&set, &job(&client, 2)).unwrap_err();
     client.tick();
 
-    let Error::AutotuneFailed {
+    let Error::Autotune(AutotuneError::AllCandidatesFailed {
         set: name,
         key,
         reasons,
-    } = &error
+    }) = &error
     else {
         panic!("expected AutotuneFailed, got {error:?}");
     };
@@ -581,7 +582,11 @@ fn a_key_for_which_every_candidate_is_excluded_fails_without_running_any() {
     let error = tuner.select(&set, &job(&client, 1)).unwrap_err();
 
     assert!(
-        matches!(&error, Error::AutotuneFailed { reasons, .. } if reasons.len() == 2),
+        matches!(
+            &error,
+            Error::Autotune(AutotuneError::AllCandidatesFailed { reasons, .. })
+                if reasons.len() == 2
+        ),
         "{error}"
     );
     assert_eq!(launches(&client), 0);

@@ -13,6 +13,7 @@ use gpuworld::bevy::{
     DEFAULT_READS_IN_FLIGHT, FramesFull, Gpu, GpuFrames, GpuworldPlugin, GpuworldSet, Readback,
     ReadbackComplete, ReadbackFailed, TickPolicy,
 };
+use gpuworld::error::LayoutError;
 use gpuworld::{
     Backend, Bindings, ComputeClient, CpuSource, CubeCount, Driver, Handle, KernelDef, Param,
     Signature, SimConfig,
@@ -581,7 +582,10 @@ fn a_readback_of_several_sources_decodes_each_of_them() {
             // Bytes that are not whole elements are an error, not a silent truncation.
             let error = event.to_vecs::<[u8; 3]>().unwrap_err();
             assert!(
-                matches!(error, gpuworld::Error::ElementSize { .. }),
+                matches!(
+                    error,
+                    gpuworld::Error::Layout(LayoutError::ElementSize { .. })
+                ),
                 "{error}"
             );
             assert!(event.to_vec::<[u8; 3]>().is_err());

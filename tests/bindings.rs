@@ -7,6 +7,7 @@
 
 mod common;
 
+use gpuworld::error::BindingError;
 use gpuworld::{Backend, Bindings, ComputeClient, CubeCount, Driver, Error, library};
 
 test_main![
@@ -30,12 +31,17 @@ fn a_binding_narrowed_past_its_range_is_out_of_range() {
         (64, 0, 0)
     );
     match binding.slice(0..1 << 20) {
-        Err(Error::OutOfRange { size, end, .. }) => assert_eq!((size, end), (64, 1 << 20)),
+        Err(BindingError::OutOfRange { size, end, .. }) => {
+            assert_eq!((size, end), (64, 1 << 20))
+        }
         other => panic!("a slice past the handle must be OutOfRange, got {other:?}"),
     }
     let part = binding.slice(16..48).expect("inside");
     assert_eq!(part.size(), 32);
-    assert!(matches!(part.slice(0..33), Err(Error::OutOfRange { .. })));
+    assert!(matches!(
+        part.slice(0..33),
+        Err(BindingError::OutOfRange { .. })
+    ));
     // A slice may only narrow: its capacity is the handle's, whatever was asked.
     assert_eq!(part.capacity(), 64);
     assert_eq!(client.read_one(part).unwrap()[..], [7u8; 32][..]);
@@ -49,7 +55,7 @@ fn refused_everywhere<B: Backend>(client: ComputeClient<B>) {
     let past = handle.clone().offset_start(128);
 
     match client.read(&[past.binding()]) {
-        Err(Error::OutOfRange { size, start, .. }) => {
+        Err(Error::Binding(BindingError::OutOfRange { size, start, .. })) => {
             assert_eq!(size, 64, "the handle's real size");
             assert_eq!(start, 128);
         }
@@ -59,7 +65,7 @@ fn refused_everywhere<B: Backend>(client: ComputeClient<B>) {
     // A write through it is refused at the call and writes nothing.
     assert!(matches!(
         client.write(&past, &[1u8; 16]),
-        Err(Error::OutOfRange { .. })
+        Err(Error::Binding(BindingError::OutOfRange { .. }))
     ));
 
     // So is a launch: at the call, or on the stream's next sync.
@@ -69,8 +75,14 @@ fn refused_everywhere<B: Backend>(client: ComputeClient<B>) {
         Bindings::new().buffer(&past).scalar_f32(3.0),
     );
     match launched {
-        Err(error) => assert!(matches!(error, Error::OutOfRange { .. }), "{error}"),
-        Ok(()) => assert!(matches!(client.sync(), Err(Error::OutOfRange { .. }))),
+        Err(error) => assert!(
+            matches!(error, Error::Binding(BindingError::OutOfRange { .. })),
+            "{error}"
+        ),
+        Ok(()) => assert!(matches!(
+            client.sync(),
+            Err(Error::Binding(BindingError::OutOfRange { .. }))
+        )),
     }
     client
         .sync()

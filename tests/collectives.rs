@@ -6,6 +6,7 @@
 mod common;
 
 use gpuworld::collective::{ElemType, Group, ReduceOp};
+use gpuworld::error::{BindingError, CollectiveError};
 use gpuworld::{Backend, Binding, Driver, Error, Handle, SimConfig, cpu_clients, sim_clients};
 use half::{bf16, f16};
 
@@ -275,7 +276,9 @@ fn a_group_that_lists_a_device_twice_is_refused() {
     let mut clients = cpu_clients(2, Driver::Manual);
     clients.push(clients[0].clone());
     match Group::new(clients) {
-        Err(Error::DeviceListedTwice { device }) => assert_eq!(&*device, "cpu:0"),
+        Err(Error::Collective(CollectiveError::DeviceListedTwice { device })) => {
+            assert_eq!(&*device, "cpu:0")
+        }
         Err(other) => panic!("expected DeviceListedTwice, got {other}"),
         Ok(_) => panic!("a group listing cpu:0 twice was accepted"),
     }
@@ -296,10 +299,10 @@ fn buffers_that_do_not_fit_are_refused_and_the_devices_stay_usable() {
     assert!(
         matches!(
             &error,
-            Error::CollectiveMismatch {
+            Error::Collective(CollectiveError::MismatchedBuffers {
                 op: "all_reduce",
                 ..
-            }
+            })
         ),
         "{error}"
     );
@@ -312,11 +315,23 @@ fn buffers_that_do_not_fit_are_refused_and_the_devices_stay_usable() {
             ReduceOp::Sum,
         )
         .expect_err("6 bytes are no whole number of i32");
-    assert!(matches!(error, Error::CollectiveMismatch { .. }), "{error}");
+    assert!(
+        matches!(
+            error,
+            Error::Collective(CollectiveError::MismatchedBuffers { .. })
+        ),
+        "{error}"
+    );
     let error = group
         .all_reduce(&[small.binding()], ElemType::F32, ReduceOp::Sum)
         .expect_err("one buffer for two ranks");
-    assert!(matches!(error, Error::CollectiveMismatch { .. }), "{error}");
+    assert!(
+        matches!(
+            error,
+            Error::Collective(CollectiveError::MismatchedBuffers { .. })
+        ),
+        "{error}"
+    );
     let error = group
         .all_reduce(
             &[large.binding(), small.binding()],
@@ -324,7 +339,10 @@ fn buffers_that_do_not_fit_are_refused_and_the_devices_stay_usable() {
             ReduceOp::Sum,
         )
         .expect_err("each buffer on the other rank");
-    assert!(matches!(error, Error::ForeignHandle { .. }), "{error}");
+    assert!(
+        matches!(error, Error::Binding(BindingError::ForeignHandle { .. })),
+        "{error}"
+    );
     // Nothing was queued: both devices still work.
     group
         .all_reduce(
@@ -354,7 +372,10 @@ fn a_rank_whose_input_faulted_fails_the_collective_on_every_rank_and_nothing_is_
         .expect("accepted: the release is found when the read runs");
     for client in group.clients() {
         let error = client.sync().expect_err("the collective failed");
-        assert!(matches!(error, Error::ReleasedHandle { .. }), "{error}");
+        assert!(
+            matches!(error, Error::Binding(BindingError::ReleasedHandle { .. })),
+            "{error}"
+        );
     }
     // Every runtime goes on working.
     group
@@ -410,7 +431,9 @@ fn every_collective_matches_the_host_reference_on_a_wgpu_adapter_and_it_counts_o
     );
     // Two runtimes on one adapter are one device.
     match Group::new(vec![first.clone(), second]) {
-        Err(Error::DeviceListedTwice { device }) => assert_eq!(&*device, "wgpu:0"),
+        Err(Error::Collective(CollectiveError::DeviceListedTwice { device })) => {
+            assert_eq!(&*device, "wgpu:0")
+        }
         Err(other) => panic!("expected DeviceListedTwice, got {other}"),
         Ok(_) => panic!("one adapter listed twice was accepted"),
     }

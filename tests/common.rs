@@ -9,6 +9,7 @@ pub mod harness;
 
 pub use harness::Skip;
 
+use gpuworld::error::BindingError;
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
@@ -117,7 +118,8 @@ pub fn no_cuda_driver(error: impl std::fmt::Display) -> Skip {
     Skip(format!("no CUDA driver: {error}"))
 }
 
-/// Whether a missing CUDA driver must fail the test (the GPU machine sets `GPUWORLD_REQUIRE_CUDA=1`).
+/// Whether a missing CUDA driver must fail the test (the GPU machine sets
+/// `GPUWORLD_REQUIRE_CUDA=1`).
 #[cfg(feature = "cuda")]
 pub fn cuda_required() -> bool {
     std::env::var("GPUWORLD_REQUIRE_CUDA").is_ok_and(|v| v == "1")
@@ -389,11 +391,17 @@ pub fn to_client_errors<A: gpuworld::Backend, B: gpuworld::Backend>(
     let error = a
         .to_client_into(&source, b, &small)
         .expect_err("16 bytes into 8");
-    assert!(matches!(error, Error::WriteTooLarge { .. }), "{error}");
+    assert!(
+        matches!(error, Error::Binding(BindingError::WriteTooLarge { .. })),
+        "{error}"
+    );
     let error = b
         .to_client(&source, a)
         .expect_err("a handle of a, given to b");
-    assert!(matches!(error, Error::ForeignHandle { .. }), "{error}");
+    assert!(
+        matches!(error, Error::Binding(BindingError::ForeignHandle { .. })),
+        "{error}"
+    );
 
     let gone = a.create_from_slice(&[2u8; 16]);
     let binding = gone.binding();
@@ -402,7 +410,10 @@ pub fn to_client_errors<A: gpuworld::Backend, B: gpuworld::Backend>(
         .to_client(binding, b)
         .expect("accepted: the release is found on the way");
     let error = b.sync().expect_err("the copy failed");
-    assert!(matches!(error, Error::ReleasedHandle { .. }), "{error}");
+    assert!(
+        matches!(error, Error::Binding(BindingError::ReleasedHandle { .. })),
+        "{error}"
+    );
     a.sync().expect("the source's stream is not at fault");
     drop(copy);
     to_client_round_trip(a, b, 1000);

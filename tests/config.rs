@@ -3,8 +3,9 @@
 //! allowed.
 
 use gpuworld::config::{CpuMemoryLimit, Settings, Source};
+use gpuworld::error::ConfigError;
 use gpuworld::tune::TuneMode;
-use gpuworld::{Backend, Error, PoolConfig, PoolKind, RuntimeConfig, SchedulingStrategy};
+use gpuworld::{Backend, PoolConfig, PoolKind, RuntimeConfig, SchedulingStrategy};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
@@ -36,7 +37,7 @@ fn dir_with_config(name: &str, text: Option<&str>) -> TempDir {
     TempDir(dir)
 }
 
-fn load(cwd: &Path, env: &[(&str, &str)]) -> Result<Settings, Error> {
+fn load(cwd: &Path, env: &[(&str, &str)]) -> Result<Settings, ConfigError> {
     let env: HashMap<String, String> = env
         .iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -44,9 +45,11 @@ fn load(cwd: &Path, env: &[(&str, &str)]) -> Result<Settings, Error> {
     Settings::load_with(cwd, &|name| env.get(name).cloned())
 }
 
-fn problem(error: Error) -> (String, String) {
+fn problem(error: ConfigError) -> (String, String) {
     match error {
-        Error::Config { origin, problem } => (origin.to_string(), problem.to_string()),
+        ConfigError::InvalidSetting { origin, problem } => {
+            (origin.to_string(), problem.to_string())
+        }
         other => panic!("expected a configuration error, got {other}"),
     }
 }

@@ -2,6 +2,7 @@
 //! its own: it sets a process-wide variable, so its tests take turns through `ENV`), and a
 //! configuration they cannot read is the constructor's error, never a log line and the defaults.
 
+use gpuworld::error::{ConfigError, MemoryError};
 use gpuworld::{Driver, Error, RuntimeConfig, SchedulingStrategy};
 use std::path::PathBuf;
 use std::sync::Mutex;
@@ -48,10 +49,10 @@ fn cpu_client_takes_the_scheduler_settings_and_memory_limit_of_the_configuration
     let past_limit = client.empty(2 << 20);
     assert!(matches!(
         client.read_one(&past_limit),
-        Err(Error::OutOfMemory {
+        Err(Error::Memory(MemoryError::OutOfMemory {
             capacity: Some(1048576),
             ..
-        })
+        }))
     ));
     forget(&file);
 }
@@ -62,7 +63,10 @@ fn cpu_client_returns_a_bad_value_in_the_configuration_file_as_an_error_naming_f
     let file = config_file("bad-value", "[scheduler]\nmax_tasks = 0\n");
     let error = gpuworld::cpu_client(Driver::Manual)
         .expect_err("a bad configuration is the constructor's error");
-    assert!(matches!(error, Error::Config { .. }), "{error:?}");
+    assert!(
+        matches!(error, Error::Config(ConfigError::InvalidSetting { .. })),
+        "{error:?}"
+    );
     let message = error.to_string();
     assert!(message.contains(&file.display().to_string()), "{message}");
     assert!(message.contains("scheduler.max_tasks"), "{message}");
@@ -75,7 +79,10 @@ fn cpu_client_returns_malformed_toml_and_unknown_keys_as_errors_naming_the_file(
     let file = config_file("malformed", "[scheduler\nmax_tasks = 4\n");
     let error = gpuworld::cpu_client(Driver::Manual)
         .expect_err("malformed TOML is the constructor's error");
-    assert!(matches!(error, Error::Config { .. }), "{error:?}");
+    assert!(
+        matches!(error, Error::Config(ConfigError::InvalidSetting { .. })),
+        "{error:?}"
+    );
     assert!(
         error.to_string().contains(&file.display().to_string()),
         "{error}"

@@ -36,6 +36,7 @@ backend_suite! {
         cases::a_staged_write_too_large_is_refused_and_nothing_is_lost,
         cases::reads_outlive_the_client,
         cases::large_uploads_arrive_whole_at_odd_sizes_and_offsets,
+        cases::every_library_kernel_has_a_source_and_launches,
         memory::a_drop_and_allocate_loop_reserves_what_is_live,
         memory::a_ring_of_live_buffers_stops_growing,
     ];

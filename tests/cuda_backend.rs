@@ -6,6 +6,7 @@
 mod common;
 
 use common::{Skip, bytes_of, cuda_backend_with, cuda_client_or_skip, cuda_required, f32s};
+use gpuworld::error::{DeviceError, ExecutionError};
 use gpuworld::kernel::{Param, Signature};
 use gpuworld::{
     Backend, Bindings, ComputeClient, CubeCount, CudaBackend, CudaConfig, CudaSource, Driver,
@@ -83,7 +84,7 @@ fn without_a_driver_new_returns_backend_unavailable_with_a_reason() {
             assert!(!backend.properties().name.is_empty());
             assert!(backend.properties().memory_bytes > 0);
         }
-        Err(Error::BackendUnavailable { backend, reason }) => {
+        Err(Error::Device(DeviceError::BackendUnavailable { backend, reason })) => {
             assert!(
                 !cuda_required(),
                 "GPUWORLD_REQUIRE_CUDA=1 but CUDA is unavailable: {reason}"
@@ -109,7 +110,7 @@ fn a_compile_error_is_reported_with_the_nvrtc_log_and_the_runtime_stays_usable()
         .launch(&BROKEN, CubeCount::new_1d(1), Bindings::new().buffer(&out))
         .unwrap();
     match client.sync() {
-        Err(Error::Compile { kernel, log }) => {
+        Err(Error::Execution(ExecutionError::Compile { kernel, log })) => {
             assert_eq!(kernel, "broken");
             assert!(
                 log.contains("gpuworld_this_name_is_undefined"),

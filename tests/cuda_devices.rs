@@ -4,13 +4,14 @@
 //! `to_client` between two clients of one GPU and between two GPUs (both ways, under concurrent
 //! writes, exact bytes at odd offsets, after earlier work on the destination), between cpu and
 //! cuda and between wgpu and cuda, its errors, and `get_resource`'s device pointer. Without NCCL a
-//! collective is `Error::BackendUnavailable`; the collectives themselves, on one GPU and on
+//! collective is `DeviceError::BackendUnavailable`; the collectives themselves, on one GPU and on
 //! every GPU there is, are in `tests/collectives.rs`.
 
 mod common;
 
 use common::Skip;
 use gpuworld::collective::{ElemType, Group, ReduceOp};
+use gpuworld::error::DeviceError;
 use gpuworld::{ComputeClient, CudaBackend, CudaConfig, Driver, Error, cpu_clients};
 
 test_main![
@@ -63,7 +64,10 @@ fn without_nccl_a_collective_is_backend_unavailable() -> Result<(), Skip> {
     let error = group
         .all_reduce(&[buffer.binding()], ElemType::F32, ReduceOp::Sum)
         .expect_err("no NCCL");
-    assert!(matches!(error, Error::BackendUnavailable { .. }), "{error}");
+    assert!(
+        matches!(error, Error::Device(DeviceError::BackendUnavailable { .. })),
+        "{error}"
+    );
     Ok(())
 }
 

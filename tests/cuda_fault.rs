@@ -9,6 +9,7 @@
 mod common;
 
 use common::{Skip, cuda_client_or_skip, f32s};
+use gpuworld::error::{DeviceError, ExecutionError};
 use gpuworld::kernel::{Param, Signature};
 use gpuworld::{Bindings, CubeCount, CudaSource, Error, KernelDef, StreamId, library};
 
@@ -52,7 +53,7 @@ fn an_illegal_address_faults_its_stream_and_later_calls_fail_instead_of_hanging(
             .unwrap();
     }
     match client.read_one(&out) {
-        Err(Error::DeviceFault { stream, message }) => {
+        Err(Error::Execution(ExecutionError::DeviceFault { stream, message })) => {
             assert_eq!(stream, client.stream_id());
             assert!(
                 message.contains("ILLEGAL_ADDRESS") || message.contains("illegal"),
@@ -70,12 +71,15 @@ fn an_illegal_address_faults_its_stream_and_later_calls_fail_instead_of_hanging(
             Bindings::new().buffer(&out).scalar_f32(1.0),
         )
         .unwrap();
-    assert!(matches!(client.sync(), Err(Error::DeviceFault { .. })));
+    assert!(matches!(
+        client.sync(),
+        Err(Error::Execution(ExecutionError::DeviceFault { .. }))
+    ));
     let other_stream = std::thread::spawn(StreamId::current).join().unwrap();
     let other = client.with_stream(other_stream);
     assert!(matches!(
         other.read_one(&before),
-        Err(Error::DeviceFault { .. })
+        Err(Error::Execution(ExecutionError::DeviceFault { .. }))
     ));
     assert!(client.with_runtime(|rt| rt.backend().poisoned().is_some()));
     drop((before, out, other));
@@ -95,7 +99,7 @@ fn an_illegal_address_faults_its_stream_and_later_calls_fail_instead_of_hanging(
             assert_eq!(f32s(&fresh.read_one(&handle).unwrap()), vec![3.0; 256]);
             eprintln!("a new cuda runtime after the fault works");
         }
-        Err(Error::BackendUnavailable { reason, .. }) => {
+        Err(Error::Device(DeviceError::BackendUnavailable { reason, .. })) => {
             assert!(reason.contains("ILLEGAL_ADDRESS"), "{reason}");
             eprintln!("a new cuda runtime after the fault is refused: {reason}");
         }

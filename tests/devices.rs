@@ -24,6 +24,7 @@ test_main![
     a_transfer_between_sim_devices_costs_the_configured_link_time_on_both,
 ];
 
+use gpuworld::error::{ConfigError, DeviceError};
 use gpuworld::{
     Backend, ComputeClient, CpuBackend, DeviceId, Driver, Error, Handle, OpenBackend,
     RuntimeConfig, SimBackend, SimConfig, cpu_clients, devices, sim_clients,
@@ -73,7 +74,9 @@ fn a_client_of_any_listed_device_runs_on_that_device() {
         index: 0,
     };
     match ComputeClient::<CpuBackend>::open_device(missing, Driver::Manual) {
-        Err(Error::NoSuchDevice { device, .. }) => assert_eq!(&*device, "tpu:0"),
+        Err(Error::Device(DeviceError::NoSuchDevice { device, .. })) => {
+            assert_eq!(&*device, "tpu:0")
+        }
         Err(other) => panic!("expected NoSuchDevice, got {other}"),
         Ok(_) => panic!("a cpu client of tpu:0"),
     }
@@ -111,16 +114,16 @@ fn every_backend_lists_its_own_devices_and_devices_lists_them_all() {
 fn open_refuses_a_bad_configuration_with_a_typed_error() {
     let zero = gpuworld::CpuConfig::default().with_memory_limit(Some(0));
     match ComputeClient::<CpuBackend>::open(zero, Driver::Manual) {
-        Err(Error::Config { problem, .. }) => {
+        Err(Error::Config(ConfigError::InvalidSetting { problem, .. })) => {
             assert!(problem.contains("memory_limit"), "{problem}")
         }
-        Err(other) => panic!("expected Error::Config, got {other}"),
+        Err(other) => panic!("expected ConfigError::InvalidSetting, got {other}"),
         Ok(_) => panic!("a cpu device with 0 bytes"),
     }
     let empty_sim = SimConfig::default().with_memory_bytes(0);
     assert!(matches!(
         ComputeClient::<SimBackend>::open(empty_sim, Driver::Manual),
-        Err(Error::Config { .. })
+        Err(Error::Config(ConfigError::InvalidSetting { .. }))
     ));
     // A cpu device with a limit of its own opens with it.
     let small = gpuworld::CpuConfig::device(3).with_memory_limit(Some(1 << 20));
@@ -133,7 +136,7 @@ fn open_refuses_a_bad_configuration_with_a_typed_error() {
 fn open_refuses_a_wgpu_adapter_that_is_not_there() {
     let config = gpuworld::WgpuBackend::device_config(10_000);
     match ComputeClient::<gpuworld::WgpuBackend>::open(config, Driver::Manual) {
-        Err(Error::BackendUnavailable { .. } | Error::NoSuchDevice { .. }) => {}
+        Err(error) if error.is_unavailable() => {}
         Err(other) => panic!("expected a missing device, got {other}"),
         Ok(_) => panic!("a client of wgpu adapter 10000"),
     }
@@ -144,7 +147,7 @@ fn open_refuses_a_cuda_ordinal_that_is_not_there() {
     // Without a driver this is `BackendUnavailable`; with one, the ordinal is past the last.
     let config = gpuworld::CudaBackend::device_config(10_000);
     match ComputeClient::<gpuworld::CudaBackend>::open(config, Driver::Manual) {
-        Err(Error::BackendUnavailable { .. } | Error::NoSuchDevice { .. }) => {}
+        Err(error) if error.is_unavailable() => {}
         Err(other) => panic!("expected a missing device, got {other}"),
         Ok(_) => panic!("a client of CUDA ordinal 10000"),
     }

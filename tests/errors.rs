@@ -8,11 +8,15 @@
 mod common;
 
 use common::{Skip, bytes_of, f32s};
+use gpuworld::error::{
+    AutotuneError, BindingError, CollectiveError, DeviceError, ExecutionError, LaunchError,
+    LayoutError, MemoryError, ProfileError,
+};
 use gpuworld::kernel::{CpuSource, CubeContext, KernelIo, KernelSource, Param, Signature};
 use gpuworld::tune::{CacheLocation, TunableSet, TuneKey, Tuner, TunerConfig};
 use gpuworld::{
-    Backend, Bindings, ComputeClient, CpuBackend, CubeCount, Driver, Error, KernelDef, StreamId,
-    library,
+    Backend, Bindings, ComputeClient, CpuBackend, CubeCount, Driver, Error, ErrorKind, KernelDef,
+    StreamId, library,
 };
 use std::sync::Arc;
 
@@ -48,6 +52,8 @@ fn still_works<B: Backend>(client: &ComputeClient<B>, kept: &gpuworld::Handle, e
 
 /// One misuse of the public API, as `docs/errors.md` lists it.
 struct Misuse {
+    /// The kind of error the misuse gets.
+    kind: ErrorKind,
     /// What the user does wrong: the catalogue's heading.
     what: &'static str,
     /// Which call reports it, and when.
@@ -61,8 +67,9 @@ struct Misuse {
 
 /// A [`Misuse`] whose `case` is the name of its function.
 macro_rules! misuse {
-    ($what:expr, $reported:expr, $run:ident) => {
+    ($kind:expr, $what:expr, $reported:expr, $run:ident) => {
         Misuse {
+            kind: $kind,
             what: $what,
             reported: $reported,
             case: stringify!($run),
@@ -74,142 +81,170 @@ macro_rules! misuse {
 /// Every misuse the public API can suffer, in the catalogue's order.
 const MISUSES: &[Misuse] = &[
     misuse!(
+        ErrorKind::ReleasedHandle,
         "Reading a handle after every clone of it was dropped",
         "by the read",
         reading_a_released_handle_is_an_error
     ),
     misuse!(
+        ErrorKind::ReleasedHandle,
         "Launching on a handle after every clone of it was dropped",
         "by the next read or sync of the stream",
         launching_with_a_released_handle_reports_on_the_next_sync
     ),
     misuse!(
+        ErrorKind::ForeignHandle,
         "Using a handle of another runtime (read, write or launch)",
         "at once, by the call",
         a_handle_from_another_runtime_is_rejected
     ),
     misuse!(
+        ErrorKind::OutOfRange,
         "A binding whose offsets run past its handle's end (read, write or launch)",
         "at once, by the call",
         offsets_past_the_end_are_rejected
     ),
     misuse!(
+        ErrorKind::WriteTooLarge,
         "Writing more bytes than the destination holds",
         "at once, by the write; nothing is written",
         a_write_larger_than_the_handle_is_rejected_and_writes_nothing
     ),
     misuse!(
+        ErrorKind::BindingCount,
         "Launching with the wrong number of buffers or scalars",
         "at once, by the launch",
         a_kernel_given_the_wrong_number_of_bindings_is_rejected
     ),
     misuse!(
+        ErrorKind::ScalarType,
         "Launching with a scalar of another type than the kernel declares",
         "at once, by the launch",
         a_scalar_of_the_wrong_type_is_rejected
     ),
     misuse!(
+        ErrorKind::BufferElementSize,
         "Binding a buffer that is not a whole number of the declared elements",
         "at once, by the launch",
         a_buffer_that_is_not_whole_elements_is_rejected
     ),
     misuse!(
+        ErrorKind::MisalignedBinding,
         "Binding a buffer at an offset that is not a multiple of 4",
         "at once, by the launch",
         a_binding_not_aligned_to_four_bytes_is_rejected
     ),
     misuse!(
+        ErrorKind::OutOfRange,
         "A dynamic cube count in a binding shorter than 12 bytes",
         "at once, by the launch",
         a_dynamic_count_shorter_than_three_words_is_rejected
     ),
     misuse!(
+        ErrorKind::MissingKernelSource,
         "Launching a kernel that has no source for the backend",
         "at once, by the launch",
         a_kernel_without_a_source_for_the_backend_is_rejected
     ),
     misuse!(
+        ErrorKind::KernelPanic,
         "A kernel that panics (cpu backend)",
         "by the next read or sync of the stream, once",
         a_kernel_that_panics_is_an_error_on_its_stream_reported_on_the_next_read
     ),
     misuse!(
+        ErrorKind::ReadOnlyStore,
         "A kernel that stores to a buffer its signature declares read-only (cpu backend)",
         "by the next read or sync of the stream, once; the launch stops at that store",
         a_store_to_a_read_only_buffer_is_an_error_on_its_stream
     ),
     misuse!(
+        ErrorKind::KernelPanic,
         "An unchecked launch that stores out of bounds (cpu backend)",
         "by the next read or sync of the stream; nothing outside the binding is written",
         an_out_of_bounds_store_in_an_unchecked_launch_is_a_kernel_panic_on_the_host
     ),
     misuse!(
+        ErrorKind::Compile,
         "A kernel whose source does not compile for the device (wgpu, cuda)",
         "by the next read or sync of the stream, at every launch of it",
         a_kernel_that_does_not_compile_is_an_error_on_its_stream
     ),
     misuse!(
+        ErrorKind::OutOfMemory,
         "Allocating more than the device has",
         "by every use of that handle, and by nothing else",
         running_out_of_memory_is_an_error_and_keeps_what_exists
     ),
     misuse!(
+        ErrorKind::BufferTooLarge,
         "Allocating one buffer larger than the device's largest (wgpu's `max_buffer_size`, \
          `isize::MAX` bytes on the cpu)",
         "by every use of that handle, and by nothing else; nothing is cleaned up",
         a_buffer_larger_than_the_device_allows_is_not_out_of_memory
     ),
     misuse!(
+        ErrorKind::ElementSize,
         "Reading as a type whose size does not divide the bytes read",
         "by the typed read",
         reading_as_a_type_that_does_not_divide_the_bytes_is_an_error
     ),
     misuse!(
+        ErrorKind::InvalidTensor,
         "Tensor data or strides that do not match the shape",
         "at once, by the tensor call",
         tensor_data_that_does_not_match_its_shape_is_rejected
     ),
     misuse!(
+        ErrorKind::AllCandidatesFailed,
         "Autotuning a set whose every candidate fails",
         "by the tuner's `execute` or `select`; nothing is cached",
         autotuning_a_set_whose_every_candidate_fails_is_an_error
     ),
     misuse!(
+        ErrorKind::NoSuchDevice,
         "Asking a backend for a client of a device of another backend",
         "at once, by `ComputeClient::open_device`",
         a_client_of_a_device_not_built_in_is_refused
     ),
     misuse!(
+        ErrorKind::DeviceListedTwice,
         "A collective group that lists one device twice",
         "at once, by `Group::new`",
         a_group_listing_a_device_twice_is_refused
     ),
     misuse!(
+        ErrorKind::MismatchedBuffers,
         "Collective buffers of different sizes, or not a whole number of elements",
         "at once, by the collective; nothing is queued",
         collective_buffers_that_do_not_fit_are_refused
     ),
     misuse!(
+        ErrorKind::ReleasedHandle,
         "Copying a released handle to another device (`to_client`, or a collective's input)",
         "by the destination's next read or sync of the stream (every rank's, for a collective)",
         a_transfer_of_a_released_handle_fails_on_the_destination
     ),
     misuse!(
+        ErrorKind::Disconnected,
         "Dropping a device's last client while a transfer or collective waits for it",
         "by the next read or sync of the waiting streams on the other devices",
         a_device_gone_mid_collective_disconnects_the_others
     ),
     misuse!(
+        ErrorKind::Disconnected,
         "Awaiting a read or sync the runtime had not answered when its last client was dropped",
         "by the future",
         a_future_that_outlives_its_runtime_is_disconnected
     ),
     misuse!(
+        ErrorKind::TimingUnavailable,
         "Profiling on a backend that keeps no device time (the sim without `kernel_cost`)",
         "by `profile`, after the closure's work ran",
         profiling_where_the_backend_cannot_time_is_an_error
     ),
     misuse!(
+        ErrorKind::TraceNotStarted,
         "Stopping a trace that was never started",
         "at once, by `stop_trace`",
         stopping_a_trace_that_was_not_started_is_an_error
@@ -218,65 +253,81 @@ const MISUSES: &[Misuse] = &[
 
 /// Errors the catalogue has no case for: they need a device this machine may lack, or no
 /// misuse causes them. Listed after the misuses.
-const OTHER_ERRORS: &[(&str, &str)] = &[
+const OTHER_ERRORS: &[(ErrorKind, &str)] = &[
     (
-        "DeviceFault",
+        ErrorKind::DeviceFault,
         "the device failed running a stream's work: a lost device, or on CUDA the illegal \
          address of an unchecked launch that stores out of bounds, which CUDA makes sticky, so \
          every later read or sync of that runtime reports it (`tests/cuda_fault.rs`, \
          `tests/wgpu_backend.rs`); reported by the next read or sync of the stream",
     ),
     (
-        "BackendUnavailable",
+        ErrorKind::BackendUnavailable,
         "no driver, adapter or device for the backend; returned by the constructor \
          (`gpuworld::wgpu_client`, `gpuworld::cuda_client`)",
     ),
     (
-        "Config",
+        ErrorKind::InvalidSetting,
         "an unknown key or a bad value in `gpuworld.toml` or a `GPUWORLD_*` variable, naming \
          the file or variable, the key and what is allowed; returned by \
          `gpuworld::config::Settings::load` (`tests/config.rs` has a case for each)",
     ),
     (
-        "StaleHandle",
+        ErrorKind::StaleHandle,
         "a key into the memory pools outlived its page; a bug in gpuworld if a caller ever sees it",
     ),
 ];
 
-/// The variant's name. The match names every variant; `Error` is `#[non_exhaustive]`, so a new
-/// one compiles here but panics the catalogue test until it is named, and is then to get a case
-/// in `MISUSES` or a line in `OTHER_ERRORS`.
-fn variant(error: &Error) -> &'static str {
-    match error {
-        Error::ReleasedHandle { .. } => "ReleasedHandle",
-        Error::ForeignHandle { .. } => "ForeignHandle",
-        Error::OutOfRange { .. } => "OutOfRange",
-        Error::WriteTooLarge { .. } => "WriteTooLarge",
-        Error::BindingCount { .. } => "BindingCount",
-        Error::MisalignedBinding { .. } => "MisalignedBinding",
-        Error::ScalarType { .. } => "ScalarType",
-        Error::BufferElementSize { .. } => "BufferElementSize",
-        Error::ReadOnlyStore { .. } => "ReadOnlyStore",
-        Error::MissingKernelSource { .. } => "MissingKernelSource",
-        Error::KernelPanic { .. } => "KernelPanic",
-        Error::DeviceFault { .. } => "DeviceFault",
-        Error::ElementSize { .. } => "ElementSize",
-        Error::OutOfMemory { .. } => "OutOfMemory",
-        Error::BufferTooLarge { .. } => "BufferTooLarge",
-        Error::StaleHandle { .. } => "StaleHandle",
-        Error::BackendUnavailable { .. } => "BackendUnavailable",
-        Error::Disconnected => "Disconnected",
-        Error::InvalidTensor { .. } => "InvalidTensor",
-        Error::AutotuneFailed { .. } => "AutotuneFailed",
-        Error::Compile { .. } => "Compile",
-        Error::ProfileUnavailable { .. } => "ProfileUnavailable",
-        Error::TraceNotStarted => "TraceNotStarted",
-        Error::Config { .. } => "Config",
-        Error::NoSuchDevice { .. } => "NoSuchDevice",
-        Error::DeviceListedTwice { .. } => "DeviceListedTwice",
-        Error::CollectiveMismatch { .. } => "CollectiveMismatch",
-        other => panic!("name {other:?} in `variant` and catalogue it"),
+/// Whether every kind of error has a case in `MISUSES` or a line in `OTHER_ERRORS`, checked
+/// when this file compiles: `Error::kind` names every variant of every domain error, so a new
+/// variant gets a kind, is in `ErrorKind::ALL`, and this test does not compile until the
+/// catalogue has it.
+const _: () = {
+    let mut i = 0;
+    while i < ErrorKind::ALL.len() {
+        let kind = ErrorKind::ALL[i];
+        if !catalogued(kind) {
+            // The kind named is not catalogued: give it a case in `MISUSES` or a line in
+            // `OTHER_ERRORS`.
+            panic!("{}", kind.name());
+        }
+        i += 1;
     }
+};
+
+/// Whether `kind` has a case in `MISUSES` or a line in `OTHER_ERRORS` (for the check above).
+const fn catalogued(kind: ErrorKind) -> bool {
+    let mut i = 0;
+    while i < MISUSES.len() {
+        if same_text(MISUSES[i].kind.name(), kind.name()) {
+            return true;
+        }
+        i += 1;
+    }
+    let mut i = 0;
+    while i < OTHER_ERRORS.len() {
+        if same_text(OTHER_ERRORS[i].0.name(), kind.name()) {
+            return true;
+        }
+        i += 1;
+    }
+    false
+}
+
+/// `a == b`, in a const context.
+const fn same_text(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < a.len() {
+        if a[i] != b[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
 }
 
 const CATALOGUE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/errors.md");
@@ -293,7 +344,11 @@ fn every_misuse_gets_its_error_leaves_the_runtime_usable_and_is_in_docs_errors_m
     let mut outcomes = Vec::new();
     for misuse in MISUSES {
         eprintln!("misuse case: {}", misuse.case);
-        outcomes.push((misuse, (misuse.run)()));
+        let error = (misuse.run)();
+        if let Some(error) = &error {
+            assert_eq!(error.kind(), misuse.kind, "{}: {error}", misuse.case);
+        }
+        outcomes.push((misuse, error));
     }
     if let Some((missing, _)) = outcomes.iter().find(|(_, error)| error.is_none()) {
         assert!(
@@ -340,36 +395,42 @@ fn render_catalogue(outcomes: &[(&Misuse, Error)]) -> String {
         "# Errors: what each misuse gets\n\n\
          <!-- Generated by tests/errors.rs from its cases: do not edit. Rewrite it with\n     \
          GPUWORLD_UPDATE_DOCS=1 cargo test --all-features --test errors -->\n\n\
-         Every fallible call returns `gpuworld::Error`. Each misuse below is a case in\n\
-         `tests/errors.rs` that performs it on a real client (the cpu backend; wgpu for the\n\
-         compile error), asserts the error, then proves the runtime still works: the data\n\
+         Every fallible client call returns `gpuworld::Error`, which holds the error of one\n\
+         domain (`BindingError`, `LaunchError`, `MemoryError`, ... in `gpuworld::error`; the few\n\
+         calls of one layer, such as `Binding::slice` or `Settings::load`, return that domain's\n\
+         error, which `?` turns into an `Error`). Its `kind()` names the variant in one call\n\
+         (`error.kind() == ErrorKind::OutOfMemory`), as the table does. Each misuse below is a\n\
+         case in `tests/errors.rs` that performs it on a real client (the cpu backend; wgpu for\n\
+         the compile error), asserts the error, then proves the runtime still works: the data\n\
          written before the misuse reads back intact, and a later create, launch and read give\n\
          the right data. Each message is the error's `Display` text as the case got it (runtime\n\
          numbers renumbered from 1). An error that a launch or write meets while its stream runs\n\
-         is the stream's fault: the next read or sync of that stream reports it, once.\n\n\
+         is the stream's fault: the next read or sync of that stream reports it, once.\n\
+         `tests/errors.rs` does not compile while a kind has neither a case here nor a line under\n\
+         \"Other errors\".\n\n\
          | misuse | error | reported |\n| --- | --- | --- |\n",
     );
     for (misuse, error) in outcomes {
         doc += &format!(
             "| {} | `{}` | {} |\n",
             misuse.what,
-            variant(error),
+            error.kind(),
             misuse.reported
         );
     }
     for (misuse, error) in outcomes {
         doc += &format!(
-            "\n## {}\n\n`Error::{}`, reported {} (`{}`):\n\n```text\n{}\n```\n",
+            "\n## {}\n\n`{}`, reported {} (`{}`):\n\n```text\n{}\n```\n",
             misuse.what,
-            variant(error),
+            error.kind().path(),
             misuse.reported,
             misuse.case,
             message(error),
         );
     }
     doc += "\n## Other errors\n\n";
-    for (name, why) in OTHER_ERRORS {
-        doc += &format!("- `{name}`: {why}.\n");
+    for (kind, why) in OTHER_ERRORS {
+        doc += &format!("- `{kind}` (`{}`): {why}.\n", kind.path());
     }
     doc
 }
@@ -416,7 +477,11 @@ fn a_client_of_a_device_not_built_in_is_refused() -> Option<Error> {
     let error = ComputeClient::<CpuBackend>::open_device(device, Driver::Manual)
         .err()
         .unwrap();
-    assert!(matches!(&error, Error::NoSuchDevice { device, .. } if &**device == "tpu:0"));
+    assert!(matches!(
+        &error,
+        Error::Device(DeviceError::NoSuchDevice { device, .. })
+            if &**device == "tpu:0"
+    ));
     let client = cpu();
     let kept = client.create(bytes_of(&[2.0; 4]));
     still_works(&client, &kept, &[2.0; 4]);
@@ -429,9 +494,9 @@ fn a_group_listing_a_device_twice_is_refused() -> Option<Error> {
     let error = gpuworld::collective::Group::new(twice).err().unwrap();
     assert_eq!(
         error,
-        Error::DeviceListedTwice {
+        Error::Collective(CollectiveError::DeviceListedTwice {
             device: "cpu:1".into()
-        }
+        })
     );
     let kept = clients[1].create(bytes_of(&[2.0; 4]));
     still_works(&clients[1], &kept, &[2.0; 4]);
@@ -453,10 +518,10 @@ fn collective_buffers_that_do_not_fit_are_refused() -> Option<Error> {
         .unwrap_err();
     assert!(matches!(
         error,
-        Error::CollectiveMismatch {
+        Error::Collective(CollectiveError::MismatchedBuffers {
             op: "all_reduce",
             ..
-        }
+        })
     ));
     still_works(a, &kept, &[4.0; 4]);
     still_works(b, &other, &[1.0; 2]);
@@ -474,9 +539,9 @@ fn a_transfer_of_a_released_handle_fails_on_the_destination() -> Option<Error> {
     let error = b.sync().unwrap_err();
     assert_eq!(
         error,
-        Error::ReleasedHandle {
+        Error::Binding(BindingError::ReleasedHandle {
             handle: binding.handle()
-        }
+        })
     );
     still_works(b, &kept, &[6.0; 4]);
     Some(error)
@@ -511,9 +576,9 @@ fn reading_a_released_handle_is_an_error() -> Option<Error> {
     let error = client.read_one(binding).unwrap_err();
     assert_eq!(
         error,
-        Error::ReleasedHandle {
+        Error::Binding(BindingError::ReleasedHandle {
             handle: binding.handle()
-        }
+        })
     );
     assert!(error.to_string().contains("was released"), "{error}");
     still_works(&client, &kept, &[9.0; 4]);
@@ -536,9 +601,9 @@ fn launching_with_a_released_handle_reports_on_the_next_sync() -> Option<Error> 
     let error = client.sync().unwrap_err();
     assert_eq!(
         error,
-        Error::ReleasedHandle {
+        Error::Binding(BindingError::ReleasedHandle {
             handle: binding.handle()
-        }
+        })
     );
     still_works(&client, &kept, &[3.0; 4]);
     Some(error)
@@ -550,17 +615,23 @@ fn a_handle_from_another_runtime_is_rejected() -> Option<Error> {
     let kept = client.create(bytes_of(&[4.0; 2]));
     let foreign = other.create(bytes_of(&[1.0; 2]));
     let error = client.read_one(&foreign).unwrap_err();
-    assert!(matches!(error, Error::ForeignHandle { .. }), "{error}");
+    assert!(
+        matches!(error, Error::Binding(BindingError::ForeignHandle { .. })),
+        "{error}"
+    );
     assert!(error.to_string().contains("belongs to"), "{error}");
     let launch = client.launch(
         &library::FILL,
         CubeCount::new_1d(1),
         Bindings::new().buffer(&foreign).scalar_f32(1.0),
     );
-    assert!(matches!(launch, Err(Error::ForeignHandle { .. })));
+    assert!(matches!(
+        launch,
+        Err(Error::Binding(BindingError::ForeignHandle { .. }))
+    ));
     assert!(matches!(
         client.write(&foreign, &[0; 4]),
-        Err(Error::ForeignHandle { .. })
+        Err(Error::Binding(BindingError::ForeignHandle { .. }))
     ));
     still_works(&client, &kept, &[4.0; 2]);
     assert_eq!(f32s(&other.read_one(&foreign).unwrap()), vec![1.0; 2]);
@@ -574,12 +645,12 @@ fn offsets_past_the_end_are_rejected() -> Option<Error> {
     let error = client.read_one(&past).unwrap_err();
     assert_eq!(
         error,
-        Error::OutOfRange {
+        Error::Binding(BindingError::OutOfRange {
             handle: handle.id(),
             start: 12,
             end: 8,
             size: 16
-        }
+        })
     );
     assert!(
         error.to_string().contains("outside the handle's 16 bytes"),
@@ -588,7 +659,7 @@ fn offsets_past_the_end_are_rejected() -> Option<Error> {
     let too_far = handle.clone().offset_start(20);
     assert!(matches!(
         client.write(&too_far, &[]),
-        Err(Error::OutOfRange { .. })
+        Err(Error::Binding(BindingError::OutOfRange { .. }))
     ));
     assert!(matches!(
         client.launch(
@@ -596,7 +667,7 @@ fn offsets_past_the_end_are_rejected() -> Option<Error> {
             CubeCount::new_1d(1),
             Bindings::new().buffer(&too_far).scalar_f32(0.0)
         ),
-        Err(Error::OutOfRange { .. })
+        Err(Error::Binding(BindingError::OutOfRange { .. }))
     ));
     // An in-range offset reads just that range.
     assert_eq!(
@@ -613,11 +684,11 @@ fn a_write_larger_than_the_handle_is_rejected_and_writes_nothing() -> Option<Err
     let error = client.write(&handle, &bytes_of(&[1.0; 3])).unwrap_err();
     assert_eq!(
         error,
-        Error::WriteTooLarge {
+        Error::Binding(BindingError::WriteTooLarge {
             handle: handle.id(),
             len: 12,
             capacity: 8
-        }
+        })
     );
     assert!(error.to_string().contains("does not fit"), "{error}");
     still_works(&client, &handle, &[6.0; 2]);
@@ -636,12 +707,12 @@ fn a_kernel_given_the_wrong_number_of_bindings_is_rejected() -> Option<Error> {
         .unwrap_err();
     assert_eq!(
         error,
-        Error::BindingCount {
+        Error::Launch(LaunchError::BindingCount {
             kernel: "add",
             what: "buffer binding",
             expected: 3,
             got: 1
-        }
+        })
     );
     assert_eq!(
         error.to_string(),
@@ -655,7 +726,10 @@ fn a_kernel_given_the_wrong_number_of_bindings_is_rejected() -> Option<Error> {
         )
         .unwrap_err();
     assert!(
-        matches!(scalars, Error::BindingCount { what: "scalar", .. }),
+        matches!(
+            scalars,
+            Error::Launch(LaunchError::BindingCount { what: "scalar", .. })
+        ),
         "{scalars}"
     );
     still_works(&client, &kept, &[7.0; 2]);
@@ -675,12 +749,12 @@ fn a_scalar_of_the_wrong_type_is_rejected() -> Option<Error> {
         .unwrap_err();
     assert_eq!(
         error,
-        Error::ScalarType {
+        Error::Launch(LaunchError::ScalarType {
             kernel: "fill",
             param: "value",
             declared: gpuworld::kernel::Elem::F32,
             got: gpuworld::kernel::Elem::U32,
-        }
+        })
     );
     assert!(error.to_string().contains("scalar_f32"), "{error}");
     still_works(&client, &kept, &[3.0; 2]);
@@ -701,12 +775,12 @@ fn a_buffer_that_is_not_whole_elements_is_rejected() -> Option<Error> {
         .unwrap_err();
     assert_eq!(
         error,
-        Error::BufferElementSize {
+        Error::Launch(LaunchError::BufferElementSize {
             kernel: "fill",
             param: "out",
             elem: gpuworld::kernel::Elem::F32,
             bytes: 6,
-        }
+        })
     );
     still_works(&client, &kept, &[4.0; 2]);
     Some(error)
@@ -726,11 +800,11 @@ fn a_binding_not_aligned_to_four_bytes_is_rejected() -> Option<Error> {
         .unwrap_err();
     assert_eq!(
         error,
-        Error::MisalignedBinding {
+        Error::Launch(LaunchError::MisalignedBinding {
             kernel: "fill",
             index: 0,
             offset: 2
-        }
+        })
     );
     still_works(&client, &kept, &[8.0; 4]);
     Some(error)
@@ -749,12 +823,12 @@ fn a_dynamic_count_shorter_than_three_words_is_rejected() -> Option<Error> {
         .unwrap_err();
     assert_eq!(
         error,
-        Error::OutOfRange {
+        Error::Binding(BindingError::OutOfRange {
             handle: count.id(),
             start: 0,
             end: 12,
             size: 8
-        }
+        })
     );
     still_works(&client, &kept, &[2.0; 4]);
     Some(error)
@@ -787,10 +861,10 @@ fn a_kernel_without_a_source_for_the_backend_is_rejected() -> Option<Error> {
         .unwrap_err();
     assert_eq!(
         error,
-        Error::MissingKernelSource {
+        Error::Launch(LaunchError::MissingKernelSource {
             kernel: "elsewhere_only",
             backend: "cpu"
-        }
+        })
     );
     assert_eq!(
         error.to_string(),
@@ -832,9 +906,9 @@ fn a_kernel_that_panics_is_an_error_on_its_stream_reported_on_the_next_read() ->
         .expect("the launch itself is accepted");
     let error = client.read_one(&scratch).unwrap_err();
     match &error {
-        Error::KernelPanic {
+        Error::Execution(ExecutionError::KernelPanic {
             kernel, message, ..
-        } => {
+        }) => {
             assert_eq!(*kernel, "panicky");
             assert!(message.contains("cube 1 refuses to run"), "{message}");
         }
@@ -876,11 +950,11 @@ fn a_store_to_a_read_only_buffer_is_an_error_on_its_stream() -> Option<Error> {
     assert!(
         matches!(
             error,
-            Error::ReadOnlyStore {
+            Error::Execution(ExecutionError::ReadOnlyStore {
                 kernel: "stores_to_its_input",
                 param: "x",
                 ..
-            }
+            })
         ),
         "{error:?}"
     );
@@ -918,9 +992,9 @@ fn an_out_of_bounds_store_in_an_unchecked_launch_is_a_kernel_panic_on_the_host()
     }
     let error = client.sync().unwrap_err();
     match &error {
-        Error::KernelPanic {
+        Error::Execution(ExecutionError::KernelPanic {
             kernel, message, ..
-        } => {
+        }) => {
             assert_eq!(*kernel, "past_the_end");
             assert!(message.contains("out of bounds"), "{message}");
         }
@@ -956,7 +1030,11 @@ fn a_kernel_that_does_not_compile_is_an_error_on_its_stream() -> Option<Error> {
         .expect("the launch itself is accepted; the stream reports the error");
     let error = client.sync().unwrap_err();
     assert!(
-        matches!(&error, Error::Compile { kernel: "unparsable", log } if log.contains("pars")),
+        matches!(
+            &error,
+            Error::Execution(ExecutionError::Compile { kernel: "unparsable", log })
+                if log.contains("pars")
+        ),
         "{error:?}"
     );
     still_works(&client, &kept, &[4.5; 4]);
@@ -976,11 +1054,11 @@ fn running_out_of_memory_is_an_error_and_keeps_what_exists() -> Option<Error> {
     let huge = client.empty(4096);
     let error = client.read_one(&huge).unwrap_err();
     match &error {
-        Error::OutOfMemory {
+        Error::Memory(MemoryError::OutOfMemory {
             requested,
             usage,
             capacity,
-        } => {
+        }) => {
             assert_eq!(*requested, 4096);
             assert_eq!(usage.bytes_in_use, 512);
             assert_eq!(*capacity, Some(1024));
@@ -1007,7 +1085,11 @@ fn a_buffer_larger_than_the_device_allows_is_not_out_of_memory() -> Option<Error
     let huge = client.empty(u64::MAX);
     let error = client.read_one(&huge).unwrap_err();
     assert!(
-        matches!(error, Error::BufferTooLarge { requested: u64::MAX, limit } if limit < u64::MAX),
+        matches!(
+            error,
+            Error::Memory(MemoryError::BufferTooLarge { requested: u64::MAX, limit })
+                if limit < u64::MAX
+        ),
         "{error:?}"
     );
     assert!(error.to_string().contains("split the data"), "{error}");
@@ -1025,10 +1107,10 @@ fn reading_as_a_type_that_does_not_divide_the_bytes_is_an_error() -> Option<Erro
         .unwrap_err();
     assert_eq!(
         error,
-        Error::ElementSize {
+        Error::Layout(LayoutError::ElementSize {
             len: 14,
             elem_size: 4
-        }
+        })
     );
     still_works(&client, &kept, &[3.5; 4]);
     Some(error)
@@ -1041,11 +1123,18 @@ fn tensor_data_that_does_not_match_its_shape_is_rejected() -> Option<Error> {
         .create_tensor(&bytes_of(&[1.0; 5]), &[2, 3], 4)
         .unwrap_err();
     assert!(
-        matches!(&error, Error::InvalidTensor { reason } if reason.contains("needs 24 bytes")),
+        matches!(
+            &error,
+            Error::Layout(LayoutError::InvalidTensor { reason })
+                if reason.contains("needs 24 bytes")
+        ),
         "{error}"
     );
     let strides = client.read_tensor(&kept, &[2, 2], &[4, 1], 4).unwrap_err();
-    assert!(matches!(strides, Error::InvalidTensor { .. }), "{strides}");
+    assert!(
+        matches!(strides, Error::Layout(LayoutError::InvalidTensor { .. })),
+        "{strides}"
+    );
     still_works(&client, &kept, &[0.5; 4]);
     Some(error)
 }
@@ -1077,7 +1166,11 @@ fn autotuning_a_set_whose_every_candidate_fails_is_an_error() -> Option<Error> {
     );
     let error = tuner.execute(&set, &4).unwrap_err();
     assert!(
-        matches!(&error, Error::AutotuneFailed { reasons, .. } if reasons.len() == 2),
+        matches!(
+            &error,
+            Error::Autotune(AutotuneError::AllCandidatesFailed { reasons, .. })
+                if reasons.len() == 2
+        ),
         "{error}"
     );
     assert!(
@@ -1118,7 +1211,10 @@ fn a_kernel_that_panics_is_reported_by_sync_too() {
             Bindings::new().buffer(&scratch),
         )
         .unwrap();
-    assert!(matches!(client.sync(), Err(Error::KernelPanic { .. })));
+    assert!(matches!(
+        client.sync(),
+        Err(Error::Execution(ExecutionError::KernelPanic { .. }))
+    ));
     client.sync().unwrap();
 }
 
@@ -1159,10 +1255,11 @@ fn a_failed_allocation_is_reported_by_every_use_of_its_handle_and_by_nothing_els
     assert_eq!(f32s(&client.read_one(&kept).unwrap()), vec![1.0; 128]);
     client.sync().unwrap();
     for _ in 0..2 {
-        assert!(matches!(
-            client.read_one(&huge),
-            Err(Error::OutOfMemory { .. })
-        ));
+        assert!(
+            client
+                .read_one(&huge)
+                .is_err_and(|error| error.is_out_of_memory())
+        );
     }
     // A launch that uses it fails, and reports that on its stream like any failed launch.
     client
@@ -1172,7 +1269,7 @@ fn a_failed_allocation_is_reported_by_every_use_of_its_handle_and_by_nothing_els
             Bindings::new().buffer(&huge).scalar_f32(2.0),
         )
         .unwrap();
-    assert!(matches!(client.sync(), Err(Error::OutOfMemory { .. })));
+    assert!(client.sync().is_err_and(|error| error.is_out_of_memory()));
     assert_eq!(f32s(&client.read_one(&kept).unwrap()), vec![1.0; 128]);
 }
 
@@ -1192,7 +1289,10 @@ fn profiling_where_the_backend_cannot_time_is_an_error() -> Option<Error> {
         )
         .unwrap_err();
     assert!(
-        matches!(&error, Error::ProfileUnavailable { backend: "sim", .. }),
+        matches!(
+            &error,
+            Error::Profile(ProfileError::TimingUnavailable { backend: "sim", .. })
+        ),
         "{error}"
     );
     still_works(&client, &kept, &[1.5; 4]);
@@ -1203,7 +1303,7 @@ fn stopping_a_trace_that_was_not_started_is_an_error() -> Option<Error> {
     let client = cpu();
     let kept = client.create(bytes_of(&[2.5; 4]));
     let error = client.stop_trace().unwrap_err();
-    assert_eq!(error, Error::TraceNotStarted);
+    assert_eq!(error, Error::Profile(ProfileError::TraceNotStarted));
     still_works(&client, &kept, &[2.5; 4]);
     Some(error)
 }

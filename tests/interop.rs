@@ -3,6 +3,7 @@
 
 mod common;
 
+use gpuworld::error::BindingError;
 use gpuworld::{Bindings, CubeCount, Driver, Error, cpu_client, library};
 use std::sync::atomic::Ordering;
 
@@ -56,10 +57,16 @@ fn get_resource_of_a_released_or_foreign_binding_is_an_error() {
     let binding = handle.binding();
     drop(handle);
     let error = client.get_resource(binding).expect_err("released");
-    assert!(matches!(error, Error::ReleasedHandle { .. }), "{error}");
+    assert!(
+        matches!(error, Error::Binding(BindingError::ReleasedHandle { .. })),
+        "{error}"
+    );
     let foreign = other.create_from_slice(&[0u8; 16]);
     let error = client.get_resource(&foreign).expect_err("foreign");
-    assert!(matches!(error, Error::ForeignHandle { .. }), "{error}");
+    assert!(
+        matches!(error, Error::Binding(BindingError::ForeignHandle { .. })),
+        "{error}"
+    );
     // The runtime goes on.
     let again = client.create_from_slice(&[5u8; 4]);
     assert_eq!(client.read_one(&again).expect("read"), [5u8; 4]);

@@ -5,6 +5,7 @@
 mod common;
 
 use common::{bytes_of, f32s};
+use gpuworld::error::LayoutError;
 use gpuworld::{
     AllocationMode, Bindings, ComputeClient, CpuBackend, CubeCount, Driver, Error, MemoryConfig,
     RuntimeConfig, TensorDesc, TensorLayout, library,
@@ -119,7 +120,7 @@ fn bad_tensor_descriptions_are_errors_that_say_what_is_wrong() {
     let client = cpu();
     let error = client.create_tensor(&[0; 20], &[2, 3], 4).unwrap_err();
     assert!(
-        matches!(&error, Error::InvalidTensor { .. })
+        matches!(&error, Error::Layout(LayoutError::InvalidTensor { .. }))
             && error.to_string().contains("needs 24 bytes"),
         "{error}"
     );

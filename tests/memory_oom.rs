@@ -1,11 +1,12 @@
 //! Out of memory on a backend with a capped capacity: the pool cleans up and retries once, then
-//! reports `Error::OutOfMemory` with the request and the usage; nothing allocated is lost and the
-//! runtime stays usable. The cpu device is capped by default (a share of physical memory), and a
-//! request over the device's largest buffer is `Error::BufferTooLarge`, not out of memory.
+//! reports `MemoryError::OutOfMemory` with the request and the usage; nothing allocated is lost and
+//! the runtime stays usable. The cpu device is capped by default (a share of physical memory), and
+//! a request over the device's largest buffer is `MemoryError::BufferTooLarge`, not out of memory.
 
 mod common;
 
 use common::bytes_of;
+use gpuworld::error::MemoryError;
 use gpuworld::{Backend, ComputeClient, CpuBackend, Driver, Error};
 
 const KIB: usize = 1024;
@@ -49,9 +50,9 @@ fn a_request_the_device_cannot_hold_is_out_of_memory_and_loses_nothing() {
     let huge = client.empty(1 << 20);
     let error = client.read_one(&huge).unwrap_err();
     match &error {
-        Error::OutOfMemory {
+        Error::Memory(MemoryError::OutOfMemory {
             requested, usage, ..
-        } => {
+        }) => {
             assert_eq!(*requested, 1 << 20);
             assert_eq!(usage.bytes_in_use, 8 * KIB as u64);
             assert_eq!(usage.number_allocs, 1);
@@ -116,11 +117,11 @@ fn allocating_past_a_cpu_limit_is_out_of_memory_in_readable_units_and_the_runtim
     let one_more = client.create(quarter(5));
     let error = client.read_one(&one_more).unwrap_err();
     match &error {
-        Error::OutOfMemory {
+        Error::Memory(MemoryError::OutOfMemory {
             requested,
             usage,
             capacity,
-        } => {
+        }) => {
             assert_eq!(*requested, 256 * KIB as u64);
             assert_eq!(usage.bytes_in_use, MIB as u64);
             assert_eq!(*capacity, Some(MIB as u64));
@@ -139,10 +140,11 @@ fn allocating_past_a_cpu_limit_is_out_of_memory_in_readable_units_and_the_runtim
         assert!(message.contains(part), "{part:?} not in {message:?}");
     }
     // Every use of the failed handle reports it; the stream itself has no fault.
-    assert!(matches!(
-        client.read_one(&one_more),
-        Err(Error::OutOfMemory { .. })
-    ));
+    assert!(
+        client
+            .read_one(&one_more)
+            .is_err_and(|error| error.is_out_of_memory())
+    );
     client.sync().unwrap();
     drop(one_more);
     // Two freed quarters stay cached in the pool; half the limit fits only once the pool gave
@@ -194,15 +196,20 @@ fn a_buffer_over_the_largest_the_cpu_can_hold_is_too_large_and_not_out_of_memory
     let kept = client.create(vec![4; 64]);
     // Past the memory limit, but a buffer the host could hold: out of memory.
     let past_limit = client.empty(2 * MIB as u64);
-    assert!(matches!(
-        client.read_one(&past_limit),
-        Err(Error::OutOfMemory { .. })
-    ));
+    assert!(
+        client
+            .read_one(&past_limit)
+            .is_err_and(|error| error.is_out_of_memory())
+    );
     // Over the largest buffer (`isize::MAX` bytes), whatever memory is free.
     let too_large = client.empty(u64::MAX);
     let error = client.read_one(&too_large).unwrap_err();
     assert!(
-        matches!(error, Error::BufferTooLarge { requested: u64::MAX, limit } if limit >= 1 << 31),
+        matches!(
+            error,
+            Error::Memory(MemoryError::BufferTooLarge { requested: u64::MAX, limit })
+                if limit >= 1 << 31
+        ),
         "{error:?}"
     );
     assert!(

@@ -5,6 +5,7 @@
 
 mod common;
 
+use gpuworld::error::BindingError;
 use gpuworld::tune::{CacheLocation, ReduceInput, reduce_sum_set};
 use gpuworld::{
     Backend, Bindings, ComputeClient, CubeCount, Driver, ExecutionMode, ReadTicket, ReplyFuture,
@@ -243,9 +244,15 @@ fn a_read_of_a_foreign_handle_fails_at_once_as_a_ticket_and_as_a_future() {
     let other = gpuworld::sim_client(SimConfig::default()).expect("the sim opens");
     let foreign = other.empty(16);
     let error = client.read_ticket(&[foreign.binding()]).unwrap_err();
-    assert!(matches!(error, gpuworld::Error::ForeignHandle { .. }));
+    assert!(matches!(
+        error,
+        gpuworld::Error::Binding(BindingError::ForeignHandle { .. })
+    ));
     let error = futures_executor::block_on(client.read_async(&[foreign.binding()])).unwrap_err();
-    assert!(matches!(error, gpuworld::Error::ForeignHandle { .. }));
+    assert!(matches!(
+        error,
+        gpuworld::Error::Binding(BindingError::ForeignHandle { .. })
+    ));
 }
 
 fn in_flight_counts_commands_tasks_reads_and_frames() {

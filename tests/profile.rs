@@ -21,6 +21,7 @@ test_main![
     kernel_stats_on_cuda_count_every_launch_with_its_event_time,
 ];
 
+use gpuworld::error::ProfileError;
 use gpuworld::{
     Backend, Bindings, ComputeClient, CubeCount, Error, KernelDef, SimConfig, StreamId, library,
 };
@@ -123,7 +124,10 @@ fn profile_on_the_sim_without_a_cost_model_is_an_error() {
         .profile(|| fill(&client, &buffer, 1), "fill")
         .unwrap_err();
     assert!(
-        matches!(&error, Error::ProfileUnavailable { backend: "sim", .. }),
+        matches!(
+            &error,
+            Error::Profile(ProfileError::TimingUnavailable { backend: "sim", .. })
+        ),
         "{error}"
     );
     assert!(error.to_string().contains("kernel_cost"), "{error}");

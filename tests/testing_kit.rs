@@ -3,13 +3,15 @@
 
 mod common;
 
-use common::Skip;
+use common::{Skip, f32s};
+use gpuworld::error::{ExecutionError, MemoryError};
 
 test_main![
     a_snapshot_serializes_to_yaml_and_redacts_like_any_value,
     pools_and_contents_show_only_when_asked,
     a_cpu_recording_replays_on_the_sim_with_the_same_waits_and_reclamations,
     a_user_kernel_must_be_registered_to_be_replayed,
+    an_unchecked_launch_replays_checked_unless_unsafe_code_asks_for_it_unchecked,
     uploads_over_the_cap_are_left_out_and_replayed_as_zeros,
     a_recording_of_another_format_or_version_is_refused,
     every_failure_point_of_a_fixed_program_ends_in_a_typed_error_without_leak_or_panic,
@@ -240,6 +242,39 @@ fn a_user_kernel_must_be_registered_to_be_replayed() {
     assert_eq!(bytemuck::cast_slice::<u8, f32>(&bytes), [-1.0, -2.0]);
 }
 
+fn an_unchecked_launch_replays_checked_unless_unsafe_code_asks_for_it_unchecked() {
+    let cpu = gpuworld::cpu_client(Driver::Manual).unwrap();
+    let recorder = Recorder::attach(&cpu, u64::MAX);
+    let x = cpu.create(f32_bytes(&[1.0, 2.0, 3.0, 4.0]));
+    let out = cpu.empty(16);
+    // SAFETY: scale touches exactly the 4 elements both bindings hold.
+    unsafe {
+        cpu.launch_unchecked(
+            &library::SCALE,
+            CubeCount::new_1d(1),
+            Bindings::new().buffer(&x).buffer(&out).scalar_f32(3.0),
+        )
+        .unwrap();
+    }
+    assert_eq!(f32s(&cpu.read_one(&out).unwrap()), [3.0, 6.0, 9.0, 12.0]);
+    let recording = recorder.finish();
+
+    let replay = |replayer: Replayer| {
+        let again = gpuworld::cpu_client(Driver::Manual).unwrap();
+        replayer.replay(&again, |_| {}).unwrap()
+    };
+    let checked = replay(Replayer::new(recording.clone()));
+    assert_eq!(checked.checked_instead, 1);
+    assert_eq!(
+        f32s(checked.reads[0].result.as_ref().unwrap()[0].as_slice()),
+        [3.0, 6.0, 9.0, 12.0]
+    );
+    // SAFETY: the one unchecked launch recorded stays inside its bindings (see above).
+    let unchecked = replay(unsafe { Replayer::new(recording).unchecked_as_recorded() });
+    assert_eq!(unchecked.checked_instead, 0);
+    assert!(unchecked.same_results(&checked));
+}
+
 fn uploads_over_the_cap_are_left_out_and_replayed_as_zeros() {
     let rt = TestRuntime::new();
     let recorder = Recorder::attach(rt.client(), 8);
@@ -295,16 +330,19 @@ fn every_failure_point_of_a_fixed_program_ends_in_a_typed_error_without_leak_or_
     for outcome in &report.outcomes {
         let fault = outcome.fault;
         match (fault, &outcome.error) {
-            (Fault::Allocation(_), Some(Error::OutOfMemory { .. })) => {}
-            (Fault::Launch(_) | Fault::Copy(_), Some(Error::DeviceFault { .. })) => {}
+            (Fault::Allocation(_), Some(Error::Memory(MemoryError::OutOfMemory { .. }))) => {}
+            (
+                Fault::Launch(_) | Fault::Copy(_),
+                Some(Error::Execution(ExecutionError::DeviceFault { .. })),
+            ) => {}
             // Events and a lost device reach the program only where it waits on them: a fault on
             // the GC stream's event, or after the program's last read, changes nothing it sees
             // (it checked its values and returned Ok).
             (
                 Fault::Event(_) | Fault::EventNeverCompletes(_) | Fault::DeviceLost { .. },
-                Some(Error::DeviceFault { .. }) | None,
+                Some(Error::Execution(ExecutionError::DeviceFault { .. })) | None,
             ) => {}
-            (Fault::DeviceLost { .. }, Some(Error::OutOfMemory { .. })) => {}
+            (Fault::DeviceLost { .. }, Some(Error::Memory(MemoryError::OutOfMemory { .. }))) => {}
             (fault, error) => panic!("{fault}: unexpected outcome {error:?}\n{report}"),
         }
     }
@@ -503,7 +541,7 @@ fn a_lost_device_fails_every_stream_and_still_reclaims_memory() {
         lost.replace("s0", "s1")
     );
     let c = rt.create(vec![0; 16]);
-    assert!(matches!(rt.read_one(&c), Err(Error::OutOfMemory { .. })));
+    assert!(rt.read_one(&c).is_err_and(|error| error.is_out_of_memory()));
     drop((a, b, c));
     rt.step_until_idle().unwrap();
     assert_eq!(rt.memory_usage().bytes_in_use, 0);

@@ -14,6 +14,7 @@ test_main![
     the_trace_of_a_multi_stream_program_on_cuda_is_well_formed_chrome_json,
 ];
 
+use gpuworld::error::ProfileError;
 use gpuworld::{
     Backend, Bindings, ComputeClient, CubeCount, KernelDef, SimConfig, StreamId, Trace, TraceClock,
     library,
@@ -110,13 +111,13 @@ fn stopping_a_trace_that_was_not_started_is_an_error() {
     let client = gpuworld::sim_client(SimConfig::default()).expect("the sim opens");
     assert_eq!(
         client.stop_trace().unwrap_err(),
-        gpuworld::Error::TraceNotStarted
+        gpuworld::Error::Profile(ProfileError::TraceNotStarted)
     );
     client.start_trace();
     client.stop_trace().unwrap();
     assert_eq!(
         client.stop_trace().unwrap_err(),
-        gpuworld::Error::TraceNotStarted
+        gpuworld::Error::Profile(ProfileError::TraceNotStarted)
     );
 }
 

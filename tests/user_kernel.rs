@@ -5,6 +5,7 @@
 mod common;
 
 use common::{Skip, wgpu_client_or_skip};
+use gpuworld::error::ExecutionError;
 use gpuworld::{Backend, Bindings, ComputeClient, CubeCount};
 
 test_main![
@@ -127,7 +128,7 @@ fn a_wgsl_error_on_line_2_of_the_source_is_reported_at_line_2() -> Result<(), Sk
         .launch(&MISSPELT, CubeCount::new_1d(1), bindings)
         .unwrap();
     let error = client.sync().unwrap_err();
-    let gpuworld::Error::Compile { kernel, log } = &error else {
+    let gpuworld::Error::Execution(ExecutionError::Compile { kernel, log }) = &error else {
         panic!("expected a compile error, got {error:?}");
     };
     assert_eq!(*kernel, "misspelt");

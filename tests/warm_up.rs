@@ -4,6 +4,7 @@
 
 mod common;
 
+use gpuworld::error::{ExecutionError, LaunchError};
 use gpuworld::kernel::KernelSource;
 use gpuworld::{Bindings, CubeCount, Driver, Error, KernelDef, Signature, library};
 
@@ -37,10 +38,10 @@ fn warming_up_a_kernel_without_a_source_for_the_backend_is_an_error_and_ticks_no
     assert!(
         matches!(
             error,
-            Error::MissingKernelSource {
+            Error::Launch(LaunchError::MissingKernelSource {
                 kernel: "elsewhere_only",
                 backend: "cpu"
-            }
+            })
         ),
         "{error}"
     );
@@ -74,10 +75,10 @@ fn main(@builtin(global_invocation_id) id: vec3<u32>) { out[id.x] = this_is_unde
         assert!(
             matches!(
                 error,
-                Error::Compile {
+                Error::Execution(ExecutionError::Compile {
                     kernel: "broken",
                     ..
-                }
+                })
             ),
             "{error}"
         );

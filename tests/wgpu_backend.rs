@@ -1,13 +1,14 @@
 //! The wgpu backend's own behaviour, beyond the conformance suite: writes keep stream order under
 //! bursts (cubecl #1120), pipelines are cached, a kernel that fails to compile is
-//! `Error::Compile`, device errors surface on the stream, a buffer over the adapter's largest is
-//! `Error::BufferTooLarge`, dynamic dispatch, unaligned writes, adapter selection and timestamps.
-//! Each test is reported ignored when the machine has no adapter, and fails then under
-//! `GPUWORLD_REQUIRE_WGPU=1`; the last test here holds this binary to that.
+//! `ExecutionError::Compile`, device errors surface on the stream, a buffer over the adapter's
+//! largest is `MemoryError::BufferTooLarge`, dynamic dispatch, unaligned writes, adapter selection
+//! and timestamps. Each test is reported ignored when the machine has no adapter, and fails then
+//! under `GPUWORLD_REQUIRE_WGPU=1`; the last test here holds this binary to that.
 
 mod common;
 
 use common::{Skip, bytes_of, f32s, wgpu_backend_with, wgpu_client_with};
+use gpuworld::error::{DeviceError, ExecutionError, LaunchError, MemoryError};
 use gpuworld::kernel::{CpuSource, Param, Signature};
 
 use gpuworld::{
@@ -162,7 +163,7 @@ fn a_kernel_that_fails_to_compile_is_a_compile_error_naming_it_and_the_stream_ke
                 .launch(kernel, CubeCount::new_1d(1), bindings)
                 .expect("the launch itself is accepted; the stream reports the error");
             match client.read_one(&data) {
-                Err(Error::Compile { kernel: name, log }) => {
+                Err(Error::Execution(ExecutionError::Compile { kernel: name, log })) => {
                     assert_eq!(name, kernel.name);
                     assert!(log.contains(expected_in_log), "{log}");
                 }
@@ -198,10 +199,10 @@ fn a_kernel_without_wgsl_is_refused_by_the_launch_call() -> Result<(), Skip> {
         .unwrap_err();
     assert_eq!(
         error,
-        Error::MissingKernelSource {
+        Error::Launch(LaunchError::MissingKernelSource {
             kernel: "cpu_only",
             backend: "wgpu"
-        }
+        })
     );
     client.sync().unwrap();
     Ok(())
@@ -219,10 +220,13 @@ fn a_lost_device_fails_reads_and_syncs_instead_of_hanging() -> Result<(), Skip> 
             Bindings::new().buffer(&data).scalar_f32(2.0),
         )
         .unwrap();
-    assert!(matches!(client.sync(), Err(Error::DeviceFault { .. })));
+    assert!(matches!(
+        client.sync(),
+        Err(Error::Execution(ExecutionError::DeviceFault { .. }))
+    ));
     assert!(matches!(
         client.read_one(&data),
-        Err(Error::DeviceFault { .. })
+        Err(Error::Execution(ExecutionError::DeviceFault { .. }))
     ));
     Ok(())
 }
@@ -302,10 +306,10 @@ fn adapters_are_selected_by_index_and_by_type() -> Result<(), Skip> {
     );
     assert!(matches!(
         missing,
-        Err(Error::BackendUnavailable {
+        Err(Error::Device(DeviceError::BackendUnavailable {
             backend: "wgpu",
             ..
-        })
+        }))
     ));
     Ok(())
 }
@@ -368,10 +372,10 @@ fn a_buffer_over_the_adapters_largest_is_too_large_not_out_of_memory() -> Result
     let error = client.read_one(&too_big).unwrap_err();
     assert_eq!(
         error,
-        Error::BufferTooLarge {
+        Error::Memory(MemoryError::BufferTooLarge {
             requested,
             limit: limit / alignment * alignment,
-        }
+        })
     );
     let message = error.to_string();
     eprintln!("{message}");

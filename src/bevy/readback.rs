@@ -147,7 +147,7 @@ pub struct ReadbackComplete {
 
 impl ReadbackComplete {
     /// The elements of `T` of every source, one after the other in the order of the sources
-    /// (copied: the bytes are only byte-aligned); `Error::ElementSize` when a source is not a
+    /// (copied: the bytes are only byte-aligned); `LayoutError::ElementSize` when a source is not a
     /// whole number of elements.
     pub fn to_vec<T: bytemuck::Pod>(&self) -> Result<Vec<T>> {
         let mut all = Vec::new();
@@ -157,8 +157,8 @@ impl ReadbackComplete {
         Ok(all)
     }
 
-    /// Each source's elements of `T`, in the order of the sources; `Error::ElementSize` when a
-    /// source is not a whole number of elements.
+    /// Each source's elements of `T`, in the order of the sources; `LayoutError::ElementSize` when
+    /// a source is not a whole number of elements.
     pub fn to_vecs<T: bytemuck::Pod>(&self) -> Result<Vec<Vec<T>>> {
         self.bytes.iter().map(|bytes| decode(bytes)).collect()
     }

@@ -53,6 +53,9 @@ pub enum CliError {
     /// The runtime or its device reported an error.
     #[error(transparent)]
     Runtime(#[from] gpuworld::Error),
+    /// `gpuworld.toml` or a `GPUWORLD_*` variable holds a setting it refuses.
+    #[error(transparent)]
+    Config(#[from] gpuworld::error::ConfigError),
     /// The requested backend was left out of this build.
     #[error(
         "the {backend} backend is not built into this binary (build with --features {feature})",

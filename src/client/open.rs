@@ -6,15 +6,17 @@
 
 use super::{ComputeClient, Driver};
 use crate::config::Settings;
+use gpuworld_systems::error::DeviceError;
 use gpuworld_systems::open::{BackendSettings, DeviceId, OpenBackend};
 use gpuworld_systems::{Error, Result};
 
 impl<B: OpenBackend> ComputeClient<B> {
     /// A client of a new runtime on the device `config` selects, advanced by `driver`, with the
     /// scheduler and memory settings of `gpuworld.toml` and `GPUWORLD_*` over the backend's
-    /// defaults (unless the backend reads none: the sim). `Error::Config` when the
-    /// configuration cannot be read; the backend's error (`Error::NoSuchDevice`,
-    /// `Error::BackendUnavailable`, `Error::Config`) when it cannot open the device.
+    /// defaults (unless the backend reads none: the sim). `ConfigError::InvalidSetting` when the
+    /// configuration cannot be read; the backend's error (`DeviceError::NoSuchDevice`,
+    /// `DeviceError::BackendUnavailable`, `ConfigError::InvalidSetting`) when it cannot open the
+    /// device.
     pub fn open(config: B::Config, driver: Driver) -> Result<ComputeClient<B>> {
         let settings = if B::READS_SETTINGS {
             Some(Settings::load()?)
@@ -33,14 +35,14 @@ impl<B: OpenBackend> ComputeClient<B> {
         Ok(ComputeClient::new(backend, runtime, driver))
     }
 
-    /// Like [`ComputeClient::open`], on device `id` ([`crate::devices`]) with the backend's
-    /// default configuration otherwise; `Error::NoSuchDevice` when `id` names another backend.
+    /// Like [`ComputeClient::open`], on device `id` ([`crate::devices`]) with the backend's default
+    /// configuration otherwise; `DeviceError::NoSuchDevice` when `id` names another backend.
     pub fn open_device(id: DeviceId, driver: Driver) -> Result<ComputeClient<B>> {
         if id.backend != B::NAME {
-            return Err(Error::NoSuchDevice {
+            return Err(Error::Device(DeviceError::NoSuchDevice {
                 device: id.to_string().into(),
                 reason: format!("it is not a {} device", B::NAME).into(),
-            });
+            }));
         }
         ComputeClient::open(B::device_config(id.index), driver)
     }

@@ -2,6 +2,7 @@
 //! time of a closure's work (`profile`) and per-kernel statistics (`kernel_stats`).
 
 use super::ComputeClient;
+use gpuworld_systems::error::ProfileError;
 use gpuworld_systems::trace::{KernelStat, Trace};
 use gpuworld_systems::{Backend, Error, Result};
 use std::time::Duration;
@@ -24,11 +25,11 @@ impl<B: Backend> ComputeClient<B> {
     }
 
     /// Ends the trace started by [`ComputeClient::start_trace`] and returns it;
-    /// `Error::TraceNotStarted` when none runs. Work still in flight is not in it:
-    /// [`ComputeClient::sync`] first to include it.
+    /// `Error::Profile(ProfileError::TraceNotStarted)` when none runs. Work still in flight is not
+    /// in it: [`ComputeClient::sync`] first to include it.
     pub fn stop_trace(&self) -> Result<Trace> {
         self.with_runtime(|runtime| runtime.stop_trace())
-            .ok_or(Error::TraceNotStarted)
+            .ok_or(Error::Profile(ProfileError::TraceNotStarted))
     }
 
     /// Starts or stops gathering per-kernel statistics ([`ComputeClient::kernel_stats`]);
@@ -46,7 +47,7 @@ impl<B: Backend> ComputeClient<B> {
 
     /// Runs `work` and returns its value with the device time of exactly the work it enqueued
     /// on this client's stream, between two marks; waits for that work to finish. Errors: the
-    /// work's fault, or `Error::ProfileUnavailable` where the backend cannot time it.
+    /// work's fault, or `ProfileError::TimingUnavailable` where the backend cannot time it.
     pub fn profile<T>(&self, work: impl FnOnce() -> T, name: &str) -> Result<(T, ProfileDuration)> {
         let _span = tracing::debug_span!(target: "gpuworld::kernel", "profile", name).entered();
         let start = self.mark()?;
@@ -64,7 +65,7 @@ impl<B: Backend> ComputeClient<B> {
                     },
                 ))
             }
-            None => Err(Error::ProfileUnavailable {
+            None => Err(Error::Profile(ProfileError::TimingUnavailable {
                 name: name.into(),
                 backend: B::NAME,
                 reason: match B::NAME {
@@ -74,7 +75,7 @@ impl<B: Backend> ComputeClient<B> {
                     "wgpu" => "the adapter has no timestamp queries (or mark_timestamps is off)",
                     _ => "the backend keeps no device timestamps",
                 },
-            }),
+            })),
         }
     }
 }

@@ -4,6 +4,7 @@
 
 use super::ComputeClient;
 use gpuworld_systems::backend::{NativeResource, Region};
+use gpuworld_systems::error::BindingError;
 use gpuworld_systems::stages::ingest::HandleState;
 use gpuworld_systems::{Backend, Binding, Error, Result};
 
@@ -56,16 +57,16 @@ impl<B: Backend> ComputeClient<B> {
 
     /// The backend's memory behind `binding` (see [`ResourceGuard`]), after this client's
     /// stream has run everything enqueued before: work of other streams that writes it must be
-    /// synced by the caller. `Error::ReleasedHandle` for a released handle, the allocation's
+    /// synced by the caller. `BindingError::ReleasedHandle` for a released handle, the allocation's
     /// error for one that failed.
     pub fn get_resource(&self, binding: impl Into<Binding>) -> Result<ResourceGuard<'_, B>> {
         let binding = binding.into();
         let (start, end) = binding.validate(self.shared.id)?;
         self.sync()?;
         let runtime = self.shared.runtime.lock();
-        let released = Error::ReleasedHandle {
+        let released = Error::Binding(BindingError::ReleasedHandle {
             handle: binding.handle(),
-        };
+        });
         let entry = runtime.handle_entry(binding.handle()).ok_or(released)?;
         let base = match &entry.state {
             HandleState::Spawned { region, .. } => *region,

@@ -4,6 +4,7 @@
 
 use super::ComputeClient;
 use gpuworld_systems::backend::MemoryLayout;
+use gpuworld_systems::error::LayoutError;
 use gpuworld_systems::inbox::{Command, Inbox};
 use gpuworld_systems::memory::layout::{
     gather_contiguous, pack_offsets, place_tensor, scatter_strided, strided_span,
@@ -100,7 +101,7 @@ impl<B: Backend> ComputeClient<B> {
             let placement = place_tensor(desc.shape, desc.elem_size, layout)?;
             let contiguous = place_tensor(desc.shape, desc.elem_size, TensorLayout::Contiguous)?;
             if data.len() as u64 != contiguous.size {
-                return Err(Error::InvalidTensor {
+                return Err(Error::Layout(LayoutError::InvalidTensor {
                     reason: format!(
                         "shape {:?} of {}-byte elements needs {} bytes of data, got {}",
                         desc.shape,
@@ -109,7 +110,7 @@ impl<B: Backend> ComputeClient<B> {
                         data.len()
                     )
                     .into(),
-                });
+                }));
             }
             device_bytes.push(scatter_strided(
                 data,
@@ -138,7 +139,8 @@ impl<B: Backend> ComputeClient<B> {
         Ok(split(&base, placed, &offsets, total))
     }
 
-    /// New tensors of undefined contents, packed like [`ComputeClient::create_tensors`]. Never ticks.
+    /// New tensors of undefined contents, packed like [`ComputeClient::create_tensors`]. Never
+    /// ticks.
     pub fn empty_tensors(&self, tensors: &[TensorDesc<'_>]) -> Result<Vec<TensorHandle>> {
         if tensors.is_empty() {
             return Ok(Vec::new());
@@ -147,7 +149,7 @@ impl<B: Backend> ComputeClient<B> {
         let placed = tensors
             .iter()
             .map(|desc| place_tensor(desc.shape, desc.elem_size, layout))
-            .collect::<Result<Vec<_>>>()?;
+            .collect::<Result<Vec<_>, _>>()?;
         if self.properties().memory_layout == MemoryLayout::Exclusive {
             return Ok(placed
                 .into_iter()
@@ -160,9 +162,9 @@ impl<B: Backend> ComputeClient<B> {
         Ok(split(&base, placed, &offsets, total))
     }
 
-    /// Reads a tensor of `shape` laid out with `strides` (in elements) from the start of
-    /// `source`, and returns its elements row-major and contiguous: the bytes the device copied
-    /// into when the tensor is contiguous already, a gathered copy otherwise. May tick: a blocking call.
+    /// Reads a tensor of `shape` laid out with `strides` (in elements) from the start of `source`,
+    /// and returns its elements row-major and contiguous: the bytes the device copied into when the
+    /// tensor is contiguous already, a gathered copy otherwise. May tick: a blocking call.
     pub fn read_tensor(
         &self,
         source: impl Into<Binding>,
@@ -174,13 +176,13 @@ impl<B: Backend> ComputeClient<B> {
         let (start, end) = source.validate(self.runtime_id())?;
         let span = strided_span(shape, strides, elem_size)?;
         if span > end - start {
-            return Err(Error::InvalidTensor {
+            return Err(Error::Layout(LayoutError::InvalidTensor {
                 reason: format!(
                     "shape {shape:?}, strides {strides:?}, {elem_size}-byte elements span {span} bytes but the binding has {}",
                     end - start
                 )
                 .into(),
-            });
+            }));
         }
         let narrowed = source.slice(0..span)?;
         let bytes = self.read_one(narrowed)?;
@@ -188,7 +190,9 @@ impl<B: Backend> ComputeClient<B> {
         if row_major.strides == strides && row_major.size == span {
             return Ok(bytes);
         }
-        gather_contiguous(&bytes, shape, strides, elem_size).map(HostBytes::from_vec)
+        Ok(HostBytes::from_vec(gather_contiguous(
+            &bytes, shape, strides, elem_size,
+        )?))
     }
 
     fn tensor_layout(&self) -> TensorLayout {
@@ -217,7 +221,9 @@ fn split(
 }
 
 fn to_usize(bytes: u64) -> Result<usize> {
-    usize::try_from(bytes).map_err(|_| Error::InvalidTensor {
-        reason: format!("{bytes} bytes do not fit in host memory").into(),
+    usize::try_from(bytes).map_err(|_| {
+        Error::Layout(LayoutError::InvalidTensor {
+            reason: format!("{bytes} bytes do not fit in host memory").into(),
+        })
     })
 }

@@ -1,15 +1,15 @@
 //! Moving data between runtimes (devices, or backends): `to_client` and `to_client_into`.
 //!
 //! Between two runtimes of a backend with a `Backend::peer_transfer` a transfer stays on the
-//! devices (CUDA's: `cuMemcpyPeerAsync` on the source's stream, the destination's stream
-//! waiting on its event, `gpuworld_cuda`'s `peer.rs`).
-//! Otherwise it is two tasks. On the source it is a read on the caller's stream, so alignment
-//! orders it after the handle's last write on any stream, and the source runtime's GC stage
-//! answers it as it answers every read; a backend that copies to host memory itself (cpu) reads
-//! into the destination's staging (`Backend::read_for`), so a CUDA destination gets page-locked
-//! bytes it uploads with no further host copy. On the destination it is a write of the arriving bytes
-//! on the destination client's stream: ingest holds it, with every command after it, until the
-//! bytes are there, so every later use on the destination sees them. Both calls return at once.
+//! devices (CUDA's: `cuMemcpyPeerAsync` on the source's stream, the destination's stream waiting on
+//! its event, `gpuworld_cuda`'s `peer.rs`). Otherwise it is two tasks. On the source it is a read
+//! on the caller's stream, so alignment orders it after the handle's last write on any stream, and
+//! the source runtime's GC stage answers it as it answers every read; a backend that copies to host
+//! memory itself (cpu) reads into the destination's staging (`Backend::read_for`), so a CUDA
+//! destination gets page-locked bytes it uploads with no further host copy. On the destination it
+//! is a write of the arriving bytes on the destination client's stream: ingest holds it, with every
+//! command after it, until the bytes are there, so every later use on the destination sees them.
+//! Both calls return at once.
 
 use super::{ComputeClient, Shared};
 use futures_channel::oneshot;
@@ -62,12 +62,12 @@ impl ArrivingSource for ReadArrival {
 }
 
 impl<B: Backend> ComputeClient<B> {
-    /// A new handle on `dst`'s device holding a copy of `src`; returns at once. The copy is
-    /// ordered after every earlier write of `src` (on any stream of this runtime) and before
-    /// every later use of the new handle on `dst`. Between CUDA devices it is a device copy
+    /// A new handle on `dst`'s device holding a copy of `src`; returns at once. The copy is ordered
+    /// after every earlier write of `src` (on any stream of this runtime) and before every later
+    /// use of the new handle on `dst`. Between CUDA devices it is a device copy
     /// (`cuMemcpyPeerAsync`, events on both sides); otherwise it goes through host memory
-    /// (page-locked on CUDA), between devices of one backend or of two. A failure on the way (a released
-    /// source, a device fault on the source's stream, a source runtime gone) is a fault of
+    /// (page-locked on CUDA), between devices of one backend or of two. A failure on the way (a
+    /// released source, a device fault on the source's stream, a source runtime gone) is a fault of
     /// `dst`'s stream, which its next read or sync reports.
     pub fn to_client<C: Backend>(
         &self,
@@ -82,7 +82,7 @@ impl<B: Backend> ComputeClient<B> {
     }
 
     /// Copies `src` into `dst_range` of `dst`'s device, ordered as [`ComputeClient::to_client`];
-    /// `Error::WriteTooLarge` when `src` is larger than the range.
+    /// `BindingError::WriteTooLarge` when `src` is larger than the range.
     pub fn to_client_into<C: Backend>(
         &self,
         src: impl Into<Binding>,

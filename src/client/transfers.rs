@@ -4,6 +4,7 @@
 
 use super::{ComputeClient, ReadTicket, ReplyFuture};
 use futures_channel::oneshot;
+use gpuworld_systems::error::{BindingError, LayoutError};
 use gpuworld_systems::inbox::{Command, ReadReply};
 use gpuworld_systems::staging::{StagingAllocator, copy_in_parallel};
 use gpuworld_systems::{Backend, Binding, Error, Handle, HostBytes, Result};
@@ -25,7 +26,8 @@ impl<B: Backend> ComputeClient<B> {
     }
 
     /// A new handle holding `data` (a `Vec<u8>`, or [`HostBytes`] from
-    /// [`ComputeClient::reserve_staging`], which page-locked backends copy from directly). Never ticks.
+    /// [`ComputeClient::reserve_staging`], which page-locked backends copy from directly). Never
+    /// ticks.
     pub fn create(&self, data: impl Into<HostBytes>) -> Handle {
         let data = data.into();
         self.new_handle(data.len() as u64, Some(data))
@@ -56,7 +58,8 @@ impl<B: Backend> ComputeClient<B> {
     }
 
     /// A new handle holding a copy of `data`, copied once into staging memory the device reads
-    /// directly (page-locked on CUDA) instead of into a heap buffer that the backend stages again. Never ticks.
+    /// directly (page-locked on CUDA) instead of into a heap buffer that the backend stages again.
+    /// Never ticks.
     pub fn create_from_slice_pinned(&self, data: &[u8]) -> Handle {
         self.create(self.staged_copy(data))
     }
@@ -129,11 +132,11 @@ impl<B: Backend> ComputeClient<B> {
     pub(super) fn check_write(&self, dst: &Binding, len: usize) -> Result<()> {
         let (start, end) = dst.validate(self.shared.id)?;
         if len as u64 > end - start {
-            return Err(Error::WriteTooLarge {
+            return Err(Error::Binding(BindingError::WriteTooLarge {
                 handle: dst.handle(),
                 len: len as u64,
                 capacity: end - start,
-            });
+            }));
         }
         Ok(())
     }
@@ -212,14 +215,15 @@ impl<B: Backend> ComputeClient<B> {
     }
 }
 
-/// `bytes` as elements of `T`, or `Error::ElementSize` when they are not a whole number of them.
+/// `bytes` as elements of `T`, or `LayoutError::ElementSize` when they are not a whole number of
+/// them.
 pub(crate) fn decode<T: bytemuck::Pod>(bytes: &[u8]) -> Result<Vec<T>> {
     let elem_size = std::mem::size_of::<T>();
     if elem_size == 0 || !bytes.len().is_multiple_of(elem_size) {
-        return Err(Error::ElementSize {
+        return Err(Error::Layout(LayoutError::ElementSize {
             len: bytes.len() as u64,
             elem_size: elem_size as u64,
-        });
+        }));
     }
     // The bytes are only aligned for u8: copy the elements out rather than cast in place.
     Ok(bytes

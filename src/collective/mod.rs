@@ -34,6 +34,7 @@ pub use reduce::{ElemType, ReduceOp, reduce_host};
 use crate::ComputeClient;
 use crate::devices::check_distinct;
 use gpuworld_systems::cross_device::{CollectiveOp, DeviceCollectives};
+use gpuworld_systems::error::{BindingError, CollectiveError};
 use gpuworld_systems::{Backend, Binding, Error, HostBytes, Result};
 use host::{Combine, Gathered, Share};
 use smallvec::{SmallVec, smallvec};
@@ -61,8 +62,8 @@ impl<B: Backend> std::fmt::Debug for Group<B> {
 }
 
 impl<B: Backend> Group<B> {
-    /// A group of `clients`, ranked in that order; `Error::DeviceListedTwice` when two of them
-    /// run on one device, `Error::CollectiveMismatch` for an empty group.
+    /// A group of `clients`, ranked in that order; `CollectiveError::DeviceListedTwice` when two of
+    /// them run on one device, `CollectiveError::MismatchedBuffers` for an empty group.
     pub fn new(clients: Vec<ComputeClient<B>>) -> Result<Group<B>> {
         if clients.is_empty() {
             return Err(mismatch(
@@ -265,7 +266,8 @@ impl<B: Backend> Group<B> {
         Ok(())
     }
 
-    /// Queues the reads of `inputs` (every rank's, or the root's alone), each on its rank, then each rank's write of `share(rank)` of the result into `outputs[rank]`.
+    /// Queues the reads of `inputs` (every rank's, or the root's alone), each on its rank, then
+    /// each rank's write of `share(rank)` of the result into `outputs[rank]`.
     fn run(
         &self,
         inputs: &[Binding],
@@ -280,11 +282,11 @@ impl<B: Backend> Group<B> {
                 self.clients
                     .iter()
                     .find(|c| c.runtime_id() == input.runtime())
-                    .ok_or(Error::ForeignHandle {
+                    .ok_or(Error::Binding(BindingError::ForeignHandle {
                         handle: input.handle(),
                         owner: input.runtime(),
                         this: self.clients[0].runtime_id(),
-                    })
+                    }))
             })
             .collect::<Result<Vec<_>>>()?;
         let reads = readers
@@ -371,8 +373,8 @@ fn whole_elements(name: &'static str, bytes: u64, elem: ElemType) -> Result<()> 
 }
 
 fn mismatch(op: &'static str, reason: String) -> Error {
-    Error::CollectiveMismatch {
+    Error::Collective(CollectiveError::MismatchedBuffers {
         op,
         reason: reason.into(),
-    }
+    })
 }

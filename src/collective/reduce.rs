@@ -1,6 +1,7 @@
 //! Element types and reduction operators of collectives, and their host implementation: the
 //! reduction of the cpu, sim and wgpu backends, and the reference the tests hold NCCL to.
 
+use gpuworld_systems::error::CollectiveError;
 use gpuworld_systems::{Error, Result};
 use half::{bf16, f16};
 
@@ -16,10 +17,10 @@ pub fn reduce_host(inputs: &[&[u8]], elem: ElemType, op: ReduceOp) -> Result<Vec
     let mut acc = first.to_vec();
     for input in rest {
         if input.len() != acc.len() {
-            return Err(Error::CollectiveMismatch {
+            return Err(Error::Collective(CollectiveError::MismatchedBuffers {
                 op: "reduce",
                 reason: format!("inputs of {} and {} bytes", acc.len(), input.len()).into(),
-            });
+            }));
         }
         match elem {
             ElemType::F32 => combine::<4>(&mut acc, input, |a, b| {

@@ -376,7 +376,7 @@ fn record(command: &Command, cap: u64) -> RecordedOp {
                 cubes_from,
                 buffers: buffers.iter().map(RecordedBinding::of).collect(),
                 scalars: scalars.to_vec(),
-                unchecked: *mode == ExecutionMode::Unchecked,
+                unchecked: mode.execution_mode() == ExecutionMode::Unchecked,
                 stream: stream.value,
             }
         }

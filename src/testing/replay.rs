@@ -5,8 +5,9 @@
 use super::record::{Data, RecordedBinding, RecordedOp, Recording};
 use crate::{Backend, ComputeClient, Error, KernelDef, library};
 use futures_channel::oneshot;
+use gpuworld_systems::error::BindingError;
 use gpuworld_systems::inbox::{Command, ReadReply};
-use gpuworld_systems::kernel::{CubeCount, ExecutionMode};
+use gpuworld_systems::kernel::{CubeCount, LaunchMode};
 use gpuworld_systems::memory::AllocationMode;
 use gpuworld_systems::{Handle, StreamId};
 use std::collections::HashMap;
@@ -88,6 +89,9 @@ pub struct ReplayReport {
     pub reads: Vec<ReadOutcome>,
     /// The syncs' results, with their stream.
     pub syncs: Vec<(u64, Result<(), Error>)>,
+    /// Launches recorded unchecked that the replay ran checked (see
+    /// [`Replayer::unchecked_as_recorded`]).
+    pub checked_instead: usize,
 }
 
 impl ReplayReport {
@@ -108,11 +112,15 @@ impl ReplayReport {
 }
 
 /// Replays a [`Recording`]; knows the library's kernels by id, and the user kernels registered
-/// with [`Replayer::kernel`].
+/// with [`Replayer::kernel`]. A launch recorded unchecked is replayed checked, which computes
+/// the same for a launch that kept its promise to stay in bounds, unless `unsafe` code asked for
+/// [`Replayer::unchecked_as_recorded`]: a recording is data (a file, perhaps edited), and
+/// nothing in it vouches for its launches.
 #[derive(Debug)]
 pub struct Replayer {
     recording: Recording,
     kernels: HashMap<&'static str, &'static KernelDef>,
+    unchecked_as_recorded: bool,
 }
 
 enum Waiting {
@@ -124,10 +132,28 @@ enum Waiting {
 impl Replayer {
     /// A replayer of `recording`.
     pub fn new(recording: Recording) -> Replayer {
-        let kernels = library::all_with_variants()
+        let kernels = library::ALL
+            .iter()
+            .copied()
             .map(|kernel| (kernel.id, kernel))
             .collect();
-        Replayer { recording, kernels }
+        Replayer {
+            recording,
+            kernels,
+            unchecked_as_recorded: false,
+        }
+    }
+
+    /// Replays the launches recorded unchecked without bound checks, as they first ran (to
+    /// reproduce their timing, or a device's fault), instead of checked.
+    ///
+    /// # Safety
+    /// Every launch the recording marks unchecked must access only bytes inside its bindings,
+    /// for its recorded cube count and scalars, on the backend replayed to: see
+    /// [`ComputeClient::launch_unchecked`].
+    pub unsafe fn unchecked_as_recorded(mut self) -> Replayer {
+        self.unchecked_as_recorded = true;
+        self
     }
 
     /// Registers a user kernel, found by its id when the recording launches it.
@@ -161,19 +187,19 @@ impl Replayer {
             let handle = handles
                 .get(&b.handle)
                 .ok_or(ReplayError::UnknownHandle { handle: b.handle })?;
-            let bad = |error| ReplayError::BadBinding {
+            let bad = |error: BindingError| ReplayError::BadBinding {
                 handle: b.handle,
-                error,
+                error: error.into(),
             };
-            let end = b
-                .capacity
-                .checked_sub(b.offset_end)
-                .ok_or(bad(Error::OutOfRange {
-                    handle: handle.id(),
-                    start: b.offset_start,
-                    end: 0,
-                    size: b.capacity,
-                }))?;
+            let end =
+                b.capacity
+                    .checked_sub(b.offset_end)
+                    .ok_or(bad(BindingError::OutOfRange {
+                        handle: handle.id(),
+                        start: b.offset_start,
+                        end: 0,
+                        size: b.capacity,
+                    }))?;
             handle.binding().slice(b.offset_start..end).map_err(bad)
         };
         let data = |data: &Data, handle: u64| data.bytes().ok_or(ReplayError::BadData { handle });
@@ -241,10 +267,15 @@ impl Replayer {
                                 .map(|b| binding(&handles, b))
                                 .collect::<Result<_, _>>()?,
                             scalars: scalars.iter().copied().collect(),
-                            mode: if *unchecked {
-                                ExecutionMode::Unchecked
-                            } else {
-                                ExecutionMode::Checked
+                            mode: match (*unchecked, self.unchecked_as_recorded) {
+                                // SAFETY: the caller of `unchecked_as_recorded` vouched for
+                                // every launch the recording marks unchecked.
+                                (true, true) => unsafe { LaunchMode::unchecked() },
+                                (true, false) => {
+                                    report.checked_instead += 1;
+                                    LaunchMode::CHECKED
+                                }
+                                (false, _) => LaunchMode::CHECKED,
                             },
                             stream: stream(*s),
                         }

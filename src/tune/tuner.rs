@@ -10,7 +10,7 @@ use super::checks::{OUTPUT_CHECKS_ENABLED, check_outputs};
 use super::key::TuneKey;
 use super::tunable::TunableSet;
 use crate::ComputeClient;
-use gpuworld_systems::error::CandidateFailure;
+use gpuworld_systems::error::{AutotuneError, CandidateFailure};
 use gpuworld_systems::kernel::panic_message;
 use gpuworld_systems::stages::tune::{
     CandidateOutcome, TuneCache, TuneEntry, TuneMessage, TuneResult,
@@ -371,18 +371,20 @@ impl<B: Backend> TunerInner<B> {
             checksum: set.checksum(),
             outcomes,
         };
-        let failure = |outcomes: &[CandidateOutcome]| Error::AutotuneFailed {
-            set: set.name().into(),
-            key: key.to_string().into(),
-            reasons: outcomes
-                .iter()
-                .filter_map(|o| {
-                    o.result.as_ref().err().map(|reason| CandidateFailure {
-                        candidate: o.name.as_str().into(),
-                        reason: reason.as_str().into(),
+        let failure = |outcomes: &[CandidateOutcome]| {
+            Error::Autotune(AutotuneError::AllCandidatesFailed {
+                set: set.name().into(),
+                key: key.to_string().into(),
+                reasons: outcomes
+                    .iter()
+                    .filter_map(|o| {
+                        o.result.as_ref().err().map(|reason| CandidateFailure {
+                            candidate: o.name.as_str().into(),
+                            reason: reason.as_str().into(),
+                        })
                     })
-                })
-                .collect(),
+                    .collect(),
+            })
         };
         if eligible == 0 {
             let outcomes: Vec<CandidateOutcome> = names
@@ -406,13 +408,15 @@ impl<B: Backend> TunerInner<B> {
         let inputs = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             set.generate_inputs(&self.client, &key, input)
         }))
-        .map_err(|payload| Error::AutotuneFailed {
-            set: set.name().into(),
-            key: key.to_string().into(),
-            reasons: vec![CandidateFailure {
-                candidate: "(input generator)".into(),
-                reason: format!("panicked: {}", panic_message(payload)).into(),
-            }],
+        .map_err(|payload| {
+            Error::Autotune(AutotuneError::AllCandidatesFailed {
+                set: set.name().into(),
+                key: key.to_string().into(),
+                reasons: vec![CandidateFailure {
+                    candidate: "(input generator)".into(),
+                    reason: format!("panicked: {}", panic_message(payload)).into(),
+                }],
+            })
         })??;
         let mut measured: Vec<Option<Measured<O>>> = names.iter().map(|_| None).collect();
         let mut order = Vec::new();
@@ -532,9 +536,9 @@ fn result_from_stored(entry: &StoredEntry) -> TuneResult {
 }
 
 fn no_candidates<B: Backend, I, O>(set: &TunableSet<B, I, O>, key: TuneKey) -> Error {
-    Error::AutotuneFailed {
+    Error::Autotune(AutotuneError::AllCandidatesFailed {
         set: set.name().into(),
         key: key.to_string().into(),
         reasons: Vec::new(),
-    }
+    })
 }

@@ -3,7 +3,7 @@
 
 pub use crate::bytes::{HostBytes, HostMemoryHome};
 use crate::cross_device::{DeviceCollectives, Drive, PeerTransfer};
-use crate::error::Error;
+use crate::error::{DeviceError, Error, LaunchError};
 use crate::ids::StreamId;
 use crate::kernel::{ExecutionMode, Kernel, KernelDef, KernelSource};
 pub use crate::staging::{DEFAULT_MAX_FREE_HEAP_STAGING, HeapStaging, StagingAllocator};
@@ -102,7 +102,7 @@ pub struct DeviceProperties {
     /// Largest cube count per axis.
     pub max_cube_count: [u32; 3],
     /// Bytes of the largest single buffer the device can allocate, if it has such a limit: a
-    /// larger request is `Error::BufferTooLarge`, refused before any memory is touched.
+    /// larger request is `MemoryError::BufferTooLarge`, refused before any memory is touched.
     pub max_buffer_bytes: Option<u64>,
 }
 
@@ -248,7 +248,7 @@ pub trait Backend: Send + Sync + 'static {
     }
     /// The source the backend runs for `kernel`: the kernel's own, else the backend library's;
     /// `None` when it has neither (the client refuses such a launch with
-    /// `Error::MissingKernelSource`).
+    /// `LaunchError::MissingKernelSource`).
     fn source_for(kernel: &KernelDef) -> Option<&'static Self::Source> {
         kernel
             .source::<Self::Source>()
@@ -274,10 +274,10 @@ pub trait Backend: Send + Sync + 'static {
     {
         match Self::source_for(kernel) {
             Some(_) => Ok(()),
-            None => Err(Error::MissingKernelSource {
+            None => Err(Error::Launch(LaunchError::MissingKernelSource {
                 kernel: kernel.name,
                 backend: Self::NAME,
-            }),
+            })),
         }
     }
 
@@ -304,7 +304,7 @@ pub trait Backend: Send + Sync + 'static {
     fn write(&mut self, stream: DeviceStream, dst: Region, data: HostBytes);
     /// Enqueues a kernel launch. The client launches only kernels with a source for this
     /// backend ([`Backend::source_for`]); one without (a direct call) faults the stream with
-    /// `Error::MissingKernelSource`.
+    /// `LaunchError::MissingKernelSource`.
     ///
     /// # Safety
     /// Each of `buffers` lies within a buffer this backend allocated and has not deallocated.
@@ -328,10 +328,10 @@ pub trait Backend: Send + Sync + 'static {
         _buffers: &[Region],
         work: NativeWork,
     ) -> Result<(), Error> {
-        Err(Error::BackendUnavailable {
+        Err(Error::Device(DeviceError::BackendUnavailable {
             backend: Self::NAME,
             reason: format!("it runs no native work (`{}`)", work.name()).into(),
-        })
+        }))
     }
     /// Enqueues a device-to-host copy of `src`.
     fn read(&mut self, stream: DeviceStream, src: Region) -> ReadTicket;

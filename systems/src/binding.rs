@@ -4,12 +4,12 @@
 //! and narrows only inside its range ([`Binding::slice`]), so it cannot claim memory its handle
 //! does not have; the ingest stage checks it against the handle's memory all the same.
 
-use crate::error::Error;
+use crate::error::BindingError;
 use crate::ids::{HandleId, RuntimeId};
 use std::ops::Range;
 
 /// A byte range of a handle; it does not keep the memory alive, so a binding used after its
-/// handle was released is reported as [`Error::ReleasedHandle`].
+/// handle was released is reported as [`BindingError::ReleasedHandle`].
 ///
 /// Its fields are private: a binding is made from a handle, never by hand.
 ///
@@ -77,11 +77,11 @@ impl Binding {
     }
 
     /// The byte range `start..end` inside the allocation, or why there is none.
-    pub fn range(&self) -> Result<(u64, u64), Error> {
+    pub fn range(&self) -> Result<(u64, u64), BindingError> {
         let end = self.capacity.checked_sub(self.offset_end);
         match end {
             Some(end) if self.offset_start <= end => Ok((self.offset_start, end)),
-            _ => Err(Error::OutOfRange {
+            _ => Err(BindingError::OutOfRange {
                 handle: self.handle,
                 start: self.offset_start,
                 end: self.capacity.saturating_sub(self.offset_end),
@@ -95,13 +95,14 @@ impl Binding {
         self.range().map_or(0, |(s, e)| e - s)
     }
 
-    /// The bytes `bytes` of this binding's range, counted from its start; [`Error::OutOfRange`]
-    /// when they are not inside it (or this binding's own range is not valid).
-    pub fn slice(self, bytes: Range<u64>) -> Result<Binding, Error> {
+    /// The bytes `bytes` of this binding's range, counted from its start;
+    /// [`BindingError::OutOfRange`] when they are not inside it (or this binding's own range is not
+    /// valid).
+    pub fn slice(self, bytes: Range<u64>) -> Result<Binding, BindingError> {
         let (start, end) = self.range()?;
         let inside = bytes.start <= bytes.end && bytes.end <= end - start;
         if !inside {
-            return Err(Error::OutOfRange {
+            return Err(BindingError::OutOfRange {
                 handle: self.handle,
                 start: start.saturating_add(bytes.start),
                 end: start.saturating_add(bytes.end),
@@ -116,8 +117,8 @@ impl Binding {
     }
 
     /// This binding's range cut into consecutive bindings of `bytes` bytes (the last one
-    /// shorter); [`Error::OutOfRange`] when its range is not valid.
-    pub fn chunks(self, bytes: u64) -> Result<impl Iterator<Item = Binding>, Error> {
+    /// shorter); [`BindingError::OutOfRange`] when its range is not valid.
+    pub fn chunks(self, bytes: u64) -> Result<impl Iterator<Item = Binding>, BindingError> {
         let (start, end) = self.range()?;
         let step = bytes.max(1);
         Ok((start..end)
@@ -130,9 +131,9 @@ impl Binding {
     }
 
     /// Checks the binding belongs to `runtime` and has a valid range.
-    pub fn validate(&self, runtime: RuntimeId) -> Result<(u64, u64), Error> {
+    pub fn validate(&self, runtime: RuntimeId) -> Result<(u64, u64), BindingError> {
         if self.runtime != runtime {
-            return Err(Error::ForeignHandle {
+            return Err(BindingError::ForeignHandle {
                 handle: self.handle,
                 owner: self.runtime,
                 this: runtime,
@@ -163,7 +164,7 @@ mod tests {
         let part = of_64_bytes().slice(8..40).unwrap();
         assert!(matches!(
             part.slice(0..33),
-            Err(Error::OutOfRange {
+            Err(BindingError::OutOfRange {
                 start: 8,
                 end: 41,
                 size: 64,
@@ -174,7 +175,7 @@ mod tests {
         let reversed = 5..4;
         assert!(matches!(
             part.slice(reversed),
-            Err(Error::OutOfRange { .. })
+            Err(BindingError::OutOfRange { .. })
         ));
     }
 

@@ -4,7 +4,7 @@
 //! The backends differ only in how they walk the cubes (in order, or spread over threads).
 
 use crate::backend::{LaunchCount, Region};
-use crate::error::Error;
+use crate::error::{Error, ExecutionError, LaunchError};
 use crate::host_memory::HostMemory;
 use crate::ids::StreamId;
 use crate::kernel::{
@@ -71,12 +71,13 @@ pub fn run_on_host(
     walk: impl FnOnce(&HostLaunch<'_>),
 ) -> Result<(), Error> {
     // The client refuses kernels without a CPU source; only a direct backend call gets here.
-    let CpuSource(source) = *kernel
-        .source::<CpuSource>()
-        .ok_or(Error::MissingKernelSource {
-            kernel: kernel.name,
-            backend,
-        })?;
+    let CpuSource(source) =
+        *kernel
+            .source::<CpuSource>()
+            .ok_or(Error::Launch(LaunchError::MissingKernelSource {
+                kernel: kernel.name,
+                backend,
+            }))?;
     let count = resolve_count(memory, count)
         .ok_or_else(|| Error::device_fault(stream, "dynamic cube count in freed memory"))?;
     let params = kernel.signature.buffers;
@@ -98,16 +99,16 @@ pub fn run_on_host(
     };
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| walk(&launch))).map_err(|payload| {
         match payload.downcast_ref::<ReadOnlyStore>() {
-            Some(store) => Error::ReadOnlyStore {
+            Some(store) => Error::Execution(ExecutionError::ReadOnlyStore {
                 kernel: kernel.name,
                 param: params.get(store.buffer).map_or("?", |p| p.name),
                 stream,
-            },
-            None => Error::KernelPanic {
+            }),
+            None => Error::Execution(ExecutionError::KernelPanic {
                 kernel: kernel.name,
                 stream,
                 message: panic_message(payload).into(),
-            },
+            }),
         }
     })
 }

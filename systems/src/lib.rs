@@ -33,11 +33,12 @@ pub mod world;
 pub use backend::{Backend, DeviceProperties};
 pub use binding::Binding;
 pub use bytes::HostBytes;
-pub use error::{Error, Result};
+pub use error::{Error, ErrorKind, Result};
 pub use handle::Handle;
 pub use ids::{HandleId, RuntimeId, StreamId};
 pub use kernel::{
-    Access, CpuSource, CubeCount, Elem, ExecutionMode, Kernel, KernelDef, Param, Signature,
+    Access, CpuSource, CubeCount, Elem, ExecutionMode, Kernel, KernelDef, LaunchMode, Param,
+    Signature,
 };
 pub use open::{BackendSettings, DeviceId, DeviceInfo, OpenBackend};
 pub use runtime::{HostRecords, Runtime, StreamState};

@@ -67,9 +67,10 @@ pub trait OpenBackend: Backend + Sized {
 
     /// The configuration that selects device `index`, the rest default.
     fn device_config(index: u32) -> Self::Config;
-    /// Opens the device `config` selects, taking `settings` where `config` leaves a choice to
-    /// them; `Error::NoSuchDevice` for a device that is not there, `Error::BackendUnavailable`
-    /// when the backend cannot run here, `Error::Config` for a configuration it refuses.
+    /// Opens the device `config` selects, taking `settings` where `config` leaves a choice to them;
+    /// `DeviceError::NoSuchDevice` for a device that is not there,
+    /// `DeviceError::BackendUnavailable` when the backend cannot run here,
+    /// `ConfigError::InvalidSetting` for a configuration it refuses.
     fn open(config: Self::Config, settings: &BackendSettings) -> Result<Self>;
     /// Every device of this backend on this machine, in index order; empty when it has none.
     fn enumerate() -> Vec<DeviceInfo>;

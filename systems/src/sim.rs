@@ -1,8 +1,8 @@
 //! The sim backend: a deterministic virtual device for tick-stepped tests. Work submitted during
-//! tick `t` completes in the GC stage of tick `t + latency_ticks`, in stream order, and runs the CPU sources of
-//! kernels, so reads return real data. Every backend call and completion is recorded in a log.
-//! A [`FaultPlan`] makes chosen calls fail (`faults.rs`); a [`CostModel`] gives work a virtual
-//! duration and the device a timeline per queue (`cost.rs`).
+//! tick `t` completes in the GC stage of tick `t + latency_ticks`, in stream order, and runs the
+//! CPU sources of kernels, so reads return real data. Every backend call and completion is recorded
+//! in a log. A [`FaultPlan`] makes chosen calls fail (`faults.rs`); a [`CostModel`] gives work a
+//! virtual duration and the device a timeline per queue (`cost.rs`).
 
 mod cost;
 mod faults;
@@ -14,7 +14,7 @@ pub use log::SimCall;
 
 use crate::backend::*;
 use crate::bytes::HostBytes;
-use crate::error::Error;
+use crate::error::{ConfigError, Error};
 use crate::host_launch::resolve_count;
 use crate::host_memory::HostMemory;
 use crate::host_ops::{Completions, Finished, HostOp};
@@ -439,10 +439,10 @@ impl OpenBackend for SimBackend {
 
     fn open(config: SimConfig, _settings: &BackendSettings) -> Result<SimBackend, Error> {
         if config.memory_bytes == 0 {
-            return Err(Error::Config {
+            return Err(Error::Config(ConfigError::InvalidSetting {
                 origin: "SimConfig".into(),
                 problem: "memory_bytes is 0: a sim device needs at least 1 byte of memory".into(),
-            });
+            }));
         }
         Ok(SimBackend::new(config))
     }

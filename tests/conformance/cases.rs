@@ -1,6 +1,7 @@
 //! The conformance cases: what every backend must do, written once, generic over the backend.
 
 use crate::common::{Pending, bytes_of, f32s, scale_first_cube};
+use gpuworld::error::BindingError;
 use gpuworld::{Backend, Bindings, ComputeClient, CubeCount, library};
 
 fn f32_handle<B: Backend>(client: &ComputeClient<B>, values: &[f32]) -> gpuworld::Handle {
@@ -398,11 +399,11 @@ pub fn a_staged_write_too_large_is_refused_and_nothing_is_lost<B: Backend>(
     assert!(
         matches!(
             error,
-            gpuworld::Error::WriteTooLarge {
+            gpuworld::Error::Binding(BindingError::WriteTooLarge {
                 len: 128,
                 capacity: 64,
                 ..
-            }
+            })
         ),
         "{error}"
     );
@@ -472,5 +473,38 @@ pub fn large_uploads_arrive_whole_at_odd_sizes_and_offsets<B: Backend>(client: C
     for len in [(1 << 20) - 1, 1 << 20, (1 << 20) + 1] {
         let data = pattern(len, len);
         assert!(client.read_one(&client.create_from_slice(&data)).unwrap() == data);
+    }
+}
+
+/// Every kernel of `library::ALL` has a source on the backend, and a small launch of it runs:
+/// zeroed buffers of 256 elements, `u32` scalars of 4 (sizes, counts) and `f32` scalars of 1.
+pub fn every_library_kernel_has_a_source_and_launches<B: Backend>(client: ComputeClient<B>) {
+    use gpuworld::kernel::Elem;
+    for kernel in library::ALL {
+        assert!(
+            B::source_for(kernel).is_some(),
+            "library kernel `{}` has no source for the {} backend",
+            kernel.id,
+            B::NAME
+        );
+        let buffers: Vec<gpuworld::Handle> = kernel
+            .signature
+            .buffers
+            .iter()
+            .map(|param| client.create(vec![0; 256 * param.elem.size() as usize]))
+            .collect();
+        let mut bindings = buffers.iter().fold(Bindings::new(), Bindings::buffer);
+        for scalar in kernel.signature.scalars {
+            bindings = match scalar.elem {
+                Elem::F32 => bindings.scalar_f32(1.0),
+                Elem::U32 => bindings.scalar_u32(4),
+            };
+        }
+        client
+            .launch(kernel, CubeCount::new_1d(1), bindings)
+            .unwrap_or_else(|error| panic!("launching `{}`: {error}", kernel.id));
+        client
+            .sync()
+            .unwrap_or_else(|error| panic!("running `{}`: {error}", kernel.id));
     }
 }

@@ -8,6 +8,7 @@
 use super::model::View;
 use super::session::{Fuzzer, STREAMS};
 use crate::common::Pending;
+use gpuworld::error::{BindingError, LaunchError};
 use gpuworld::{Backend, Binding, Bindings, CubeCount, Error, HandleId, KernelDef, library};
 
 /// Every kernel of the library, for launches with the wrong arity.
@@ -86,12 +87,12 @@ impl<B: Backend> Fuzzer<'_, B> {
             (size - end_offset + 1 + self.rng.below(8), end_offset)
         };
         let bad = handle.clone().offset_start(start).offset_end(end_offset);
-        let expected = Error::OutOfRange {
+        let expected = Error::Binding(BindingError::OutOfRange {
             handle: handle.id(),
             start,
             end: size.saturating_sub(end_offset),
             size,
-        };
+        });
         let what = format!(
             "{} offset_start({start}) offset_end({end_offset})",
             handle.id()
@@ -140,11 +141,11 @@ impl<B: Backend> Fuzzer<'_, B> {
         let view = self.random_view(self.handles[index].capacity() as usize);
         let len = view.len() + 1 + self.rng.below(64) as usize;
         let dst = self.view_handle(index, view);
-        let expected = Error::WriteTooLarge {
+        let expected = Error::Binding(BindingError::WriteTooLarge {
             handle: dst.id(),
             len: len as u64,
             capacity: view.len() as u64,
-        };
+        });
         let name = self.name(index, view);
         let data = self.rng.bytes(len);
         if self.rng.chance(500) {
@@ -167,24 +168,24 @@ impl<B: Backend> Fuzzer<'_, B> {
             if buffers == kernel.signature.buffers.len() {
                 buffers += 1;
             }
-            let expected = Error::BindingCount {
+            let expected = Error::Launch(LaunchError::BindingCount {
                 kernel: kernel.name,
                 what: "buffer binding",
                 expected: kernel.signature.buffers.len(),
                 got: buffers,
-            };
+            });
             (buffers, kernel.signature.scalars.len(), expected)
         } else {
             let mut scalars = self.rng.below(5) as usize;
             if scalars == kernel.signature.scalars.len() {
                 scalars += 1;
             }
-            let expected = Error::BindingCount {
+            let expected = Error::Launch(LaunchError::BindingCount {
                 kernel: kernel.name,
                 what: "scalar",
                 expected: kernel.signature.scalars.len(),
                 got: scalars,
-            };
+            });
             (kernel.signature.buffers.len(), scalars, expected)
         };
         self.log(format!(
@@ -211,11 +212,11 @@ impl<B: Backend> Fuzzer<'_, B> {
         };
         let mut buffers = self.valid_bindings(kernel.signature.buffers.len());
         buffers[position] = self.view_handle(index, view).binding();
-        let expected = Error::MisalignedBinding {
+        let expected = Error::Launch(LaunchError::MisalignedBinding {
             kernel: kernel.name,
             index: position,
             offset: start,
-        };
+        });
         self.log(format!(
             "launch {} with binding {position} = {}: refused",
             kernel.name,
@@ -240,12 +241,12 @@ impl<B: Backend> Fuzzer<'_, B> {
             end: end as usize,
         };
         let count = self.view_handle(index, view).binding();
-        let expected = Error::OutOfRange {
+        let expected = Error::Binding(BindingError::OutOfRange {
             handle: count.handle(),
             start,
             end: start + 12,
             size,
-        };
+        });
         self.log(format!(
             "launch fill over the cube count in {}: refused",
             self.name(index, view)
@@ -268,9 +269,9 @@ impl<B: Backend> Fuzzer<'_, B> {
             return self.misuse_rejected();
         }
         let stale = self.released[self.rng.index(self.released.len())];
-        let expected = Error::ReleasedHandle {
+        let expected = Error::Binding(BindingError::ReleasedHandle {
             handle: stale.handle(),
-        };
+        });
         let client = self.stream().clone();
         match self.rng.below(4) {
             0 => {
@@ -317,7 +318,7 @@ impl<B: Backend> Fuzzer<'_, B> {
         };
         accepted.map_err(|error| format!("the call itself must succeed, got {error}"))?;
         self.tally.faults += 1;
-        let expected = Error::ReleasedHandle { handle };
+        let expected = Error::Binding(BindingError::ReleasedHandle { handle });
         let aliases: Vec<usize> = (0..STREAMS.len())
             .filter(|&i| self.slot(i) == slot)
             .collect();

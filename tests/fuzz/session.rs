@@ -197,7 +197,8 @@ impl<'log, B: Backend> Fuzzer<'log, B> {
     }
 
     /// A random byte range of `size` bytes of whole 4-byte words from a multiple of 4, as a
-    /// launch's buffers must be (`Error::MisalignedBinding`, `Error::BufferElementSize`).
+    /// launch's buffers must be (`LaunchError::MisalignedBinding`,
+    /// `LaunchError::BufferElementSize`).
     pub fn random_aligned_view(&mut self, size: usize) -> View {
         let mut view = self.random_view(size);
         view.start -= view.start % 4;

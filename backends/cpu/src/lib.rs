@@ -9,7 +9,7 @@ mod worker;
 pub use memory_limit::{DEFAULT_LIMIT_PERCENT, default_memory_limit, physical_memory};
 
 use gpuworld_systems::backend::*;
-use gpuworld_systems::error::Error;
+use gpuworld_systems::error::{ConfigError, Error};
 use gpuworld_systems::host_memory::HostMemory;
 use gpuworld_systems::host_ops::{HostOp, event_label};
 use gpuworld_systems::ids::StreamId;
@@ -158,10 +158,10 @@ impl OpenBackend for CpuBackend {
     fn open(config: CpuConfig, settings: &BackendSettings) -> Result<CpuBackend, Error> {
         let capacity = match config.memory_limit.or(settings.memory_limit) {
             Some(Some(0)) => {
-                return Err(Error::Config {
+                return Err(Error::Config(ConfigError::InvalidSetting {
                     origin: "CpuConfig".into(),
                     problem: "memory_limit is 0 bytes: expected at least 1, or no limit".into(),
-                });
+                }));
             }
             Some(limit) => limit,
             None => default_memory_limit(),

@@ -1,8 +1,8 @@
-//! The cpu device's default memory limit: three quarters of the memory this process may use
-//! (the machine's `MemTotal`, lowered by its cgroup's limit in a container), so that running
-//! out is `Error::OutOfMemory` through the pool's cleanup and retry, not the process killed by
-//! the operating system. Where that memory cannot be read (not Linux), there is no limit, and a
-//! warning says so once.
+//! The cpu device's default memory limit: three quarters of the memory this process may use (the
+//! machine's `MemTotal`, lowered by its cgroup's limit in a container), so that running out is
+//! `MemoryError::OutOfMemory` through the pool's cleanup and retry, not the process killed by the
+//! operating system. Where that memory cannot be read (not Linux), there is no limit, and a warning
+//! says so once.
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;

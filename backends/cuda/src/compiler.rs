@@ -6,7 +6,7 @@ use crate::cuda_c::{PRELUDE, cuda_text};
 use crate::loader;
 use cudarc::driver::sys;
 use cudarc::nvrtc::{result as nvrtc, sys as nvrtc_sys};
-use gpuworld_systems::error::Error;
+use gpuworld_systems::error::{DeviceError, Error, ExecutionError, LaunchError};
 use gpuworld_systems::kernel::{ExecutionMode, Kernel};
 use rustc_hash::FxHashMap as HashMap;
 use std::ffi::CString;
@@ -102,10 +102,10 @@ impl KernelCache {
 
     fn load(&mut self, kernel: Kernel, key: VariantKey) -> Result<sys::CUfunction, Error> {
         // The client refuses kernels without CUDA C; only a direct backend call gets here.
-        let source = cuda_text(kernel).ok_or(Error::MissingKernelSource {
+        let source = cuda_text(kernel).ok_or(Error::Launch(LaunchError::MissingKernelSource {
             kernel: kernel.name,
             backend: "cuda",
-        })?;
+        }))?;
         let (major, minor) = self.arch;
         let options = options(self.arch, key);
         let text = format!("{PRELUDE}\n{source}");
@@ -136,21 +136,25 @@ impl KernelCache {
         tracing::debug!(target: "gpuworld::kernel", kernel = kernel.id, ?key, "loading module");
         let module = load_module(kernel.name, &cubin)?;
         self.modules.push(module);
-        let name = CString::new(kernel.name).map_err(|_| Error::Compile {
-            kernel: kernel.name,
-            log: "the kernel's name contains a NUL byte".into(),
+        let name = CString::new(kernel.name).map_err(|_| {
+            Error::Execution(ExecutionError::Compile {
+                kernel: kernel.name,
+                log: "the kernel's name contains a NUL byte".into(),
+            })
         })?;
         let mut function = std::ptr::null_mut();
         // SAFETY: `module` was just loaded in the current context and stays loaded until drop.
         let result = unsafe { sys::cuModuleGetFunction(&mut function, module, name.as_ptr()) };
-        result.result().map_err(|error| Error::Compile {
-            kernel: kernel.name,
-            log: format!(
-                "the module has no `extern \"C\" __global__` function named `{}`: {}",
-                kernel.name,
-                loader::describe(error)
-            )
-            .into(),
+        result.result().map_err(|error| {
+            Error::Execution(ExecutionError::Compile {
+                kernel: kernel.name,
+                log: format!(
+                    "the module has no `extern \"C\" __global__` function named `{}`: {}",
+                    kernel.name,
+                    loader::describe(error)
+                )
+                .into(),
+            })
         })?;
         Ok(function)
     }
@@ -193,18 +197,24 @@ pub fn default_cache_dir() -> Option<PathBuf> {
 }
 
 fn compile(kernel: &'static str, text: &str, options: &[String]) -> Result<Vec<u8>, Error> {
-    loader::nvrtc().map_err(|reason| Error::BackendUnavailable {
-        backend: "cuda",
-        reason,
+    loader::nvrtc().map_err(|reason| {
+        Error::Device(DeviceError::BackendUnavailable {
+            backend: "cuda",
+            reason,
+        })
     })?;
-    let source = CString::new(text).map_err(|_| Error::Compile {
-        kernel,
-        log: "the source contains a NUL byte".into(),
+    let source = CString::new(text).map_err(|_| {
+        Error::Execution(ExecutionError::Compile {
+            kernel,
+            log: "the source contains a NUL byte".into(),
+        })
     })?;
     let name = CString::new(format!("{kernel}.cu")).unwrap_or_default();
-    let program = nvrtc::create_program(&source, Some(&name)).map_err(|error| Error::Compile {
-        kernel,
-        log: format!("nvrtcCreateProgram failed: {error:?}").into(),
+    let program = nvrtc::create_program(&source, Some(&name)).map_err(|error| {
+        Error::Execution(ExecutionError::Compile {
+            kernel,
+            log: format!("nvrtcCreateProgram failed: {error:?}").into(),
+        })
     })?;
     // SAFETY: `program` is a live NVRTC program destroyed below, whatever the outcome.
     let outcome = unsafe {
@@ -228,9 +238,11 @@ fn compile(kernel: &'static str, text: &str, options: &[String]) -> Result<Vec<u
     };
     // SAFETY: destroys the program created above, once.
     let _ = unsafe { nvrtc::destroy_program(program) };
-    outcome.map_err(|log| Error::Compile {
-        kernel,
-        log: Arc::from(log),
+    outcome.map_err(|log| {
+        Error::Execution(ExecutionError::Compile {
+            kernel,
+            log: Arc::from(log),
+        })
     })
 }
 
@@ -252,9 +264,11 @@ fn load_module(kernel: &'static str, cubin: &[u8]) -> Result<sys::CUmodule, Erro
     let mut module = std::ptr::null_mut();
     // SAFETY: `cubin` is a complete CUBIN image that outlives the call; the context is current.
     let result = unsafe { sys::cuModuleLoadData(&mut module, cubin.as_ptr().cast()) };
-    result.result().map_err(|error| Error::Compile {
-        kernel,
-        log: format!("cuModuleLoadData failed: {}", loader::describe(error)).into(),
+    result.result().map_err(|error| {
+        Error::Execution(ExecutionError::Compile {
+            kernel,
+            log: format!("cuModuleLoadData failed: {}", loader::describe(error)).into(),
+        })
     })?;
     Ok(module)
 }
@@ -305,7 +319,7 @@ mod tests {
             eprintln!("SKIPPED: no NVRTC: {reason}");
             return;
         }
-        for kernel in library::all_with_variants() {
+        for kernel in library::ALL.iter().copied() {
             let Some(source) = cuda_text(kernel) else {
                 panic!("{} has no CUDA C", kernel.id);
             };

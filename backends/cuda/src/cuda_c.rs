@@ -219,7 +219,7 @@ mod tests {
 
     #[test]
     fn every_library_kernel_has_a_cuda_function_of_its_name_taking_the_generated_parameters() {
-        for kernel in library::all_with_variants() {
+        for kernel in library::ALL.iter().copied() {
             let text = cuda_text(kernel).unwrap_or_else(|| panic!("{} has no CUDA", kernel.id));
             let header = format!("extern \"C\" __global__ void {}(GW_PARAMS)", kernel.name);
             assert!(

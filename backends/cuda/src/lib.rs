@@ -31,7 +31,7 @@ use cudarc::driver::sys;
 use events::{EventState, EventTable, Timing};
 use gpuworld_systems::backend::*;
 use gpuworld_systems::cross_device::{DeviceCollectives, PeerTransfer};
-use gpuworld_systems::error::Error;
+use gpuworld_systems::error::{DeviceError, Error};
 use gpuworld_systems::ids::StreamId;
 use gpuworld_systems::kernel::{ExecutionMode, Kernel, KernelDef};
 use gpuworld_systems::open::{BackendSettings, DeviceId, DeviceInfo, OpenBackend};
@@ -77,7 +77,8 @@ impl CudaConfig {
         self
     }
 
-    /// This configuration with [`max_free_staging`](Self::max_free_staging) set to `max_free_staging`.
+    /// This configuration with [`max_free_staging`](Self::max_free_staging) set to
+    /// `max_free_staging`.
     #[must_use]
     pub fn with_max_free_staging(mut self, max_free_staging: usize) -> Self {
         self.max_free_staging = max_free_staging;
@@ -497,10 +498,10 @@ impl Backend for CudaBackend {
             return result;
         }
         let Some(call) = nccl::as_nccl_call(&work) else {
-            return Err(Error::BackendUnavailable {
+            return Err(Error::Device(DeviceError::BackendUnavailable {
                 backend: "cuda",
                 reason: format!("it runs no native work `{}`", work.name()).into(),
-            });
+            }));
         };
         self.run_nccl(s, buffers, call)
     }

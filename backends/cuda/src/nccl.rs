@@ -5,13 +5,13 @@
 //! `libnccl.so.2`, loaded at run time: cudarc's own loader looks for `libnccl.so` and other
 //! names but not `libnccl.so.2`, the only name NCCL's Python wheel (`nvidia-nccl-cu13`) ships,
 //! and it panics when it finds none. Without the library every entry point returns
-//! `Error::BackendUnavailable` with the reason.
+//! `DeviceError::BackendUnavailable` with the reason.
 
 use crate::CudaBackend;
 use cudarc::nccl::sys;
 use gpuworld_systems::backend::{NativeOp, NativeWork, Region};
 use gpuworld_systems::cross_device::{CollectiveOp, DeviceCollectives, ElemType, ReduceOp};
-use gpuworld_systems::error::Error;
+use gpuworld_systems::error::{CollectiveError, DeviceError, Error};
 use std::ffi::{CStr, c_char, c_int, c_void};
 use std::sync::{Arc, OnceLock};
 
@@ -70,13 +70,13 @@ pub struct Nccl {
 }
 
 fn unavailable(reason: impl Into<Arc<str>>) -> Error {
-    Error::BackendUnavailable {
+    Error::Device(DeviceError::BackendUnavailable {
         backend: "cuda",
         reason: reason.into(),
-    }
+    })
 }
 
-/// NCCL, loaded once; `Error::BackendUnavailable` (never a panic) when it cannot be.
+/// NCCL, loaded once; `DeviceError::BackendUnavailable` (never a panic) when it cannot be.
 pub fn nccl() -> Result<&'static Nccl, Error> {
     static NCCL: OnceLock<Result<Nccl, Arc<str>>> = OnceLock::new();
     NCCL.get_or_init(load)
@@ -244,14 +244,12 @@ pub struct NcclGroup(pub Vec<Arc<NcclComm>>);
 
 impl DeviceCollectives for NcclGroup {
     fn rank_work(&self, rank: usize, op: CollectiveOp) -> Result<NativeWork, Error> {
-        let comm = self
-            .0
-            .get(rank)
-            .cloned()
-            .ok_or_else(|| Error::CollectiveMismatch {
+        let comm = self.0.get(rank).cloned().ok_or_else(|| {
+            Error::Collective(CollectiveError::MismatchedBuffers {
                 op: "nccl",
                 reason: format!("rank {rank} in a group of {}", self.0.len()).into(),
-            })?;
+            })
+        })?;
         let bytes = sys::ncclDataType_t::ncclUint8;
         let (kind, dtype, count) = match op {
             CollectiveOp::AllReduce { elem, op, count } => {
@@ -263,10 +261,10 @@ impl DeviceCollectives for NcclGroup {
                 (NcclKind::ReduceScatter(red_op(op)), dtype(elem), count)
             }
             other => {
-                return Err(Error::CollectiveMismatch {
+                return Err(Error::Collective(CollectiveError::MismatchedBuffers {
                     op: "nccl",
                     reason: format!("NCCL does not run {other:?}").into(),
-                });
+                }));
             }
         };
         Ok(Box::new(NcclCall {

@@ -1,21 +1,21 @@
-//! Opening a CUDA device: the driver is proven loadable first, then the primary context is
-//! retained and the device's properties read; every failure is `Error::BackendUnavailable` with
-//! the reason, never a panic.
+//! Opening a CUDA device: the driver is proven loadable first, then the primary context is retained
+//! and the device's properties read; every failure is `DeviceError::BackendUnavailable` with the
+//! reason, never a panic.
 
 use crate::events::EventTable;
 use crate::pinned::PinnedHome;
 use crate::{CudaBackend, CudaConfig, compiler, loader, op_timing};
 use cudarc::driver::sys;
 use gpuworld_systems::backend::{DeviceProperties, MemoryLayout};
-use gpuworld_systems::error::Error;
+use gpuworld_systems::error::{DeviceError, Error};
 use rustc_hash::FxHashMap as HashMap;
 use std::sync::Arc;
 
 fn unavailable(reason: impl Into<Arc<str>>) -> Error {
-    Error::BackendUnavailable {
+    Error::Device(DeviceError::BackendUnavailable {
         backend: "cuda",
         reason: reason.into(),
-    }
+    })
 }
 
 fn attribute(device: sys::CUdevice, which: sys::CUdevice_attribute) -> Result<i32, Error> {
@@ -32,8 +32,8 @@ fn attribute(device: sys::CUdevice, which: sys::CUdevice_attribute) -> Result<i3
 }
 
 impl CudaBackend {
-    /// Opens the device `config` names; `Error::BackendUnavailable` (never a panic) when there is
-    /// no CUDA driver or no such device.
+    /// Opens the device `config` names; `DeviceError::BackendUnavailable` (never a panic) when
+    /// there is no CUDA driver or no such device.
     pub fn new(config: CudaConfig) -> Result<CudaBackend, Error> {
         loader::driver().map_err(unavailable)?;
         let mut count = 0;
@@ -188,7 +188,7 @@ impl CudaBackend {
     }
 }
 
-/// How many CUDA devices the driver sees; `Error::BackendUnavailable` without a driver.
+/// How many CUDA devices the driver sees; `DeviceError::BackendUnavailable` without a driver.
 pub fn device_count() -> Result<usize, Error> {
     loader::driver().map_err(unavailable)?;
     let mut count = 0;

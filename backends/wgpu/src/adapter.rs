@@ -3,7 +3,7 @@
 //! here, at construction.
 
 use gpuworld_systems::backend::{DeviceProperties, MemoryLayout};
-use gpuworld_systems::error::Error;
+use gpuworld_systems::error::{DeviceError, Error};
 use parking_lot::Mutex;
 
 /// Which adapter the backend drives.
@@ -191,10 +191,10 @@ fn summary(index: usize, adapter: &wgpu::Adapter) -> AdapterSummary {
 }
 
 fn unavailable(reason: String) -> Error {
-    Error::BackendUnavailable {
+    Error::Device(DeviceError::BackendUnavailable {
         backend: "wgpu",
         reason: reason.into(),
-    }
+    })
 }
 
 /// The adapter `config` selects, or why there is none.

@@ -149,7 +149,7 @@ impl std::fmt::Debug for WgpuBackend {
 }
 
 impl WgpuBackend {
-    /// Opens the adapter `config` selects; `Error::BackendUnavailable` when there is none.
+    /// Opens the adapter `config` selects; `DeviceError::BackendUnavailable` when there is none.
     pub fn new(config: WgpuConfig) -> Result<WgpuBackend, Error> {
         let _guard = DEVICE_LIFECYCLE.lock();
         let instance = adapter::instance(config.backends);

@@ -1,15 +1,17 @@
 //! Compute pipelines, compiled once per kernel id from the kernel's WGSL module (`wgsl`) and the
 //! bind group layout of the binding convention (on `KernelDef`): storage buffers at bindings
-//! `0..buffers` (read-only where the signature says so), the scalars' uniform (dynamic offset) after them. Creation runs inside error
-//! scopes, so a kernel whose WGSL does not compile (or does not match the layout, or whose
-//! `@workgroup_size` is not its cube dim) is `Error::Compile` with wgpu's message as the log, as
-//! NVRTC's is on CUDA; naga checks the module first, so a source error's log is in the lines of
-//! the kernel's own source and lists its declared bindings (`wgsl::check_source`); it is remembered as failed, so each launch reports it without recompiling.
+//! `0..buffers` (read-only where the signature says so), the scalars' uniform (dynamic offset)
+//! after them. Creation runs inside error scopes, so a kernel whose WGSL does not compile (or does
+//! not match the layout, or whose `@workgroup_size` is not its cube dim) is
+//! `ExecutionError::Compile` with wgpu's message as the log, as NVRTC's is on CUDA; naga checks the
+//! module first, so a source error's log is in the lines of the kernel's own source and lists its
+//! declared bindings (`wgsl::check_source`); it is remembered as failed, so each launch reports it
+//! without recompiling.
 
 use crate::WgpuBackend;
 use crate::wgsl::{check_source, uniform_size, wgsl_text};
 use gpuworld_systems::backend::Backend;
-use gpuworld_systems::error::Error;
+use gpuworld_systems::error::{Error, ExecutionError, LaunchError};
 use gpuworld_systems::ids::StreamId;
 use gpuworld_systems::kernel::{Access, Kernel};
 use std::collections::HashMap;
@@ -51,10 +53,10 @@ impl PipelineCache {
             return entry.clone();
         }
         // The client refuses kernels without WGSL; only a direct backend call gets here.
-        let text = wgsl_text(kernel).ok_or(Error::MissingKernelSource {
+        let text = wgsl_text(kernel).ok_or(Error::Launch(LaunchError::MissingKernelSource {
             kernel: kernel.name,
             backend: WgpuBackend::NAME,
-        })?;
+        }))?;
         let started = std::time::Instant::now();
         if let Err(log) = check_source(kernel, &text) {
             return Err(self.failed(kernel, log));
@@ -99,10 +101,10 @@ impl PipelineCache {
     fn failed(&mut self, kernel: Kernel, log: String) -> Error {
         let log: Arc<str> = log.into();
         tracing::error!(target: "gpuworld::kernel", kernel = kernel.id, %log, "compile failed");
-        let error = Error::Compile {
+        let error = Error::Execution(ExecutionError::Compile {
             kernel: kernel.name,
             log,
-        };
+        });
         self.pipelines.insert(kernel.id, Err(error.clone()));
         error
     }

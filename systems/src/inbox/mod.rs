@@ -6,7 +6,7 @@ use crate::binding::Binding;
 use crate::bytes::HostBytes;
 use crate::error::{Error, Result};
 use crate::ids::{HandleId, RuntimeId, StreamId};
-use crate::kernel::{CubeCount, ExecutionMode, Kernel};
+use crate::kernel::{CubeCount, Kernel, LaunchMode};
 use crate::memory::AllocationMode;
 use futures_channel::oneshot;
 use smallvec::SmallVec;
@@ -77,8 +77,8 @@ pub enum Command {
         buffers: SmallVec<[Binding; 4]>,
         /// 32-bit scalars.
         scalars: SmallVec<[u32; 4]>,
-        /// Checked or unchecked.
-        mode: ExecutionMode,
+        /// Checked, or unchecked where `unsafe` code vouched for its accesses.
+        mode: LaunchMode,
         /// The stream it runs on.
         stream: StreamId,
     },
@@ -214,12 +214,13 @@ impl Inbox {
 
     /// Closes the inbox for good, when its runtime goes: returns what was queued, and every later
     /// push is answered with [`Error::Disconnected`] at once instead of queued.
-    pub fn close(&self) -> Vec<Command> {
+    pub(crate) fn close(&self) -> Vec<Command> {
         self.queue.close()
     }
 
-    /// Moves every queued command, in arrival order, to the end of `into`.
-    pub fn drain_into(&self, into: &mut Vec<Command>) {
+    /// Moves every queued command, in arrival order, to the end of `into`: only the tick takes
+    /// commands out, so no one else holds a queued command (and its [`LaunchMode`]) by value.
+    pub(crate) fn drain_into(&self, into: &mut Vec<Command>) {
         self.queue.drain_into(into);
     }
 

@@ -272,7 +272,7 @@ impl<'a> BufferIo<'a> {
     }
 
     /// Unchecked launches promised to stay in bounds; on the host, breaking that promise is a
-    /// kernel panic (`Error::KernelPanic`) rather than an access outside the buffer.
+    /// kernel panic (`ExecutionError::KernelPanic`) rather than an access outside the buffer.
     #[cold]
     #[inline(never)]
     fn out_of_bounds(&self, index: usize) {
@@ -285,7 +285,7 @@ impl<'a> BufferIo<'a> {
     }
 
     /// A store to a binding the signature declares read-only stops the launch; the backend
-    /// reports it as `Error::ReadOnlyStore`, naming the buffer.
+    /// reports it as `ExecutionError::ReadOnlyStore`, naming the buffer.
     #[cold]
     #[inline(never)]
     fn refuse_store(&self) -> ! {
@@ -308,7 +308,7 @@ impl<'a> BufferIo<'a> {
     }
 
     /// Writes element `index`; out of bounds is dropped in checked mode and panics in unchecked
-    /// mode; a store to a read-only binding stops the launch (`Error::ReadOnlyStore`).
+    /// mode; a store to a read-only binding stops the launch (`ExecutionError::ReadOnlyStore`).
     #[inline]
     pub fn store_u32(&self, index: usize, value: u32) {
         if self.read_only {
@@ -333,7 +333,7 @@ impl<'a> BufferIo<'a> {
 }
 
 /// What a CPU kernel's launch unwinds with when it stores to a read-only binding: the binding's
-/// position, which the backend turns into `Error::ReadOnlyStore` naming the buffer.
+/// position, which the backend turns into `ExecutionError::ReadOnlyStore` naming the buffer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ReadOnlyStore {
     /// The binding's position in the launch.

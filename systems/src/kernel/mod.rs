@@ -13,7 +13,7 @@ pub use cpu::{
     panic_message,
 };
 
-use crate::error::Error;
+use crate::error::LaunchError;
 use std::any::Any;
 use std::fmt;
 
@@ -60,7 +60,8 @@ impl fmt::Display for Elem {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Access {
     /// Only loads: `var<storage, read>` in WGSL, a `const` pointer in CUDA, and a store on the
-    /// CPU is a fault of the launch ([`Error::ReadOnlyStore`]).
+    /// CPU is a fault of the launch
+    /// ([`ExecutionError::ReadOnlyStore`](crate::error::ExecutionError::ReadOnlyStore)).
     Read,
     /// Stores (loads are allowed, but see nothing the runtime ordered): ordered as a write.
     Write,
@@ -139,14 +140,15 @@ pub struct Signature {
 ///
 /// # Binding convention
 ///
-/// A launch binds the signature's buffers, then its scalars, in order; the client refuses a
-/// scalar of another type than declared ([`Error::ScalarType`]) and a buffer that is not whole
-/// elements ([`Error::BufferElementSize`]). Each backend generates the declarations from the
+/// A launch binds the signature's buffers, then its scalars, in order; the client refuses a scalar
+/// of another type than declared ([`LaunchError::ScalarType`]) and a buffer that is not whole
+/// elements ([`LaunchError::BufferElementSize`]). Each backend generates the declarations from the
 /// signature, so a source holds only code:
 ///
 /// - **CPU** ([`CpuSource`], cpu and sim backends): called once per cube; buffer `i` and scalar
 ///   `j` are read by position through [`KernelIo`], the cube's position is in [`CubeContext`];
-///   a store to a read-only buffer stops the launch ([`Error::ReadOnlyStore`]).
+///   a store to a read-only buffer stops the launch
+///   ([`ExecutionError::ReadOnlyStore`](crate::error::ExecutionError::ReadOnlyStore)).
 /// - **WGSL** (`WgslSource`, wgpu backend): buffer `i` is
 ///   `@group(0) @binding(i) var<storage, read_write | read> <name>: array<f32 | u32>` (`read`
 ///   for a read-only [`Param`]), bound to exactly
@@ -165,7 +167,7 @@ pub struct Signature {
 ///   the rest of the convention is documented on `CudaSource`.
 ///
 /// A backend asked to run a kernel without a source for it gets
-/// [`Error::MissingKernelSource`] from the client call.
+/// [`LaunchError::MissingKernelSource`] from the client call.
 pub struct KernelDef {
     /// Stable id, unique across the process (`"gpuworld.fill"`); caches are keyed by it.
     pub id: &'static str,
@@ -243,11 +245,77 @@ pub enum ExecutionMode {
     Unchecked,
 }
 
+/// The [`ExecutionMode`] a queued launch ([`crate::inbox::Command::Launch`]) asks for: checked,
+/// or unchecked only where `unsafe` code vouched for every access. Anyone may queue commands
+/// (`Runtime::inbox`), so the unchecked mode is the one thing of a launch safe code cannot ask
+/// for.
+///
+/// ```
+/// use gpuworld_systems::kernel::{ExecutionMode, LaunchMode};
+///
+/// assert_eq!(LaunchMode::CHECKED.execution_mode(), ExecutionMode::Checked);
+/// // SAFETY: no launch goes with this mode.
+/// let unchecked = unsafe { LaunchMode::unchecked() };
+/// assert_eq!(unchecked.execution_mode(), ExecutionMode::Unchecked);
+/// ```
+///
+/// Safe code cannot make an unchecked one, neither through the constructor:
+///
+/// ```compile_fail,E0133
+/// let unchecked = gpuworld_systems::kernel::LaunchMode::unchecked();
+/// ```
+///
+/// nor from the mode it wraps:
+///
+/// ```compile_fail,E0423
+/// use gpuworld_systems::kernel::{ExecutionMode, LaunchMode};
+/// let unchecked = LaunchMode(ExecutionMode::Unchecked);
+/// ```
+///
+/// nor by copying one that `unsafe` code made for another launch (only the tick takes commands
+/// out of the inbox, and a [`CommandTap`](crate::inbox::CommandTap) sees them by reference):
+///
+/// ```compile_fail,E0507
+/// use gpuworld_systems::inbox::Command;
+/// use gpuworld_systems::kernel::LaunchMode;
+/// fn reuse(seen: &Command) {
+///     if let Command::Launch { mode, .. } = seen {
+///         let owned: LaunchMode = *mode;
+///     }
+/// }
+/// ```
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub struct LaunchMode(ExecutionMode);
+
+impl LaunchMode {
+    /// Every buffer access bound-checked: out-of-bounds loads give zero, stores are dropped.
+    pub const CHECKED: LaunchMode = LaunchMode(ExecutionMode::Checked);
+
+    /// No bound checks.
+    ///
+    /// # Safety
+    /// The launch queued with this mode must access only bytes inside its bindings, for its
+    /// cube count and scalars: a backend runs it without checks, and on a GPU an access out of
+    /// bounds reads or writes whatever memory is there (another handle's bytes, or a fault).
+    pub const unsafe fn unchecked() -> LaunchMode {
+        LaunchMode(ExecutionMode::Unchecked)
+    }
+
+    /// The mode the backend runs the launch in.
+    pub const fn execution_mode(&self) -> ExecutionMode {
+        self.0
+    }
+}
+
 /// Checks a launch's shape against the kernel's declaration.
-pub fn validate_arity(kernel: &KernelDef, buffers: usize, scalars: usize) -> Result<(), Error> {
+pub fn validate_arity(
+    kernel: &KernelDef,
+    buffers: usize,
+    scalars: usize,
+) -> Result<(), LaunchError> {
     let signature = &kernel.signature;
     if buffers != signature.buffers.len() {
-        return Err(Error::BindingCount {
+        return Err(LaunchError::BindingCount {
             kernel: kernel.name,
             what: "buffer binding",
             expected: signature.buffers.len(),
@@ -255,7 +323,7 @@ pub fn validate_arity(kernel: &KernelDef, buffers: usize, scalars: usize) -> Res
         });
     }
     if scalars != signature.scalars.len() {
-        return Err(Error::BindingCount {
+        return Err(LaunchError::BindingCount {
             kernel: kernel.name,
             what: "scalar",
             expected: signature.scalars.len(),
@@ -267,11 +335,15 @@ pub fn validate_arity(kernel: &KernelDef, buffers: usize, scalars: usize) -> Res
 
 /// Checks a launch's bindings against the kernel's declaration: their counts and each scalar's
 /// type.
-pub fn validate_launch(kernel: &KernelDef, buffers: usize, scalars: &[Elem]) -> Result<(), Error> {
+pub fn validate_launch(
+    kernel: &KernelDef,
+    buffers: usize,
+    scalars: &[Elem],
+) -> Result<(), LaunchError> {
     validate_arity(kernel, buffers, scalars.len())?;
     for (param, &got) in kernel.signature.scalars.iter().zip(scalars) {
         if param.elem != got {
-            return Err(Error::ScalarType {
+            return Err(LaunchError::ScalarType {
                 kernel: kernel.name,
                 param: param.name,
                 declared: param.elem,
@@ -284,14 +356,20 @@ pub fn validate_launch(kernel: &KernelDef, buffers: usize, scalars: &[Elem]) -> 
 
 /// Checks that buffer `index` of a launch, `bytes` long, is a whole number of the elements the
 /// kernel declares for it.
-pub fn validate_buffer_size(kernel: &KernelDef, index: usize, bytes: u64) -> Result<(), Error> {
+pub fn validate_buffer_size(
+    kernel: &KernelDef,
+    index: usize,
+    bytes: u64,
+) -> Result<(), LaunchError> {
     match kernel.signature.buffers.get(index) {
-        Some(param) if !bytes.is_multiple_of(param.elem.size()) => Err(Error::BufferElementSize {
-            kernel: kernel.name,
-            param: param.name,
-            elem: param.elem,
-            bytes,
-        }),
+        Some(param) if !bytes.is_multiple_of(param.elem.size()) => {
+            Err(LaunchError::BufferElementSize {
+                kernel: kernel.name,
+                param: param.name,
+                elem: param.elem,
+                bytes,
+            })
+        }
         _ => Ok(()),
     }
 }

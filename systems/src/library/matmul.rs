@@ -97,11 +97,6 @@ pub static MATMUL_TILED16: KernelDef = KernelDef {
     })],
 };
 
-/// Every matmul variant.
-pub fn all() -> [&'static KernelDef; 3] {
-    [&MATMUL_NAIVE, &MATMUL_4X4, &MATMUL_TILED16]
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

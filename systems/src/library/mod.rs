@@ -183,10 +183,22 @@ fn stencil_row_in_bounds(
     true
 }
 
-/// Every kernel of the library.
-pub fn all() -> [&'static KernelDef; 6] {
-    [&NOOP, &FILL, &COPY, &ADD, &SCALE, &STENCIL]
-}
+/// Every kernel of the library, its tunable variants included: what each backend supplies a
+/// source for (the conformance suite launches each of them on every backend).
+pub static ALL: &[&KernelDef] = &[
+    &NOOP,
+    &FILL,
+    &COPY,
+    &ADD,
+    &SCALE,
+    &STENCIL,
+    &reduce::REDUCE_SUM_TREE,
+    &reduce::REDUCE_SUM_TREE4,
+    &reduce::REDUCE_SUM_STRIDED,
+    &matmul::MATMUL_NAIVE,
+    &matmul::MATMUL_4X4,
+    &matmul::MATMUL_TILED16,
+];
 
 /// The source for `kernel` in a backend's `table` of library kernels and their sources, found by
 /// the definition's address (not its id): how a backend implements `Backend::library_source`.
@@ -198,11 +210,6 @@ pub fn source_in<S>(
         .iter()
         .find(|(def, _)| std::ptr::eq(*def, kernel))
         .map(|(_, source)| source)
-}
-
-/// Every kernel of the library and its tunable variants: what a backend supplies sources for.
-pub fn all_with_variants() -> impl Iterator<Item = &'static KernelDef> {
-    all().into_iter().chain(reduce::all()).chain(matmul::all())
 }
 
 /// Runs `kernel`'s CPU source on every cube of a 2D `cube_count`, row by row, as a host backend
@@ -230,6 +237,21 @@ pub(crate) fn run_every_cube(
 mod tests {
     use super::*;
     use crate::kernel::{CpuBuffer, ExecutionMode, KernelIo};
+
+    #[test]
+    fn all_lists_each_library_kernel_once_with_its_cpu_source() {
+        let mut ids: Vec<&str> = ALL.iter().map(|k| k.id).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        assert_eq!(ids.len(), ALL.len(), "two kernels of ALL share an id");
+        for kernel in ALL {
+            assert!(
+                kernel.source::<CpuSource>().is_some(),
+                "{} has no CPU source",
+                kernel.id
+            );
+        }
+    }
 
     /// One stencil step element by element, in the kernel's order: what the kernel must equal.
     fn stencil_by_element(io: &KernelIo<'_>, width: usize, height: usize, alpha: f32) {

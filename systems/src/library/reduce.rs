@@ -94,8 +94,3 @@ pub static REDUCE_SUM_STRIDED: KernelDef = KernelDef {
         io.store_f32(1, ctx.cube_index() as usize, sum);
     })],
 };
-
-/// Every reduce-sum variant.
-pub fn all() -> [&'static KernelDef; 3] {
-    [&REDUCE_SUM_TREE, &REDUCE_SUM_TREE4, &REDUCE_SUM_STRIDED]
-}

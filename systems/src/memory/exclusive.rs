@@ -4,7 +4,7 @@
 //! (`MemoryPool::make_room`), on cleanup, or after `release_after_ticks` where a pool sets it.
 
 use crate::backend::{AllocError, Backend, StorageId};
-use crate::error::Error;
+use crate::error::MemoryError;
 use crate::memory::idle::{IdleMark, IdlePage, IdlePages};
 use crate::memory::report::{PoolReport, human_bytes};
 use crate::memory::{Block, PageKey, stale_page};
@@ -159,7 +159,7 @@ impl ExclusivePool {
     }
 
     /// Makes the buffer `key` free for reuse.
-    pub fn release(&mut self, key: PageKey, requested: u64) -> Result<(), Error> {
+    pub fn release(&mut self, key: PageKey, requested: u64) -> Result<(), MemoryError> {
         let buffer = self
             .buffers
             .get_mut(key)

@@ -2,7 +2,7 @@
 //! alignment), how several tensors pack into one allocation at aligned offsets, and how strided
 //! device bytes become contiguous host bytes.
 
-use crate::error::Error;
+use crate::error::LayoutError;
 
 /// How tensors of rank two or more are laid out; lower ranks are always contiguous.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -33,7 +33,7 @@ pub fn place_tensor(
     shape: &[usize],
     elem_size: usize,
     layout: TensorLayout,
-) -> Result<TensorPlacement, Error> {
+) -> Result<TensorPlacement, LayoutError> {
     if elem_size == 0 {
         return Err(invalid(
             shape,
@@ -81,7 +81,11 @@ pub fn pack_offsets(sizes: &[u64], alignment: u64) -> (Vec<u64>, u64) {
 }
 
 /// Bytes from the first element to one past the last element reachable with `strides`.
-pub fn strided_span(shape: &[usize], strides: &[usize], elem_size: usize) -> Result<u64, Error> {
+pub fn strided_span(
+    shape: &[usize],
+    strides: &[usize],
+    elem_size: usize,
+) -> Result<u64, LayoutError> {
     if shape.len() != strides.len() {
         return Err(invalid(
             shape,
@@ -114,7 +118,7 @@ pub fn gather_contiguous(
     shape: &[usize],
     strides: &[usize],
     elem_size: usize,
-) -> Result<Vec<u8>, Error> {
+) -> Result<Vec<u8>, LayoutError> {
     let span = strided_span(shape, strides, elem_size)?;
     if span > bytes.len() as u64 {
         return Err(invalid(
@@ -163,7 +167,7 @@ pub fn scatter_strided(
     strides: &[usize],
     elem_size: usize,
     size: u64,
-) -> Result<Vec<u8>, Error> {
+) -> Result<Vec<u8>, LayoutError> {
     let contiguous = place_tensor(shape, elem_size, TensorLayout::Contiguous)?;
     if contiguous.strides == strides {
         return Ok(data.to_vec());
@@ -200,8 +204,8 @@ fn lcm(a: u64, b: u64) -> u64 {
     a / x * b
 }
 
-fn invalid(shape: &[usize], strides: &[usize], elem_size: usize, why: &str) -> Error {
-    Error::InvalidTensor {
+fn invalid(shape: &[usize], strides: &[usize], elem_size: usize, why: &str) -> LayoutError {
+    LayoutError::InvalidTensor {
         reason: format!("shape {shape:?}, strides {strides:?}, {elem_size}-byte elements: {why}")
             .into(),
     }

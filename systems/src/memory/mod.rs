@@ -21,7 +21,7 @@ pub use report::PoolReport;
 pub use sliced::{PageSizes, SlicedPool};
 
 use crate::backend::{AllocError, Backend, DeviceProperties, Region, StorageId};
-use crate::error::Error;
+use crate::error::MemoryError;
 use crate::ids::StreamId;
 use bevy_ecs::entity::Entity;
 use bevy_ecs::resource::Resource;
@@ -115,7 +115,7 @@ impl LadderPool {
         }
     }
 
-    fn release(&mut self, block: &Block, requested: u64) -> Result<(), Error> {
+    fn release(&mut self, block: &Block, requested: u64) -> Result<(), MemoryError> {
         match self {
             LadderPool::Sliced(pool) => {
                 pool.release(block.page, block.offset, block.len, requested)
@@ -296,7 +296,7 @@ impl MemoryPool {
         size: u64,
         stream: StreamId,
         entity: Entity,
-    ) -> Result<Reservation, Error> {
+    ) -> Result<Reservation, MemoryError> {
         let mode = self.modes.current(stream);
         if mode == AllocationMode::Auto {
             if let Some(reservation) = self.take_parked(entity, size, false) {
@@ -355,7 +355,7 @@ impl MemoryPool {
     /// Parks a released slice whose every use was on `stream`: that stream's later allocations
     /// may take it at once; it returns to its pool by [`MemoryPool::release_parked`] once the
     /// device is proven done with it. It no longer counts as in use.
-    pub fn park(&mut self, key: SliceKey, stream: Entity) -> Result<(), Error> {
+    pub fn park(&mut self, key: SliceKey, stream: Entity) -> Result<(), MemoryError> {
         let record = self
             .slices
             .get_mut(key)
@@ -370,11 +370,11 @@ impl MemoryPool {
 
     /// Returns a parked slice to its pool; `Ok(false)` when its stream already took it for a
     /// later allocation (then the key is dead and there is nothing to return).
-    pub fn release_parked(&mut self, key: SliceKey) -> Result<bool, Error> {
+    pub fn release_parked(&mut self, key: SliceKey) -> Result<bool, MemoryError> {
         match self.slices.get(key) {
             None => Ok(false),
             Some(record) if record.parked_on.is_some() => self.release(key).map(|()| true),
-            Some(_) => Err(Error::StaleHandle {
+            Some(_) => Err(MemoryError::StaleHandle {
                 what: format!("memory slice {key:?} (live, not parked)").into(),
             }),
         }
@@ -406,11 +406,11 @@ impl MemoryPool {
         backend: &mut B,
         size: u64,
         mode: AllocationMode,
-    ) -> Result<Reservation, Error> {
+    ) -> Result<Reservation, MemoryError> {
         if let Some(limit) = self.max_buffer
             && size > limit
         {
-            return Err(Error::BufferTooLarge {
+            return Err(MemoryError::BufferTooLarge {
                 requested: size,
                 limit,
             });
@@ -448,7 +448,7 @@ impl MemoryPool {
         backend: &mut B,
         padded: u64,
         size: u64,
-    ) -> Result<Block, Error> {
+    ) -> Result<Block, MemoryError> {
         if let Some(block) = self.persistent.try_reserve(padded, size) {
             return Ok(block);
         }
@@ -470,7 +470,7 @@ impl MemoryPool {
         backend: &mut B,
         padded: u64,
         size: u64,
-    ) -> Result<(usize, Block), Error> {
+    ) -> Result<(usize, Block), MemoryError> {
         let last = self.ladder.len().saturating_sub(1);
         let first = self
             .max_allocs
@@ -503,8 +503,8 @@ impl MemoryPool {
     }
 
     /// The error for a request of `size` bytes that no pool can take, with the usage now.
-    fn out_of_memory(&self, size: u64) -> Error {
-        Error::OutOfMemory {
+    fn out_of_memory(&self, size: u64) -> MemoryError {
+        MemoryError::OutOfMemory {
             requested: size,
             usage: self.usage,
             capacity: self.capacity,
@@ -571,7 +571,7 @@ impl MemoryPool {
         &mut self,
         grown: Result<Option<Block>, AllocError>,
         size: u64,
-    ) -> Result<Option<Block>, Error> {
+    ) -> Result<Option<Block>, MemoryError> {
         match grown {
             Ok(Some(block)) => {
                 self.recount_reserved();
@@ -584,7 +584,7 @@ impl MemoryPool {
             }
             // Only from a backend whose properties do not report the limit: `reserve` refuses
             // larger requests first, and `MemoryConfig::resolve` keeps pages within it.
-            Err(AllocError::BufferTooLarge { limit }) => Err(Error::BufferTooLarge {
+            Err(AllocError::BufferTooLarge { limit }) => Err(MemoryError::BufferTooLarge {
                 requested: size,
                 limit,
             }),
@@ -603,7 +603,7 @@ impl MemoryPool {
 
     /// Makes a slice's memory available again: at once for memory no work used, else once every
     /// stream that used the slice has passed an event proving the device is done with it.
-    pub fn release(&mut self, key: SliceKey) -> Result<(), Error> {
+    pub fn release(&mut self, key: SliceKey) -> Result<(), MemoryError> {
         let record = self.slices.remove(key).ok_or_else(|| stale_slice(key))?;
         match record.parked_on {
             Some(stream) => {
@@ -625,7 +625,7 @@ impl MemoryPool {
     }
 
     /// The device bytes of a live slice.
-    pub fn locate(&self, key: SliceKey) -> Result<Region, Error> {
+    pub fn locate(&self, key: SliceKey) -> Result<Region, MemoryError> {
         let record = self.slices.get(key).ok_or_else(|| stale_slice(key))?;
         let storage = match record.pool {
             PERSISTENT => self.persistent.storage(record.block.page),
@@ -717,15 +717,15 @@ impl MemoryPool {
     }
 }
 
-fn stale_slice(key: SliceKey) -> Error {
-    Error::StaleHandle {
+fn stale_slice(key: SliceKey) -> MemoryError {
+    MemoryError::StaleHandle {
         what: format!("memory slice {key:?}").into(),
     }
 }
 
 /// The error for a page key that no longer names a page.
-pub(crate) fn stale_page(key: PageKey) -> Error {
-    Error::StaleHandle {
+pub(crate) fn stale_page(key: PageKey) -> MemoryError {
+    MemoryError::StaleHandle {
         what: format!("memory page {key:?}").into(),
     }
 }

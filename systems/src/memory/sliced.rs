@@ -3,7 +3,7 @@
 //! released slice merges with its free neighbours; a fully free page can go back to the device.
 
 use crate::backend::{AllocError, Backend, StorageId};
-use crate::error::Error;
+use crate::error::MemoryError;
 use crate::memory::idle::{IdleMark, IdlePage, IdlePages};
 use crate::memory::report::{PoolReport, human_bytes};
 use crate::memory::{Block, PageKey, stale_page};
@@ -299,7 +299,7 @@ impl SlicedPool {
         offset: u64,
         len: u64,
         requested: u64,
-    ) -> Result<(), Error> {
+    ) -> Result<(), MemoryError> {
         let page = self.pages.get_mut(key).ok_or_else(|| stale_page(key))?;
         let index = page.free.partition_point(|&(o, _)| o < offset);
         let joins_next = page

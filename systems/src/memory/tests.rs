@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::backend::MemoryLayout;
+use crate::error::MemoryError;
 use crate::sim::{SimBackend, SimConfig};
 use bevy_ecs::entity::Entity;
 
@@ -294,7 +295,11 @@ fn when_every_pool_is_capped_and_full_the_request_is_out_of_memory() {
     let kept = pool.reserve(&mut backend, 6 * KIB, AUTO).unwrap();
     let error = pool.reserve(&mut backend, 4 * KIB, AUTO).unwrap_err();
     assert!(
-        matches!(error, Error::OutOfMemory { requested, usage, .. } if requested == 4 * KIB && usage.bytes_in_use == 6 * KIB),
+        matches!(
+            error,
+            MemoryError::OutOfMemory { requested, usage, .. }
+                if requested == 4 * KIB && usage.bytes_in_use == 6 * KIB
+        ),
         "{error}"
     );
     assert_eq!(pool.locate(kept.slice).unwrap(), kept.region);
@@ -314,7 +319,11 @@ fn out_of_memory_cleans_up_and_retries_once_before_failing() {
     let after_cleanup = pool.reserve(&mut backend, 3 * KIB, AUTO).unwrap();
     let error = pool.reserve(&mut backend, 16 * KIB, AUTO).unwrap_err();
     assert!(
-        matches!(error, Error::OutOfMemory { requested, capacity, .. } if requested == 16 * KIB && capacity == Some(1 << 30)),
+        matches!(
+            error,
+            MemoryError::OutOfMemory { requested, capacity, .. }
+                if requested == 16 * KIB && capacity == Some(1 << 30)
+        ),
         "{error}"
     );
     assert_eq!(pool.usage().bytes_in_use, 4 * KIB);
@@ -341,7 +350,7 @@ fn a_request_over_the_largest_buffer_is_refused_before_the_device_or_the_cache_i
     let error = pool.reserve(&mut backend, 64 * KIB + 1, AUTO).unwrap_err();
     assert_eq!(
         error,
-        Error::BufferTooLarge {
+        MemoryError::BufferTooLarge {
             requested: 64 * KIB + 1,
             limit: 64 * KIB
         }
@@ -366,7 +375,7 @@ fn a_released_key_is_stale_even_after_its_memory_is_reused() {
         pool.release(first.slice).unwrap_err(),
         pool.locate(first.slice).unwrap_err(),
     ] {
-        assert!(matches!(error, Error::StaleHandle { .. }), "{error}");
+        assert!(matches!(error, MemoryError::StaleHandle { .. }), "{error}");
     }
     assert_eq!(pool.locate(reused.slice).unwrap(), reused.region);
 }
@@ -388,7 +397,7 @@ fn cleanup_never_renumbers_pages_so_live_slices_keep_their_buffer() {
     pool.release(pages[2].slice).unwrap();
     assert!(matches!(
         pool.release(pages[0].slice),
-        Err(Error::StaleHandle { .. })
+        Err(MemoryError::StaleHandle { .. })
     ));
 }
 
@@ -651,7 +660,7 @@ fn a_sliced_pool_capped_below_its_page_size_serves_up_to_its_cap() {
         pool.usage()
     );
     let error = pool.reserve(&mut backend, KIB, AUTO).unwrap_err();
-    assert!(matches!(error, Error::OutOfMemory { .. }), "{error}");
+    assert!(matches!(error, MemoryError::OutOfMemory { .. }), "{error}");
     pool.release(a.slice).unwrap();
     let c = pool.reserve(&mut backend, 4 * KIB, AUTO).unwrap();
     assert_eq!(pool.locate(b.slice).unwrap(), b.region);

@@ -4,9 +4,9 @@
 //!
 //! What each fault does to the device, and so which call of the user sees it:
 //! - an allocation: the device refuses it, and every allocation for the rest of that tick (the
-//!   pool's retry after cleanup included): uses of the handle report `Error::OutOfMemory`;
+//!   pool's retry after cleanup included): uses of the handle report `MemoryError::OutOfMemory`;
 //! - a launch or a copy (write or read): the operation does not run and faults its stream: the
-//!   stream's next read or sync reports `Error::DeviceFault`;
+//!   stream's next read or sync reports `ExecutionError::DeviceFault`;
 //! - an event: recording it fails: the flushed stream faults, the event still passes;
 //! - an event that never completes: the operation before it hangs until the device's watchdog
 //!   fires `watchdog_ticks` later, which faults its stream and lets the queue go on;

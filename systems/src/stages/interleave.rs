@@ -214,7 +214,7 @@ impl<B: Backend> Submitter<'_, '_, '_, B> {
                 }
                 let _span = tracing::trace_span!(target: "gpuworld::kernel", "launch", kernel = kernel.name).entered();
                 // SAFETY: ingest resolved each binding to a region of its handle's live
-                // allocation and rejected ranges past its end (`Error::OutOfRange`); the
+                // allocation and rejected ranges past its end (`BindingError::OutOfRange`); the
                 // allocation is freed only after this task's event passes. An `Unchecked` mode
                 // comes only from `ComputeClient::launch_unchecked`, whose caller promised
                 // in-bounds accesses.

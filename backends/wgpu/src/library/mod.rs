@@ -159,8 +159,20 @@ mod tests {
     use crate::wgsl::{check_source, wgsl_text};
 
     #[test]
+    fn the_wgsl_table_holds_every_kernel_of_library_all_and_nothing_else() {
+        assert_eq!(LIBRARY.len(), lib::ALL.len());
+        for (kernel, _) in &LIBRARY {
+            assert!(
+                lib::ALL.iter().any(|k| std::ptr::eq(*k, *kernel)),
+                "{}",
+                kernel.id
+            );
+        }
+    }
+
+    #[test]
     fn every_library_kernel_has_wgsl_that_parses_with_its_cube_dim() {
-        for kernel in lib::all_with_variants() {
+        for kernel in lib::ALL {
             let text = wgsl_text(kernel).unwrap_or_else(|| panic!("{} has no WGSL", kernel.id));
             if let Err(error) = naga::front::wgsl::parse_str(&text) {
                 panic!("{}: {}", kernel.id, error.emit_to_string(&text));

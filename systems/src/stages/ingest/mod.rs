@@ -1,17 +1,18 @@
 //! Stage 1, ingest: drains the client inbox, in arrival order, into handle entities, tasks and
-//! releases. Owns `HandleIndex` (`handle_index.rs`: a handle's facts until a task first uses
-//! it, then only its entity) and `DeferredCommands`; fills `NewTasks`; creates stream entities
-//! on first use. Releases take effect in arrival order, so an allocation after a release can
-//! reuse its memory in the same tick: memory no work used goes back to its pool at once; memory that
-//! only one stream used is parked for that stream's later allocations; the rest waits for the GC
-//! stage. An allocation that finds no memory while released memory is still retiring waits,
-//! with every command after it, for a later tick. It is an exclusive system because every later
-//! stage works on the entities it creates. The resources it touches per command are taken out
-//! of the world once per drain, the device and the pool only by drains that need them: ingest
-//! is on every launch's path.
+//! releases. Owns `HandleIndex` (`handle_index.rs`: a handle's facts until a task first uses it,
+//! then only its entity) and `DeferredCommands`; fills `NewTasks`; creates stream entities on first
+//! use. Releases take effect in arrival order, so an allocation after a release can reuse its
+//! memory in the same tick: memory no work used goes back to its pool at once; memory that only one
+//! stream used is parked for that stream's later allocations; the rest waits for the GC stage. An
+//! allocation that finds no memory while released memory is still retiring waits, with every
+//! command after it, for a later tick. It is an exclusive system because every later stage works on
+//! the entities it creates. The resources it touches per command are taken out of the world once
+//! per drain, the device and the pool only by drains that need them: ingest is on every launch's
+//! path.
 
 mod handle_index;
 
+use crate::error::{BindingError, Error, MemoryError};
 pub use handle_index::{HandleEntry, HandleIndex, HandleState, UsedOn};
 use handle_index::{release, spawn_handle};
 
@@ -20,7 +21,6 @@ use super::gc::CleanupRequested;
 use super::tick::TickStage;
 use crate::backend::{Backend, LaunchCount, Region};
 use crate::binding::Binding;
-use crate::error::Error;
 use crate::ids::{HandleId, StreamId};
 use crate::inbox::{Command, Inbox};
 use crate::kernel::CubeCount;
@@ -214,7 +214,9 @@ impl Ingest<'_> {
                 let (device, pool) = taken.get(world);
                 let reserved = pool.reserve_for(device, size, stream_id, stream);
                 let parked_by_stream = reserved.as_ref().is_ok_and(|r| r.parked_by_stream);
-                if matches!(reserved, Err(Error::OutOfMemory { .. })) && memory_retiring(world) {
+                if matches!(reserved, Err(MemoryError::OutOfMemory { .. }))
+                    && memory_retiring(world)
+                {
                     return Some(Command::Create {
                         handle,
                         size,
@@ -225,7 +227,7 @@ impl Ingest<'_> {
                 // The cursor of the stream's last task so far, this drain's included: a later
                 // user of the handle on another stream waits for everything before its creation.
                 let cursor = self.cursor_now(world, stream);
-                let memory = reserved.map(|r| (r.slice, r.region));
+                let memory = reserved.map(|r| (r.slice, r.region)).map_err(Error::from);
                 let mut used_on = UsedOn::Nothing;
                 match &memory {
                     // The stream's earlier work may still use memory it parked.
@@ -365,7 +367,7 @@ impl Ingest<'_> {
                             kernel,
                             count: launch_count,
                             scalars,
-                            mode,
+                            mode: mode.execution_mode(),
                         },
                         bindings,
                     ),
@@ -474,12 +476,11 @@ impl Ingest<'_> {
         stream: Entity,
     ) -> Result<TaskBinding, Error> {
         let (start, end) = binding.range()?;
-        let entry = self
-            .index
-            .get_mut(&binding.handle())
-            .ok_or(Error::ReleasedHandle {
+        let entry = self.index.get_mut(&binding.handle()).ok_or(Error::Binding(
+            BindingError::ReleasedHandle {
                 handle: binding.handle(),
-            })?;
+            },
+        ))?;
         let (entity, memory) = match &entry.state {
             // The common case, a handle used before.
             HandleState::Spawned { entity, region } => (*entity, *region),
@@ -502,12 +503,12 @@ impl Ingest<'_> {
         // capacity the binding claims: a binding comes only from a handle, but one that claimed
         // more would otherwise reach a neighbour's bytes (issue 27).
         if end > memory.size {
-            return Err(Error::OutOfRange {
+            return Err(Error::Binding(BindingError::OutOfRange {
                 handle: binding.handle(),
                 start,
                 end,
                 size: memory.size,
-            });
+            }));
         }
         entry.used_on.record(stream);
         Ok(TaskBinding {
@@ -553,7 +554,7 @@ fn record_fault(world: &mut World, stream: Entity, error: Error) {
 #[cfg(test)]
 mod tests {
     use crate::binding::Binding;
-    use crate::error::Error;
+    use crate::error::{BindingError, Error};
     use crate::handle::Handle;
     use crate::ids::StreamId;
     use crate::inbox::Command;
@@ -585,7 +586,7 @@ mod tests {
             runtime.tick();
         }
         match receiver.try_recv() {
-            Ok(Some(Err(Error::OutOfRange { size, end, .. }))) => {
+            Ok(Some(Err(Error::Binding(BindingError::OutOfRange { size, end, .. })))) => {
                 assert_eq!((size, end), (64, 1 << 20));
             }
             other => panic!("expected OutOfRange, got {other:?}"),

@@ -1,13 +1,17 @@
-//! The one error type of gpuworld: every fallible client call returns it.
+//! The error of each domain of gpuworld: each names what went wrong in one layer (bindings,
+//! launches, running work, memory, devices, collectives, configuration, autotune, data layout,
+//! profiling), and [`Error`](super::Error) composes them.
 
 use crate::ids::{HandleId, RuntimeId, StreamId};
+use crate::kernel::Elem;
 use crate::usage::{MemoryUsage, ReadableBytes};
 use std::sync::Arc;
 
-/// What went wrong, with enough detail for the caller to fix it.
+/// A handle or binding given to a call cannot be used as given; reported at once by the call
+/// (or, for a launch or write, by the next read or sync of its stream).
 #[derive(thiserror::Error, Debug, Clone, PartialEq)]
 #[non_exhaustive]
-pub enum Error {
+pub enum BindingError {
     /// The handle behind a binding was released (every clone dropped) before this use.
     #[error("handle {handle} was released: every clone was dropped before this use")]
     ReleasedHandle {
@@ -46,6 +50,13 @@ pub enum Error {
         /// Bytes available in the destination binding.
         capacity: u64,
     },
+}
+
+/// A launch does not fit its kernel's signature, or the backend has no source for the kernel;
+/// reported at once by the launch.
+#[derive(thiserror::Error, Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum LaunchError {
     /// A kernel was given the wrong number of buffers or scalars.
     #[error(
         "kernel `{kernel}` takes {expected} {what}{}, got {got}",
@@ -72,9 +83,9 @@ pub enum Error {
         /// The scalar's name in the signature.
         param: &'static str,
         /// The type the signature declares.
-        declared: crate::kernel::Elem,
+        declared: Elem,
         /// The type the launch gave.
-        got: crate::kernel::Elem,
+        got: Elem,
     },
     /// A buffer bound to a kernel is not a whole number of the declared elements.
     #[error(
@@ -88,22 +99,9 @@ pub enum Error {
         /// The buffer's name in the signature.
         param: &'static str,
         /// The element type the signature declares.
-        elem: crate::kernel::Elem,
+        elem: Elem,
         /// The binding's size in bytes.
         bytes: u64,
-    },
-    /// A CPU kernel stored to a buffer its signature declares read-only; the launch stopped there.
-    #[error(
-        "kernel `{kernel}` stored to buffer `{param}` on {stream}, which its signature declares \
-         read-only (Param::read_only); the launch stopped at that store"
-    )]
-    ReadOnlyStore {
-        /// The kernel's name.
-        kernel: &'static str,
-        /// The buffer's name in the signature.
-        param: &'static str,
-        /// The stream it ran on.
-        stream: StreamId,
     },
     /// A binding handed to a kernel does not start on a 4-byte boundary.
     #[error(
@@ -125,6 +123,13 @@ pub enum Error {
         /// The backend's name.
         backend: &'static str,
     },
+}
+
+/// Work failed while its stream ran it: the stream's fault, reported by the next read or sync
+/// of that stream.
+#[derive(thiserror::Error, Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum ExecutionError {
     /// A kernel panicked while running on the CPU.
     #[error("kernel `{kernel}` panicked on {stream}: {message}")]
     KernelPanic {
@@ -135,6 +140,19 @@ pub enum Error {
         /// The panic message.
         message: Arc<str>,
     },
+    /// A CPU kernel stored to a buffer its signature declares read-only; the launch stopped there.
+    #[error(
+        "kernel `{kernel}` stored to buffer `{param}` on {stream}, which its signature declares \
+         read-only (Param::read_only); the launch stopped at that store"
+    )]
+    ReadOnlyStore {
+        /// The kernel's name.
+        kernel: &'static str,
+        /// The buffer's name in the signature.
+        param: &'static str,
+        /// The stream it ran on.
+        stream: StreamId,
+    },
     /// The device reported a fault while running work on a stream.
     #[error("device fault on {stream}: {message}")]
     DeviceFault {
@@ -143,14 +161,20 @@ pub enum Error {
         /// What the device said.
         message: Arc<str>,
     },
-    /// A typed read got a byte count that is not a whole number of elements.
-    #[error("read of {len} bytes is not a whole number of {elem_size}-byte elements")]
-    ElementSize {
-        /// Bytes read.
-        len: u64,
-        /// Size of one element.
-        elem_size: u64,
+    /// A kernel's source did not compile for the device.
+    #[error("kernel `{kernel}` failed to compile:\n{log}")]
+    Compile {
+        /// The kernel's name.
+        kernel: &'static str,
+        /// The compiler's log.
+        log: Arc<str>,
     },
+}
+
+/// Device memory could not be provided for a handle; reported by every use of that handle.
+#[derive(thiserror::Error, Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum MemoryError {
     /// The device could not provide the requested memory, even after a cleanup.
     #[error("{}", describe_out_of_memory(*requested, usage, *capacity))]
     OutOfMemory {
@@ -182,6 +206,12 @@ pub enum Error {
         /// What the key referred to.
         what: Arc<str>,
     },
+}
+
+/// A backend or device cannot be opened; returned by the constructor.
+#[derive(thiserror::Error, Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum DeviceError {
     /// The backend cannot be used on this machine.
     #[error("the {backend} backend is unavailable: {reason}")]
     BackendUnavailable {
@@ -190,21 +220,61 @@ pub enum Error {
         /// Why it cannot be used.
         reason: Arc<str>,
     },
-    /// The runtime was shut down before the request completed.
-    #[error("the runtime shut down before the request completed")]
-    Disconnected,
-    /// A tensor's shape, strides, element size or data do not describe a valid tensor.
-    #[error("invalid tensor: {reason}")]
-    InvalidTensor {
-        /// What is wrong, with the shape, strides and element size.
+    /// No device of that name can be opened by this binary.
+    #[error("no device {device}: {reason}")]
+    NoSuchDevice {
+        /// The device asked for (`backend:index`).
+        device: Arc<str>,
+        /// Why it cannot be opened.
         reason: Arc<str>,
     },
-    /// Every candidate of a tunable set failed for a key; nothing was cached.
+}
+
+/// A group of devices, or the buffers of a collective or transfer between them, do not fit
+/// together; returned at once, with nothing queued.
+#[derive(thiserror::Error, Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum CollectiveError {
+    /// A group of clients lists one device more than once.
+    #[error("device {device} is listed more than once in the group")]
+    DeviceListedTwice {
+        /// The device (`backend:index`).
+        device: Arc<str>,
+    },
+    /// The buffers of a collective or transfer do not fit together.
+    #[error("collective `{op}` refused: {reason}")]
+    MismatchedBuffers {
+        /// The collective (`all_reduce`, `broadcast`, `to_client`, ...).
+        op: &'static str,
+        /// What does not fit: counts, sizes or element types.
+        reason: Arc<str>,
+    },
+}
+
+/// A setting of a configuration file, a `GPUWORLD_*` variable or a backend's config is refused.
+#[derive(thiserror::Error, Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// A configuration file or `GPUWORLD_*` variable holds an unknown key or a bad value.
+    #[error("{origin}: {problem}")]
+    InvalidSetting {
+        /// Where the setting came from: the file's path or the environment variable.
+        origin: Arc<str>,
+        /// What is wrong and what is allowed, naming the key.
+        problem: Arc<str>,
+    },
+}
+
+/// Autotune found no candidate to use; nothing was cached.
+#[derive(thiserror::Error, Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum AutotuneError {
+    /// Every candidate of a tunable set failed for a key.
     #[error(
         "autotune of `{set}` for key {key} failed: {}",
         describe_failures(reasons)
     )]
-    AutotuneFailed {
+    AllCandidatesFailed {
         /// The tunable set's name.
         set: Arc<str>,
         /// The key that was being tuned.
@@ -212,17 +282,35 @@ pub enum Error {
         /// Why each candidate failed, in the set's order.
         reasons: Vec<CandidateFailure>,
     },
-    /// A kernel's source did not compile for the device.
-    #[error("kernel `{kernel}` failed to compile:\n{log}")]
-    Compile {
-        /// The kernel's name.
-        kernel: &'static str,
-        /// The compiler's log.
-        log: Arc<str>,
+}
+
+/// Bytes do not have the layout a typed read or a tensor call asks for; returned at once.
+#[derive(thiserror::Error, Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum LayoutError {
+    /// A typed read got a byte count that is not a whole number of elements.
+    #[error("read of {len} bytes is not a whole number of {elem_size}-byte elements")]
+    ElementSize {
+        /// Bytes read.
+        len: u64,
+        /// Size of one element.
+        elem_size: u64,
     },
+    /// A tensor's shape, strides, element size or data do not describe a valid tensor.
+    #[error("invalid tensor: {reason}")]
+    InvalidTensor {
+        /// What is wrong, with the shape, strides and element size.
+        reason: Arc<str>,
+    },
+}
+
+/// Profiling or tracing was asked for what it cannot give.
+#[derive(thiserror::Error, Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum ProfileError {
     /// `profile` was asked to time work on a backend that keeps no device time for it.
     #[error("cannot profile `{name}` on the {backend} backend: {reason}")]
-    ProfileUnavailable {
+    TimingUnavailable {
         /// The name given to `profile`.
         name: Arc<str>,
         /// The backend's name.
@@ -233,39 +321,9 @@ pub enum Error {
     /// `stop_trace` was called while no trace was being recorded.
     #[error("no trace is being recorded: call start_trace first")]
     TraceNotStarted,
-    /// A configuration file or `GPUWORLD_*` variable holds an unknown key or a bad value.
-    #[error("{origin}: {problem}")]
-    Config {
-        /// Where the setting came from: the file's path or the environment variable.
-        origin: Arc<str>,
-        /// What is wrong and what is allowed, naming the key.
-        problem: Arc<str>,
-    },
-    /// No device of that name can be opened by this binary.
-    #[error("no device {device}: {reason}")]
-    NoSuchDevice {
-        /// The device asked for (`backend:index`).
-        device: Arc<str>,
-        /// Why it cannot be opened.
-        reason: Arc<str>,
-    },
-    /// A group of clients lists one device more than once.
-    #[error("device {device} is listed more than once in the group")]
-    DeviceListedTwice {
-        /// The device (`backend:index`).
-        device: Arc<str>,
-    },
-    /// The buffers of a collective or transfer do not fit together.
-    #[error("collective `{op}` refused: {reason}")]
-    CollectiveMismatch {
-        /// The collective (`all_reduce`, `broadcast`, `to_client`, ...).
-        op: &'static str,
-        /// What does not fit: counts, sizes or element types.
-        reason: Arc<str>,
-    },
 }
 
-/// The text of [`Error::OutOfMemory`]: the request, the usage and the capacity in readable
+/// The text of [`MemoryError::OutOfMemory`]: the request, the usage and the capacity in readable
 /// units, then what can make room.
 fn describe_out_of_memory(requested: u64, usage: &MemoryUsage, capacity: Option<u64>) -> String {
     let mut text = format!(
@@ -289,7 +347,7 @@ fn describe_out_of_memory(requested: u64, usage: &MemoryUsage, capacity: Option<
     text
 }
 
-/// The reasons of [`Error::AutotuneFailed`] as one line.
+/// The reasons of [`AutotuneError::AllCandidatesFailed`] as one line.
 fn describe_failures(reasons: &[CandidateFailure]) -> String {
     if reasons.is_empty() {
         return "the set has no candidate".to_string();
@@ -309,16 +367,3 @@ pub struct CandidateFailure {
     /// What went wrong: the error, the panic message or the output mismatch.
     pub reason: Arc<str>,
 }
-
-impl Error {
-    /// A device fault on `stream` with `message`.
-    pub fn device_fault(stream: StreamId, message: impl Into<Arc<str>>) -> Error {
-        Error::DeviceFault {
-            stream,
-            message: message.into(),
-        }
-    }
-}
-
-/// Shorthand for results of gpuworld calls.
-pub type Result<T, E = Error> = std::result::Result<T, E>;
