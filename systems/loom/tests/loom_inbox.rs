@@ -5,7 +5,7 @@
 //! client's `Lifetime` drop and the runtime's drop do with the queue, each in a few lines.
 //!
 //! Run: `cargo test -p gpuworld-systems-loom`, also part of `cargo test --workspace`: preemption
-//! bound 2, 3 s. `LOOM_MAX_PREEMPTIONS=N` sets the bound: CI runs 3 (35 s in a debug build);
+//! bound 2, about 10 s. `LOOM_MAX_PREEMPTIONS=N` sets the bound: CI runs 3 (35 s in a debug build);
 //! `LOOM_MAX_PREEMPTIONS=4 cargo test -p gpuworld-systems-loom --release` takes 20 s after a
 //! one-minute build. loom's other variables apply too: `LOOM_LOG=1` and `LOOM_LOCATION=1` print
 //! the failing interleaving. A deadlock (a lost wake-up) aborts the whole binary, since loom
