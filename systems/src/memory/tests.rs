@@ -167,6 +167,36 @@ fn an_oversized_request_gets_its_own_page_reused_only_within_an_eighth() {
 }
 
 #[test]
+fn a_buffer_that_grows_a_little_each_step_gets_a_page_with_room_to_grow() {
+    let mut backend = device(1 << 24);
+    let mut pool = MemoryPool::new(
+        &properties(256, MemoryLayout::Sliced),
+        &MemoryConfig::with_pools(vec![sliced(MIB, 16 * KIB, u64::MAX)]),
+    );
+    let mut size = 100 * KIB;
+    let first = pool.reserve(&mut backend, size, AUTO).unwrap();
+    pool.release(first.slice).unwrap();
+    // A 100th larger than the idle page (which goes back, past the budget): the new page has an
+    // eighth of room, rounded down to the alignment.
+    size += KIB;
+    let grown = pool.reserve(&mut backend, size, AUTO).unwrap();
+    assert_ne!(grown.region.storage, first.region.storage);
+    assert_eq!(backend.allocated(), size * 8 / 7 / 256 * 256);
+    pool.release(grown.slice).unwrap();
+    // The next twelve steps fit in it: no device allocation.
+    for _ in 0..12 {
+        size += KIB;
+        let step = pool.reserve(&mut backend, size, AUTO).unwrap();
+        assert_eq!(step.region.storage, grown.region.storage, "{size}");
+        pool.release(step.slice).unwrap();
+    }
+    // A request far past it is no growth: a page of exactly its size.
+    let jump = pool.reserve(&mut backend, 130 * KIB, AUTO).unwrap();
+    assert_eq!(backend.allocated(), 130 * KIB);
+    pool.release(jump.slice).unwrap();
+}
+
+#[test]
 fn an_exclusive_buffer_is_reused_only_if_it_wastes_at_most_a_fifth() {
     let mut backend = device(1 << 24);
     let mut pool = MemoryPool::new(
