@@ -192,7 +192,7 @@ impl SlicedPool {
         requested: u64,
     ) -> Result<Option<Block>, AllocError> {
         let dedicated = padded > self.max_slice;
-        let size = if dedicated {
+        let mut size = if dedicated {
             self.dedicated_page(padded)
         } else {
             self.next_shared_page(padded)
@@ -201,12 +201,25 @@ impl SlicedPool {
             self.return_outgrown_pages(backend);
             self.prefer_full_pages();
         }
-        if let Some(cap) = self.max_reserved
-            && self.report.bytes_reserved.saturating_add(size) > cap
-        {
+        let fits_cap = |size: u64| {
+            self.max_reserved
+                .is_none_or(|cap| self.report.bytes_reserved.saturating_add(size) <= cap)
+        };
+        if dedicated && !fits_cap(size) {
+            // Room to grow is a bonus: never the reason a capped pool refuses a request.
+            size = padded;
+        }
+        if !fits_cap(size) {
             return Ok(None);
         }
-        let storage = backend.allocate(size)?;
+        let storage = match backend.allocate(size) {
+            // Likewise when the device refuses the roomier page.
+            Err(AllocError::OutOfMemory) if size > padded && dedicated => {
+                size = padded;
+                backend.allocate(size)?
+            }
+            allocated => allocated?,
+        };
         self.returned_dedicated.clear();
         let position = self.order.len();
         let key = self.pages.insert(Page {

@@ -197,6 +197,23 @@ fn a_buffer_that_grows_a_little_each_step_gets_a_page_with_room_to_grow() {
 }
 
 #[test]
+fn room_to_grow_never_makes_a_capped_pool_refuse_a_request_that_fits() {
+    let mut backend = device(1 << 24);
+    let mut pool = MemoryPool::new(
+        &properties(256, MemoryLayout::Sliced),
+        &MemoryConfig::with_pools(vec![
+            sliced(MIB, 16 * KIB, u64::MAX).with_max_reserved(Some(110 * KIB)),
+        ]),
+    );
+    let first = pool.reserve(&mut backend, 100 * KIB, AUTO).unwrap();
+    pool.release(first.slice).unwrap();
+    // Growth, but an eighth more would pass the cap: a page of exactly the request.
+    let grown = pool.reserve(&mut backend, 101 * KIB, AUTO).unwrap();
+    assert_eq!(backend.allocated(), 101 * KIB);
+    pool.release(grown.slice).unwrap();
+}
+
+#[test]
 fn an_exclusive_buffer_is_reused_only_if_it_wastes_at_most_a_fifth() {
     let mut backend = device(1 << 24);
     let mut pool = MemoryPool::new(
