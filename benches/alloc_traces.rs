@@ -303,8 +303,8 @@ fn range(values: impl Iterator<Item = f64>, digits: usize) -> String {
 /// One line per backend, shape and mode: min–max over its seeds.
 fn table(rows: &[Row]) -> String {
     let mut table = String::from(
-        "| backend | shape | scale | reports | seeds | events | peak in use (MiB) | peak reserved / peak in use | reserved after / peak in use | time (ms) | µs/event |\n\
-         | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n",
+        "| backend | shape | scale | reports | seeds | events | peak in use (MiB) | peak reserved / peak in use | reserved after / peak in use | device allocations | GiB allocated | time (ms) | µs/event |\n\
+         | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n",
     );
     let mut groups: Vec<(&str, Shape, Reports)> = Vec::new();
     for row in rows {
@@ -338,7 +338,7 @@ fn table(rows: &[Row]) -> String {
             .collect::<Vec<_>>();
         let _ = writeln!(
             table,
-            "| {backend} | {} | {} | {} | {}{failures} | {} | {} | {} | {} | {} | {} |",
+            "| {backend} | {} | {} | {} | {}{failures} | {} | {} | {} | {} | {} | {} | {} | {} |",
             shape.name(),
             group[0].scale,
             reports.name(),
@@ -347,6 +347,13 @@ fn table(rows: &[Row]) -> String {
             range(replays.iter().map(|r| r.peak_in_use as f64 / MIB as f64), 1),
             range(replays.iter().map(|r| r.peak_ratio(reports)), 3),
             range(replays.iter().map(|r| r.after_ratio()), 3),
+            range(replays.iter().map(|r| r.device_allocations as f64), 0),
+            range(
+                replays
+                    .iter()
+                    .map(|r| r.device_bytes_allocated as f64 / (1u64 << 30) as f64),
+                2
+            ),
             range(replays.iter().map(ms), 1),
             range(per_event.into_iter(), 2),
         );
@@ -356,7 +363,7 @@ fn table(rows: &[Row]) -> String {
 
 fn csv(rows: &[Row]) -> String {
     let mut csv = String::from(
-        "backend,shape,seed,scale,reports,events,streams,peak_live_buffers,largest_alloc,peak_in_use,peak_reserved_reported,pool_peak_reserved,pool_peak_in_use,reserved_after,ticks,time_ms,error\n",
+        "backend,shape,seed,scale,reports,events,streams,peak_live_buffers,largest_alloc,peak_in_use,peak_reserved_reported,pool_peak_reserved,pool_peak_in_use,reserved_after,ticks,device_allocations,device_bytes_allocated,time_ms,error\n",
     );
     for row in rows {
         let _ = write!(
@@ -375,16 +382,18 @@ fn csv(rows: &[Row]) -> String {
         let _ = match &row.result {
             Ok(r) => writeln!(
                 csv,
-                "{},{},{},{},{},{},{:.3},",
+                "{},{},{},{},{},{},{},{},{:.3},",
                 r.peak_in_use,
                 r.peak_reserved_reported,
                 r.pool_peak_reserved,
                 r.pool_peak_in_use,
                 r.reserved_after,
                 r.ticks,
+                r.device_allocations,
+                r.device_bytes_allocated,
                 r.time.as_secs_f64() * 1e3
             ),
-            Err(error) => writeln!(csv, ",,,,,,,\"{}\"", error.replace('"', "'")),
+            Err(error) => writeln!(csv, ",,,,,,,,,\"{}\"", error.replace('"', "'")),
         };
     }
     csv

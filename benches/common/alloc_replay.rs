@@ -51,6 +51,11 @@ pub struct Replay {
     pub reserved_after: u64,
     /// Ticks from the first event through the final sync.
     pub ticks: u64,
+    /// Buffers the runtime's pools asked the device for during the replay: what the time of a
+    /// backend with costly buffer creation (wgpu) follows.
+    pub device_allocations: u64,
+    /// Bytes of those buffers.
+    pub device_bytes_allocated: u64,
     /// Wall time from the first event through the final sync.
     pub time: Duration,
 }
@@ -115,6 +120,14 @@ pub fn replay<B: Backend>(
     let reserved_after = client.memory_usage().bytes_reserved;
     let (pool_peak_reserved, pool_peak_in_use) =
         client.with_runtime(|runtime| (runtime.peak_reserved(), runtime.peak_memory()));
+    let (device_allocations, device_bytes_allocated) = client.with_runtime(|runtime| {
+        runtime
+            .memory_report()
+            .iter()
+            .fold((0, 0), |(pages, bytes), pool| {
+                (pages + pool.pages_allocated, bytes + pool.bytes_allocated)
+            })
+    });
     drop(live);
     sync_all(&streams)?;
     Ok(Replay {
@@ -124,6 +137,8 @@ pub fn replay<B: Backend>(
         pool_peak_in_use,
         reserved_after,
         ticks,
+        device_allocations,
+        device_bytes_allocated,
         time,
     })
 }

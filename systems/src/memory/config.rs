@@ -11,13 +11,15 @@ const MIB: u64 = 1 << 20;
 /// `benches/memory.rs`: more size classes or larger pages reserve more
 /// (`docs/benchmarks-history.md`, Memory).
 const MAX_PAGE: u64 = 64 * MIB;
-/// Requests over this fraction of a large page get a buffer of their own (1 MiB of a 64 MiB
-/// page). Slices of shared pages pin whole pages: on the trace family of
-/// `benches/alloc_traces.rs` (cpu, scale 32) a quarter gave peak reserved / peak in use of
-/// 1.24–3.05 on the log-uniform, KV-cache, game and mixed shapes, a sixteenth 1.07–2.03, a
-/// sixty-fourth 1.01–1.22; buffers of their own go back to the device exactly when idle memory
-/// passes the budget (`MemoryPool::make_room`).
-const LARGE_SLICE_DIVISOR: u64 = 64;
+/// Requests over this fraction of a large page get a buffer of their own (256 KiB of a 64 MiB
+/// page, the small-slice pool's limit: the large pool shares no page). Slices of shared pages pin
+/// whole pages: on the trace family of `benches/alloc_traces.rs` (cpu, scale 32) a quarter gave
+/// peak reserved / peak in use of 1.24–3.05 on the log-uniform, KV-cache, game and mixed shapes,
+/// a sixteenth 1.07–2.03, a sixty-fourth 1.01–1.22; with idle memory kept up to the recent peak
+/// (`budget.rs`, 16 seeds) a sixty-fourth gave up to 1.174 on the mixes, a 128th 1.109, a 256th
+/// 1.090 (also over 40 seeds). Buffers of their own go back to the device exactly when idle
+/// memory passes the budget (`MemoryPool::make_room`).
+const LARGE_SLICE_DIVISOR: u64 = 256;
 /// Smallest page of the small-slice pool; below it the pool would not pay for itself.
 const MIN_SMALL_PAGE: u64 = 64 << 10;
 /// Device memory assumed when a backend reports none (host backends without a cap).
@@ -35,7 +37,7 @@ pub const DEFAULT_RELEASE_AFTER_TICKS: u64 = 600;
 #[non_exhaustive]
 pub enum PoolKind {
     /// Pages of `page_size` bytes split into slices; requests over `max_slice` get a page of
-    /// their own, which later requests may reuse only if they waste at most a fifth of it.
+    /// their own, which later requests may reuse only if they waste at most an eighth of it.
     Sliced {
         /// Bytes of a full page.
         page_size: u64,
@@ -188,10 +190,12 @@ impl MemoryConfig {
     ///
     /// Three pools: requests of at most one alignment unit get exclusive buffers (they need no
     /// offsets and are reused exactly); small requests (up to 1/256 of the large page) share
-    /// small pages (1/32 of it); everything else shares large pages (a sixteenth of device
-    /// memory, at most 64 MiB), and requests over a sixty-fourth of a large page get pages of
-    /// their own. Few size classes keep fragmentation low: memory freed by one class cannot serve
-    /// another, and dynamic shapes move tensors between classes from step to step.
+    /// small pages (1/32 of it); everything else goes to the pool of large pages (a sixteenth of
+    /// device memory, at most 64 MiB), where requests over a 256th of a page (all of them where
+    /// the small pool exists) get pages of their own. Few size classes keep fragmentation low:
+    /// memory freed by one class cannot serve another, and dynamic shapes move tensors between
+    /// classes from step to step; a request its pool cannot place still takes a free range of
+    /// another sliced pool before the device is asked for more.
     pub fn default_ladder(device: &DeviceProperties) -> Vec<PoolConfig> {
         let alignment = device.alignment.max(1);
         let memory = match device.memory_bytes {
@@ -279,7 +283,7 @@ mod tests {
                 (
                     PoolKind::Sliced {
                         page_size: 64 * MIB,
-                        max_slice: MIB,
+                        max_slice: 256 << 10,
                         first_page: MIB,
                     },
                     u64::MAX
@@ -295,7 +299,7 @@ mod tests {
             ladder[2].kind,
             PoolKind::Sliced {
                 page_size: 16 * MIB,
-                max_slice: 256 << 10,
+                max_slice: 64 << 10,
                 first_page: 256 << 10,
             }
         );

@@ -1,5 +1,6 @@
 //! What each pool reports: pages now and at peak, live allocations, bytes in use and reserved,
-//! the largest allocation it served. One stable text line per pool for snapshots.
+//! the largest allocation it served, the pages and bytes it asked the device for over its life.
+//! One stable text line per pool for snapshots (the lifetime totals are not in it).
 
 use std::fmt;
 
@@ -20,6 +21,10 @@ pub struct PoolReport {
     pub bytes_reserved: u64,
     /// Largest request it ever served.
     pub largest_alloc: u64,
+    /// Pages (backend buffers) it asked the device for over its life.
+    pub pages_allocated: u64,
+    /// Bytes of those pages.
+    pub bytes_allocated: u64,
 }
 
 impl PoolReport {
@@ -34,6 +39,8 @@ impl PoolReport {
     /// Counts a new page of `size` bytes.
     pub fn page_added(&mut self, size: u64) {
         self.pages += 1;
+        self.pages_allocated += 1;
+        self.bytes_allocated += size;
         self.peak_pages = self.peak_pages.max(self.pages);
         self.bytes_reserved += size;
     }
