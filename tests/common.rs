@@ -55,10 +55,11 @@ pub fn f32s(bytes: &[u8]) -> Vec<f32> {
         .collect()
 }
 
-/// Whether a missing wgpu adapter must fail the test (CI sets `GPUWORLD_REQUIRE_WGPU=1`).
+/// Whether a missing wgpu adapter must fail the test (CI sets `GPUWORLD_REQUIRE_WGPU=1`), as the
+/// testing kit decides it.
 #[cfg(feature = "wgpu")]
 pub fn wgpu_required() -> bool {
-    std::env::var("GPUWORLD_REQUIRE_WGPU").is_ok_and(|v| v == "1")
+    gpuworld::testing::TestBackend::Wgpu.required()
 }
 
 /// A wgpu backend on the default adapter; a [`Skip`] when there is none, unless
@@ -122,7 +123,7 @@ pub fn no_cuda_driver(error: impl std::fmt::Display) -> Skip {
 /// `GPUWORLD_REQUIRE_CUDA=1`).
 #[cfg(feature = "cuda")]
 pub fn cuda_required() -> bool {
-    std::env::var("GPUWORLD_REQUIRE_CUDA").is_ok_and(|v| v == "1")
+    gpuworld::testing::TestBackend::Cuda.required()
 }
 
 /// A CUDA backend on device 0 with `config`; a [`Skip`] when there is no driver,

@@ -90,7 +90,8 @@ fn waits_of_a_launch_on_stream_1(owners: &[u64]) -> Vec<String> {
 fn a_binding_from_another_stream_is_shared_once() {
     assert_eq!(
         waits_of_a_launch_on_stream_1(&[1, 2]),
-        vec!["s1 wait s2 op 1"]
+        // Named by the order they were opened: stream 1 is `s0`, stream 2 `s1`.
+        vec!["s0 wait s1 op 1"]
     );
 }
 
@@ -98,7 +99,7 @@ fn a_binding_from_another_stream_is_shared_once() {
 fn a_repeated_shared_binding_adds_no_second_wait() {
     assert_eq!(
         waits_of_a_launch_on_stream_1(&[1, 2, 1]),
-        vec!["s1 wait s2 op 1"]
+        vec!["s0 wait s1 op 1"]
     );
 }
 
@@ -243,8 +244,9 @@ fn readers_of_one_buffer_on_two_streams_do_not_wait_for_each_other() {
     let client = sim();
     let [_x, two, three] = x_read_on_streams_2_and_3(&client);
     client.tick();
-    // Each reader waits for the write on stream 1, and stream 3 not for stream 2's read.
-    assert_eq!(waits_in(&client), ["s2 wait s1 op 1", "s3 wait s1 op 1"]);
+    // Each reader waits for the write on stream 1, and stream 3 not for stream 2's read (streams
+    // 1, 2, 3 were opened in that order: `s0`, `s1`, `s2`).
+    assert_eq!(waits_in(&client), ["s1 wait s0 op 1", "s2 wait s0 op 1"]);
     insta::assert_snapshot!("read_read_tick1", state(&client));
     assert_readers_scaled_x(&client, &two, &three);
 }
@@ -265,10 +267,10 @@ fn a_write_after_reads_on_other_streams_waits_for_every_reader() {
     assert_eq!(
         waits_in(&client),
         [
-            "s2 wait s1 op 1",
-            "s3 wait s1 op 1",
-            "s1 wait s2 op 2",
-            "s1 wait s3 op 2"
+            "s1 wait s0 op 1",
+            "s2 wait s0 op 1",
+            "s0 wait s1 op 2",
+            "s0 wait s2 op 2"
         ]
     );
     insta::assert_snapshot!("read_read_write_tick2", state(&client));
@@ -296,8 +298,9 @@ fn a_read_after_a_write_on_another_stream_waits_for_the_write() {
     )
     .unwrap();
     client.tick();
-    // The fill waits for the creation on stream 2; the read waits for the fill (s1 op 2).
-    assert_eq!(waits_in(&client), ["s1 wait s2 op 1", "s2 wait s1 op 2"]);
+    // The fill waits for the creation on stream 2; the read waits for the fill. Stream 2 was
+    // opened first (the creation), so it is `s0`, and stream 1 is `s1`.
+    assert_eq!(waits_in(&client), ["s1 wait s0 op 1", "s0 wait s1 op 2"]);
     assert_eq!(f32s(&s2.read_one(&out).unwrap()), [10.0; 4]);
 }
 

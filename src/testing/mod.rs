@@ -1,10 +1,13 @@
 #![doc = include_str!("../../docs/testing.md")]
 
+mod backends;
 mod harness;
 mod record;
 mod replay;
 mod sweep;
 
+pub use crate::on_every_backend;
+pub use backends::{BackendRuns, BackendTest, Skipped, TestBackend, run_on_every_backend};
 pub use gpuworld_systems::sim::{
     CallCounts, CostModel, Fault, FaultPlan, KernelRate, SimCall, Span,
 };

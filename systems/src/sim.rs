@@ -180,6 +180,8 @@ struct Op {
 #[derive(Debug)]
 struct SimStream {
     id: StreamId,
+    /// Its name: `s<n>` for the n-th user stream created (from 0), as the runtime names it.
+    name: String,
     queue: VecDeque<Op>,
     enqueued: u64,
 }
@@ -384,7 +386,7 @@ impl SimBackend {
         let Some(costs) = &self.config.costs else {
             return 0;
         };
-        let name = || self.streams[stream].id.to_string();
+        let name = || self.streams[stream].name.clone();
         let (ready, cost, span) = match op {
             HostOp::Wait { event } => {
                 let (origin, ops) = event.stream_and_ops();
@@ -511,8 +513,15 @@ impl Backend for SimBackend {
 
     fn create_stream(&mut self, id: StreamId) -> DeviceStream {
         let stream = DeviceStream(self.streams.len() as u32);
+        let name = if id == StreamId::GC {
+            id.to_string()
+        } else {
+            let users = self.streams.iter().filter(|s| s.id != StreamId::GC).count();
+            format!("s{users}")
+        };
         self.streams.push(SimStream {
             id,
+            name,
             queue: VecDeque::new(),
             enqueued: 0,
         });

@@ -40,6 +40,19 @@ pub struct Stream {
     pub role: StreamRole,
     /// The backend's stream.
     pub device: DeviceStream,
+    /// How many user streams the runtime opened before this one (0 for the GC stream): its name
+    /// in snapshots, so a test shows the same names whichever thread or test order made them.
+    pub ordinal: u64,
+}
+
+impl Stream {
+    /// Its name in snapshots, sim logs and traces: `s<ordinal>`, or `gc` for the GC stream.
+    pub fn name(&self) -> String {
+        match self.role {
+            StreamRole::Gc => "gc".to_string(),
+            StreamRole::Compute => format!("s{}", self.ordinal),
+        }
+    }
 }
 
 /// Number of tasks ever assigned to the stream; a task's cursor is the count after it.

@@ -13,6 +13,12 @@ use libtest_mimic::{Arguments, Completion, Failed};
 #[derive(Debug)]
 pub struct Skip(pub String);
 
+impl From<gpuworld::testing::Skipped> for Skip {
+    fn from(skipped: gpuworld::testing::Skipped) -> Skip {
+        Skip(skipped.reason)
+    }
+}
+
 /// What a test function returns: `()`, or `Result<(), Skip>` for one that may find no device.
 pub trait TestOutcome {
     /// `Completed`, or `Ignored` with the skip's reason.

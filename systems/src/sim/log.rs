@@ -74,11 +74,12 @@ pub enum SimCall {
 }
 
 impl SimBackend {
-    /// The name snapshots give the stream of `stream` (its `StreamId`'s: `s0`, `gc`).
+    /// The name snapshots give the stream of `stream` (`s0` for the first user stream created,
+    /// `gc`).
     pub fn stream_name(&self, stream: DeviceStream) -> String {
         self.streams
             .get(stream.0 as usize)
-            .map_or_else(|| format!("d{}", stream.0), |s| s.id.to_string())
+            .map_or_else(|| format!("d{}", stream.0), |s| s.name.clone())
     }
 
     /// `event` as snapshots name it: its stream and the operations before it (`s0 op 3`).

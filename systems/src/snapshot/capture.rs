@@ -27,7 +27,7 @@ impl StreamNames {
             by_device: HashMap::new(),
         };
         for (entity, stream) in world.query::<(Entity, &Stream)>().iter(world) {
-            let name = stream.id.to_string();
+            let name = stream.name();
             names.by_entity.insert(entity, name.clone());
             names.by_slot.insert(stream.slot, name.clone());
             names.by_device.insert(stream.device, name);
@@ -83,7 +83,7 @@ pub fn capture(
         .collect();
     let handle = |e: &Entity| handle_of.get(e).cloned().unwrap_or_else(|| "?".to_string());
 
-    let mut streams: Vec<(u64, StreamLine)> = world
+    let mut streams: Vec<((bool, u64), StreamLine)> = world
         .query::<(
             &Stream,
             &StreamCursor,
@@ -95,9 +95,9 @@ pub fn capture(
         .iter(world)
         .map(|(s, c, sub, synced, q, f)| {
             (
-                s.id.value,
+                (s.role == StreamRole::Gc, s.ordinal),
                 StreamLine {
-                    name: s.id.to_string(),
+                    name: s.name(),
                     cursor: c.0,
                     submitted: sub.0,
                     queued: q.tasks.len(),

@@ -83,6 +83,7 @@ pub fn submit_ready_queues<B: Backend>(
                 slot: GC_SLOT,
                 role: StreamRole::Gc,
                 device,
+                ordinal: 0,
             })
             .id();
         table.gc = Some((entity, device));

@@ -148,8 +148,8 @@ impl TraceRecorder {
         if recording.trace.streams.iter().any(|(s, _)| *s == device) {
             return;
         }
-        // The stream's one name, as snapshots, logs and errors give it (`s0`, `gc`).
-        let name = stream.id.to_string();
+        // The stream's one name, as snapshots and sim logs give it (`s0`, `gc`).
+        let name = stream.name();
         recording.trace.streams.push((device, name));
         recording.trace.streams.sort();
     }

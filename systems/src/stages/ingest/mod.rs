@@ -452,12 +452,14 @@ impl Ingest<'_> {
             return entity;
         }
         let device = taken.get(world).0.create_stream(id);
+        let ordinal = self.slots.iter().filter(|s| s.is_some()).count() as u64;
         let entity = world
             .spawn(Stream {
                 id,
                 slot,
                 role: StreamRole::Compute,
                 device,
+                ordinal,
             })
             .id();
         self.slots[slot] = Some(entity);
