@@ -9,103 +9,25 @@
 
 #[path = "common/training_trace.rs"]
 mod training_trace;
+// The replay example uses the unbounded device; these benches only the bounded one.
+#[allow(dead_code)]
+#[path = "common/virtual_device.rs"]
+mod virtual_device;
 
 use criterion::{Criterion, criterion_group};
 use gpuworld_systems::backend::*;
-use gpuworld_systems::error::Error;
-use gpuworld_systems::ids::StreamId;
-use gpuworld_systems::kernel::{CpuSource, ExecutionMode, Kernel};
 use gpuworld_systems::memory::{AllocationMode, MemoryConfig, MemoryPool, SliceKey};
 use std::collections::HashMap;
 use std::hint::black_box;
 use std::time::Duration;
 use training_trace::{Event, TRACE_PATH, committed_trace};
+use virtual_device::VirtualDevice;
 
 const MIB: u64 = 1 << 20;
 
-/// A device that hands out numbered buffers and counts bytes; it runs no work.
-struct VirtualDevice {
-    memory_bytes: u64,
-    allocated: u64,
-    sizes: HashMap<u64, u64>,
-    next: u64,
-}
-
-impl VirtualDevice {
-    fn new(memory_bytes: u64) -> VirtualDevice {
-        VirtualDevice {
-            memory_bytes,
-            allocated: 0,
-            sizes: HashMap::new(),
-            next: 0,
-        }
-    }
-}
-
-impl Backend for VirtualDevice {
-    const NAME: &'static str = "virtual";
-    type Source = CpuSource;
-
-    fn properties(&self) -> DeviceProperties {
-        DeviceProperties {
-            name: "virtual device".into(),
-            memory_bytes: self.memory_bytes,
-            alignment: 256,
-            memory_layout: MemoryLayout::Sliced,
-            limits: Default::default(),
-            features: Vec::new(),
-            max_cube_count: [u32::MAX; 3],
-            max_buffer_bytes: None,
-        }
-    }
-    fn allocate(&mut self, size: u64) -> Result<StorageId, AllocError> {
-        if self.allocated + size > self.memory_bytes {
-            return Err(AllocError::OutOfMemory);
-        }
-        self.next += 1;
-        self.allocated += size;
-        self.sizes.insert(self.next, size);
-        Ok(StorageId(self.next))
-    }
-    unsafe fn deallocate(&mut self, storage: StorageId) {
-        self.allocated -= self.sizes.remove(&storage.0).unwrap_or(0);
-    }
-    fn create_stream(&mut self, _id: StreamId) -> DeviceStream {
-        DeviceStream(0)
-    }
-    fn write(&mut self, _stream: DeviceStream, _dst: Region, _data: HostBytes) {}
-    unsafe fn launch(
-        &mut self,
-        _stream: DeviceStream,
-        _kernel: Kernel,
-        _count: LaunchCount,
-        _buffers: &[Region],
-        _scalars: &[u32],
-        _mode: ExecutionMode,
-    ) {
-    }
-    fn read(&mut self, _stream: DeviceStream, _src: Region) -> ReadTicket {
-        ReadTicket(0)
-    }
-    fn flush(&mut self, _stream: DeviceStream) -> DeviceEvent {
-        DeviceEvent(0)
-    }
-    fn wait_event(&mut self, _stream: DeviceStream, _event: DeviceEvent) {}
-    fn poll(&mut self, _tick: u64) {}
-    fn event_done(&mut self, _event: DeviceEvent) -> bool {
-        true
-    }
-    fn take_read(&mut self, _ticket: ReadTicket) -> Option<HostBytes> {
-        None
-    }
-    fn take_fault(&mut self, _stream: DeviceStream) -> Option<Error> {
-        None
-    }
-}
-
 /// A 16 GiB virtual device and the default ladder for it.
 fn default_pool() -> (VirtualDevice, MemoryPool) {
-    let device = VirtualDevice::new(16 << 30);
+    let device = VirtualDevice::new(16 << 30, 256);
     let pool = MemoryPool::new(&device.properties(), &MemoryConfig::default());
     (device, pool)
 }

@@ -10,81 +10,14 @@
 
 #[path = "../../benches/common/alloc_traces.rs"]
 mod alloc_traces;
+#[path = "../../benches/common/virtual_device.rs"]
+mod virtual_device;
 
 use alloc_traces::{Event, Shape};
-use gpuworld_systems::backend::{
-    AllocError, Backend, DeviceEvent, DeviceProperties, DeviceStream, HostBytes, LaunchCount,
-    MemoryLayout, ReadTicket, Region, StorageId,
-};
-use gpuworld_systems::error::Error;
-use gpuworld_systems::ids::StreamId;
-use gpuworld_systems::kernel::{CpuSource, ExecutionMode, Kernel};
+use gpuworld_systems::backend::Backend;
 use gpuworld_systems::memory::{AllocationMode, MemoryConfig, MemoryPool, SliceKey};
 use std::collections::HashMap;
-
-/// A device that hands out numbered buffers and counts them; it runs no work.
-struct CountingDevice {
-    alignment: u64,
-    next: u64,
-    allocations: u64,
-    bytes_allocated: u64,
-}
-
-impl Backend for CountingDevice {
-    const NAME: &'static str = "counting";
-    type Source = CpuSource;
-
-    fn properties(&self) -> DeviceProperties {
-        DeviceProperties {
-            name: "counting device".into(),
-            memory_bytes: 8 << 30,
-            alignment: self.alignment,
-            memory_layout: MemoryLayout::Sliced,
-            limits: Default::default(),
-            features: Vec::new(),
-            max_cube_count: [u32::MAX; 3],
-            max_buffer_bytes: None,
-        }
-    }
-    fn allocate(&mut self, size: u64) -> Result<StorageId, AllocError> {
-        self.next += 1;
-        self.allocations += 1;
-        self.bytes_allocated += size;
-        Ok(StorageId(self.next))
-    }
-    unsafe fn deallocate(&mut self, _storage: StorageId) {}
-    fn create_stream(&mut self, _id: StreamId) -> DeviceStream {
-        DeviceStream(0)
-    }
-    fn write(&mut self, _stream: DeviceStream, _dst: Region, _data: HostBytes) {}
-    unsafe fn launch(
-        &mut self,
-        _stream: DeviceStream,
-        _kernel: Kernel,
-        _count: LaunchCount,
-        _buffers: &[Region],
-        _scalars: &[u32],
-        _mode: ExecutionMode,
-    ) {
-    }
-    fn read(&mut self, _stream: DeviceStream, _src: Region) -> ReadTicket {
-        ReadTicket(0)
-    }
-    fn flush(&mut self, _stream: DeviceStream) -> DeviceEvent {
-        DeviceEvent(0)
-    }
-    fn wait_event(&mut self, _stream: DeviceStream, _event: DeviceEvent) {}
-    fn poll(&mut self, _tick: u64) {}
-    fn event_done(&mut self, _event: DeviceEvent) -> bool {
-        true
-    }
-    fn take_read(&mut self, _ticket: ReadTicket) -> Option<HostBytes> {
-        None
-    }
-    fn take_fault(&mut self, _stream: DeviceStream) -> Option<Error> {
-        None
-    }
-}
+use virtual_device::VirtualDevice;
 
 fn env_u64(name: &str, default: u64) -> u64 {
     std::env::var(name).map_or(default, |value| {
@@ -123,12 +56,7 @@ fn main() {
         let mut per_seed = Vec::new();
         for &seed in &seeds {
             let trace = shape.generate(seed, scale);
-            let mut device = CountingDevice {
-                alignment,
-                next: 0,
-                allocations: 0,
-                bytes_allocated: 0,
-            };
+            let mut device = VirtualDevice::unbounded(8 << 30, alignment);
             let mut pool = MemoryPool::new(&device.properties(), &MemoryConfig::default());
             let mut live: HashMap<u32, SliceKey> = HashMap::new();
             for event in &trace.events {
