@@ -99,7 +99,7 @@ fn check(model: impl Fn() + Sync + Send + 'static) {
 #[test]
 fn every_command_is_answered_once_when_pushes_race_a_tick_then_the_close() {
     check(|| {
-        let queue = Arc::new(WorkQueue::with_capacity(4));
+        let queue = Arc::new(WorkQueue::new());
         let (first, first_reply) = Command::new(1);
         let (second, second_reply) = Command::new(2);
         let (other, other_reply) = Command::new(3);
@@ -144,7 +144,7 @@ fn every_command_is_answered_once_when_pushes_race_a_tick_then_the_close() {
 #[test]
 fn has_work_is_true_while_a_pushed_command_is_queued() {
     check(|| {
-        let queue = Arc::new(WorkQueue::with_capacity(4));
+        let queue = Arc::new(WorkQueue::new());
         // After its push returned, a producer that reads `has_work` false may count on a tick
         // under way to take its command: the device thread then sleeps without losing it.
         let push_then_check = |queue: Arc<WorkQueue<Command>>, ids: &'static [u32]| {
@@ -193,7 +193,7 @@ fn has_work_is_true_while_a_pushed_command_is_queued() {
 #[test]
 fn a_sleeping_device_thread_cannot_miss_a_push() {
     check(|| {
-        let queue = Arc::new(WorkQueue::with_capacity(4));
+        let queue = Arc::new(WorkQueue::new());
         // The device thread: ticks while `has_work` says so, else sleeps on the queue.
         let device = {
             let queue = queue.clone();
@@ -229,7 +229,7 @@ fn a_sleeping_device_thread_cannot_miss_a_push() {
 #[test]
 fn a_sleeping_device_thread_cannot_miss_a_tick_request() {
     check(|| {
-        let queue = Arc::new(WorkQueue::<Command>::with_capacity(4));
+        let queue = Arc::new(WorkQueue::<Command>::new());
         let device = {
             let queue = queue.clone();
             thread::spawn(move || {
@@ -246,19 +246,23 @@ fn a_sleeping_device_thread_cannot_miss_a_tick_request() {
 
 #[test]
 fn a_pusher_waiting_for_room_cannot_miss_the_drain_or_the_close() {
-    check(|| {
-        let queue = Arc::new(WorkQueue::with_capacity(4));
-        // A full queue (room for one): the pusher waits for a drain, or the close.
+    // A full queue (room for one command, which is queued): a pusher waits for a drain, or the
+    // close.
+    fn full_queue() -> (Arc<WorkQueue<Command>>, oneshot::Receiver<Answer>) {
+        let queue = Arc::new(WorkQueue::new());
         let (first, first_reply) = Command::new(1);
         assert!(push(&queue, first));
+        (queue, first_reply)
+    }
+    fn wait_for_room(queue: &WorkQueue<Command>) {
+        while !queue.wait_for_room(1, IDLE) && !queue.is_closed() {}
+    }
+    check(|| {
+        let (queue, first_reply) = full_queue();
         let pusher = {
             let queue = queue.clone();
             thread::spawn(move || {
-                while !queue.wait_for_room(1, IDLE) {
-                    if queue.is_closed() {
-                        break;
-                    }
-                }
+                wait_for_room(&queue);
                 let (second, reply) = Command::new(2);
                 push(&queue, second);
                 reply
@@ -274,12 +278,10 @@ fn a_pusher_waiting_for_room_cannot_miss_the_drain_or_the_close() {
         assert_eq!(second == Answer::Ran, ran.contains(&2), "ran {ran:?}");
     });
     check(|| {
-        let queue = Arc::new(WorkQueue::with_capacity(4));
-        let (first, first_reply) = Command::new(1);
-        assert!(push(&queue, first));
+        let (queue, first_reply) = full_queue();
         let pusher = {
             let queue = queue.clone();
-            thread::spawn(move || while !queue.wait_for_room(1, IDLE) && !queue.is_closed() {})
+            thread::spawn(move || wait_for_room(&queue))
         };
         close(&queue);
         pusher.join().unwrap();
@@ -307,7 +309,7 @@ fn device_thread(
 #[test]
 fn shutdown_stops_the_device_thread_and_answers_every_command() {
     check(|| {
-        let queue = Arc::new(WorkQueue::with_capacity(4));
+        let queue = Arc::new(WorkQueue::new());
         let device = device_thread(queue.clone(), WorkQueue::consumer_stopped);
         let (command, reply) = Command::new(1);
         let producer = {
@@ -362,7 +364,7 @@ fn a_stop_flag_beside_the_queue_misses_a_plain_wake_up() {
     let printed = failing_model(
         "a_stop_flag_beside_the_queue_misses_a_plain_wake_up",
         || {
-            let queue = Arc::new(WorkQueue::with_capacity(4));
+            let queue = Arc::new(WorkQueue::new());
             let stop = Arc::new(AtomicBool::new(false));
             let flag = stop.clone();
             let device = device_thread(queue.clone(), move |_| flag.load(Ordering::Acquire));

@@ -178,7 +178,7 @@ impl Inbox {
     pub fn new(runtime: RuntimeId) -> Inbox {
         Inbox {
             runtime,
-            queue: WorkQueue::with_capacity(1024),
+            queue: WorkQueue::new(),
             next_handle: AtomicU64::new(0),
         }
     }

@@ -45,10 +45,15 @@ struct Signals {
     tick_requested: AtomicBool,
 }
 
+impl<T> Default for WorkQueue<T> {
+    fn default() -> WorkQueue<T> {
+        WorkQueue::new()
+    }
+}
+
 impl<T> WorkQueue<T> {
-    /// An empty, open queue. (`_capacity` is kept for callers that size it: the lock-free queue
-    /// grows in segments and needs no reservation.)
-    pub fn with_capacity(_capacity: usize) -> WorkQueue<T> {
+    /// An empty, open queue (the lock-free queue grows in segments and needs no reservation).
+    pub fn new() -> WorkQueue<T> {
         WorkQueue {
             items: SegQueue::new(),
             sleep: Mutex::new(()),
