@@ -1,12 +1,12 @@
 //! loom's primitives under the names and signatures `queue.rs` takes from parking_lot and std
-//! (`gpuworld-systems`' `sync` module). loom's condvar never times out: a wait that nothing
+//! (`gpuworld-systems`' `sync` module), and a thread's shard from loom's thread id. loom's condvar never times out: a wait that nothing
 //! wakes is reported as a deadlock, so a lost wake-up fails a model instead of costing a timeout.
 
 use std::ops::{Deref, DerefMut};
 use std::sync::PoisonError;
 use std::time::Duration;
 
-pub use loom::sync::atomic::{AtomicBool, Ordering};
+pub use loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 /// A mutex with parking_lot's signature (`lock` returns the guard; no poisoning).
 #[derive(Debug)]
@@ -83,45 +83,20 @@ impl Default for Condvar {
 
 pub use loom::sync::atomic::fence;
 
-/// A stand-in for crossbeam's lock-free `SegQueue`: the same linearizable push and pop, behind a
-/// loom mutex, so that loom checks the protocol `queue.rs` builds on it (its flags, sleeps and
-/// close) with every interleaving of whole pushes and pops.
-#[derive(Debug)]
-pub struct SegQueue<T>(loom::sync::Mutex<std::collections::VecDeque<T>>);
+/// The most shards a queue has.
+pub const MAX_SHARDS: usize = 2;
 
-impl<T> SegQueue<T> {
-    /// An empty queue.
-    pub fn new() -> SegQueue<T> {
-        SegQueue(loom::sync::Mutex::new(std::collections::VecDeque::new()))
-    }
-
-    fn items(&self) -> loom::sync::MutexGuard<'_, std::collections::VecDeque<T>> {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// Queues `item` at the back.
-    pub fn push(&self, item: T) {
-        self.items().push_back(item);
-    }
-
-    /// Takes the front item, if any.
-    pub fn pop(&self) -> Option<T> {
-        self.items().pop_front()
-    }
-
-    /// Items queued now.
-    pub fn len(&self) -> usize {
-        self.items().len()
-    }
-
-    /// Whether none is queued now.
-    pub fn is_empty(&self) -> bool {
-        self.items().is_empty()
-    }
+/// Two shards: enough for loom to interleave pushes to different shards with a drain.
+pub fn shard_count() -> usize {
+    MAX_SHARDS
 }
 
-impl<T> Default for SegQueue<T> {
-    fn default() -> SegQueue<T> {
-        SegQueue::new()
-    }
+/// The model thread's number (0 for the model's main thread, then 1, 2, ... in spawn order),
+/// from loom's thread id, without an atomic operation loom would have to interleave.
+pub fn thread_index() -> usize {
+    let id = format!("{:?}", loom::thread::current().id());
+    id.trim_start_matches("ThreadId(")
+        .trim_end_matches(')')
+        .parse()
+        .unwrap_or(0)
 }

@@ -141,6 +141,38 @@ fn every_command_is_answered_once_when_pushes_race_a_tick_then_the_close() {
     });
 }
 
+/// A push that returned before another began runs first, though the two threads push to
+/// different shards and drains race them: a drain that found the first shard empty, then the
+/// second holding the later command, must not run that command alone.
+#[test]
+fn a_command_pushed_after_another_returned_runs_after_it_across_shards() {
+    check(|| {
+        let queue = Arc::new(WorkQueue::new());
+        let (first, _first_reply) = Command::new(1);
+        let (second, _second_reply) = Command::new(2);
+        let pusher = {
+            let queue = queue.clone();
+            thread::spawn(move || {
+                // loom's thread 2 pushes to shard 0, which a drain looks at first; its push
+                // returns before thread 1's begins, and thread 1 pushes to shard 1.
+                let earlier = {
+                    let queue = queue.clone();
+                    thread::spawn(move || {
+                        push(&queue, first);
+                    })
+                };
+                earlier.join().unwrap();
+                push(&queue, second);
+            })
+        };
+        let mut ran = tick(&queue);
+        ran.extend(tick(&queue));
+        pusher.join().unwrap();
+        ran.extend(tick(&queue));
+        assert_eq!(ran, [1, 2], "drained in this order");
+    });
+}
+
 #[test]
 fn has_work_is_true_while_a_pushed_command_is_queued() {
     check(|| {
