@@ -197,6 +197,8 @@ pub struct MemoryPool {
     parked: ParkedSlices,
     /// The most in use over recent allocations: what idle memory is kept for (`budget.rs`).
     recent_peak: RecentPeak,
+    /// A client asked for a cleanup, which the GC stage of this tick runs.
+    cleanup_requested: bool,
 }
 
 impl MemoryPool {
@@ -253,6 +255,7 @@ impl MemoryPool {
             modes: AllocationModes::default(),
             parked: ParkedSlices::default(),
             recent_peak: RecentPeak::default(),
+            cleanup_requested: false,
         }
     }
 
@@ -676,6 +679,18 @@ impl MemoryPool {
         freed += self.persistent.cleanup(backend);
         self.recount_reserved();
         tracing::debug!(target: "gpuworld::memory", freed, reserved = self.usage.bytes_reserved, "memory cleanup");
+    }
+
+    /// Asks for a [`MemoryPool::cleanup`] at the end of this tick (a client's `memory_cleanup`):
+    /// ingest records the request in arrival order, the GC stage runs it once memory this tick
+    /// frees has returned.
+    pub fn request_cleanup(&mut self) {
+        self.cleanup_requested = true;
+    }
+
+    /// Whether a cleanup was asked for since the last call; the GC stage runs it if so.
+    pub fn take_cleanup_request(&mut self) -> bool {
+        std::mem::take(&mut self.cleanup_requested)
     }
 
     /// Returns free pages unused for their pool's `release_after_ticks`; the GC stage calls it

@@ -17,7 +17,6 @@ pub use handle_index::{HandleEntry, HandleIndex, HandleState, UsedOn};
 use handle_index::{release, spawn_handle};
 
 use super::alignment::Owner;
-use super::gc::CleanupRequested;
 use super::tick::TickStage;
 use crate::backend::{Backend, LaunchCount, Region};
 use crate::binding::Binding;
@@ -63,7 +62,7 @@ pub fn ingest_commands<B: Backend>(
     // commands only when this system left some (it alone writes them during ticks).
     let (inbox, waker) = inbox.get_or_insert_with(|| {
         let inbox = world.resource::<InboxQueue>().0.clone();
-        (inbox.clone(), crate::arriving::InboxWaker::waker(inbox))
+        (inbox.clone(), crate::inbox::InboxWaker::waker(inbox))
     });
     let mut drained = std::mem::take(&mut *scratch);
     inbox.drain_into(&mut drained);
@@ -416,7 +415,7 @@ impl Ingest<'_> {
                     self.reclaimed += u64::from(release(world, pool, handle, entry));
                 }
             }
-            Command::MemoryCleanup => world.resource_mut::<CleanupRequested>().0 = true,
+            Command::MemoryCleanup => taken.get(world).1.request_cleanup(),
             Command::OpenAllocationMode { stream, mode } => {
                 taken.get(world).1.modes_mut().push(stream, mode);
             }
