@@ -1,9 +1,9 @@
 //! `Runtime<B>`: the world and the tick schedule for one device. Clients talk to it through its
 //! inbox; whoever holds it calls [`Runtime::tick`].
 
-use crate::backend::{Backend, DeviceEvent, DeviceProperties, DeviceStream};
+use crate::backend::{Backend, DeviceEvent, DeviceProperties, DeviceStream, Region};
+use crate::binding::Binding;
 use crate::error::Error;
-use crate::ids::HandleId;
 use crate::ids::{RuntimeId, StreamId};
 use crate::inbox::Inbox;
 use crate::kernel::{ExecutionMode, Kernel};
@@ -14,7 +14,7 @@ use crate::published::{InFlight, Published};
 use crate::snapshot::{Snapshot, SnapshotOptions};
 use crate::stages::flush_wait::LastSynced;
 use crate::stages::gc::{ReplyWait, TickLeft};
-use crate::stages::ingest::{DeferredCommands, HandleEntry, HandleIndex};
+use crate::stages::ingest::{DeferredCommands, HandleIndex};
 use crate::stages::tick_schedule;
 use crate::stages::tune::{TuneCache, TuneResults};
 use crate::trace::{KernelStat, KernelStats, Trace, TraceRecorder};
@@ -33,9 +33,6 @@ use std::time::Duration;
 pub struct Runtime<B: Backend> {
     world: World,
     schedule: Schedule,
-    /// What the last tick left unfinished (also published): the drivers' questions after a tick
-    /// read it rather than query the world again.
-    left: InFlight,
     /// The GC stage's reply wait, set by a blocked caller's tick without looking it up.
     reply_wait: ReplyWait,
     inbox: Arc<Inbox>,
@@ -51,7 +48,7 @@ impl<B: Backend> std::fmt::Debug for Runtime<B> {
         f.debug_struct("Runtime")
             .field("id", &self.inbox.runtime())
             .field("device", &self.properties.name)
-            .field("left", &self.left)
+            .field("left", &self.world.resource::<TickLeft>().in_flight)
             .field("recording_systems", &self.recording_systems)
             .finish_non_exhaustive()
     }
@@ -98,11 +95,13 @@ impl<B: Backend> Runtime<B> {
             panic!("gpuworld's tick schedule is invalid: {error:?}");
         }
         let published = Arc::new(Published::default());
-        let left = InFlight::default();
         let reply_wait = world.resource::<ReplyWait>().clone();
-        published.finish_tick(0, world.resource::<MemoryPool>().usage(), left);
+        published.finish_tick(
+            0,
+            world.resource::<MemoryPool>().usage(),
+            InFlight::default(),
+        );
         Runtime {
-            left,
             reply_wait,
             world,
             schedule,
@@ -156,7 +155,6 @@ impl<B: Backend> Runtime<B> {
         self.world.clear_trackers();
         // Counted by the GC stage as it ended: nothing after it changes either.
         let TickLeft { in_flight, usage } = *self.world.resource::<TickLeft>();
-        self.left = in_flight;
         self.published.finish_tick(tick, usage, in_flight);
         // Last: a caller woken by its reply finds the tick over and its state published.
         let mut outbox = self.world.resource_mut::<Outbox>();
@@ -245,9 +243,10 @@ impl<B: Backend> Runtime<B> {
         self.world.resource::<MemoryPool>().reports()
     }
 
-    /// The index entry of a live handle; `None` once the user released it.
-    pub fn handle_entry(&self, handle: HandleId) -> Option<&HandleEntry> {
-        self.world.resource::<HandleIndex>().0.get(&handle)
+    /// The device bytes `binding` names, checked as ingest checks a task's binding (a released
+    /// handle, a failed allocation, a range past its memory are errors); never ticks.
+    pub fn binding_region(&self, binding: &Binding) -> Result<Region, Error> {
+        self.world.resource::<HandleIndex>().region(binding)
     }
 
     /// Prepares `kernel` for launches in `mode` ([`Backend::warm_up`]).
@@ -274,14 +273,15 @@ impl<B: Backend> Runtime<B> {
     /// waiting for that memory) as the last tick left it: ticking again makes progress. Tasks
     /// still queued wait for a flush, not for the device.
     pub fn has_work_in_flight(&self) -> bool {
-        let left = &self.left;
+        let left = &self.world.resource::<TickLeft>().in_flight;
         left.reads + left.syncs + left.pending_gcs + left.deferred_commands > 0
     }
 
     /// Whether reads or syncs await the device as the last tick left them: replies someone may
     /// be blocked on, unlike memory pinned behind events, which only needs a tick eventually.
     pub fn has_replies_in_flight(&self) -> bool {
-        self.left.reads + self.left.syncs > 0
+        let left = &self.world.resource::<TickLeft>().in_flight;
+        left.reads + left.syncs > 0
     }
 
     /// The bookkeeping of the stream that runs `id`, if it was opened.

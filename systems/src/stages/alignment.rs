@@ -93,17 +93,14 @@ fn depend_on(
     let Ok((origin_stream, _)) = streams.get(origin) else {
         return;
     };
-    let synced = streams
-        .get(task.stream)
-        .ok()
-        .and_then(|(_, synced)| synced.get(origin_stream.slot));
-    if synced.is_some_and(|c| c >= used_at) {
+    let synced = streams.get(task.stream).ok().map(|(_, synced)| synced);
+    if synced.is_some_and(|synced| synced.covers(origin_stream.slot, used_at)) {
         return;
     }
     let through = cursors.get(origin).map_or(used_at, |c| c.0);
     tracing::trace!(
         target: "gpuworld::stream",
-        origin = origin_stream.slot, used_at, ?synced,
+        origin = origin_stream.slot, used_at, synced = ?synced.and_then(|s| s.get(origin_stream.slot)),
         "binding used on another stream since the last sync"
     );
     task.record_need(origin, used_at, through, handle);

@@ -3,7 +3,8 @@
 //! returns, parks or hands its memory to the GC stage.
 
 use crate::backend::Region;
-use crate::error::Error;
+use crate::binding::Binding;
+use crate::error::{BindingError, Error};
 use crate::ids::HandleId;
 use crate::memory::{MemoryPool, SliceKey};
 use crate::stages::alignment::{Owner, Uses};
@@ -73,6 +74,59 @@ impl UsedOn {
 /// the user releases the handle.
 #[derive(Debug, Resource, Default)]
 pub struct HandleIndex(pub rustc_hash::FxHashMap<HandleId, HandleEntry>);
+
+impl HandleIndex {
+    /// The device bytes `binding` names, checked as ingest checks a task's binding: its range,
+    /// its handle still live, its allocation made, the range inside the memory it has.
+    pub fn region(&self, binding: &Binding) -> Result<Region, Error> {
+        let (start, end) = binding.range()?;
+        let entry =
+            self.0
+                .get(&binding.handle())
+                .ok_or(Error::Binding(BindingError::ReleasedHandle {
+                    handle: binding.handle(),
+                }))?;
+        region_in(binding.handle(), entry.state.memory()?, start, end)
+    }
+}
+
+impl HandleState {
+    /// The bytes the handle's slice covers, or why its allocation failed.
+    pub fn memory(&self) -> Result<Region, Error> {
+        match self {
+            HandleState::Spawned { region, .. } => Ok(*region),
+            HandleState::Unspawned { memory, .. } => {
+                memory.as_ref().map(|m| m.1).map_err(Clone::clone)
+            }
+        }
+    }
+}
+
+/// The bytes `start..end` of `handle`, whose slice covers `memory`. The range is checked
+/// against the memory the handle really has, not only against the capacity its binding claims:
+/// a binding comes only from a handle, but one that claimed more would otherwise reach a
+/// neighbour's bytes (issue 27).
+#[inline]
+pub(super) fn region_in(
+    handle: HandleId,
+    memory: Region,
+    start: u64,
+    end: u64,
+) -> Result<Region, Error> {
+    if end > memory.size {
+        return Err(Error::Binding(BindingError::OutOfRange {
+            handle,
+            start,
+            end,
+            size: memory.size,
+        }));
+    }
+    Ok(Region {
+        storage: memory.storage,
+        offset: memory.offset + start,
+        size: end - start,
+    })
+}
 
 /// The entity of a handle first used now, from its index entry's facts: its record,
 /// allocation, first owner, and the use it inherits from memory its stream parked (that

@@ -14,11 +14,11 @@ mod handle_index;
 
 use crate::error::{BindingError, Error, MemoryError};
 pub use handle_index::{HandleEntry, HandleIndex, HandleState, UsedOn};
-use handle_index::{release, spawn_handle};
+use handle_index::{region_in, release, spawn_handle};
 
 use super::alignment::Owner;
 use super::tick::TickStage;
-use crate::backend::{Backend, LaunchCount, Region};
+use crate::backend::{Backend, LaunchCount};
 use crate::binding::Binding;
 use crate::ids::{HandleId, StreamId};
 use crate::inbox::{Command, Inbox};
@@ -500,25 +500,11 @@ impl Ingest<'_> {
                 (entity, region)
             }
         };
-        // The range is checked against the memory the handle really has, not only against the
-        // capacity the binding claims: a binding comes only from a handle, but one that claimed
-        // more would otherwise reach a neighbour's bytes (issue 27).
-        if end > memory.size {
-            return Err(Error::Binding(BindingError::OutOfRange {
-                handle: binding.handle(),
-                start,
-                end,
-                size: memory.size,
-            }));
-        }
+        let region = region_in(binding.handle(), memory, start, end)?;
         entry.used_on.record(stream);
         Ok(TaskBinding {
             handle: entity,
-            region: Region {
-                storage: memory.storage,
-                offset: memory.offset + start,
-                size: end - start,
-            },
+            region,
             writes,
         })
     }
