@@ -382,6 +382,7 @@ impl<B: Backend> Runtime<B> {
                 &|event| backend.event_position(event),
                 &|event| backend.event_label(event),
                 options,
+                crate::stages::snapshot_lines,
             );
             crate::snapshot::fill_contents(&mut snapshot, options, |region| backend.peek(region));
             snapshot

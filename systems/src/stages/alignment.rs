@@ -5,6 +5,7 @@
 
 use super::flush_wait::LastSynced;
 use super::tick::TickStage;
+use crate::snapshot::Capture;
 use crate::world::*;
 use bevy_ecs::prelude::*;
 use smallvec::SmallVec;
@@ -104,4 +105,21 @@ fn depend_on(
         "binding used on another stream since the last sync"
     );
     task.record_need(origin, used_at, through, handle);
+}
+
+/// A handle's last write and its uses, on its snapshot line.
+pub(super) fn snapshot_lines(world: &mut World, capture: &mut Capture<'_>) {
+    for (entity, owner, uses) in world.query::<(Entity, &Owner, &Uses)>().iter(world) {
+        let written = format!("{}@{}", capture.stream_name(owner.stream), owner.cursor);
+        let mut uses: Vec<String> = uses
+            .0
+            .iter()
+            .map(|(s, c)| format!("{}@{c}", capture.stream_name(*s)))
+            .collect();
+        uses.sort();
+        if let Some(line) = capture.handle_line(entity) {
+            line.written = written;
+            line.uses = uses;
+        }
+    }
 }

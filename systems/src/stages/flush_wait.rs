@@ -6,6 +6,7 @@
 //! it proves done.
 
 use super::tick::TickStage;
+use crate::snapshot::Capture;
 use crate::world::*;
 use bevy_ecs::prelude::*;
 use smallvec::SmallVec;
@@ -66,6 +67,20 @@ pub fn decide_waits(mut new: ResMut<NewTasks>, mut streams: Query<(&Stream, &mut
             );
             synced.record(origin_slot, need.through);
             task.waits.push((need.origin, need.through));
+        }
+    }
+}
+
+/// How far each stream has waited for each other one, on its snapshot line (`s1@3`).
+pub(super) fn snapshot_lines(world: &mut World, capture: &mut Capture<'_>) {
+    for (entity, synced) in world.query::<(Entity, &LastSynced)>().iter(world) {
+        let synced: Vec<String> = synced
+            .0
+            .iter()
+            .map(|(slot, cursor)| format!("{}@{cursor}", capture.slot_name(*slot)))
+            .collect();
+        if let Some(line) = capture.stream_line(entity) {
+            line.synced = synced;
         }
     }
 }

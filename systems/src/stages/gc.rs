@@ -16,6 +16,7 @@ use crate::error::Result;
 use crate::inbox::{ReadReply, Reply};
 use crate::memory::MemoryPool;
 use crate::published::InFlight;
+use crate::snapshot::Capture;
 use crate::stages::ingest::DeferredCommands;
 use crate::usage::MemoryUsage;
 use crate::world::*;
@@ -425,4 +426,61 @@ fn gather_read_bytes<B: Backend>(device: &mut B, read: &mut PendingRead) -> bool
         }
     }
     read.tickets.iter().all(Option::is_none)
+}
+
+/// The reads, syncs and pending GCs in flight, and which released handles wait for a GC or are
+/// pinned by one.
+pub(super) fn snapshot_lines(world: &mut World, capture: &mut Capture<'_>) {
+    let replies = world.resource::<PendingReplies>();
+    let mut lines: Vec<String> = replies
+        .reads
+        .iter()
+        .map(|r| {
+            let waiting = r.tickets.iter().filter(|t| t.is_some()).count();
+            format!(
+                "read on {} waiting for {waiting}/{} bindings",
+                capture.stream_name(r.stream),
+                r.tickets.len()
+            )
+        })
+        .collect();
+    lines.extend(replies.syncs.iter().map(|s| {
+        format!(
+            "sync on {} until {}",
+            capture.stream_name(s.stream),
+            capture.event(s.event)
+        )
+    }));
+    lines.extend(world.query::<&PendingGc>().iter(world).map(|g| {
+        let mut handles: Vec<String> = g.handles.iter().map(|h| capture.handle_name(*h)).collect();
+        handles.sort();
+        let mut pins: Vec<String> = g.pins.iter().map(|h| capture.handle_name(*h)).collect();
+        pins.sort();
+        let events: Vec<String> = g.events.iter().map(|e| capture.event(*e)).collect();
+        format!(
+            "gc reclaims [{}] unpins [{}] after [{}]",
+            handles.join(", "),
+            pins.join(", "),
+            events.join(", ")
+        )
+    }));
+    lines
+        .into_iter()
+        .for_each(|line| capture.add_in_flight(line));
+    let awaiting: Vec<Entity> = world
+        .query_filtered::<Entity, With<AwaitingGc>>()
+        .iter(world)
+        .collect();
+    for entity in awaiting {
+        if let Some(line) = capture.handle_line(entity)
+            && line.state == "released"
+        {
+            line.state = "released, awaiting gc".to_string();
+        }
+    }
+    for (entity, pins) in &world.resource::<PinnedHandles>().0 {
+        if let Some(line) = capture.handle_line(*entity) {
+            line.state.push_str(&format!(", pinned x{pins}"));
+        }
+    }
 }

@@ -2,11 +2,13 @@
 //! first uses it (handles no work uses cost no entity), then on its entity; and how a release
 //! returns, parks or hands its memory to the GC stage.
 
+use super::DeferredCommands;
 use crate::backend::Region;
 use crate::binding::Binding;
 use crate::error::{BindingError, Error};
 use crate::ids::HandleId;
 use crate::memory::{MemoryPool, SliceKey};
+use crate::snapshot::{Capture, HandleLine};
 use crate::stages::alignment::{Owner, Uses};
 use crate::world::*;
 use bevy_ecs::prelude::*;
@@ -216,4 +218,48 @@ pub(super) fn release(
         }
     }
     false
+}
+
+/// The commands waiting, and the lines of the handles no work used yet: they have no entity,
+/// their index entry holds what the line shows.
+pub(in crate::stages) fn snapshot_lines(world: &mut World, capture: &mut Capture<'_>) {
+    capture.set_deferred_commands(world.resource::<DeferredCommands>().0.len());
+    for (id, entry) in &world.resource::<HandleIndex>().0 {
+        let HandleState::Unspawned {
+            size,
+            memory,
+            created,
+        } = &entry.state
+        else {
+            continue;
+        };
+        let (memory, region) = match memory {
+            Ok((_, region)) => (
+                format!("{}+{}", region.storage, region.offset),
+                Some(*region),
+            ),
+            Err(e) => (format!("failed ({e})"), None),
+        };
+        let uses = match entry.used_on {
+            UsedOn::One(stream) => vec![format!(
+                "{}@{}",
+                capture.stream_name(stream),
+                created.cursor
+            )],
+            _ => Vec::new(),
+        };
+        capture.add_handle(
+            *id,
+            HandleLine {
+                id: id.to_string(),
+                size: *size,
+                memory,
+                written: format!("{}@{}", capture.stream_name(created.stream), created.cursor),
+                uses,
+                state: "live".to_string(),
+                contents: None,
+                region,
+            },
+        );
+    }
 }

@@ -13,6 +13,7 @@
 mod handle_index;
 
 use crate::error::{BindingError, Error, MemoryError};
+pub(super) use handle_index::snapshot_lines;
 pub use handle_index::{HandleEntry, HandleIndex, HandleState, UsedOn};
 use handle_index::{region_in, release, spawn_handle};
 
