@@ -26,8 +26,8 @@ use std::time::Duration;
 
 /// The runtime of one device: a `World` advanced one tick at a time.
 ///
-/// Its internals, `Runtime::world` and `Runtime::backend_mut`, exist only with the
-/// `internals` feature (an escape hatch for tests and debugging, with no stability promise);
+/// Its internals, `Runtime::world`, `Runtime::backend_mut` and `Runtime::inbox`, exist only
+/// with the `internals` feature (an escape hatch for tests and debugging, with no stability promise);
 /// the narrow methods beside them ([`Runtime::config`], [`Runtime::memory_report`],
 /// [`Runtime::warm_up`]...) are the supported way in.
 pub struct Runtime<B: Backend> {
@@ -71,8 +71,13 @@ impl<B: Backend> Drop for Runtime<B> {
 impl<B: Backend> Runtime<B> {
     /// A runtime over `backend` with `config`.
     pub fn new(backend: B, config: RuntimeConfig) -> Runtime<B> {
+        Runtime::with_inbox(backend, config, Arc::new(Inbox::new(RuntimeId::fresh())))
+    }
+
+    /// A runtime over `backend` with `config` whose clients push into `inbox`, which the caller
+    /// keeps (a client made with the runtime); no other runtime may drain it.
+    pub fn with_inbox(backend: B, config: RuntimeConfig, inbox: Arc<Inbox>) -> Runtime<B> {
         let properties = backend.properties();
-        let inbox = Arc::new(Inbox::new(RuntimeId::fresh()));
         let mut world = World::new();
         world.insert_resource(StreamTable {
             slots: vec![None; config.stream_slots.max(1)],
@@ -174,6 +179,10 @@ impl<B: Backend> Runtime<B> {
     }
 
     /// The inbox clients push commands into.
+    ///
+    /// An internal, behind the `internals` feature: no stability promise. A client keeps the
+    /// inbox it made the runtime with ([`Runtime::with_inbox`]).
+    #[cfg(any(test, feature = "internals"))]
     pub fn inbox(&self) -> &Arc<Inbox> {
         &self.inbox
     }
