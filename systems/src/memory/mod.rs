@@ -195,6 +195,24 @@ impl MemoryPool {
         &mut self.modes
     }
 
+    /// Every pool: the ladder in routing order, then the persistent pool.
+    fn pools(&self) -> impl Iterator<Item = &dyn Pool> {
+        let persistent: &dyn Pool = &self.persistent;
+        self.ladder
+            .iter()
+            .map(|pool| &**pool)
+            .chain(std::iter::once(persistent))
+    }
+
+    /// Every pool, to change, in the order of [`MemoryPool::pools`].
+    fn pools_mut(&mut self) -> impl Iterator<Item = &mut dyn Pool> {
+        let persistent: &mut dyn Pool = &mut self.persistent;
+        self.ladder
+            .iter_mut()
+            .map(|pool| &mut **pool as &mut dyn Pool)
+            .chain(std::iter::once(persistent))
+    }
+
     /// The pool `index` names.
     fn pool(&self, index: PoolIndex) -> Option<&dyn Pool> {
         match index {
@@ -543,12 +561,7 @@ impl MemoryPool {
     }
 
     fn recount_reserved(&mut self) {
-        self.usage.bytes_reserved = self
-            .ladder
-            .iter()
-            .map(|pool| pool.report().bytes_reserved)
-            .sum::<u64>()
-            + self.persistent.report().bytes_reserved;
+        self.usage.bytes_reserved = self.pools().map(|pool| pool.report().bytes_reserved).sum();
         self.peak_reserved = self.peak_reserved.max(self.usage.bytes_reserved);
     }
 
@@ -583,12 +596,7 @@ impl MemoryPool {
 
     /// Returns every fully free page and free buffer, persistent ones included, to the device.
     pub fn cleanup<B: Backend>(&mut self, backend: &mut B) {
-        let mut freed: u64 = self
-            .ladder
-            .iter_mut()
-            .map(|pool| pool.cleanup(backend))
-            .sum();
-        freed += self.persistent.cleanup(backend);
+        let freed: u64 = self.pools_mut().map(|pool| pool.cleanup(backend)).sum();
         self.recount_reserved();
         tracing::debug!(target: "gpuworld::memory", freed, reserved = self.usage.bytes_reserved, "memory cleanup");
     }
@@ -621,20 +629,12 @@ impl MemoryPool {
 
     /// Each pool's counts: the ladder in routing order, then the persistent pool.
     pub fn reports(&self) -> Vec<PoolReport> {
-        self.ladder
-            .iter()
-            .map(|pool| pool.report().clone())
-            .chain(std::iter::once(self.persistent.report().clone()))
-            .collect()
+        self.pools().map(|pool| pool.report().clone()).collect()
     }
 
     /// Free slices and buffers waiting for reuse.
     pub fn free_slices(&self) -> usize {
-        self.ladder
-            .iter()
-            .map(|pool| pool.free_blocks())
-            .sum::<usize>()
-            + self.persistent.free_blocks()
+        self.pools().map(|pool| pool.free_blocks()).sum()
     }
 
     /// The memory state as stable text lines for `Runtime::snapshot()`: usage, then one line per
