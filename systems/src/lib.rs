@@ -19,7 +19,7 @@ pub mod inbox;
 pub mod kernel;
 pub mod library;
 pub mod memory;
-mod native;
+pub mod native;
 pub mod open;
 pub mod outbox;
 pub mod published;

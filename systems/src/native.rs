@@ -1,7 +1,7 @@
 //! Native work: what a backend runs itself on a stream, ordered by the runtime like a launch.
-//! Re-exported by `backend` (its home for users); a module of its own so that `cross_device`,
-//! whose transfers and collectives are native work, and `backend`, whose hooks return them, do
-//! not import each other.
+//! Re-exported by `backend`, beside the trait that runs it; a module of its own so that
+//! `cross_device`, whose transfers and collectives are native work, and `backend`, whose hooks
+//! return them, do not import each other.
 
 use crate::error::Error;
 

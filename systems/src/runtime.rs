@@ -254,7 +254,7 @@ impl<B: Backend> Runtime<B> {
 
     /// The device bytes `binding` names, checked as ingest checks a task's binding (a released
     /// handle, a failed allocation, a range past its memory are errors); never ticks.
-    pub fn binding_region(&self, binding: &Binding) -> Result<Region, Error> {
+    pub fn binding_region(&self, binding: &Binding) -> std::result::Result<Region, Error> {
         self.world.resource::<HandleIndex>().region(binding)
     }
 

@@ -80,7 +80,7 @@ pub struct HandleIndex(pub rustc_hash::FxHashMap<HandleId, HandleEntry>);
 impl HandleIndex {
     /// The device bytes `binding` names, checked as ingest checks a task's binding: its range,
     /// its handle still live, its allocation made, the range inside the memory it has.
-    pub fn region(&self, binding: &Binding) -> Result<Region, Error> {
+    pub fn region(&self, binding: &Binding) -> std::result::Result<Region, Error> {
         let (start, end) = binding.range()?;
         let entry =
             self.0
@@ -94,7 +94,7 @@ impl HandleIndex {
 
 impl HandleState {
     /// The bytes the handle's slice covers, or why its allocation failed.
-    pub fn memory(&self) -> Result<Region, Error> {
+    pub fn memory(&self) -> std::result::Result<Region, Error> {
         match self {
             HandleState::Spawned { region, .. } => Ok(*region),
             HandleState::Unspawned { memory, .. } => {
@@ -114,7 +114,7 @@ pub(super) fn region_in(
     memory: Region,
     start: u64,
     end: u64,
-) -> Result<Region, Error> {
+) -> std::result::Result<Region, Error> {
     if end > memory.size {
         return Err(Error::Binding(BindingError::OutOfRange {
             handle,
