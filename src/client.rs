@@ -30,7 +30,7 @@ pub(crate) use transfers::decode;
 use futures_channel::oneshot;
 use gpuworld_systems::backend::StagingAllocator;
 use gpuworld_systems::error::{BindingError, LaunchError};
-use gpuworld_systems::inbox::Command;
+use gpuworld_systems::inbox::{Command, Inbox};
 use gpuworld_systems::kernel::{Elem, LaunchMode, validate_buffer_size, validate_launch};
 use gpuworld_systems::published::Published;
 use gpuworld_systems::stages::tune::{TuneCache, TuneMessage, TuneResult, TuneResults};
@@ -97,7 +97,7 @@ impl Bindings {
 
 struct Shared<B: Backend> {
     runtime: lock::RuntimeLock<B>,
-    inbox: Arc<gpuworld_systems::inbox::Inbox>,
+    inbox: Arc<Inbox>,
     id: RuntimeId,
     properties: DeviceProperties,
     /// The backend's index of the device (`ComputeClient::device_id`).
@@ -170,8 +170,8 @@ impl<B: Backend> Clone for ComputeClient<B> {
 impl<B: Backend> ComputeClient<B> {
     /// A client of a new runtime over `backend`, advanced by `driver`.
     pub fn new(backend: B, config: RuntimeConfig, driver: Driver) -> ComputeClient<B> {
-        let runtime = Runtime::new(backend, config);
-        let inbox = runtime.inbox().clone();
+        let inbox = Arc::new(Inbox::new(RuntimeId::fresh()));
+        let runtime = Runtime::with_inbox(backend, config, inbox.clone());
         let shared = Arc::new(Shared {
             id: runtime.id(),
             properties: runtime.properties().clone(),
@@ -485,6 +485,11 @@ impl<B: Backend> ComputeClient<B> {
     /// The runtime's state as stable text, as the last tick left it. Never ticks.
     pub fn snapshot(&self) -> String {
         self.shared.runtime.lock().snapshot()
+    }
+
+    /// The inbox this client's runtime drains; never ticks.
+    pub(crate) fn inbox(&self) -> &Arc<Inbox> {
+        &self.shared.inbox
     }
 
     /// Runs `f` with the runtime locked. Ticks only if `f` does.

@@ -4,9 +4,7 @@
 
 use super::ComputeClient;
 use gpuworld_systems::backend::{NativeResource, Region};
-use gpuworld_systems::error::BindingError;
-use gpuworld_systems::stages::ingest::HandleState;
-use gpuworld_systems::{Backend, Binding, Error, Result};
+use gpuworld_systems::{Backend, Binding, Result};
 
 /// A binding's memory in the backend's own terms, valid while the guard lives: the runtime is
 /// held, so no tick submits work and no memory is reclaimed or moved meanwhile.
@@ -61,22 +59,10 @@ impl<B: Backend> ComputeClient<B> {
     /// error for one that failed.
     pub fn get_resource(&self, binding: impl Into<Binding>) -> Result<ResourceGuard<'_, B>> {
         let binding = binding.into();
-        let (start, end) = binding.validate(self.shared.id)?;
+        binding.validate(self.shared.id)?;
         self.sync()?;
         let runtime = self.shared.runtime.lock();
-        let released = Error::Binding(BindingError::ReleasedHandle {
-            handle: binding.handle(),
-        });
-        let entry = runtime.handle_entry(binding.handle()).ok_or(released)?;
-        let base = match &entry.state {
-            HandleState::Spawned { region, .. } => *region,
-            HandleState::Unspawned { memory, .. } => memory.as_ref().map_err(Clone::clone)?.1,
-        };
-        let region = Region {
-            storage: base.storage,
-            offset: base.offset + start,
-            size: end - start,
-        };
+        let region = runtime.binding_region(&binding)?;
         Ok(ResourceGuard { runtime, region })
     }
 }

@@ -83,8 +83,9 @@ impl TestRuntime {
     pub fn step_until_idle(&self) -> Result<u64, NotIdle> {
         for ticks in 1..=MAX_IDLE_TICKS {
             self.step();
+            let inbox = self.client.inbox();
             let busy = self.client.with_runtime(|rt| {
-                rt.has_work_in_flight() || rt.inbox().has_work() || !rt.backend().is_idle()
+                rt.has_work_in_flight() || inbox.has_work() || !rt.backend().is_idle()
             });
             if !busy {
                 return Ok(ticks);

@@ -176,7 +176,7 @@ impl Replayer {
         client: &ComputeClient<B>,
         mut after_tick: impl FnMut(u64),
     ) -> Result<ReplayReport, ReplayError> {
-        let inbox = client.with_runtime(|rt| rt.inbox().clone());
+        let inbox = client.inbox().clone();
         // The replay's own handles, by recorded id: a binding is made from one, and dropping one
         // at its recorded release releases it.
         let mut handles: HashMap<u64, Handle> = HashMap::new();

@@ -4,9 +4,7 @@
 
 use crate::bytes::HostBytes;
 use crate::error::Result;
-use crate::inbox::Inbox;
-use std::sync::Arc;
-use std::task::{Context, Poll, Wake, Waker};
+use std::task::{Context, Poll};
 
 /// Where arriving bytes come from: polled, never awaited, by the destination's ingest.
 pub trait ArrivingSource: Send + 'static {
@@ -36,23 +34,5 @@ impl Arriving {
 impl std::fmt::Debug for Arriving {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("Arriving")
-    }
-}
-
-/// Wakes the runtime behind an inbox: asks for a tick, which a sleeping device thread cannot
-/// miss; a manually driven runtime ticks when its owner next calls.
-#[derive(Debug)]
-pub struct InboxWaker(pub Arc<Inbox>);
-
-impl InboxWaker {
-    /// A waker that asks `inbox`'s runtime for a tick.
-    pub fn waker(inbox: Arc<Inbox>) -> Waker {
-        Waker::from(Arc::new(InboxWaker(inbox)))
-    }
-}
-
-impl Wake for InboxWaker {
-    fn wake(self: Arc<Self>) {
-        self.0.request_tick();
     }
 }

@@ -1,13 +1,12 @@
 //! Work that spans runtimes of one backend and that the backend runs on its devices itself: a
 //! transfer between two of its devices ([`PeerTransfer`], CUDA's peer copies) and collectives
 //! over a group of them ([`DeviceCollectives`], NCCL). A backend offers them through
-//! [`Backend::peer_transfer`] and [`Backend::device_collectives`]; without them the client
+//! [`Backend::peer_transfer`](crate::Backend::peer_transfer) and
+//! [`Backend::device_collectives`](crate::Backend::device_collectives); without them the client
 //! moves bytes through host memory and combines collectives on the host.
 
-#[cfg(doc)]
-use crate::backend::Backend;
-use crate::backend::NativeWork;
 use crate::error::Error;
+use crate::native::NativeWork;
 
 /// Ticks a runtime that nobody else ticks, without blocking on its lock: a part of a transfer
 /// waiting on the other runtime's part must not depend on that runtime's owner ticking it.

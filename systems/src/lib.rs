@@ -13,10 +13,13 @@ pub mod host_memory;
 pub mod host_ops;
 pub mod host_timing;
 pub mod ids;
+#[cfg(test)]
+mod import_graph;
 pub mod inbox;
 pub mod kernel;
 pub mod library;
 pub mod memory;
+pub mod native;
 pub mod open;
 pub mod outbox;
 pub mod published;

@@ -1,9 +1,9 @@
 //! `Runtime<B>`: the world and the tick schedule for one device. Clients talk to it through its
 //! inbox; whoever holds it calls [`Runtime::tick`].
 
-use crate::backend::{Backend, DeviceEvent, DeviceProperties, DeviceStream};
+use crate::backend::{Backend, DeviceEvent, DeviceProperties, DeviceStream, Region};
+use crate::binding::Binding;
 use crate::error::Error;
-use crate::ids::HandleId;
 use crate::ids::{RuntimeId, StreamId};
 use crate::inbox::Inbox;
 use crate::kernel::{ExecutionMode, Kernel};
@@ -14,7 +14,7 @@ use crate::published::{InFlight, Published};
 use crate::snapshot::{Snapshot, SnapshotOptions};
 use crate::stages::flush_wait::LastSynced;
 use crate::stages::gc::{ReplyWait, TickLeft};
-use crate::stages::ingest::{DeferredCommands, HandleEntry, HandleIndex};
+use crate::stages::ingest::{DeferredCommands, HandleIndex};
 use crate::stages::tick_schedule;
 use crate::stages::tune::{TuneCache, TuneResults};
 use crate::trace::{KernelStat, KernelStats, Trace, TraceRecorder};
@@ -26,16 +26,13 @@ use std::time::Duration;
 
 /// The runtime of one device: a `World` advanced one tick at a time.
 ///
-/// Its internals, `Runtime::world` and `Runtime::backend_mut`, exist only with the
-/// `internals` feature (an escape hatch for tests and debugging, with no stability promise);
+/// Its internals, `Runtime::world`, `Runtime::backend_mut` and `Runtime::inbox`, exist only
+/// with the `internals` feature (an escape hatch for tests and debugging, with no stability promise);
 /// the narrow methods beside them ([`Runtime::config`], [`Runtime::memory_report`],
 /// [`Runtime::warm_up`]...) are the supported way in.
 pub struct Runtime<B: Backend> {
     world: World,
     schedule: Schedule,
-    /// What the last tick left unfinished (also published): the drivers' questions after a tick
-    /// read it rather than query the world again.
-    left: InFlight,
     /// The GC stage's reply wait, set by a blocked caller's tick without looking it up.
     reply_wait: ReplyWait,
     inbox: Arc<Inbox>,
@@ -51,7 +48,7 @@ impl<B: Backend> std::fmt::Debug for Runtime<B> {
         f.debug_struct("Runtime")
             .field("id", &self.inbox.runtime())
             .field("device", &self.properties.name)
-            .field("left", &self.left)
+            .field("left", &self.world.resource::<TickLeft>().in_flight)
             .field("recording_systems", &self.recording_systems)
             .finish_non_exhaustive()
     }
@@ -74,8 +71,13 @@ impl<B: Backend> Drop for Runtime<B> {
 impl<B: Backend> Runtime<B> {
     /// A runtime over `backend` with `config`.
     pub fn new(backend: B, config: RuntimeConfig) -> Runtime<B> {
+        Runtime::with_inbox(backend, config, Arc::new(Inbox::new(RuntimeId::fresh())))
+    }
+
+    /// A runtime over `backend` with `config` whose clients push into `inbox`, which the caller
+    /// keeps (a client made with the runtime); no other runtime may drain it.
+    pub fn with_inbox(backend: B, config: RuntimeConfig, inbox: Arc<Inbox>) -> Runtime<B> {
         let properties = backend.properties();
-        let inbox = Arc::new(Inbox::new(RuntimeId::fresh()));
         let mut world = World::new();
         world.insert_resource(StreamTable {
             slots: vec![None; config.stream_slots.max(1)],
@@ -98,11 +100,13 @@ impl<B: Backend> Runtime<B> {
             panic!("gpuworld's tick schedule is invalid: {error:?}");
         }
         let published = Arc::new(Published::default());
-        let left = InFlight::default();
         let reply_wait = world.resource::<ReplyWait>().clone();
-        published.finish_tick(0, world.resource::<MemoryPool>().usage(), left);
+        published.finish_tick(
+            0,
+            world.resource::<MemoryPool>().usage(),
+            InFlight::default(),
+        );
         Runtime {
-            left,
             reply_wait,
             world,
             schedule,
@@ -156,7 +160,6 @@ impl<B: Backend> Runtime<B> {
         self.world.clear_trackers();
         // Counted by the GC stage as it ended: nothing after it changes either.
         let TickLeft { in_flight, usage } = *self.world.resource::<TickLeft>();
-        self.left = in_flight;
         self.published.finish_tick(tick, usage, in_flight);
         // Last: a caller woken by its reply finds the tick over and its state published.
         let mut outbox = self.world.resource_mut::<Outbox>();
@@ -176,6 +179,10 @@ impl<B: Backend> Runtime<B> {
     }
 
     /// The inbox clients push commands into.
+    ///
+    /// An internal, behind the `internals` feature: no stability promise. A client keeps the
+    /// inbox it made the runtime with ([`Runtime::with_inbox`]).
+    #[cfg(any(test, feature = "internals"))]
     pub fn inbox(&self) -> &Arc<Inbox> {
         &self.inbox
     }
@@ -245,9 +252,10 @@ impl<B: Backend> Runtime<B> {
         self.world.resource::<MemoryPool>().reports()
     }
 
-    /// The index entry of a live handle; `None` once the user released it.
-    pub fn handle_entry(&self, handle: HandleId) -> Option<&HandleEntry> {
-        self.world.resource::<HandleIndex>().0.get(&handle)
+    /// The device bytes `binding` names, checked as ingest checks a task's binding (a released
+    /// handle, a failed allocation, a range past its memory are errors); never ticks.
+    pub fn binding_region(&self, binding: &Binding) -> std::result::Result<Region, Error> {
+        self.world.resource::<HandleIndex>().region(binding)
     }
 
     /// Prepares `kernel` for launches in `mode` ([`Backend::warm_up`]).
@@ -274,14 +282,15 @@ impl<B: Backend> Runtime<B> {
     /// waiting for that memory) as the last tick left it: ticking again makes progress. Tasks
     /// still queued wait for a flush, not for the device.
     pub fn has_work_in_flight(&self) -> bool {
-        let left = &self.left;
+        let left = &self.world.resource::<TickLeft>().in_flight;
         left.reads + left.syncs + left.pending_gcs + left.deferred_commands > 0
     }
 
     /// Whether reads or syncs await the device as the last tick left them: replies someone may
     /// be blocked on, unlike memory pinned behind events, which only needs a tick eventually.
     pub fn has_replies_in_flight(&self) -> bool {
-        self.left.reads + self.left.syncs > 0
+        let left = &self.world.resource::<TickLeft>().in_flight;
+        left.reads + left.syncs > 0
     }
 
     /// The bookkeeping of the stream that runs `id`, if it was opened.
@@ -382,6 +391,7 @@ impl<B: Backend> Runtime<B> {
                 &|event| backend.event_position(event),
                 &|event| backend.event_label(event),
                 options,
+                crate::stages::snapshot_lines,
             );
             crate::snapshot::fill_contents(&mut snapshot, options, |region| backend.peek(region));
             snapshot

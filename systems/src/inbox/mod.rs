@@ -10,7 +10,9 @@ use crate::kernel::{CubeCount, Kernel, LaunchMode};
 use crate::memory::AllocationMode;
 use futures_channel::oneshot;
 use smallvec::SmallVec;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::{Wake, Waker};
 use std::time::Duration;
 
 mod queue;
@@ -272,5 +274,23 @@ impl Inbox {
     /// [`WorkQueue::wake_all`]).
     pub fn wake_all(&self) {
         self.queue.wake_all();
+    }
+}
+
+/// Wakes the runtime behind an inbox: asks for a tick, which a sleeping device thread cannot
+/// miss; a manually driven runtime ticks when its owner next calls.
+#[derive(Debug)]
+pub struct InboxWaker(pub Arc<Inbox>);
+
+impl InboxWaker {
+    /// A waker that asks `inbox`'s runtime for a tick.
+    pub fn waker(inbox: Arc<Inbox>) -> Waker {
+        Waker::from(Arc::new(InboxWaker(inbox)))
+    }
+}
+
+impl Wake for InboxWaker {
+    fn wake(self: Arc<Self>) {
+        self.0.request_tick();
     }
 }

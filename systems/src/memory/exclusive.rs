@@ -3,9 +3,10 @@
 //! that wastes at most a fifth of it; free buffers go back to the device when the pool needs room
 //! (`MemoryPool::make_room`), on cleanup, or after `release_after_ticks` where a pool sets it.
 
-use crate::backend::{AllocError, Backend, StorageId};
+use crate::backend::{AllocError, StorageId};
 use crate::error::MemoryError;
 use crate::memory::idle::{IdleMark, IdlePage, IdlePages};
+use crate::memory::pool::{DeviceMemory, Pool};
 use crate::memory::report::{PoolReport, human_bytes};
 use crate::memory::{Block, PageKey, stale_page};
 use slotmap::SlotMap;
@@ -95,11 +96,6 @@ impl ExclusivePool {
         }
     }
 
-    /// Whether [`ExclusivePool::try_reserve`] would find a free buffer for `padded` bytes.
-    pub fn can_place(&self, padded: u64) -> bool {
-        self.smallest_fitting(padded).is_some()
-    }
-
     /// The size of the smallest free buffer that fits `padded` bytes.
     fn smallest_fitting(&self, padded: u64) -> Option<u64> {
         let largest = self.largest_fit(padded);
@@ -109,8 +105,50 @@ impl ExclusivePool {
             .map(|(&size, _)| size)
     }
 
+    fn take(&mut self, key: PageKey, requested: u64) -> Option<Block> {
+        let buffer = self.buffers.get_mut(key)?;
+        buffer.in_use = true;
+        buffer.idle.reused();
+        self.report.reserved(requested);
+        Some(Block {
+            page: key,
+            storage: buffer.storage,
+            offset: 0,
+            len: buffer.size,
+        })
+    }
+
+    /// Takes the free buffer `key` of `size` bytes off the free list.
+    fn unlist_free(&mut self, key: PageKey, size: u64) {
+        if let Some(keys) = self.free.get_mut(&size) {
+            keys.retain(|&k| k != key);
+            if keys.is_empty() {
+                self.free.remove(&size);
+            }
+        }
+    }
+
+    fn remove(&mut self, backend: &mut dyn DeviceMemory, key: PageKey) -> u64 {
+        let Some(buffer) = self.buffers.remove(key) else {
+            return 0;
+        };
+        // SAFETY: the pool allocated the buffer and drops it from its list here; it removes only
+        // free buffers, and an allocation returns to the pool only once the GC stage has seen
+        // the work that used it finish.
+        unsafe { backend.deallocate(buffer.storage) };
+        self.report.page_removed(buffer.size);
+        buffer.size
+    }
+
+    /// Whether a free buffer of exactly `padded` bytes waits.
+    pub fn has_free_of_size(&self, padded: u64) -> bool {
+        self.free.contains_key(&padded)
+    }
+}
+
+impl Pool for ExclusivePool {
     /// Takes a free buffer that fits `padded` bytes, the smallest first.
-    pub fn try_reserve(&mut self, padded: u64, requested: u64) -> Option<Block> {
+    fn try_reserve(&mut self, padded: u64, requested: u64) -> Option<Block> {
         let size = self.smallest_fitting(padded)?;
         let keys = self.free.get_mut(&size)?;
         let key = keys.pop()?;
@@ -120,10 +158,15 @@ impl ExclusivePool {
         self.take(key, requested)
     }
 
+    /// Whether [`Pool::try_reserve`] would find a free buffer for `padded` bytes.
+    fn can_place(&self, padded: u64) -> bool {
+        self.smallest_fitting(padded).is_some()
+    }
+
     /// Allocates a buffer of exactly `padded` bytes; `Ok(None)` when the cap leaves no room.
-    pub fn grow<B: Backend>(
+    fn grow(
         &mut self,
-        backend: &mut B,
+        backend: &mut dyn DeviceMemory,
         padded: u64,
         requested: u64,
     ) -> Result<Option<Block>, AllocError> {
@@ -145,21 +188,9 @@ impl ExclusivePool {
         Ok(self.take(key, requested))
     }
 
-    fn take(&mut self, key: PageKey, requested: u64) -> Option<Block> {
-        let buffer = self.buffers.get_mut(key)?;
-        buffer.in_use = true;
-        buffer.idle.reused();
-        self.report.reserved(requested);
-        Some(Block {
-            page: key,
-            storage: buffer.storage,
-            offset: 0,
-            len: buffer.size,
-        })
-    }
-
     /// Makes the buffer `key` free for reuse.
-    pub fn release(&mut self, key: PageKey, requested: u64) -> Result<(), MemoryError> {
+    fn release(&mut self, block: &Block, requested: u64) -> Result<(), MemoryError> {
+        let key = block.page;
         let buffer = self
             .buffers
             .get_mut(key)
@@ -174,42 +205,9 @@ impl ExclusivePool {
         Ok(())
     }
 
-    /// The backend buffer of `key`.
-    pub fn storage(&self, key: PageKey) -> Option<StorageId> {
-        self.buffers.get(key).map(|buffer| buffer.storage)
-    }
-
-    /// Returns every free buffer to the device; the bytes returned.
-    pub fn cleanup<B: Backend>(&mut self, backend: &mut B) -> u64 {
-        let free: Vec<PageKey> = std::mem::take(&mut self.free)
-            .into_values()
-            .flatten()
-            .collect();
-        let mut freed = 0;
-        for key in free {
-            freed += self.remove(backend, key);
-        }
-        freed
-    }
-
-    /// Stamps buffers that became free since the last call and returns those free for
-    /// `release_after_ticks`; the bytes returned.
-    pub fn periodic_cleanup<B: Backend>(&mut self, backend: &mut B, tick: u64) -> u64 {
-        let mut freed = 0;
-        for key in self.idle.take_expired(tick, &mut self.buffers) {
-            let Some(buffer) = self.buffers.get(key) else {
-                continue;
-            };
-            let size = buffer.size;
-            self.unlist_free(key, size);
-            freed += self.remove(backend, key);
-        }
-        freed
-    }
-
     /// Returns free buffers to the device, those free the longest first, until at least
     /// `at_least` bytes went back or none is left; the bytes returned.
-    pub fn release_idle<B: Backend>(&mut self, backend: &mut B, at_least: u64) -> u64 {
+    fn release_idle(&mut self, backend: &mut dyn DeviceMemory, at_least: u64) -> u64 {
         let mut idle: Vec<(u64, PageKey)> = self
             .free
             .values()
@@ -231,50 +229,60 @@ impl ExclusivePool {
         freed
     }
 
-    /// Takes the free buffer `key` of `size` bytes off the free list.
-    fn unlist_free(&mut self, key: PageKey, size: u64) {
-        if let Some(keys) = self.free.get_mut(&size) {
-            keys.retain(|&k| k != key);
-            if keys.is_empty() {
-                self.free.remove(&size);
-            }
-        }
+    /// The backend buffer of `key`.
+    fn storage(&self, key: PageKey) -> Option<StorageId> {
+        self.buffers.get(key).map(|buffer| buffer.storage)
     }
 
-    fn remove<B: Backend>(&mut self, backend: &mut B, key: PageKey) -> u64 {
-        let Some(buffer) = self.buffers.remove(key) else {
-            return 0;
-        };
-        // SAFETY: the pool allocated the buffer and drops it from its list here; it removes only
-        // free buffers, and an allocation returns to the pool only once the GC stage has seen
-        // the work that used it finish.
-        unsafe { backend.deallocate(buffer.storage) };
-        self.report.page_removed(buffer.size);
-        buffer.size
+    /// Returns every free buffer to the device; the bytes returned.
+    fn cleanup(&mut self, backend: &mut dyn DeviceMemory) -> u64 {
+        let free: Vec<PageKey> = std::mem::take(&mut self.free)
+            .into_values()
+            .flatten()
+            .collect();
+        let mut freed = 0;
+        for key in free {
+            freed += self.remove(backend, key);
+        }
+        freed
+    }
+
+    /// Stamps buffers that became free since the last call and returns those free for
+    /// `release_after_ticks`; the bytes returned.
+    fn periodic_cleanup(&mut self, backend: &mut dyn DeviceMemory, tick: u64) -> u64 {
+        let mut freed = 0;
+        for key in self.idle.take_expired(tick, &mut self.buffers) {
+            let Some(buffer) = self.buffers.get(key) else {
+                continue;
+            };
+            let size = buffer.size;
+            self.unlist_free(key, size);
+            freed += self.remove(backend, key);
+        }
+        freed
     }
 
     /// Free buffers waiting for reuse.
-    pub fn free_buffers(&self) -> usize {
+    fn free_blocks(&self) -> usize {
         self.free.values().map(Vec::len).sum()
     }
 
-    /// Whether a free buffer of exactly `padded` bytes waits.
-    pub fn has_free_of_size(&self, padded: u64) -> bool {
-        self.free.contains_key(&padded)
+    fn lends_free_ranges(&self) -> bool {
+        false
     }
 
     /// The pool's counts.
-    pub fn report(&self) -> &PoolReport {
+    fn report(&self) -> &PoolReport {
         &self.report
     }
 
     /// The pool's counts, to adjust when a parked slice changes hands.
-    pub(crate) fn report_mut(&mut self) -> &mut PoolReport {
+    fn report_mut(&mut self) -> &mut PoolReport {
         &mut self.report
     }
 
     /// Entries waiting in the idle queue.
-    pub fn idle_entries(&self) -> usize {
+    fn idle_entries(&self) -> usize {
         self.idle.len()
     }
 }

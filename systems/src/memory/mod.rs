@@ -10,6 +10,7 @@ pub mod layout;
 mod mode;
 mod parked;
 mod persistent;
+mod pool;
 mod report;
 mod sliced;
 
@@ -18,6 +19,7 @@ pub use config::{DEFAULT_RELEASE_AFTER_TICKS, MemoryConfig, PoolConfig, PoolKind
 pub use exclusive::{ExclusivePool, Fit};
 pub use layout::{TensorLayout, TensorPlacement};
 pub use mode::{AllocationMode, AllocationModes};
+pub use pool::{DeviceMemory, Pool, PoolIndex};
 pub use report::PoolReport;
 pub use sliced::{PageSizes, SlicedPool};
 
@@ -71,109 +73,13 @@ pub(crate) fn largest_fit(padded: u64) -> u64 {
     padded.saturating_mul(5) / 4
 }
 
-/// The persistent pool's index in slice records.
-const PERSISTENT: usize = usize::MAX;
-
 #[derive(Debug)]
 struct SliceRecord {
-    pool: usize,
+    pool: PoolIndex,
     block: Block,
     requested: u64,
     /// The stream whose later allocations may take the slice (see `parked.rs`).
     parked_on: Option<Entity>,
-}
-
-/// One pool of the ladder.
-#[derive(Debug)]
-enum LadderPool {
-    Sliced(SlicedPool),
-    Exclusive(ExclusivePool),
-}
-
-impl LadderPool {
-    fn try_reserve(&mut self, padded: u64, requested: u64) -> Option<Block> {
-        match self {
-            LadderPool::Sliced(pool) => pool.try_reserve(padded, requested),
-            LadderPool::Exclusive(pool) => pool.try_reserve(padded, requested),
-        }
-    }
-
-    fn grow<B: Backend>(
-        &mut self,
-        backend: &mut B,
-        padded: u64,
-        requested: u64,
-    ) -> Result<Option<Block>, AllocError> {
-        match self {
-            LadderPool::Sliced(pool) => pool.grow(backend, padded, requested),
-            LadderPool::Exclusive(pool) => pool.grow(backend, padded, requested),
-        }
-    }
-
-    fn release(&mut self, block: &Block, requested: u64) -> Result<(), MemoryError> {
-        match self {
-            LadderPool::Sliced(pool) => {
-                pool.release(block.page, block.offset, block.len, requested)
-            }
-            LadderPool::Exclusive(pool) => pool.release(block.page, requested),
-        }
-    }
-
-    fn storage(&self, page: PageKey) -> Option<StorageId> {
-        match self {
-            LadderPool::Sliced(pool) => pool.storage(page),
-            LadderPool::Exclusive(pool) => pool.storage(page),
-        }
-    }
-
-    fn cleanup<B: Backend>(&mut self, backend: &mut B) -> u64 {
-        match self {
-            LadderPool::Sliced(pool) => pool.cleanup(backend),
-            LadderPool::Exclusive(pool) => pool.cleanup(backend),
-        }
-    }
-
-    fn periodic_cleanup<B: Backend>(&mut self, backend: &mut B, tick: u64) -> u64 {
-        match self {
-            LadderPool::Sliced(pool) => pool.periodic_cleanup(backend, tick),
-            LadderPool::Exclusive(pool) => pool.periodic_cleanup(backend, tick),
-        }
-    }
-
-    fn can_place(&self, padded: u64) -> bool {
-        match self {
-            LadderPool::Sliced(pool) => pool.can_place(padded),
-            LadderPool::Exclusive(pool) => pool.can_place(padded),
-        }
-    }
-
-    fn release_idle<B: Backend>(&mut self, backend: &mut B, at_least: u64) -> u64 {
-        match self {
-            LadderPool::Sliced(pool) => pool.release_idle(backend, at_least),
-            LadderPool::Exclusive(pool) => pool.release_idle(backend, at_least),
-        }
-    }
-
-    fn free_blocks(&self) -> usize {
-        match self {
-            LadderPool::Sliced(pool) => pool.free_ranges(),
-            LadderPool::Exclusive(pool) => pool.free_buffers(),
-        }
-    }
-
-    fn report(&self) -> &PoolReport {
-        match self {
-            LadderPool::Sliced(pool) => pool.report(),
-            LadderPool::Exclusive(pool) => pool.report(),
-        }
-    }
-
-    fn report_mut(&mut self) -> &mut PoolReport {
-        match self {
-            LadderPool::Sliced(pool) => pool.report_mut(),
-            LadderPool::Exclusive(pool) => pool.report_mut(),
-        }
-    }
 }
 
 /// The memory of a runtime: the pool ladder, the persistent pool, every live slice, usage, and
@@ -187,7 +93,7 @@ pub struct MemoryPool {
     capacity: Option<u64>,
     /// Largest padded request of each ladder pool, for routing.
     max_allocs: Vec<u64>,
-    ladder: Vec<LadderPool>,
+    ladder: Vec<Box<dyn Pool>>,
     persistent: ExclusivePool,
     slices: SlotMap<SliceKey, SliceRecord>,
     usage: MemoryUsage,
@@ -197,6 +103,8 @@ pub struct MemoryPool {
     parked: ParkedSlices,
     /// The most in use over recent allocations: what idle memory is kept for (`budget.rs`).
     recent_peak: RecentPeak,
+    /// A client asked for a cleanup, which the GC stage of this tick runs.
+    cleanup_requested: bool,
 }
 
 impl MemoryPool {
@@ -213,7 +121,7 @@ impl MemoryPool {
                         page_size,
                         max_slice,
                         first_page,
-                    } => LadderPool::Sliced(SlicedPool::new(
+                    } => Box::new(SlicedPool::new(
                         name,
                         PageSizes {
                             full: page_size,
@@ -223,8 +131,8 @@ impl MemoryPool {
                         max_slice,
                         pool.max_reserved,
                         pool.release_after_ticks,
-                    )),
-                    PoolKind::Exclusive => LadderPool::Exclusive(ExclusivePool::for_ladder(
+                    )) as Box<dyn Pool>,
+                    PoolKind::Exclusive => Box::new(ExclusivePool::for_ladder(
                         name,
                         pool.max_alloc,
                         pool.max_reserved,
@@ -253,6 +161,7 @@ impl MemoryPool {
             modes: AllocationModes::default(),
             parked: ParkedSlices::default(),
             recent_peak: RecentPeak::default(),
+            cleanup_requested: false,
         }
     }
 
@@ -284,6 +193,43 @@ impl MemoryPool {
     /// The allocation mode windows, to open or close one.
     pub fn modes_mut(&mut self) -> &mut AllocationModes {
         &mut self.modes
+    }
+
+    /// Every pool: the ladder in routing order, then the persistent pool.
+    fn pools(&self) -> impl Iterator<Item = &dyn Pool> {
+        let persistent: &dyn Pool = &self.persistent;
+        self.ladder
+            .iter()
+            .map(|pool| &**pool)
+            .chain(std::iter::once(persistent))
+    }
+
+    /// Every pool, to change, in the order of [`MemoryPool::pools`].
+    fn pools_mut(&mut self) -> impl Iterator<Item = &mut dyn Pool> {
+        let persistent: &mut dyn Pool = &mut self.persistent;
+        self.ladder
+            .iter_mut()
+            .map(|pool| &mut **pool as &mut dyn Pool)
+            .chain(std::iter::once(persistent))
+    }
+
+    /// The pool `index` names.
+    fn pool(&self, index: PoolIndex) -> Option<&dyn Pool> {
+        match index {
+            PoolIndex::Ladder(index) => self.ladder.get(index).map(|pool| &**pool),
+            PoolIndex::Persistent => Some(&self.persistent),
+        }
+    }
+
+    /// The pool `index` names, to change.
+    fn pool_mut(&mut self, index: PoolIndex) -> Option<&mut dyn Pool> {
+        match index {
+            PoolIndex::Ladder(index) => self
+                .ladder
+                .get_mut(index)
+                .map(|pool| &mut **pool as &mut dyn Pool),
+            PoolIndex::Persistent => Some(&mut self.persistent),
+        }
     }
 
     /// Reserves `size` bytes for a new allocation of `stream` (whose entity is `entity`), in
@@ -324,12 +270,8 @@ impl MemoryPool {
         };
         let (old, _) = self.parked.take(stream, padded, largest)?;
         let record = self.slices.remove(old)?;
-        let report = match record.pool {
-            PERSISTENT => Some(self.persistent.report_mut()),
-            index => self.ladder.get_mut(index).map(LadderPool::report_mut),
-        };
-        if let Some(report) = report {
-            report.resized(record.requested, size);
+        if let Some(pool) = self.pool_mut(record.pool) {
+            pool.report_mut().resized(record.requested, size);
         }
         let block = record.block;
         let slice = self.slices.insert(SliceRecord {
@@ -417,11 +359,12 @@ impl MemoryPool {
         }
         let padded = self.padded(size).ok_or_else(|| self.out_of_memory(size))?;
         let (pool, block) = match mode {
-            AllocationMode::Persistent => {
-                (PERSISTENT, self.reserve_persistent(backend, padded, size)?)
-            }
+            AllocationMode::Persistent => (
+                PoolIndex::Persistent,
+                self.reserve_persistent(backend, padded, size)?,
+            ),
             AllocationMode::Auto => match self.persistent.try_reserve(padded, size) {
-                Some(block) => (PERSISTENT, block),
+                Some(block) => (PoolIndex::Persistent, block),
                 None => self.reserve_from_ladder(backend, padded, size)?,
             },
         };
@@ -472,7 +415,7 @@ impl MemoryPool {
         backend: &mut B,
         padded: u64,
         size: u64,
-    ) -> Result<(usize, Block), MemoryError> {
+    ) -> Result<(PoolIndex, Block), MemoryError> {
         let last = self.ladder.len().saturating_sub(1);
         let first = self
             .max_allocs
@@ -482,7 +425,7 @@ impl MemoryPool {
         let mut made_room = false;
         for index in first..self.ladder.len() {
             if let Some(block) = self.ladder[index].try_reserve(padded, size) {
-                return Ok((index, block));
+                return Ok((PoolIndex::Ladder(index), block));
             }
             if !made_room {
                 if let Some(placed) = self.reserve_from_other_pools(index, padded, size) {
@@ -500,7 +443,7 @@ impl MemoryPool {
                 grown => grown,
             };
             if let Some(block) = self.account_growth(grown, size)? {
-                return Ok((index, block));
+                return Ok((PoolIndex::Ladder(index), block));
             }
             tracing::debug!(target: "gpuworld::memory", pool = index, size, "pool at its cap: spilling to the next pool");
         }
@@ -518,12 +461,14 @@ impl MemoryPool {
         routed: usize,
         padded: u64,
         size: u64,
-    ) -> Option<(usize, Block)> {
+    ) -> Option<(PoolIndex, Block)> {
         self.ladder
             .iter_mut()
             .enumerate()
-            .filter(|(index, pool)| *index != routed && matches!(pool, LadderPool::Sliced(_)))
-            .find_map(|(index, pool)| Some((index, pool.try_reserve(padded, size)?)))
+            .filter(|(index, pool)| *index != routed && pool.lends_free_ranges())
+            .find_map(|(index, pool)| {
+                Some((PoolIndex::Ladder(index), pool.try_reserve(padded, size)?))
+            })
     }
 
     /// The error for a request of `size` bytes that no pool can take, with the usage now.
@@ -575,7 +520,7 @@ impl MemoryPool {
             .unwrap_or(self.ladder.len().saturating_sub(1));
         self.persistent.can_place(padded)
             || self.ladder.iter().enumerate().any(|(index, pool)| {
-                (index >= first || matches!(pool, LadderPool::Sliced(_))) && pool.can_place(padded)
+                (index >= first || pool.lends_free_ranges()) && pool.can_place(padded)
             })
     }
 
@@ -616,12 +561,7 @@ impl MemoryPool {
     }
 
     fn recount_reserved(&mut self) {
-        self.usage.bytes_reserved = self
-            .ladder
-            .iter()
-            .map(|pool| pool.report().bytes_reserved)
-            .sum::<u64>()
-            + self.persistent.report().bytes_reserved;
+        self.usage.bytes_reserved = self.pools().map(|pool| pool.report().bytes_reserved).sum();
         self.peak_reserved = self.peak_reserved.max(self.usage.bytes_reserved);
     }
 
@@ -635,30 +575,18 @@ impl MemoryPool {
             }
             None => self.count_released(record.requested, record.block.len),
         }
-        match record.pool {
-            PERSISTENT => self
-                .persistent
-                .release(record.block.page, record.requested)?,
-            index => self
-                .ladder
-                .get_mut(index)
-                .ok_or_else(|| stale_slice(key))?
-                .release(&record.block, record.requested)?,
-        }
-        Ok(())
+        self.pool_mut(record.pool)
+            .ok_or_else(|| stale_slice(key))?
+            .release(&record.block, record.requested)
     }
 
     /// The device bytes of a live slice.
     pub fn locate(&self, key: SliceKey) -> Result<Region, MemoryError> {
         let record = self.slices.get(key).ok_or_else(|| stale_slice(key))?;
-        let storage = match record.pool {
-            PERSISTENT => self.persistent.storage(record.block.page),
-            index => self
-                .ladder
-                .get(index)
-                .and_then(|pool| pool.storage(record.block.page)),
-        }
-        .ok_or_else(|| stale_page(record.block.page))?;
+        let storage = self
+            .pool(record.pool)
+            .and_then(|pool| pool.storage(record.block.page))
+            .ok_or_else(|| stale_page(record.block.page))?;
         Ok(Region {
             storage,
             offset: record.block.offset,
@@ -668,14 +596,21 @@ impl MemoryPool {
 
     /// Returns every fully free page and free buffer, persistent ones included, to the device.
     pub fn cleanup<B: Backend>(&mut self, backend: &mut B) {
-        let mut freed: u64 = self
-            .ladder
-            .iter_mut()
-            .map(|pool| pool.cleanup(backend))
-            .sum();
-        freed += self.persistent.cleanup(backend);
+        let freed: u64 = self.pools_mut().map(|pool| pool.cleanup(backend)).sum();
         self.recount_reserved();
         tracing::debug!(target: "gpuworld::memory", freed, reserved = self.usage.bytes_reserved, "memory cleanup");
+    }
+
+    /// Asks for a [`MemoryPool::cleanup`] at the end of this tick (a client's `memory_cleanup`):
+    /// ingest records the request in arrival order, the GC stage runs it once memory this tick
+    /// frees has returned.
+    pub fn request_cleanup(&mut self) {
+        self.cleanup_requested = true;
+    }
+
+    /// Whether a cleanup was asked for since the last call; the GC stage runs it if so.
+    pub fn take_cleanup_request(&mut self) -> bool {
+        std::mem::take(&mut self.cleanup_requested)
     }
 
     /// Returns free pages unused for their pool's `release_after_ticks`; the GC stage calls it
@@ -694,20 +629,12 @@ impl MemoryPool {
 
     /// Each pool's counts: the ladder in routing order, then the persistent pool.
     pub fn reports(&self) -> Vec<PoolReport> {
-        self.ladder
-            .iter()
-            .map(|pool| pool.report().clone())
-            .chain(std::iter::once(self.persistent.report().clone()))
-            .collect()
+        self.pools().map(|pool| pool.report().clone()).collect()
     }
 
     /// Free slices and buffers waiting for reuse.
     pub fn free_slices(&self) -> usize {
-        self.ladder
-            .iter()
-            .map(LadderPool::free_blocks)
-            .sum::<usize>()
-            + self.persistent.free_buffers()
+        self.pools().map(|pool| pool.free_blocks()).sum()
     }
 
     /// The memory state as stable text lines for `Runtime::snapshot()`: usage, then one line per

@@ -2,9 +2,10 @@
 //! the first free range that fits, first page first (creation order), lowest offset first; a
 //! released slice merges with its free neighbours; a fully free page can go back to the device.
 
-use crate::backend::{AllocError, Backend, StorageId};
+use crate::backend::{AllocError, StorageId};
 use crate::error::MemoryError;
 use crate::memory::idle::{IdleMark, IdlePage, IdlePages};
+use crate::memory::pool::{DeviceMemory, Pool};
 use crate::memory::report::{PoolReport, human_bytes};
 use crate::memory::{Block, PageKey, stale_page};
 use slotmap::SlotMap;
@@ -166,85 +167,10 @@ impl SlicedPool {
         }
     }
 
-    /// Places `padded` bytes in a free range of an existing page, if one accepts them.
-    pub fn try_reserve(&mut self, padded: u64, requested: u64) -> Option<Block> {
-        let position = self.first_accepting(padded)?;
-        self.take(position, padded, requested)
-    }
-
-    /// Whether [`SlicedPool::try_reserve`] would place `padded` bytes without a new page.
-    pub fn can_place(&self, padded: u64) -> bool {
-        self.first_accepting(padded).is_some()
-    }
-
     /// The first page, in first-fit order, that accepts `padded` bytes.
     fn first_accepting(&self, padded: u64) -> Option<usize> {
         let start = self.first_free.min(self.order.len());
         Some(start + self.order[start..].iter().position(|s| s.accepts(padded))?)
-    }
-
-    /// Allocates a new page and places `padded` bytes at its start; `Ok(None)` when the pool's
-    /// cap leaves no room for another page.
-    pub fn grow<B: Backend>(
-        &mut self,
-        backend: &mut B,
-        padded: u64,
-        requested: u64,
-    ) -> Result<Option<Block>, AllocError> {
-        let dedicated = padded > self.max_slice;
-        let mut size = if dedicated {
-            self.dedicated_page(padded)
-        } else {
-            self.next_shared_page(padded)
-        };
-        if !dedicated && size == self.page_size {
-            self.return_outgrown_pages(backend);
-            self.prefer_full_pages();
-        }
-        let fits_cap = |size: u64| {
-            self.max_reserved
-                .is_none_or(|cap| self.report.bytes_reserved.saturating_add(size) <= cap)
-        };
-        if dedicated && !fits_cap(size) {
-            // Room to grow is a bonus: never the reason a capped pool refuses a request.
-            size = padded;
-        }
-        if !fits_cap(size) {
-            return Ok(None);
-        }
-        let storage = match backend.allocate(size) {
-            // Likewise when the device refuses the roomier page.
-            Err(AllocError::OutOfMemory) if size > padded && dedicated => {
-                size = padded;
-                backend.allocate(size)?
-            }
-            allocated => allocated?,
-        };
-        self.returned_dedicated.clear();
-        let position = self.order.len();
-        let key = self.pages.insert(Page {
-            storage,
-            size,
-            free: vec![(0, size)],
-            used: 0,
-            position,
-            idle: IdleMark::default(),
-            dedicated,
-            freed_at: 0,
-        });
-        if !dedicated {
-            self.shared_reserved += size;
-        }
-        self.order.push(PageSummary {
-            key,
-            largest_free: size,
-            size,
-            dedicated,
-        });
-        self.report.page_added(size);
-        tracing::debug!(target: "gpuworld::memory", pool = %self.report.name, size, %storage, "page allocated");
-        let position = self.pages.get(key).map_or(position, |page| page.position);
-        Ok(self.take(position, padded, requested))
     }
 
     /// The size of a new shared page for a request of `padded` bytes: a 32nd of the bytes the
@@ -304,7 +230,7 @@ impl SlicedPool {
     /// `benches/memory.rs`: peak reserved over peak in use 1.096 while they were kept and
     /// filled first, 1.041 returned and filled after the full pages held, 1.039 with full pages
     /// only; 1.093 when even a new full page came before them).
-    fn return_outgrown_pages<B: Backend>(&mut self, backend: &mut B) {
+    fn return_outgrown_pages(&mut self, backend: &mut dyn DeviceMemory) {
         let outgrown: Vec<PageKey> = self
             .pages
             .iter()
@@ -356,14 +282,117 @@ impl SlicedPool {
         Some(block)
     }
 
-    /// Frees the slice at `offset..offset + len` of `page`, merging it with free neighbours.
-    pub fn release(
+    fn remove_pages(&mut self, backend: &mut dyn DeviceMemory, keys: Vec<PageKey>) -> u64 {
+        if keys.is_empty() {
+            return 0;
+        }
+        let mut freed = 0;
+        for key in keys {
+            if let Some(page) = self.pages.remove(key) {
+                if page.dedicated {
+                    self.returned_dedicated.push(page.size);
+                } else {
+                    self.shared_reserved -= page.size;
+                }
+                // SAFETY: the pool allocated the page and drops it from its list here; it removes
+                // only pages without a live or parked slice (`used == 0`), and a slice returns to
+                // the pool only once the GC stage has seen the work that used it finish.
+                unsafe { backend.deallocate(page.storage) };
+                self.report.page_removed(page.size);
+                freed += page.size;
+            }
+        }
+        let pages = &mut self.pages;
+        self.order.retain(|summary| pages.contains_key(summary.key));
+        for (position, summary) in self.order.iter().enumerate() {
+            if let Some(page) = pages.get_mut(summary.key) {
+                page.position = position;
+            }
+        }
+        self.first_free = 0;
+        freed
+    }
+}
+
+impl Pool for SlicedPool {
+    /// Places `padded` bytes in a free range of an existing page, if one accepts them.
+    fn try_reserve(&mut self, padded: u64, requested: u64) -> Option<Block> {
+        let position = self.first_accepting(padded)?;
+        self.take(position, padded, requested)
+    }
+
+    /// Whether [`Pool::try_reserve`] would place `padded` bytes without a new page.
+    fn can_place(&self, padded: u64) -> bool {
+        self.first_accepting(padded).is_some()
+    }
+
+    /// Allocates a new page and places `padded` bytes at its start; `Ok(None)` when the pool's
+    /// cap leaves no room for another page.
+    fn grow(
         &mut self,
-        key: PageKey,
-        offset: u64,
-        len: u64,
+        backend: &mut dyn DeviceMemory,
+        padded: u64,
         requested: u64,
-    ) -> Result<(), MemoryError> {
+    ) -> Result<Option<Block>, AllocError> {
+        let dedicated = padded > self.max_slice;
+        let mut size = if dedicated {
+            self.dedicated_page(padded)
+        } else {
+            self.next_shared_page(padded)
+        };
+        if !dedicated && size == self.page_size {
+            self.return_outgrown_pages(backend);
+            self.prefer_full_pages();
+        }
+        let fits_cap = |size: u64| {
+            self.max_reserved
+                .is_none_or(|cap| self.report.bytes_reserved.saturating_add(size) <= cap)
+        };
+        if dedicated && !fits_cap(size) {
+            // Room to grow is a bonus: never the reason a capped pool refuses a request.
+            size = padded;
+        }
+        if !fits_cap(size) {
+            return Ok(None);
+        }
+        let storage = match backend.allocate(size) {
+            // Likewise when the device refuses the roomier page.
+            Err(AllocError::OutOfMemory) if size > padded && dedicated => {
+                size = padded;
+                backend.allocate(size)?
+            }
+            allocated => allocated?,
+        };
+        self.returned_dedicated.clear();
+        let position = self.order.len();
+        let key = self.pages.insert(Page {
+            storage,
+            size,
+            free: vec![(0, size)],
+            used: 0,
+            position,
+            idle: IdleMark::default(),
+            dedicated,
+            freed_at: 0,
+        });
+        if !dedicated {
+            self.shared_reserved += size;
+        }
+        self.order.push(PageSummary {
+            key,
+            largest_free: size,
+            size,
+            dedicated,
+        });
+        self.report.page_added(size);
+        tracing::debug!(target: "gpuworld::memory", pool = %self.report.name, size, %storage, "page allocated");
+        let position = self.pages.get(key).map_or(position, |page| page.position);
+        Ok(self.take(position, padded, requested))
+    }
+
+    /// Frees the slice at `offset..offset + len` of `page`, merging it with free neighbours.
+    fn release(&mut self, block: &Block, requested: u64) -> Result<(), MemoryError> {
+        let (key, offset, len) = (block.page, block.offset, block.len);
         let page = self.pages.get_mut(key).ok_or_else(|| stale_page(key))?;
         let index = page.free.partition_point(|&(o, _)| o < offset);
         let joins_next = page
@@ -410,7 +439,7 @@ impl SlicedPool {
 
     /// Returns fully free pages to the device, those free the longest first, until at least
     /// `at_least` bytes went back or none is left; the bytes returned.
-    pub fn release_idle<B: Backend>(&mut self, backend: &mut B, at_least: u64) -> u64 {
+    fn release_idle(&mut self, backend: &mut dyn DeviceMemory, at_least: u64) -> u64 {
         let mut idle: Vec<(u64, u64, PageKey)> = self
             .pages
             .iter()
@@ -431,12 +460,12 @@ impl SlicedPool {
     }
 
     /// The backend buffer of `page`.
-    pub fn storage(&self, key: PageKey) -> Option<StorageId> {
+    fn storage(&self, key: PageKey) -> Option<StorageId> {
         self.pages.get(key).map(|page| page.storage)
     }
 
     /// Returns every fully free page to the device; the bytes returned.
-    pub fn cleanup<B: Backend>(&mut self, backend: &mut B) -> u64 {
+    fn cleanup(&mut self, backend: &mut dyn DeviceMemory) -> u64 {
         let free: Vec<PageKey> = self
             .pages
             .iter()
@@ -448,59 +477,32 @@ impl SlicedPool {
 
     /// Stamps pages that became free since the last call and returns those free for
     /// `release_after_ticks`; the bytes returned.
-    pub fn periodic_cleanup<B: Backend>(&mut self, backend: &mut B, tick: u64) -> u64 {
+    fn periodic_cleanup(&mut self, backend: &mut dyn DeviceMemory, tick: u64) -> u64 {
         let expired = self.idle.take_expired(tick, &mut self.pages);
         self.remove_pages(backend, expired)
     }
 
-    fn remove_pages<B: Backend>(&mut self, backend: &mut B, keys: Vec<PageKey>) -> u64 {
-        if keys.is_empty() {
-            return 0;
-        }
-        let mut freed = 0;
-        for key in keys {
-            if let Some(page) = self.pages.remove(key) {
-                if page.dedicated {
-                    self.returned_dedicated.push(page.size);
-                } else {
-                    self.shared_reserved -= page.size;
-                }
-                // SAFETY: the pool allocated the page and drops it from its list here; it removes
-                // only pages without a live or parked slice (`used == 0`), and a slice returns to
-                // the pool only once the GC stage has seen the work that used it finish.
-                unsafe { backend.deallocate(page.storage) };
-                self.report.page_removed(page.size);
-                freed += page.size;
-            }
-        }
-        let pages = &mut self.pages;
-        self.order.retain(|summary| pages.contains_key(summary.key));
-        for (position, summary) in self.order.iter().enumerate() {
-            if let Some(page) = pages.get_mut(summary.key) {
-                page.position = position;
-            }
-        }
-        self.first_free = 0;
-        freed
-    }
-
     /// Free ranges across all pages.
-    pub fn free_ranges(&self) -> usize {
+    fn free_blocks(&self) -> usize {
         self.pages.values().map(|page| page.free.len()).sum()
     }
 
+    fn lends_free_ranges(&self) -> bool {
+        true
+    }
+
     /// The pool's counts.
-    pub fn report(&self) -> &PoolReport {
+    fn report(&self) -> &PoolReport {
         &self.report
     }
 
     /// The pool's counts, to adjust when a parked slice changes hands.
-    pub(crate) fn report_mut(&mut self) -> &mut PoolReport {
+    fn report_mut(&mut self) -> &mut PoolReport {
         &mut self.report
     }
 
     /// Entries waiting in the idle queue (bounded by pages freed per tick times the delay).
-    pub fn idle_entries(&self) -> usize {
+    fn idle_entries(&self) -> usize {
         self.idle.len()
     }
 }

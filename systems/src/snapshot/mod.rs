@@ -10,7 +10,9 @@ use std::fmt;
 
 mod capture;
 
-pub use capture::{EventPosition, capture, device_stream_names, fill_contents};
+pub use capture::{
+    Capture, EventPosition, StageLines, capture, device_stream_names, fill_contents,
+};
 
 /// What a snapshot shows beyond its default lines.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

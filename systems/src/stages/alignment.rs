@@ -5,6 +5,7 @@
 
 use super::flush_wait::LastSynced;
 use super::tick::TickStage;
+use crate::snapshot::Capture;
 use crate::world::*;
 use bevy_ecs::prelude::*;
 use smallvec::SmallVec;
@@ -93,18 +94,32 @@ fn depend_on(
     let Ok((origin_stream, _)) = streams.get(origin) else {
         return;
     };
-    let synced = streams
-        .get(task.stream)
-        .ok()
-        .and_then(|(_, synced)| synced.get(origin_stream.slot));
-    if synced.is_some_and(|c| c >= used_at) {
+    let synced = streams.get(task.stream).ok().map(|(_, synced)| synced);
+    if synced.is_some_and(|synced| synced.covers(origin_stream.slot, used_at)) {
         return;
     }
     let through = cursors.get(origin).map_or(used_at, |c| c.0);
     tracing::trace!(
         target: "gpuworld::stream",
-        origin = origin_stream.slot, used_at, ?synced,
+        origin = origin_stream.slot, used_at, synced = ?synced.and_then(|s| s.get(origin_stream.slot)),
         "binding used on another stream since the last sync"
     );
     task.record_need(origin, used_at, through, handle);
+}
+
+/// A handle's last write and its uses, on its snapshot line.
+pub(super) fn snapshot_lines(world: &mut World, capture: &mut Capture<'_>) {
+    for (entity, owner, uses) in world.query::<(Entity, &Owner, &Uses)>().iter(world) {
+        let written = format!("{}@{}", capture.stream_name(owner.stream), owner.cursor);
+        let mut uses: Vec<String> = uses
+            .0
+            .iter()
+            .map(|(s, c)| format!("{}@{c}", capture.stream_name(*s)))
+            .collect();
+        uses.sort();
+        if let Some(line) = capture.handle_line(entity) {
+            line.written = written;
+            line.uses = uses;
+        }
+    }
 }

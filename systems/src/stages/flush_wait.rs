@@ -1,11 +1,12 @@
-//! Stage 3, flush/wait: decides, in arrival order, which origin streams each task must wait on
-//! (skipping origins this stream already synced with at or after the use, so a second use adds
-//! no second wait) and which streams must flush this tick: the origin of a wait, and any stream
-//! with a flush, sync or read. Owns `LastSynced` and the queues' flush marks.
-//! The event calls themselves are issued by the interleave stage, right after the origin's work
-//! is submitted: an event must follow the work it proves done.
+//! Stage 3, flush/wait: decides, in arrival order, which origin streams each task must wait on,
+//! skipping origins this stream already synced with at or after the use (so a second use adds
+//! no second wait). Owns `LastSynced`, and with it the test of whether a wait is still needed.
+//! Scheduling marks the origins to flush; the event calls themselves are issued by the
+//! interleave stage, right after the origin's work is submitted: an event must follow the work
+//! it proves done.
 
 use super::tick::TickStage;
+use crate::snapshot::Capture;
 use crate::world::*;
 use bevy_ecs::prelude::*;
 use smallvec::SmallVec;
@@ -17,6 +18,12 @@ impl LastSynced {
     /// The cursor synced with `slot`, if ever.
     pub fn get(&self, slot: usize) -> Option<u64> {
         self.0.iter().find(|(s, _)| *s == slot).map(|(_, c)| *c)
+    }
+
+    /// Whether this stream already waited for the stream in `slot` at or after its cursor
+    /// `used_at`: then work it did up to there needs no new wait.
+    pub fn covers(&self, slot: usize, used_at: u64) -> bool {
+        self.get(slot).is_some_and(|c| c >= used_at)
     }
 
     /// Records a sync with `slot` at `cursor` (never moves backwards).
@@ -34,25 +41,22 @@ impl LastSynced {
 /// Registers the flush/wait stage: `LastSynced` on every stream, and its system.
 pub fn build(world: &mut World, schedule: &mut Schedule) {
     world.register_required_components::<Stream, LastSynced>();
-    schedule.add_systems(decide_flush_and_waits.in_set(TickStage::FlushWait));
+    schedule.add_systems(decide_waits.in_set(TickStage::FlushWait));
 }
 
-/// Turns sync needs into waits and marks the streams that must flush.
-pub fn decide_flush_and_waits(
-    mut new: ResMut<NewTasks>,
-    mut streams: Query<(&Stream, &mut LastSynced, &mut TaskQueue)>,
-) {
+/// Turns sync needs into waits.
+pub fn decide_waits(mut new: ResMut<NewTasks>, mut streams: Query<(&Stream, &mut LastSynced)>) {
     let _span = tracing::trace_span!(target: "gpuworld::stream", "flush/wait").entered();
     for task in &mut new.tasks {
         for need in std::mem::take(&mut task.sync_needs) {
-            let Ok((origin_stream, _, _)) = streams.get(need.origin) else {
+            let Ok((origin_stream, _)) = streams.get(need.origin) else {
                 continue;
             };
             let origin_slot = origin_stream.slot;
-            let Ok((consumer, mut synced, _)) = streams.get_mut(task.stream) else {
+            let Ok((consumer, mut synced)) = streams.get_mut(task.stream) else {
                 continue;
             };
-            if synced.get(origin_slot).is_some_and(|c| c >= need.used_at) {
+            if synced.covers(origin_slot, need.used_at) {
                 continue;
             }
             tracing::debug!(
@@ -63,30 +67,22 @@ pub fn decide_flush_and_waits(
             );
             synced.record(origin_slot, need.through);
             task.waits.push((need.origin, need.through));
-            if let Ok((_, _, mut origin_queue)) = streams.get_mut(need.origin) {
-                mark_flush(&mut origin_queue, need.through);
-            }
-        }
-        let needs_results = matches!(
-            task.work,
-            Some(
-                TaskWork::Flush
-                    | TaskWork::Sync(_)
-                    | TaskWork::Read(_)
-                    | TaskWork::Mark(_)
-                    // Other devices' work may wait on it (a collective's other ranks).
-                    | TaskWork::Native(_)
-            )
-        );
-        if needs_results && let Ok((_, _, mut queue)) = streams.get_mut(task.stream) {
-            mark_flush(&mut queue, task.cursor);
         }
     }
 }
 
-/// Requires the queue to be submitted at least through `cursor` this tick.
-pub fn mark_flush(queue: &mut TaskQueue, cursor: u64) {
-    queue.flush_through = Some(queue.flush_through.map_or(cursor, |c| c.max(cursor)));
+/// How far each stream has waited for each other one, on its snapshot line (`s1@3`).
+pub(super) fn snapshot_lines(world: &mut World, capture: &mut Capture<'_>) {
+    for (entity, synced) in world.query::<(Entity, &LastSynced)>().iter(world) {
+        let synced: Vec<String> = synced
+            .0
+            .iter()
+            .map(|(slot, cursor)| format!("{}@{cursor}", capture.slot_name(*slot)))
+            .collect();
+        if let Some(line) = capture.stream_line(entity) {
+            line.synced = synced;
+        }
+    }
 }
 
 #[cfg(test)]

@@ -2,11 +2,10 @@
 //! every stream that used them, returns their memory once those events pass (parked memory too,
 //! unless its stream already took it), runs requested cleanups, and completes reads and syncs
 //! whose work has run (reporting a stream's fault on them). Owns `PendingReplies` (the reads and
-//! syncs in flight), `PendingGc`, `AwaitingGc`, `PinnedHandles`, `CleanupRequested`, `ReplyWait`
-//! and `TickLeft` (what the tick leaves, for publishing). Never blocks, except in the tick of a
-//! caller blocked on a reply, which may wait on the device for one; that wait comes after
-//! everything else the stage does, so the work that does not depend on it runs while the device
-//! works.
+//! syncs in flight), `PendingGc`, `AwaitingGc`, `PinnedHandles`, `ReplyWait` and `TickLeft` (what
+//! the tick leaves, for publishing). Never blocks, except in the tick of a caller blocked on a
+//! reply, which may wait on the device for one; that wait comes after everything else the stage
+//! does, so the work that does not depend on it runs while the device works.
 
 use super::alignment::Uses;
 use super::tick::TickStage;
@@ -17,6 +16,7 @@ use crate::error::Result;
 use crate::inbox::{ReadReply, Reply};
 use crate::memory::MemoryPool;
 use crate::published::InFlight;
+use crate::snapshot::Capture;
 use crate::stages::ingest::DeferredCommands;
 use crate::usage::MemoryUsage;
 use crate::world::*;
@@ -82,15 +82,9 @@ pub struct PendingReplies {
 #[derive(Resource, Default, Debug)]
 pub struct PinnedHandles(pub HashMap<Entity, u32>);
 
-/// A request from the client to return free memory to the device this tick.
-#[derive(Debug, Resource, Default)]
-pub struct CleanupRequested(pub bool);
-
-/// Registers the GC stage: the pins, the cleanup request and the reply wait it keeps, and its
-/// one system.
+/// Registers the GC stage: the pins and the reply wait it keeps, and its one system.
 pub fn build<B: Backend>(world: &mut World, schedule: &mut Schedule) {
     world.init_resource::<PinnedHandles>();
-    world.init_resource::<CleanupRequested>();
     world.init_resource::<ReplyWait>();
     world.init_resource::<PendingReplies>();
     world.init_resource::<TickLeft>();
@@ -130,7 +124,6 @@ pub struct Gc<'w, 's, B: Backend> {
     pinned: ResMut<'w, PinnedHandles>,
     pool: ResMut<'w, MemoryPool>,
     stats: ResMut<'w, Stats>,
-    requested: ResMut<'w, CleanupRequested>,
     streams: Query<'w, 's, (&'static Stream, &'static mut StreamFault)>,
     submitted: Query<'w, 's, &'static SubmittedCursor>,
     replies: ResMut<'w, PendingReplies>,
@@ -401,7 +394,7 @@ impl<B: Backend> Gc<'_, '_, B> {
     /// memory by the pool's own policy.
     fn cleanup_memory(&mut self) {
         self.pool.periodic_cleanup(&mut self.device.0, self.tick.0);
-        if std::mem::take(&mut self.requested.0) {
+        if self.pool.take_cleanup_request() {
             self.pool.cleanup(&mut self.device.0);
             tracing::debug!(target: "gpuworld::memory", reserved = self.pool.usage().bytes_reserved, "memory cleanup");
         }
@@ -433,4 +426,61 @@ fn gather_read_bytes<B: Backend>(device: &mut B, read: &mut PendingRead) -> bool
         }
     }
     read.tickets.iter().all(Option::is_none)
+}
+
+/// The reads, syncs and pending GCs in flight, and which released handles wait for a GC or are
+/// pinned by one.
+pub(super) fn snapshot_lines(world: &mut World, capture: &mut Capture<'_>) {
+    let replies = world.resource::<PendingReplies>();
+    let mut lines: Vec<String> = replies
+        .reads
+        .iter()
+        .map(|r| {
+            let waiting = r.tickets.iter().filter(|t| t.is_some()).count();
+            format!(
+                "read on {} waiting for {waiting}/{} bindings",
+                capture.stream_name(r.stream),
+                r.tickets.len()
+            )
+        })
+        .collect();
+    lines.extend(replies.syncs.iter().map(|s| {
+        format!(
+            "sync on {} until {}",
+            capture.stream_name(s.stream),
+            capture.event(s.event)
+        )
+    }));
+    lines.extend(world.query::<&PendingGc>().iter(world).map(|g| {
+        let mut handles: Vec<String> = g.handles.iter().map(|h| capture.handle_name(*h)).collect();
+        handles.sort();
+        let mut pins: Vec<String> = g.pins.iter().map(|h| capture.handle_name(*h)).collect();
+        pins.sort();
+        let events: Vec<String> = g.events.iter().map(|e| capture.event(*e)).collect();
+        format!(
+            "gc reclaims [{}] unpins [{}] after [{}]",
+            handles.join(", "),
+            pins.join(", "),
+            events.join(", ")
+        )
+    }));
+    lines
+        .into_iter()
+        .for_each(|line| capture.add_in_flight(line));
+    let awaiting: Vec<Entity> = world
+        .query_filtered::<Entity, With<AwaitingGc>>()
+        .iter(world)
+        .collect();
+    for entity in awaiting {
+        if let Some(line) = capture.handle_line(entity)
+            && line.state == "released"
+        {
+            line.state = "released, awaiting gc".to_string();
+        }
+    }
+    for (entity, pins) in &world.resource::<PinnedHandles>().0 {
+        if let Some(line) = capture.handle_line(*entity) {
+            line.state.push_str(&format!(", pinned x{pins}"));
+        }
+    }
 }

@@ -16,6 +16,7 @@ pub mod tune;
 pub use tick::{Tick, TickStage};
 
 use crate::backend::Backend;
+use crate::snapshot::Capture;
 use bevy_ecs::prelude::*;
 use bevy_ecs::schedule::{LogLevel, ScheduleBuildSettings};
 
@@ -45,4 +46,13 @@ pub fn tick_schedule<B: Backend>(world: &mut World) -> Schedule {
         "the tick's executor runs every system: no stage may add a run condition"
     );
     schedule
+}
+
+/// Each stage's part of a snapshot, in tick order: the facts only it owns (see
+/// [`crate::snapshot::Capture`]).
+pub fn snapshot_lines(world: &mut World, capture: &mut Capture<'_>) {
+    ingest::snapshot_lines(world, capture);
+    alignment::snapshot_lines(world, capture);
+    flush_wait::snapshot_lines(world, capture);
+    gc::snapshot_lines(world, capture);
 }

@@ -5,6 +5,18 @@
 use super::model::Trace;
 use serde_json::{Value, json};
 
+impl Trace {
+    /// The trace as Chrome trace event JSON (opens in Perfetto and `chrome://tracing`).
+    pub fn to_chrome_json(&self) -> String {
+        render(self)
+    }
+
+    /// Writes [`Trace::to_chrome_json`] to `path`.
+    pub fn write(&self, path: &std::path::Path) -> std::io::Result<()> {
+        std::fs::write(path, self.to_chrome_json())
+    }
+}
+
 /// The host process's id in the trace.
 const HOST_PID: u32 = 1;
 /// The streams' process id in the trace.

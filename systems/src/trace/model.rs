@@ -1,6 +1,6 @@
 //! A finished trace: plain data, times in nanoseconds since the trace started (host tracks) or
-//! on the stream tracks' clock (see [`TraceClock`]); [`Trace::to_chrome_json`] writes it for
-//! Perfetto and `chrome://tracing`.
+//! on the stream tracks' clock (see [`TraceClock`]); `chrome.rs` writes it for Perfetto
+//! and `chrome://tracing` ([`Trace::to_chrome_json`]).
 
 use crate::stages::tick::TickStage;
 
@@ -123,16 +123,4 @@ pub struct Trace {
     pub reclaims: Vec<Reclaim>,
     /// The counters at the end of every tick: (tick, time, counters).
     pub counters: Vec<(u64, u64, Counters)>,
-}
-
-impl Trace {
-    /// The trace as Chrome trace event JSON (opens in Perfetto and `chrome://tracing`).
-    pub fn to_chrome_json(&self) -> String {
-        super::chrome::render(self)
-    }
-
-    /// Writes [`Trace::to_chrome_json`] to `path`.
-    pub fn write(&self, path: &std::path::Path) -> std::io::Result<()> {
-        std::fs::write(path, self.to_chrome_json())
-    }
 }

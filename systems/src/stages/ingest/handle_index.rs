@@ -2,10 +2,13 @@
 //! first uses it (handles no work uses cost no entity), then on its entity; and how a release
 //! returns, parks or hands its memory to the GC stage.
 
+use super::DeferredCommands;
 use crate::backend::Region;
-use crate::error::Error;
+use crate::binding::Binding;
+use crate::error::{BindingError, Error};
 use crate::ids::HandleId;
 use crate::memory::{MemoryPool, SliceKey};
+use crate::snapshot::{Capture, HandleLine};
 use crate::stages::alignment::{Owner, Uses};
 use crate::world::*;
 use bevy_ecs::prelude::*;
@@ -73,6 +76,59 @@ impl UsedOn {
 /// the user releases the handle.
 #[derive(Debug, Resource, Default)]
 pub struct HandleIndex(pub rustc_hash::FxHashMap<HandleId, HandleEntry>);
+
+impl HandleIndex {
+    /// The device bytes `binding` names, checked as ingest checks a task's binding: its range,
+    /// its handle still live, its allocation made, the range inside the memory it has.
+    pub fn region(&self, binding: &Binding) -> std::result::Result<Region, Error> {
+        let (start, end) = binding.range()?;
+        let entry =
+            self.0
+                .get(&binding.handle())
+                .ok_or(Error::Binding(BindingError::ReleasedHandle {
+                    handle: binding.handle(),
+                }))?;
+        region_in(binding.handle(), entry.state.memory()?, start, end)
+    }
+}
+
+impl HandleState {
+    /// The bytes the handle's slice covers, or why its allocation failed.
+    pub fn memory(&self) -> std::result::Result<Region, Error> {
+        match self {
+            HandleState::Spawned { region, .. } => Ok(*region),
+            HandleState::Unspawned { memory, .. } => {
+                memory.as_ref().map(|m| m.1).map_err(Clone::clone)
+            }
+        }
+    }
+}
+
+/// The bytes `start..end` of `handle`, whose slice covers `memory`. The range is checked
+/// against the memory the handle really has, not only against the capacity its binding claims:
+/// a binding comes only from a handle, but one that claimed more would otherwise reach a
+/// neighbour's bytes (issue 27).
+#[inline]
+pub(super) fn region_in(
+    handle: HandleId,
+    memory: Region,
+    start: u64,
+    end: u64,
+) -> std::result::Result<Region, Error> {
+    if end > memory.size {
+        return Err(Error::Binding(BindingError::OutOfRange {
+            handle,
+            start,
+            end,
+            size: memory.size,
+        }));
+    }
+    Ok(Region {
+        storage: memory.storage,
+        offset: memory.offset + start,
+        size: end - start,
+    })
+}
 
 /// The entity of a handle first used now, from its index entry's facts: its record,
 /// allocation, first owner, and the use it inherits from memory its stream parked (that
@@ -162,4 +218,48 @@ pub(super) fn release(
         }
     }
     false
+}
+
+/// The commands waiting, and the lines of the handles no work used yet: they have no entity,
+/// their index entry holds what the line shows.
+pub(in crate::stages) fn snapshot_lines(world: &mut World, capture: &mut Capture<'_>) {
+    capture.set_deferred_commands(world.resource::<DeferredCommands>().0.len());
+    for (id, entry) in &world.resource::<HandleIndex>().0 {
+        let HandleState::Unspawned {
+            size,
+            memory,
+            created,
+        } = &entry.state
+        else {
+            continue;
+        };
+        let (memory, region) = match memory {
+            Ok((_, region)) => (
+                format!("{}+{}", region.storage, region.offset),
+                Some(*region),
+            ),
+            Err(e) => (format!("failed ({e})"), None),
+        };
+        let uses = match entry.used_on {
+            UsedOn::One(stream) => vec![format!(
+                "{}@{}",
+                capture.stream_name(stream),
+                created.cursor
+            )],
+            _ => Vec::new(),
+        };
+        capture.add_handle(
+            *id,
+            HandleLine {
+                id: id.to_string(),
+                size: *size,
+                memory,
+                written: format!("{}@{}", capture.stream_name(created.stream), created.cursor),
+                uses,
+                state: "live".to_string(),
+                contents: None,
+                region,
+            },
+        );
+    }
 }

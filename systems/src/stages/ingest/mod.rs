@@ -13,13 +13,13 @@
 mod handle_index;
 
 use crate::error::{BindingError, Error, MemoryError};
+pub(super) use handle_index::snapshot_lines;
 pub use handle_index::{HandleEntry, HandleIndex, HandleState, UsedOn};
-use handle_index::{release, spawn_handle};
+use handle_index::{region_in, release, spawn_handle};
 
 use super::alignment::Owner;
-use super::gc::CleanupRequested;
 use super::tick::TickStage;
-use crate::backend::{Backend, LaunchCount, Region};
+use crate::backend::{Backend, LaunchCount};
 use crate::binding::Binding;
 use crate::ids::{HandleId, StreamId};
 use crate::inbox::{Command, Inbox};
@@ -63,7 +63,7 @@ pub fn ingest_commands<B: Backend>(
     // commands only when this system left some (it alone writes them during ticks).
     let (inbox, waker) = inbox.get_or_insert_with(|| {
         let inbox = world.resource::<InboxQueue>().0.clone();
-        (inbox.clone(), crate::arriving::InboxWaker::waker(inbox))
+        (inbox.clone(), crate::inbox::InboxWaker::waker(inbox))
     });
     let mut drained = std::mem::take(&mut *scratch);
     inbox.drain_into(&mut drained);
@@ -416,7 +416,7 @@ impl Ingest<'_> {
                     self.reclaimed += u64::from(release(world, pool, handle, entry));
                 }
             }
-            Command::MemoryCleanup => world.resource_mut::<CleanupRequested>().0 = true,
+            Command::MemoryCleanup => taken.get(world).1.request_cleanup(),
             Command::OpenAllocationMode { stream, mode } => {
                 taken.get(world).1.modes_mut().push(stream, mode);
             }
@@ -501,25 +501,11 @@ impl Ingest<'_> {
                 (entity, region)
             }
         };
-        // The range is checked against the memory the handle really has, not only against the
-        // capacity the binding claims: a binding comes only from a handle, but one that claimed
-        // more would otherwise reach a neighbour's bytes (issue 27).
-        if end > memory.size {
-            return Err(Error::Binding(BindingError::OutOfRange {
-                handle: binding.handle(),
-                start,
-                end,
-                size: memory.size,
-            }));
-        }
+        let region = region_in(binding.handle(), memory, start, end)?;
         entry.used_on.record(stream);
         Ok(TaskBinding {
             handle: entity,
-            region: Region {
-                storage: memory.storage,
-                offset: memory.offset + start,
-                size: end - start,
-            },
+            region,
             writes,
         })
     }

@@ -1,0 +1,80 @@
+//! What every pool of device memory does, as cubecl's `MemoryPool` trait: place a request in
+//! free memory or in a new page, take it back, give free pages back to the device, report.
+//! `SlicedPool` and `ExclusivePool` (the persistent pool is one, with exact fit) implement it;
+//! `MemoryPool` holds its ladder as a list of them and names a slice's pool by [`PoolIndex`].
+
+use crate::backend::{AllocError, Backend, StorageId};
+use crate::error::MemoryError;
+use crate::memory::report::PoolReport;
+use crate::memory::{Block, PageKey};
+
+/// The device calls a pool makes: pages in and out. Every backend is one.
+pub trait DeviceMemory {
+    /// A buffer of `size` bytes ([`Backend::allocate`]).
+    fn allocate(&mut self, size: u64) -> Result<StorageId, AllocError>;
+    /// Returns a buffer to the device ([`Backend::deallocate`]).
+    ///
+    /// # Safety
+    /// As for [`Backend::deallocate`]: `storage` was allocated here and not yet returned, and no
+    /// work queued or running on any stream uses it any more.
+    unsafe fn deallocate(&mut self, storage: StorageId);
+}
+
+impl<B: Backend> DeviceMemory for B {
+    fn allocate(&mut self, size: u64) -> Result<StorageId, AllocError> {
+        Backend::allocate(self, size)
+    }
+
+    unsafe fn deallocate(&mut self, storage: StorageId) {
+        // SAFETY: the caller keeps `Backend::deallocate`'s contract, which this one repeats.
+        unsafe { Backend::deallocate(self, storage) }
+    }
+}
+
+/// One pool of device memory. `padded` is a request rounded up to the device alignment,
+/// `requested` the bytes asked for (what the pool's report counts as in use).
+pub trait Pool: std::fmt::Debug + Send + Sync {
+    /// Places `padded` bytes in free memory, without asking the device.
+    fn try_reserve(&mut self, padded: u64, requested: u64) -> Option<Block>;
+    /// Whether [`Pool::try_reserve`] would place `padded` bytes.
+    fn can_place(&self, padded: u64) -> bool;
+    /// Asks the device for a new page and places `padded` bytes in it; `Ok(None)` when the
+    /// pool's cap leaves no room.
+    fn grow(
+        &mut self,
+        backend: &mut dyn DeviceMemory,
+        padded: u64,
+        requested: u64,
+    ) -> Result<Option<Block>, AllocError>;
+    /// Makes `block`, which held `requested` bytes, free for reuse.
+    fn release(&mut self, block: &Block, requested: u64) -> Result<(), MemoryError>;
+    /// The backend buffer of `page`.
+    fn storage(&self, page: PageKey) -> Option<StorageId>;
+    /// Returns every free page to the device; the bytes returned.
+    fn cleanup(&mut self, backend: &mut dyn DeviceMemory) -> u64;
+    /// Returns pages free for the pool's `release_after_ticks`; the bytes returned.
+    fn periodic_cleanup(&mut self, backend: &mut dyn DeviceMemory, tick: u64) -> u64;
+    /// Returns free pages, those free the longest first, until at least `at_least` bytes went
+    /// back or none is left; the bytes returned.
+    fn release_idle(&mut self, backend: &mut dyn DeviceMemory, at_least: u64) -> u64;
+    /// Free blocks waiting for reuse (free ranges of pages, free buffers).
+    fn free_blocks(&self) -> usize;
+    /// Whether a request routed to another pool may take a free range of this one before the
+    /// device is asked for more (a sliced pool's hole between live slices).
+    fn lends_free_ranges(&self) -> bool;
+    /// The pool's counts.
+    fn report(&self) -> &PoolReport;
+    /// The pool's counts, to adjust when a parked slice changes hands.
+    fn report_mut(&mut self) -> &mut PoolReport;
+    /// Entries waiting in the idle queue.
+    fn idle_entries(&self) -> usize;
+}
+
+/// Which pool of a `MemoryPool` holds a slice.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PoolIndex {
+    /// The ladder's pool at this position, in routing order.
+    Ladder(usize),
+    /// The persistent pool.
+    Persistent,
+}
