@@ -5,9 +5,9 @@
 //! client's `Lifetime` drop and the runtime's drop do with the queue, each in a few lines.
 //!
 //! Run: `cargo test -p gpuworld-systems-loom`, also part of `cargo test --workspace`: preemption
-//! bound 2, about 10 s. `LOOM_MAX_PREEMPTIONS=N` sets the bound: CI runs 3 (35 s in a debug build);
-//! `LOOM_MAX_PREEMPTIONS=4 cargo test -p gpuworld-systems-loom --release` takes 20 s after a
-//! one-minute build. loom's other variables apply too: `LOOM_LOG=1` and `LOOM_LOCATION=1` print
+//! bound 2, about 35 s. `LOOM_MAX_PREEMPTIONS=N` sets the bound: CI runs 3 in a release build
+//! (`LOOM_MAX_PREEMPTIONS=3 cargo test -p gpuworld-systems-loom --release`, about two minutes
+//! after a one-minute build; eight minutes in a debug build, since pushes lock a shard each). loom's other variables apply too: `LOOM_LOG=1` and `LOOM_LOCATION=1` print
 //! the failing interleaving. A deadlock (a lost wake-up) aborts the whole binary, since loom
 //! panics again while unwinding: rerun the test it names alone.
 
