@@ -17,7 +17,7 @@ use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
 /// The streams the fuzzer works on. With the default four slots, 5 shares slot 1 with 1: two ids
-/// that alias one stream.
+/// that alias one stream (with eight, every id has a stream of its own).
 pub const STREAMS: [u64; 5] = [0, 1, 2, 3, 5];
 
 /// Live allocations stop growing past this many bytes: a create then drops a handle instead.
@@ -63,6 +63,8 @@ pub struct Fuzzer<'log, B: Backend> {
     pub read_all_after_each_op: bool,
     /// What was checked so far.
     pub tally: Tally,
+    /// The runtime's stream slots: which ids of [`STREAMS`] share a stream.
+    stream_slots: u64,
 }
 
 impl<'log, B: Backend> Fuzzer<'log, B> {
@@ -77,7 +79,9 @@ impl<'log, B: Backend> Fuzzer<'log, B> {
             .iter()
             .map(|&value| client.with_stream(StreamId { value }))
             .collect();
+        let stream_slots = client.with_runtime(|runtime| runtime.config().stream_slots as u64);
         Fuzzer {
+            stream_slots,
             client,
             streams,
             current: 0,
@@ -144,9 +148,9 @@ impl<'log, B: Backend> Fuzzer<'log, B> {
         &self.streams[self.current]
     }
 
-    /// The slot of stream `index` of [`STREAMS`].
+    /// The slot of stream `index` of [`STREAMS`] in this runtime.
     pub fn slot(&self, index: usize) -> u64 {
-        STREAMS[index] % gpuworld::RuntimeConfig::default().stream_slots as u64
+        STREAMS[index] % self.stream_slots
     }
 
     /// A random live handle's index in `handles`.
