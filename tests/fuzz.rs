@@ -213,7 +213,11 @@ fn cpu_with_sequential_scheduling_and_short_queues_matches_the_host_model() -> R
                     .with_strategy(SchedulingStrategy::Sequential)
                     .with_max_tasks(max_tasks)
                     .with_stream_slots(8);
-                Ok(ComputeClient::new(CpuBackend::default(), config, Driver::Manual))
+                Ok(ComputeClient::new(
+                    CpuBackend::default(),
+                    config,
+                    Driver::Manual,
+                ))
             },
         )?;
     }

@@ -13,6 +13,8 @@ use super::reads::PendingRead;
 use super::report::{OpLog, Tally};
 use super::rng::Rng;
 use gpuworld::{Backend, Binding, ComputeClient, Handle, HandleId, HostRecords, StreamId};
+use gpuworld_systems::stages::gc::{PendingReplies, PinnedHandles};
+use gpuworld_systems::world::Stream;
 use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
@@ -31,6 +33,24 @@ const RELEASED_KEPT: usize = 8;
 
 /// How long a read or the end-of-run reclamation may take before the run fails as stuck.
 pub const SETTLE_LIMIT: Duration = Duration::from_secs(60);
+
+/// What the world still holds at the end of a run besides its streams: entities (handles, pending
+/// GCs; Bevy's own, which a fresh runtime has too), pins of shared handles, reads and syncs in
+/// flight.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Lingering {
+    entities: usize,
+    pins: usize,
+    replies: usize,
+}
+
+/// The world's entities that are not streams: Bevy's own, handles and pending GCs.
+fn other_entities(world: &bevy_ecs::world::World) -> usize {
+    world
+        .iter_entities()
+        .filter(|entity| !entity.contains::<Stream>())
+        .count()
+}
 
 /// An allocation the fuzzer holds handles to, and what it must contain.
 pub struct Allocation {
@@ -65,6 +85,8 @@ pub struct Fuzzer<'log, B: Backend> {
     pub tally: Tally,
     /// The runtime's stream slots: which ids of [`STREAMS`] share a stream.
     stream_slots: u64,
+    /// Entities other than streams in the fresh runtime (Bevy's own).
+    entities_at_start: usize,
 }
 
 impl<'log, B: Backend> Fuzzer<'log, B> {
@@ -79,8 +101,14 @@ impl<'log, B: Backend> Fuzzer<'log, B> {
             .iter()
             .map(|&value| client.with_stream(StreamId { value }))
             .collect();
-        let stream_slots = client.with_runtime(|runtime| runtime.config().stream_slots as u64);
+        let (stream_slots, entities_at_start) = client.with_runtime(|runtime| {
+            (
+                runtime.config().stream_slots as u64,
+                other_entities(runtime.world()),
+            )
+        });
         Fuzzer {
+            entities_at_start,
             stream_slots,
             client,
             streams,
@@ -375,7 +403,7 @@ impl<'log, B: Backend> Fuzzer<'log, B> {
 
     /// Settles every read, drops every handle, syncs every stream, and checks that the memory
     /// comes back: nothing in use once the device is done, nothing reserved after a cleanup, and
-    /// no host record of any handle left in the world.
+    /// no host record of any handle, nor any other entity, pin or reply, left in the world.
     fn finish(&mut self) -> Result<(), String> {
         self.log("end: settle every read, drop every handle, sync every stream");
         while !self.reads.is_empty() {
@@ -405,6 +433,27 @@ impl<'log, B: Backend> Fuzzer<'log, B> {
             return Err(format!(
                 "leak: expected no host record of a handle once every handle was dropped and \
                  its memory reclaimed, got {records:?}\n{}",
+                self.client.snapshot()
+            ));
+        }
+        self.log("end: no entity but the streams, no pin, no reply in flight");
+        let lingering = self.client.with_runtime(|runtime| {
+            let world = runtime.world();
+            let replies = world.resource::<PendingReplies>();
+            Lingering {
+                entities: other_entities(world),
+                pins: world.resource::<PinnedHandles>().0.len(),
+                replies: replies.reads.len() + replies.syncs.len(),
+            }
+        });
+        let expected = Lingering {
+            entities: self.entities_at_start,
+            ..Lingering::default()
+        };
+        if lingering != expected {
+            return Err(format!(
+                "leak: expected the world to hold nothing but its streams once every handle was \
+                 dropped and its memory reclaimed, {expected:?}, got {lingering:?}\n{}",
                 self.client.snapshot()
             ));
         }
