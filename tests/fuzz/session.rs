@@ -13,9 +13,11 @@ use super::reads::PendingRead;
 use super::report::{OpLog, Tally};
 use super::rng::Rng;
 use gpuworld::{Backend, Binding, ComputeClient, Handle, HandleId, HostRecords, StreamId};
+use gpuworld_systems::memory::MemoryPool;
 use gpuworld_systems::stages::gc::{PendingReplies, PinnedHandles};
-use gpuworld_systems::world::Stream;
-use std::collections::{HashMap, VecDeque};
+use gpuworld_systems::stages::ingest::{HandleIndex, HandleState};
+use gpuworld_systems::world::{Allocation as HandleMemory, Stream};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::time::{Duration, Instant};
 
 /// The streams the fuzzer works on. With the default four slots, 5 shares slot 1 with 1: two ids
@@ -133,6 +135,7 @@ impl<'log, B: Backend> Fuzzer<'log, B> {
             self.op = op;
             self.step()?;
             self.poll_reads()?;
+            self.check_every_slice_has_a_holder()?;
             if self.read_all_after_each_op {
                 self.read_everything()?;
             }
@@ -417,6 +420,7 @@ impl<'log, B: Backend> Fuzzer<'log, B> {
                 .sync()
                 .map_err(|error| format!("the final sync of stream {stream} failed: {error}"))?;
         }
+        self.check_every_slice_has_a_holder()?;
         self.wait_until_memory("nothing in use", |usage| {
             usage.bytes_in_use == 0 && usage.number_allocs == 0
         })?;
@@ -458,6 +462,48 @@ impl<'log, B: Backend> Fuzzer<'log, B> {
             ));
         }
         Ok(())
+    }
+
+    /// Checks that every slice of the pool is held by a handle (its index entry before a task
+    /// used it, its entity after, released or parked until reclaimed): memory that nothing
+    /// references would never come back. Runs after every operation, so that a failure names
+    /// the operation that lost the memory, where the end-of-run check only sees that it is gone.
+    fn check_every_slice_has_a_holder(&self) -> Result<(), String> {
+        let orphans = self.client.with_runtime(|runtime| {
+            let world = runtime.world();
+            let mut held = HashSet::new();
+            for entry in world.resource::<HandleIndex>().0.values() {
+                if let HandleState::Unspawned {
+                    memory: Ok((slice, _)),
+                    ..
+                } = &entry.state
+                {
+                    held.insert(*slice);
+                }
+            }
+            if let Some(mut allocations) = world.try_query::<&HandleMemory>() {
+                for allocation in allocations.iter(world) {
+                    if let HandleMemory::Slice { slice, .. } | HandleMemory::Parked { slice } =
+                        allocation
+                    {
+                        held.insert(*slice);
+                    }
+                }
+            }
+            world
+                .resource::<MemoryPool>()
+                .slices()
+                .filter(|(slice, _)| !held.contains(slice))
+                .collect::<Vec<_>>()
+        });
+        if orphans.is_empty() {
+            return Ok(());
+        }
+        Err(format!(
+            "leak: {} pool slices (key, parked for) are held by no handle: {orphans:?}\n{}",
+            orphans.len(),
+            self.client.snapshot()
+        ))
     }
 
     /// Ticks until the published memory usage satisfies `done`, as the leak tests wait for the
