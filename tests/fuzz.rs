@@ -3,8 +3,9 @@
 //! writes and reads of sub-ranges, `read_async` settled later, launches of the library's kernels,
 //! handle clones and drops while work is in flight, stream switches, syncs, flushes, cleanups,
 //! and misuse that must return the documented `gpuworld::Error`), checks every read byte for byte
-//! against a host model (`fuzz/model.rs`), and ends by dropping everything and checking that no
-//! memory stays in use or reserved and the world keeps no record of any handle.
+//! against a host model (`fuzz/model.rs`), checks after every operation that every pool slice is
+//! held by a handle, and ends by dropping everything and checking that no memory stays in use or
+//! reserved and the world keeps no record of any handle, pin or reply.
 //!
 //! Size, by environment variable (defaults keep `cargo test` quick):
 //! - `GPUWORLD_FUZZ_OPS`: operations per seed;
