@@ -3,8 +3,9 @@
 //! writes and reads of sub-ranges, `read_async` settled later, launches of the library's kernels,
 //! handle clones and drops while work is in flight, stream switches, syncs, flushes, cleanups,
 //! and misuse that must return the documented `gpuworld::Error`), checks every read byte for byte
-//! against a host model (`fuzz/model.rs`), and ends by dropping everything and checking that no
-//! memory stays in use or reserved and the world keeps no record of any handle.
+//! against a host model (`fuzz/model.rs`), checks after every operation that every pool slice is
+//! held by a handle, and ends by dropping everything and checking that no memory stays in use or
+//! reserved and the world keeps no record of any handle, pin or reply.
 //!
 //! Size, by environment variable (defaults keep `cargo test` quick):
 //! - `GPUWORLD_FUZZ_OPS`: operations per seed;
@@ -32,7 +33,10 @@ use common::Skip;
 use fuzz::model::Arithmetic;
 use fuzz::report::{OpLog, Tally};
 use fuzz::session::Fuzzer;
-use gpuworld::{Backend, ComputeClient, Driver, RuntimeConfig, SimBackend, SimConfig};
+use gpuworld::{
+    Backend, ComputeClient, CpuBackend, Driver, RuntimeConfig, SchedulingStrategy, SimBackend,
+    SimConfig,
+};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -40,6 +44,7 @@ use std::time::{Duration, Instant};
 test_main![
     cpu_with_the_manual_driver_matches_the_host_model,
     cpu_with_a_device_thread_matches_the_host_model,
+    cpu_with_sequential_scheduling_and_short_queues_matches_the_host_model,
     sim_matches_the_host_model,
     sim_with_latency_and_batching_matches_the_host_model,
     #[cfg(feature = "wgpu")]
@@ -189,6 +194,35 @@ fn cpu_with_a_device_thread_matches_the_host_model() -> Result<(), Skip> {
         },
         || Ok(gpuworld::cpu_client(Driver::DeviceThread).unwrap()),
     )
+}
+
+/// The manual driver with `Sequential` scheduling, one or two tasks per queue and eight stream
+/// slots (the configuration of issue 30's rare leak): queues submitted nearly at once, streams
+/// one after another, every stream id on a slot of its own.
+fn cpu_with_sequential_scheduling_and_short_queues_matches_the_host_model() -> Result<(), Skip> {
+    for max_tasks in [1, 2] {
+        fuzz(
+            &format!("cpu (Driver::Manual, Sequential, max_tasks {max_tasks}, 8 slots)"),
+            "cpu_with_sequential",
+            Arithmetic::Host,
+            Defaults {
+                seeds: 2,
+                ops: 1500,
+            },
+            || {
+                let config = RuntimeConfig::default()
+                    .with_strategy(SchedulingStrategy::Sequential)
+                    .with_max_tasks(max_tasks)
+                    .with_stream_slots(8);
+                Ok(ComputeClient::new(
+                    CpuBackend::default(),
+                    config,
+                    Driver::Manual,
+                ))
+            },
+        )?;
+    }
+    Ok(())
 }
 
 fn sim_matches_the_host_model() -> Result<(), Skip> {

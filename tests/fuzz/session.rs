@@ -13,11 +13,15 @@ use super::reads::PendingRead;
 use super::report::{OpLog, Tally};
 use super::rng::Rng;
 use gpuworld::{Backend, Binding, ComputeClient, Handle, HandleId, HostRecords, StreamId};
-use std::collections::{HashMap, VecDeque};
+use gpuworld_systems::memory::MemoryPool;
+use gpuworld_systems::stages::gc::{PendingReplies, PinnedHandles};
+use gpuworld_systems::stages::ingest::{HandleIndex, HandleState};
+use gpuworld_systems::world::{Allocation as HandleMemory, Stream};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::time::{Duration, Instant};
 
 /// The streams the fuzzer works on. With the default four slots, 5 shares slot 1 with 1: two ids
-/// that alias one stream.
+/// that alias one stream (with eight, every id has a stream of its own).
 pub const STREAMS: [u64; 5] = [0, 1, 2, 3, 5];
 
 /// Live allocations stop growing past this many bytes: a create then drops a handle instead.
@@ -31,6 +35,24 @@ const RELEASED_KEPT: usize = 8;
 
 /// How long a read or the end-of-run reclamation may take before the run fails as stuck.
 pub const SETTLE_LIMIT: Duration = Duration::from_secs(60);
+
+/// What the world still holds at the end of a run besides its streams: entities (handles, pending
+/// GCs; Bevy's own, which a fresh runtime has too), pins of shared handles, reads and syncs in
+/// flight.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Lingering {
+    entities: usize,
+    pins: usize,
+    replies: usize,
+}
+
+/// The world's entities that are not streams: Bevy's own, handles and pending GCs.
+fn other_entities(world: &bevy_ecs::world::World) -> usize {
+    world
+        .iter_entities()
+        .filter(|entity| !entity.contains::<Stream>())
+        .count()
+}
 
 /// An allocation the fuzzer holds handles to, and what it must contain.
 pub struct Allocation {
@@ -63,6 +85,10 @@ pub struct Fuzzer<'log, B: Backend> {
     pub read_all_after_each_op: bool,
     /// What was checked so far.
     pub tally: Tally,
+    /// The runtime's stream slots: which ids of [`STREAMS`] share a stream.
+    stream_slots: u64,
+    /// Entities other than streams in the fresh runtime (Bevy's own).
+    entities_at_start: usize,
 }
 
 impl<'log, B: Backend> Fuzzer<'log, B> {
@@ -77,7 +103,15 @@ impl<'log, B: Backend> Fuzzer<'log, B> {
             .iter()
             .map(|&value| client.with_stream(StreamId { value }))
             .collect();
+        let (stream_slots, entities_at_start) = client.with_runtime(|runtime| {
+            (
+                runtime.config().stream_slots as u64,
+                other_entities(runtime.world()),
+            )
+        });
         Fuzzer {
+            entities_at_start,
+            stream_slots,
             client,
             streams,
             current: 0,
@@ -101,6 +135,7 @@ impl<'log, B: Backend> Fuzzer<'log, B> {
             self.op = op;
             self.step()?;
             self.poll_reads()?;
+            self.check_every_slice_has_a_holder()?;
             if self.read_all_after_each_op {
                 self.read_everything()?;
             }
@@ -144,9 +179,9 @@ impl<'log, B: Backend> Fuzzer<'log, B> {
         &self.streams[self.current]
     }
 
-    /// The slot of stream `index` of [`STREAMS`].
+    /// The slot of stream `index` of [`STREAMS`] in this runtime.
     pub fn slot(&self, index: usize) -> u64 {
-        STREAMS[index] % gpuworld::RuntimeConfig::default().stream_slots as u64
+        STREAMS[index] % self.stream_slots
     }
 
     /// A random live handle's index in `handles`.
@@ -371,7 +406,7 @@ impl<'log, B: Backend> Fuzzer<'log, B> {
 
     /// Settles every read, drops every handle, syncs every stream, and checks that the memory
     /// comes back: nothing in use once the device is done, nothing reserved after a cleanup, and
-    /// no host record of any handle left in the world.
+    /// no host record of any handle, nor any other entity, pin or reply, left in the world.
     fn finish(&mut self) -> Result<(), String> {
         self.log("end: settle every read, drop every handle, sync every stream");
         while !self.reads.is_empty() {
@@ -385,6 +420,7 @@ impl<'log, B: Backend> Fuzzer<'log, B> {
                 .sync()
                 .map_err(|error| format!("the final sync of stream {stream} failed: {error}"))?;
         }
+        self.check_every_slice_has_a_holder()?;
         self.wait_until_memory("nothing in use", |usage| {
             usage.bytes_in_use == 0 && usage.number_allocs == 0
         })?;
@@ -404,7 +440,70 @@ impl<'log, B: Backend> Fuzzer<'log, B> {
                 self.client.snapshot()
             ));
         }
+        self.log("end: no entity but the streams, no pin, no reply in flight");
+        let lingering = self.client.with_runtime(|runtime| {
+            let world = runtime.world();
+            let replies = world.resource::<PendingReplies>();
+            Lingering {
+                entities: other_entities(world),
+                pins: world.resource::<PinnedHandles>().0.len(),
+                replies: replies.reads.len() + replies.syncs.len(),
+            }
+        });
+        let expected = Lingering {
+            entities: self.entities_at_start,
+            ..Lingering::default()
+        };
+        if lingering != expected {
+            return Err(format!(
+                "leak: expected the world to hold nothing but its streams once every handle was \
+                 dropped and its memory reclaimed, {expected:?}, got {lingering:?}\n{}",
+                self.client.snapshot()
+            ));
+        }
         Ok(())
+    }
+
+    /// Checks that every slice of the pool is held by a handle (its index entry before a task
+    /// used it, its entity after, released or parked until reclaimed): memory that nothing
+    /// references would never come back. Runs after every operation, so that a failure names
+    /// the operation that lost the memory, where the end-of-run check only sees that it is gone.
+    fn check_every_slice_has_a_holder(&self) -> Result<(), String> {
+        let orphans = self.client.with_runtime(|runtime| {
+            let world = runtime.world();
+            let mut held = HashSet::new();
+            for entry in world.resource::<HandleIndex>().0.values() {
+                if let HandleState::Unspawned {
+                    memory: Ok((slice, _)),
+                    ..
+                } = &entry.state
+                {
+                    held.insert(*slice);
+                }
+            }
+            if let Some(mut allocations) = world.try_query::<&HandleMemory>() {
+                for allocation in allocations.iter(world) {
+                    if let HandleMemory::Slice { slice, .. } | HandleMemory::Parked { slice } =
+                        allocation
+                    {
+                        held.insert(*slice);
+                    }
+                }
+            }
+            world
+                .resource::<MemoryPool>()
+                .slices()
+                .filter(|(slice, _)| !held.contains(slice))
+                .collect::<Vec<_>>()
+        });
+        if orphans.is_empty() {
+            return Ok(());
+        }
+        Err(format!(
+            "leak: {} pool slices (key, parked for) are held by no handle: {orphans:?}\n{}",
+            orphans.len(),
+            self.client.snapshot()
+        ))
     }
 
     /// Ticks until the published memory usage satisfies `done`, as the leak tests wait for the

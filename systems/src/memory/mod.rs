@@ -170,6 +170,17 @@ impl MemoryPool {
         self.usage
     }
 
+    /// Every live slice, with the stream it is parked for if it is parked: what a leak check
+    /// compares with the slices the handles hold.
+    ///
+    /// An internal, behind the `internals` feature: no stability promise.
+    #[cfg(any(test, feature = "internals"))]
+    pub fn slices(&self) -> impl Iterator<Item = (SliceKey, Option<Entity>)> + '_ {
+        self.slices
+            .iter()
+            .map(|(key, record)| (key, record.parked_on))
+    }
+
     /// Highest `bytes_in_use` seen.
     pub fn peak_in_use(&self) -> u64 {
         self.peak_in_use
