@@ -245,7 +245,15 @@ pub(super) fn run_device_thread<B: Backend>(shared: &Shared<B>) {
             runtime.tick();
             let busy = runtime.has_work_in_flight();
             if busy && !inbox.has_work() && !callers_drive() {
-                runtime.wait_for_device(DEVICE_WAIT_SLICE);
+                // Outside the lock where the backend allows: a blocking caller that comes
+                // meanwhile takes the runtime at once.
+                match runtime.progress_watch() {
+                    Some(mut watch) => {
+                        drop(runtime);
+                        watch.wait(DEVICE_WAIT_SLICE, &|| inbox.has_work() || callers_drive());
+                    }
+                    None => runtime.wait_for_device(DEVICE_WAIT_SLICE),
+                }
             }
             busy
         };
@@ -296,33 +304,45 @@ impl<B: Backend> ComputeClient<B> {
         let shared = &self.shared;
         let mut requested = false;
         let wait = std::future::poll_fn(|cx| {
-            if let Poll::Ready(reply) = Pin::new(&mut receiver).poll(cx) {
-                return Poll::Ready(reply.unwrap_or(Err(Error::Disconnected)));
-            }
-            let Some(mut runtime) = shared.runtime.try_lock_or_park(cx.waker()) else {
-                // The holder's wait on the device ends, and its next tick takes our command.
-                if !requested {
-                    shared.inbox.request_tick();
-                    requested = true;
-                }
-                // The holder's release, or our reply, wakes us.
-                return Poll::Pending;
-            };
-            // Held until our reply comes: each tick takes the commands of the callers asleep
-            // meanwhile and answers them, and a wait on the device ends when one arrives.
             loop {
-                // The last holder's tick may have answered us.
-                if let Some(reply) = ready(&mut receiver) {
-                    return Poll::Ready(reply);
+                if let Poll::Ready(reply) = Pin::new(&mut receiver).poll(cx) {
+                    return Poll::Ready(reply.unwrap_or(Err(Error::Disconnected)));
                 }
-                runtime.tick_awaiting_replies(MANUAL_DEVICE_WAIT);
-                // Checked before waiting on the device: work of others (memory pinned behind an
-                // event) may still be in flight after our reply came.
-                if let Some(reply) = ready(&mut receiver) {
-                    return Poll::Ready(reply);
-                }
-                if runtime.has_work_in_flight() {
-                    runtime.await_device(MANUAL_DEVICE_WAIT);
+                let Some(mut runtime) = shared.runtime.try_lock_or_park(cx.waker()) else {
+                    // The holder's wait on the device ends, and its next tick takes our command.
+                    if !requested {
+                        shared.inbox.request_tick();
+                        requested = true;
+                    }
+                    // The holder's release, or our reply, wakes us.
+                    return Poll::Pending;
+                };
+                // Held until our reply comes: each tick takes the commands of the callers asleep
+                // meanwhile and answers them, and a wait on the device ends when one arrives.
+                loop {
+                    // The last holder's tick may have answered us.
+                    if let Some(reply) = ready(&mut receiver) {
+                        return Poll::Ready(reply);
+                    }
+                    runtime.tick_awaiting_replies(MANUAL_DEVICE_WAIT);
+                    // Checked before waiting on the device: work of others (memory pinned behind an
+                    // event) may still be in flight after our reply came.
+                    if let Some(reply) = ready(&mut receiver) {
+                        return Poll::Ready(reply);
+                    }
+                    if !runtime.has_work_in_flight() {
+                        continue;
+                    }
+                    // Outside the lock where the backend allows, so that other callers submit
+                    // meanwhile; then back to the top, where the runtime may be held by another
+                    // caller, whose tick answers us.
+                    let Some(mut watch) = runtime.progress_watch() else {
+                        runtime.await_device(MANUAL_DEVICE_WAIT);
+                        continue;
+                    };
+                    drop(runtime);
+                    watch.wait(MANUAL_DEVICE_WAIT, &|| shared.inbox.needs_tick());
+                    break;
                 }
             }
         });
@@ -379,7 +399,16 @@ impl<B: Backend> ComputeClient<B> {
                     return reply;
                 }
                 if in_flight {
-                    runtime.await_device(DEVICE_WAIT_SLICE);
+                    // Outside the lock where the backend allows: another caller submits its
+                    // work meanwhile, and its tick may answer us.
+                    match runtime.progress_watch() {
+                        Some(mut watch) => {
+                            drop(runtime);
+                            let inbox = &self.shared.inbox;
+                            watch.wait(DEVICE_WAIT_SLICE, &|| inbox.needs_tick());
+                        }
+                        None => runtime.await_device(DEVICE_WAIT_SLICE),
+                    }
                 }
                 spin_start = Instant::now();
                 continue;
@@ -508,5 +537,68 @@ mod tests {
                 7.0f32.to_ne_bytes()
             );
         });
+    }
+
+    /// One cube that sleeps: a kernel that keeps the device busy for a known time.
+    static SLOW: crate::KernelDef = crate::KernelDef {
+        id: "test.drivers.slow",
+        name: "slow",
+        signature: crate::kernel::Signature {
+            buffers: &[crate::kernel::Param::f32("out")],
+            scalars: &[],
+            cube_dim: [1, 1, 1],
+        },
+        sources: &[&crate::CpuSource(|_, _| {
+            std::thread::sleep(Duration::from_millis(300));
+        })],
+    };
+
+    /// A caller blocked on a read behind a long kernel waits for the device without the
+    /// runtime's lock (issue 31): another thread finds the lock free most of the time, under
+    /// either driver. Waiting under the lock, the blocked caller let go only to take it again
+    /// at once, and other threads found it held nearly always.
+    #[test]
+    fn a_caller_blocked_on_the_device_leaves_the_runtime_to_others() {
+        for driver in [Driver::Manual, Driver::DeviceThread] {
+            let client = crate::cpu_client(driver).unwrap();
+            let handle = client.empty(4);
+            let blocked = {
+                let client = client.with_stream(crate::StreamId { value: 1 });
+                let handle = handle.clone();
+                std::thread::spawn(move || {
+                    client
+                        .launch(&SLOW, CubeCount::new_1d(1), Bindings::new().buffer(&handle))
+                        .expect("SLOW takes one buffer");
+                    client.read_one(&handle).map(|bytes| bytes.len())
+                })
+            };
+            // Into the kernel's 300 ms, then 200 ms of attempts.
+            std::thread::sleep(Duration::from_millis(50));
+            let (mut free, mut attempts) = (0u32, 0u32);
+            let start = Instant::now();
+            while start.elapsed() < Duration::from_millis(200) && !blocked.is_finished() {
+                attempts += 1;
+                if client.shared.runtime.try_lock().is_some() {
+                    free += 1;
+                }
+                std::thread::sleep(Duration::from_micros(200));
+            }
+            assert_eq!(
+                blocked
+                    .join()
+                    .expect("the blocked caller panicked")
+                    .unwrap(),
+                4
+            );
+            assert!(
+                attempts >= 20,
+                "{driver:?}: only {attempts} attempts in 200 ms"
+            );
+            assert!(
+                f64::from(free) >= 0.25 * f64::from(attempts),
+                "{driver:?}: the runtime was free at {free} of {attempts} attempts while a \
+                 caller waited on the device"
+            );
+        }
     }
 }

@@ -196,6 +196,17 @@ pub enum OpClock {
     DeviceLaunches,
 }
 
+/// What a caller waits on for a device's progress once it let go of the runtime: made by
+/// [`Backend::progress_watch`] under the runtime's lock, waited on without it. It must stay
+/// sound while the backend goes on ticking on another thread: a watch over an event the backend
+/// has since recycled may wake early or late, never wrongly, because the caller ticks again
+/// after every wait.
+pub trait ProgressWatch: Send {
+    /// Blocks until some work that was in flight when the watch was made completed (or
+    /// failed), `timeout` passed, or `interrupt` returns true.
+    fn wait(&mut self, timeout: std::time::Duration, interrupt: &dyn Fn() -> bool);
+}
+
 /// A device: memory, streams that run work in order, events between them, readbacks.
 ///
 /// Calls never block, except [`Backend::wait_for_progress`]: completion is noticed by
@@ -338,6 +349,14 @@ pub trait Backend: Send + Sync + 'static {
     ) -> bool {
         let _ = (timeout, interrupt);
         false
+    }
+    /// A watch over the work in flight now, to wait on after the runtime's lock is let go, so
+    /// that other callers tick meanwhile (issue 31: a caller waiting on the device under the
+    /// lock held every other caller's submission back). `None` by default, and where the
+    /// device progresses only when called (the sim): the caller then waits holding the runtime,
+    /// through [`Backend::wait_for_progress`].
+    fn progress_watch(&mut self) -> Option<Box<dyn ProgressWatch>> {
+        None
     }
     /// A short, stable name of `event` for snapshots and logs.
     fn event_label(&self, event: DeviceEvent) -> String {

@@ -136,6 +136,20 @@ impl<B: Backend> Runtime<B> {
         wait_for_progress::<B>(&mut self.world, timeout, &|| inbox.needs_tick());
     }
 
+    /// A watch over the device's work in flight, to wait on after letting go of this runtime's
+    /// lock (see [`crate::backend::ProgressWatch`]); `None` where nothing is in flight or the
+    /// backend cannot be waited on without itself (then [`Runtime::await_device`] waits).
+    pub fn progress_watch(&mut self) -> Option<Box<dyn crate::backend::ProgressWatch>> {
+        if !self.has_work_in_flight() {
+            return None;
+        }
+        self.world
+            .resource_mut::<Device<B>>()
+            .into_inner()
+            .0
+            .progress_watch()
+    }
+
     /// Advances one tick for a caller blocked on a reply: after submitting, the tick may wait on
     /// the device up to `budget` until a read or sync in flight can be answered, so the reply
     /// comes in this tick instead of the next. [`Runtime::tick`] never waits.

@@ -320,23 +320,23 @@ impl Backend for CpuBackend {
         // The workers run on their own threads: waiting always lets them progress. With an
         // interrupt the wait is cut in slices, so that new work (another runtime's part
         // arrived) is seen soon; without one it blocks once.
-        let Some(interrupted) = interrupt else {
-            self.progress
-                .wait_for_change(self.polled_generation, timeout);
-            return true;
-        };
-        let start = std::time::Instant::now();
-        while !interrupted() {
-            let left = timeout.saturating_sub(start.elapsed());
-            if left.is_zero()
-                || self
-                    .progress
-                    .wait_for_change(self.polled_generation, left.min(WAIT_SLICE))
-            {
-                break;
+        match interrupt {
+            Some(interrupted) => {
+                wait_for_change(&self.progress, self.polled_generation, timeout, interrupted)
+            }
+            None => {
+                self.progress
+                    .wait_for_change(self.polled_generation, timeout);
             }
         }
         true
+    }
+
+    fn progress_watch(&mut self) -> Option<Box<dyn ProgressWatch>> {
+        Some(Box::new(CpuWatch {
+            progress: self.progress.clone(),
+            seen: self.polled_generation,
+        }))
     }
 
     fn event_label(&self, event: DeviceEvent) -> String {
@@ -448,5 +448,35 @@ mod tests {
         let ticket = cpu.read(stream, region);
         assert_eq!(finish(&mut cpu, stream, ticket), data);
         assert_eq!(counted.lent.load(Ordering::Relaxed), 1, "a plain read");
+    }
+}
+
+/// A wait for the stream workers without the backend: work finished after the last poll.
+struct CpuWatch {
+    progress: Arc<Progress>,
+    /// `Progress::generation` at the last poll.
+    seen: u64,
+}
+
+impl ProgressWatch for CpuWatch {
+    fn wait(&mut self, timeout: Duration, interrupt: &dyn Fn() -> bool) {
+        wait_for_change(&self.progress, self.seen, timeout, interrupt);
+    }
+}
+
+/// Blocks until a worker finishes work after generation `seen`, `timeout` passes, or
+/// `interrupted`, looked at every [`WAIT_SLICE`].
+fn wait_for_change(
+    progress: &Progress,
+    seen: u64,
+    timeout: Duration,
+    interrupted: &dyn Fn() -> bool,
+) {
+    let start = std::time::Instant::now();
+    while !interrupted() {
+        let left = timeout.saturating_sub(start.elapsed());
+        if left.is_zero() || progress.wait_for_change(seen, left.min(WAIT_SLICE)) {
+            break;
+        }
     }
 }

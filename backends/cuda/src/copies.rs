@@ -26,6 +26,25 @@ pub(crate) struct PendingRead {
     buffer: HostBytes,
 }
 
+impl Upload {
+    /// The event the copy recorded.
+    pub(crate) fn event(&self) -> sys::CUevent {
+        self.event
+    }
+}
+
+impl PendingRead {
+    /// The event the copy recorded, if it recorded one.
+    pub(crate) fn event(&self) -> Option<sys::CUevent> {
+        self.event
+    }
+
+    /// The stream the copy runs on.
+    pub(crate) fn stream(&self) -> usize {
+        self.stream
+    }
+}
+
 impl CudaBackend {
     /// Enqueues a copy of `data` into `dst` on stream `s`: straight from page-locked bytes, else
     /// through a pinned staging buffer (or, without one, the driver's own pageable staging).

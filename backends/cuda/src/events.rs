@@ -125,6 +125,15 @@ impl EventTable {
         self.live.get(&event.0).map(|recorded| recorded.event)
     }
 
+    /// The oldest live event of each stream: the first of its events to complete.
+    pub fn oldest_live(&self) -> impl Iterator<Item = sys::CUevent> + '_ {
+        self.order.iter().filter_map(|order| {
+            order
+                .iter()
+                .find_map(|number| self.live.get(number).map(|recorded| recorded.event))
+        })
+    }
+
     /// The CUDA event of a live or recently completed mark, for timestamps.
     pub fn timed(&self, event: DeviceEvent) -> Option<sys::CUevent> {
         match self.live.get(&event.0) {

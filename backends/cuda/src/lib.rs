@@ -18,6 +18,7 @@ mod op_timing;
 mod open;
 mod peer;
 mod pinned;
+mod watch;
 
 pub use compiler::{CompileStats, default_cache_dir};
 pub use cuda_c::{CudaSource, PRELUDE, cuda_text, parameter_list};
@@ -103,6 +104,18 @@ struct CudaStream {
     fault: Option<Error>,
     /// Whether a read without an event is the last work queued (see `PendingRead`).
     read_is_last: bool,
+}
+
+/// Makes `context` current on the calling thread, where it is not already.
+fn bind_context(context: sys::CUcontext) {
+    let mut current = std::ptr::null_mut();
+    // SAFETY: `context` is a primary context its backend retained and keeps until `Drop`;
+    // `current` is a valid out-pointer.
+    unsafe {
+        if sys::cuCtxGetCurrent(&mut current) != sys::CUresult::CUDA_SUCCESS || current != context {
+            sys::cuCtxSetCurrent(context);
+        }
+    }
 }
 
 /// An NVIDIA GPU driven through the CUDA driver API.
@@ -196,16 +209,7 @@ impl CudaBackend {
     /// Makes the context current on the calling thread if it is not already (reading the current
     /// context is cheaper than setting it, which matters for launch throughput).
     fn bind(&self) {
-        let mut current = std::ptr::null_mut();
-        // SAFETY: `context` is the primary context retained in `new`, alive until `Drop`;
-        // `current` is a valid out-pointer.
-        unsafe {
-            if sys::cuCtxGetCurrent(&mut current) != sys::CUresult::CUDA_SUCCESS
-                || current != self.context
-            {
-                sys::cuCtxSetCurrent(self.context);
-            }
-        }
+        bind_context(self.context);
     }
 
     fn region_pointer(&self, region: Region) -> Option<sys::CUdeviceptr> {
@@ -590,6 +594,13 @@ impl Backend for CudaBackend {
                 std::thread::sleep(Duration::from_micros(50).min(timeout - waited));
             }
         }
+    }
+
+    fn progress_watch(&mut self) -> Option<Box<dyn ProgressWatch>> {
+        if self.poisoned.is_some() {
+            return None;
+        }
+        Some(Box::new(self.watch()?))
     }
 
     fn event_label(&self, event: DeviceEvent) -> String {

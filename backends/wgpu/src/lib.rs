@@ -580,6 +580,19 @@ impl Backend for WgpuBackend {
         true
     }
 
+    fn progress_watch(&mut self) -> Option<Box<dyn ProgressWatch>> {
+        if self.errors.lost().is_some() {
+            return None;
+        }
+        // As in `wait_for_progress`: a read recorded this tick waits in its stream's batch.
+        self.submit_due_batches();
+        (self.completed() < self.submitted).then(|| {
+            Box::new(WgpuWatch {
+                device: self.device.clone(),
+            }) as Box<dyn ProgressWatch>
+        })
+    }
+
     fn event_done(&mut self, event: DeviceEvent) -> bool {
         event.0 <= self.completed() || self.errors.lost().is_some()
     }
@@ -623,5 +636,25 @@ impl Backend for WgpuBackend {
             timing.collect();
             timing.take_ops(into);
         }
+    }
+}
+
+/// A wait for the GPU without the backend: wgpu's device may be polled from any thread, and the
+/// callbacks it runs (completions, mapped readbacks) write only to state shared with the backend.
+struct WgpuWatch {
+    device: wgpu::Device,
+}
+
+impl ProgressWatch for WgpuWatch {
+    fn wait(&mut self, timeout: std::time::Duration, interrupt: &dyn Fn() -> bool) {
+        if interrupt() {
+            return;
+        }
+        // A lost device or a timeout shows in the backend's next poll, which the caller runs in
+        // its next tick.
+        let _ = self.device.poll(wgpu::PollType::Wait {
+            submission_index: None,
+            timeout: Some(timeout),
+        });
     }
 }

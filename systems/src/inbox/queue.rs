@@ -119,9 +119,15 @@ impl<T> WorkQueue<T> {
             shard.len.store(items.len(), Ordering::Release);
         }
         // The first push since a drain wakes the consumer; under the sleep lock, so that a
-        // consumer between its check of the flag and its wait cannot miss it. Always a swap: a
-        // drain that clears the flag after it reads our shard's length through it.
-        if !self.signals.queued.swap(true, Ordering::AcqRel) {
+        // consumer between its check of the flag and its wait cannot miss it. The flag is read
+        // before it is written: a consumer spinning on it keeps its line, and a write on every
+        // push moved that line between the two cores each time (a single caller's allocation
+        // loop ran 2x slower). The fence pairs with the one after a drain clears the flag: either
+        // the drain's later look at the shards sees our item, or we see the flag cleared.
+        fence(Ordering::SeqCst);
+        if !self.signals.queued.load(Ordering::Relaxed)
+            && !self.signals.queued.swap(true, Ordering::AcqRel)
+        {
             let _sleep = self.sleep.lock();
             self.work.notify_one();
         }
@@ -160,11 +166,16 @@ impl<T> WorkQueue<T> {
             self.take_shards(into);
             // Cleared only when set: a store to a flag the consumer reads would take its line
             // from that core's cache even when it changes nothing. The swap reads the flag from
-            // every push that set it before, so the check after it sees their items.
+            // every push that set it before; the fence pairs with the one in `push`, whose
+            // pusher may have read the flag set and left it so: then the check after the fence
+            // sees its item.
             if !self.signals.queued.load(Ordering::Relaxed)
                 || !self.signals.queued.swap(false, Ordering::AcqRel)
-                || self.is_empty()
             {
+                break;
+            }
+            fence(Ordering::SeqCst);
+            if self.is_empty() {
                 break;
             }
         }
