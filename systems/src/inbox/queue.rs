@@ -7,9 +7,12 @@
 //! A push locks only its own thread's shard: with one mutex for every pusher, many pushers on
 //! many cores parked and woke each other on every push (issue 31: launch-only throughput halved
 //! from 2 to 8 callers on 16 cores). A drain takes each shard's items in one move; items carry
-//! their arrival number, so the drain restores arrival order across shards. A lock-free
-//! segmented queue popped item by item made a single caller's allocation loop 1.36x slower
-//! (it zeroes a block per 31 items and moves every item twice more).
+//! their arrival number (in a vector beside them), so the drain restores arrival order across
+//! shards. When one shard holds everything, as with a single caller, the drain swaps its vector
+//! for the consumer's: no item is moved at all. A lock-free segmented queue popped item by item
+//! made a single caller's allocation loop 1.36x slower (it zeroes a block per 31 items and moves
+//! every item twice more), and gathering every drain through a numbered batch cost two more
+//! moves of every command.
 
 use crate::sync::{AtomicBool, AtomicUsize, Condvar, Mutex, Ordering, fence};
 use std::time::Duration;
@@ -24,8 +27,8 @@ pub struct WorkQueue<T> {
     arrivals: AtomicUsize,
     /// Items drained so far; `arrivals - taken` is how many are queued.
     taken: AtomicUsize,
-    /// Where a drain gathers the shards' items (its capacity kept from drain to drain).
-    scratch: Mutex<Vec<(usize, T)>>,
+    /// Where a drain merges shards (its capacity kept from drain to drain).
+    scratch: Mutex<Scratch<T>>,
     /// Taken only around sleeps and the wake-ups that end them.
     sleep: Mutex<()>,
     /// A consumer sleeps here for work.
@@ -43,16 +46,37 @@ pub struct WorkQueue<T> {
     consumer_stopped: AtomicBool,
 }
 
-/// One shard: the items some threads pushed, each with its arrival number, in the order those
-/// threads took the lock; on a cache-line pair of its own, so that pushers to other shards do
-/// not take its line.
+/// One shard: the items some threads pushed, in the order those threads took the lock; on a
+/// cache-line pair of its own, so that pushers to other shards do not take its line.
 #[repr(align(128))]
 #[derive(Debug)]
 struct Shard<T> {
-    items: Mutex<Vec<(usize, T)>>,
-    /// How many items `items` holds, written under its lock: a drain skips empty shards
-    /// without locking them.
+    held: Mutex<Held<T>>,
+    /// How many items `held` holds, written under its lock: a drain skips empty shards without
+    /// locking them.
     len: AtomicUsize,
+}
+
+/// A shard's items and, beside them, their arrival numbers (rising).
+#[derive(Debug)]
+struct Held<T> {
+    items: Vec<T>,
+    arrivals: Vec<usize>,
+}
+
+impl<T> Held<T> {
+    /// The first `count` items, numbered.
+    fn take_numbered(&mut self, count: usize) -> impl Iterator<Item = (usize, T)> + '_ {
+        self.arrivals.drain(..count).zip(self.items.drain(..count))
+    }
+}
+
+/// A drain's room to merge shards: the numbers of the first shard it took (whose items went
+/// straight to the consumer), and the later shards' items, numbered.
+#[derive(Debug)]
+struct Scratch<T> {
+    first: Vec<usize>,
+    batch: Vec<(usize, T)>,
 }
 
 /// The flags a consumer spins on (see [`WorkQueue::has_work`]), aligned to a cache-line pair so
@@ -78,7 +102,10 @@ impl<T> WorkQueue<T> {
     pub fn new() -> WorkQueue<T> {
         let shards = (0..crate::sync::shard_count())
             .map(|_| Shard {
-                items: Mutex::new(Vec::new()),
+                held: Mutex::new(Held {
+                    items: Vec::new(),
+                    arrivals: Vec::new(),
+                }),
                 len: AtomicUsize::new(0),
             })
             .collect();
@@ -86,7 +113,10 @@ impl<T> WorkQueue<T> {
             shards,
             arrivals: AtomicUsize::new(0),
             taken: AtomicUsize::new(0),
-            scratch: Mutex::new(Vec::new()),
+            scratch: Mutex::new(Scratch {
+                first: Vec::new(),
+                batch: Vec::new(),
+            }),
             sleep: Mutex::new(()),
             work: Condvar::new(),
             room: Condvar::new(),
@@ -106,7 +136,7 @@ impl<T> WorkQueue<T> {
     pub fn push(&self, item: T) -> Result<(), Vec<T>> {
         let shard = &self.shards[crate::sync::thread_index() % self.shards.len()];
         {
-            let mut items = shard.items.lock();
+            let mut held = shard.held.lock();
             // Under the shard's lock, which the close takes after it sets the flag: either the
             // close's drain of this shard sees our item, or we see the close.
             if self.closed.load(Ordering::Acquire) {
@@ -115,8 +145,9 @@ impl<T> WorkQueue<T> {
             // Taken under the lock: a push that returned before another began has the smaller
             // number, and within a shard numbers rise in lock order.
             let arrival = self.arrivals.fetch_add(1, Ordering::Relaxed);
-            items.push((arrival, item));
-            shard.len.store(items.len(), Ordering::Release);
+            held.items.push(item);
+            held.arrivals.push(arrival);
+            shard.len.store(held.items.len(), Ordering::Release);
         }
         // The first push since a drain wakes the consumer; under the sleep lock, so that a
         // consumer between its check of the flag and its wait cannot miss it. The flag is read
@@ -142,8 +173,9 @@ impl<T> WorkQueue<T> {
         // the flag, and one that took it earlier left its item for us.
         let mut taken = Vec::new();
         for shard in self.shards.iter() {
-            let mut items = shard.items.lock();
-            taken.append(&mut items);
+            let mut held = shard.held.lock();
+            let count = held.items.len();
+            taken.extend(held.take_numbered(count));
             shard.len.store(0, Ordering::Release);
         }
         taken.sort_by_key(|(arrival, _)| *arrival);
@@ -188,38 +220,58 @@ impl<T> WorkQueue<T> {
         }
     }
 
-    /// Moves every item the shards hold to the end of `into`, in arrival order.
+    /// Moves every item the shards hold to the end of `into`, in arrival order. The first shard
+    /// that holds items moves straight to `into` (swapped in whole when `into` is empty); only
+    /// when a second one holds items too are they merged by number.
     fn take_shards(&self, into: &mut Vec<T>) {
-        let mut batch = self.scratch.lock();
+        let mut scratch = self.scratch.lock();
+        let Scratch { first, batch } = &mut *scratch;
+        let start = into.len();
         let mut runs = 0;
+        let mut newest = None;
         for shard in self.holding_shards() {
-            let mut items = shard.items.lock();
-            batch.append(&mut items);
+            let mut held = shard.held.lock();
+            let Some(&last) = held.arrivals.last() else {
+                continue;
+            };
+            newest = newest.max(Some(last));
+            if runs == 0 {
+                if into.is_empty() {
+                    std::mem::swap(into, &mut held.items);
+                } else {
+                    into.append(&mut held.items);
+                }
+                std::mem::swap(first, &mut held.arrivals);
+            } else {
+                let count = held.items.len();
+                batch.extend(held.take_numbered(count));
+            }
             shard.len.store(0, Ordering::Release);
             runs += 1;
         }
-        let Some(newest) = batch.iter().map(|(arrival, _)| *arrival).max() else {
+        let Some(newest) = newest else {
             return;
         };
         // A shard looked at before its item came may now hold one that arrived before the newest
         // we took (its push returned before that one began): it goes in this drain too, or the
         // next drain would run it after a command that came later.
         for shard in self.holding_shards() {
-            let mut items = shard.items.lock();
-            let earlier = items.partition_point(|(arrival, _)| *arrival < newest);
+            let mut held = shard.held.lock();
+            let earlier = held.arrivals.partition_point(|arrival| *arrival < newest);
             if earlier > 0 {
-                batch.extend(items.drain(..earlier));
-                shard.len.store(items.len(), Ordering::Release);
+                batch.extend(held.take_numbered(earlier));
+                shard.len.store(held.items.len(), Ordering::Release);
                 runs += 1;
             }
         }
-        // Each shard's items form a rising run: the stable sort merges the runs.
+        // Each run rises: a stable sort of them all merges the runs.
         if runs > 1 {
+            batch.extend(first.drain(..).zip(into.drain(start..)));
             batch.sort_by_key(|(arrival, _)| *arrival);
+            into.extend(batch.drain(..).map(|(_, item)| item));
         }
-        let count = batch.len();
-        into.extend(batch.drain(..).map(|(_, item)| item));
-        self.taken.fetch_add(count, Ordering::Release);
+        first.clear();
+        self.taken.fetch_add(into.len() - start, Ordering::Release);
     }
 
     /// The shards that hold items now, as their lengths say.
