@@ -33,7 +33,7 @@ use gpuworld_systems::error::{BindingError, LaunchError};
 use gpuworld_systems::inbox::{Command, Inbox};
 use gpuworld_systems::kernel::{Elem, LaunchMode, validate_buffer_size, validate_launch};
 use gpuworld_systems::published::Published;
-use gpuworld_systems::stages::tune::{TuneCache, TuneMessage, TuneResult, TuneResults};
+use gpuworld_systems::tune::{TuneCache, TuneMessage, TuneResult, TuneResults};
 use gpuworld_systems::{
     Backend, Binding, CubeCount, DeviceProperties, Error, ExecutionMode, Kernel, KernelDef,
     MemoryUsage, Result, Runtime, RuntimeConfig, RuntimeId, StreamId,

@@ -15,9 +15,7 @@ mod tuner;
 pub use benchmark::BenchmarkConfig;
 pub use cache::{CACHE_DIR_ENV, PersistentCache, StoredEntry, StoredOutcome, default_cache_dir};
 pub use gpuworld_systems::error::CandidateFailure;
-pub use gpuworld_systems::stages::tune::{
-    CandidateOutcome, TuneCache, TuneEntry, TuneMessage, TuneResult,
-};
+pub use gpuworld_systems::tune::{CandidateOutcome, TuneCache, TuneEntry, TuneMessage, TuneResult};
 pub use key::{MAX_KEY_PARTS, TuneKey, pow2_bucket};
 pub use matmul::{MATMUL_SET, MatmulInput, matmul_key, matmul_set};
 pub use reduce_sum::{REDUCE_SUM_SET, ReduceInput, STRIDED_CUBES, reduce_key, reduce_sum_set};

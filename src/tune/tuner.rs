@@ -12,9 +12,7 @@ use super::tunable::TunableSet;
 use crate::ComputeClient;
 use gpuworld_systems::error::{AutotuneError, CandidateFailure};
 use gpuworld_systems::kernel::panic_message;
-use gpuworld_systems::stages::tune::{
-    CandidateOutcome, TuneCache, TuneEntry, TuneMessage, TuneResult,
-};
+use gpuworld_systems::tune::{CandidateOutcome, TuneCache, TuneEntry, TuneMessage, TuneResult};
 use gpuworld_systems::{Backend, Error, Result};
 use parking_lot::{Mutex, RwLock};
 use rustc_hash::FxHashMap;

@@ -26,8 +26,20 @@ pub mod published;
 pub mod runtime;
 pub mod sim;
 pub mod snapshot;
+/// The tick's seven stages and the state each owns: public only with the `internals` feature
+/// (the workspace's fuzzer and tools read it); what tuners exchange with the tune stage is
+/// re-exported at [`tune`].
+#[cfg(feature = "internals")]
 pub mod stages;
+#[cfg(not(feature = "internals"))]
+pub(crate) mod stages;
 pub mod staging;
+/// What tuners and the tune stage exchange: results, the cache of winners, candidates' outcomes.
+pub mod tune {
+    pub use crate::stages::tune::{
+        CandidateOutcome, TuneCache, TuneEntry, TuneMessage, TuneResult, TuneResults,
+    };
+}
 mod sync;
 pub mod trace;
 pub mod usage;

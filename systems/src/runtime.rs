@@ -273,7 +273,11 @@ impl<B: Backend> Runtime<B> {
     }
 
     /// Prepares `kernel` for launches in `mode` ([`Backend::warm_up`]).
-    pub fn warm_up(&mut self, kernel: Kernel, mode: ExecutionMode) -> Result<(), Error> {
+    pub fn warm_up(
+        &mut self,
+        kernel: Kernel,
+        mode: ExecutionMode,
+    ) -> std::result::Result<(), Error> {
         self.device_mut().warm_up(kernel, mode)
     }
 

@@ -15,7 +15,7 @@ pub struct CandidateOutcome {
     /// The candidate's name.
     pub name: String,
     /// The median time of one run, or why the candidate failed or was not run.
-    pub result: Result<Duration, String>,
+    pub result: std::result::Result<Duration, String>,
 }
 
 /// The outcome of tuning one key of one tunable set.

@@ -61,7 +61,7 @@ pub fn add_recording<B: Backend>(schedule: &mut Schedule) {
 pub fn remove_recording(
     schedule: &mut Schedule,
     world: &mut World,
-) -> Result<usize, bevy_ecs::schedule::ScheduleError> {
+) -> std::result::Result<usize, bevy_ecs::schedule::ScheduleError> {
     schedule.remove_systems_in_set(
         Recording,
         world,

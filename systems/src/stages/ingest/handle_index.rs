@@ -34,7 +34,7 @@ pub enum HandleState {
         size: u64,
         /// Its pool slice and the bytes it covers in a backend buffer (bindings are offset
         /// from `region.offset`), or why the allocation failed.
-        memory: Result<(SliceKey, Region), Error>,
+        memory: std::result::Result<(SliceKey, Region), Error>,
         /// The stream it was created on, at that stream's cursor then: its first owner.
         created: Owner,
     },
