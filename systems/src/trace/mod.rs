@@ -23,7 +23,7 @@ pub use recorder::TraceRecorder;
 
 use crate::backend::Backend;
 use crate::memory::MemoryPool;
-use crate::stages::tick::TickStage;
+pub use crate::stages::tick::TickStage;
 use crate::world::*;
 use bevy_ecs::prelude::*;
 
