@@ -115,6 +115,7 @@ impl ExclusivePool {
             storage: buffer.storage,
             offset: 0,
             len: buffer.size,
+            pool: 0,
         })
     }
 
@@ -230,8 +231,8 @@ impl Pool for ExclusivePool {
     }
 
     /// The backend buffer of `key`.
-    fn storage(&self, key: PageKey) -> Option<StorageId> {
-        self.buffers.get(key).map(|buffer| buffer.storage)
+    fn storage(&self, block: &Block) -> Option<StorageId> {
+        self.buffers.get(block.page).map(|buffer| buffer.storage)
     }
 
     /// Returns every free buffer to the device; the bytes returned.
@@ -277,8 +278,8 @@ impl Pool for ExclusivePool {
     }
 
     /// The pool's counts, to adjust when a parked slice changes hands.
-    fn report_mut(&mut self) -> &mut PoolReport {
-        &mut self.report
+    fn resized(&mut self, _block: &Block, before: u64, requested: u64) {
+        self.report.resized(before, requested);
     }
 
     /// Entries waiting in the idle queue.

@@ -6,6 +6,7 @@ mod budget;
 mod config;
 mod exclusive;
 mod idle;
+mod ladder;
 pub mod layout;
 mod mode;
 mod parked;
@@ -17,6 +18,7 @@ mod sliced;
 pub use crate::usage::MemoryUsage;
 pub use config::{DEFAULT_RELEASE_AFTER_TICKS, MemoryConfig, PoolConfig, PoolKind};
 pub use exclusive::{ExclusivePool, Fit};
+pub use ladder::Ladder;
 pub use layout::{TensorLayout, TensorPlacement};
 pub use mode::{AllocationMode, AllocationModes};
 pub use pool::{DeviceMemory, Pool, PoolIndex};
@@ -51,6 +53,9 @@ pub struct Block {
     pub offset: u64,
     /// Bytes set aside, padding included.
     pub len: u64,
+    /// Which pool of a [`Ladder`] placed it (its position in routing order); 0 from a pool on its
+    /// own.
+    pub pool: usize,
 }
 
 /// A reserved allocation: its key and the device bytes it may use.
@@ -91,9 +96,7 @@ pub struct MemoryPool {
     max_buffer: Option<u64>,
     /// The memory the runtime may use on the device, for out-of-memory errors.
     capacity: Option<u64>,
-    /// Largest padded request of each ladder pool, for routing.
-    max_allocs: Vec<u64>,
-    ladder: Vec<Box<dyn Pool>>,
+    ladder: Ladder,
     persistent: ExclusivePool,
     slices: SlotMap<SliceKey, SliceRecord>,
     usage: MemoryUsage,
@@ -116,7 +119,7 @@ impl MemoryPool {
             .enumerate()
             .map(|(index, pool)| {
                 let name = format!("pool {index}");
-                match pool.kind {
+                let made: Box<dyn Pool> = match pool.kind {
                     PoolKind::Sliced {
                         page_size,
                         max_slice,
@@ -131,14 +134,15 @@ impl MemoryPool {
                         max_slice,
                         pool.max_reserved,
                         pool.release_after_ticks,
-                    )) as Box<dyn Pool>,
+                    )),
                     PoolKind::Exclusive => Box::new(ExclusivePool::for_ladder(
                         name,
                         pool.max_alloc,
                         pool.max_reserved,
                         pool.release_after_ticks,
                     )),
-                }
+                };
+                (pool.max_alloc, made)
             })
             .collect();
         MemoryPool {
@@ -151,8 +155,7 @@ impl MemoryPool {
                 0 | u64::MAX => None,
                 bytes => Some(bytes),
             },
-            max_allocs: pools.iter().map(|pool| pool.max_alloc).collect(),
-            ladder,
+            ladder: Ladder::new(ladder),
             persistent: persistent::persistent_pool(),
             slices: SlotMap::with_key(),
             usage: MemoryUsage::default(),
@@ -209,37 +212,22 @@ impl MemoryPool {
     /// Every pool: the ladder in routing order, then the persistent pool.
     fn pools(&self) -> impl Iterator<Item = &dyn Pool> {
         let persistent: &dyn Pool = &self.persistent;
-        self.ladder
-            .iter()
-            .map(|pool| &**pool)
-            .chain(std::iter::once(persistent))
-    }
-
-    /// Every pool, to change, in the order of [`MemoryPool::pools`].
-    fn pools_mut(&mut self) -> impl Iterator<Item = &mut dyn Pool> {
-        let persistent: &mut dyn Pool = &mut self.persistent;
-        self.ladder
-            .iter_mut()
-            .map(|pool| &mut **pool as &mut dyn Pool)
-            .chain(std::iter::once(persistent))
+        self.ladder.pools().chain(std::iter::once(persistent))
     }
 
     /// The pool `index` names.
-    fn pool(&self, index: PoolIndex) -> Option<&dyn Pool> {
+    fn pool(&self, index: PoolIndex) -> &dyn Pool {
         match index {
-            PoolIndex::Ladder(index) => self.ladder.get(index).map(|pool| &**pool),
-            PoolIndex::Persistent => Some(&self.persistent),
+            PoolIndex::Ladder => &self.ladder,
+            PoolIndex::Persistent => &self.persistent,
         }
     }
 
     /// The pool `index` names, to change.
-    fn pool_mut(&mut self, index: PoolIndex) -> Option<&mut dyn Pool> {
+    fn pool_mut(&mut self, index: PoolIndex) -> &mut dyn Pool {
         match index {
-            PoolIndex::Ladder(index) => self
-                .ladder
-                .get_mut(index)
-                .map(|pool| &mut **pool as &mut dyn Pool),
-            PoolIndex::Persistent => Some(&mut self.persistent),
+            PoolIndex::Ladder => &mut self.ladder,
+            PoolIndex::Persistent => &mut self.persistent,
         }
     }
 
@@ -281,9 +269,8 @@ impl MemoryPool {
         };
         let (old, _) = self.parked.take(stream, padded, largest)?;
         let record = self.slices.remove(old)?;
-        if let Some(pool) = self.pool_mut(record.pool) {
-            pool.report_mut().resized(record.requested, size);
-        }
+        self.pool_mut(record.pool)
+            .resized(&record.block, record.requested, size);
         let block = record.block;
         let slice = self.slices.insert(SliceRecord {
             pool: record.pool,
@@ -376,7 +363,10 @@ impl MemoryPool {
             ),
             AllocationMode::Auto => match self.persistent.try_reserve(padded, size) {
                 Some(block) => (PoolIndex::Persistent, block),
-                None => self.reserve_from_ladder(backend, padded, size)?,
+                None => (
+                    PoolIndex::Ladder,
+                    self.reserve_from_ladder(backend, padded, size)?,
+                ),
             },
         };
         let slice = self.slices.insert(SliceRecord {
@@ -417,69 +407,29 @@ impl MemoryPool {
             .ok_or_else(|| self.out_of_memory(size))
     }
 
-    /// The first pool whose limit fits the request takes it from free memory; failing that, free
-    /// memory of another sliced pool takes it; failing that, the first pool grows by a new page
-    /// (after idle memory past the budget went back), and a capped pool that is full passes it
-    /// on to the next pool.
+    /// The ladder places the request in free memory (its own pool's, else another sliced
+    /// pool's); failing that, it grows (after idle memory past the budget went back), and when
+    /// the device refuses, everything free goes back and it asks once more.
     fn reserve_from_ladder<B: Backend>(
         &mut self,
         backend: &mut B,
         padded: u64,
         size: u64,
-    ) -> Result<(PoolIndex, Block), MemoryError> {
-        let last = self.ladder.len().saturating_sub(1);
-        let first = self
-            .max_allocs
-            .iter()
-            .position(|&max| padded <= max)
-            .unwrap_or(last);
-        let mut made_room = false;
-        for index in first..self.ladder.len() {
-            if let Some(block) = self.ladder[index].try_reserve(padded, size) {
-                return Ok((PoolIndex::Ladder(index), block));
-            }
-            if !made_room {
-                if let Some(placed) = self.reserve_from_other_pools(index, padded, size) {
-                    return Ok(placed);
-                }
-                self.make_room(backend, padded);
-                made_room = true;
-            }
-            let grown = match self.ladder[index].grow(backend, padded, size) {
-                Err(AllocError::OutOfMemory) => {
-                    tracing::debug!(target: "gpuworld::memory", size, "device refused a page: cleaning up and retrying once");
-                    self.cleanup(backend);
-                    self.ladder[index].grow(backend, padded, size)
-                }
-                grown => grown,
-            };
-            if let Some(block) = self.account_growth(grown, size)? {
-                return Ok((PoolIndex::Ladder(index), block));
-            }
-            tracing::debug!(target: "gpuworld::memory", pool = index, size, "pool at its cap: spilling to the next pool");
+    ) -> Result<Block, MemoryError> {
+        if let Some(block) = self.ladder.try_reserve(padded, size) {
+            return Ok(block);
         }
-        Err(self.out_of_memory(size))
-    }
-
-    /// A free range of a sliced pool other than `routed` that holds `padded` bytes, smaller pools
-    /// first. Holes between live slices are what fragments sliced pages when sizes shift; a
-    /// request its own pool cannot place fills one before the device is asked for more. On the
-    /// trace family of `benches/alloc_traces.rs` (cpu, scale 32, 16 seeds) the mixes reached
-    /// peak reserved / peak in use of 1.107 without it and 1.090 with it, with 14% fewer device
-    /// allocations on the log-uniform shape and a third fewer on the training one.
-    fn reserve_from_other_pools(
-        &mut self,
-        routed: usize,
-        padded: u64,
-        size: u64,
-    ) -> Option<(PoolIndex, Block)> {
-        self.ladder
-            .iter_mut()
-            .enumerate()
-            .filter(|(index, pool)| *index != routed && pool.lends_free_ranges())
-            .find_map(|(index, pool)| {
-                Some((PoolIndex::Ladder(index), pool.try_reserve(padded, size)?))
-            })
+        self.make_room(backend, padded);
+        let grown = match self.ladder.grow(backend, padded, size) {
+            Err(AllocError::OutOfMemory) => {
+                tracing::debug!(target: "gpuworld::memory", size, "device refused a page: cleaning up and retrying once");
+                self.cleanup(backend);
+                self.ladder.grow(backend, padded, size)
+            }
+            grown => grown,
+        };
+        self.account_growth(grown, size)?
+            .ok_or_else(|| self.out_of_memory(size))
     }
 
     /// The error for a request of `size` bytes that no pool can take, with the usage now.
@@ -496,20 +446,11 @@ impl MemoryPool {
     /// (`budget.rs`: a 128th over the larger of what is in use with the request and the recent
     /// peak in use), or nothing idle is left.
     fn make_room<B: Backend>(&mut self, backend: &mut B, padded: u64) {
-        let mut over = self.over_budget(padded);
+        let over = self.over_budget(padded);
         if over == 0 {
             return;
         }
-        let mut freed = 0;
-        // The largest pools first: their idle pages are the ones worth a device call.
-        for pool in self.ladder.iter_mut().rev() {
-            let released = pool.release_idle(backend, over);
-            freed += released;
-            over = over.saturating_sub(released);
-            if over == 0 {
-                break;
-            }
-        }
+        let freed = self.ladder.release_idle(backend, over);
         if freed > 0 {
             self.recount_reserved();
             tracing::debug!(target: "gpuworld::memory", freed, padded, reserved = self.usage.bytes_reserved, "idle memory returned before growing");
@@ -524,15 +465,7 @@ impl MemoryPool {
     /// Whether free memory of the pools (the persistent pool, the ladder from the request's pool
     /// on, any sliced pool) holds `padded` bytes without asking the device for more.
     fn can_place(&self, padded: u64) -> bool {
-        let first = self
-            .max_allocs
-            .iter()
-            .position(|&max| padded <= max)
-            .unwrap_or(self.ladder.len().saturating_sub(1));
-        self.persistent.can_place(padded)
-            || self.ladder.iter().enumerate().any(|(index, pool)| {
-                (index >= first || pool.lends_free_ranges()) && pool.can_place(padded)
-            })
+        self.persistent.can_place(padded) || self.ladder.can_place(padded)
     }
 
     /// By how many bytes what is reserved would exceed the budget, were `padded` more reserved.
@@ -587,7 +520,6 @@ impl MemoryPool {
             None => self.count_released(record.requested, record.block.len),
         }
         self.pool_mut(record.pool)
-            .ok_or_else(|| stale_slice(key))?
             .release(&record.block, record.requested)
     }
 
@@ -596,7 +528,7 @@ impl MemoryPool {
         let record = self.slices.get(key).ok_or_else(|| stale_slice(key))?;
         let storage = self
             .pool(record.pool)
-            .and_then(|pool| pool.storage(record.block.page))
+            .storage(&record.block)
             .ok_or_else(|| stale_page(record.block.page))?;
         Ok(Region {
             storage,
@@ -607,7 +539,7 @@ impl MemoryPool {
 
     /// Returns every fully free page and free buffer, persistent ones included, to the device.
     pub fn cleanup<B: Backend>(&mut self, backend: &mut B) {
-        let freed: u64 = self.pools_mut().map(|pool| pool.cleanup(backend)).sum();
+        let freed = self.ladder.cleanup(backend) + self.persistent.cleanup(backend);
         self.recount_reserved();
         tracing::debug!(target: "gpuworld::memory", freed, reserved = self.usage.bytes_reserved, "memory cleanup");
     }
@@ -627,11 +559,7 @@ impl MemoryPool {
     /// Returns free pages unused for their pool's `release_after_ticks`; the GC stage calls it
     /// every tick. Its cost is the pages that became free or expired, not the pages held.
     pub fn periodic_cleanup<B: Backend>(&mut self, backend: &mut B, tick: u64) {
-        let freed: u64 = self
-            .ladder
-            .iter_mut()
-            .map(|pool| pool.periodic_cleanup(backend, tick))
-            .sum();
+        let freed = self.ladder.periodic_cleanup(backend, tick);
         if freed > 0 {
             self.recount_reserved();
             tracing::debug!(target: "gpuworld::memory", freed, tick, "long-unused pages returned");

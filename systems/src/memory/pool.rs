@@ -1,12 +1,14 @@
 //! What every pool of device memory does, as cubecl's `MemoryPool` trait: place a request in
 //! free memory or in a new page, take it back, give free pages back to the device, report.
-//! `SlicedPool` and `ExclusivePool` (the persistent pool is one, with exact fit) implement it;
-//! `MemoryPool` holds its ladder as a list of them and names a slice's pool by [`PoolIndex`].
+//! `SlicedPool` and `ExclusivePool` (the persistent pool is one, with exact fit) implement it,
+//! and so does the [`Ladder`](crate::memory::Ladder) of them that routes requests by
+//! size; `MemoryPool` holds a ladder and the persistent pool, and names a slice's by
+//! [`PoolIndex`].
 
 use crate::backend::{AllocError, Backend, StorageId};
 use crate::error::MemoryError;
+use crate::memory::Block;
 use crate::memory::report::PoolReport;
-use crate::memory::{Block, PageKey};
 
 /// The device calls a pool makes: pages in and out. Every backend is one.
 pub trait DeviceMemory {
@@ -48,8 +50,8 @@ pub trait Pool: std::fmt::Debug + Send + Sync {
     ) -> Result<Option<Block>, AllocError>;
     /// Makes `block`, which held `requested` bytes, free for reuse.
     fn release(&mut self, block: &Block, requested: u64) -> Result<(), MemoryError>;
-    /// The backend buffer of `page`.
-    fn storage(&self, page: PageKey) -> Option<StorageId>;
+    /// The backend buffer of `block`'s page.
+    fn storage(&self, block: &Block) -> Option<StorageId>;
     /// Returns every free page to the device; the bytes returned.
     fn cleanup(&mut self, backend: &mut dyn DeviceMemory) -> u64;
     /// Returns pages free for the pool's `release_after_ticks`; the bytes returned.
@@ -64,17 +66,18 @@ pub trait Pool: std::fmt::Debug + Send + Sync {
     fn lends_free_ranges(&self) -> bool;
     /// The pool's counts.
     fn report(&self) -> &PoolReport;
-    /// The pool's counts, to adjust when a parked slice changes hands.
-    fn report_mut(&mut self) -> &mut PoolReport;
+    /// Counts `block`, live with `before` bytes requested, handed to a new request of
+    /// `requested` bytes (a parked slice taken by its stream's next allocation).
+    fn resized(&mut self, block: &Block, before: u64, requested: u64);
     /// Entries waiting in the idle queue.
     fn idle_entries(&self) -> usize;
 }
 
-/// Which pool of a `MemoryPool` holds a slice.
+/// Which pool of a `MemoryPool` holds a slice (within the ladder, the block says which).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PoolIndex {
-    /// The ladder's pool at this position, in routing order.
-    Ladder(usize),
+    /// The ladder.
+    Ladder,
     /// The persistent pool.
     Persistent,
 }

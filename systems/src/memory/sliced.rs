@@ -274,6 +274,7 @@ impl SlicedPool {
             storage: page.storage,
             offset,
             len: padded,
+            pool: 0,
         };
         if position == self.first_free && self.order[position].largest_free == 0 {
             self.first_free = position + 1;
@@ -460,8 +461,8 @@ impl Pool for SlicedPool {
     }
 
     /// The backend buffer of `page`.
-    fn storage(&self, key: PageKey) -> Option<StorageId> {
-        self.pages.get(key).map(|page| page.storage)
+    fn storage(&self, block: &Block) -> Option<StorageId> {
+        self.pages.get(block.page).map(|page| page.storage)
     }
 
     /// Returns every fully free page to the device; the bytes returned.
@@ -497,8 +498,8 @@ impl Pool for SlicedPool {
     }
 
     /// The pool's counts, to adjust when a parked slice changes hands.
-    fn report_mut(&mut self) -> &mut PoolReport {
-        &mut self.report
+    fn resized(&mut self, _block: &Block, before: u64, requested: u64) {
+        self.report.resized(before, requested);
     }
 
     /// Entries waiting in the idle queue (bounded by pages freed per tick times the delay).
