@@ -6,7 +6,10 @@
 //! work callers leave in flight. A blocking call that finds others waiting (beside a device
 //! thread, on a host with many cores: as many others as it has eight cores), or the runtime held,
 //! sleeps until its reply (or, under `Manual`, the runtime's release) instead: the tick that
-//! answers the others takes its command too (issue 31). Commands beyond a bound wait, beside a
+//! answers the others takes its command too (issue 31). Where cores are plentiful, once two
+//! blocking callers wait at once, callers leave every tick to the device thread for a while and
+//! spin briefly for their replies: ticks that moved from caller to caller moved the runtime's
+//! state between cores. Commands beyond a bound wait, beside a
 //! device thread, for a tick to drain the inbox (`make_room`). Threads spin only briefly after activity
 //! (tens of microseconds; the device thread a quarter of a millisecond where cores are
 //! plentiful), because the next command or reply usually comes soon after the last.
@@ -18,7 +21,7 @@ use gpuworld_systems::{Backend, Error, Result};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::task::Poll;
 use std::thread::{JoinHandle, Thread};
 use std::time::{Duration, Instant};
@@ -70,6 +73,15 @@ const DEVICE_THREAD_LINGER: Duration = Duration::from_micros(5);
 /// most this.
 const DEVICE_THREAD_IDLE: Duration = Duration::from_millis(20);
 
+/// Where cores are plentiful, how long after two blocking callers last waited at once that
+/// callers leave every tick to the device thread (see `Drivers::shared_until`).
+const SHARED_HOLD: Duration = Duration::from_millis(2);
+
+/// How long a blocking caller that leaves ticking to the device thread spins for its reply,
+/// where cores are plentiful, before it sleeps: a round trip the device thread answers takes
+/// tens of microseconds, and a wake-up costs several.
+const REPLY_SPIN: Duration = Duration::from_micros(200);
+
 /// What the device thread and blocking callers share so that one thread at a time drives the
 /// runtime: a blocking caller ticks itself from its command to its reply (no handoff on the
 /// way), and the device thread stays out of its way meanwhile. Aligned to a cache-line pair: the
@@ -90,6 +102,15 @@ pub(super) struct Drivers {
     /// spins for the runtime instead of sleeping for its reply (a wake-up per round trip made two
     /// callers slower than one on CUDA: issue 31).
     max_drivers: usize,
+    /// Where cores are plentiful: until when (nanoseconds since `epoch`) callers leave every tick
+    /// to the device thread, [`SHARED_HOLD`] after two last waited at once. Callers that took
+    /// turns at ticking moved the runtime's state from core to core with every tick: on CUDA,
+    /// two callers did 0.8–0.9x one caller's round trips however they waited, and 1.0–1.05x
+    /// with every tick on the device thread (issue 31). A caller alone still drives: the device
+    /// thread's tick then costs a handoff per round trip (0.7x).
+    shared_until: AtomicU64,
+    /// The origin of `shared_until`.
+    epoch: Instant,
 }
 
 /// Cores per blocking caller that may drive the runtime at once (see `Drivers::max_drivers`).
@@ -120,7 +141,21 @@ impl Default for Drivers {
             } else {
                 1
             },
+            shared_until: AtomicU64::new(0),
+            epoch: Instant::now(),
         }
+    }
+}
+
+impl Drivers {
+    /// Nanoseconds since `epoch`.
+    fn now(&self) -> u64 {
+        u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    /// Whether callers leave every tick to the device thread now (see `Drivers::shared_until`).
+    fn shared(&self) -> bool {
+        self.spare_cores && self.now() < self.shared_until.load(Ordering::Relaxed)
     }
 }
 
@@ -159,9 +194,13 @@ struct Waiting<'a> {
 impl<'a> Waiting<'a> {
     fn enter(drivers: &'a Drivers) -> Waiting<'a> {
         let others = drivers.waiting.fetch_add(1, Ordering::AcqRel);
+        if others > 0 && drivers.spare_cores {
+            let until = drivers.now().saturating_add(SHARED_HOLD.as_nanos() as u64);
+            drivers.shared_until.fetch_max(until, Ordering::Relaxed);
+        }
         Waiting {
             drivers,
-            may_drive: others < drivers.max_drivers,
+            may_drive: others < drivers.max_drivers && !drivers.shared(),
         }
     }
 }
@@ -225,7 +264,7 @@ pub(super) fn run_device_thread<B: Backend>(shared: &Shared<B>) {
             continue;
         }
         let had_commands = inbox.has_work();
-        if had_commands && !busy {
+        if had_commands && !busy && !drivers.shared() {
             // A command is often followed at once by a blocking call (a launch, then its read)
             // whose caller ticks itself: give that caller a moment to take both in one tick.
             if spin_until(DEVICE_THREAD_LINGER, callers_drive) {
@@ -370,6 +409,15 @@ impl<B: Backend> ComputeClient<B> {
             // A caller that drives leaves what it does not wait for to the device thread; this
             // makes sure the device thread looks, whoever ingested our command.
             self.shared.inbox.request_tick();
+            if drivers.spare_cores {
+                let start = Instant::now();
+                while start.elapsed() < REPLY_SPIN {
+                    if let Some(reply) = ready(&mut receiver) {
+                        return reply;
+                    }
+                    std::hint::spin_loop();
+                }
+            }
             return futures_executor::block_on(&mut receiver).unwrap_or(Err(Error::Disconnected));
         }
         let driving = Driving::enter(drivers);
@@ -492,15 +540,77 @@ mod tests {
             .expect("FILL takes one buffer and one scalar");
     }
 
+    /// A cpu client beside a device thread on the path of a host with spare cores.
+    fn spare_core_client() -> ComputeClient<gpuworld_cpu::CpuBackend> {
+        // One at a time: the flag is global to the test binary.
+        static MAKING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+        let _making = MAKING
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        FORCE_SPARE_CORES.store(true, Ordering::Relaxed);
+        let client = crate::cpu_client(Driver::DeviceThread).unwrap();
+        FORCE_SPARE_CORES.store(false, Ordering::Relaxed);
+        assert!(client.shared.drivers.spare_cores);
+        client
+    }
+
+    /// Where cores are plentiful, two callers waiting at once leave every tick to the device
+    /// thread, and callers keep doing so for a while; a caller alone after that drives again.
+    #[test]
+    fn two_waiting_callers_leave_ticking_to_the_device_thread_until_one_is_alone() {
+        let client = spare_core_client();
+        let drivers = &client.shared.drivers;
+        assert!(!drivers.shared());
+        {
+            let first = Waiting::enter(drivers);
+            assert!(first.may_drive, "a caller alone drives");
+            let second = Waiting::enter(drivers);
+            assert!(
+                !second.may_drive,
+                "a second caller leaves ticking to the device thread"
+            );
+            assert!(drivers.shared());
+        }
+        let soon_after = Waiting::enter(drivers);
+        assert!(
+            !soon_after.may_drive,
+            "within the hold, a caller alone does not drive"
+        );
+        drop(soon_after);
+        std::thread::sleep(SHARED_HOLD * 2);
+        assert!(!drivers.shared());
+        assert!(
+            Waiting::enter(drivers).may_drive,
+            "after the hold, a caller alone drives"
+        );
+        // Replies still come while the device thread ticks for everyone.
+        let threads: Vec<_> = (0..2u32)
+            .map(|t| {
+                let client = client.with_stream(crate::StreamId {
+                    value: u64::from(t),
+                });
+                let handle = client.empty(4);
+                std::thread::spawn(move || {
+                    for round in 0..100u32 {
+                        let value = (t * 1000 + round) as f32;
+                        fill(&client, &handle, value);
+                        let bytes = client.read_one(&handle).expect("read");
+                        assert_eq!(bytes[..4], value.to_ne_bytes(), "thread {t}, round {round}");
+                    }
+                })
+            })
+            .collect();
+        for thread in threads {
+            thread.join().expect("a caller panicked");
+        }
+    }
+
     /// Beside a device thread that spins (as on hosts with spare cores; CI has two): round trips
     /// from several threads at once, with launches left for the device thread in between, all
     /// get their values, and work nobody waits for still gets ticked.
     #[test]
     fn callers_beside_a_spinning_device_thread_get_every_reply_and_leave_nothing_unticked() {
-        FORCE_SPARE_CORES.store(true, Ordering::Relaxed);
-        let client = crate::cpu_client(Driver::DeviceThread).unwrap();
-        FORCE_SPARE_CORES.store(false, Ordering::Relaxed);
-        assert!(client.shared.drivers.spare_cores);
+        let client = spare_core_client();
         within(Duration::from_secs(60), move || {
             let threads: Vec<_> = (0..3)
                 .map(|t| {
