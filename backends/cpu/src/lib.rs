@@ -386,6 +386,36 @@ impl Backend for CpuBackend {
     }
 }
 
+/// A wait for the stream workers without the backend: work finished after the last poll.
+struct CpuWatch {
+    progress: Arc<Progress>,
+    /// `Progress::generation` at the last poll.
+    seen: u64,
+}
+
+impl ProgressWatch for CpuWatch {
+    fn wait(&mut self, timeout: Duration, interrupt: &dyn Fn() -> bool) {
+        wait_for_change(&self.progress, self.seen, timeout, interrupt);
+    }
+}
+
+/// Blocks until a worker finishes work after generation `seen`, `timeout` passes, or
+/// `interrupted`, looked at every [`WAIT_SLICE`].
+fn wait_for_change(
+    progress: &Progress,
+    seen: u64,
+    timeout: Duration,
+    interrupted: &dyn Fn() -> bool,
+) {
+    let start = std::time::Instant::now();
+    while !interrupted() {
+        let left = timeout.saturating_sub(start.elapsed());
+        if left.is_zero() || progress.wait_for_change(seen, left.min(WAIT_SLICE)) {
+            break;
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -448,35 +478,5 @@ mod tests {
         let ticket = cpu.read(stream, region);
         assert_eq!(finish(&mut cpu, stream, ticket), data);
         assert_eq!(counted.lent.load(Ordering::Relaxed), 1, "a plain read");
-    }
-}
-
-/// A wait for the stream workers without the backend: work finished after the last poll.
-struct CpuWatch {
-    progress: Arc<Progress>,
-    /// `Progress::generation` at the last poll.
-    seen: u64,
-}
-
-impl ProgressWatch for CpuWatch {
-    fn wait(&mut self, timeout: Duration, interrupt: &dyn Fn() -> bool) {
-        wait_for_change(&self.progress, self.seen, timeout, interrupt);
-    }
-}
-
-/// Blocks until a worker finishes work after generation `seen`, `timeout` passes, or
-/// `interrupted`, looked at every [`WAIT_SLICE`].
-fn wait_for_change(
-    progress: &Progress,
-    seen: u64,
-    timeout: Duration,
-    interrupted: &dyn Fn() -> bool,
-) {
-    let start = std::time::Instant::now();
-    while !interrupted() {
-        let left = timeout.saturating_sub(start.elapsed());
-        if left.is_zero() || progress.wait_for_change(seen, left.min(WAIT_SLICE)) {
-            break;
-        }
     }
 }

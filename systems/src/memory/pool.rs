@@ -75,6 +75,7 @@ pub trait Pool: std::fmt::Debug + Send + Sync {
 
 /// Which pool of a `MemoryPool` holds a slice (within the ladder, the block says which).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum PoolIndex {
     /// The ladder.
     Ladder,
