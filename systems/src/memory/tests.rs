@@ -764,3 +764,81 @@ fn a_sliced_pool_capped_below_its_page_size_serves_up_to_its_cap() {
     assert_eq!(pool.locate(b.slice).unwrap(), b.region);
     pool.release(c.slice).unwrap();
 }
+
+/// The ladder, a `Pool` itself, counts what its pools count: after every reserve, release,
+/// cleanup and idle release of a seeded mix of sizes over every pool of the default ladder, its
+/// report is the sum of theirs, and each slice is found in the pool that placed it.
+#[test]
+fn the_ladder_reports_the_sum_of_its_pools_through_a_mix_of_sizes() {
+    let mut backend = device(1 << 34);
+    let mut pool = MemoryPool::new(
+        &properties(256, MemoryLayout::Sliced),
+        &MemoryConfig::default(),
+    );
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = move || {
+        state = state
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        state >> 33
+    };
+    let check = |pool: &MemoryPool| {
+        let report = pool.ladder.report();
+        let pools: Vec<&PoolReport> = pool.ladder.pools().map(|p| p.report()).collect();
+        assert_eq!(report.pages, pools.iter().map(|r| r.pages).sum::<usize>());
+        assert_eq!(report.allocs, pools.iter().map(|r| r.allocs).sum::<u64>());
+        assert_eq!(
+            report.bytes_in_use,
+            pools.iter().map(|r| r.bytes_in_use).sum::<u64>()
+        );
+        assert_eq!(
+            report.bytes_reserved,
+            pools.iter().map(|r| r.bytes_reserved).sum::<u64>()
+        );
+        assert_eq!(
+            report.bytes_allocated,
+            pools.iter().map(|r| r.bytes_allocated).sum::<u64>()
+        );
+        assert_eq!(
+            report.largest_alloc,
+            pools.iter().map(|r| r.largest_alloc).max().unwrap_or(0)
+        );
+        assert!(report.peak_pages >= report.pages);
+        assert_eq!(
+            pool.usage().bytes_reserved,
+            report.bytes_reserved + pool.persistent.report().bytes_reserved
+        );
+    };
+    let mut live = Vec::new();
+    for step in 0..1_000 {
+        if live.len() < 8 || next() % 3 != 0 {
+            // Sizes from bytes to 16 MiB: every pool of the ladder takes some.
+            let size = match next() % 8 {
+                0 => 1 + next() % 256,
+                _ => 1 + (1u64 << (next() % 25)) + next() % 4096,
+            };
+            let reservation = pool.reserve(&mut backend, size, AUTO).unwrap();
+            assert_eq!(pool.locate(reservation.slice).unwrap(), reservation.region);
+            live.push(reservation.slice);
+        } else {
+            let index = (next() as usize) % live.len();
+            pool.release(live.swap_remove(index)).unwrap();
+        }
+        if step % 250 == 249 {
+            pool.cleanup(&mut backend);
+        }
+        check(&pool);
+    }
+    for slice in live.drain(..) {
+        pool.release(slice).unwrap();
+    }
+    pool.cleanup(&mut backend);
+    check(&pool);
+    assert_eq!(pool.ladder.report().allocs, 0);
+    assert_eq!(pool.ladder.report().bytes_reserved, 0);
+    assert!(pool.ladder.report().peak_pages > 0);
+    assert!(
+        pool.ladder.pools().all(|p| p.report().largest_alloc > 0),
+        "every pool of the ladder served a request"
+    );
+}
