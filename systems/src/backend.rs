@@ -203,8 +203,8 @@ pub enum OpClock {
 /// after every wait.
 pub trait ProgressWatch: Send {
     /// Blocks until some work that was in flight when the watch was made completed (or
-    /// failed), `timeout` passed, or `interrupt` returns true.
-    fn wait(&mut self, timeout: std::time::Duration, interrupt: &dyn Fn() -> bool);
+    /// failed), `timeout` passed, or `interrupt`, where there is one, returns true.
+    fn wait(&mut self, timeout: std::time::Duration, interrupt: Option<&dyn Fn() -> bool>);
 }
 
 /// A device: memory, streams that run work in order, events between them, readbacks.
@@ -341,14 +341,20 @@ pub trait Backend: Send + Sync + 'static {
     /// checks it as it polls, one that blocks checks it before blocking or between short
     /// blocks). Returns `false` at once when waiting cannot help: nothing is in flight, or the
     /// backend progresses only when polled (the sim). Called by drivers between ticks, and inside
-    /// the tick of a caller blocked on a reply (see `Runtime::tick_awaiting_replies`).
+    /// the tick of a caller blocked on a reply (see `Runtime::tick_awaiting_replies`). By
+    /// default it waits on a [`Backend::progress_watch`], and returns `false` without one.
     fn wait_for_progress(
         &mut self,
         timeout: std::time::Duration,
         interrupt: Option<&dyn Fn() -> bool>,
     ) -> bool {
-        let _ = (timeout, interrupt);
-        false
+        match self.progress_watch() {
+            Some(mut watch) => {
+                watch.wait(timeout, interrupt);
+                true
+            }
+            None => false,
+        }
     }
     /// A watch over the work in flight now, to wait on after the runtime's lock is let go, so
     /// that other callers tick meanwhile (issue 31: a caller waiting on the device under the

@@ -312,26 +312,6 @@ impl Backend for CpuBackend {
         self.polled_generation = self.progress.generation();
     }
 
-    fn wait_for_progress(
-        &mut self,
-        timeout: Duration,
-        interrupt: Option<&dyn Fn() -> bool>,
-    ) -> bool {
-        // The workers run on their own threads: waiting always lets them progress. With an
-        // interrupt the wait is cut in slices, so that new work (another runtime's part
-        // arrived) is seen soon; without one it blocks once.
-        match interrupt {
-            Some(interrupted) => {
-                wait_for_change(&self.progress, self.polled_generation, timeout, interrupted)
-            }
-            None => {
-                self.progress
-                    .wait_for_change(self.polled_generation, timeout);
-            }
-        }
-        true
-    }
-
     fn progress_watch(&mut self) -> Option<Box<dyn ProgressWatch>> {
         Some(Box::new(CpuWatch {
             progress: self.progress.clone(),
@@ -394,24 +374,24 @@ struct CpuWatch {
 }
 
 impl ProgressWatch for CpuWatch {
-    fn wait(&mut self, timeout: Duration, interrupt: &dyn Fn() -> bool) {
-        wait_for_change(&self.progress, self.seen, timeout, interrupt);
-    }
-}
-
-/// Blocks until a worker finishes work after generation `seen`, `timeout` passes, or
-/// `interrupted`, looked at every [`WAIT_SLICE`].
-fn wait_for_change(
-    progress: &Progress,
-    seen: u64,
-    timeout: Duration,
-    interrupted: &dyn Fn() -> bool,
-) {
-    let start = std::time::Instant::now();
-    while !interrupted() {
-        let left = timeout.saturating_sub(start.elapsed());
-        if left.is_zero() || progress.wait_for_change(seen, left.min(WAIT_SLICE)) {
-            break;
+    /// The workers run on their own threads: waiting always lets them progress. With an
+    /// interrupt the wait is cut in slices, so that new work (another runtime's part arrived) is
+    /// seen soon; without one it blocks once.
+    fn wait(&mut self, timeout: Duration, interrupt: Option<&dyn Fn() -> bool>) {
+        let Some(interrupted) = interrupt else {
+            self.progress.wait_for_change(self.seen, timeout);
+            return;
+        };
+        let start = std::time::Instant::now();
+        while !interrupted() {
+            let left = timeout.saturating_sub(start.elapsed());
+            if left.is_zero()
+                || self
+                    .progress
+                    .wait_for_change(self.seen, left.min(WAIT_SLICE))
+            {
+                break;
+            }
         }
     }
 }

@@ -580,18 +580,10 @@ impl Backend for CudaBackend {
             if self.notice_completions() {
                 return true;
             }
-            let waited = start.elapsed();
-            if waited >= timeout || interrupt.is_some_and(|interrupted| interrupted()) {
+            if interrupt.is_some_and(|interrupted| interrupted())
+                || !watch::pause(start.elapsed(), timeout)
+            {
                 return true;
-            }
-            // Spin (kernels often finish within microseconds), yielding the core after a
-            // while, then sleep.
-            if waited < Duration::from_micros(20) {
-                std::hint::spin_loop();
-            } else if waited < Duration::from_micros(200) {
-                std::thread::yield_now();
-            } else {
-                std::thread::sleep(Duration::from_micros(50).min(timeout - waited));
             }
         }
     }

@@ -67,26 +67,33 @@ impl CudaWatch {
 }
 
 impl ProgressWatch for CudaWatch {
-    fn wait(&mut self, timeout: Duration, interrupt: &dyn Fn() -> bool) {
+    fn wait(&mut self, timeout: Duration, interrupt: Option<&dyn Fn() -> bool>) {
         crate::bind_context(self.context);
         let start = Instant::now();
         loop {
-            if self.progressed() || interrupt() {
+            if self.progressed() || interrupt.is_some_and(|interrupted| interrupted()) {
                 return;
             }
-            let waited = start.elapsed();
-            if waited >= timeout {
+            if !pause(start.elapsed(), timeout) {
                 return;
-            }
-            // As `CudaBackend::wait_for_progress`: spin (kernels often finish within
-            // microseconds), yield the core after a while, then sleep.
-            if waited < Duration::from_micros(20) {
-                std::hint::spin_loop();
-            } else if waited < Duration::from_micros(200) {
-                std::thread::yield_now();
-            } else {
-                std::thread::sleep(Duration::from_micros(50).min(timeout - waited));
             }
         }
     }
+}
+
+/// Between two looks at the device, `waited` into a wait of `timeout`: spins (kernels often
+/// finish within microseconds), yields the core after a while, then sleeps; false once the
+/// wait is over.
+pub(crate) fn pause(waited: Duration, timeout: Duration) -> bool {
+    if waited >= timeout {
+        return false;
+    }
+    if waited < Duration::from_micros(20) {
+        std::hint::spin_loop();
+    } else if waited < Duration::from_micros(200) {
+        std::thread::yield_now();
+    } else {
+        std::thread::sleep(Duration::from_micros(50).min(timeout - waited));
+    }
+    true
 }

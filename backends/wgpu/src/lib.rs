@@ -556,35 +556,12 @@ impl Backend for WgpuBackend {
         }
     }
 
-    fn wait_for_progress(
-        &mut self,
-        timeout: std::time::Duration,
-        interrupt: Option<&dyn Fn() -> bool>,
-    ) -> bool {
-        if self.errors.lost().is_some() {
-            return false;
-        }
-        // A read recorded this tick is still in its stream's batch: waiting helps only once it
-        // is submitted.
-        self.submit_due_batches();
-        if self.completed() >= self.submitted {
-            return false;
-        }
-        if interrupt.is_some_and(|interrupted| interrupted()) {
-            return true;
-        }
-        let _ = self.device.poll(wgpu::PollType::Wait {
-            submission_index: None,
-            timeout: Some(timeout),
-        });
-        true
-    }
-
     fn progress_watch(&mut self) -> Option<Box<dyn ProgressWatch>> {
         if self.errors.lost().is_some() {
             return None;
         }
-        // As in `wait_for_progress`: a read recorded this tick waits in its stream's batch.
+        // A read recorded this tick is still in its stream's batch: waiting helps only once it
+        // is submitted.
         self.submit_due_batches();
         (self.completed() < self.submitted).then(|| {
             Box::new(WgpuWatch {
@@ -646,15 +623,18 @@ struct WgpuWatch {
 }
 
 impl ProgressWatch for WgpuWatch {
-    fn wait(&mut self, timeout: std::time::Duration, interrupt: &dyn Fn() -> bool) {
-        if interrupt() {
+    fn wait(&mut self, timeout: std::time::Duration, interrupt: Option<&dyn Fn() -> bool>) {
+        if interrupt.is_some_and(|interrupted| interrupted()) {
             return;
         }
-        // A lost device or a timeout shows in the backend's next poll, which the caller runs in
-        // its next tick.
-        let _ = self.device.poll(wgpu::PollType::Wait {
+        // A timeout is the wait's end; a lost device shows in the backend's next poll, which
+        // the caller's next tick runs, as a fault on every stream.
+        if let Err(error) = self.device.poll(wgpu::PollType::Wait {
             submission_index: None,
             timeout: Some(timeout),
-        });
+        }) && !matches!(error, wgpu::PollError::Timeout)
+        {
+            tracing::warn!(target: "gpuworld::wgpu", %error, "waiting for the device failed");
+        }
     }
 }
