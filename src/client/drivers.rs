@@ -309,15 +309,10 @@ pub(super) fn run_device_thread<B: Backend>(shared: &Shared<B>) {
             runtime.tick();
             let busy = runtime.has_work_in_flight();
             if busy && !inbox.has_work() && !callers_drive() {
-                // Outside the lock where the backend allows: a blocking caller that comes
-                // meanwhile takes the runtime at once.
-                match runtime.progress_watch() {
-                    Some(mut watch) => {
-                        drop(runtime);
-                        watch.wait(DEVICE_WAIT_SLICE, &|| inbox.has_work() || callers_drive());
-                    }
-                    None => runtime.wait_for_device(DEVICE_WAIT_SLICE),
-                }
+                // A blocking caller that comes meanwhile takes the runtime at once.
+                runtime.release_and_wait_for_device(DEVICE_WAIT_SLICE, &|| {
+                    inbox.has_work() || callers_drive()
+                });
             }
             busy
         };
@@ -397,15 +392,11 @@ impl<B: Backend> ComputeClient<B> {
                     if !runtime.has_work_in_flight() {
                         continue;
                     }
-                    // Outside the lock where the backend allows, so that other callers submit
-                    // meanwhile; then back to the top, where the runtime may be held by another
-                    // caller, whose tick answers us.
-                    let Some(mut watch) = runtime.progress_watch() else {
-                        runtime.await_device(MANUAL_DEVICE_WAIT);
-                        continue;
-                    };
-                    drop(runtime);
-                    watch.wait(MANUAL_DEVICE_WAIT, &|| shared.inbox.needs_tick());
+                    // Other callers submit meanwhile; then back to the top, where the runtime may
+                    // be held by another caller, whose tick answers us.
+                    runtime.release_and_wait_for_device(MANUAL_DEVICE_WAIT, &|| {
+                        shared.inbox.needs_tick()
+                    });
                     break;
                 }
             }
@@ -466,16 +457,9 @@ impl<B: Backend> ComputeClient<B> {
                     return reply;
                 }
                 if in_flight {
-                    // Outside the lock where the backend allows: another caller submits its
-                    // work meanwhile, and its tick may answer us.
-                    match runtime.progress_watch() {
-                        Some(mut watch) => {
-                            drop(runtime);
-                            let inbox = &self.shared.inbox;
-                            watch.wait(DEVICE_WAIT_SLICE, &|| inbox.needs_tick());
-                        }
-                        None => runtime.await_device(DEVICE_WAIT_SLICE),
-                    }
+                    // Another caller submits its work meanwhile, and its tick may answer us.
+                    let inbox = &self.shared.inbox;
+                    runtime.release_and_wait_for_device(DEVICE_WAIT_SLICE, &|| inbox.needs_tick());
                 }
                 spin_start = Instant::now();
                 continue;

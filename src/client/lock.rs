@@ -9,6 +9,7 @@ use std::cell::Cell;
 use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::Waker;
+use std::time::Duration;
 
 /// The runtime behind its mutex, and the wakers of futures waiting for it to be free.
 pub(super) struct RuntimeLock<B: Backend> {
@@ -126,6 +127,26 @@ struct WakeParked<'a>(&'a Parked);
 impl Drop for WakeParked<'_> {
     fn drop(&mut self) {
         self.0.wake_all();
+    }
+}
+
+impl<B: Backend> RuntimeGuard<'_, B> {
+    /// Waits up to `timeout` for the device to progress, or until `interrupt`, and lets go of
+    /// the runtime: before the wait where the backend offers a watch, so that other threads tick
+    /// meanwhile (issue 31: a caller waiting under the lock held every other caller's submission
+    /// back), else after it (the sim, whose wait returns at once).
+    pub(super) fn release_and_wait_for_device(
+        mut self,
+        timeout: Duration,
+        interrupt: &dyn Fn() -> bool,
+    ) {
+        match self.progress_watch() {
+            Some(mut watch) => {
+                drop(self);
+                watch.wait(timeout, Some(interrupt));
+            }
+            None => self.wait_for_device_until(timeout, interrupt),
+        }
     }
 }
 

@@ -152,7 +152,9 @@ impl<B: Backend> DriveOnPoll for Shared<B> {
         };
         runtime.tick_awaiting_replies(drivers::MANUAL_DEVICE_WAIT);
         if runtime.has_replies_in_flight() {
-            runtime.await_device(drivers::MANUAL_DEVICE_WAIT);
+            let inbox = &self.inbox;
+            runtime
+                .release_and_wait_for_device(drivers::MANUAL_DEVICE_WAIT, &|| inbox.needs_tick());
         }
         true
     }

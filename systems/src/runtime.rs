@@ -127,18 +127,21 @@ impl<B: Backend> Runtime<B> {
         wait_for_progress::<B>(&mut self.world, timeout, &|| inbox.has_work());
     }
 
-    /// Blocks until the device may have progressed, `timeout` passed, or the inbox needs a tick
-    /// now (see [`Inbox::needs_tick`]); for a caller blocked on its reply between ticks: other
-    /// callers' commands that only enqueue wait for the end of the wait rather than each cost
-    /// the blocked caller a tick.
-    pub fn await_device(&mut self, timeout: std::time::Duration) {
-        let inbox = &self.inbox;
-        wait_for_progress::<B>(&mut self.world, timeout, &|| inbox.needs_tick());
+    /// Blocks until the device may have progressed, `timeout` passed, or `interrupt` returns
+    /// true; a caller blocked on its reply passes [`Inbox::needs_tick`], so that other callers'
+    /// commands that only enqueue wait for the end of the wait rather than each cost it a tick.
+    pub fn wait_for_device_until(
+        &mut self,
+        timeout: std::time::Duration,
+        interrupt: &dyn Fn() -> bool,
+    ) {
+        wait_for_progress::<B>(&mut self.world, timeout, interrupt);
     }
 
     /// A watch over the device's work in flight, to wait on after letting go of this runtime's
     /// lock (see [`crate::backend::ProgressWatch`]); `None` where nothing is in flight or the
-    /// backend cannot be waited on without itself (then [`Runtime::await_device`] waits).
+    /// backend cannot be waited on without itself (then [`Runtime::wait_for_device_until`]
+    /// waits).
     pub fn progress_watch(&mut self) -> Option<Box<dyn crate::backend::ProgressWatch>> {
         if !self.has_work_in_flight() {
             return None;
