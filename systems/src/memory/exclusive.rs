@@ -273,8 +273,8 @@ impl Pool for ExclusivePool {
     }
 
     /// The pool's counts.
-    fn report(&self) -> &PoolReport {
-        &self.report
+    fn report(&self) -> PoolReport {
+        self.report.clone()
     }
 
     /// The pool's counts, to adjust when a parked slice changes hands.

@@ -10,14 +10,12 @@ use crate::memory::Block;
 use crate::memory::pool::{DeviceMemory, Pool};
 use crate::memory::report::PoolReport;
 
-/// Pools by size limit, in routing order, and the sum of their counts.
+/// Pools by size limit, in routing order.
 #[derive(Debug)]
 pub struct Ladder {
     /// Largest padded request of each pool.
     max_allocs: Vec<u64>,
     pools: Vec<Box<dyn Pool>>,
-    /// The pools' counts summed (the largest allocation and the peak of pages: over them all).
-    report: PoolReport,
 }
 
 impl Ladder {
@@ -25,13 +23,7 @@ impl Ladder {
     /// order (the last pool also takes anything larger).
     pub fn new(pools: Vec<(u64, Box<dyn Pool>)>) -> Ladder {
         let (max_allocs, pools) = pools.into_iter().unzip();
-        let mut ladder = Ladder {
-            max_allocs,
-            pools,
-            report: PoolReport::new("ladder".to_string()),
-        };
-        ladder.recount();
-        ladder
+        Ladder { max_allocs, pools }
     }
 
     /// The pools, in routing order.
@@ -47,29 +39,10 @@ impl Ladder {
             .unwrap_or(self.pools.len().saturating_sub(1))
     }
 
-    /// Runs `f` on pool `index`, stamps a block it returns with the position, and keeps the sum
-    /// of counts (only that pool's may have changed).
-    fn on_pool<R>(&mut self, index: usize, f: impl FnOnce(&mut dyn Pool) -> R) -> R {
-        let pool = &mut *self.pools[index];
-        let before = Counts::of(pool.report());
-        let result = f(pool);
-        let after = Counts::of(pool.report());
-        after.add_difference(before, &mut self.report);
-        result
-    }
-
-    /// Recounts the sum of counts after a change to any number of pools.
-    fn recount(&mut self) {
-        let mut sum = Counts::default();
-        for pool in &self.pools {
-            sum = sum.plus(Counts::of(pool.report()));
-        }
-        sum.add_difference(Counts::of(&self.report), &mut self.report);
-    }
-
     /// Pool `index`'s `try_reserve`, the block stamped with `index`.
     fn try_pool(&mut self, index: usize, padded: u64, requested: u64) -> Option<Block> {
-        self.on_pool(index, |pool| pool.try_reserve(padded, requested))
+        self.pools[index]
+            .try_reserve(padded, requested)
             .map(|block| Block {
                 pool: index,
                 ..block
@@ -139,7 +112,7 @@ impl Pool for Ladder {
             {
                 return Ok(Some(block));
             }
-            let grown = self.on_pool(index, |pool| pool.grow(backend, padded, requested))?;
+            let grown = self.pools[index].grow(backend, padded, requested)?;
             if let Some(block) = grown {
                 return Ok(Some(Block {
                     pool: index,
@@ -153,7 +126,7 @@ impl Pool for Ladder {
 
     fn release(&mut self, block: &Block, requested: u64) -> Result<(), MemoryError> {
         let index = self.owner(block)?;
-        self.on_pool(index, |pool| pool.release(block, requested))
+        self.pools[index].release(block, requested)
     }
 
     fn storage(&self, block: &Block) -> Option<StorageId> {
@@ -161,25 +134,17 @@ impl Pool for Ladder {
     }
 
     fn cleanup(&mut self, backend: &mut dyn DeviceMemory) -> u64 {
-        let freed = self
-            .pools
+        self.pools
             .iter_mut()
             .map(|pool| pool.cleanup(backend))
-            .sum();
-        self.recount();
-        freed
+            .sum()
     }
 
     fn periodic_cleanup(&mut self, backend: &mut dyn DeviceMemory, tick: u64) -> u64 {
-        let freed = self
-            .pools
+        self.pools
             .iter_mut()
             .map(|pool| pool.periodic_cleanup(backend, tick))
-            .sum();
-        if freed > 0 {
-            self.recount();
-        }
-        freed
+            .sum()
     }
 
     /// The largest pools first: their idle pages are the ones worth a device call.
@@ -190,9 +155,6 @@ impl Pool for Ladder {
                 break;
             }
             freed += pool.release_idle(backend, at_least - freed);
-        }
-        if freed > 0 {
-            self.recount();
         }
         freed
     }
@@ -206,68 +168,31 @@ impl Pool for Ladder {
         false
     }
 
-    fn report(&self) -> &PoolReport {
-        &self.report
+    /// Its pools' counts summed; the largest allocation is the largest of theirs, and the peak
+    /// of pages the sum of their peaks.
+    fn report(&self) -> PoolReport {
+        let mut sum = PoolReport::new("ladder".to_string());
+        for pool in &self.pools {
+            let report = pool.report();
+            sum.pages += report.pages;
+            sum.peak_pages += report.peak_pages;
+            sum.allocs += report.allocs;
+            sum.bytes_in_use += report.bytes_in_use;
+            sum.bytes_reserved += report.bytes_reserved;
+            sum.largest_alloc = sum.largest_alloc.max(report.largest_alloc);
+            sum.pages_allocated += report.pages_allocated;
+            sum.bytes_allocated += report.bytes_allocated;
+        }
+        sum
     }
 
     fn resized(&mut self, block: &Block, before: u64, requested: u64) {
         if let Ok(index) = self.owner(block) {
-            self.on_pool(index, |pool| pool.resized(block, before, requested));
+            self.pools[index].resized(block, before, requested);
         }
     }
 
     fn idle_entries(&self) -> usize {
         self.pools.iter().map(|pool| pool.idle_entries()).sum()
-    }
-}
-
-/// The numbers of a [`PoolReport`], to keep a sum of several by differences.
-#[derive(Clone, Copy, Debug, Default)]
-struct Counts {
-    pages: usize,
-    allocs: u64,
-    bytes_in_use: u64,
-    bytes_reserved: u64,
-    largest_alloc: u64,
-    pages_allocated: u64,
-    bytes_allocated: u64,
-}
-
-impl Counts {
-    fn of(report: &PoolReport) -> Counts {
-        Counts {
-            pages: report.pages,
-            allocs: report.allocs,
-            bytes_in_use: report.bytes_in_use,
-            bytes_reserved: report.bytes_reserved,
-            largest_alloc: report.largest_alloc,
-            pages_allocated: report.pages_allocated,
-            bytes_allocated: report.bytes_allocated,
-        }
-    }
-
-    fn plus(self, other: Counts) -> Counts {
-        Counts {
-            pages: self.pages + other.pages,
-            allocs: self.allocs + other.allocs,
-            bytes_in_use: self.bytes_in_use + other.bytes_in_use,
-            bytes_reserved: self.bytes_reserved + other.bytes_reserved,
-            largest_alloc: self.largest_alloc.max(other.largest_alloc),
-            pages_allocated: self.pages_allocated + other.pages_allocated,
-            bytes_allocated: self.bytes_allocated + other.bytes_allocated,
-        }
-    }
-
-    /// Replaces `before`, one pool's counts inside `sum`, by `self`, that pool's counts now;
-    /// keeps `sum`'s largest allocation and peak of pages.
-    fn add_difference(self, before: Counts, sum: &mut PoolReport) {
-        sum.pages = sum.pages - before.pages + self.pages;
-        sum.allocs = sum.allocs - before.allocs + self.allocs;
-        sum.bytes_in_use = sum.bytes_in_use - before.bytes_in_use + self.bytes_in_use;
-        sum.bytes_reserved = sum.bytes_reserved - before.bytes_reserved + self.bytes_reserved;
-        sum.pages_allocated = sum.pages_allocated - before.pages_allocated + self.pages_allocated;
-        sum.bytes_allocated = sum.bytes_allocated - before.bytes_allocated + self.bytes_allocated;
-        sum.largest_alloc = sum.largest_alloc.max(self.largest_alloc);
-        sum.peak_pages = sum.peak_pages.max(sum.pages);
     }
 }

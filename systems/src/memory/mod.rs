@@ -568,7 +568,7 @@ impl MemoryPool {
 
     /// Each pool's counts: the ladder in routing order, then the persistent pool.
     pub fn reports(&self) -> Vec<PoolReport> {
-        self.pools().map(|pool| pool.report().clone()).collect()
+        self.pools().map(|pool| pool.report()).collect()
     }
 
     /// Free slices and buffers waiting for reuse.

@@ -64,8 +64,8 @@ pub trait Pool: std::fmt::Debug + Send + Sync {
     /// Whether a request routed to another pool may take a free range of this one before the
     /// device is asked for more (a sliced pool's hole between live slices).
     fn lends_free_ranges(&self) -> bool;
-    /// The pool's counts.
-    fn report(&self) -> &PoolReport;
+    /// The pool's counts now.
+    fn report(&self) -> PoolReport;
     /// Counts `block`, live with `before` bytes requested, handed to a new request of
     /// `requested` bytes (a parked slice taken by its stream's next allocation).
     fn resized(&mut self, block: &Block, before: u64, requested: u64);

@@ -493,8 +493,8 @@ impl Pool for SlicedPool {
     }
 
     /// The pool's counts.
-    fn report(&self) -> &PoolReport {
-        &self.report
+    fn report(&self) -> PoolReport {
+        self.report.clone()
     }
 
     /// The pool's counts, to adjust when a parked slice changes hands.

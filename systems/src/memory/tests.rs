@@ -784,7 +784,7 @@ fn the_ladder_reports_the_sum_of_its_pools_through_a_mix_of_sizes() {
     };
     let check = |pool: &MemoryPool| {
         let report = pool.ladder.report();
-        let pools: Vec<&PoolReport> = pool.ladder.pools().map(|p| p.report()).collect();
+        let pools: Vec<PoolReport> = pool.ladder.pools().map(|p| p.report()).collect();
         assert_eq!(report.pages, pools.iter().map(|r| r.pages).sum::<usize>());
         assert_eq!(report.allocs, pools.iter().map(|r| r.allocs).sum::<u64>());
         assert_eq!(
