@@ -49,6 +49,8 @@ pub use backend::{Backend, DeviceProperties};
 pub use binding::Binding;
 pub use bytes::HostBytes;
 pub use error::{Error, ErrorKind, Result};
+/// `#[kernel]`: one Rust kernel compiled to every backend's source (see `gpuworld_macros`).
+pub use gpuworld_macros::kernel;
 pub use handle::Handle;
 pub use ids::{HandleId, RuntimeId, StreamId};
 pub use kernel::{

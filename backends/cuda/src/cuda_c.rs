@@ -22,14 +22,9 @@
 
 use crate::CudaBackend;
 use gpuworld_systems::backend::Backend;
-use gpuworld_systems::kernel::{Access, Elem, KernelDef, KernelSource};
+use gpuworld_systems::kernel::{Access, Elem, KernelDef};
 
-/// A kernel's CUDA C for the cuda backend: `extern "C" __global__ void <kernel name>(GW_PARAMS)`
-/// and its helpers, following the convention of this module.
-#[derive(Clone, Copy, Debug)]
-pub struct CudaSource(pub &'static str);
-
-impl KernelSource for CudaSource {}
+pub use gpuworld_systems::kernel::CudaSource;
 
 /// Macros every source is compiled with; see the module's convention.
 pub const PRELUDE: &str = r#"
@@ -47,6 +42,7 @@ pub const PRELUDE: &str = r#"
 #if GPUWORLD_DYNAMIC
 #define GW_COUNT_PARAM , const unsigned int* gw_count
 #define GW_COUNT_PARAM_ONLY const unsigned int* gw_count
+#define GW_CUBE_COUNT_Z gw_count[2]
 #define GW_FOR_EACH_CUBE \
     const unsigned long long gw_cx = gw_count[0], gw_cy = gw_count[1]; \
     const unsigned long long gw_total = gw_cx * gw_cy * (unsigned long long)gw_count[2]; \
@@ -54,6 +50,7 @@ pub const PRELUDE: &str = r#"
 #else
 #define GW_COUNT_PARAM
 #define GW_COUNT_PARAM_ONLY
+#define GW_CUBE_COUNT_Z gridDim.z
 #define GW_FOR_EACH_CUBE \
     const unsigned long long gw_cx = gridDim.x, gw_cy = gridDim.y; \
     for (unsigned long long gw_cube = blockIdx.x + gw_cx * (blockIdx.y + gw_cy * blockIdx.z), \

@@ -5,17 +5,10 @@
 
 use crate::WgpuBackend;
 use gpuworld_systems::backend::Backend;
-use gpuworld_systems::kernel::{Access, Elem, KernelDef, KernelSource};
+use gpuworld_systems::kernel::{Access, Elem, KernelDef};
 use std::fmt::Write;
 
-/// A kernel's WGSL for the wgpu backend: the entry point `main`, with
-/// `@compute @workgroup_size` equal to the signature's cube dim, and its helpers. The bindings
-/// are declared by the backend from the signature: buffer `<name>: array<f32 | u32>` at
-/// `@binding(i)` (`var<storage, read>` when read-only), scalars as `scalars.<name>`.
-#[derive(Clone, Copy, Debug)]
-pub struct WgslSource(pub &'static str);
-
-impl KernelSource for WgslSource {}
+pub use gpuworld_systems::kernel::WgslSource;
 
 /// Bytes of the uniform holding `scalars` 32-bit words, padded to 16.
 pub(crate) fn uniform_size(scalars: usize) -> u64 {

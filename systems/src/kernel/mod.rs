@@ -1,12 +1,14 @@
 //! Kernels: one definition — a stable id, a binding signature and an open set of sources, one
 //! per backend, each found by its type — plus launch shapes and the arity check.
 //!
-//! `gpuworld-systems` knows no backend's source language: a backend crate defines its source
-//! type (`WgslSource` in gpuworld-wgpu, `CudaSource` in gpuworld-cuda) and names it as
-//! [`Backend::Source`](crate::backend::Backend::Source); a kernel lists sources of any types. The
-//! CPU source type lives here because two backends here (cpu and sim) run it.
+//! The three source types of gpuworld's conventions live here — [`CpuSource`] (cpu and sim),
+//! [`WgslSource`] (wgpu) and [`CudaSource`] (cuda) — so that a kernel can carry all three
+//! whatever backends a build enables (`#[gpuworld::kernel]` emits all three); each backend names
+//! its own as [`Backend::Source`](crate::backend::Backend::Source) and owns what the text means
+//! (its declarations, prelude and compiler). A backend may also define a source type of its own.
 
 mod cpu;
+pub mod ops;
 
 pub use cpu::{
     BufferIo, CpuBuffer, CpuKernelFn, CpuSource, CubeContext, KernelIo, ReadOnlyStore,
@@ -23,6 +25,23 @@ pub type Kernel = &'static KernelDef;
 /// One backend's source of a kernel. Each backend defines its own type; a kernel lists sources
 /// of any types and a backend finds its own by type ([`KernelDef::source`]).
 pub trait KernelSource: Any + Send + Sync {}
+
+/// A kernel's WGSL for the wgpu backend: the entry point `main`, with
+/// `@compute @workgroup_size` equal to the signature's cube dim, and its helpers. The bindings
+/// are declared by the backend from the signature: buffer `<name>: array<f32 | u32>` at
+/// `@binding(i)` (`var<storage, read>` when read-only), scalars as `scalars.<name>`.
+#[derive(Clone, Copy, Debug)]
+pub struct WgslSource(pub &'static str);
+
+impl KernelSource for WgslSource {}
+
+/// A kernel's CUDA C for the cuda backend: `extern "C" __global__ void <kernel name>(GW_PARAMS)`
+/// and its helpers, following the convention of gpuworld-cuda's `cuda_c` module (parameters
+/// generated from the signature, `GW_FOR_EACH_CUBE`, `GW_IN_BOUNDS`).
+#[derive(Clone, Copy, Debug)]
+pub struct CudaSource(pub &'static str);
+
+impl KernelSource for CudaSource {}
 
 /// The type of a buffer's elements or of a scalar: a 32-bit word read as a float or an integer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

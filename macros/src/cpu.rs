@@ -1,0 +1,501 @@
+//! The CPU source: a Rust function called once per cube that runs the cube's units one after the
+//! other. A kernel with barriers runs phase by phase: every unit runs up to the barrier, then
+//! every unit runs on to the next; locals that live across a barrier become arrays with one
+//! value per unit, and loops that hold a barrier run at the cube's level.
+
+use crate::ir::*;
+use proc_macro2::{Ident, Span, TokenStream};
+use quote::{format_ident, quote};
+
+/// The `CpuKernelFn` of `kernel`, as an expression; `krate` is the path of gpuworld's kernel
+/// module's crate.
+pub fn source(kernel: &mut Kernel, krate: &TokenStream) -> TokenStream {
+    if kernel.has_barrier {
+        mark_per_unit_arrays(kernel);
+    }
+    let emit = Gen { kernel, krate };
+    let units = kernel.units();
+    let [dx, dy, _] = kernel.cube_dim;
+    let buffers = kernel.buffers.iter().enumerate().map(|(b, _)| {
+        let name = buffer_ident(b);
+        quote! { let #name = gw_io.buffer(#b); }
+    });
+    let scalars = kernel.scalars.iter().enumerate().map(|(j, scalar)| {
+        let name = Ident::new(&scalar.name, Span::call_site());
+        match scalar.ty {
+            Ty::F32 => quote! { let #name: f32 = gw_io.scalar_f32(#j); },
+            _ => quote! { let #name: u32 = gw_io.scalar_u32(#j); },
+        }
+    });
+    let shared = kernel.shared.iter().map(|shared| {
+        let name = Ident::new(&shared.name, Span::call_site());
+        let len = shared.len as usize;
+        let (ty, zero) = rust_type(shared.elem);
+        quote! { let mut #name: [#ty; #len] = [#zero; #len]; }
+    });
+    let arrays = kernel
+        .locals
+        .iter()
+        .filter(|local| local.per_unit_array)
+        .map(|local| {
+            let name = Ident::new(&local.name, Span::call_site());
+            let (ty, zero) = rust_type(local.ty);
+            let units = units as usize;
+            quote! { let mut #name: [#ty; #units] = [#zero; #units]; }
+        });
+    let body = if kernel.has_barrier {
+        emit.level(&kernel.body)
+    } else {
+        emit.segment(&kernel.body)
+    };
+    let _ = (dx, dy);
+    quote! {
+        {
+            #[allow(warnings, clippy::all, clippy::pedantic, clippy::nursery)]
+            fn gw_cpu(gw_cube: &#krate::kernel::CubeContext, gw_io: &#krate::kernel::KernelIo<'_>) {
+                let gw_c: u32 = gw_cube.cube_index() as u32;
+                #(#buffers)*
+                #(#scalars)*
+                #(#shared)*
+                #(#arrays)*
+                #body
+            }
+            gw_cpu
+        }
+    }
+}
+
+fn buffer_ident(b: usize) -> Ident {
+    format_ident!("gw_b{}", b)
+}
+
+fn rust_type(ty: Ty) -> (TokenStream, TokenStream) {
+    match ty {
+        Ty::F32 => (quote!(f32), quote!(0.0f32)),
+        Ty::U32 => (quote!(u32), quote!(0u32)),
+        Ty::Bool => (quote!(bool), quote!(false)),
+    }
+}
+
+/// Where an expression runs: inside a unit's phase, or at the cube's level (a loop holding a
+/// barrier), where a per-unit local is read from unit 0 (the bounds there are uniform).
+#[derive(Clone, Copy, PartialEq)]
+enum At {
+    Unit,
+    Cube,
+}
+
+struct Gen<'a> {
+    kernel: &'a Kernel,
+    krate: &'a TokenStream,
+}
+
+impl Gen<'_> {
+    /// Statements at the cube's level: runs of statements without barriers become phases, run
+    /// for every unit in turn.
+    fn level(&self, stmts: &[Stmt]) -> TokenStream {
+        let mut out = TokenStream::new();
+        let mut phase: Vec<&Stmt> = Vec::new();
+        let flush = |phase: &mut Vec<&Stmt>, out: &mut TokenStream| {
+            if !phase.is_empty() {
+                out.extend(self.phase(phase));
+                phase.clear();
+            }
+        };
+        for stmt in stmts {
+            match stmt {
+                Stmt::Barrier => flush(&mut phase, &mut out),
+                Stmt::For {
+                    local,
+                    start,
+                    end,
+                    body,
+                    barrier: true,
+                } => {
+                    flush(&mut phase, &mut out);
+                    let name = self.local_ident(*local);
+                    let start = self.expr(start, At::Cube);
+                    let end = self.expr(end, At::Cube);
+                    let body = self.level(body);
+                    out.extend(quote! { for #name in (#start)..(#end) { #body } });
+                }
+                other => phase.push(other),
+            }
+        }
+        flush(&mut phase, &mut out);
+        out
+    }
+
+    /// One phase: `stmts` for every unit of the cube in turn.
+    fn phase(&self, stmts: &[&Stmt]) -> TokenStream {
+        let body: TokenStream = stmts.iter().map(|stmt| self.stmt(stmt)).collect();
+        self.units(body)
+    }
+
+    /// A kernel without barriers: the whole body for every unit in turn.
+    fn segment(&self, stmts: &[Stmt]) -> TokenStream {
+        let body: TokenStream = stmts.iter().map(|stmt| self.stmt(stmt)).collect();
+        self.units(body)
+    }
+
+    fn units(&self, body: TokenStream) -> TokenStream {
+        let [dx, dy, _] = self.kernel.cube_dim;
+        let units = self.kernel.units();
+        let dxy = dx * dy;
+        quote! {
+            'gw_units: for gw_u in 0..#units {
+                let gw_ux: u32 = gw_u % #dx;
+                let gw_uy: u32 = (gw_u / #dx) % #dy;
+                let gw_uz: u32 = gw_u / #dxy;
+                #body
+            }
+        }
+    }
+
+    fn local_ident(&self, id: LocalId) -> Ident {
+        Ident::new(&self.kernel.locals[id].name, Span::call_site())
+    }
+
+    fn local(&self, id: LocalId, at: At) -> TokenStream {
+        let name = self.local_ident(id);
+        if self.kernel.locals[id].per_unit_array {
+            match at {
+                At::Unit => quote! { #name[gw_u as usize] },
+                At::Cube => quote! { #name[0] },
+            }
+        } else {
+            quote! { #name }
+        }
+    }
+
+    fn stmt(&self, stmt: &Stmt) -> TokenStream {
+        let krate = self.krate;
+        match stmt {
+            Stmt::Let(id, value) => {
+                let value = self.expr(value, At::Unit);
+                let local = &self.kernel.locals[*id];
+                if local.per_unit_array {
+                    let place = self.local(*id, At::Unit);
+                    quote! { #place = #value; }
+                } else {
+                    let name = self.local_ident(*id);
+                    let (ty, _) = rust_type(local.ty);
+                    quote! { let mut #name: #ty = #value; }
+                }
+            }
+            Stmt::Assign(Place::Local(id), value) => {
+                let value = self.expr(value, At::Unit);
+                let place = self.local(*id, At::Unit);
+                quote! { #place = #value; }
+            }
+            Stmt::Assign(Place::Buffer(b, index), value) => {
+                let name = buffer_ident(*b);
+                let index = self.expr(index, At::Unit);
+                let value = self.expr(value, At::Unit);
+                match self.kernel.buffers[*b].elem {
+                    Ty::F32 => quote! { #name.store_f32((#index) as usize, #value); },
+                    _ => quote! { #name.store_u32((#index) as usize, #value); },
+                }
+            }
+            Stmt::Assign(Place::Shared(s, index), value) => {
+                let shared = &self.kernel.shared[*s];
+                let name = Ident::new(&shared.name, Span::call_site());
+                let index = self.expr(index, At::Unit);
+                let value = self.expr(value, At::Unit);
+                quote! {
+                    {
+                        let gw_v = #value;
+                        let gw_i = (#index) as usize;
+                        if let Some(gw_slot) = #name.get_mut(gw_i) {
+                            *gw_slot = gw_v;
+                        }
+                    }
+                }
+            }
+            Stmt::If(cond, then, els) => {
+                let cond = self.expr(cond, At::Unit);
+                let then: TokenStream = then.iter().map(|s| self.stmt(s)).collect();
+                let els: TokenStream = els.iter().map(|s| self.stmt(s)).collect();
+                quote! { if #cond { #then } else { #els } }
+            }
+            Stmt::For {
+                local,
+                start,
+                end,
+                body,
+                ..
+            } => {
+                let name = self.local_ident(*local);
+                let start = self.expr(start, At::Unit);
+                let end = self.expr(end, At::Unit);
+                let body: TokenStream = body.iter().map(|s| self.stmt(s)).collect();
+                quote! { for #name in (#start)..(#end) { #body } }
+            }
+            Stmt::While(cond, body) => {
+                let cond = self.expr(cond, At::Unit);
+                let body: TokenStream = body.iter().map(|s| self.stmt(s)).collect();
+                quote! { while #cond { #body } }
+            }
+            Stmt::Break => quote! { break; },
+            Stmt::Continue => quote! { continue; },
+            Stmt::Return => quote! { continue 'gw_units; },
+            // Phases end at barriers (`level`); none stands inside a phase.
+            Stmt::Barrier => {
+                let _ = krate;
+                quote! {}
+            }
+        }
+    }
+
+    fn expr(&self, expr: &Expr, at: At) -> TokenStream {
+        let krate = self.krate;
+        let ops = quote! { #krate::kernel::ops };
+        match &expr.kind {
+            ExprKind::F32(value) => {
+                let bits = value.to_bits();
+                quote! { f32::from_bits(#bits) }
+            }
+            ExprKind::U32(value) => quote! { #value },
+            ExprKind::Bool(value) => quote! { #value },
+            ExprKind::Local(id) => self.local(*id, at),
+            ExprKind::Scalar(j) => {
+                let name = Ident::new(&self.kernel.scalars[*j].name, Span::call_site());
+                quote! { #name }
+            }
+            ExprKind::Load(b, index) => {
+                let name = buffer_ident(*b);
+                let index = self.expr(index, at);
+                match self.kernel.buffers[*b].elem {
+                    Ty::F32 => quote! { #name.load_f32((#index) as usize) },
+                    _ => quote! { #name.load_u32((#index) as usize) },
+                }
+            }
+            ExprKind::Len(b) => {
+                let name = buffer_ident(*b);
+                quote! { (#name.len32() as u32) }
+            }
+            ExprKind::SharedLoad(s, index) => {
+                let shared = &self.kernel.shared[*s];
+                let name = Ident::new(&shared.name, Span::call_site());
+                let (_, zero) = rust_type(shared.elem);
+                let index = self.expr(index, at);
+                quote! {
+                    match #name.get((#index) as usize) {
+                        Some(gw_value) => *gw_value,
+                        None => #zero,
+                    }
+                }
+            }
+            ExprKind::Builtin(builtin) => {
+                let units = self.kernel.units();
+                match builtin {
+                    Builtin::Unit => quote!(gw_u),
+                    Builtin::UnitX => quote!(gw_ux),
+                    Builtin::UnitY => quote!(gw_uy),
+                    Builtin::UnitZ => quote!(gw_uz),
+                    Builtin::Cube => quote!(gw_c),
+                    Builtin::CubeX => quote!(gw_cube.cube_pos[0]),
+                    Builtin::CubeY => quote!(gw_cube.cube_pos[1]),
+                    Builtin::CubeZ => quote!(gw_cube.cube_pos[2]),
+                    Builtin::CubeCountX => quote!(gw_cube.cube_count[0]),
+                    Builtin::CubeCountY => quote!(gw_cube.cube_count[1]),
+                    Builtin::CubeCountZ => quote!(gw_cube.cube_count[2]),
+                    Builtin::UnitsPerCube => quote!(#units),
+                    Builtin::GlobalIndex => quote!(gw_c.wrapping_mul(#units).wrapping_add(gw_u)),
+                }
+            }
+            ExprKind::Unary(op, operand) => {
+                let operand = self.expr(operand, at);
+                match op {
+                    UnOp::Neg => quote! { (-(#operand)) },
+                    UnOp::Not => quote! { (!(#operand)) },
+                }
+            }
+            ExprKind::Binary(op, left, right) => {
+                let ty = left.ty;
+                let a = self.expr(left, at);
+                let b = self.expr(right, at);
+                match (op, ty) {
+                    (BinOp::Add, Ty::U32) => quote! { (#a).wrapping_add(#b) },
+                    (BinOp::Sub, Ty::U32) => quote! { (#a).wrapping_sub(#b) },
+                    (BinOp::Mul, Ty::U32) => quote! { (#a).wrapping_mul(#b) },
+                    (BinOp::Div, Ty::U32) => quote! { #ops::div_u32(#a, #b) },
+                    (BinOp::Rem, Ty::U32) => quote! { #ops::rem_u32(#a, #b) },
+                    (BinOp::Shl, _) => quote! { (#a).wrapping_shl(#b) },
+                    (BinOp::Shr, _) => quote! { (#a).wrapping_shr(#b) },
+                    _ => {
+                        let op: TokenStream = op.symbol().parse().expect("an operator");
+                        quote! { ((#a) #op (#b)) }
+                    }
+                }
+            }
+            ExprKind::Cast(value) => {
+                let from = value.ty;
+                let inner = self.expr(value, at);
+                match (from, expr.ty) {
+                    (_, Ty::F32) => quote! { ((#inner) as f32) },
+                    // Saturating, NaN to 0: Rust's `as`, which `ops::f32_to_u32` documents.
+                    (Ty::F32, _) => quote! { #ops::f32_to_u32(#inner) },
+                    _ => quote! { ((#inner) as u32) },
+                }
+            }
+            ExprKind::Call(func, args) => {
+                let a: Vec<TokenStream> = args.iter().map(|arg| self.expr(arg, at)).collect();
+                let ty = args.first().map(|arg| arg.ty);
+                match func {
+                    Func::Abs => quote! { #ops::abs_f32(#(#a),*) },
+                    Func::Min if ty == Some(Ty::F32) => quote! { #ops::min_f32(#(#a),*) },
+                    Func::Max if ty == Some(Ty::F32) => quote! { #ops::max_f32(#(#a),*) },
+                    Func::Min => quote! { #ops::min_u32(#(#a),*) },
+                    Func::Max => quote! { #ops::max_u32(#(#a),*) },
+                    Func::Floor => quote! { #ops::floor_f32(#(#a),*) },
+                    Func::Ceil => quote! { #ops::ceil_f32(#(#a),*) },
+                    Func::Trunc => quote! { #ops::trunc_f32(#(#a),*) },
+                    Func::Sqrt => quote! { #ops::sqrt_f32(#(#a),*) },
+                    Func::Fma => quote! { #ops::fma_f32(#(#a),*) },
+                    Func::ToBits => quote! { f32::to_bits(#(#a),*) },
+                    Func::FromBits => quote! { f32::from_bits(#(#a),*) },
+                    Func::Exp => quote! { #ops::exp_f32(#(#a),*) },
+                    Func::Ln => quote! { #ops::ln_f32(#(#a),*) },
+                    Func::Sin => quote! { #ops::sin_f32(#(#a),*) },
+                    Func::Cos => quote! { #ops::cos_f32(#(#a),*) },
+                    Func::Tanh => quote! { #ops::tanh_f32(#(#a),*) },
+                    Func::Powf => quote! { #ops::powf_f32(#(#a),*) },
+                }
+            }
+            ExprKind::Select(cond, then, els) => {
+                let cond = self.expr(cond, at);
+                let then = self.expr(then, at);
+                let els = self.expr(els, at);
+                quote! { (if #cond { #then } else { #els }) }
+            }
+        }
+    }
+}
+
+/// Marks the locals of a kernel with barriers that live across a barrier: declared in one phase
+/// and used in another, or at the cube's level.
+fn mark_per_unit_arrays(kernel: &mut Kernel) {
+    let mut walk = Walk {
+        declared: vec![None; kernel.locals.len()],
+        used: vec![Vec::new(); kernel.locals.len()],
+        phase: 0,
+        open: false,
+    };
+    walk.level(&kernel.body);
+    for (id, local) in kernel.locals.iter_mut().enumerate() {
+        local.per_unit_array = match walk.declared[id] {
+            Some(phase) if phase != CUBE => walk.used[id].iter().any(|&used| used != phase),
+            _ => false,
+        };
+    }
+}
+
+/// The phase id of the cube's level.
+const CUBE: usize = usize::MAX;
+
+struct Walk {
+    declared: Vec<Option<usize>>,
+    used: Vec<Vec<usize>>,
+    phase: usize,
+    open: bool,
+}
+
+impl Walk {
+    fn level(&mut self, stmts: &[Stmt]) {
+        for stmt in stmts {
+            match stmt {
+                Stmt::Barrier => self.open = false,
+                Stmt::For {
+                    local,
+                    start,
+                    end,
+                    body,
+                    barrier: true,
+                } => {
+                    self.open = false;
+                    self.expr(start, CUBE);
+                    self.expr(end, CUBE);
+                    self.declared[*local] = Some(CUBE);
+                    self.level(body);
+                    self.open = false;
+                }
+                other => {
+                    if !self.open {
+                        self.phase += 1;
+                        self.open = true;
+                    }
+                    self.stmt(other, self.phase);
+                }
+            }
+        }
+    }
+
+    fn stmt(&mut self, stmt: &Stmt, phase: usize) {
+        match stmt {
+            Stmt::Let(id, value) => {
+                self.declared[*id] = Some(phase);
+                self.expr(value, phase);
+            }
+            Stmt::Assign(place, value) => {
+                match place {
+                    Place::Local(id) => self.used[*id].push(phase),
+                    Place::Buffer(_, index) | Place::Shared(_, index) => self.expr(index, phase),
+                }
+                self.expr(value, phase);
+            }
+            Stmt::If(cond, then, els) => {
+                self.expr(cond, phase);
+                for stmt in then.iter().chain(els) {
+                    self.stmt(stmt, phase);
+                }
+            }
+            Stmt::For {
+                local,
+                start,
+                end,
+                body,
+                ..
+            } => {
+                self.declared[*local] = Some(phase);
+                self.expr(start, phase);
+                self.expr(end, phase);
+                for stmt in body {
+                    self.stmt(stmt, phase);
+                }
+            }
+            Stmt::While(cond, body) => {
+                self.expr(cond, phase);
+                for stmt in body {
+                    self.stmt(stmt, phase);
+                }
+            }
+            Stmt::Break | Stmt::Continue | Stmt::Return | Stmt::Barrier => {}
+        }
+    }
+
+    fn expr(&mut self, expr: &Expr, phase: usize) {
+        match &expr.kind {
+            ExprKind::Local(id) => self.used[*id].push(phase),
+            ExprKind::Load(_, a)
+            | ExprKind::SharedLoad(_, a)
+            | ExprKind::Unary(_, a)
+            | ExprKind::Cast(a) => self.expr(a, phase),
+            ExprKind::Binary(_, a, b) => {
+                self.expr(a, phase);
+                self.expr(b, phase);
+            }
+            ExprKind::Call(_, args) => {
+                for arg in args {
+                    self.expr(arg, phase);
+                }
+            }
+            ExprKind::Select(c, a, b) => {
+                self.expr(c, phase);
+                self.expr(a, phase);
+                self.expr(b, phase);
+            }
+            _ => {}
+        }
+    }
+}

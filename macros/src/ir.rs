@@ -1,0 +1,268 @@
+//! The kernel as the code generators see it: typed statements and expressions over the subset,
+//! every local renamed to a name of its own (shadowing is resolved here, so no target language
+//! sees two declarations of one name).
+
+use proc_macro2::Span;
+
+/// A value's type: the subset has 32-bit floats and unsigned integers, and booleans.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ty {
+    F32,
+    U32,
+    Bool,
+}
+
+impl Ty {
+    pub fn name(self) -> &'static str {
+        match self {
+            Ty::F32 => "f32",
+            Ty::U32 => "u32",
+            Ty::Bool => "bool",
+        }
+    }
+}
+
+/// How a kernel accesses a buffer parameter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    Read,
+    Write,
+    ReadWrite,
+}
+
+/// A buffer parameter: `&[f32]`, `&mut [u32]`, ...
+#[derive(Debug)]
+pub struct Buffer {
+    pub name: String,
+    pub elem: Ty,
+    pub access: Access,
+}
+
+/// A scalar parameter: `f32` or `u32`.
+#[derive(Debug)]
+pub struct Scalar {
+    pub name: String,
+    pub ty: Ty,
+}
+
+/// A cube-shared array: `let tile = shared::<f32, 256>();`.
+#[derive(Debug)]
+pub struct Shared {
+    pub name: String,
+    pub elem: Ty,
+    pub len: u32,
+}
+
+/// A local: its unique name in the generated code, its type, whether it may be assigned.
+#[derive(Debug)]
+pub struct Local {
+    pub name: String,
+    pub ty: Ty,
+    pub mutable: bool,
+    /// Whether every unit of a cube holds the same value (see `parse::uniform`).
+    pub uniform: bool,
+    /// On the CPU, in a kernel with barriers: whether it lives across phases, as one value per
+    /// unit in an array.
+    pub per_unit_array: bool,
+}
+
+pub type LocalId = usize;
+
+/// A built-in value: where the unit or its cube sits in the launch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Builtin {
+    /// The unit's index in its cube (flattened x-fastest).
+    Unit,
+    UnitX,
+    UnitY,
+    UnitZ,
+    /// The cube's index in the launch (flattened x-fastest).
+    Cube,
+    CubeX,
+    CubeY,
+    CubeZ,
+    CubeCountX,
+    CubeCountY,
+    CubeCountZ,
+    /// Units per cube.
+    UnitsPerCube,
+    /// `cube() * units_per_cube() + unit()`.
+    GlobalIndex,
+}
+
+impl Builtin {
+    /// Whether every unit of a cube sees the same value.
+    pub fn uniform(self) -> bool {
+        !matches!(
+            self,
+            Builtin::Unit | Builtin::UnitX | Builtin::UnitY | Builtin::UnitZ | Builtin::GlobalIndex
+        )
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UnOp {
+    /// `-x` (f32).
+    Neg,
+    /// `!x`: logical on bool, bitwise on u32.
+    Not,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BinOp {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Rem,
+    BitAnd,
+    BitOr,
+    BitXor,
+    Shl,
+    Shr,
+    And,
+    Or,
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+}
+
+impl BinOp {
+    /// The operator as Rust, C and WGSL spell it.
+    pub fn symbol(self) -> &'static str {
+        match self {
+            BinOp::Add => "+",
+            BinOp::Sub => "-",
+            BinOp::Mul => "*",
+            BinOp::Div => "/",
+            BinOp::Rem => "%",
+            BinOp::BitAnd => "&",
+            BinOp::BitOr => "|",
+            BinOp::BitXor => "^",
+            BinOp::Shl => "<<",
+            BinOp::Shr => ">>",
+            BinOp::And => "&&",
+            BinOp::Or => "||",
+            BinOp::Eq => "==",
+            BinOp::Ne => "!=",
+            BinOp::Lt => "<",
+            BinOp::Le => "<=",
+            BinOp::Gt => ">",
+            BinOp::Ge => ">=",
+        }
+    }
+}
+
+/// A function of the fixed list (methods in the source: `x.sqrt()`, `a.min(b)`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Func {
+    /// `f32::abs`: clears the sign bit.
+    Abs,
+    /// `min`/`max` of f32 (NaN-aware, defined once) or u32.
+    Min,
+    Max,
+    Floor,
+    Ceil,
+    Trunc,
+    Sqrt,
+    /// `a.mul_add(b, c)` or `fma(a, b, c)`: fused, one rounding.
+    Fma,
+    /// `x.to_bits()`: f32 → u32.
+    ToBits,
+    /// `f32::from_bits(u)`.
+    FromBits,
+    /// Transcendentals: within a documented tolerance, not bit-equal across backends.
+    Exp,
+    Ln,
+    Sin,
+    Cos,
+    Tanh,
+    Powf,
+}
+
+#[derive(Debug)]
+pub struct Expr {
+    pub kind: ExprKind,
+    pub ty: Ty,
+}
+
+#[derive(Debug)]
+pub enum ExprKind {
+    F32(f32),
+    U32(u32),
+    Bool(bool),
+    Local(LocalId),
+    Scalar(usize),
+    /// `buffer[index]`: out of bounds reads 0 in checked launches.
+    Load(usize, Box<Expr>),
+    /// `buffer.len()`, in elements.
+    Len(usize),
+    /// `shared[index]`: out of bounds reads 0.
+    SharedLoad(usize, Box<Expr>),
+    Builtin(Builtin),
+    Unary(UnOp, Box<Expr>),
+    Binary(BinOp, Box<Expr>, Box<Expr>),
+    /// `e as f32` / `e as u32` (from any of the three types).
+    Cast(Box<Expr>),
+    Call(Func, Vec<Expr>),
+    /// `if c { a } else { b }` as a value: both sides are pure, so every target may evaluate
+    /// both.
+    Select(Box<Expr>, Box<Expr>, Box<Expr>),
+}
+
+#[derive(Debug)]
+pub enum Place {
+    Local(LocalId),
+    /// A store: dropped out of bounds in checked launches.
+    Buffer(usize, Expr),
+    /// A store to a shared array: dropped out of bounds.
+    Shared(usize, Expr),
+}
+
+#[derive(Debug)]
+pub enum Stmt {
+    Let(LocalId, Expr),
+    Assign(Place, Expr),
+    If(Expr, Vec<Stmt>, Vec<Stmt>),
+    /// `for local in start..end`: `end` is evaluated once, before the first iteration.
+    For {
+        local: LocalId,
+        start: Expr,
+        end: Expr,
+        body: Vec<Stmt>,
+        /// Whether a barrier sits in the body (the bounds are then uniform).
+        barrier: bool,
+    },
+    While(Expr, Vec<Stmt>),
+    Break,
+    Continue,
+    /// This unit is done with its cube.
+    Return,
+    /// `sync_cube()`: every unit of the cube reaches it before any goes on.
+    Barrier,
+}
+
+/// A whole kernel.
+#[derive(Debug)]
+pub struct Kernel {
+    pub name: String,
+    pub cube_dim: [u32; 3],
+    pub buffers: Vec<Buffer>,
+    pub scalars: Vec<Scalar>,
+    pub shared: Vec<Shared>,
+    pub locals: Vec<Local>,
+    pub body: Vec<Stmt>,
+    pub has_barrier: bool,
+    /// The span of the function, for errors that have no better place.
+    #[allow(dead_code)]
+    pub span: Span,
+}
+
+impl Kernel {
+    pub fn units(&self) -> u32 {
+        self.cube_dim.iter().product()
+    }
+}

@@ -1,0 +1,158 @@
+//! `#[gpuworld::kernel]`: one Rust function in a documented subset, compiled at build time to
+//! the three source conventions of gpuworld — a CPU function (cpu and sim backends), WGSL (wgpu)
+//! and CUDA C (cuda) — and emitted as a `static KernelDef` of the function's name.
+//!
+//! The subset, its semantics (the same bits on every backend outside transcendental functions)
+//! and its errors are documented on `gpuworld::kernel` (the attribute's re-export) and in
+//! `docs/kernels.md`.
+
+mod cpu;
+mod cuda;
+mod ir;
+mod parse;
+mod wgsl;
+
+use proc_macro::TokenStream;
+use quote::quote;
+use syn::parse::Parser as _;
+use syn::{Error, Result};
+
+/// Compiles a Rust kernel to every backend's source convention and emits it as a `static`
+/// [`KernelDef`] of the same name: `#[kernel(cube_dim = [256, 1, 1])] fn name(..) { .. }`.
+/// Options: `cube_dim` (units per cube, `N` or `[x, y, z]`; default 256), `id` (the stable id;
+/// default the module path and name), `crate` (the path of the crate that re-exports
+/// `kernel::KernelDef`; default `::gpuworld`).
+#[proc_macro_attribute]
+pub fn kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
+    match expand(attr.into(), item.into()) {
+        Ok(tokens) => tokens.into(),
+        Err(error) => error.to_compile_error().into(),
+    }
+}
+
+/// The attribute's options.
+struct Options {
+    cube_dim: [u32; 3],
+    id: Option<syn::LitStr>,
+    krate: proc_macro2::TokenStream,
+}
+
+fn options(attr: proc_macro2::TokenStream) -> Result<Options> {
+    let mut options = Options {
+        cube_dim: [256, 1, 1],
+        id: None,
+        krate: quote!(::gpuworld),
+    };
+    let parser = syn::meta::parser(|meta| {
+        if meta.path.is_ident("cube_dim") {
+            let value: syn::Expr = meta.value()?.parse()?;
+            options.cube_dim = cube_dim(&value)?;
+            Ok(())
+        } else if meta.path.is_ident("id") {
+            options.id = Some(meta.value()?.parse()?);
+            Ok(())
+        } else if meta.path.is_ident("crate") {
+            let path: syn::Path = meta.value()?.parse()?;
+            options.krate = quote!(#path);
+            Ok(())
+        } else {
+            Err(meta.error("unknown option: the options are `cube_dim`, `id` and `crate`"))
+        }
+    });
+    parser.parse2(attr)?;
+    Ok(options)
+}
+
+fn cube_dim(value: &syn::Expr) -> Result<[u32; 3]> {
+    let usage = "`cube_dim` is a number of units (`256`) or `[x, y, z]` of literals";
+    let number = |expr: &syn::Expr| -> Result<u32> {
+        match expr {
+            syn::Expr::Lit(syn::ExprLit {
+                lit: syn::Lit::Int(int),
+                ..
+            }) => int.base10_parse::<u32>(),
+            other => Err(Error::new_spanned(other, usage)),
+        }
+    };
+    let dim = match value {
+        syn::Expr::Array(array) if array.elems.len() == 3 => {
+            let mut dim = [0; 3];
+            for (slot, elem) in dim.iter_mut().zip(&array.elems) {
+                *slot = number(elem)?;
+            }
+            dim
+        }
+        syn::Expr::Lit(_) => [number(value)?, 1, 1],
+        other => return Err(Error::new_spanned(other, usage)),
+    };
+    let units: u64 = dim.iter().map(|&d| u64::from(d)).product();
+    if dim.contains(&0) || units > 1024 {
+        return Err(Error::new_spanned(
+            value,
+            "a cube has 1 to 1,024 units (every backend's limit), none of its sides 0",
+        ));
+    }
+    Ok(dim)
+}
+
+fn expand(
+    attr: proc_macro2::TokenStream,
+    item: proc_macro2::TokenStream,
+) -> Result<proc_macro2::TokenStream> {
+    let options = options(attr)?;
+    let function: syn::ItemFn = syn::parse2(item)?;
+    let mut kernel = parse::kernel(&function, options.cube_dim)?;
+    let krate = &options.krate;
+    let cpu = cpu::source(&mut kernel, krate);
+    let wgsl = wgsl::source(&kernel);
+    let cuda = cuda::source(&kernel);
+    let name = &function.sig.ident;
+    let name_text = name.to_string();
+    let vis = &function.vis;
+    let docs = function
+        .attrs
+        .iter()
+        .filter(|attr| attr.path().is_ident("doc"));
+    let id = match &options.id {
+        Some(id) => quote!(#id),
+        None => quote!(concat!(module_path!(), "::", #name_text)),
+    };
+    let elem = |ty: ir::Ty| match ty {
+        ir::Ty::F32 => quote!(#krate::kernel::Elem::F32),
+        _ => quote!(#krate::kernel::Elem::U32),
+    };
+    let buffers = kernel.buffers.iter().map(|buffer| {
+        let param = &buffer.name;
+        let elem = elem(buffer.elem);
+        let access = match buffer.access {
+            ir::Access::Read => quote!(#krate::kernel::Access::Read),
+            ir::Access::Write => quote!(#krate::kernel::Access::Write),
+            ir::Access::ReadWrite => quote!(#krate::kernel::Access::ReadWrite),
+        };
+        quote! { #krate::kernel::Param { name: #param, elem: #elem, access: #access } }
+    });
+    let scalars = kernel.scalars.iter().map(|scalar| {
+        let param = &scalar.name;
+        let elem = elem(scalar.ty);
+        quote! { #krate::kernel::Param { name: #param, elem: #elem, access: #krate::kernel::Access::Read } }
+    });
+    let [dx, dy, dz] = kernel.cube_dim;
+    Ok(quote! {
+        #(#docs)*
+        #[allow(non_upper_case_globals)]
+        #vis static #name: #krate::kernel::KernelDef = #krate::kernel::KernelDef {
+            id: #id,
+            name: #name_text,
+            signature: #krate::kernel::Signature {
+                buffers: &[#(#buffers),*],
+                scalars: &[#(#scalars),*],
+                cube_dim: [#dx, #dy, #dz],
+            },
+            sources: &[
+                &#krate::kernel::CpuSource(#cpu),
+                &#krate::kernel::WgslSource(#wgsl),
+                &#krate::kernel::CudaSource(#cuda),
+            ],
+        };
+    })
+}

@@ -1,0 +1,1425 @@
+//! From the Rust function to the typed kernel (`ir`): every construct outside the subset, every
+//! type mismatch and every barrier some units could skip is a compile error at its span.
+
+use crate::ir::*;
+use proc_macro2::Span;
+use std::collections::HashMap;
+use syn::spanned::Spanned;
+use syn::{Error, Expr as SynExpr, Result};
+
+/// Names a kernel's parameters may not take: keywords or reserved words of CUDA C++ or WGSL that
+/// Rust accepts as identifiers (the generated declarations use parameter names as written).
+const RESERVED: &[&str] = &[
+    // C and C++ keywords.
+    "auto",
+    "bool",
+    "case",
+    "char",
+    "class",
+    "const_cast",
+    "default",
+    "delete",
+    "double",
+    "explicit",
+    "export",
+    "float",
+    "friend",
+    "goto",
+    "inline",
+    "int",
+    "long",
+    "namespace",
+    "new",
+    "operator",
+    "private",
+    "protected",
+    "public",
+    "register",
+    "short",
+    "signed",
+    "sizeof",
+    "static_cast",
+    "switch",
+    "template",
+    "this",
+    "typedef",
+    "typename",
+    "union",
+    "unsigned",
+    "using",
+    "virtual",
+    "void",
+    "volatile",
+    "asm",
+    "nullptr",
+    "NULL",
+    // CUDA's built-in variables and the names gpuworld's prelude gives a meaning.
+    "threadIdx",
+    "blockIdx",
+    "blockDim",
+    "gridDim",
+    "warpSize",
+    // WGSL keywords and reserved words.
+    "alias",
+    "array",
+    "atomic",
+    "bitcast",
+    "diagnostic",
+    "discard",
+    "enable",
+    "fallthrough",
+    "fn",
+    "function",
+    "i32",
+    "f16",
+    "mat2x2",
+    "mat3x3",
+    "mat4x4",
+    "override",
+    "ptr",
+    "requires",
+    "sampler",
+    "storage",
+    "texture_2d",
+    "uniform",
+    "var",
+    "vec2",
+    "vec3",
+    "vec4",
+    "workgroup",
+    "active",
+    "attribute",
+    "common",
+    "filter",
+    "highp",
+    "layout",
+    "lowp",
+    "mediump",
+    "partition",
+    "precision",
+    "readonly",
+    "varying",
+    "writeonly",
+    "shared",
+    "set",
+    "module",
+    "target",
+    "wgsl",
+    // The generated declarations' own names.
+    "main",
+    "scalars",
+    "Scalars",
+];
+
+/// What a name in the body refers to.
+#[derive(Clone, Copy)]
+enum Name {
+    Local(LocalId),
+    Buffer(usize),
+    Scalar(usize),
+    Shared(usize),
+}
+
+/// A loop being parsed: whether its body holds a barrier, and its `break`/`continue`s.
+struct LoopFrame {
+    barrier: bool,
+    exits: Vec<Span>,
+}
+
+/// Why a barrier may not stand where the parser is, if it may not.
+#[derive(Clone)]
+enum BarrierPlace {
+    Allowed,
+    Refused(String),
+}
+
+pub struct Parser {
+    buffers: Vec<Buffer>,
+    scalars: Vec<Scalar>,
+    shared: Vec<Shared>,
+    locals: Vec<Local>,
+    scopes: Vec<HashMap<String, Name>>,
+    loops: Vec<LoopFrame>,
+    barrier_place: BarrierPlace,
+    has_barrier: bool,
+    returns: Vec<Span>,
+    /// Nesting of `if`/`for`/`while` around the statement being parsed (shared arrays are
+    /// declared only at depth 0).
+    depth: usize,
+}
+
+/// Parses `function` into a kernel of `cube_dim` units per cube.
+pub fn kernel(function: &syn::ItemFn, cube_dim: [u32; 3]) -> Result<Kernel> {
+    let signature = &function.sig;
+    if let Some(token) = &signature.asyncness {
+        return Err(Error::new_spanned(token, "a kernel is not `async`"));
+    }
+    if let Some(token) = &signature.unsafety {
+        return Err(Error::new_spanned(token, "a kernel is not `unsafe`"));
+    }
+    if !signature.generics.params.is_empty() {
+        return Err(Error::new_spanned(
+            &signature.generics,
+            "a kernel has no generic parameters: its types are f32, u32 and bool",
+        ));
+    }
+    if let syn::ReturnType::Type(_, ty) = &signature.output {
+        return Err(Error::new_spanned(
+            ty,
+            "a kernel returns nothing: it writes its results to `&mut` buffers",
+        ));
+    }
+    let name = signature.ident.to_string();
+    check_name(&signature.ident)?;
+    let mut parser = Parser {
+        buffers: Vec::new(),
+        scalars: Vec::new(),
+        shared: Vec::new(),
+        locals: Vec::new(),
+        scopes: vec![HashMap::new()],
+        loops: Vec::new(),
+        barrier_place: BarrierPlace::Allowed,
+        has_barrier: false,
+        returns: Vec::new(),
+        depth: 0,
+    };
+    for input in &signature.inputs {
+        parser.parameter(input)?;
+    }
+    let body = parser.block(&function.block.stmts)?;
+    if parser.has_barrier
+        && let Some(span) = parser.returns.first()
+    {
+        return Err(Error::new(
+            *span,
+            "`return` in a kernel with `sync_cube()`: a unit that returns never reaches the \
+             barrier the others wait at; guard the work with `if` instead",
+        ));
+    }
+    Ok(Kernel {
+        name,
+        cube_dim,
+        buffers: parser.buffers,
+        scalars: parser.scalars,
+        shared: parser.shared,
+        locals: parser.locals,
+        body,
+        has_barrier: parser.has_barrier,
+        span: function.sig.ident.span(),
+    })
+}
+
+/// Refuses names the generated code cannot use as written.
+fn check_name(ident: &syn::Ident) -> Result<()> {
+    let name = ident.to_string();
+    if name.starts_with("r#") {
+        return Err(Error::new_spanned(
+            ident,
+            "raw identifiers are not in the subset",
+        ));
+    }
+    if name.starts_with("gw_") || name.starts_with("GW_") || name.starts_with("__") {
+        return Err(Error::new_spanned(
+            ident,
+            format!("`{name}`: names starting with `gw_`, `GW_` or `__` are the generated code's"),
+        ));
+    }
+    Ok(())
+}
+
+/// The element type named by `ty` (`f32` or `u32`), if it is one.
+fn elem_type(ty: &syn::Type) -> Option<Ty> {
+    match ty {
+        syn::Type::Path(path) if path.qself.is_none() => {
+            let ident = path.path.get_ident()?;
+            match ident.to_string().as_str() {
+                "f32" => Some(Ty::F32),
+                "u32" => Some(Ty::U32),
+                _ => None,
+            }
+        }
+        syn::Type::Group(group) => elem_type(&group.elem),
+        syn::Type::Paren(paren) => elem_type(&paren.elem),
+        _ => None,
+    }
+}
+
+/// The type named by `ty` for a local: `f32`, `u32` or `bool`.
+fn local_type(ty: &syn::Type) -> Option<Ty> {
+    if let syn::Type::Path(path) = ty
+        && path.path.is_ident("bool")
+    {
+        return Some(Ty::Bool);
+    }
+    elem_type(ty)
+}
+
+impl Parser {
+    fn parameter(&mut self, input: &syn::FnArg) -> Result<()> {
+        let syn::FnArg::Typed(typed) = input else {
+            return Err(Error::new_spanned(input, "a kernel takes no `self`"));
+        };
+        let syn::Pat::Ident(pat) = &*typed.pat else {
+            return Err(Error::new_spanned(
+                &typed.pat,
+                "a kernel parameter is a plain name: `x: &[f32]`",
+            ));
+        };
+        if pat.by_ref.is_some() || pat.subpat.is_some() {
+            return Err(Error::new_spanned(
+                pat,
+                "a kernel parameter is a plain name",
+            ));
+        }
+        check_name(&pat.ident)?;
+        let name = pat.ident.to_string();
+        if RESERVED.contains(&name.as_str()) {
+            return Err(Error::new_spanned(
+                &pat.ident,
+                format!(
+                    "`{name}` is a keyword or reserved name of CUDA C++ or WGSL, which name the \
+                     binding as written: rename the parameter"
+                ),
+            ));
+        }
+        if self.scopes[0].contains_key(&name) {
+            return Err(Error::new_spanned(
+                &pat.ident,
+                format!("a second parameter `{name}`"),
+            ));
+        }
+        let mut write_only = false;
+        for attr in &typed.attrs {
+            if attr.path().is_ident("write_only") {
+                write_only = true;
+            } else {
+                return Err(Error::new_spanned(
+                    attr,
+                    "the only attribute of a kernel parameter is `#[write_only]`",
+                ));
+            }
+        }
+        match &*typed.ty {
+            syn::Type::Reference(reference) => {
+                let syn::Type::Slice(slice) = &*reference.elem else {
+                    return Err(Error::new_spanned(
+                        &typed.ty,
+                        "a buffer parameter is a slice: `&[f32]`, `&[u32]`, `&mut [f32]` or `&mut [u32]`",
+                    ));
+                };
+                let Some(elem) = elem_type(&slice.elem) else {
+                    return Err(Error::new_spanned(
+                        &slice.elem,
+                        "a buffer holds `f32` or `u32`",
+                    ));
+                };
+                if reference.lifetime.is_some() {
+                    return Err(Error::new_spanned(
+                        reference,
+                        "a buffer parameter takes no lifetime",
+                    ));
+                }
+                let access = match (reference.mutability.is_some(), write_only) {
+                    (false, false) => Access::Read,
+                    (false, true) => {
+                        return Err(Error::new_spanned(
+                            &typed.ty,
+                            "`#[write_only]` is for a `&mut` buffer the kernel only stores to",
+                        ));
+                    }
+                    (true, false) => Access::ReadWrite,
+                    (true, true) => Access::Write,
+                };
+                if !self.scalars.is_empty() {
+                    return Err(Error::new_spanned(
+                        input,
+                        "buffers come before scalars: a launch binds the buffers, then the scalars",
+                    ));
+                }
+                self.scopes[0].insert(name.clone(), Name::Buffer(self.buffers.len()));
+                self.buffers.push(Buffer { name, elem, access });
+            }
+            ty => {
+                if write_only {
+                    return Err(Error::new_spanned(
+                        ty,
+                        "`#[write_only]` is for a `&mut` buffer",
+                    ));
+                }
+                let Some(scalar) = elem_type(ty) else {
+                    return Err(Error::new_spanned(
+                        ty,
+                        "a kernel parameter is a buffer (`&[f32]`, `&mut [u32]`, ...) or a scalar \
+                         (`f32` or `u32`)",
+                    ));
+                };
+                self.scopes[0].insert(name.clone(), Name::Scalar(self.scalars.len()));
+                self.scalars.push(Scalar { name, ty: scalar });
+            }
+        }
+        Ok(())
+    }
+
+    fn lookup(&self, name: &str) -> Option<Name> {
+        self.scopes
+            .iter()
+            .rev()
+            .find_map(|scope| scope.get(name).copied())
+    }
+
+    fn declare(
+        &mut self,
+        ident: &syn::Ident,
+        ty: Ty,
+        mutable: bool,
+        uniform: bool,
+    ) -> Result<LocalId> {
+        check_name(ident)?;
+        let user = ident.to_string();
+        let id = self.locals.len();
+        self.locals.push(Local {
+            name: format!("gw_{user}_{id}"),
+            ty,
+            mutable,
+            uniform,
+            per_unit_array: false,
+        });
+        self.scopes
+            .last_mut()
+            .expect("a scope is always open")
+            .insert(user, Name::Local(id));
+        Ok(id)
+    }
+
+    /// Parses statements in a scope of their own.
+    fn block(&mut self, stmts: &[syn::Stmt]) -> Result<Vec<Stmt>> {
+        self.scopes.push(HashMap::new());
+        let result = stmts
+            .iter()
+            .map(|stmt| self.stmt(stmt))
+            .collect::<Result<Vec<_>>>();
+        self.scopes.pop();
+        Ok(result?.into_iter().flatten().collect())
+    }
+
+    /// Parses the statements of a nested block (`if`, a loop) under `place`.
+    fn nested(&mut self, stmts: &[syn::Stmt], place: BarrierPlace) -> Result<Vec<Stmt>> {
+        let outer = std::mem::replace(&mut self.barrier_place, place);
+        self.depth += 1;
+        let result = self.block(stmts);
+        self.depth -= 1;
+        self.barrier_place = outer;
+        result
+    }
+
+    /// The barrier place inside a construct: refused for `why`, or what it is outside.
+    fn inside(&self, allowed: bool, why: &str) -> BarrierPlace {
+        match &self.barrier_place {
+            BarrierPlace::Refused(reason) => BarrierPlace::Refused(reason.clone()),
+            BarrierPlace::Allowed if allowed => BarrierPlace::Allowed,
+            BarrierPlace::Allowed => BarrierPlace::Refused(why.to_string()),
+        }
+    }
+
+    fn stmt(&mut self, stmt: &syn::Stmt) -> Result<Option<Stmt>> {
+        match stmt {
+            syn::Stmt::Local(local) => self.local(local),
+            syn::Stmt::Expr(expr, _) => self.expr_stmt(expr),
+            syn::Stmt::Item(item) => Err(Error::new_spanned(
+                item,
+                "items (functions, constants, uses) are not in a kernel's body: the macro sees \
+                 only the function itself",
+            )),
+            syn::Stmt::Macro(mac) => Err(Error::new_spanned(
+                mac,
+                "macros are not in the subset: the macro sees the tokens before they expand",
+            )),
+        }
+    }
+
+    /// A `let`: a local, or a shared array (which runs nothing where it stands).
+    fn local(&mut self, local: &syn::Local) -> Result<Option<Stmt>> {
+        let (ident, mutable, annotated) = match &local.pat {
+            syn::Pat::Ident(pat) if pat.by_ref.is_none() && pat.subpat.is_none() => {
+                (&pat.ident, pat.mutability.is_some(), None)
+            }
+            syn::Pat::Type(typed) => match &*typed.pat {
+                syn::Pat::Ident(pat) if pat.by_ref.is_none() && pat.subpat.is_none() => {
+                    (&pat.ident, pat.mutability.is_some(), Some(&*typed.ty))
+                }
+                other => {
+                    return Err(Error::new_spanned(
+                        other,
+                        "a local is a plain name: `let x = ..`",
+                    ));
+                }
+            },
+            other => {
+                return Err(Error::new_spanned(
+                    other,
+                    "a local is a plain name (`let x = ..` or `let mut x: f32 = ..`): patterns \
+                     are not in the subset",
+                ));
+            }
+        };
+        let Some(init) = &local.init else {
+            return Err(Error::new_spanned(
+                local,
+                "give every local its value where it is declared: `let x = 0.0;`",
+            ));
+        };
+        if let Some((_, diverge)) = &init.diverge {
+            return Err(Error::new_spanned(
+                diverge,
+                "`let .. else` is not in the subset",
+            ));
+        }
+        if let Some(shared) = self.shared_declaration(&init.expr)? {
+            let (elem, len) = shared;
+            if self.depth > 0 {
+                return Err(Error::new_spanned(
+                    local,
+                    "a shared array is declared at the top of the kernel's body, not inside \
+                     `if` or a loop: it is one array for the whole cube",
+                ));
+            }
+            if annotated.is_some() {
+                return Err(Error::new_spanned(
+                    local,
+                    "a shared array takes its type from `shared::<T, N>()`",
+                ));
+            }
+            check_name(ident)?;
+            let index = self.shared.len();
+            self.shared.push(Shared {
+                name: format!("gw_shared_{ident}_{index}"),
+                elem,
+                len,
+            });
+            self.scopes
+                .last_mut()
+                .expect("a scope is always open")
+                .insert(ident.to_string(), Name::Shared(index));
+            // Nothing to run here: the array is declared once per cube.
+            return Ok(None);
+        }
+        let value = self.expr(&init.expr)?;
+        if let Some(ty) = annotated {
+            let Some(declared) = local_type(ty) else {
+                return Err(Error::new_spanned(ty, "a local is `f32`, `u32` or `bool`"));
+            };
+            expect(&value, declared, &init.expr)?;
+        }
+        let uniform = !mutable && self.uniform(&value);
+        let id = self.declare(ident, value.ty, mutable, uniform)?;
+        Ok(Some(Stmt::Let(id, value)))
+    }
+
+    /// `shared::<T, N>()`: the element type and length, if `expr` is that call.
+    fn shared_declaration(&self, expr: &SynExpr) -> Result<Option<(Ty, u32)>> {
+        let SynExpr::Call(call) = expr else {
+            return Ok(None);
+        };
+        let SynExpr::Path(path) = &*call.func else {
+            return Ok(None);
+        };
+        let Some(segment) = path.path.segments.last() else {
+            return Ok(None);
+        };
+        if segment.ident != "shared" || path.path.segments.len() != 1 {
+            return Ok(None);
+        }
+        let usage = "a shared array is `shared::<f32, 256>()` (or `u32`), with a literal length";
+        let syn::PathArguments::AngleBracketed(args) = &segment.arguments else {
+            return Err(Error::new_spanned(expr, usage));
+        };
+        if args.args.len() != 2 || !call.args.is_empty() {
+            return Err(Error::new_spanned(expr, usage));
+        }
+        let elem = match &args.args[0] {
+            syn::GenericArgument::Type(ty) => elem_type(ty),
+            _ => None,
+        };
+        let len = match &args.args[1] {
+            syn::GenericArgument::Const(SynExpr::Lit(syn::ExprLit {
+                lit: syn::Lit::Int(int),
+                ..
+            })) => int.base10_parse::<u32>().ok(),
+            syn::GenericArgument::Type(syn::Type::Path(_)) => None,
+            _ => None,
+        };
+        match (elem, len) {
+            (Some(elem), Some(len)) if len > 0 && len <= 16384 => Ok(Some((elem, len))),
+            (Some(_), Some(_)) => Err(Error::new_spanned(
+                &args.args[1],
+                "a shared array holds 1 to 16,384 elements",
+            )),
+            _ => Err(Error::new_spanned(expr, usage)),
+        }
+    }
+
+    /// A statement written as an expression: assignments, control flow, barriers.
+    fn expr_stmt(&mut self, expr: &SynExpr) -> Result<Option<Stmt>> {
+        match expr {
+            SynExpr::Assign(assign) => {
+                let value = self.expr(&assign.right)?;
+                let place = self.place(&assign.left, value.ty, &assign.right)?;
+                Ok(Some(Stmt::Assign(place, value)))
+            }
+            SynExpr::Binary(binary) if compound(&binary.op).is_some() => {
+                let op = compound(&binary.op).expect("checked above");
+                let current = self.expr(&binary.left)?;
+                let place_expr = &binary.left;
+                let operand = self.expr(&binary.right)?;
+                let value = self.binary(op, current, operand, binary.op.span())?;
+                let place = self.place(place_expr, value.ty, expr)?;
+                Ok(Some(Stmt::Assign(place, value)))
+            }
+            SynExpr::If(if_expr) => self.if_stmt(if_expr).map(Some),
+            SynExpr::ForLoop(for_loop) => self.for_loop(for_loop).map(Some),
+            SynExpr::While(while_loop) => {
+                if while_loop.label.is_some() {
+                    return Err(Error::new_spanned(
+                        while_loop,
+                        "loop labels are not in the subset",
+                    ));
+                }
+                let cond = self.expr(&while_loop.cond)?;
+                expect(&cond, Ty::Bool, &while_loop.cond)?;
+                let place = self.inside(
+                    false,
+                    "inside a `while` loop: units may run it a different number of times",
+                );
+                self.loops.push(LoopFrame {
+                    barrier: false,
+                    exits: Vec::new(),
+                });
+                let body = self.nested(&while_loop.body.stmts, place);
+                self.loops.pop();
+                Ok(Some(Stmt::While(cond, body?)))
+            }
+            SynExpr::Break(brk) => {
+                if brk.label.is_some() || brk.expr.is_some() {
+                    return Err(Error::new_spanned(
+                        brk,
+                        "`break` takes no label or value here",
+                    ));
+                }
+                self.loop_exit(brk.span())?;
+                Ok(Some(Stmt::Break))
+            }
+            SynExpr::Continue(cont) => {
+                if cont.label.is_some() {
+                    return Err(Error::new_spanned(
+                        cont,
+                        "loop labels are not in the subset",
+                    ));
+                }
+                self.loop_exit(cont.span())?;
+                Ok(Some(Stmt::Continue))
+            }
+            SynExpr::Return(ret) => {
+                if let Some(value) = &ret.expr {
+                    return Err(Error::new_spanned(value, "a kernel returns nothing"));
+                }
+                self.returns.push(ret.span());
+                Ok(Some(Stmt::Return))
+            }
+            SynExpr::Call(call) if is_call_to(call, "sync_cube") => {
+                if !call.args.is_empty() {
+                    return Err(Error::new_spanned(call, "`sync_cube()` takes no arguments"));
+                }
+                if let BarrierPlace::Refused(why) = &self.barrier_place {
+                    return Err(Error::new_spanned(
+                        call,
+                        format!(
+                            "`sync_cube()` {why}: every unit of a cube must reach the same \
+                             barriers. A barrier stands at the top of the body or in `for` loops \
+                             whose bounds are the same for every unit of the cube"
+                        ),
+                    ));
+                }
+                self.has_barrier = true;
+                for frame in &mut self.loops {
+                    frame.barrier = true;
+                }
+                Ok(Some(Stmt::Barrier))
+            }
+            SynExpr::Paren(paren) => self.expr_stmt(&paren.expr),
+            SynExpr::Group(group) => self.expr_stmt(&group.expr),
+            SynExpr::Block(block) if block.label.is_none() => Err(Error::new_spanned(
+                block,
+                "bare blocks are not in the subset: use `if` or a loop",
+            )),
+            SynExpr::Loop(lp) => Err(Error::new_spanned(
+                lp.loop_token,
+                "`loop` is not in the subset: write `while cond { .. }` or `for i in a..b { .. }`",
+            )),
+            other => {
+                let value = self.expr(other)?;
+                Err(Error::new_spanned(
+                    other,
+                    format!(
+                        "this {} is computed and thrown away: a statement assigns, stores, \
+                         branches, loops or calls `sync_cube()`",
+                        value.ty.name()
+                    ),
+                ))
+            }
+        }
+    }
+
+    fn loop_exit(&mut self, span: Span) -> Result<()> {
+        match self.loops.last_mut() {
+            Some(frame) => {
+                frame.exits.push(span);
+                Ok(())
+            }
+            None => Err(Error::new(
+                span,
+                "`break` and `continue` stand inside a loop",
+            )),
+        }
+    }
+
+    fn if_stmt(&mut self, if_expr: &syn::ExprIf) -> Result<Stmt> {
+        let cond = self.expr(&if_expr.cond)?;
+        expect(&cond, Ty::Bool, &if_expr.cond)?;
+        let place = self.inside(
+            false,
+            "inside an `if`: the units that skip the branch would never reach it",
+        );
+        let then = self.nested(&if_expr.then_branch.stmts, place.clone())?;
+        let els = match &if_expr.else_branch {
+            None => Vec::new(),
+            Some((_, else_expr)) => match &**else_expr {
+                SynExpr::Block(block) => self.nested(&block.block.stmts, place)?,
+                SynExpr::If(nested) => {
+                    let outer = std::mem::replace(&mut self.barrier_place, place);
+                    self.depth += 1;
+                    let stmt = self.if_stmt(nested);
+                    self.depth -= 1;
+                    self.barrier_place = outer;
+                    vec![stmt?]
+                }
+                other => return Err(Error::new_spanned(other, "expected a block")),
+            },
+        };
+        Ok(Stmt::If(cond, then, els))
+    }
+
+    fn for_loop(&mut self, for_loop: &syn::ExprForLoop) -> Result<Stmt> {
+        if for_loop.label.is_some() {
+            return Err(Error::new_spanned(
+                for_loop,
+                "loop labels are not in the subset",
+            ));
+        }
+        let syn::Pat::Ident(pat) = &*for_loop.pat else {
+            return Err(Error::new_spanned(
+                &for_loop.pat,
+                "a `for` loop binds a plain name",
+            ));
+        };
+        if pat.mutability.is_some() || pat.by_ref.is_some() {
+            return Err(Error::new_spanned(pat, "a `for` loop binds a plain name"));
+        }
+        let mut range_expr = &*for_loop.expr;
+        while let SynExpr::Paren(paren) = range_expr {
+            range_expr = &paren.expr;
+        }
+        let range = match range_expr {
+            SynExpr::Range(range) => range,
+            other => {
+                return Err(Error::new_spanned(
+                    other,
+                    "a `for` loop runs over a range `start..end` of u32",
+                ));
+            }
+        };
+        let (Some(start), Some(end), syn::RangeLimits::HalfOpen(_)) =
+            (&range.start, &range.end, &range.limits)
+        else {
+            return Err(Error::new_spanned(
+                range,
+                "a `for` loop runs over a half-open range `start..end` with both ends given",
+            ));
+        };
+        let start_value = self.expr(start)?;
+        expect(&start_value, Ty::U32, start)?;
+        let end_value = self.expr(end)?;
+        expect(&end_value, Ty::U32, end)?;
+        let uniform = self.uniform(&start_value) && self.uniform(&end_value);
+        let place = self.inside(
+            uniform,
+            "inside a `for` loop whose bounds differ between units of a cube",
+        );
+        self.scopes.push(HashMap::new());
+        let local = self.declare(&pat.ident, Ty::U32, false, uniform);
+        let local = match local {
+            Ok(local) => local,
+            Err(error) => {
+                self.scopes.pop();
+                return Err(error);
+            }
+        };
+        self.loops.push(LoopFrame {
+            barrier: false,
+            exits: Vec::new(),
+        });
+        let body = self.nested(&for_loop.body.stmts, place);
+        let frame = self.loops.pop().expect("pushed above");
+        self.scopes.pop();
+        let body = body?;
+        if frame.barrier
+            && let Some(span) = frame.exits.first()
+        {
+            return Err(Error::new(
+                *span,
+                "`break` or `continue` in a loop with `sync_cube()`: the units that leave the \
+                 iteration early would miss the barrier the others wait at",
+            ));
+        }
+        Ok(Stmt::For {
+            local,
+            start: start_value,
+            end: end_value,
+            body,
+            barrier: frame.barrier,
+        })
+    }
+
+    /// Where an assignment stores: a mutable local, a writable buffer's element, a shared
+    /// array's element; `value_ty` must be its type.
+    fn place(&mut self, target: &SynExpr, value_ty: Ty, value_tokens: &SynExpr) -> Result<Place> {
+        match target {
+            SynExpr::Path(path) => {
+                let ident = single_ident(path)?;
+                match self.lookup(&ident.to_string()) {
+                    Some(Name::Local(id)) => {
+                        let local = &self.locals[id];
+                        if !local.mutable {
+                            return Err(Error::new_spanned(
+                                target,
+                                format!("`{ident}` is not `mut`: declare it `let mut {ident}`"),
+                            ));
+                        }
+                        if local.ty != value_ty {
+                            return Err(mismatch(value_tokens, local.ty, value_ty));
+                        }
+                        Ok(Place::Local(id))
+                    }
+                    Some(Name::Scalar(_)) => Err(Error::new_spanned(
+                        target,
+                        format!(
+                            "`{ident}` is a scalar parameter: copy it to a `let mut` to change it"
+                        ),
+                    )),
+                    Some(Name::Buffer(_)) | Some(Name::Shared(_)) => Err(Error::new_spanned(
+                        target,
+                        format!("store to an element: `{ident}[i] = ..`"),
+                    )),
+                    None => Err(unknown(ident)),
+                }
+            }
+            SynExpr::Index(index) => {
+                let SynExpr::Path(path) = &*index.expr else {
+                    return Err(Error::new_spanned(
+                        &index.expr,
+                        "index a buffer or shared array by name",
+                    ));
+                };
+                let ident = single_ident(path)?;
+                let position = self.expr(&index.index)?;
+                expect(&position, Ty::U32, &index.index)?;
+                match self.lookup(&ident.to_string()) {
+                    Some(Name::Buffer(b)) => {
+                        let buffer = &self.buffers[b];
+                        if buffer.access == Access::Read {
+                            return Err(Error::new_spanned(
+                                target,
+                                format!(
+                                    "`{ident}` is read-only (`&[{}]`): declare it `&mut [{}]` to store to it",
+                                    buffer.elem.name(),
+                                    buffer.elem.name()
+                                ),
+                            ));
+                        }
+                        if buffer.elem != value_ty {
+                            return Err(mismatch(value_tokens, buffer.elem, value_ty));
+                        }
+                        Ok(Place::Buffer(b, position))
+                    }
+                    Some(Name::Shared(s)) => {
+                        if self.shared[s].elem != value_ty {
+                            return Err(mismatch(value_tokens, self.shared[s].elem, value_ty));
+                        }
+                        Ok(Place::Shared(s, position))
+                    }
+                    Some(_) => Err(Error::new_spanned(
+                        &index.expr,
+                        format!("`{ident}` is not a buffer or shared array"),
+                    )),
+                    None => Err(unknown(ident)),
+                }
+            }
+            SynExpr::Paren(paren) => self.place(&paren.expr, value_ty, value_tokens),
+            other => Err(Error::new_spanned(
+                other,
+                "assign to a `mut` local, a buffer element or a shared array element",
+            )),
+        }
+    }
+
+    /// Whether every unit of a cube computes the same value for `expr`.
+    fn uniform(&self, expr: &Expr) -> bool {
+        match &expr.kind {
+            ExprKind::F32(_) | ExprKind::U32(_) | ExprKind::Bool(_) => true,
+            ExprKind::Local(id) => self.locals[*id].uniform,
+            ExprKind::Scalar(_) | ExprKind::Len(_) => true,
+            ExprKind::Load(..) | ExprKind::SharedLoad(..) => false,
+            ExprKind::Builtin(builtin) => builtin.uniform(),
+            ExprKind::Unary(_, a) | ExprKind::Cast(a) => self.uniform(a),
+            ExprKind::Binary(_, a, b) => self.uniform(a) && self.uniform(b),
+            ExprKind::Call(_, args) => args.iter().all(|arg| self.uniform(arg)),
+            ExprKind::Select(c, a, b) => self.uniform(c) && self.uniform(a) && self.uniform(b),
+        }
+    }
+
+    fn expr(&mut self, expr: &SynExpr) -> Result<Expr> {
+        match expr {
+            SynExpr::Lit(lit) => literal(&lit.lit),
+            SynExpr::Paren(paren) => self.expr(&paren.expr),
+            SynExpr::Group(group) => self.expr(&group.expr),
+            SynExpr::Path(path) => {
+                let ident = single_ident(path)?;
+                match self.lookup(&ident.to_string()) {
+                    Some(Name::Local(id)) => Ok(Expr {
+                        kind: ExprKind::Local(id),
+                        ty: self.locals[id].ty,
+                    }),
+                    Some(Name::Scalar(j)) => Ok(Expr {
+                        kind: ExprKind::Scalar(j),
+                        ty: self.scalars[j].ty,
+                    }),
+                    Some(Name::Buffer(_)) | Some(Name::Shared(_)) => Err(Error::new_spanned(
+                        expr,
+                        format!(
+                            "`{ident}` is an array: read an element (`{ident}[i]`) or its length (`{ident}.len()`)"
+                        ),
+                    )),
+                    None => Err(unknown(ident)),
+                }
+            }
+            SynExpr::Index(index) => {
+                let SynExpr::Path(path) = &*index.expr else {
+                    return Err(Error::new_spanned(
+                        &index.expr,
+                        "index a buffer or shared array by name",
+                    ));
+                };
+                let ident = single_ident(path)?;
+                let position = self.expr(&index.index)?;
+                expect(&position, Ty::U32, &index.index)?;
+                match self.lookup(&ident.to_string()) {
+                    Some(Name::Buffer(b)) => Ok(Expr {
+                        ty: self.buffers[b].elem,
+                        kind: ExprKind::Load(b, Box::new(position)),
+                    }),
+                    Some(Name::Shared(s)) => Ok(Expr {
+                        ty: self.shared[s].elem,
+                        kind: ExprKind::SharedLoad(s, Box::new(position)),
+                    }),
+                    Some(_) => Err(Error::new_spanned(
+                        &index.expr,
+                        format!("`{ident}` is not a buffer or shared array"),
+                    )),
+                    None => Err(unknown(ident)),
+                }
+            }
+            SynExpr::Unary(unary) => {
+                let operand = self.expr(&unary.expr)?;
+                match (&unary.op, operand.ty) {
+                    (syn::UnOp::Neg(_), Ty::F32) => Ok(Expr {
+                        kind: ExprKind::Unary(UnOp::Neg, Box::new(operand)),
+                        ty: Ty::F32,
+                    }),
+                    (syn::UnOp::Neg(_), ty) => Err(Error::new_spanned(
+                        expr,
+                        format!("`-` on {}: the subset's integers are unsigned", ty.name()),
+                    )),
+                    (syn::UnOp::Not(_), ty @ (Ty::Bool | Ty::U32)) => Ok(Expr {
+                        kind: ExprKind::Unary(UnOp::Not, Box::new(operand)),
+                        ty,
+                    }),
+                    (syn::UnOp::Not(_), ty) => Err(Error::new_spanned(
+                        expr,
+                        format!("`!` on {}: it takes bool or u32", ty.name()),
+                    )),
+                    _ => Err(Error::new_spanned(
+                        expr,
+                        "references and dereferences are not in the subset",
+                    )),
+                }
+            }
+            SynExpr::Binary(binary) => {
+                let Some(op) = binary_op(&binary.op) else {
+                    return Err(Error::new_spanned(
+                        binary.op,
+                        "an assignment is a statement, not a value",
+                    ));
+                };
+                let left = self.expr(&binary.left)?;
+                let right = self.expr(&binary.right)?;
+                self.binary(op, left, right, binary.op.span())
+            }
+            SynExpr::Cast(cast) => {
+                let value = self.expr(&cast.expr)?;
+                let Some(target) = elem_type(&cast.ty) else {
+                    return Err(Error::new_spanned(
+                        &cast.ty,
+                        "cast with `as f32` or `as u32`",
+                    ));
+                };
+                match (value.ty, target) {
+                    (Ty::Bool, Ty::F32) => Err(Error::new_spanned(
+                        expr,
+                        "bool casts only to u32 (`b as u32`, then `as f32`)",
+                    )),
+                    (from, to) if from == to => Ok(value),
+                    _ => Ok(Expr {
+                        kind: ExprKind::Cast(Box::new(value)),
+                        ty: target,
+                    }),
+                }
+            }
+            SynExpr::If(if_expr) => {
+                let cond = self.expr(&if_expr.cond)?;
+                expect(&cond, Ty::Bool, &if_expr.cond)?;
+                let then = self.value_block(&if_expr.then_branch, expr)?;
+                let Some((_, else_expr)) = &if_expr.else_branch else {
+                    return Err(Error::new_spanned(
+                        expr,
+                        "an `if` used as a value needs an `else`",
+                    ));
+                };
+                let els = match &**else_expr {
+                    SynExpr::Block(block) => self.value_block(&block.block, expr)?,
+                    nested @ SynExpr::If(_) => self.expr(nested)?,
+                    other => return Err(Error::new_spanned(other, "expected a block")),
+                };
+                if then.ty != els.ty {
+                    return Err(Error::new_spanned(
+                        expr,
+                        format!(
+                            "the branches of this `if` give {} and {}",
+                            then.ty.name(),
+                            els.ty.name()
+                        ),
+                    ));
+                }
+                let ty = then.ty;
+                Ok(Expr {
+                    kind: ExprKind::Select(Box::new(cond), Box::new(then), Box::new(els)),
+                    ty,
+                })
+            }
+            SynExpr::MethodCall(call) => self.method(call),
+            SynExpr::Call(call) => self.call(call),
+            other => Err(Error::new_spanned(
+                other,
+                "this expression is not in the kernel subset (literals, names, `a[i]`, \
+                 arithmetic, comparisons, `as`, `if .. else ..`, the math methods and the \
+                 built-in ids are)",
+            )),
+        }
+    }
+
+    /// The single expression of a branch of an `if` used as a value.
+    fn value_block(&mut self, block: &syn::Block, whole: &SynExpr) -> Result<Expr> {
+        match block.stmts.as_slice() {
+            [syn::Stmt::Expr(value, None)] => self.expr(value),
+            _ => Err(Error::new_spanned(
+                whole,
+                "each branch of an `if` used as a value is one expression: `if c { a } else { b }`",
+            )),
+        }
+    }
+
+    fn binary(&self, op: BinOp, left: Expr, right: Expr, span: Span) -> Result<Expr> {
+        let (lt, rt) = (left.ty, right.ty);
+        let refuse = |why: String| Err(Error::new(span, why));
+        if lt != rt {
+            return refuse(format!(
+                "`{}` between {} and {}: convert one side with `as {}` (the subset has no \
+                 implicit conversions)",
+                op.symbol(),
+                lt.name(),
+                rt.name(),
+                if lt == Ty::Bool { rt.name() } else { lt.name() }
+            ));
+        }
+        let ty = match op {
+            BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div => match lt {
+                Ty::F32 | Ty::U32 => lt,
+                Ty::Bool => return refuse(format!("`{}` on bool", op.symbol())),
+            },
+            BinOp::Rem => match lt {
+                Ty::U32 => lt,
+                _ => {
+                    return refuse(format!(
+                        "`%` on {}: the subset has it for u32 only (its meaning for f32 differs \
+                         between backends)",
+                        lt.name()
+                    ));
+                }
+            },
+            BinOp::BitAnd | BinOp::BitOr | BinOp::BitXor | BinOp::Shl | BinOp::Shr => match lt {
+                Ty::U32 => lt,
+                _ => {
+                    return refuse(format!(
+                        "`{}` on {}: bit operations take u32 (`&&` and `||` for bool; \
+                         `x.to_bits()` for an f32's bits)",
+                        op.symbol(),
+                        lt.name()
+                    ));
+                }
+            },
+            BinOp::And | BinOp::Or => match lt {
+                Ty::Bool => lt,
+                _ => return refuse(format!("`{}` on {}: it takes bool", op.symbol(), lt.name())),
+            },
+            BinOp::Eq | BinOp::Ne => Ty::Bool,
+            BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge => match lt {
+                Ty::Bool => return refuse(format!("`{}` on bool", op.symbol())),
+                _ => Ty::Bool,
+            },
+        };
+        Ok(Expr {
+            kind: ExprKind::Binary(op, Box::new(left), Box::new(right)),
+            ty,
+        })
+    }
+
+    fn method(&mut self, call: &syn::ExprMethodCall) -> Result<Expr> {
+        let method = call.method.to_string();
+        if call.turbofish.is_some() {
+            return Err(Error::new_spanned(call, "no turbofish on methods"));
+        }
+        if method == "len" {
+            let receiver = match &*call.receiver {
+                SynExpr::Path(path) => single_ident(path)?,
+                other => {
+                    return Err(Error::new_spanned(
+                        other,
+                        "`.len()` of a buffer or shared array by name",
+                    ));
+                }
+            };
+            if !call.args.is_empty() {
+                return Err(Error::new_spanned(call, "`.len()` takes no arguments"));
+            }
+            return match self.lookup(&receiver.to_string()) {
+                Some(Name::Buffer(b)) => Ok(Expr {
+                    kind: ExprKind::Len(b),
+                    ty: Ty::U32,
+                }),
+                Some(Name::Shared(s)) => Ok(Expr {
+                    kind: ExprKind::U32(self.shared[s].len),
+                    ty: Ty::U32,
+                }),
+                Some(_) => Err(Error::new_spanned(
+                    &call.receiver,
+                    "`.len()` is a buffer's or shared array's length",
+                )),
+                None => Err(unknown(receiver)),
+            };
+        }
+        let receiver = self.expr(&call.receiver)?;
+        let args = call
+            .args
+            .iter()
+            .map(|arg| self.expr(arg))
+            .collect::<Result<Vec<_>>>()?;
+        let (func, params, result): (Func, &[Ty], Ty) = match (receiver.ty, method.as_str()) {
+            (Ty::F32, "abs") => (Func::Abs, &[], Ty::F32),
+            (Ty::F32, "floor") => (Func::Floor, &[], Ty::F32),
+            (Ty::F32, "ceil") => (Func::Ceil, &[], Ty::F32),
+            (Ty::F32, "trunc") => (Func::Trunc, &[], Ty::F32),
+            (Ty::F32, "sqrt") => (Func::Sqrt, &[], Ty::F32),
+            (Ty::F32, "exp") => (Func::Exp, &[], Ty::F32),
+            (Ty::F32, "ln") => (Func::Ln, &[], Ty::F32),
+            (Ty::F32, "sin") => (Func::Sin, &[], Ty::F32),
+            (Ty::F32, "cos") => (Func::Cos, &[], Ty::F32),
+            (Ty::F32, "tanh") => (Func::Tanh, &[], Ty::F32),
+            (Ty::F32, "powf") => (Func::Powf, &[Ty::F32], Ty::F32),
+            (Ty::F32, "min") => (Func::Min, &[Ty::F32], Ty::F32),
+            (Ty::F32, "max") => (Func::Max, &[Ty::F32], Ty::F32),
+            (Ty::F32, "mul_add") => (Func::Fma, &[Ty::F32, Ty::F32], Ty::F32),
+            (Ty::F32, "to_bits") => (Func::ToBits, &[], Ty::U32),
+            (Ty::U32, "min") => (Func::Min, &[Ty::U32], Ty::U32),
+            (Ty::U32, "max") => (Func::Max, &[Ty::U32], Ty::U32),
+            (ty, _) => {
+                let offer = match ty {
+                    Ty::F32 => {
+                        "abs, floor, ceil, trunc, sqrt, min, max, mul_add, to_bits, exp, ln, sin, cos, tanh, powf"
+                    }
+                    Ty::U32 => "min, max",
+                    Ty::Bool => "none",
+                };
+                return Err(Error::new_spanned(
+                    &call.method,
+                    format!(
+                        "`{method}` is not a method of {} in the subset (it has: {offer})",
+                        ty.name()
+                    ),
+                ));
+            }
+        };
+        check_args(&call.method, &method, &args, params, &call.args)?;
+        let mut all = vec![receiver];
+        all.extend(args);
+        Ok(Expr {
+            kind: ExprKind::Call(func, all),
+            ty: result,
+        })
+    }
+
+    fn call(&mut self, call: &syn::ExprCall) -> Result<Expr> {
+        let SynExpr::Path(path) = &*call.func else {
+            return Err(Error::new_spanned(
+                &call.func,
+                "call a built-in function by name",
+            ));
+        };
+        let segments: Vec<String> = path
+            .path
+            .segments
+            .iter()
+            .map(|s| s.ident.to_string())
+            .collect();
+        let name = segments.join("::");
+        let args = call
+            .args
+            .iter()
+            .map(|arg| self.expr(arg))
+            .collect::<Result<Vec<_>>>()?;
+        let builtin = match name.as_str() {
+            "unit" => Some(Builtin::Unit),
+            "unit_x" => Some(Builtin::UnitX),
+            "unit_y" => Some(Builtin::UnitY),
+            "unit_z" => Some(Builtin::UnitZ),
+            "cube" => Some(Builtin::Cube),
+            "cube_x" => Some(Builtin::CubeX),
+            "cube_y" => Some(Builtin::CubeY),
+            "cube_z" => Some(Builtin::CubeZ),
+            "cube_count_x" => Some(Builtin::CubeCountX),
+            "cube_count_y" => Some(Builtin::CubeCountY),
+            "cube_count_z" => Some(Builtin::CubeCountZ),
+            "units_per_cube" => Some(Builtin::UnitsPerCube),
+            "global_index" => Some(Builtin::GlobalIndex),
+            _ => None,
+        };
+        if let Some(builtin) = builtin {
+            check_args(&call.func, &name, &args, &[], &call.args)?;
+            return Ok(Expr {
+                kind: ExprKind::Builtin(builtin),
+                ty: Ty::U32,
+            });
+        }
+        let (func, params, result): (Func, &[Ty], Ty) = match name.as_str() {
+            "fma" => (Func::Fma, &[Ty::F32, Ty::F32, Ty::F32], Ty::F32),
+            "f32::from_bits" => (Func::FromBits, &[Ty::U32], Ty::F32),
+            "sync_cube" => {
+                return Err(Error::new_spanned(
+                    call,
+                    "`sync_cube()` is a statement, not a value",
+                ));
+            }
+            "shared" => {
+                return Err(Error::new_spanned(
+                    call,
+                    "a shared array is declared with `let name = shared::<f32, 256>();`",
+                ));
+            }
+            _ => {
+                return Err(Error::new_spanned(
+                    &call.func,
+                    format!(
+                        "`{name}` is not a function of the kernel subset (it has: unit, unit_x/y/z, \
+                         cube, cube_x/y/z, cube_count_x/y/z, units_per_cube, global_index, \
+                         sync_cube, fma, f32::from_bits, shared::<T, N>)"
+                    ),
+                ));
+            }
+        };
+        check_args(&call.func, &name, &args, params, &call.args)?;
+        Ok(Expr {
+            kind: ExprKind::Call(func, args),
+            ty: result,
+        })
+    }
+}
+
+fn check_args(
+    at: &dyn quote::ToTokens,
+    name: &str,
+    args: &[Expr],
+    params: &[Ty],
+    tokens: &syn::punctuated::Punctuated<SynExpr, syn::Token![,]>,
+) -> Result<()> {
+    if args.len() != params.len() {
+        return Err(Error::new_spanned(
+            at,
+            format!(
+                "`{name}` takes {} argument(s), got {}",
+                params.len(),
+                args.len()
+            ),
+        ));
+    }
+    for ((arg, &param), tokens) in args.iter().zip(params).zip(tokens) {
+        expect(arg, param, tokens)?;
+    }
+    Ok(())
+}
+
+fn is_call_to(call: &syn::ExprCall, name: &str) -> bool {
+    matches!(&*call.func, SynExpr::Path(path) if path.path.is_ident(name))
+}
+
+fn single_ident(path: &syn::ExprPath) -> Result<&syn::Ident> {
+    if path.qself.is_some() {
+        return Err(Error::new_spanned(path, "paths are not in the subset"));
+    }
+    path.path.get_ident().ok_or_else(|| {
+        Error::new_spanned(
+            path,
+            "paths are not in the subset: the macro sees only the kernel's own names (pass a \
+             value as a scalar parameter, or write the literal)",
+        )
+    })
+}
+
+fn unknown(ident: &syn::Ident) -> Error {
+    Error::new_spanned(
+        ident,
+        format!(
+            "`{ident}` is not a local, parameter or shared array of this kernel: the macro sees \
+             only the function's own names (pass a value as a scalar parameter, or write the \
+             literal)"
+        ),
+    )
+}
+
+fn mismatch(at: &SynExpr, expected: Ty, found: Ty) -> Error {
+    Error::new_spanned(
+        at,
+        format!(
+            "expected {}, found {}{}",
+            expected.name(),
+            found.name(),
+            match (expected, found) {
+                (Ty::F32, Ty::U32) =>
+                    ": convert with `as f32` (write `2.0`, not `2`, for a float literal)",
+                (Ty::U32, Ty::F32) => ": convert with `as u32`",
+                _ => "",
+            }
+        ),
+    )
+}
+
+fn expect(value: &Expr, ty: Ty, at: &SynExpr) -> Result<()> {
+    if value.ty == ty {
+        Ok(())
+    } else {
+        Err(mismatch(at, ty, value.ty))
+    }
+}
+
+fn literal(lit: &syn::Lit) -> Result<Expr> {
+    match lit {
+        syn::Lit::Int(int) => match int.suffix() {
+            "" | "u32" => {
+                let value = int.base10_parse::<u32>().map_err(|_| {
+                    Error::new_spanned(int, "an integer literal is a u32: 0 to 4294967295")
+                })?;
+                Ok(Expr {
+                    kind: ExprKind::U32(value),
+                    ty: Ty::U32,
+                })
+            }
+            "f32" => float(int.base10_parse::<f32>(), lit),
+            suffix => Err(Error::new_spanned(
+                int,
+                format!("`{suffix}` literals are not in the subset: its integers are u32"),
+            )),
+        },
+        syn::Lit::Float(value) => match value.suffix() {
+            "" | "f32" => float(value.base10_parse::<f32>(), lit),
+            suffix => Err(Error::new_spanned(
+                value,
+                format!("`{suffix}` literals are not in the subset: its floats are f32"),
+            )),
+        },
+        syn::Lit::Bool(value) => Ok(Expr {
+            kind: ExprKind::Bool(value.value),
+            ty: Ty::Bool,
+        }),
+        other => Err(Error::new_spanned(
+            other,
+            "only numbers and `true`/`false` are literals of the subset",
+        )),
+    }
+}
+
+fn float(parsed: Result<f32>, lit: &syn::Lit) -> Result<Expr> {
+    match parsed {
+        Ok(value) if value.is_finite() => Ok(Expr {
+            kind: ExprKind::F32(value),
+            ty: Ty::F32,
+        }),
+        _ => Err(Error::new_spanned(lit, "this literal is not a finite f32")),
+    }
+}
+
+fn binary_op(op: &syn::BinOp) -> Option<BinOp> {
+    Some(match op {
+        syn::BinOp::Add(_) => BinOp::Add,
+        syn::BinOp::Sub(_) => BinOp::Sub,
+        syn::BinOp::Mul(_) => BinOp::Mul,
+        syn::BinOp::Div(_) => BinOp::Div,
+        syn::BinOp::Rem(_) => BinOp::Rem,
+        syn::BinOp::BitAnd(_) => BinOp::BitAnd,
+        syn::BinOp::BitOr(_) => BinOp::BitOr,
+        syn::BinOp::BitXor(_) => BinOp::BitXor,
+        syn::BinOp::Shl(_) => BinOp::Shl,
+        syn::BinOp::Shr(_) => BinOp::Shr,
+        syn::BinOp::And(_) => BinOp::And,
+        syn::BinOp::Or(_) => BinOp::Or,
+        syn::BinOp::Eq(_) => BinOp::Eq,
+        syn::BinOp::Ne(_) => BinOp::Ne,
+        syn::BinOp::Lt(_) => BinOp::Lt,
+        syn::BinOp::Le(_) => BinOp::Le,
+        syn::BinOp::Gt(_) => BinOp::Gt,
+        syn::BinOp::Ge(_) => BinOp::Ge,
+        _ => return None,
+    })
+}
+
+/// The operator of a compound assignment (`+=`), if `op` is one.
+fn compound(op: &syn::BinOp) -> Option<BinOp> {
+    Some(match op {
+        syn::BinOp::AddAssign(_) => BinOp::Add,
+        syn::BinOp::SubAssign(_) => BinOp::Sub,
+        syn::BinOp::MulAssign(_) => BinOp::Mul,
+        syn::BinOp::DivAssign(_) => BinOp::Div,
+        syn::BinOp::RemAssign(_) => BinOp::Rem,
+        syn::BinOp::BitAndAssign(_) => BinOp::BitAnd,
+        syn::BinOp::BitOrAssign(_) => BinOp::BitOr,
+        syn::BinOp::BitXorAssign(_) => BinOp::BitXor,
+        syn::BinOp::ShlAssign(_) => BinOp::Shl,
+        syn::BinOp::ShrAssign(_) => BinOp::Shr,
+        _ => return None,
+    })
+}

@@ -1,0 +1,154 @@
+//! The semantics of the `#[gpuworld::kernel]` subset where Rust, C and WGSL differ or leave a
+//! choice, defined once: the CPU source a kernel compiles to calls these functions, and the WGSL
+//! and CUDA C it compiles to carry helpers that compute the same bits.
+//!
+//! What is the same on every backend, bit for bit: `+ - * /` of `u32` (wrapping; division by
+//! zero below), `+ - *` of `f32` (IEEE, round to nearest, never contracted into a fused
+//! multiply-add: `a * b + c` rounds twice everywhere), comparisons, conversions, bit operations,
+//! and every function of this module that does not say otherwise. Exceptions, each documented on
+//! its function: `f32` division and square root on wgpu (WGSL allows 2.5 ULP; lavapipe is
+//! exact), `mul_add` on wgpu (it may round twice), the transcendental functions (a tolerance),
+//! and the bits of a NaN result (its sign and payload are the device's: compare NaN as NaN).
+//! Float comparisons follow IEEE 754 everywhere (a NaN compares unequal to everything); the WGSL
+//! tests NaN by its bits, since WGSL lets a compiler assume no NaN reaches a comparison.
+
+/// `a / b` of u32; division by zero gives 0 (it panics in Rust, is undefined in C, and gives
+/// `a` in WGSL).
+#[inline]
+pub fn div_u32(a: u32, b: u32) -> u32 {
+    a.checked_div(b).unwrap_or(0)
+}
+
+/// `a % b` of u32; by zero gives 0.
+#[inline]
+pub fn rem_u32(a: u32, b: u32) -> u32 {
+    a.checked_rem(b).unwrap_or(0)
+}
+
+/// The smaller of two u32.
+#[inline]
+pub fn min_u32(a: u32, b: u32) -> u32 {
+    a.min(b)
+}
+
+/// The larger of two u32.
+#[inline]
+pub fn max_u32(a: u32, b: u32) -> u32 {
+    a.max(b)
+}
+
+/// `a.min(b)` of f32: `a` when `a < b` or `b` is NaN, else `b` (so a NaN operand gives the other
+/// one, and `min(-0.0, 0.0)` is `0.0`: the second operand when they compare equal).
+#[inline]
+pub fn min_f32(a: f32, b: f32) -> f32 {
+    if a < b || b.is_nan() { a } else { b }
+}
+
+/// `a.max(b)` of f32: `a` when `a > b` or `b` is NaN, else `b`.
+#[inline]
+pub fn max_f32(a: f32, b: f32) -> f32 {
+    if a > b || b.is_nan() { a } else { b }
+}
+
+/// `x.abs()`: `x` with its sign bit cleared (NaN payloads kept).
+#[inline]
+pub fn abs_f32(x: f32) -> f32 {
+    f32::from_bits(x.to_bits() & 0x7fff_ffff)
+}
+
+/// `x as u32`: truncated toward zero, saturating (negative and NaN give 0, 2^32 and above give
+/// `u32::MAX`): Rust's `as`.
+#[inline]
+pub fn f32_to_u32(x: f32) -> u32 {
+    x as u32
+}
+
+/// `x.floor()`.
+#[inline]
+pub fn floor_f32(x: f32) -> f32 {
+    x.floor()
+}
+
+/// `x.ceil()`.
+#[inline]
+pub fn ceil_f32(x: f32) -> f32 {
+    x.ceil()
+}
+
+/// `x.trunc()`.
+#[inline]
+pub fn trunc_f32(x: f32) -> f32 {
+    x.trunc()
+}
+
+/// `x.sqrt()`: correctly rounded on cpu, sim and CUDA (`__fsqrt_rn`); WGSL allows its `sqrt` the
+/// accuracy of `1 / inverseSqrt(x)`, so on wgpu it may differ in the last bits (lavapipe is
+/// exact).
+#[inline]
+pub fn sqrt_f32(x: f32) -> f32 {
+    x.sqrt()
+}
+
+/// `a.mul_add(b, c)` or `fma(a, b, c)`: `a * b + c` with one rounding, where the kernel writes it
+/// (never introduced by a compiler), on cpu, sim and CUDA (`__fmaf_rn`). WGSL's `fma` promises
+/// only the precision of `a * b + c`, so on wgpu it may round twice (lavapipe does).
+#[inline]
+pub fn fma_f32(a: f32, b: f32, c: f32) -> f32 {
+    a.mul_add(b, c)
+}
+
+/// `x.exp()`: transcendental; backends agree within 1e-5 relative (or 1e-6 absolute near 0).
+#[inline]
+pub fn exp_f32(x: f32) -> f32 {
+    x.exp()
+}
+
+/// `x.ln()`: transcendental; see [`exp_f32`] for the tolerance.
+#[inline]
+pub fn ln_f32(x: f32) -> f32 {
+    x.ln()
+}
+
+/// `x.sin()`: transcendental; WGSL allows 2^-11 absolute error on [-π, π].
+#[inline]
+pub fn sin_f32(x: f32) -> f32 {
+    x.sin()
+}
+
+/// `x.cos()`: transcendental; WGSL allows 2^-11 absolute error on [-π, π].
+#[inline]
+pub fn cos_f32(x: f32) -> f32 {
+    x.cos()
+}
+
+/// `x.tanh()`: transcendental; see [`exp_f32`] for the tolerance.
+#[inline]
+pub fn tanh_f32(x: f32) -> f32 {
+    x.tanh()
+}
+
+/// `x.powf(y)`: transcendental; see [`exp_f32`] for the tolerance (for `x > 0`).
+#[inline]
+pub fn powf_f32(x: f32, y: f32) -> f32 {
+    x.powf(y)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_defined_cases_give_the_documented_values() {
+        assert_eq!(div_u32(7, 0), 0);
+        assert_eq!(rem_u32(7, 0), 0);
+        assert_eq!(div_u32(7, 2), 3);
+        assert_eq!(min_f32(f32::NAN, 1.0), 1.0);
+        assert_eq!(min_f32(1.0, f32::NAN), 1.0);
+        assert_eq!(max_f32(f32::NAN, 1.0), 1.0);
+        assert_eq!(min_f32(-0.0, 0.0).to_bits(), 0.0f32.to_bits());
+        assert_eq!(f32_to_u32(-3.5), 0);
+        assert_eq!(f32_to_u32(f32::NAN), 0);
+        assert_eq!(f32_to_u32(5e9), u32::MAX);
+        assert_eq!(abs_f32(-0.0).to_bits(), 0);
+    }
+}

@@ -1,0 +1,605 @@
+//! `#[gpuworld::kernel]` on every backend: each kernel here is one Rust source, compiled by the
+//! macro to the CPU function (cpu and sim), WGSL (wgpu) and CUDA C (cuda), and each case checks
+//! every backend's output bit for bit against the same computation written as plain Rust on the
+//! host (NaN compared as NaN; transcendentals within their documented tolerance). A backend this
+//! machine lacks is reported ignored.
+
+mod common;
+
+use common::Skip;
+use gpuworld::kernel::ops;
+use gpuworld::testing::{BackendTest, TestBackend};
+use gpuworld::{Backend, Bindings, ComputeClient, CubeCount, Handle};
+
+test_main![
+    cases::axpb_rounds_twice_on_cpu,
+    cases::axpb_rounds_twice_on_sim,
+    cases::axpb_rounds_twice_on_wgpu,
+    cases::axpb_rounds_twice_on_cuda,
+    cases::integer_and_conversion_edges_on_cpu,
+    cases::integer_and_conversion_edges_on_sim,
+    cases::integer_and_conversion_edges_on_wgpu,
+    cases::integer_and_conversion_edges_on_cuda,
+    cases::tree_sum_with_barriers_on_cpu,
+    cases::tree_sum_with_barriers_on_sim,
+    cases::tree_sum_with_barriers_on_wgpu,
+    cases::tree_sum_with_barriers_on_cuda,
+    cases::stencil_in_tiles_on_cpu,
+    cases::stencil_in_tiles_on_sim,
+    cases::stencil_in_tiles_on_wgpu,
+    cases::stencil_in_tiles_on_cuda,
+    cases::bounds_returns_and_dynamic_counts_on_cpu,
+    cases::bounds_returns_and_dynamic_counts_on_sim,
+    cases::bounds_returns_and_dynamic_counts_on_wgpu,
+    cases::bounds_returns_and_dynamic_counts_on_cuda,
+    cases::transcendentals_within_tolerance_on_cpu,
+    cases::transcendentals_within_tolerance_on_sim,
+    cases::transcendentals_within_tolerance_on_wgpu,
+    cases::transcendentals_within_tolerance_on_cuda,
+    the_generated_sources_declare_the_signature,
+];
+
+/// `y[i] = a * x[i] + b`: a multiply and an add, each rounded (no contraction into a fused
+/// multiply-add), and `fused[i]` with the one rounding of `mul_add`.
+#[gpuworld::kernel(cube_dim = 64)]
+fn axpb(x: &[f32], y: &mut [f32], #[write_only] fused: &mut [f32], a: f32, b: f32) {
+    let i = global_index();
+    if i < y.len() {
+        y[i] = a * x[i] + b;
+        fused[i] = x[i].mul_add(a, b);
+    }
+}
+
+/// Integer arithmetic and conversions at their edges, one result per word of `out` (16 per
+/// input).
+#[gpuworld::kernel(cube_dim = 32)]
+fn edges(xs: &[u32], fs: &[f32], out: &mut [u32]) {
+    let i = global_index();
+    if i < xs.len() {
+        let x = xs[i];
+        let f = fs[i];
+        let k = 16 * i;
+        out[k] = x / (x % 5);
+        out[k + 1] = x % (x & 3);
+        out[k + 2] = x << (x % 40);
+        out[k + 3] = x >> (x % 40);
+        out[k + 4] = x * 2654435761 + 7 - (x ^ 0xdeadbeef);
+        out[k + 5] = f as u32;
+        out[k + 6] = (x as f32).to_bits();
+        out[k + 7] = f.min(1.5).to_bits();
+        out[k + 8] = f.max(-1.5).to_bits();
+        out[k + 9] = (-f).abs().to_bits();
+        out[k + 10] = f.floor().to_bits() ^ f.ceil().to_bits() ^ f.trunc().to_bits();
+        out[k + 11] = (f / 3.0).to_bits();
+        out[k + 12] = (f * f).sqrt().to_bits();
+        out[k + 13] = if f < 0.5 && x > 3 {
+            x.min(9)
+        } else {
+            !x.max(4)
+        };
+        out[k + 14] = (f != f) as u32 + 2 * ((x == 0) as u32);
+        out[k + 15] = f32::from_bits(x | 0x3f800000).to_bits() + (f as u32 % 7);
+    }
+}
+
+/// Sums each cube's 256 inputs with a tree in shared memory: 8 halvings, a barrier after each.
+#[gpuworld::kernel(cube_dim = 256)]
+fn tree_sum(input: &[f32], output: &mut [f32]) {
+    let partial = shared::<f32, 256>();
+    let i = global_index();
+    partial[unit()] = if i < input.len() { input[i] } else { 0.0 };
+    sync_cube();
+    for step in 0..8 {
+        let stride = 128 >> step;
+        if unit() < stride {
+            partial[unit()] = partial[unit()] + partial[unit() + stride];
+        }
+        sync_cube();
+    }
+    if unit() == 0 {
+        output[cube()] = partial[0];
+    }
+}
+
+/// One heat-diffusion step on a `width x height` grid, 16×16 units per cube, fixed borders.
+#[gpuworld::kernel(cube_dim = [16, 16, 1])]
+fn heat(u: &[f32], out: &mut [f32], width: u32, height: u32, alpha: f32) {
+    let x = cube_x() * 16 + unit_x();
+    let y = cube_y() * 16 + unit_y();
+    if x >= width || y >= height {
+        return;
+    }
+    let i = y * width + x;
+    let center = u[i];
+    let mut value = center;
+    if x > 0 && y > 0 && x + 1 < width && y + 1 < height {
+        let sum = u[i - 1] + u[i + 1] + u[i - width] + u[i + width];
+        value = center + alpha * (sum - 4.0 * center);
+    }
+    out[i] = value;
+}
+
+/// Loads and stores past the ends (read 0, dropped), a unit that returns early, a `while` loop.
+#[gpuworld::kernel(cube_dim = 8)]
+fn bounds(src: &[u32], dst: &mut [u32], reach: u32) {
+    let i = global_index();
+    if i % 3 == 2 {
+        return;
+    }
+    let mut steps = 0;
+    let mut j = i;
+    while j < i + reach {
+        j += 1;
+        steps += 1;
+    }
+    dst[i + reach] = src[i + reach] + steps * 1000 + cube_count_x() * 100;
+}
+
+/// Transcendentals, which agree within a tolerance rather than bit for bit.
+#[gpuworld::kernel(cube_dim = 64)]
+fn curves(x: &[f32], out: &mut [f32]) {
+    let i = global_index();
+    if i < x.len() {
+        let v = x[i];
+        out[6 * i] = v.exp();
+        out[6 * i + 1] = (v + 4.0).ln();
+        out[6 * i + 2] = v.sin();
+        out[6 * i + 3] = v.cos();
+        out[6 * i + 4] = v.tanh();
+        out[6 * i + 5] = (v + 4.0).powf(1.5);
+    }
+}
+
+/// Values spread over magnitudes and signs, with a few exact edges, from a fixed seed.
+fn floats(n: usize, seed: u64) -> Vec<f32> {
+    let mut state = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    (0..n)
+        .map(|i| match i % 11 {
+            0 => 0.5,
+            1 => -0.0,
+            2 => 1e-3 * (next() % 1000) as f32,
+            _ => {
+                let bits = next();
+                let mantissa = (bits >> 40) as f32 / (1u64 << 24) as f32;
+                let exponent = (bits % 16) as i32 - 8;
+                let sign = if bits & (1 << 20) == 0 { 1.0 } else { -1.0 };
+                sign * (1.0 + mantissa) * 2f32.powi(exponent)
+            }
+        })
+        .collect()
+}
+
+fn words(n: usize, seed: u64) -> Vec<u32> {
+    let mut state = seed.wrapping_mul(0x2545_f491_4f6c_dd1d) | 1;
+    (0..n)
+        .map(|i| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            match i % 9 {
+                0 => 0,
+                1 => u32::MAX,
+                _ => (state >> 16) as u32,
+            }
+        })
+        .collect()
+}
+
+fn upload<B: Backend, T: bytemuck::Pod>(client: &ComputeClient<B>, values: &[T]) -> Handle {
+    client.create_from_slice(bytemuck::cast_slice(values))
+}
+
+fn read_words<B: Backend>(client: &ComputeClient<B>, handle: &Handle) -> Vec<u32> {
+    client.read_one_as(handle).expect("the read succeeds")
+}
+
+/// Whether two f32 bit patterns are the same value: equal bits, or both NaN (a NaN's sign and
+/// payload are the device's).
+fn same_f32(a: u32, b: u32) -> bool {
+    a == b || (f32::from_bits(a).is_nan() && f32::from_bits(b).is_nan())
+}
+
+fn assert_same_f32(backend: &str, what: &str, got: &[u32], expected: &[u32]) {
+    assert_eq!(got.len(), expected.len(), "{backend} {what}: lengths");
+    for (i, (g, e)) in got.iter().zip(expected).enumerate() {
+        assert!(
+            same_f32(*g, *e),
+            "{backend} {what}[{i}]: got {} ({g:#010x}), expected {} ({e:#010x})",
+            f32::from_bits(*g),
+            f32::from_bits(*e)
+        );
+    }
+}
+
+/// Each case: a [`BackendTest`] run on one backend by a test of its own.
+mod cases {
+    use super::*;
+
+    macro_rules! on_each_backend {
+        ($test:expr, $cpu:ident, $sim:ident, $wgpu:ident, $cuda:ident) => {
+            pub fn $cpu() -> Result<(), Skip> {
+                Ok(TestBackend::Cpu.run(&$test)?)
+            }
+            pub fn $sim() -> Result<(), Skip> {
+                Ok(TestBackend::Sim.run(&$test)?)
+            }
+            pub fn $wgpu() -> Result<(), Skip> {
+                Ok(TestBackend::Wgpu.run(&$test)?)
+            }
+            pub fn $cuda() -> Result<(), Skip> {
+                Ok(TestBackend::Cuda.run(&$test)?)
+            }
+        };
+    }
+
+    pub struct Axpb;
+    impl BackendTest for Axpb {
+        fn run<B: Backend>(&self, client: &ComputeClient<B>) {
+            let n = 1000;
+            let x = floats(n, 1);
+            let (a, b) = (1.1f32, -0.7f32);
+            let input = upload(client, &x);
+            let (y, fused) = (client.empty(4 * n as u64), client.empty(4 * n as u64));
+            let bindings = Bindings::new()
+                .buffer(&input)
+                .buffer(&y)
+                .buffer(&fused)
+                .scalar_f32(a)
+                .scalar_f32(b);
+            client
+                .launch(&axpb, CubeCount::covering(n as u64, 64), bindings)
+                .unwrap();
+            let plain: Vec<u32> = x.iter().map(|x| (a * x + b).to_bits()).collect();
+            let one_rounding: Vec<u32> = x.iter().map(|x| x.mul_add(a, b).to_bits()).collect();
+            assert_ne!(
+                plain, one_rounding,
+                "the inputs tell the two roundings apart"
+            );
+            assert_same_f32(B::NAME, "a * x + b", &read_words(client, &y), &plain);
+            let fused = read_words(client, &fused);
+            if B::NAME == "wgpu" {
+                // WGSL's `fma` may round twice (SPIR-V's `Fma` promises only the precision of
+                // `a * b + c`; lavapipe rounds twice): either rounding, element by element.
+                for (i, got) in fused.iter().enumerate() {
+                    assert!(
+                        same_f32(*got, one_rounding[i]) || same_f32(*got, plain[i]),
+                        "wgpu mul_add[{i}]: {got:#x}"
+                    );
+                }
+            } else {
+                assert_same_f32(B::NAME, "mul_add", &fused, &one_rounding);
+            }
+        }
+    }
+    on_each_backend!(
+        Axpb,
+        axpb_rounds_twice_on_cpu,
+        axpb_rounds_twice_on_sim,
+        axpb_rounds_twice_on_wgpu,
+        axpb_rounds_twice_on_cuda
+    );
+
+    /// The host's `edges`, word by word, through the semantics of `gpuworld::kernel::ops`.
+    fn edges_on_host(xs: &[u32], fs: &[f32]) -> Vec<u32> {
+        let mut out = Vec::new();
+        for (&x, &f) in xs.iter().zip(fs) {
+            out.extend([
+                ops::div_u32(x, ops::rem_u32(x, 5)),
+                ops::rem_u32(x, x & 3),
+                x.wrapping_shl(x % 40),
+                x.wrapping_shr(x % 40),
+                x.wrapping_mul(2654435761)
+                    .wrapping_add(7)
+                    .wrapping_sub(x ^ 0xdeadbeef),
+                ops::f32_to_u32(f),
+                (x as f32).to_bits(),
+                ops::min_f32(f, 1.5).to_bits(),
+                ops::max_f32(f, -1.5).to_bits(),
+                ops::abs_f32(-f).to_bits(),
+                f.floor().to_bits() ^ f.ceil().to_bits() ^ f.trunc().to_bits(),
+                (f / 3.0).to_bits(),
+                (f * f).sqrt().to_bits(),
+                if f < 0.5 && x > 3 {
+                    x.min(9)
+                } else {
+                    !x.max(4)
+                },
+                u32::from(f.is_nan()) + 2 * u32::from(x == 0),
+                f32::from_bits(x | 0x3f80_0000)
+                    .to_bits()
+                    .wrapping_add(ops::f32_to_u32(f) % 7),
+            ]);
+        }
+        out
+    }
+
+    pub struct Edges;
+    impl BackendTest for Edges {
+        fn run<B: Backend>(&self, client: &ComputeClient<B>) {
+            let n = 300;
+            let xs = words(n, 2);
+            let mut fs = floats(n, 3);
+            // NaN, infinities and values past u32's range, for the conversions and min/max.
+            fs[3] = f32::NAN;
+            fs[4] = f32::INFINITY;
+            fs[5] = f32::NEG_INFINITY;
+            fs[6] = 5e9;
+            fs[7] = -3.75;
+            fs[8] = 4294967040.0;
+            let (xs_h, fs_h) = (upload(client, &xs), upload(client, &fs));
+            let out = client.empty(16 * 4 * n as u64);
+            client
+                .launch(
+                    &edges,
+                    CubeCount::covering(n as u64, 32),
+                    Bindings::new().buffer(&xs_h).buffer(&fs_h).buffer(&out),
+                )
+                .unwrap();
+            let got = read_words(client, &out);
+            let expected = edges_on_host(&xs, &fs);
+            for (i, (g, e)) in got.iter().zip(&expected).enumerate() {
+                // Words 7–12 hold f32 bits; the others integers.
+                let float_word = (7..=12).contains(&(i % 16)) || i % 16 == 6;
+                if float_word {
+                    assert!(
+                        same_f32(*g, *e),
+                        "{} edges word {} of input {}: got {g:#x}, expected {e:#x} (x {:#x}, f {})",
+                        B::NAME,
+                        i % 16,
+                        i / 16,
+                        xs[i / 16],
+                        fs[i / 16]
+                    );
+                } else {
+                    assert_eq!(
+                        g,
+                        e,
+                        "{} edges word {} of input {} (x {:#x}, f {})",
+                        B::NAME,
+                        i % 16,
+                        i / 16,
+                        xs[i / 16],
+                        fs[i / 16]
+                    );
+                }
+            }
+        }
+    }
+    on_each_backend!(
+        Edges,
+        integer_and_conversion_edges_on_cpu,
+        integer_and_conversion_edges_on_sim,
+        integer_and_conversion_edges_on_wgpu,
+        integer_and_conversion_edges_on_cuda
+    );
+
+    pub struct TreeSum;
+    impl BackendTest for TreeSum {
+        fn run<B: Backend>(&self, client: &ComputeClient<B>) {
+            let n = 256 * 5 + 77;
+            let x = floats(n, 4);
+            let cubes = n.div_ceil(256);
+            let input = upload(client, &x);
+            let output = client.empty(4 * cubes as u64);
+            client
+                .launch(
+                    &tree_sum,
+                    CubeCount::new_1d(cubes as u32),
+                    Bindings::new().buffer(&input).buffer(&output),
+                )
+                .unwrap();
+            // The tree's order of additions, on the host.
+            let expected: Vec<u32> = (0..cubes)
+                .map(|c| {
+                    let mut partial: Vec<f32> = (0..256)
+                        .map(|u| x.get(c * 256 + u).copied().unwrap_or(0.0))
+                        .collect();
+                    for step in 0..8 {
+                        let stride = 128 >> step;
+                        for u in 0..stride {
+                            partial[u] += partial[u + stride];
+                        }
+                    }
+                    partial[0].to_bits()
+                })
+                .collect();
+            assert_same_f32(
+                B::NAME,
+                "tree sums",
+                &read_words(client, &output),
+                &expected,
+            );
+        }
+    }
+    on_each_backend!(
+        TreeSum,
+        tree_sum_with_barriers_on_cpu,
+        tree_sum_with_barriers_on_sim,
+        tree_sum_with_barriers_on_wgpu,
+        tree_sum_with_barriers_on_cuda
+    );
+
+    pub struct Stencil;
+    impl BackendTest for Stencil {
+        fn run<B: Backend>(&self, client: &ComputeClient<B>) {
+            let (width, height, alpha) = (37u32, 21u32, 0.2f32);
+            let len = (width * height) as usize;
+            let grid = floats(len, 5);
+            let u = upload(client, &grid);
+            let out = client.empty(4 * len as u64);
+            client
+                .launch(
+                    &heat,
+                    CubeCount::covering_2d(width, height, 16),
+                    Bindings::new()
+                        .buffer(&u)
+                        .buffer(&out)
+                        .scalar_u32(width)
+                        .scalar_u32(height)
+                        .scalar_f32(alpha),
+                )
+                .unwrap();
+            let (w, h) = (width as usize, height as usize);
+            let expected: Vec<u32> = (0..len)
+                .map(|i| {
+                    let (x, y) = (i % w, i / w);
+                    let center = grid[i];
+                    if x > 0 && y > 0 && x + 1 < w && y + 1 < h {
+                        let sum = grid[i - 1] + grid[i + 1] + grid[i - w] + grid[i + w];
+                        (center + alpha * (sum - 4.0 * center)).to_bits()
+                    } else {
+                        center.to_bits()
+                    }
+                })
+                .collect();
+            assert_same_f32(B::NAME, "heat step", &read_words(client, &out), &expected);
+        }
+    }
+    on_each_backend!(
+        Stencil,
+        stencil_in_tiles_on_cpu,
+        stencil_in_tiles_on_sim,
+        stencil_in_tiles_on_wgpu,
+        stencil_in_tiles_on_cuda
+    );
+
+    pub struct Bounds;
+    impl BackendTest for Bounds {
+        fn run<B: Backend>(&self, client: &ComputeClient<B>) {
+            let (n, reach) = (40usize, 3u32);
+            let src: Vec<u32> = (0..n as u32 - 5).map(|v| v * 7).collect();
+            let src_h = upload(client, &src);
+            // Static and dynamic counts of 5 cubes of 8 units each.
+            let count = upload(client, &[5u32, 1, 1]);
+            for dynamic in [false, true] {
+                let dst = upload(client, &vec![1u32; n]);
+                let cubes = if dynamic {
+                    CubeCount::Dynamic(count.binding())
+                } else {
+                    CubeCount::new_1d(5)
+                };
+                client
+                    .launch(
+                        &bounds,
+                        cubes,
+                        Bindings::new()
+                            .buffer(&src_h)
+                            .buffer(&dst)
+                            .scalar_u32(reach),
+                    )
+                    .unwrap();
+                let mut expected = vec![1u32; n];
+                for i in 0..n as u32 {
+                    if i % 3 == 2 {
+                        continue;
+                    }
+                    let at = (i + reach) as usize;
+                    let loaded = src.get(at).copied().unwrap_or(0);
+                    if at < n {
+                        expected[at] = loaded + reach * 1000 + 5 * 100;
+                    }
+                }
+                assert_eq!(
+                    read_words(client, &dst),
+                    expected,
+                    "{} bounds (dynamic count: {dynamic})",
+                    B::NAME
+                );
+            }
+        }
+    }
+    on_each_backend!(
+        Bounds,
+        bounds_returns_and_dynamic_counts_on_cpu,
+        bounds_returns_and_dynamic_counts_on_sim,
+        bounds_returns_and_dynamic_counts_on_wgpu,
+        bounds_returns_and_dynamic_counts_on_cuda
+    );
+
+    pub struct Curves;
+    impl BackendTest for Curves {
+        fn run<B: Backend>(&self, client: &ComputeClient<B>) {
+            let n = 500;
+            let x: Vec<f32> = floats(n, 6).iter().map(|v| v.clamp(-3.0, 3.0)).collect();
+            let input = upload(client, &x);
+            let out = client.empty(6 * 4 * n as u64);
+            client
+                .launch(
+                    &curves,
+                    CubeCount::covering(n as u64, 64),
+                    Bindings::new().buffer(&input).buffer(&out),
+                )
+                .unwrap();
+            let got: Vec<f32> = client.read_one_as(&out).unwrap();
+            for (i, v) in x.iter().enumerate() {
+                let expected = [
+                    v.exp(),
+                    (v + 4.0).ln(),
+                    v.sin(),
+                    v.cos(),
+                    v.tanh(),
+                    (v + 4.0).powf(1.5),
+                ];
+                for (k, e) in expected.iter().enumerate() {
+                    let g = got[6 * i + k];
+                    // The documented tolerance: 1e-5 relative, or 2^-11 absolute (WGSL's sin
+                    // and cos on [-π, π]).
+                    let tolerance = (e.abs() * 1e-5).max(1.0 / 2048.0);
+                    assert!(
+                        (g - e).abs() <= tolerance,
+                        "{} curves[{k}] of {v}: got {g}, expected {e}",
+                        B::NAME
+                    );
+                }
+            }
+        }
+    }
+    on_each_backend!(
+        Curves,
+        transcendentals_within_tolerance_on_cpu,
+        transcendentals_within_tolerance_on_sim,
+        transcendentals_within_tolerance_on_wgpu,
+        transcendentals_within_tolerance_on_cuda
+    );
+}
+
+/// The macro's `KernelDef`: the signature from the parameters, a source per backend.
+fn the_generated_sources_declare_the_signature() {
+    use gpuworld::kernel::{Access, CpuSource, CudaSource, Elem, WgslSource};
+    let signature = &axpb.signature;
+    assert_eq!(axpb.name, "axpb");
+    assert_eq!(axpb.id, "kernel_macro::axpb");
+    assert_eq!(signature.cube_dim, [64, 1, 1]);
+    let buffers: Vec<_> = signature
+        .buffers
+        .iter()
+        .map(|p| (p.name, p.elem, p.access))
+        .collect();
+    assert_eq!(
+        buffers,
+        [
+            ("x", Elem::F32, Access::Read),
+            ("y", Elem::F32, Access::ReadWrite),
+            ("fused", Elem::F32, Access::Write)
+        ]
+    );
+    let scalars: Vec<_> = signature.scalars.iter().map(|p| (p.name, p.elem)).collect();
+    assert_eq!(scalars, [("a", Elem::F32), ("b", Elem::F32)]);
+    assert!(axpb.source::<CpuSource>().is_some());
+    let wgsl = axpb.source::<WgslSource>().expect("a WGSL source").0;
+    assert!(wgsl.contains("@workgroup_size(64, 1, 1)"), "{wgsl}");
+    let cuda = axpb.source::<CudaSource>().expect("a CUDA source").0;
+    assert!(
+        cuda.contains("extern \"C\" __global__ void axpb(GW_PARAMS)"),
+        "{cuda}"
+    );
+    assert!(cuda.contains("__fmul_rn"), "no contraction: {cuda}");
+    assert_eq!(tree_sum.signature.cube_dim, [256, 1, 1]);
+    assert_eq!(heat.signature.scalars.len(), 3);
+}
