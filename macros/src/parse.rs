@@ -1050,6 +1050,18 @@ impl Parser {
         let (lt, rt) = (left.ty, right.ty);
         let refuse = |why: String| Err(Error::new(span, why));
         if lt != rt {
+            let literal = match (&left.kind, &right.kind) {
+                (ExprKind::U32(value), _) if rt == Ty::F32 => Some(value),
+                (_, ExprKind::U32(value)) if lt == Ty::F32 => Some(value),
+                _ => None,
+            };
+            if let Some(value) = literal {
+                return refuse(format!(
+                    "`{}` between f32 and the integer literal `{value}`: write `{value}.0` \
+                     (integer literals are u32, and the subset has no implicit conversions)",
+                    op.symbol()
+                ));
+            }
             return refuse(format!(
                 "`{}` between {} and {}: convert one side with `as {}` (the subset has no \
                  implicit conversions)",

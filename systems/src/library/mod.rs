@@ -6,9 +6,7 @@
 pub mod matmul;
 pub mod reduce;
 
-use crate::kernel::{BufferIo, CpuSource, KernelDef, Param, Signature};
-use std::ops::Range;
-use std::sync::atomic::{AtomicU32, Ordering};
+use crate::kernel::{CpuSource, KernelDef, Signature};
 
 /// Units per cube of the 1-D kernels.
 pub const LINEAR_CUBE: u32 = 256;
@@ -27,161 +25,68 @@ pub static NOOP: KernelDef = KernelDef {
     sources: &[&CpuSource(|_, _| {})],
 };
 
-/// `out[i] = value`.
-pub static FILL: KernelDef = KernelDef {
-    id: "gpuworld.fill",
-    name: "fill",
-    signature: Signature {
-        buffers: &[Param::f32("out")],
-        scalars: &[Param::f32("value")],
-        cube_dim: [LINEAR_CUBE, 1, 1],
-    },
-    sources: &[&CpuSource(|cube, io| {
-        let value = io.scalar_f32(0);
-        io.map_f32(cube.units_1d(io.len32(0)), [], 0, |[]| value);
-    })],
-};
+/// The library's simple kernels, each one `#[kernel]` source for every backend (issue 32):
+/// `out[i] = value` and the like, checked per element, 256 units per cube; the stencil in
+/// 16×16 tiles.
+mod generated {
+    use crate::kernel;
 
-/// `dst[i] = src[i]`, word by word.
-pub static COPY: KernelDef = KernelDef {
-    id: "gpuworld.copy",
-    name: "copy",
-    signature: Signature {
-        buffers: &[Param::u32("src").read_only(), Param::u32("dst")],
-        scalars: &[],
-        cube_dim: [LINEAR_CUBE, 1, 1],
-    },
-    sources: &[&CpuSource(|cube, io| {
-        io.map_u32(cube.units_1d(io.len32(1)), [0], 1, |[src]| src);
-    })],
-};
-
-/// `out[i] = a[i] + b[i]`.
-pub static ADD: KernelDef = KernelDef {
-    id: "gpuworld.add",
-    name: "add",
-    signature: Signature {
-        buffers: &[
-            Param::f32("a").read_only(),
-            Param::f32("b").read_only(),
-            Param::f32("out"),
-        ],
-        scalars: &[],
-        cube_dim: [LINEAR_CUBE, 1, 1],
-    },
-    sources: &[&CpuSource(|cube, io| {
-        io.map_f32(cube.units_1d(io.len32(2)), [0, 1], 2, |[a, b]| a + b);
-    })],
-};
-
-/// `out[i] = x[i] * factor`.
-pub static SCALE: KernelDef = KernelDef {
-    id: "gpuworld.scale",
-    name: "scale",
-    signature: Signature {
-        buffers: &[Param::f32("x").read_only(), Param::f32("out")],
-        scalars: &[Param::f32("factor")],
-        cube_dim: [LINEAR_CUBE, 1, 1],
-    },
-    sources: &[&CpuSource(|cube, io| {
-        let factor = io.scalar_f32(0);
-        io.map_f32(cube.units_1d(io.len32(1)), [0], 1, |[x]| x * factor);
-    })],
-};
-
-/// One explicit heat-diffusion step on a `width x height` grid with fixed borders:
-/// `out = u + alpha * (north + south + east + west - 4u)`. Launch one cube per 16x16 tile.
-pub static STENCIL: KernelDef = KernelDef {
-    id: "gpuworld.stencil2d",
-    name: "stencil2d",
-    signature: Signature {
-        buffers: &[Param::f32("u").read_only(), Param::f32("out")],
-        scalars: &[
-            Param::u32("width"),
-            Param::u32("height"),
-            Param::f32("alpha"),
-        ],
-        cube_dim: [STENCIL_TILE, STENCIL_TILE, 1],
-    },
-    sources: &[&CpuSource(|cube, io| {
-        let width = io.scalar_u32(0) as usize;
-        let height = io.scalar_u32(1) as usize;
-        let alpha = io.scalar_f32(2);
-        let tile = STENCIL_TILE as usize;
-        let x0 = cube.cube_pos[0] as usize * tile;
-        let y0 = cube.cube_pos[1] as usize * tile;
-        let (grid, out) = (io.buffer(0), io.buffer(1));
-        let xs = x0..(x0 + tile).min(width);
-        for y in y0..(y0 + tile).min(height) {
-            let border_row = y == 0 || y + 1 == height;
-            if !border_row && stencil_row_in_bounds(grid, out, y, xs.clone(), width, alpha) {
-                continue;
-            }
-            for x in xs.clone() {
-                let i = y * width + x;
-                let u = grid.load_f32(i);
-                let border = x == 0 || border_row || x + 1 == width;
-                let value = if border {
-                    u
-                } else {
-                    let sum = grid.load_f32(i - 1)
-                        + grid.load_f32(i + 1)
-                        + grid.load_f32(i - width)
-                        + grid.load_f32(i + width);
-                    u + alpha * (sum - 4.0 * u)
-                };
-                out.store_f32(i, value);
-            }
+    /// `out[i] = value`.
+    #[kernel(crate = crate, id = "gpuworld.fill", cube_dim = 256)]
+    pub fn fill(out: &mut [f32], value: f32) {
+        let i = global_index();
+        if i < out.len() {
+            out[i] = value;
         }
-    })],
-};
+    }
 
-/// Columns `xs` of row `y` (not a border row) of a stencil step, when both bindings hold all
-/// the row needs: checked once for the row instead of at every access. False, having done
-/// nothing, otherwise. Elements are loaded and stored in the same order as one by one, so an
-/// `out` bound to the same memory as `u` sees the same values.
-fn stencil_row_in_bounds(
-    grid: BufferIo<'_>,
-    out: BufferIo<'_>,
-    y: usize,
-    xs: Range<usize>,
-    width: usize,
-    alpha: f32,
-) -> bool {
-    if xs.is_empty() {
-        return true;
+    /// `dst[i] = src[i]`, word by word.
+    #[kernel(crate = crate, id = "gpuworld.copy", cube_dim = 256)]
+    pub fn copy(src: &[u32], dst: &mut [u32]) {
+        let i = global_index();
+        if i < dst.len() {
+            dst[i] = src[i];
+        }
     }
-    // The columns with a neighbour on each side; the grid's first and last are copied.
-    let inner = xs.start.max(1)..xs.end.min(width - 1);
-    let row = y * width;
-    let (Some(above), Some(here), Some(below), Some(dst)) = (
-        grid.words(row - width + inner.start..row - width + inner.end),
-        grid.words(row + inner.start - 1..row + inner.end + 1),
-        grid.words(row + width + inner.start..row + width + inner.end),
-        out.words(row + xs.start..row + xs.end),
-    ) else {
-        return false;
-    };
-    let load = |word: &AtomicU32| f32::from_bits(word.load(Ordering::Relaxed));
-    let (west_border, dst) = dst.split_at(usize::from(xs.start == 0));
-    let (dst, east_border) = dst.split_at(inner.len());
-    if let Some(word) = west_border.first() {
-        word.store(here[0].load(Ordering::Relaxed), Ordering::Relaxed);
+
+    /// `out[i] = a[i] + b[i]`.
+    #[kernel(crate = crate, id = "gpuworld.add", cube_dim = 256)]
+    pub fn add(a: &[f32], b: &[f32], out: &mut [f32]) {
+        let i = global_index();
+        if i < out.len() {
+            out[i] = a[i] + b[i];
+        }
     }
-    let neighbours = here.windows(3).zip(above).zip(below);
-    for (word, ((row, north), south)) in dst.iter().zip(neighbours) {
-        let u = load(&row[1]);
-        let sum = load(&row[0]) + load(&row[2]) + load(north) + load(south);
-        word.store((u + alpha * (sum - 4.0 * u)).to_bits(), Ordering::Relaxed);
+
+    /// `out[i] = x[i] * factor`.
+    #[kernel(crate = crate, id = "gpuworld.scale", cube_dim = 256)]
+    pub fn scale(x: &[f32], out: &mut [f32], factor: f32) {
+        let i = global_index();
+        if i < out.len() {
+            out[i] = x[i] * factor;
+        }
     }
-    if let Some(word) = east_border.first() {
-        word.store(
-            here[here.len() - 1].load(Ordering::Relaxed),
-            Ordering::Relaxed,
-        );
+
+    /// One explicit heat-diffusion step on a `width x height` grid with fixed borders:
+    /// `out = u + alpha * (north + south + east + west - 4u)`. Launch one cube per 16x16 tile.
+    #[kernel(crate = crate, id = "gpuworld.stencil2d", cube_dim = [16, 16, 1])]
+    pub fn stencil2d(u: &[f32], out: &mut [f32], width: u32, height: u32, alpha: f32) {
+        let x = cube_x() * 16 + unit_x();
+        let y = cube_y() * 16 + unit_y();
+        if x < width && y < height {
+            let i = y * width + x;
+            let center = u[i];
+            let mut value = center;
+            if x > 0 && y > 0 && x + 1 < width && y + 1 < height {
+                let sum = u[i - 1] + u[i + 1] + u[i - width] + u[i + width];
+                value = center + alpha * (sum - 4.0 * center);
+            }
+            out[i] = value;
+        }
     }
-    true
 }
+
+pub use generated::{add as ADD, copy as COPY, fill as FILL, scale as SCALE, stencil2d as STENCIL};
 
 /// Every kernel of the library, its tunable variants included: what each backend supplies a
 /// source for (the conformance suite launches each of them on every backend).

@@ -3,8 +3,10 @@
 //! repeats passes over the partial sums until one value is left. They differ in how much each
 //! cube covers: 256 elements (one per unit), 1024 (four per unit), or a grid-strided share of
 //! the whole input (a fixed number of cubes, then one cube over their partials).
-//! A GPU cube reduces its units' values with a tree in workgroup memory; a CPU cube runs its
-//! units in a loop, so its "tree" is a plain sum (results agree within float rounding).
+//! [`REDUCE_SUM_TREE`] is one `#[kernel]` source: the same tree of halvings on every backend,
+//! the same bits. The other variants keep a source per backend: a GPU cube reduces its units'
+//! values with a tree in workgroup memory, a CPU cube runs its units in a loop, so its "tree" is
+//! a plain sum (results agree within float rounding).
 
 use crate::kernel::{CpuSource, CubeContext, KernelDef, KernelIo, Param, Signature};
 use std::sync::atomic::Ordering;
@@ -46,15 +48,33 @@ fn sum_contiguous(ctx: &CubeContext, io: &KernelIo<'_>, per_cube: u64) {
     io.store_f32(1, cube as usize, sum);
 }
 
-/// One pass of a tree reduction: `output[c] = sum(input[c*256 .. c*256+256])`.
-pub static REDUCE_SUM_TREE: KernelDef = KernelDef {
-    id: "gpuworld.reduce_sum_tree",
-    name: "reduce_sum_tree",
-    signature: SIGNATURE,
-    sources: &[&CpuSource(|cube, io| {
-        sum_contiguous(cube, io, u64::from(TREE_ELEMENTS_PER_CUBE));
-    })],
-};
+mod tree {
+    use crate::kernel;
+
+    /// One pass of a tree reduction: `output[c] = sum(input[c*256 .. c*256+256])` (of the first `n`
+    /// elements), added as a tree of halvings in shared memory on every backend, so every backend
+    /// gives the same bits.
+    #[kernel(crate = crate, id = "gpuworld.reduce_sum_tree", cube_dim = 256)]
+    pub fn reduce_sum_tree(input: &[f32], output: &mut [f32], n: u32) {
+        let partial = shared::<f32, 256>();
+        let limit = n.min(input.len());
+        let i = cube() * 256 + unit();
+        partial[unit()] = if i < limit { input[i] } else { 0.0 };
+        sync_cube();
+        for step in 0..8 {
+            let stride = 128 >> step;
+            if unit() < stride {
+                partial[unit()] = partial[unit()] + partial[unit() + stride];
+            }
+            sync_cube();
+        }
+        if unit() == 0 {
+            output[cube()] = partial[0];
+        }
+    }
+}
+
+pub use tree::reduce_sum_tree as REDUCE_SUM_TREE;
 
 /// One pass where each unit first sums four elements: `output[c] = sum(input[c*1024 ..][..1024])`.
 pub static REDUCE_SUM_TREE4: KernelDef = KernelDef {

@@ -42,14 +42,6 @@ extern "C" __global__ void "#,
     };
 }
 
-/// One element per unit.
-pub(super) const TREE: CudaSource = CudaSource(reduce_kernel!(
-    "reduce_sum_tree",
-    "        const unsigned long long i = c * 256ull + unit;
-        const float value = i < limit ? input[i] : 0.0f;
-"
-));
-
 /// Four elements per unit, 1024 per cube.
 pub(super) const TREE4: CudaSource = CudaSource(reduce_kernel!(
     "reduce_sum_tree4",

@@ -29,20 +29,6 @@ fn sum_cube_into_output(c: u32, unit: u32, value: f32) {
     };
 }
 
-/// One element per unit.
-pub(super) const TREE: WgslSource = WgslSource(concat!(
-    tree_sum!(),
-    linear_main!(),
-    "    let n = min(scalars.n, arrayLength(&input));
-    var value = 0.0;
-    if i < n {
-        value = input[i];
-    }
-    sum_cube_into_output(c, unit, value);
-}
-"
-));
-
 /// Four elements per unit, 1024 per cube.
 pub(super) const TREE4: WgslSource = WgslSource(concat!(
     tree_sum!(),
