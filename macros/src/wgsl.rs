@@ -41,7 +41,11 @@ fn main(
     @builtin(local_invocation_id) gw_unit_id: vec3<u32>,
     @builtin(local_invocation_index) gw_unit: u32,
 ) {{
-    let gw_cube = gw_cube_id.x + gw_count.x * (gw_cube_id.y + gw_count.y * gw_cube_id.z);"
+    let gw_cube = gw_cube_id.x + gw_count.x * (gw_cube_id.y + gw_count.y * gw_cube_id.z);
+    // 0 whenever this runs (a dispatch has at least one workgroup), unknown to the compiler:
+    // literals go through it so that neither naga's constant evaluation nor the driver's folding
+    // and reassociation see them (see `gw_f`).
+    let gw_z = select(0u, 1u, gw_count.x == 0u);"
     );
     let emit = Gen { kernel };
     for stmt in &kernel.body {
@@ -54,6 +58,12 @@ fn main(
 /// The subset's semantics where WGSL's own differ or leave a choice (see
 /// `gpuworld_systems::kernel::ops`, which defines them).
 const HELPERS: &str = "
+// A float literal the compiler cannot see: without it, `(x + 0.1) + 1.0` was folded to
+// `x + 1.1` and `x / 0.0` to an undefined value on lavapipe, and naga refused `1e30 * 1e30`.
+fn gw_f(x: f32, z: u32) -> f32 {
+    return bitcast<f32>(bitcast<u32>(x) + z);
+}
+
 fn gw_div(a: u32, b: u32) -> u32 {
     if b == 0u {
         return 0u;
@@ -145,6 +155,28 @@ pub fn float_literal(value: f32) -> String {
     match text.parse::<f64>() {
         Ok(wide) if (wide as f32).to_bits() == value.to_bits() => format!("{text}f"),
         _ => format!("bitcast<f32>({}u)", value.to_bits()),
+    }
+}
+
+/// Whether naga sees `expr` as a constant expression (float literals go through `gw_f`).
+fn constant(expr: &Expr) -> bool {
+    match &expr.kind {
+        ExprKind::U32(_) | ExprKind::Bool(_) => true,
+        ExprKind::Builtin(Builtin::UnitsPerCube) => true,
+        ExprKind::Unary(_, a) | ExprKind::Cast(a) => constant(a),
+        ExprKind::Binary(_, a, b) => constant(a) && constant(b),
+        ExprKind::Call(_, args) => args.iter().all(constant),
+        ExprKind::Select(c, a, b) => constant(c) && constant(a) && constant(b),
+        _ => false,
+    }
+}
+
+/// `text`, of type `ty`, as a value only known when the kernel runs (through `gw_z`).
+fn opaque(text: &str, ty: Ty) -> String {
+    match ty {
+        Ty::F32 => format!("gw_f({text}, gw_z)"),
+        Ty::U32 => format!("({text} + gw_z)"),
+        Ty::Bool => format!("({text} != (gw_z != 0u))"),
     }
 }
 
@@ -257,7 +289,7 @@ impl Gen<'_> {
 
     fn expr(&self, expr: &Expr) -> String {
         match &expr.kind {
-            ExprKind::F32(value) => float_literal(*value),
+            ExprKind::F32(value) => format!("gw_f({}, gw_z)", float_literal(*value)),
             ExprKind::U32(value) => format!("{value}u"),
             ExprKind::Bool(value) => value.to_string(),
             ExprKind::Local(id) => self.kernel.locals[*id].name.clone(),
@@ -304,7 +336,12 @@ impl Gen<'_> {
                 }
             }
             ExprKind::Binary(op, left, right) => {
-                let (a, b) = (self.expr(left), self.expr(right));
+                let (mut a, b) = (self.expr(left), self.expr(right));
+                if constant(left) && constant(right) {
+                    // naga evaluates an operation of constants when it builds the module, and
+                    // refuses one that overflows (`1638524333u << 2u`).
+                    a = opaque(&a, left.ty);
+                }
                 match (op, left.ty) {
                     (BinOp::Div, Ty::U32) => format!("gw_div({a}, {b})"),
                     (BinOp::Rem, Ty::U32) => format!("gw_rem({a}, {b})"),
@@ -328,7 +365,10 @@ impl Gen<'_> {
                 }
             }
             ExprKind::Call(func, args) => {
-                let a: Vec<String> = args.iter().map(|arg| self.expr(arg)).collect();
+                let mut a: Vec<String> = args.iter().map(|arg| self.expr(arg)).collect();
+                if args.iter().all(constant) {
+                    a[0] = opaque(&a[0], args[0].ty);
+                }
                 let ty = args.first().map(|arg| arg.ty);
                 let call = |name: &str| format!("{name}({})", a.join(", "));
                 match func {

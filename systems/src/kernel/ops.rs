@@ -10,7 +10,11 @@
 //! exact), `mul_add` on wgpu (it may round twice), the transcendental functions (a tolerance),
 //! and the bits of a NaN result (its sign and payload are the device's: compare NaN as NaN).
 //! Float comparisons follow IEEE 754 everywhere (a NaN compares unequal to everything); the WGSL
-//! tests NaN by its bits, since WGSL lets a compiler assume no NaN reaches a comparison.
+//! tests NaN by its bits, since WGSL lets a compiler assume no NaN reaches a comparison. On wgpu,
+//! infinities, NaN and the sign of zero are the device's where its compiler simplifies
+//! (lavapipe turns `x - x` into 0 for an infinite `x`): WGSL lets it assume none occur, and
+//! gives no way to mark arithmetic exact. Literals reach WGSL through an opaque zero, so that
+//! constants are neither folded nor reassociated (`(x + 0.1) + 1.0` is not `x + 1.1`).
 
 /// `a / b` of u32; division by zero gives 0 (it panics in Rust, is undefined in C, and gives
 /// `a` in WGSL).

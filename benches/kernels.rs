@@ -1,0 +1,323 @@
+//! The generated stencil (`library::STENCIL`, one `#[gpuworld::kernel]` source) against the
+//! hand-written one it replaced (its CPU, WGSL and CUDA C sources, kept here), side by side in one
+//! run on every backend this build and machine have: steps of a 2048 x 2048 heat-diffusion grid,
+//! ping-pong between two buffers, through the public client (`launch` × 50, then `sync`), the two
+//! kernels alternated over 7 rounds; the median per step of each, and their ratio.
+//!
+//! `cargo bench --bench kernels [--features wgpu,cuda]`; on the GPU machine run the built binary.
+
+use gpuworld::kernel::{BufferIo, CpuSource, CudaSource, KernelDef, Param, Signature, WgslSource};
+use gpuworld::library::{STENCIL, STENCIL_TILE};
+use gpuworld::{Backend, Bindings, ComputeClient, CubeCount, Driver};
+use std::ops::Range;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+const STENCIL_WGSL: WgslSource = WgslSource(concat!(
+    "fn load(i: u32) -> f32 {
+    if i < arrayLength(&u) {
+        return u[i];
+    }
+    return 0.0;
+}
+
+",
+    "@compute @workgroup_size(16, 16, 1)
+fn main(
+    @builtin(workgroup_id) cube: vec3<u32>,
+    @builtin(local_invocation_id) unit: vec3<u32>,
+) {
+",
+    "    let width = scalars.width;
+    let height = scalars.height;
+    let x = cube.x * 16u + unit.x;
+    let y = cube.y * 16u + unit.y;
+    if x >= width || y >= height {
+        return;
+    }
+    let i = y * width + x;
+    let center = load(i);
+    var value = center;
+    let border = x == 0u || y == 0u || x + 1u == width || y + 1u == height;
+    if !border {
+        let sum = load(i - 1u) + load(i + 1u) + load(i - width) + load(i + width);
+        value = center + scalars.alpha * (sum - 4.0 * center);
+    }
+    if i < arrayLength(&out) {
+        out[i] = value;
+    }
+}
+"
+));
+
+const STENCIL_CUDA: CudaSource = CudaSource(
+    r#"
+__device__ __forceinline__ float gw_load(const float* b, unsigned int n, unsigned long long i) {
+    return GW_IN_BOUNDS(i, n) ? b[i] : 0.0f;
+}
+
+extern "C" __global__ void stencil2d(GW_PARAMS) {
+    GW_FOR_EACH_CUBE {
+        const unsigned long long x = (unsigned long long)GW_CUBE_X * blockDim.x + threadIdx.x;
+        const unsigned long long y = (unsigned long long)GW_CUBE_Y * blockDim.y + threadIdx.y;
+        if (x >= width || y >= height) continue;
+        const unsigned long long i = y * width + x;
+        const float center = gw_load(u, u_len, i);
+        const bool border = x == 0 || y == 0 || x + 1 == width || y + 1 == height;
+        float value = center;
+        if (!border) {
+            const float sum = gw_load(u, u_len, i - 1) + gw_load(u, u_len, i + 1)
+                + gw_load(u, u_len, i - width) + gw_load(u, u_len, i + width);
+            value = center + alpha * (sum - 4.0f * center);
+        }
+        if (GW_IN_BOUNDS(i, out_len)) out[i] = value;
+    }
+}
+"#,
+);
+
+/// One explicit heat-diffusion step on a `width x height` grid with fixed borders:
+/// `out = u + alpha * (north + south + east + west - 4u)`. Launch one cube per 16x16 tile.
+static HAND_STENCIL: KernelDef = KernelDef {
+    id: "bench.hand_stencil2d",
+    name: "stencil2d",
+    signature: Signature {
+        buffers: &[Param::f32("u").read_only(), Param::f32("out")],
+        scalars: &[
+            Param::u32("width"),
+            Param::u32("height"),
+            Param::f32("alpha"),
+        ],
+        cube_dim: [STENCIL_TILE, STENCIL_TILE, 1],
+    },
+    sources: &[
+        &STENCIL_WGSL,
+        &STENCIL_CUDA,
+        &CpuSource(|cube, io| {
+            let width = io.scalar_u32(0) as usize;
+            let height = io.scalar_u32(1) as usize;
+            let alpha = io.scalar_f32(2);
+            let tile = STENCIL_TILE as usize;
+            let x0 = cube.cube_pos[0] as usize * tile;
+            let y0 = cube.cube_pos[1] as usize * tile;
+            let (grid, out) = (io.buffer(0), io.buffer(1));
+            let xs = x0..(x0 + tile).min(width);
+            for y in y0..(y0 + tile).min(height) {
+                let border_row = y == 0 || y + 1 == height;
+                if !border_row && stencil_row_in_bounds(grid, out, y, xs.clone(), width, alpha) {
+                    continue;
+                }
+                for x in xs.clone() {
+                    let i = y * width + x;
+                    let u = grid.load_f32(i);
+                    let border = x == 0 || border_row || x + 1 == width;
+                    let value = if border {
+                        u
+                    } else {
+                        let sum = grid.load_f32(i - 1)
+                            + grid.load_f32(i + 1)
+                            + grid.load_f32(i - width)
+                            + grid.load_f32(i + width);
+                        u + alpha * (sum - 4.0 * u)
+                    };
+                    out.store_f32(i, value);
+                }
+            }
+        }),
+    ],
+};
+
+/// Columns `xs` of row `y` (not a border row) of a stencil step, when both bindings hold all
+/// the row needs: checked once for the row instead of at every access. False, having done
+/// nothing, otherwise. Elements are loaded and stored in the same order as one by one, so an
+/// `out` bound to the same memory as `u` sees the same values.
+fn stencil_row_in_bounds(
+    grid: BufferIo<'_>,
+    out: BufferIo<'_>,
+    y: usize,
+    xs: Range<usize>,
+    width: usize,
+    alpha: f32,
+) -> bool {
+    if xs.is_empty() {
+        return true;
+    }
+    // The columns with a neighbour on each side; the grid's first and last are copied.
+    let inner = xs.start.max(1)..xs.end.min(width - 1);
+    let row = y * width;
+    let (Some(above), Some(here), Some(below), Some(dst)) = (
+        grid.words(row - width + inner.start..row - width + inner.end),
+        grid.words(row + inner.start - 1..row + inner.end + 1),
+        grid.words(row + width + inner.start..row + width + inner.end),
+        out.words(row + xs.start..row + xs.end),
+    ) else {
+        return false;
+    };
+    let load = |word: &AtomicU32| f32::from_bits(word.load(Ordering::Relaxed));
+    let (west_border, dst) = dst.split_at(usize::from(xs.start == 0));
+    let (dst, east_border) = dst.split_at(inner.len());
+    if let Some(word) = west_border.first() {
+        word.store(here[0].load(Ordering::Relaxed), Ordering::Relaxed);
+    }
+    let neighbours = here.windows(3).zip(above).zip(below);
+    for (word, ((row, north), south)) in dst.iter().zip(neighbours) {
+        let u = load(&row[1]);
+        let sum = load(&row[0]) + load(&row[2]) + load(north) + load(south);
+        word.store((u + alpha * (sum - 4.0 * u)).to_bits(), Ordering::Relaxed);
+    }
+    if let Some(word) = east_border.first() {
+        word.store(
+            here[here.len() - 1].load(Ordering::Relaxed),
+            Ordering::Relaxed,
+        );
+    }
+    true
+}
+
+/// The hand-written `ADD` the generated one replaced: a CPU source only (its WGSL and CUDA C were
+/// one bounds check and one add per element, like the generated ones).
+static HAND_ADD: KernelDef = KernelDef {
+    id: "bench.hand_add",
+    name: "add",
+    signature: Signature {
+        buffers: &[
+            Param::f32("a").read_only(),
+            Param::f32("b").read_only(),
+            Param::f32("out"),
+        ],
+        scalars: &[],
+        cube_dim: [256, 1, 1],
+    },
+    sources: &[&CpuSource(|cube, io| {
+        io.map_f32(cube.units_1d(io.len32(2)), [0, 1], 2, |[a, b]| a + b);
+    })],
+};
+
+/// The median time of `rounds` launches of `kernel` over `n` elements, then `sync`.
+fn time_adds<B: Backend>(
+    client: &ComputeClient<B>,
+    kernel: &'static KernelDef,
+    buffers: &[gpuworld::Handle; 3],
+    n: u64,
+) -> Duration {
+    let start = Instant::now();
+    for _ in 0..10 {
+        client
+            .launch(
+                kernel,
+                CubeCount::covering(n, 256),
+                Bindings::new()
+                    .buffer(&buffers[0])
+                    .buffer(&buffers[1])
+                    .buffer(&buffers[2]),
+            )
+            .expect("add launches");
+    }
+    client.sync().expect("the adds run");
+    start.elapsed() / 10
+}
+
+/// `library::ADD` against [`HAND_ADD`] on the cpu backend.
+fn compare_add<B: Backend>(name: &str, client: &ComputeClient<B>, n: u64) {
+    let values: Vec<f32> = (0..n).map(|i| i as f32).collect();
+    let buffers = [
+        client.create_from_pod(&values),
+        client.create_from_pod(&values),
+        client.empty(4 * n),
+    ];
+    let (mut generated, mut hand) = (Vec::new(), Vec::new());
+    for _ in 0..7 {
+        generated.push(time_adds(client, &gpuworld::library::ADD, &buffers, n));
+        hand.push(time_adds(client, &HAND_ADD, &buffers, n));
+    }
+    let (generated, hand) = (median(generated), median(hand));
+    println!(
+        "{name}: add {n} elements: generated {:.1} us, hand-written {:.1} us, generated / hand-written {:.3}",
+        generated.as_secs_f64() * 1e6,
+        hand.as_secs_f64() * 1e6,
+        generated.as_secs_f64() / hand.as_secs_f64()
+    );
+}
+
+/// The median per step of `kernel`: `steps` launches between two grids, then `sync`.
+fn time_steps<B: Backend>(
+    client: &ComputeClient<B>,
+    kernel: &'static KernelDef,
+    grids: &[gpuworld::Handle; 2],
+    side: u32,
+    steps: u32,
+) -> Duration {
+    let start = Instant::now();
+    for step in 0..steps {
+        let (from, to) = (&grids[(step % 2) as usize], &grids[(1 - step % 2) as usize]);
+        client
+            .launch(
+                kernel,
+                CubeCount::covering_2d(side, side, STENCIL_TILE),
+                Bindings::new()
+                    .buffer(from)
+                    .buffer(to)
+                    .scalar_u32(side)
+                    .scalar_u32(side)
+                    .scalar_f32(0.2),
+            )
+            .expect("the stencil launches");
+    }
+    client.sync().expect("the steps run");
+    start.elapsed() / steps
+}
+
+fn median(mut times: Vec<Duration>) -> Duration {
+    times.sort();
+    times[times.len() / 2]
+}
+
+/// Both kernels on `client`, alternated; prints one line.
+fn compare<B: Backend>(name: &str, client: &ComputeClient<B>, side: u32, steps: u32) {
+    let cells = (side * side) as usize;
+    let initial: Vec<f32> = (0..cells)
+        .map(|i| ((i * 7919) % 1000) as f32 / 1000.0)
+        .collect();
+    let grids = [
+        client.create_from_pod(&initial),
+        client.create_from_pod(&initial),
+    ];
+    // Warm up: compile both and touch the memory.
+    time_steps(client, &STENCIL, &grids, side, 2);
+    time_steps(client, &HAND_STENCIL, &grids, side, 2);
+    let (mut generated, mut hand) = (Vec::new(), Vec::new());
+    for round in 0..7 {
+        if round % 2 == 0 {
+            generated.push(time_steps(client, &STENCIL, &grids, side, steps));
+            hand.push(time_steps(client, &HAND_STENCIL, &grids, side, steps));
+        } else {
+            hand.push(time_steps(client, &HAND_STENCIL, &grids, side, steps));
+            generated.push(time_steps(client, &STENCIL, &grids, side, steps));
+        }
+    }
+    let (generated, hand) = (median(generated), median(hand));
+    println!(
+        "{name}: stencil {side}x{side}, per step: generated {:.1} us, hand-written {:.1} us, generated / hand-written {:.3}",
+        generated.as_secs_f64() * 1e6,
+        hand.as_secs_f64() * 1e6,
+        generated.as_secs_f64() / hand.as_secs_f64()
+    );
+}
+
+fn main() {
+    // The same values from both, on this backend, before timing them.
+    let client = gpuworld::cpu_client(Driver::DeviceThread).expect("the cpu client opens");
+    compare("cpu", &client, 1024, 10);
+    compare_add("cpu", &client, 1 << 22);
+    drop(client);
+    #[cfg(feature = "wgpu")]
+    match gpuworld::wgpu_client(gpuworld::WgpuConfig::default()) {
+        Ok(client) => compare("wgpu", &client, 2048, 50),
+        Err(error) => eprintln!("SKIPPED wgpu: {error}"),
+    }
+    #[cfg(feature = "cuda")]
+    match gpuworld::cuda_client(gpuworld::CudaConfig::default()) {
+        Ok(client) => compare("cuda", &client, 2048, 50),
+        Err(error) => eprintln!("SKIPPED cuda: {error}"),
+    }
+}

@@ -1,0 +1,639 @@
+//! Generates random `#[gpuworld::kernel]`s for the differential fuzzer (`tests/kernel_fuzz.rs`):
+//! each kernel is a few random statements over the subset's f32, u32 and bool (locals, assignments,
+//! `if`/`else`, small `for` and `while` loops, loads at random indices, some out of bounds) ending
+//! in stores to `out_f` and `out_u`, whose bits every backend must compute alike. Only operations
+//! the subset defines bit for bit are used: no `mul_add`/`fma`, no transcendentals, and `to_bits`
+//! only of a value that is not NaN (a NaN's sign and payload are the device's).
+//!
+//! ```sh
+//! cargo run --example gen_fuzz_kernels -- --seed 1 --count 40 > tests/fuzz_kernels/seed_1.rs
+//! ```
+//!
+//! The output is a Rust file (no `mod` or `use` of its own) that a test `include!`s inside a
+//! module: N kernels `fuzz_<seed>_<k>` and `pub static KERNELS: &[&gpuworld::KernelDef]`.
+
+use std::fmt::Write;
+
+/// The operands of every kernel, as the test binds them: buffers, then scalars.
+const SIGNATURE: &str =
+    "fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f32, t: u32";
+
+/// Deepest operator nesting drawn (a leaf is depth 0; a leaf comparison, an index's `% N` and
+/// the NaN guard around `to_bits` add one level each).
+const MAX_DEPTH: u32 = 4;
+
+/// Deepest statement nesting (`if` and loops) inside the kernel's bounds check.
+const MAX_NEST: u32 = 2;
+
+/// A xorshift64* generator: small, seeded, the same sequence on every machine.
+struct Rng(u64);
+
+impl Rng {
+    fn new(seed: u64) -> Rng {
+        let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ 0x2545_f491_4f6c_dd1d);
+        if rng.0 == 0 {
+            rng.0 = 1;
+        }
+        for _ in 0..4 {
+            rng.next();
+        }
+        rng
+    }
+
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    /// A value in `0..n` (`n > 0`).
+    fn below(&mut self, n: u32) -> u32 {
+        ((self.next() >> 32) % u64::from(n)) as u32
+    }
+
+    /// True with probability `num / den`.
+    fn chance(&mut self, num: u32, den: u32) -> bool {
+        self.below(den) < num
+    }
+
+    fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
+        &items[self.below(items.len() as u32) as usize]
+    }
+}
+
+/// The subset's value types.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Ty {
+    F32,
+    U32,
+    Bool,
+}
+
+impl Ty {
+    fn name(self) -> &'static str {
+        match self {
+            Ty::F32 => "f32",
+            Ty::U32 => "u32",
+            Ty::Bool => "bool",
+        }
+    }
+}
+
+/// A local in scope (a loop counter too).
+struct Var {
+    name: String,
+    ty: Ty,
+    /// Whether statements may assign it (`let mut`, and not a `while` loop's counter).
+    assignable: bool,
+}
+
+/// An expression's text and whether it is atomic (a name, a positive literal, a call, a load):
+/// anything else is parenthesized where it is an operand or a method's receiver.
+struct Text {
+    text: String,
+    atomic: bool,
+}
+
+impl Text {
+    fn atom(text: impl Into<String>) -> Text {
+        Text {
+            text: text.into(),
+            atomic: true,
+        }
+    }
+
+    fn compound(text: impl Into<String>) -> Text {
+        Text {
+            text: text.into(),
+            atomic: false,
+        }
+    }
+
+    /// The same text, atomic or not as `atomic` says.
+    fn atomic_if(self, atomic: bool) -> Text {
+        Text { atomic, ..self }
+    }
+
+    /// The text as the condition of an `if` or `while`: an `if` value is parenthesized.
+    fn condition(&self) -> String {
+        if self.text.starts_with("if ") {
+            format!("({})", self.text)
+        } else {
+            self.text.clone()
+        }
+    }
+
+    /// The text as an operand: parenthesized unless atomic.
+    fn operand(&self) -> String {
+        if self.atomic {
+            self.text.clone()
+        } else {
+            format!("({})", self.text)
+        }
+    }
+
+    /// The text as a method's receiver: literals are parenthesized too (`(0.5).abs()`).
+    fn receiver(&self) -> String {
+        let literal = self.text.starts_with(|c: char| c.is_ascii_digit());
+        if self.atomic && !literal {
+            self.text.clone()
+        } else {
+            format!("({})", self.text)
+        }
+    }
+}
+
+/// One kernel's generator: the names in scope and the body written so far.
+struct Kernel<'a> {
+    rng: &'a mut Rng,
+    scopes: Vec<Vec<Var>>,
+    next_name: usize,
+    out: String,
+}
+
+impl Kernel<'_> {
+    fn line(&mut self, indent: u32, text: &str) {
+        for _ in 0..indent {
+            self.out.push_str("    ");
+        }
+        self.out.push_str(text);
+        self.out.push('\n');
+    }
+
+    fn fresh(&mut self, prefix: &str) -> String {
+        let name = format!("{prefix}{}", self.next_name);
+        self.next_name += 1;
+        name
+    }
+
+    fn declare(&mut self, name: &str, ty: Ty, assignable: bool) {
+        self.scopes.last_mut().expect("a scope is open").push(Var {
+            name: name.to_string(),
+            ty,
+            assignable,
+        });
+    }
+
+    /// The names in scope of type `ty` (assignable ones only, if `assignable`).
+    fn names(&self, ty: Ty, assignable: bool) -> Vec<String> {
+        self.scopes
+            .iter()
+            .flatten()
+            .filter(|var| var.ty == ty && (var.assignable || !assignable))
+            .map(|var| var.name.clone())
+            .collect()
+    }
+
+    fn f32_literal(&mut self) -> Text {
+        const FIXED: &[&str] = &[
+            "0.0",
+            "-0.0",
+            "0.5",
+            "1.0",
+            "2.0",
+            "-1.0",
+            "3.0",
+            "-3.75",
+            "0.1",
+            "1.5",
+            "100.0",
+            "1.0e30",
+            "-1.0e30",
+            "1.0e-3",
+            "65536.0",
+            "4294967296.0",
+            "0.25",
+        ];
+        if self.rng.chance(1, 4) {
+            // A random value of moderate magnitude, written with a `.` (a float literal).
+            let mantissa = 1.0 + self.rng.below(1 << 23) as f32 / (1u32 << 23) as f32;
+            let exponent = self.rng.below(25) as i32 - 12;
+            let value = mantissa * 2f32.powi(exponent);
+            let sign = if self.rng.chance(1, 3) { "-" } else { "" };
+            let text = format!("{value:?}");
+            let text = if text.contains('.') {
+                text
+            } else {
+                text.replacen('e', ".0e", 1)
+            };
+            return Text::compound(format!("{sign}{text}")).atomic_if(sign.is_empty());
+        }
+        let text = *self.rng.pick(FIXED);
+        Text::compound(text).atomic_if(!text.starts_with('-'))
+    }
+
+    fn u32_literal(&mut self) -> Text {
+        const FIXED: &[&str] = &[
+            "0",
+            "1",
+            "2",
+            "3",
+            "5",
+            "7",
+            "16",
+            "31",
+            "32",
+            "33",
+            "255",
+            "1000",
+            "1999",
+            "2000",
+            "65535",
+            "4294967295",
+            "2147483648",
+            "2139095040",
+            "0xdeadbeef",
+        ];
+        if self.rng.chance(1, 5) {
+            return Text::atom((self.rng.next() >> 32).to_string());
+        }
+        Text::atom(*self.rng.pick(FIXED))
+    }
+
+    /// A leaf of type `ty`: a name in scope, a literal, a scalar, a built-in id or a load.
+    fn leaf(&mut self, ty: Ty) -> Text {
+        let names = self.names(ty, false);
+        match ty {
+            Ty::F32 => match self.rng.below(8) {
+                0..=2 if !names.is_empty() => Text::atom(self.rng.pick(&names).clone()),
+                3 | 4 => self.load("fa", 0),
+                5 => Text::atom("s"),
+                _ => self.f32_literal(),
+            },
+            Ty::U32 => match self.rng.below(10) {
+                0..=2 if !names.is_empty() => Text::atom(self.rng.pick(&names).clone()),
+                3 => self.load("ua", 0),
+                4 => Text::atom("t"),
+                5 => Text::atom(*self.rng.pick(&["unit()", "cube()", "global_index()", "i"])),
+                6 if self.rng.chance(1, 3) => {
+                    Text::atom(*self.rng.pick(&["fa.len()", "ua.len()", "out_f.len()"]))
+                }
+                _ => self.u32_literal(),
+            },
+            Ty::Bool => match self.rng.below(4) {
+                0 | 1 if !names.is_empty() => Text::atom(self.rng.pick(&names).clone()),
+                0 => Text::atom(*self.rng.pick(&["true", "false"])),
+                _ => {
+                    // A comparison of leaves.
+                    let (a, b) = if self.rng.chance(1, 2) {
+                        (self.leaf(Ty::F32), self.leaf(Ty::F32))
+                    } else {
+                        (self.leaf(Ty::U32), self.leaf(Ty::U32))
+                    };
+                    let op = *self.rng.pick(&["==", "!=", "<", "<=", ">", ">="]);
+                    Text::compound(format!("{} {op} {}", a.operand(), b.operand()))
+                }
+            },
+        }
+    }
+
+    /// A load `buffer[index]`, its index an expression at most `depth` deep.
+    fn load(&mut self, buffer: &str, depth: u32) -> Text {
+        let index = self.index(depth);
+        Text::atom(format!("{buffer}[{index}]"))
+    }
+
+    /// An index: near the buffers' 1000 elements most of the time (some out of bounds, which
+    /// read 0), or any u32; a simple one (no nested load) at depth 0.
+    fn index(&mut self, depth: u32) -> String {
+        let simple = |rng: &mut Rng| match rng.below(6) {
+            0 | 1 => "i".to_string(),
+            2 => format!(
+                "i + {}",
+                rng.pick(&["1", "2", "7", "500", "999", "1000", "4096"])
+            ),
+            3 => format!("(i * {}) % 1024", rng.pick(&["3", "7", "13"])),
+            4 => format!("t % {}", rng.pick(&["1000", "1100"])),
+            _ => rng.pick(&["0", "999", "1000", "4294967295"]).to_string(),
+        };
+        if depth == 0 {
+            return simple(self.rng);
+        }
+        match self.rng.below(4) {
+            0 => simple(self.rng),
+            1 | 2 => {
+                let value = self.expr(Ty::U32, depth);
+                let modulus = *self.rng.pick(&["1000", "1024", "1100", "2000"]);
+                format!("{} % {modulus}", value.operand())
+            }
+            _ => self.expr(Ty::U32, depth).text,
+        }
+    }
+
+    /// An f32 that is not NaN, for `to_bits`: `x` where `x == x`, else a literal.
+    fn not_nan(&mut self, depth: u32) -> String {
+        let value = self.expr(Ty::F32, depth.min(1));
+        let other = self.f32_literal();
+        let x = value.operand();
+        format!("if {x} == {x} {{ {x} }} else {{ {} }}", other.text)
+    }
+
+    /// An expression of type `ty` nested at most `depth` deep.
+    fn expr(&mut self, ty: Ty, depth: u32) -> Text {
+        if depth == 0 || self.rng.chance(1, 4) {
+            return self.leaf(ty);
+        }
+        let d = depth - 1;
+        match ty {
+            Ty::F32 => match self.rng.below(14) {
+                0..=4 => {
+                    let op = *self.rng.pick(&["+", "-", "*", "/"]);
+                    let (a, b) = (self.expr(Ty::F32, d), self.expr(Ty::F32, d));
+                    Text::compound(format!("{} {op} {}", a.operand(), b.operand()))
+                }
+                5 => {
+                    let a = self.expr(Ty::F32, d);
+                    Text::compound(format!("-{}", a.operand()))
+                }
+                6 | 7 => {
+                    let method = *self.rng.pick(&["abs", "floor", "ceil", "trunc", "sqrt"]);
+                    let a = self.expr(Ty::F32, d);
+                    Text::atom(format!("{}.{method}()", a.receiver()))
+                }
+                8 | 9 => {
+                    let method = *self.rng.pick(&["min", "max"]);
+                    let (a, b) = (self.expr(Ty::F32, d), self.expr(Ty::F32, d));
+                    Text::atom(format!("{}.{method}({})", a.receiver(), b.text))
+                }
+                10 => {
+                    let bits = self.expr(Ty::U32, d);
+                    Text::atom(format!("f32::from_bits({})", bits.text))
+                }
+                11 | 12 => {
+                    let a = self.expr(Ty::U32, d);
+                    Text::compound(format!("{} as f32", a.operand()))
+                }
+                13 if self.rng.chance(1, 2) => self.load("fa", d),
+                _ => self.select(Ty::F32, d),
+            },
+            Ty::U32 => match self.rng.below(17) {
+                0..=6 => {
+                    let op = *self.rng.pick(&[
+                        "+", "-", "*", "/", "%", "&", "|", "^", "<<", ">>", "+", "*", "^",
+                    ]);
+                    let (a, b) = (self.expr(Ty::U32, d), self.expr(Ty::U32, d));
+                    Text::compound(format!("{} {op} {}", a.operand(), b.operand()))
+                }
+                7 => {
+                    let a = self.expr(Ty::U32, d);
+                    Text::compound(format!("!{}", a.operand()))
+                }
+                8 => {
+                    let method = *self.rng.pick(&["min", "max"]);
+                    let (a, b) = (self.expr(Ty::U32, d), self.expr(Ty::U32, d));
+                    Text::atom(format!("{}.{method}({})", a.receiver(), b.text))
+                }
+                9 => Text::atom(format!("({}).to_bits()", self.not_nan(d))),
+                10 | 11 => {
+                    let a = self.expr(Ty::F32, d);
+                    Text::compound(format!("{} as u32", a.operand()))
+                }
+                12 => {
+                    let a = self.expr(Ty::Bool, d);
+                    Text::compound(format!("{} as u32", a.operand()))
+                }
+                13 => self.load("ua", d),
+                _ => self.select(Ty::U32, d),
+            },
+            Ty::Bool => match self.rng.below(8) {
+                0..=3 => {
+                    let operands = *self.rng.pick(&[Ty::F32, Ty::U32, Ty::U32]);
+                    let op = *self.rng.pick(&["==", "!=", "<", "<=", ">", ">="]);
+                    let (a, b) = (self.expr(operands, d), self.expr(operands, d));
+                    Text::compound(format!("{} {op} {}", a.operand(), b.operand()))
+                }
+                4 | 5 => {
+                    let op = *self.rng.pick(&["&&", "||", "==", "!="]);
+                    let (a, b) = (self.expr(Ty::Bool, d), self.expr(Ty::Bool, d));
+                    Text::compound(format!("{} {op} {}", a.operand(), b.operand()))
+                }
+                6 => {
+                    let a = self.expr(Ty::Bool, d);
+                    Text::compound(format!("!{}", a.operand()))
+                }
+                _ => self.select(Ty::Bool, d),
+            },
+        }
+    }
+
+    /// `if c { a } else { b }` as a value.
+    fn select(&mut self, ty: Ty, depth: u32) -> Text {
+        let cond = self.expr(Ty::Bool, depth);
+        let (a, b) = (self.expr(ty, depth), self.expr(ty, depth));
+        Text::compound(format!(
+            "if {} {{ {} }} else {{ {} }}",
+            cond.condition(),
+            a.text,
+            b.text
+        ))
+    }
+
+    fn any_ty(&mut self) -> Ty {
+        *self
+            .rng
+            .pick(&[Ty::F32, Ty::F32, Ty::U32, Ty::U32, Ty::Bool])
+    }
+
+    /// `n` random statements at `indent`, `nest` deep in `if`s and loops.
+    fn stmts(&mut self, n: u32, indent: u32, nest: u32) {
+        for _ in 0..n {
+            self.stmt(indent, nest);
+        }
+    }
+
+    fn block(&mut self, n: u32, indent: u32, nest: u32) {
+        self.scopes.push(Vec::new());
+        self.stmts(n, indent, nest);
+        self.scopes.pop();
+    }
+
+    fn stmt(&mut self, indent: u32, nest: u32) {
+        let nested = nest < MAX_NEST;
+        match self.rng.below(20) {
+            0..=6 => {
+                let ty = self.any_ty();
+                let mutable = self.rng.chance(1, 2);
+                let name = self.fresh(match ty {
+                    Ty::F32 => "x",
+                    Ty::U32 => "n",
+                    Ty::Bool => "c",
+                });
+                let value = self.expr(ty, MAX_DEPTH);
+                let annotate = self.rng.chance(1, 3);
+                let line = format!(
+                    "let {}{name}{} = {};",
+                    if mutable { "mut " } else { "" },
+                    if annotate {
+                        format!(": {}", ty.name())
+                    } else {
+                        String::new()
+                    },
+                    value.text
+                );
+                self.line(indent, &line);
+                self.declare(&name, ty, mutable);
+            }
+            7..=10 => {
+                let ty = self.any_ty();
+                let targets = self.names(ty, true);
+                if targets.is_empty() {
+                    return self.stmt(indent, nest);
+                }
+                let target = self.rng.pick(&targets).clone();
+                let op = match ty {
+                    Ty::Bool => "=",
+                    Ty::F32 => *self.rng.pick(&["=", "=", "+=", "-=", "*=", "/="]),
+                    Ty::U32 => *self.rng.pick(&[
+                        "=", "=", "+=", "-=", "*=", "/=", "%=", "&=", "|=", "^=", "<<=", ">>=",
+                    ]),
+                };
+                let value = self.expr(ty, MAX_DEPTH - 1);
+                self.line(indent, &format!("{target} {op} {};", value.text));
+            }
+            11 | 12 if nested => {
+                let cond = self.expr(Ty::Bool, 3);
+                self.line(indent, &format!("if {} {{", cond.condition()));
+                let n = 1 + self.rng.below(3);
+                self.block(n, indent + 1, nest + 1);
+                if self.rng.chance(1, 2) {
+                    self.line(indent, "} else {");
+                    let n = 1 + self.rng.below(3);
+                    self.block(n, indent + 1, nest + 1);
+                }
+                self.line(indent, "}");
+            }
+            13 if nested => {
+                let counter = self.fresh("j");
+                let end = 1 + self.rng.below(4);
+                let start = if self.rng.chance(1, 4) { 1 } else { 0 };
+                self.line(indent, &format!("for {counter} in {start}..{end} {{"));
+                self.scopes.push(Vec::new());
+                self.declare(&counter, Ty::U32, false);
+                let n = 1 + self.rng.below(3);
+                self.stmts(n, indent + 1, nest + 1);
+                if self.rng.chance(1, 5) {
+                    let cond = self.expr(Ty::Bool, 2);
+                    let exit = *self.rng.pick(&["break", "continue"]);
+                    self.line(indent + 1, &format!("if {} {{", cond.condition()));
+                    self.line(indent + 2, &format!("{exit};"));
+                    self.line(indent + 1, "}");
+                }
+                self.scopes.pop();
+                self.line(indent, "}");
+            }
+            14 if nested => {
+                let counter = self.fresh("w");
+                let end = 1 + self.rng.below(4);
+                self.line(indent, &format!("let mut {counter} = 0;"));
+                // The counter is readable in the body but only its own increment assigns it.
+                self.declare(&counter, Ty::U32, false);
+                self.line(indent, &format!("while {counter} < {end} {{"));
+                let n = 1 + self.rng.below(3);
+                self.block(n, indent + 1, nest + 1);
+                self.line(indent + 1, &format!("{counter} += 1;"));
+                self.line(indent, "}");
+            }
+            15 => {
+                // A store to this unit's own slot (a later store may overwrite it), or one past
+                // the end (dropped).
+                let (buffer, ty) = *self.rng.pick(&[("out_f", Ty::F32), ("out_u", Ty::U32)]);
+                let slot = *self.rng.pick(&["i * 2", "i * 2 + 1", "i * 2 + 4001"]);
+                let value = self.expr(ty, 3);
+                self.line(indent, &format!("{buffer}[{slot}] = {};", value.text));
+            }
+            _ => {
+                // Another local, the most common statement.
+                let ty = self.any_ty();
+                let name = self.fresh("y");
+                let value = self.expr(ty, MAX_DEPTH);
+                self.line(indent, &format!("let mut {name} = {};", value.text));
+                self.declare(&name, ty, true);
+            }
+        }
+    }
+}
+
+/// The source of kernel `k` of `seed`.
+fn kernel(rng: &mut Rng, seed: u64, k: u32) -> String {
+    let cube_dim = *rng.pick(&[32, 64, 128, 256]);
+    let mut kernel = Kernel {
+        rng,
+        // `i`, the unit's index; the scalars `s` and `t` are leaves of their own.
+        scopes: vec![vec![Var {
+            name: "i".into(),
+            ty: Ty::U32,
+            assignable: false,
+        }]],
+        next_name: 0,
+        out: String::new(),
+    };
+    let n = 3 + kernel.rng.below(6);
+    kernel.stmts(n, 2, 0);
+    // The final stores: each output's first slot always, its second most of the time (else the
+    // initial pattern, or an earlier store, shows through).
+    for (buffer, ty) in [("out_f", Ty::F32), ("out_u", Ty::U32)] {
+        for slot in ["i * 2", "i * 2 + 1"] {
+            if slot == "i * 2" || kernel.rng.chance(3, 4) {
+                let value = kernel.expr(ty, MAX_DEPTH);
+                kernel.line(2, &format!("{buffer}[{slot}] = {};", value.text));
+            }
+        }
+    }
+    let body = kernel.out;
+    format!(
+        "/// Generated kernel {k} of seed {seed}.\n\
+         #[gpuworld::kernel(cube_dim = {cube_dim})]\n\
+         fn fuzz_{seed}_{k}({SIGNATURE}) {{\n    \
+             let i = global_index();\n    \
+             if i < out_f.len() {{\n\
+         {body}    }}\n\
+         }}\n"
+    )
+}
+
+/// The whole file for `seed`: `count` kernels and `KERNELS`.
+fn file(seed: u64, count: u32) -> String {
+    let mut rng = Rng::new(seed);
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "// Generated by `cargo run --example gen_fuzz_kernels -- --seed {seed} --count {count}`: \
+         do not edit.\n// Random kernels over the `#[gpuworld::kernel]` subset for \
+         tests/kernel_fuzz.rs.\n"
+    );
+    for k in 0..count {
+        out.push_str(&kernel(&mut rng, seed, k));
+        out.push('\n');
+    }
+    let _ = writeln!(out, "/// Every kernel of this file, in order.");
+    let _ = writeln!(out, "pub static KERNELS: &[&gpuworld::KernelDef] = &[");
+    for k in 0..count {
+        let _ = writeln!(out, "    &fuzz_{seed}_{k},");
+    }
+    out.push_str("];\n");
+    out
+}
+
+fn usage() -> ! {
+    eprintln!("usage: gen_fuzz_kernels --seed S --count N  (prints the Rust file to stdout)");
+    std::process::exit(2);
+}
+
+fn main() {
+    let mut seed = None;
+    let mut count = None;
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        let value = args.next().unwrap_or_else(|| usage());
+        match arg.as_str() {
+            "--seed" => seed = Some(value.parse::<u64>().unwrap_or_else(|_| usage())),
+            "--count" => count = Some(value.parse::<u32>().unwrap_or_else(|_| usage())),
+            _ => usage(),
+        }
+    }
+    let (Some(seed), Some(count)) = (seed, count) else {
+        usage()
+    };
+    print!("{}", file(seed, count));
+}
