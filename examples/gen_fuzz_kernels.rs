@@ -2,7 +2,8 @@
 //! each kernel is a few random statements over the subset's f32, u32 and bool (locals, assignments,
 //! `if`/`else`, small `for` and `while` loops, loads at random indices, some out of bounds) ending
 //! in stores to `out_f` and `out_u`, whose bits every backend must compute alike. Only operations
-//! the subset defines bit for bit are used: no `mul_add`/`fma`, no transcendentals, and `to_bits`
+//! the subset defines bit for bit on every backend are used: no `mul_add`/`fma`, no
+//! transcendentals, no f32 `/` or `sqrt` (a tolerance on wgpu), and `to_bits`
 //! only of a value that is not NaN (a NaN's sign and payload are the device's).
 //!
 //! ```sh
@@ -198,8 +199,6 @@ impl Kernel<'_> {
             "0.1",
             "1.5",
             "100.0",
-            "1.0e30",
-            "-1.0e30",
             "1.0e-3",
             "65536.0",
             "4294967296.0",
@@ -338,7 +337,9 @@ impl Kernel<'_> {
         match ty {
             Ty::F32 => match self.rng.below(14) {
                 0..=4 => {
-                    let op = *self.rng.pick(&["+", "-", "*", "/"]);
+                    // No `/` or `sqrt`: WGSL allows them 2.5 ULP, which NVIDIA's Vulkan driver
+                    // takes (tests/kernel_macro.rs checks them, exact elsewhere).
+                    let op = *self.rng.pick(&["+", "-", "*"]);
                     let (a, b) = (self.expr(Ty::F32, d), self.expr(Ty::F32, d));
                     Text::compound(format!("{} {op} {}", a.operand(), b.operand()))
                 }
@@ -347,7 +348,7 @@ impl Kernel<'_> {
                     Text::compound(format!("-{}", a.operand()))
                 }
                 6 | 7 => {
-                    let method = *self.rng.pick(&["abs", "floor", "ceil", "trunc", "sqrt"]);
+                    let method = *self.rng.pick(&["abs", "floor", "ceil", "trunc"]);
                     let a = self.expr(Ty::F32, d);
                     Text::atom(format!("{}.{method}()", a.receiver()))
                 }
@@ -483,7 +484,7 @@ impl Kernel<'_> {
                 let target = self.rng.pick(&targets).clone();
                 let op = match ty {
                     Ty::Bool => "=",
-                    Ty::F32 => *self.rng.pick(&["=", "=", "+=", "-=", "*=", "/="]),
+                    Ty::F32 => *self.rng.pick(&["=", "=", "+=", "-=", "*="]),
                     Ty::U32 => *self.rng.pick(&[
                         "=", "=", "+=", "-=", "*=", "/=", "%=", "&=", "|=", "^=", "<<=", ">>=",
                     ]),

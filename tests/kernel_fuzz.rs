@@ -7,10 +7,11 @@
 //! sign and payload are the device's). A backend this machine lacks is reported ignored.
 //!
 //! The kernels use only what the subset defines bit for bit (`gpuworld::kernel::ops`): no
-//! `mul_add` and no transcendentals, and `to_bits` only of a value that is not NaN. On wgpu an
-//! f32 output that is infinite or NaN on either side, or zero of either sign on both, counts as
-//! equal: WGSL lets its compiler assume no infinity or NaN occurs (lavapipe turns `x - x` into
-//! 0 for an infinite `x`), the exception `ops` documents. Where such a value flows into a u32
+//! `mul_add`, no transcendentals, no f32 `/` or `sqrt` (WGSL allows them 2.5 ULP), and `to_bits`
+//! only of a value that is not NaN. On wgpu the inputs hold no NaN or infinity, and an f32 output
+//! that is infinite or NaN on either side, or zero or subnormal on both, counts as equal: WGSL
+//! lets its compiler assume no infinity or NaN occurs (lavapipe turns `x - x` into 0 for an
+//! infinite `x`) and NVIDIA's Vulkan driver flushes subnormals, the exceptions `ops` documents. Where such a value flows into a u32
 //! output, the campaign still reports it: seeds 2 and 3 (100 kernels each) gave 2 such kernels
 //! on lavapipe (`(x - x).to_bits()` of an infinite `x`; a division by `(u & 0) as f32`, which the
 //! compiler sees is 0), and no other difference.
@@ -108,8 +109,9 @@ struct Inputs {
 }
 
 impl Inputs {
-    /// The inputs of the kernel at `index` of the list (each kernel gets its own).
-    fn new(index: usize) -> Inputs {
+    /// The inputs of the kernel at `index` of the list (each kernel gets its own); with
+    /// `finite`, no NaN or infinity among them (for wgpu, whose compiler may assume none).
+    fn new(index: usize, finite: bool) -> Inputs {
         let mut rng = Rng::new(index as u64 + 1);
         const SPECIAL: [f32; 9] = [
             f32::NAN,
@@ -122,9 +124,14 @@ impl Inputs {
             0.5,
             1.0,
         ];
+        let special = |k: usize| match SPECIAL[k % SPECIAL.len()] {
+            v if finite && v.is_nan() => 0.75,
+            v if finite && v.is_infinite() => v.signum() * 1e6,
+            v => v,
+        };
         let fa = (0..ELEMENTS)
             .map(|i| match i % 13 {
-                0 => SPECIAL[(i / 13) % SPECIAL.len()],
+                0 => special(i / 13),
                 1 => (rng.word() % 2000) as f32 * 0.25,
                 _ => rng.float(),
             })
@@ -139,7 +146,7 @@ impl Inputs {
             })
             .collect();
         let s = match rng.word() % 4 {
-            0 => SPECIAL[rng.word() as usize % SPECIAL.len()],
+            0 => special(rng.word() as usize),
             _ => rng.float(),
         };
         let t = match rng.word() % 3 {
@@ -191,14 +198,16 @@ fn launch<B: Backend>(
 }
 
 /// Whether two f32 bit patterns are the same value: equal bits, or both NaN. With `specials`
-/// loose (wgpu: WGSL lets its compiler assume no NaN or infinity, and simplify `x - x` to 0), a
-/// NaN or infinity on either side, or zeros of either sign, also count as the same (the
-/// documented exception of `gpuworld::kernel::ops`).
+/// loose (wgpu: WGSL lets its compiler assume no NaN or infinity, and simplify `x - x` to 0;
+/// NVIDIA's Vulkan driver flushes subnormals), a NaN or infinity on either side, or zeros and
+/// subnormals of either sign on both, also count as the same (the documented exceptions of
+/// `gpuworld::kernel::ops`).
 fn same_f32(a: u32, b: u32, specials: bool) -> bool {
     let (x, y) = (f32::from_bits(a), f32::from_bits(b));
+    let tiny = |v: f32| v == 0.0 || v.is_subnormal();
     a == b
         || (x.is_nan() && y.is_nan())
-        || (specials && (!x.is_finite() || !y.is_finite() || (x == 0.0 && y == 0.0)))
+        || (specials && (!x.is_finite() || !y.is_finite() || (tiny(x) && tiny(y))))
 }
 
 /// The first element where `got` differs from `expected`, described.
@@ -241,7 +250,7 @@ impl BackendTest for GeneratedKernels {
         let mut failures = Vec::new();
         let specials = B::NAME == "wgpu";
         for (index, kernel) in self.0.iter().enumerate() {
-            let inputs = Inputs::new(index);
+            let inputs = Inputs::new(index, specials);
             let (expected_f, expected_u) = launch(&reference, kernel, &inputs)
                 .unwrap_or_else(|error| panic!("{} on the reference cpu: {error}", kernel.name));
             let (got_f, got_u) = match launch(client, kernel, &inputs) {

@@ -344,8 +344,13 @@ mod cases {
             let got = read_words(client, &out);
             let expected = edges_on_host(&xs, &fs);
             for (i, (g, e)) in got.iter().zip(&expected).enumerate() {
-                // Words 7–12 hold f32 bits; the others integers.
-                let float_word = (7..=12).contains(&(i % 16)) || i % 16 == 6;
+                // Words 6–12 hold f32 bits; the others integers. WGSL allows `/` and `sqrt`
+                // (words 11 and 12) 2.5 ULP, which NVIDIA's Vulkan driver takes.
+                let float_word = (6..=12).contains(&(i % 16));
+                let ulps = (*g as i64 - *e as i64).unsigned_abs();
+                if B::NAME == "wgpu" && (11..=12).contains(&(i % 16)) && ulps <= 3 {
+                    continue;
+                }
                 if float_word {
                     assert!(
                         same_f32(*g, *e),

@@ -330,7 +330,8 @@ impl Gen<'_> {
             ExprKind::Unary(op, operand) => {
                 let inner = self.expr(operand);
                 match (op, operand.ty) {
-                    (UnOp::Neg, _) => format!("(-{inner})"),
+                    // The sign bit flipped, as Rust's `-x`, whatever the compiler makes of `-x`.
+                    (UnOp::Neg, _) => format!("bitcast<f32>(bitcast<u32>({inner}) ^ 0x80000000u)"),
                     (UnOp::Not, Ty::U32) => format!("(~{inner})"),
                     (UnOp::Not, _) => format!("(!{inner})"),
                 }
@@ -347,6 +348,10 @@ impl Gen<'_> {
                     (BinOp::Rem, Ty::U32) => format!("gw_rem({a}, {b})"),
                     (BinOp::Shl, _) => format!("({a} << ({b} & 31u))"),
                     (BinOp::Shr, _) => format!("({a} >> ({b} & 31u))"),
+                    // A product the compiler cannot fuse with an add that uses it: SPIR-V from
+                    // WGSL carries no `NoContraction`, and NVIDIA's Vulkan driver contracted
+                    // `a * x + b` into one rounding.
+                    (BinOp::Mul, Ty::F32) => format!("gw_f({a} * {b}, gw_z)"),
                     (BinOp::Eq, Ty::F32) => format!("gw_feq({a}, {b})"),
                     (BinOp::Ne, Ty::F32) => format!("gw_fne({a}, {b})"),
                     (BinOp::Lt, Ty::F32) => format!("gw_flt({a}, {b})"),

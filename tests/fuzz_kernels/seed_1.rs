@@ -6,22 +6,22 @@
 fn fuzz_1_0(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f32, t: u32) {
     let i = global_index();
     if i < out_f.len() {
-        let n0 = ((154.63397 - (i as f32)) - (-0.00029851712)) as u32;
+        let n0 = ((154.63397 - (i as f32)) * (-0.00029851712)) as u32;
         let mut w1 = 0;
         while w1 < 4 {
-            let n2: u32 = if fa[i] >= (-s) { (if (1.0e-3).abs() == (1.0e-3).abs() { (1.0e-3).abs() } else { 65536.0 }).to_bits() } else { if (fa[(i * 7) % 1024] / s) > (0.0 + fa[(i * 3) % 1024]) { (fa[i] as u32).max(out_f.len()) } else { 4294967295 } };
+            let n2: u32 = if fa[i] >= (-s) { (if (100.0).trunc() == (100.0).trunc() { (100.0).trunc() } else { 0.1 }).to_bits() } else { if (fa[(i * 7) % 1024] - s) > ((-0.0) - fa[(i * 3) % 1024]) { (fa[i] as u32).max(out_f.len()) } else { 4294967295 } };
             let mut n3 = ua[i + 4096];
             n3 %= 2139095040;
             w1 += 1;
         }
         let mut y4 = ua[i];
         let mut x5: f32 = fa[1000 % 1100];
-        let mut c6 = !((if x5 < s { ua[1000].min(cube()) } else { if x5 >= (-0.00078621827) { n0 } else { unit() } }) >= (if (y4 as f32) == (y4 as f32) { (y4 as f32) } else { 100.0 }).to_bits());
+        let mut c6 = !((if x5 < s { ua[1000].min(cube()) } else { if x5 >= (-0.00078621827) { n0 } else { unit() } }) >= (if (y4 as f32) == (y4 as f32) { (y4 as f32) } else { 0.0 }).to_bits());
         let mut c7: bool = (if !((fa[i] != s) != c6) { if 4023383027 <= 1 { ua[4294967295] } else { 1000 } } else { cube() }) <= y4;
-        let mut n8 = t | (if t >= ua[(i * 13) % 1024] { (if fa[i + 4096].ceil() == fa[i + 4096].ceil() { fa[i + 4096].ceil() } else { 4294967296.0 }).to_bits() } else { (!t) ^ 1593518284 });
-        out_f[i * 2 + 1] = 100.0;
+        let mut n8 = t | (if t >= ua[(i * 13) % 1024] { (if fa[i + 4096].trunc() == fa[i + 4096].trunc() { fa[i + 4096].trunc() } else { 1.0 }).to_bits() } else { (!t) ^ 1593518284 });
+        out_f[i * 2 + 1] = -3.75;
         out_f[i * 2] = fa[4294967295];
-        out_f[i * 2 + 1] = (x5 / fa[t % 1000]) * f32::from_bits((if (-1.4236835) == (-1.4236835) { (-1.4236835) } else { 0.1 }).to_bits()).abs();
+        out_f[i * 2 + 1] = (x5 * fa[t % 1000]) * f32::from_bits((if (-1.4236835) == (-1.4236835) { (-1.4236835) } else { 0.0 }).to_bits()).floor();
         out_u[i * 2] = fa.len();
     }
 }
@@ -42,16 +42,16 @@ fn fuzz_1_1(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f32
             let n4: u32 = ua[if 0 == t { (n1 >> ua[i]).max(if true { ua[t % 1000] } else { 4211789612 }) } else { (i | n1) | (n1 << 16) }];
         } else {
             let mut y5 = unit();
-            let mut n6 = (t + (if y0.floor() == y0.floor() { y0.floor() } else { -0.0 }).to_bits()) * unit();
-            n6 &= if ((y0 >= y0) == true) && (!(fa[(i * 7) % 1024] > fa[(i * 7) % 1024])) { (ua[i] as f32) as u32 } else { (if (t as f32) == (t as f32) { (t as f32) } else { 4294967296.0 }).to_bits() };
+            let mut n6 = (t + (if y0.ceil() == y0.ceil() { y0.ceil() } else { 1.0 }).to_bits()) * unit();
+            n6 &= if ((y0 >= y0) == true) && (!(fa[(i * 7) % 1024] > fa[(i * 7) % 1024])) { (ua[i] as f32) as u32 } else { (if (t as f32) == (t as f32) { (t as f32) } else { 65536.0 }).to_bits() };
         }
         let mut y7 = s;
         let mut n8 = ua[t % 1100];
-        let mut x9 = (y0.min(fa[0]).max(y7 * y7) / ((!5) as f32)).ceil();
+        let mut x9 = (y0.min(fa[0]).max(y7 + y7) - ((!5) as f32)).ceil();
         let mut y10 = 3022329714 as f32;
         out_f[i * 2] = y7;
         out_f[i * 2 + 1] = fa[i];
-        out_u[i * 2] = ((if false { s } else { y10 }).floor() - ((i / ua[1000]) as f32)) as u32;
+        out_u[i * 2] = ((if false { s } else { y10 }).floor() * ((i / ua[1000]) as f32)) as u32;
         out_u[i * 2 + 1] = out_f.len();
     }
 }
@@ -68,22 +68,22 @@ fn fuzz_1_2(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f32
         while w3 < 2 {
             let mut w4 = 0;
             while w4 < 4 {
-                let c5 = (if (if !c2 { i >= 7 } else { c2 || c2 }) { (if c2 { 1000 } else { global_index() }) | 2000 } else { ua[i + 999] }) <= ua[(if (fa[(i * 7) % 1024] - fa[0]) == (fa[(i * 7) % 1024] - fa[0]) { (fa[(i * 7) % 1024] - fa[0]) } else { 14.6996975 }).to_bits()];
+                let c5 = (if (if !c2 { i >= 7 } else { c2 || c2 }) { (if c2 { 1000 } else { global_index() }) | 2000 } else { ua[i + 999] }) <= ua[(if (fa[(i * 7) % 1024] + fa[0]) == (fa[(i * 7) % 1024] + fa[0]) { (fa[(i * 7) % 1024] + fa[0]) } else { 14.6996975 }).to_bits()];
                 w4 += 1;
             }
-            let mut x6: f32 = 3.0;
+            let mut x6: f32 = 2.0;
             w3 += 1;
         }
-        if 2.0 == fa[i] {
+        if (-0.0) == fa[i] {
             out_u[i * 2] = ua[(i * 13) % 1024];
-            let mut c7 = (f32::from_bits(32).floor() as u32) == (!(0xdeadbeef + (!w3)));
-            let n8 = (if !(if fa[i + 500] != 405.8755 { c7 } else { c7 }) { 100.0 / fa[(i * 3) % 1024] } else { (1.0e-3 as u32) as f32 }) as u32;
+            let mut c7 = (f32::from_bits(32).trunc() as u32) == (!(0xdeadbeef + (!w3)));
+            let n8 = (if !(if fa[i + 500] != 405.8755 { c7 } else { c7 }) { 0.5 + fa[(i * 3) % 1024] } else { (0.25 as u32) as f32 }) as u32;
         } else {
-            let mut y9 = ((-1.0) * (1.0e-3).trunc().trunc()).ceil();
+            let mut y9 = (1.0 + (3.0).floor().floor()).floor();
         }
         let mut y10 = (t != y0) == (!(((y0 != i) == (y0 < 3400180062)) == c2));
-        let x11 = (-3.75).floor();
-        let mut y12 = (if (if 0.5 < x11 { x11 == 0.1 } else { y1 < ua[(i * 13) % 1024] }) { s } else { f32::from_bits(1999 * w3) }).max(fa[(x11 as u32) % 1100].sqrt());
+        let x11 = (1.0).ceil();
+        let mut y12 = (if (if 1.0e-3 < x11 { x11 == (-3.75) } else { y1 < ua[(i * 13) % 1024] }) { s } else { f32::from_bits(1999 * w3) }).max(fa[(x11 as u32) % 1100].abs());
         out_f[i * 2] = x11;
         out_u[i * 2] = x11 as u32;
         out_u[i * 2 + 1] = y0;
@@ -97,20 +97,20 @@ fn fuzz_1_3(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f32
     if i < out_f.len() {
         if (191.07005).min(s).max(2405290708 as f32) >= f32::from_bits(i).max(i as f32) {
             let mut y0 = 1960674341;
-            let mut x1 = if true { ((y0 * t) as f32).trunc() } else { f32::from_bits((if 1.5 == 1.5 { 1.5 } else { 65536.0 }).to_bits()) / (s.trunc() - fa[i].ceil()) };
+            let mut x1 = if true { ((y0 * t) as f32).ceil() } else { f32::from_bits((if 1.0e-3 == 1.0e-3 { 1.0e-3 } else { 65536.0 }).to_bits()) + (s.ceil() + fa[i].ceil()) };
         } else {
             out_u[i * 2 + 4001] = if (2147483648 != unit()) == (t < 32) { i ^ (i * 1999) } else { !(i * ua[(i * 13) % 1024]) };
-            if (if (global_index() * i) > (!i) { i > i } else { ((fa[i] >= fa[i + 1000]) == ((-9.653049) != (-0.0))) != (i < 2000) }) {
-                let mut y2 = 1665.9801 <= 1.0e30;
-                let mut c3: bool = (100.0 < (-0.014918952)) == ((if fa[(i * 3) % 1024] == fa[(i * 3) % 1024] { fa[(i * 3) % 1024] } else { 0.5 }).to_bits() >= t);
+            if (if (global_index() * i) > (!i) { i > i } else { ((fa[i] >= fa[i + 1000]) == ((-9.653049) != 65536.0)) != (i < 2000) }) {
+                let mut y2 = 1665.9801 <= 3.0;
+                let mut c3: bool = (100.0 < (-0.014918952)) == ((if fa[(i * 3) % 1024] == fa[(i * 3) % 1024] { fa[(i * 3) % 1024] } else { 0.0 }).to_bits() >= t);
             }
         }
-        let mut y4 = (-((-1.0e30) + 1.5).floor()) == ((s * (-1.0)) * 1.1119765).max((0.5 * (-3.75)) + (i as f32));
-        let mut y5 = ((((-3.75) as u32) + (1.0e-3 as u32)) % (if 65535 >= unit() { (if 0.25 == 0.25 { 0.25 } else { -1.0e30 }).to_bits() } else { (if 0.213438 == 0.213438 { 0.213438 } else { 100.0 }).to_bits() })) - i;
+        let mut y4 = (-(0.25 * 1.5).trunc()) == ((s * 0.25) * 1.1119765).max((3.0 + 0.5) - (i as f32));
+        let mut y5 = (((3.0 as u32) + (1.0 as u32)) % (if 65535 >= unit() { (if 0.1 == 0.1 { 0.1 } else { 0.1 }).to_bits() } else { (if 0.213438 == 0.213438 { 0.213438 } else { 0.0 }).to_bits() })) - i;
         y5 = ((1999 / 1727011086) < (t + ua.len())) as u32;
-        let mut n6 = if (0xdeadbeef != unit()) && y4 { 65535 } else { fa[t % 1100].floor() as u32 };
-        out_f[i * 2] = (t as f32) / s.max(fa[i].min((-0.0) - 0.3391569));
-        out_f[i * 2 + 1] = fa[i].max(1.5 - 1.0);
+        let mut n6 = if (0xdeadbeef != unit()) && y4 { 65535 } else { fa[t % 1100].trunc() as u32 };
+        out_f[i * 2] = (t as f32) - s.max(fa[i].min(1.0 * 0.3391569));
+        out_f[i * 2 + 1] = fa[i].max(0.25 - 2.0);
         out_u[i * 2] = fa[(i * 7) % 1024] as u32;
     }
 }
@@ -121,14 +121,14 @@ fn fuzz_1_4(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f32
     let i = global_index();
     if i < out_f.len() {
         let mut y0 = 1742844078;
-        let x1 = 0.5 - ((-0.0017368754) * (if 33 >= 16 { fa[(i * 3) % 1024] - s } else { 0.1 }));
+        let x1 = 2.0 - ((-0.0017368754) - (if 33 >= 16 { fa[(i * 3) % 1024] * s } else { 2.0 }));
         let mut x2: f32 = x1;
-        let mut x3 = (((y0 - unit()) * (3 * 5)) as f32).floor();
+        let mut x3 = (((y0 - unit()) * (3 * 5)) as f32).ceil();
         let mut y4 = (unit() as f32) == fa[999];
         out_f[i * 2 + 4001] = x3;
-        out_f[i * 2] = (-x3.trunc()).min((fa[i] * fa[t % 1100]) + s).sqrt();
+        out_f[i * 2] = (-x3.abs()).min((fa[i] + fa[t % 1100]) + s).floor();
         out_f[i * 2 + 1] = s;
-        out_u[i * 2] = i * (if (1.0 - s) == (1.0 - s) { (1.0 - s) } else { 100.0 }).to_bits();
+        out_u[i * 2] = i * (if (4294967296.0 - s) == (4294967296.0 - s) { (4294967296.0 - s) } else { 3.0 }).to_bits();
         out_u[i * 2 + 1] = if ((unit() | 0) << (t << i)) <= ((y0 * 32) / t) { 0 } else { i.max((y0 << y0) % y0) };
     }
 }
@@ -138,30 +138,30 @@ fn fuzz_1_4(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f32
 fn fuzz_1_5(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f32, t: u32) {
     let i = global_index();
     if i < out_f.len() {
-        let mut x0 = if 1.1055425 != 100.0 { -0.0 } else { -(1.0).min(0.49619776 / s) };
+        let mut x0 = if 1.1055425 != 3.0 { -0.0 } else { -(2.0).min(0.49619776 - s) };
         for j1 in 0..1 {
-            let mut c2 = x0 > 65536.0;
-            let mut n3 = (-(0.5).ceil()) as u32;
+            let mut c2 = x0 > 0.1;
+            let mut n3 = (-(-1.0).ceil()) as u32;
             let mut c4 = (((1 >> t) < (if c2 { j1 } else { out_f.len() })) == c2) != c2;
             if (4.4720554).min(fa[i + 1]) == (t as f32) {
                 break;
             }
         }
         out_f[i * 2 + 4001] = i as f32;
-        x0 -= x0;
-        x0 *= -(0.1 - (s + fa[i]));
+        x0 = x0;
+        x0 *= -((-3.75) - (s * fa[i]));
         let x5 = x0;
         for j6 in 0..3 {
             for j7 in 1..3 {
-                let mut y8 = -(f32::from_bits(t).sqrt() + (-(-3.0)));
-                x0 -= (j7 as f32) / (-((-223.67677) * 3.0));
+                let mut y8 = -(f32::from_bits(t).trunc() + (-(-(-3.75))));
+                x0 *= (j7 as f32) * (-((-223.67677) + 1.0e-3));
             }
             out_f[i * 2 + 1] = fa[i + 7];
         }
-        out_f[i * 2] = fa[i].floor();
-        out_f[i * 2 + 1] = (x5 * x0).max(ua[t % 1000] as f32).max(x5).min(x5);
-        out_u[i * 2] = if fa[(!255) % 1100] != (x5 * 12.695814).min(0.25) { (f32::from_bits(cube()) == (fa[i] / x5)) as u32 } else { i };
-        out_u[i * 2 + 1] = ((if s == s { s } else { -1.0e30 }).to_bits() << (i | 2000)).min((if x0 == x0 { x0 } else { 3.0 }).to_bits().max((32).min(i))) % ua[t % 1100];
+        out_f[i * 2] = fa[i].trunc();
+        out_f[i * 2 + 1] = (x5 - x0).max(ua[t % 1000] as f32).max(x5).min(x5);
+        out_u[i * 2] = if fa[(!255) % 1100] != (x5 + 12.695814).min(0.0) { (f32::from_bits(cube()) == (fa[i] - x5)) as u32 } else { i };
+        out_u[i * 2 + 1] = ((if s == s { s } else { -1.0 }).to_bits() << (i | 2000)).min((if x0 == x0 { x0 } else { 4294967296.0 }).to_bits().max((32).min(i))) % ua[t % 1100];
     }
 }
 
@@ -175,19 +175,19 @@ fn fuzz_1_6(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f32
         let mut w1 = 0;
         while w1 < 2 {
             let mut n2 = i;
-            let mut y3 = (1.0e-3).min((fa[i] as u32) as f32) + ((65536.0).max(0.0) + (i as f32)).min(ua.len().min(894858185) as f32);
-            let mut x4 = (if (1.5 + fa[i + 500]) == fa[i + 1000].max(1.0e30) { y0 - ((y3 < 111.713776) as u32) } else { 33 }) as f32;
+            let mut y3 = (-0.0).min((fa[i] as u32) as f32) + ((-3.75).max(2.0) + (i as f32)).min(ua.len().min(894858185) as f32);
+            let mut x4 = (if (1.5 - fa[i + 500]) == fa[i + 1000].max(0.5) { y0 - ((y3 < 111.713776) as u32) } else { 33 }) as f32;
             w1 += 1;
         }
-        let mut n5 = ((61.13855 * (1.0e30 - 15.495609)) as u32).min(3075650489 ^ (w1 | (7 - fa.len())));
+        let mut n5 = ((61.13855 - (3.0 - 15.495609)) as u32).min(3075650489 ^ (w1 | (7 - fa.len())));
         let x6 = fa[i];
         let mut w7 = 0;
         while w7 < 2 {
-            let mut x8: f32 = fa[(i * 7) % 1024] + s.floor().trunc();
+            let mut x8: f32 = fa[(i * 7) % 1024] - s.floor().floor();
             w7 += 1;
         }
-        out_f[i * 2] = ((w1 | 4294967295) as f32).min((x6 - 1.0e30).abs()).floor();
-        out_f[i * 2 + 1] = ((x6 / 3.2630215) - x6).sqrt() - (0.1 / fa[4294967295]).ceil().max(fa[i].floor());
+        out_f[i * 2] = ((w1 | 4294967295) as f32).min((x6 * (-3.75)).trunc()).trunc();
+        out_f[i * 2 + 1] = ((x6 + 3.2630215) * x6).ceil() + (0.0 + fa[4294967295]).floor().max(fa[i].trunc());
         out_u[i * 2] = (((2147483648 + ua[i]) ^ (global_index() | 33)) | ua[999]) - w7;
     }
 }
@@ -198,23 +198,23 @@ fn fuzz_1_7(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f32
     let i = global_index();
     if i < out_f.len() {
         if true {
-            let mut y0 = t + (((4294967296.0).min(214.03383) + (-1.0)) as u32);
+            let mut y0 = t + (((3.0).min(214.03383) * 0.1) as u32);
             for j1 in 0..3 {
-                let mut y2 = !(((0.0 as u32) as f32) == (fa[i].ceil() * (fa[(i * 13) % 1024] - (-0.0874131))));
+                let mut y2 = !((((-0.0) as u32) as f32) == (fa[i].ceil() + (fa[(i * 13) % 1024] * (-0.0874131))));
                 if !((1000 > 33) || y2) {
                     continue;
                 }
             }
         }
-        let mut c3 = f32::from_bits(if !(0.0 == 4294967296.0) { i } else { 1 }) < (-(0.25 - 1.0e30));
-        let x4: f32 = 4294967296.0;
-        let mut n5 = if x4 == fa[i + 2] { if s <= s { if !c3 { 255 } else { !1093278322 } } else { (i | i) + (33 >> t) } } else { if i > (if 1551.9281 == 1551.9281 { 1551.9281 } else { 100.0 }).to_bits() { i } else { (3070838258 ^ i) - (fa[i + 999] as u32) } };
+        let mut c3 = f32::from_bits(if !(0.1 == 0.5) { i } else { 1 }) < (-((-3.75) * 0.25));
+        let x4: f32 = 0.5;
+        let mut n5 = if x4 == fa[i + 2] { if s <= s { if !c3 { 255 } else { !1093278322 } } else { (i | i) + (33 >> t) } } else { if i > (if 1551.9281 == 1551.9281 { 1551.9281 } else { 0.0 }).to_bits() { i } else { (3070838258 ^ i) - (fa[i + 999] as u32) } };
         n5 *= ((unit() >> 7) & (if c3 { i } else { i })) - ((if (-33.682346) == (-33.682346) { (-33.682346) } else { 0.17751604 }).to_bits() * (i | cube()));
-        let mut y6 = ((1000).max(i) as f32).floor() + 100.0;
-        y6 *= (-f32::from_bits(i)) + (ua[i] as f32);
-        out_f[i * 2] = x4 / ((y6.min(fa[4294967295]) * (-s)) + ((fa[i] + 4294967296.0) - x4.floor()));
+        let mut y6 = ((1000).max(i) as f32).abs() * 3.0;
+        y6 = (-f32::from_bits(i)) - (ua[i] as f32);
+        out_f[i * 2] = x4 * ((y6.min(fa[4294967295]) + (-s)) * ((fa[i] - 1.0e-3) + x4.floor()));
         out_u[i * 2] = n5 & ((1 as f32) as u32);
-        out_u[i * 2 + 1] = ua[((if (ua[i + 4096] as f32) == (ua[i + 4096] as f32) { (ua[i + 4096] as f32) } else { 100.0 }).to_bits() ^ (if n5 != cube() { n5 } else { x4 as u32 })) % 1024];
+        out_u[i * 2 + 1] = ua[((if (ua[i + 4096] as f32) == (ua[i + 4096] as f32) { (ua[i + 4096] as f32) } else { 0.5 }).to_bits() ^ (if n5 != cube() { n5 } else { x4 as u32 })) % 1024];
     }
 }
 
@@ -224,20 +224,20 @@ fn fuzz_1_8(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f32
     let i = global_index();
     if i < out_f.len() {
         if s < fa[i] {
-            if (if 3.0 < (-383.8559) { if ua[999] > 2000 { if i == 1190003458 { t < ua.len() } else { true } } else { s < (-0.012352559) } } else { (!i) <= (32 / 427528578) }) {
+            if (if 0.25 < (-383.8559) { if ua[999] > 2000 { if i == 1190003458 { t < ua.len() } else { true } } else { s < (-0.012352559) } } else { (!i) <= (32 / 427528578) }) {
                 let mut y0 = ua[t % 1100] + 1892781371;
-                let mut y1 = if !(2 != y0) { if 0.010669033 >= fa[(i * 3) % 1024] { false } else { (fa.len() == ua[t % 1100]) == (global_index() == 3) } } else { 65536.0 != s };
-                out_f[i * 2 + 1] = 100.0;
+                let mut y1 = if !(2 != y0) { if 0.010669033 >= fa[(i * 3) % 1024] { false } else { (fa.len() == ua[t % 1100]) == (global_index() == 3) } } else { 1.0 != s };
+                out_f[i * 2 + 1] = -0.0;
             }
             out_u[i * 2] = t;
         }
-        let x2 = fa[i].abs() - 1.0;
+        let x2 = fa[i].floor() + 0.0;
         let mut n3 = if true { i } else { (if f32::from_bits(i) == f32::from_bits(i) { f32::from_bits(i) } else { 7800.194 }).to_bits() };
-        out_f[i * 2 + 1] = if (2443487896 >= n3) == (if false { t != i } else { false }) { (1.0e-3).min(s) } else { fa[t % 1000] };
-        out_f[i * 2] = (fa[i + 2] - (100.0 - 4294967296.0).abs()).ceil();
+        out_f[i * 2 + 1] = if (2443487896 >= n3) == (if false { t != i } else { false }) { (1.5).min(s) } else { fa[t % 1000] };
+        out_f[i * 2] = (fa[i + 2] - ((-1.0) - 0.25).floor()).ceil();
         out_f[i * 2 + 1] = (i as f32).trunc();
         out_u[i * 2] = t;
-        out_u[i * 2 + 1] = if x2 == x2 { !(x2 as u32) } else { (if (t == n3) != (fa[i] <= 3.0) { 2000 } else { (if fa[(i * 13) % 1024] == fa[(i * 13) % 1024] { fa[(i * 13) % 1024] } else { 0.1 }).to_bits() }) * t };
+        out_u[i * 2 + 1] = if x2 == x2 { !(x2 as u32) } else { (if (t == n3) != (fa[i] <= 0.5) { 2000 } else { (if fa[(i * 13) % 1024] == fa[(i * 13) % 1024] { fa[(i * 13) % 1024] } else { -1.0 }).to_bits() }) * t };
     }
 }
 
@@ -247,16 +247,16 @@ fn fuzz_1_9(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f32
     let i = global_index();
     if i < out_f.len() {
         for j0 in 0..4 {
-            let mut y1 = (-s).ceil();
+            let mut y1 = (-s).trunc();
         }
-        let c2: bool = fa[((i * i) ^ (5 * i)) % 1024] != (((!((-1.0) >= fa[i])) as u32) as f32);
+        let c2: bool = fa[((i * i) ^ (5 * i)) % 1024] != (((!(1.5 >= fa[i])) as u32) as f32);
         for j3 in 0..2 {
             let n4 = if !c2 { 0 } else { t };
         }
-        out_f[i * 2] = -((-1.0e30) / fa[i]).max(0.00048228598 + 2.0).max(-0.082136735);
+        out_f[i * 2] = -(1.0e-3 - fa[i]).max(0.00048228598 + 1.0).max(-0.082136735);
         out_f[i * 2 + 1] = fa[(i * 7) % 1024];
         out_u[i * 2] = 2;
-        out_u[i * 2 + 1] = (t % (((-1.0e30) as u32) - (if c2 { t } else { 7 }))) | ((!(if c2 { 65535 } else { ua[i + 999] })) / (i & (2000 + t)));
+        out_u[i * 2 + 1] = (t % ((2.0 as u32) - (if c2 { t } else { 7 }))) | ((!(if c2 { 65535 } else { ua[i + 999] })) / (i & (2000 + t)));
     }
 }
 
@@ -265,18 +265,18 @@ fn fuzz_1_9(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f32
 fn fuzz_1_10(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f32, t: u32) {
     let i = global_index();
     if i < out_f.len() {
-        let mut x0 = (0.25).max(fa[i]);
-        x0 += (i as f32) + (4294967296.0).floor();
-        x0 *= f32::from_bits(if !(65535 <= 3) { i | i } else { 0 % 0 });
+        let mut x0 = (1.0e-3).max(fa[i]);
+        x0 = (i as f32) - (0.25).floor();
+        x0 = f32::from_bits(if !(65535 <= 3) { i | i } else { 0 % 0 });
         let mut y1 = (if x0 == x0 { x0 } else { 0.00075568666 }).to_bits();
         let mut x2 = -fa[t % 1100].min(-x0);
-        x0 += 3.0;
-        let mut x3 = (-x2).min((1 | ua[1000]) as f32) + s.max((0.5).min(1.0e30) + 0.1);
+        x0 = 1.5;
+        let mut x3 = (-x2).min((1 | ua[1000]) as f32) - s.max((1.0e-3).min(-3.75) - (-0.0));
         let mut w4 = 0;
         while w4 < 2 {
-            y1 -= t << ((1522057673 & w4) % (if s == s { s } else { 100.0 }).to_bits());
+            y1 -= t << ((1522057673 & w4) % (if s == s { s } else { -3.75 }).to_bits());
             y1 -= 2190014538;
-            let mut y5 = ((if (s / fa[i + 1000]) == (s / fa[i + 1000]) { (s / fa[i + 1000]) } else { 100.0 }).to_bits() ^ (!i)) < (((if y1 < ua[(i * 7) % 1024] { w4 } else { 2 }) as f32) as u32);
+            let mut y5 = ((if (s + fa[i + 1000]) == (s + fa[i + 1000]) { (s + fa[i + 1000]) } else { 65536.0 }).to_bits() ^ (!i)) < (((if y1 < ua[(i * 7) % 1024] { w4 } else { 2 }) as f32) as u32);
             w4 += 1;
         }
         out_f[i * 2] = 0.0002775458;
@@ -291,10 +291,10 @@ fn fuzz_1_10(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f3
 fn fuzz_1_11(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f32, t: u32) {
     let i = global_index();
     if i < out_f.len() {
-        let mut y0 = (((-(-1.0e30)) - (1798.569 + fa[t % 1000])) as u32) / (ua[i] + (!(1000 << 2139095040)));
+        let mut y0 = (((-0.5) + (1798.569 + fa[t % 1000])) as u32) / (ua[i] + (!(1000 << 2139095040)));
         let n1 = cube();
         let c2 = (2912220980 >= ((!unit()) >> (cube() - ua.len()))) == ((t ^ (n1 + 3110767975)) != (fa[i + 500] as u32));
-        out_f[i * 2] = 1.0e-3 * (4294967295 as f32).max((1.0).floor());
+        out_f[i * 2] = 100.0 * (4294967295 as f32).max((4294967296.0).trunc());
         out_u[i * 2] = n1;
         out_u[i * 2 + 1] = ((!(!31)) & (if (-10.835354) > fa[i] { 31 } else { !t })) >> (!ua[i + 999]);
     }
@@ -308,11 +308,11 @@ fn fuzz_1_12(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f3
         let mut y0 = (31 & (i * out_f.len()).min(t)) * i;
         y0 = 33;
         let n1 = i;
-        let x2 = (2.0).trunc().ceil();
-        out_f[i * 2 + 4001] = f32::from_bits(t * 2) * (-0.0);
-        let n3: u32 = (ua[i] & ((1999 ^ n1) / (255 ^ 1999))) >> ((x2.trunc() as u32) ^ i);
+        let x2 = (0.5).abs().trunc();
+        out_f[i * 2 + 4001] = f32::from_bits(t * 2) - (-0.0);
+        let n3: u32 = (ua[i] & ((1999 ^ n1) / (255 ^ 1999))) >> ((x2.ceil() as u32) ^ i);
         let x4: f32 = fa[(if (if 2 >= 255 { n1 > ua[4294967295] } else { x2 <= 1.2440186 }) { if (1999 == i) == true { t / ua.len() } else { 255 } } else { global_index() }) % 1024];
-        out_f[i * 2] = (((-0.0) as u32) / (if x2 <= 1.5 { i } else { n3 })).max(2215227205) as f32;
+        out_f[i * 2] = ((0.1 as u32) / (if x2 <= (-1.0) { i } else { n3 })).max(2215227205) as f32;
         out_f[i * 2 + 1] = f32::from_bits(if (fa[i + 500] == x2) && ((i < ua[i + 2]) != (y0 >= i)) { (0 & y0).min(n3) } else { (if t == n3 { n1 } else { i }) >> (if false { fa.len() } else { 1 }) });
         out_u[i * 2] = 4168273580 + i;
         out_u[i * 2 + 1] = (if !(n3 == 730713218) { (65535).max(n3) } else { if !(x4 != fa[i]) { i } else { unit() | 65535 } }) % (!(x4 as u32));
@@ -326,7 +326,7 @@ fn fuzz_1_13(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f3
     if i < out_f.len() {
         let mut y0 = f32::from_bits(ua[t % 1100]);
         let c1 = s > (-281.18784);
-        y0 *= f32::from_bits((if (0.0).min(y0) == (0.0).min(y0) { (0.0).min(y0) } else { 2.0 }).to_bits());
+        y0 *= f32::from_bits((if (-0.0).min(y0) == (-0.0).min(y0) { (-0.0).min(y0) } else { 4294967296.0 }).to_bits());
         let n2 = i;
         out_f[i * 2] = y0;
         out_u[i * 2] = if !(i > i) { if (out_f.len() as f32) != y0.abs() { n2.min(1000) | t } else { (4294967295).min(if c1 { out_f.len() } else { ua.len() }) } } else { n2 };
@@ -341,25 +341,25 @@ fn fuzz_1_14(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f3
         let n0: u32 = 357944263;
         let mut y1 = f32::from_bits((if fa[i] == fa[i] { fa[i] } else { -5.9007497 }).to_bits());
         if true {
-            let x2 = (-3.75).sqrt().max(f32::from_bits(if i != 7 { i } else { 2147483648 })) - y1;
-            let mut y3 = (1297981285 - i) >= (((ua.len() * n0) >> (if x2 == x2 { x2 } else { 1.0e30 }).to_bits()) + ua[t % 1000]);
+            let x2 = (65536.0).floor().max(f32::from_bits(if i != 7 { i } else { 2147483648 })) * y1;
+            let mut y3 = (1297981285 - i) >= (((ua.len() * n0) >> (if x2 == x2 { x2 } else { 0.25 }).to_bits()) + ua[t % 1000]);
         } else {
-            if (if 3540945818 <= 33 { t } else { 7 ^ n0 }) > ((fa[i] == (-0.0)) as u32) {
+            if (if 3540945818 <= 33 { t } else { 7 ^ n0 }) > ((fa[i] == 0.25) as u32) {
                 let mut y4 = fa[t % 1100] >= y1;
             } else {
-                let mut y5 = (!(s != 2.0)) != (fa[0] != 3.0);
-                let x6 = 0.0;
-                let mut x7 = ((-0.0010100519) + y1).ceil().max((x6 / (-1.0e30)) - (0.0016393139 + y1)).abs();
+                let mut y5 = (!(s != (-3.75))) != (fa[0] != 3.0);
+                let x6 = -1.0;
+                let mut x7 = ((-0.0010100519) - y1).abs().max((x6 - 0.25) + (0.0016393139 - y1)).trunc();
             }
         }
         if (if (if unit() != cube() { true } else { false }) { y1 > y1 } else { fa[i + 7] < fa[t % 1100] }) == false {
-            let mut y8 = if !(!(1.0 != 0.0)) { (1215.659 + fa[i + 500]).floor() as u32 } else { (if (ua[i + 999] == n0) != false { if (-0.0) > 4294967296.0 { t } else { i } } else { i & 33 }) / ((!16) + i) };
+            let mut y8 = if !(!(1.0e-3 != 1.0e-3)) { (1215.659 + fa[i + 500]).ceil() as u32 } else { (if (ua[i + 999] == n0) != false { if 3.0 > 100.0 { t } else { i } } else { i & 33 }) / ((!16) + i) };
         } else {
             let mut y9 = 0;
         }
         let mut x10: f32 = (!n0) as f32;
         let n11 = (((2147483648).max(ua[i]) * (if 2397446539 <= out_f.len() { i } else { 4294967295 })) | (if y1 > 0.0041848193 { out_f.len() } else { 4294967295 % n0 })) >> 31;
-        let mut x12: f32 = f32::from_bits((if (y1 + fa[i]) == (y1 + fa[i]) { (y1 + fa[i]) } else { -1.0 }).to_bits() ^ fa.len());
+        let mut x12: f32 = f32::from_bits((if (y1 * fa[i]) == (y1 * fa[i]) { (y1 * fa[i]) } else { 0.5 }).to_bits() ^ fa.len());
         out_f[i * 2] = x10;
         out_f[i * 2 + 1] = fa[(i * 13) % 1024];
         out_u[i * 2] = ua[i];
@@ -371,27 +371,27 @@ fn fuzz_1_14(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f3
 fn fuzz_1_15(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f32, t: u32) {
     let i = global_index();
     if i < out_f.len() {
-        let x0 = (if fa[(i * 3) % 1024] > s { ua[i] } else { !(if 1.0e30 == 1.0e30 { 1.0e30 } else { -1.0e30 }).to_bits() }) as f32;
+        let x0 = (if fa[(i * 3) % 1024] > s { ua[i] } else { !(if 1.5 == 1.5 { 1.5 } else { 2.0 }).to_bits() }) as f32;
         out_u[i * 2 + 4001] = ((if fa[t % 1000] == fa[t % 1000] { fa[t % 1000] } else { -429.1803 }).to_bits() * (i ^ i)) ^ 1775994272;
         let mut n1 = (if i >= 255 { i } else { ua[4294967295] }) >> i;
         let n2 = 5;
-        if t <= (if x0.min(fa[i]) == x0.min(fa[i]) { x0.min(fa[i]) } else { 0.1 }).to_bits() {
-            let mut y3 = (-((s - x0) * 65536.0)).max((x0 - x0) / f32::from_bits(1999 + 1));
+        if t <= (if x0.min(fa[i]) == x0.min(fa[i]) { x0.min(fa[i]) } else { 1.0 }).to_bits() {
+            let mut y3 = (-((s + x0) - 4294967296.0)).max((x0 - x0) - f32::from_bits(1999 + 1));
             let mut n4 = !(((fa[(i * 3) % 1024] + fa[i]) > x0.min(y3)) as u32);
         } else {
             for j5 in 1..2 {
-                let mut x6 = 2.0;
+                let mut x6 = -1.0;
                 let c7: bool = i >= n1;
                 let mut y8 = f32::from_bits(t);
             }
             if (((-1.8467699) as u32) + (5 * ua[(i * 13) % 1024])) <= ua[t % 1000] {
-                let mut y9 = fa[i + 999].abs() - ((x0 - fa[i + 1000]) / ((-1.0) / s)).abs();
+                let mut y9 = fa[i + 999].floor() - ((x0 + fa[i + 1000]) * (100.0 + s)).trunc();
                 let mut y10 = 1424660797;
             }
             n1 *= 3851084804;
         }
-        let mut x11: f32 = (-fa[i].min((0.0).floor())).ceil();
-        out_f[i * 2] = (((x11 - fa[t % 1000]) - x11) + x11).floor();
+        let mut x11: f32 = (-fa[i].min((-3.75).abs())).abs();
+        out_f[i * 2] = (((x11 + fa[t % 1000]) - x11) - x11).trunc();
         out_f[i * 2 + 1] = x0 * x11;
         out_u[i * 2] = ((if !(n1 >= 2000) { x11 as u32 } else { 7 }) ^ ((!(x11 > x0)) as u32)) * (((if x0 == x0 { x0 } else { 1263.5826 }).to_bits() >= (1000 + 16)) as u32);
         out_u[i * 2 + 1] = (5 / n1) ^ (if (n1 as f32) != (fa[(i * 3) % 1024] - x11) { (cube() + fa.len()) + n1 } else { ua[t % 1000] });
@@ -403,26 +403,26 @@ fn fuzz_1_15(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f3
 fn fuzz_1_16(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f32, t: u32) {
     let i = global_index();
     if i < out_f.len() {
-        let mut x0: f32 = (if s.trunc() == s.trunc() { s.trunc() } else { 100.0 }).to_bits() as f32;
-        let x1 = (0.25 + fa[i].abs()).max(-((x0 + x0) / (-1.0e30)));
+        let mut x0: f32 = (if s.floor() == s.floor() { s.floor() } else { 0.5 }).to_bits() as f32;
+        let x1 = (1.5 - fa[i].trunc()).max(-((x0 * x0) * (-1.0)));
         let mut w2 = 0;
         while w2 < 4 {
-            let mut y3 = ((-fa[i]) + x1.trunc()).max((if (-13.369222) <= s { x1 } else { fa[1000] }) + (-100.0)).floor();
+            let mut y3 = ((-fa[i]) * x1.floor()).max((if (-13.369222) <= s { x1 } else { fa[1000] }) - (-(-1.0))).abs();
             w2 += 1;
         }
         let mut n4 = 3;
-        x0 -= fa[i];
+        x0 += fa[i];
         let mut n5 = if !(s >= x0) { n4 * (if true || (0.1624484 > s) { 259362170 / 2147483648 } else { w2 }) } else { 3 };
         for j6 in 0..2 {
-            let x7 = (-(x0 / 0.25).sqrt()).max(f32::from_bits(ua[999]) / (if true { x0 } else { x1 }).floor());
+            let x7 = (-(x0 - 1.0).floor()).max(f32::from_bits(ua[999]) + (if true { x0 } else { x1 }).trunc());
             if i == 255 {
                 break;
             }
         }
         out_f[i * 2] = (if !(1999 != 1) { fa[i] } else { (i * 2139095040) as f32 }) * (-0.0009468185);
-        out_f[i * 2 + 1] = fa[((n5 & n5) % (n4 * i)) >> (if x0 == x0 { x0 } else { -3.75 }).to_bits()];
-        out_u[i * 2] = ((n4 >> (16 + 2000)) / ((if x0 == x0 { x0 } else { 0.06939986 }).to_bits() | (1.0e-3 as u32))) ^ (if fa[999] == fa[999] { fa[999] } else { 3.0 }).to_bits();
-        out_u[i * 2 + 1] = (if (x1 / x1) == (x1 / x1) { (x1 / x1) } else { 0.2444533 }).to_bits();
+        out_f[i * 2 + 1] = fa[((n5 & n5) % (n4 * i)) >> (if x0 == x0 { x0 } else { -0.0 }).to_bits()];
+        out_u[i * 2] = ((n4 >> (16 + 2000)) / ((if x0 == x0 { x0 } else { 0.06939986 }).to_bits() | ((-3.75) as u32))) ^ (if fa[999] == fa[999] { fa[999] } else { 0.5 }).to_bits();
+        out_u[i * 2 + 1] = (if (x1 - x1) == (x1 - x1) { (x1 - x1) } else { 0.2444533 }).to_bits();
     }
 }
 
@@ -436,16 +436,16 @@ fn fuzz_1_17(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f3
         if (if !((i == i) == (1000 >= 2127520166)) { if t <= i { i >= global_index() } else { ua[i] != t } } else { 65535 == i }) {
             let x2 = ua.len() as f32;
             let mut n3 = i;
-            let mut n4: u32 = 65536.0 as u32;
+            let mut n4: u32 = (-1.0) as u32;
         } else {
             let mut n5 = !(1999 ^ (2 % (i / ua[i])));
             let mut y6 = (((3 | i) ^ (0 + ua[i])) ^ i) as f32;
         }
-        let mut n7: u32 = ((out_f.len() as f32) * s) as u32;
+        let mut n7: u32 = ((out_f.len() as f32) + s) as u32;
         let mut x8 = x0;
         let x9 = fa[i];
-        out_f[i * 2] = fa[((32 > t) as u32).max(((s >= 1.5) && (i > ua[i + 1000])) as u32)];
-        out_f[i * 2 + 1] = (-(x8 / (100.0 + fa[999]))).sqrt();
+        out_f[i * 2] = fa[((32 > t) as u32).max(((s >= 3.0) && (i > ua[i + 1000])) as u32)];
+        out_f[i * 2 + 1] = (-(x8 - (100.0 - fa[999]))).trunc();
         out_u[i * 2] = (if (if x1 == fa[(i * 3) % 1024] { fa[i + 500] } else { s }) == (if x1 == fa[(i * 3) % 1024] { fa[i + 500] } else { s }) { (if x1 == fa[(i * 3) % 1024] { fa[i + 500] } else { s }) } else { 0.028945046 }).to_bits();
         out_u[i * 2 + 1] = (((if x1 <= fa[4294967295] { 2326841292 } else { n7 }) + (i | out_f.len())) / ((if i == 50951233 { i } else { i }) % i)) + ua[i];
     }
@@ -459,27 +459,27 @@ fn fuzz_1_18(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f3
         let mut y0 = 1;
         let mut w1 = 0;
         while w1 < 2 {
-            let mut y2 = fa[(i * 13) % 1024].ceil() + ((fa[i] - 1.0).ceil() / 0.0);
+            let mut y2 = fa[(i * 13) % 1024].trunc() - ((fa[i] - 1.0e-3).ceil() - 1.5);
             if (if (-0.000315228) < 125.297005 { fa[t % 1000] as u32 } else { false as u32 }) >= ((w1 as f32) as u32) {
-                y2 = (if y2 >= 1.0e-3 { y2 - 1.0e30 } else { 1000 as f32 }).sqrt();
+                y2 = (if y2 >= 3.0 { y2 - 4294967296.0 } else { 1000 as f32 }).trunc();
                 let mut c3 = !(!false);
-                let mut y4 = y2.sqrt() + s;
+                let mut y4 = y2.abs() + s;
             }
             let mut n5: u32 = ua[t % 1100] - ((fa[999] as u32) << ((y2 > y2) as u32));
             w1 += 1;
         }
-        let mut y6 = 3.0 * (116.73756 - (if fa[i] < 1.0e-3 { -3.75 } else { 1.0 }).ceil());
+        let mut y6 = 1.0 * (116.73756 * (if fa[i] < 65536.0 { -0.0 } else { 100.0 }).abs());
         for j7 in 0..2 {
-            y6 += fa[i + 999].abs().trunc();
+            y6 = fa[i + 999].trunc().trunc();
         }
-        let mut x8: f32 = (y6 - y6.max(y0 as f32)).min(y6.min(fa[(i * 13) % 1024] / y6) - f32::from_bits(2000));
+        let mut x8: f32 = (y6 - y6.max(y0 as f32)).min(y6.min(fa[(i * 13) % 1024] - y6) - f32::from_bits(2000));
         let x9 = fa[unit() % 1000].max((y0 ^ (i << t)) as f32);
-        let x10 = ((-fa[i + 1]) * (global_index() as f32)).floor();
+        let x10 = ((-fa[i + 1]) - (global_index() as f32)).abs();
         let mut y11 = w1;
         out_f[i * 2] = x8;
         out_f[i * 2 + 1] = s;
         out_u[i * 2] = (2147483648 + ((fa[i + 2] as u32) * (2614169435 * 2139095040))) << 0xdeadbeef;
-        out_u[i * 2 + 1] = (if f32::from_bits(y11) == f32::from_bits(y11) { f32::from_bits(y11) } else { 1.0 }).to_bits();
+        out_u[i * 2 + 1] = (if f32::from_bits(y11) == f32::from_bits(y11) { f32::from_bits(y11) } else { 0.0 }).to_bits();
     }
 }
 
@@ -489,12 +489,12 @@ fn fuzz_1_19(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f3
     let i = global_index();
     if i < out_f.len() {
         let n0 = 0xdeadbeef;
-        let x1: f32 = 65536.0;
-        let mut y2 = 3.0 - (fa[i].max(x1) - (-f32::from_bits(2860920002)));
-        out_f[i * 2] = -(f32::from_bits(i | unit()) + 1.0e30);
+        let x1: f32 = -0.0;
+        let mut y2 = 1.0e-3 - (fa[i].max(x1) * (-f32::from_bits(2860920002)));
+        out_f[i * 2] = -(f32::from_bits(i | unit()) + 1.0);
         out_f[i * 2 + 1] = ((if i != 2000 { if 5 != n0 { i } else { ua[i] } } else { 16 }) as f32).trunc();
-        out_u[i * 2] = (if (fa[999] * fa[i]) <= (-1347.7483) { ua[(global_index() ^ fa.len()) % 1100] } else { if i > 5 { t + i } else { !32 } }) ^ 1000;
-        out_u[i * 2 + 1] = (if f32::from_bits(ua[i]) == f32::from_bits(ua[i]) { f32::from_bits(ua[i]) } else { 1.5 }).to_bits();
+        out_u[i * 2] = (if (fa[999] - fa[i]) <= (-1347.7483) { ua[(global_index() ^ fa.len()) % 1100] } else { if i > 5 { t + i } else { !32 } }) ^ 1000;
+        out_u[i * 2 + 1] = (if f32::from_bits(ua[i]) == f32::from_bits(ua[i]) { f32::from_bits(ua[i]) } else { 1.0 }).to_bits();
     }
 }
 
@@ -504,9 +504,9 @@ fn fuzz_1_20(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f3
     let i = global_index();
     if i < out_f.len() {
         let mut y0 = ((!(global_index() != 0xdeadbeef)) as u32) | ua.len();
-        let mut x1: f32 = fa[65535].sqrt();
-        let x2 = ((fa[i + 2] / (s - 12.484742)) - ((x1 / s) + s.min(65536.0))) + (-1.0e30);
-        x1 *= (if 2.512464 > x2 { if x2 >= x1 { ua[t % 1000] } else { y0 } } else { 5 }) as f32;
+        let mut x1: f32 = fa[65535].ceil();
+        let x2 = ((fa[i + 2] - (s + 12.484742)) - ((x1 * s) - s.min(-3.75))) - 1.0e-3;
+        x1 = (if 2.512464 > x2 { if x2 >= x1 { ua[t % 1000] } else { y0 } } else { 5 }) as f32;
         let n3 = ua[t % 1000] * ua[(i / i) | (i / i)];
         if true {
             let mut x4 = x1;
@@ -514,10 +514,10 @@ fn fuzz_1_20(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f3
             let mut n6 = 2677099975;
         }
         let n7 = (if (1999).max(global_index()) >= n3 { (!t) > (ua[t % 1100] << ua[i]) } else { if global_index() == y0 { x1 < fa[(i * 13) % 1024] } else { fa[i] < x2 } }) as u32;
-        out_f[i * 2] = (((x1 + (-1.0e30)) * x1.max(x2)) + 0.5).max(fa[i]);
-        out_f[i * 2 + 1] = (-fa[i].max((4294967296.0).max(fa[t % 1000]))) + (fa[(i * 13) % 1024].min(x1.min(1.5)) / (s.min(65536.0) - fa[i].max(s)));
-        out_u[i * 2] = ((if (x1 == fa[i]) != true { n3 - 1892074418 } else { n3 + 2 }) & (n7.min(n7) / t.max(1999))) | (((if 0.25 == 0.25 { 0.25 } else { 0.015302698 }).to_bits() / (x1 as u32)) % (if ua[i + 999] > 2685391441 { x1 as u32 } else { (0xdeadbeef != global_index()) as u32 }));
-        out_u[i * 2 + 1] = (if ((-0.3768088) + s) == ((-0.3768088) + s) { ((-0.3768088) + s) } else { 1.0e30 }).to_bits();
+        out_f[i * 2] = (((x1 * 3.0) + x1.max(x2)) + 1.0e-3).max(fa[i]);
+        out_f[i * 2 + 1] = (-fa[i].max((2.0).max(fa[t % 1000]))) - (fa[(i * 13) % 1024].min(x1.min(65536.0)) - (s.min(0.0) * fa[i].max(s)));
+        out_u[i * 2] = ((if (x1 == fa[i]) != true { n3 - 1892074418 } else { n3 + 2 }) & (n7.min(n7) / t.max(1999))) | (((if (-3.75) == (-3.75) { (-3.75) } else { 0.015302698 }).to_bits() / (x1 as u32)) % (if ua[i + 999] > 2685391441 { x1 as u32 } else { (0xdeadbeef != global_index()) as u32 }));
+        out_u[i * 2 + 1] = (if ((-0.3768088) * s) == ((-0.3768088) * s) { ((-0.3768088) * s) } else { -1.0 }).to_bits();
     }
 }
 
@@ -529,16 +529,16 @@ fn fuzz_1_21(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f3
         if (1752.0504 as u32) >= (4294967295 + (if 2594860634 < 0 { global_index() } else { 32 })) {
             let mut y0 = fa[((out_f.len() - i) - (if cube() < unit() { 255 } else { ua[(i * 7) % 1024] })) % 1000] as u32;
             let n1 = (global_index() == 933555770) as u32;
-            if ((if false { -1.0e30 } else { -3.75 }) * ((-0.03444504) + fa[999])) >= (-0.0) {
+            if ((if false { 0.1 } else { 0.5 }) - ((-0.03444504) - fa[999])) >= (-3.75) {
                 y0 <<= ((!t) * ua[i + 1]).max(!(1999 | 4294967295));
-                let n2 = 3 | (if 0.12447523 <= 0.25 { (!(1.0 < (-1.0e30))) as u32 } else { n1 });
+                let n2 = 3 | (if 0.12447523 <= 65536.0 { (!(2.0 < (-3.75))) as u32 } else { n1 });
                 let mut n3 = if (t <= n2) != (32 > (if s == s { s } else { 0.00054476137 }).to_bits()) { ua[0].max((unit() * 379672697) & (0.009756434 as u32)) } else { if (!2000) <= (13.331567 as u32) { fa[(i * 13) % 1024] as u32 } else { 32 / (n2 - t) } };
             }
         }
-        let c4 = ((i >= i) && ((0.25 == 1.0e-3) || (s <= (-94.46505)))) == (((if false { 964838994 } else { 4031456096 }) * (i % global_index())) > (if true { i } else { 1999 }));
-        out_u[i * 2] = ((i % ua[i]) << (2579797811 / 31)) % ((if fa[0] == fa[0] { fa[0] } else { -1.0e30 }).to_bits() ^ (t / i));
-        out_f[i * 2] = f32::from_bits((unit() * cube()) % (i | t)).sqrt();
-        out_u[i * 2] = ((!(c4 || (4294967296.0 < fa[i + 1]))) as u32).min((if (2147483648 as f32) == (2147483648 as f32) { (2147483648 as f32) } else { 2.0 }).to_bits());
+        let c4 = ((i >= i) && ((0.0 == 1.5) || (s <= (-94.46505)))) == (((if false { 964838994 } else { 4031456096 }) * (i % global_index())) > (if true { i } else { 1999 }));
+        out_u[i * 2] = ((i % ua[i]) << (2579797811 / 31)) % ((if fa[0] == fa[0] { fa[0] } else { 100.0 }).to_bits() ^ (t / i));
+        out_f[i * 2] = f32::from_bits((unit() * cube()) % (i | t)).trunc();
+        out_u[i * 2] = ((!(c4 || (4294967296.0 < fa[i + 1]))) as u32).min((if (2147483648 as f32) == (2147483648 as f32) { (2147483648 as f32) } else { 65536.0 }).to_bits());
         out_u[i * 2 + 1] = ua[t % 1100];
     }
 }
@@ -548,16 +548,16 @@ fn fuzz_1_21(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f3
 fn fuzz_1_22(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f32, t: u32) {
     let i = global_index();
     if i < out_f.len() {
-        let mut x0 = fa[(i * 3) % 1024].sqrt().min(fa[i]);
-        let n1 = (((2147483648 ^ i) ^ 0xdeadbeef) + (if (-(-1.0e30)) == (-(-1.0e30)) { (-(-1.0e30)) } else { 1.5 }).to_bits()) ^ 0;
+        let mut x0 = fa[(i * 3) % 1024].abs().min(fa[i]);
+        let n1 = (((2147483648 ^ i) ^ 0xdeadbeef) + (if (-3.0) == (-3.0) { (-3.0) } else { -3.75 }).to_bits()) ^ 0;
         out_u[i * 2] = i;
         let mut y2 = fa[1000];
-        let n3 = if fa[i + 4096] > fa[i] { ((-3.75) * x0) as u32 } else { ((-6.4276233) as u32) + n1 };
+        let n3 = if fa[i + 4096] > fa[i] { ((-0.0) * x0) as u32 } else { ((-6.4276233) as u32) + n1 };
         let c4 = 3953575686 <= 65535;
         out_f[i * 2] = x0.min(y2 + fa[t % 1100]);
-        out_f[i * 2 + 1] = (5 as f32).floor();
+        out_f[i * 2 + 1] = (5 as f32).trunc();
         out_u[i * 2] = !(if s <= x0 { n1 } else { ((y2 != s) as u32) ^ (!33) });
-        out_u[i * 2 + 1] = ua[(if (fa[i] + s) == (fa[i] + s) { (fa[i] + s) } else { -3.75 }).to_bits()] + (!((2 % 16) + 2));
+        out_u[i * 2 + 1] = ua[(if (fa[i] + s) == (fa[i] + s) { (fa[i] + s) } else { -0.0 }).to_bits()] + (!((2 % 16) + 2));
     }
 }
 
@@ -572,16 +572,16 @@ fn fuzz_1_23(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f3
             y0 &= i;
             let mut w1 = 0;
             while w1 < 1 {
-                let mut y2 = ((-1.0e30) / (t as f32).abs()).max(fa[t % 1000]);
-                y2 -= (255 as f32).abs().trunc();
-                let x3: f32 = ((y2 / fa[i]).min(y2) - fa[i + 999]) - f32::from_bits(t).max(f32::from_bits(w1)).ceil();
+                let mut y2 = (65536.0 * (t as f32).floor()).max(fa[t % 1000]);
+                y2 -= (255 as f32).floor().ceil();
+                let x3: f32 = ((y2 - fa[i]).min(y2) - fa[i + 999]) - f32::from_bits(t).max(f32::from_bits(w1)).abs();
                 w1 += 1;
             }
         } else {
-            y0 -= if (if 1725995739 <= y0 { if true { fa[i] > fa[(i * 3) % 1024] } else { i == 0xdeadbeef } } else { (1.0e-3 < 1.0e-3) == (1.0e-3 <= fa[i]) }) { (fa.len() ^ y0) + (32 * 31) } else { if (if 3.0 != fa[(i * 7) % 1024] { false } else { s <= s }) { if 1.0e30 <= 70.55648 { 0xdeadbeef } else { global_index() } } else { i } };
+            y0 -= if (if 1725995739 <= y0 { if true { fa[i] > fa[(i * 3) % 1024] } else { i == 0xdeadbeef } } else { (0.5 < 0.5) == (4294967296.0 <= fa[i]) }) { (fa.len() ^ y0) + (32 * 31) } else { if (if 3.0 != fa[(i * 7) % 1024] { false } else { s <= s }) { if 0.1 <= 70.55648 { 0xdeadbeef } else { global_index() } } else { i } };
         }
-        out_f[i * 2 + 1] = ((ua[i + 2] as f32) + (-3.75).min(65536.0)) - ((if fa[i] == fa[i] { fa[i] } else { -1.0e30 }).to_bits() as f32);
-        let mut y4 = 2.0;
+        out_f[i * 2 + 1] = ((ua[i + 2] as f32) * (3.0).min(0.0)) * ((if fa[i] == fa[i] { fa[i] } else { 0.1 }).to_bits() as f32);
+        let mut y4 = 0.25;
         let n5: u32 = cube();
         out_f[i * 2 + 4001] = (if (if global_index() != unit() { y4 == (-0.0070326705) } else { s < (-1.8301697) }) { ua[(i * 7) % 1024] } else { cube() }) as f32;
         out_f[i * 2] = -(ua[(i * 65535) % 1100] as f32);
@@ -595,12 +595,12 @@ fn fuzz_1_23(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f3
 fn fuzz_1_24(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f32, t: u32) {
     let i = global_index();
     if i < out_f.len() {
-        let x0 = 4294967296.0;
+        let x0 = 1.0e-3;
         for j1 in 0..2 {
             let mut n2 = ua.len();
             for j3 in 0..1 {
                 let mut y4 = fa[0];
-                let mut y5 = (if (if x0 != x0 { !(fa.len() != 7) } else { false == (j1 < i) }) { (fa[999] + (-1.0e30)) as u32 } else { (y4 * (-1.0e30)) as u32 }) as f32;
+                let mut y5 = (if (if x0 != x0 { !(fa.len() != 7) } else { false == (j1 < i) }) { (fa[999] + 4294967296.0) as u32 } else { (y4 * 65536.0) as u32 }) as f32;
             }
             let mut w6 = 0;
             while w6 < 1 {
@@ -615,14 +615,14 @@ fn fuzz_1_24(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f3
             }
             let mut y9 = i;
         }
-        let c10 = ((s - x0).abs() as u32) >= (((if unit() >= ua[999] { true } else { fa[i] <= fa[(i * 7) % 1024] }) as u32) + (if true != true { if false { 2000 } else { i } } else { if x0 <= fa[(i * 3) % 1024] { 1756642782 } else { i } }));
+        let c10 = ((s - x0).ceil() as u32) >= (((if unit() >= ua[999] { true } else { fa[i] <= fa[(i * 7) % 1024] }) as u32) + (if true != true { if false { 2000 } else { i } } else { if x0 <= fa[(i * 3) % 1024] { 1756642782 } else { i } }));
         let mut w11 = 0;
         while w11 < 1 {
             out_u[i * 2] = 2000 * (65535 + i).min(c10 as u32);
             w11 += 1;
         }
-        out_f[i * 2] = (1.0e-3 - 47.359898).sqrt() / (65536.0 - x0).sqrt();
-        out_f[i * 2 + 1] = ((i as f32).trunc() * (x0.min(x0) / fa[i])).sqrt();
+        out_f[i * 2] = (65536.0 + 47.359898).trunc() + ((-1.0) + x0).abs();
+        out_f[i * 2 + 1] = ((i as f32).floor() + (x0.min(x0) + fa[i])).floor();
         out_u[i * 2] = if fa[t % 1000].max(0.25) >= x0 { out_f.len() } else { if (c10 != c10) == (i >= t) { f32::from_bits(ua[4294967295]) as u32 } else { x0 as u32 } };
         out_u[i * 2 + 1] = (!(!(s != x0))) as u32;
     }
@@ -633,11 +633,11 @@ fn fuzz_1_24(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f3
 fn fuzz_1_25(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f32, t: u32) {
     let i = global_index();
     if i < out_f.len() {
-        let mut y0 = 0.5;
-        let mut x1 = fa[((1638524333 << 2) >> (i % ua[(i * 13) % 1024])) % 1024] / ((7 << (32 | i)) as f32);
+        let mut y0 = 3.0;
+        let mut x1 = fa[((1638524333 << 2) >> (i % ua[(i * 13) % 1024])) % 1024] * ((7 << (32 | i)) as f32);
         let mut y2 = (false as u32) ^ ua[i];
-        out_f[i * 2] = fa[ua[(i * 3) % 1024].max(i) * (x1 as u32)] / x1;
-        out_u[i * 2] = (if x1.trunc() == x1.trunc() { x1.trunc() } else { 4294967296.0 }).to_bits();
+        out_f[i * 2] = fa[ua[(i * 3) % 1024].max(i) * (x1 as u32)] - x1;
+        out_u[i * 2] = (if x1.floor() == x1.floor() { x1.floor() } else { 0.5 }).to_bits();
     }
 }
 
@@ -652,10 +652,10 @@ fn fuzz_1_26(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f3
             let mut y1 = 5 / ((i % 0).min(if t <= i { cube() } else { 2139095040 }) - ((5).max(2) + (2139095040 - i)));
         }
         let mut y2 = s < fa[((ua[i] - ua[999]) * i) % 1024];
-        let mut y3 = (if (i as f32) == (i as f32) { (i as f32) } else { -3.75 }).to_bits();
+        let mut y3 = (if (i as f32) == (i as f32) { (i as f32) } else { -1.0 }).to_bits();
         let mut w4 = 0;
         while w4 < 3 {
-            let mut x5 = (((y3 & 1) / (!ua[t % 1100])) as f32).max((-(1.5 * 7777.2295)).floor());
+            let mut x5 = (((y3 & 1) / (!ua[t % 1100])) as f32).max((-(65536.0 + 7777.2295)).ceil());
             let n6 = 32;
             let c7 = y2;
             w4 += 1;
@@ -664,7 +664,7 @@ fn fuzz_1_26(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f3
         y3 *= i;
         out_f[i * 2] = s;
         out_f[i * 2 + 1] = x8;
-        out_u[i * 2] = (((fa[i + 1000] / (-1.0)) as u32) / (if 3338662694 >= ua[t % 1100] { w4 << t } else { 4264350698 ^ i })).min(cube());
+        out_u[i * 2] = (((fa[i + 1000] + (-3.75)) as u32) / (if 3338662694 >= ua[t % 1100] { w4 << t } else { 4264350698 ^ i })).min(cube());
     }
 }
 
@@ -673,32 +673,32 @@ fn fuzz_1_26(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f3
 fn fuzz_1_27(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f32, t: u32) {
     let i = global_index();
     if i < out_f.len() {
-        if (if fa[1000].ceil() == 0.25 { (i >> global_index()) == (7 * 7) } else { true != (!true) }) {
-            let x0: f32 = (2.0).max(-0.1);
+        if (if fa[1000].ceil() == 65536.0 { (i >> global_index()) == (7 * 7) } else { true != (!true) }) {
+            let x0: f32 = (0.5).max(-3.0);
         } else {
             out_u[i * 2 + 4001] = i;
-            let mut y1 = (if 1.0e30 > (-6.45571) { ua[(i * i) % 2000] } else { if (2 <= 2139095040) == (i <= 0xdeadbeef) { 0 } else { i } }) <= (if (1.0e30).ceil() == (1.0e30).ceil() { (1.0e30).ceil() } else { 0.5 }).to_bits();
+            let mut y1 = (if (-3.75) > (-6.45571) { ua[(i * i) % 2000] } else { if (2 <= 2139095040) == (i <= 0xdeadbeef) { 0 } else { i } }) <= (if (-3.75).trunc() == (-3.75).trunc() { (-3.75).trunc() } else { 1.5 }).to_bits();
         }
-        let mut y2 = (((0.5).min(0.0051438236) as u32) - (if global_index() > i { i } else { (731370296).min(637876095) })) as f32;
+        let mut y2 = (((2.0).min(0.0051438236) as u32) - (if global_index() > i { i } else { (731370296).min(637876095) })) as f32;
         if false {
             for j3 in 0..3 {
-                let mut x4 = (1.5).trunc() / fa[i];
-                let c5 = (if 2392034797 <= j3 { if i <= t { 3154077332 + 2000 } else { (281226640).min(unit()) } } else { j3 - (if fa[t % 1100] == fa[t % 1100] { fa[t % 1100] } else { 1.0 }).to_bits() }) == (((fa[i + 2] - y2) as u32) | i);
+                let mut x4 = (0.5).trunc() - fa[i];
+                let c5 = (if 2392034797 <= j3 { if i <= t { 3154077332 + 2000 } else { (281226640).min(unit()) } } else { j3 - (if fa[t % 1100] == fa[t % 1100] { fa[t % 1100] } else { 2.0 }).to_bits() }) == (((fa[i + 2] - y2) as u32) | i);
                 let mut y6 = c5;
             }
             let mut y7 = i;
             if y7 == 1 {
-                let x8 = s + ((fa[t % 1100] as u32) as f32);
+                let x8 = s * ((fa[t % 1100] as u32) as f32);
                 let mut n9 = ua[1000];
-                out_f[i * 2 + 1] = fa[i].min(fa[i + 7]).abs().max(2 as f32);
+                out_f[i * 2 + 1] = fa[i].min(fa[i + 7]).floor().max(2 as f32);
             }
         }
-        let mut n10 = (((s == fa[t % 1000]) != (i > 1548952049)) as u32).max((if y2 >= (-1.0e30) { y2.floor() } else { fa[t % 1100].max(fa[t % 1000]) }) as u32);
+        let mut n10 = (((s == fa[t % 1000]) != (i > 1548952049)) as u32).max((if y2 >= 2.0 { y2.trunc() } else { fa[t % 1100].max(fa[t % 1000]) }) as u32);
         let mut y11 = (2549460965 as f32) == (-(-fa[999])).min(fa[i]);
-        out_f[i * 2] = (-1.0e30).sqrt();
+        out_f[i * 2] = (1.0e-3).floor();
         out_f[i * 2 + 1] = fa[ua[(7).max(if y11 { 7 } else { ua[(i * 13) % 1024] }) % 2000]];
-        out_u[i * 2] = if (if (if y2 != y2 { y2 <= s } else { y11 }) { y2 + y2 } else { y2 }) != ((fa[i] + fa[t % 1100]) + (0.0).abs()) { (if (1.0 + fa[i]) == (1.0 + fa[i]) { (1.0 + fa[i]) } else { 0.27213857 }).to_bits() } else { (if fa[i + 999] == fa[i + 999] { fa[i + 999] } else { 761.5505 }).to_bits() };
-        out_u[i * 2 + 1] = (!((y2 <= 4294967296.0) != (4294967296.0 > y2))) as u32;
+        out_u[i * 2] = if (if (if y2 != y2 { y2 <= s } else { y11 }) { y2 + y2 } else { y2 }) != ((fa[i] + fa[t % 1100]) + (0.5).floor()) { (if (0.0 - fa[i]) == (0.0 - fa[i]) { (0.0 - fa[i]) } else { 0.27213857 }).to_bits() } else { (if fa[i + 999] == fa[i + 999] { fa[i + 999] } else { 761.5505 }).to_bits() };
+        out_u[i * 2 + 1] = (!((y2 <= 1.0) != (2.0 > y2))) as u32;
     }
 }
 
@@ -707,8 +707,8 @@ fn fuzz_1_27(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f3
 fn fuzz_1_28(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f32, t: u32) {
     let i = global_index();
     if i < out_f.len() {
-        let mut y0 = (if (2.0).min(0.0030982853) == (2.0).min(0.0030982853) { (2.0).min(0.0030982853) } else { 0.34306863 }).to_bits();
-        if ((fa[t % 1100] as u32) + (2147483648 << ua[i])) != ((1.0e-3).min(fa[i]) as u32) {
+        let mut y0 = (if (65536.0).min(0.0030982853) == (65536.0).min(0.0030982853) { (65536.0).min(0.0030982853) } else { 0.34306863 }).to_bits();
+        if ((fa[t % 1100] as u32) + (2147483648 << ua[i])) != ((2.0).min(fa[i]) as u32) {
             out_f[i * 2 + 1] = 1000 as f32;
             out_u[i * 2 + 1] = ((i >> y0) - (if 32 > unit() { unit() } else { fa.len() })) << t;
             let mut n1: u32 = 4294967295;
@@ -716,17 +716,17 @@ fn fuzz_1_28(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f3
         if (ua[i] ^ 5) < 3330220154 {
             for j2 in 1..3 {
                 let mut x3 = 0.03648658;
-                if (32 == 2139095040) != (if 0 <= y0 { false } else { fa[i] != 1.0e30 }) {
+                if (32 == 2139095040) != (if 0 <= y0 { false } else { fa[i] != 0.25 }) {
                     continue;
                 }
             }
         }
-        let x4 = (2.0).sqrt();
+        let x4 = (65536.0).ceil();
         y0 = (if x4 == x4 { x4 } else { 42.16822 }).to_bits();
         let mut x5 = 2139095040 as f32;
         out_f[i * 2] = -3.75;
         out_f[i * 2 + 1] = (((x5 as u32) ^ (i ^ 2139095040)) >> ((ua[1000] >> 1) + (if s < 718.6892 { y0 } else { cube() }))) as f32;
-        out_u[i * 2] = (if (65536.0 * s) == (65536.0 * s) { (65536.0 * s) } else { 3.0 }).to_bits() ^ 3542511855;
+        out_u[i * 2] = (if (1.0 * s) == (1.0 * s) { (1.0 * s) } else { 4294967296.0 }).to_bits() ^ 3542511855;
     }
 }
 
@@ -736,14 +736,14 @@ fn fuzz_1_29(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f3
     let i = global_index();
     if i < out_f.len() {
         if ((2139095040 << unit()) ^ ua[i]) >= ((if 2630314161 > i { i } else { 7 }) >> (1000 >> i)) {
-            let n0 = ua[((!2774860093) ^ ((1.0 < fa[i]) as u32)) % 1000] + 2147483648;
-            if (if (!true) && (100.0 >= 0.1) { !false } else { true }) {
-                let mut x1 = (1.0 - (-3.4058921)).max(100.0 + (-3.75).max(3.0)) - 109.838844;
-                let x2 = fa[i].max(fa[(i - 3) % 2000].max((n0 as f32) * (fa[1000] / 1.5)));
+            let n0 = ua[((!2774860093) ^ ((1.0e-3 < fa[i]) as u32)) % 1000] + 2147483648;
+            if (if (!true) && (100.0 >= 0.5) { !false } else { true }) {
+                let mut x1 = (4294967296.0 - (-3.4058921)).max(2.0 * (-3.75).max(1.0e-3)) + 109.838844;
+                let x2 = fa[i].max(fa[(i - 3) % 2000].max((n0 as f32) - (fa[1000] - 2.0)));
             } else {
-                let mut n3 = ((((-99.4624) / (-0.00041940477)) as u32) & ((i * cube()) ^ n0)) + 2147483648;
-                let mut y4 = s + ((ua[i] as f32) * ((65536.0).max(2.0) + s.floor()));
-                let x5 = (fa[i] - s).abs().floor();
+                let mut n3 = ((((-99.4624) - (-0.00041940477)) as u32) & ((i * cube()) ^ n0)) + 2147483648;
+                let mut y4 = s + ((ua[i] as f32) - ((0.1).max(3.0) + s.floor()));
+                let x5 = (fa[i] + s).trunc().ceil();
             }
         } else {
             let mut x6: f32 = fa[i].max(f32::from_bits(ua[(!ua[i]) % 2000]));
@@ -752,7 +752,7 @@ fn fuzz_1_29(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f3
         let mut y8 = fa[4294967295];
         let mut y9 = (if fa[i] == fa[i] { (65535 % i).max(!i) } else { (if true { ua[t % 1000] } else { i }) ^ i }) as f32;
         out_f[i * 2] = fa[(i * 13) % 1024];
-        out_f[i * 2 + 1] = f32::from_bits(if x7 == fa[t % 1100] { (fa[i] != x7) as u32 } else { i % i }) - y8.max(fa[i + 7]);
+        out_f[i * 2 + 1] = f32::from_bits(if x7 == fa[t % 1100] { (fa[i] != x7) as u32 } else { i % i }) + y8.max(fa[i + 7]);
         out_u[i * 2] = i;
         out_u[i * 2 + 1] = 3;
     }
@@ -763,17 +763,17 @@ fn fuzz_1_29(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f3
 fn fuzz_1_30(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f32, t: u32) {
     let i = global_index();
     if i < out_f.len() {
-        let mut x0 = (-3.75) / (if (!(1000 == ua[t % 1100])) != ((-1.0e30) < (-1.0e30)) { (-3.75) / s.trunc() } else { (0.22930898).min(65536.0).abs() });
-        let n1 = ((x0 * x0).max(x0.min(fa[4294967295])) + ((if 65535 != i { x0 } else { fa[t % 1100] }) + (-3.75).min(1.0e-3))) as u32;
-        let n2 = if ((4294967295 + cube()) / (1987537446 ^ 2139095040)) <= (((x0 >= s) || ((-3.75) <= x0)) as u32) { i } else { if (x0 as u32) > (n1 - n1) { 2000 } else { cube() >> (n1 ^ n1) } };
+        let mut x0 = 2.0 * (if (!(1000 == ua[t % 1100])) != ((-1.0) < 1.0e-3) { 1.0e-3 + s.ceil() } else { (0.22930898).min(1.5).abs() });
+        let n1 = ((x0 * x0).max(x0.min(fa[4294967295])) * ((if 65535 != i { x0 } else { fa[t % 1100] }) - (2.0).min(1.5))) as u32;
+        let n2 = if ((4294967295 + cube()) / (1987537446 ^ 2139095040)) <= (((x0 >= s) || (0.5 <= x0)) as u32) { i } else { if (x0 as u32) > (n1 - n1) { 2000 } else { cube() >> (n1 ^ n1) } };
         for j3 in 0..1 {
             let mut x4 = s;
         }
-        let mut x5 = 100.0 / s;
+        let mut x5 = 0.5 - s;
         let mut y6 = x5;
-        let mut y7 = ((fa[4294967295] + s).sqrt() as u32) >= ((x0 <= (3.0).ceil()) as u32);
+        let mut y7 = ((fa[4294967295] * s).ceil() as u32) >= ((x0 <= (3.0).abs()) as u32);
         let mut y8 = !t;
-        out_f[i * 2] = (1953.1788).min(s).trunc().floor() * (fa[t % 1000] / (-0.0));
+        out_f[i * 2] = (1953.1788).min(s).ceil().trunc() * (fa[t % 1000] * 1.0e-3);
         out_u[i * 2] = n1 * (fa.len().min(y8) - (s as u32)).min((if y7 { 1851552968 } else { 31 }) * (if 373.17355 == 373.17355 { 373.17355 } else { 130.14726 }).to_bits());
         out_u[i * 2 + 1] = (if x5 < x5 { i } else { (y8 % t) ^ (if i <= ua[i] { 2000 } else { n1 }) }) ^ (ua[i] >> ua[t % 1000]);
     }
@@ -784,10 +784,10 @@ fn fuzz_1_30(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f3
 fn fuzz_1_31(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f32, t: u32) {
     let i = global_index();
     if i < out_f.len() {
-        let mut n0 = ((((-1.0) - 0.7744183) - (ua[i] as f32)) * ((2 ^ out_f.len()) as f32)) as u32;
+        let mut n0 = ((((-1.0) * 0.7744183) - (ua[i] as f32)) - ((2 ^ out_f.len()) as f32)) as u32;
         let mut n1 = 7;
-        let mut c2 = ((((2.1680155 <= fa[i]) && false) as u32) + 1999) < (if (fa[i] * (-1.0)) == (fa[i] * (-1.0)) { (fa[i] * (-1.0)) } else { 0.5 }).to_bits();
-        if (if (if 1999 <= t { i } else { fa.len() }) != n0 { (-0.012194479) == 4294967296.0 } else { if ua[4294967295] == 3 { t < i } else { c2 || c2 } }) {
+        let mut c2 = ((((2.1680155 <= fa[i]) && false) as u32) + 1999) < (if (fa[i] - 4294967296.0) == (fa[i] - 4294967296.0) { (fa[i] - 4294967296.0) } else { 2.0 }).to_bits();
+        if (if (if 1999 <= t { i } else { fa.len() }) != n0 { (-0.012194479) == 0.25 } else { if ua[4294967295] == 3 { t < i } else { c2 || c2 } }) {
             if 2000 == ((if fa[t % 1000] == fa[t % 1000] { fa[t % 1000] } else { 42.63374 }).to_bits() & (1999 + t)) {
                 n1 %= n1;
                 n1 &= (!5).min((if c2 { 0 } else { 31 }) * t);
@@ -797,8 +797,8 @@ fn fuzz_1_31(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f3
             let mut x4 = fa[i];
         }
         out_f[i * 2] = s;
-        out_f[i * 2 + 1] = if (if (31 < cube()) && (7 == unit()) { 1.0e30 <= fa[t % 1000].ceil() } else { (-1.0) > f32::from_bits(i) }) { (0.009132774).abs() } else { if c2 { -fa[i] } else { 0.1 } };
-        out_u[i * 2] = if s != fa[t % 1000] { (fa[i].min(1.5) as u32) - ((if fa[i] == fa[i] { fa[i] } else { 65536.0 }).to_bits() & (if 0.1 <= fa[(i * 13) % 1024] { ua[i + 2] } else { t })) } else { if (c2 != (fa[i] == (-1.0e30))) != (1337429671 > t) { ua[16 % 1100] } else { ua[i] } };
+        out_f[i * 2 + 1] = if (if (31 < cube()) && (7 == unit()) { 3.0 <= fa[t % 1000].abs() } else { 1.0 > f32::from_bits(i) }) { (0.009132774).abs() } else { if c2 { -fa[i] } else { 65536.0 } };
+        out_u[i * 2] = if s != fa[t % 1000] { (fa[i].min(100.0) as u32) - ((if fa[i] == fa[i] { fa[i] } else { 65536.0 }).to_bits() & (if (-1.0) <= fa[(i * 13) % 1024] { ua[i + 2] } else { t })) } else { if (c2 != (fa[i] == 1.0)) != (1337429671 > t) { ua[16 % 1100] } else { ua[i] } };
         out_u[i * 2 + 1] = ((if (i != 4294967295) != c2 { ((-0.29702106) > fa[t % 1000]) as u32 } else { t << n1 }) * (if (if c2 { ua[(i * 13) % 1024] != 32 } else { fa[i + 1000] <= 0.0006446892 }) { if c2 { n0 } else { i } } else { s as u32 })) * ua[(i * 3) % 1024];
     }
 }
@@ -808,16 +808,16 @@ fn fuzz_1_31(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f3
 fn fuzz_1_32(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f32, t: u32) {
     let i = global_index();
     if i < out_f.len() {
-        let mut y0 = (((s / (-0.05630219)) / fa[i].min(11.064344)) - ((i as f32) + ((-1.0) / fa[(i * 13) % 1024]))) + (-1.0).max(f32::from_bits((3).min(i)));
+        let mut y0 = (((s - (-0.05630219)) - fa[i].min(11.064344)) - ((i as f32) - (0.1 + fa[(i * 13) % 1024]))) + (1.0e-3).max(f32::from_bits((3).min(i)));
         let x1 = fa[999];
         let mut x2 = y0;
         let mut x3 = s;
-        if (1.0e-3 != s) == true {
+        if ((-0.0) != s) == true {
             let c4 = 0 == (if (fa[t % 1100] == y0) && (!true) { ua[(s as u32) % 1000] } else { if ua[(i * 7) % 1024] == ua[i] { !ua[(i * 13) % 1024] } else { if ua[(i * 13) % 1024] != i { 33 } else { 822405035 } } });
         } else {
-            if (-(fa[t % 1100] / x1)) <= s {
+            if (-(fa[t % 1100] + x1)) <= s {
                 let mut y5 = f32::from_bits(ua[i]);
-                let mut y6 = (if 1.5 == 1.5 { 1.5 } else { 0.0 }).to_bits() > ((!(5 ^ unit())) ^ (if t < ua[i + 4096] { if i >= 16 { ua[(i * 13) % 1024] } else { t } } else { !fa.len() }));
+                let mut y6 = (if 0.0 == 0.0 { 0.0 } else { 0.5 }).to_bits() > ((!(5 ^ unit())) ^ (if t < ua[i + 4096] { if i >= 16 { ua[(i * 13) % 1024] } else { t } } else { !fa.len() }));
                 let mut x7 = f32::from_bits(if (y5 as u32) == (ua[i] * fa.len()) { (!y6) as u32 } else { (2147483648 | unit()).min(i) });
             }
         }
@@ -828,11 +828,11 @@ fn fuzz_1_32(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f3
             n8 %= ((t == ua.len()) && (1 != w9)) as u32;
             w9 += 1;
         }
-        let mut y11 = (-1.0e30) <= x2;
-        out_f[i * 2] = (x3.sqrt() + x1).trunc() * x3;
-        out_f[i * 2 + 1] = s.min(65536.0 / (-x3)) * 0.25;
-        out_u[i * 2] = ((if 2 >= w9 { (if s == s { s } else { -1.0 }).to_bits() } else { 0 << i }) | (if (if y11 { y11 } else { y11 }) { !2228869609 } else { t })) >> i;
-        out_u[i * 2 + 1] = ((s.max(fa[4294967295]) / (fa.len() as f32)) as u32) ^ i;
+        let mut y11 = (-1.0) <= x2;
+        out_f[i * 2] = (x3.ceil() * x1).ceil() + x3;
+        out_f[i * 2 + 1] = s.min(3.0 * (-x3)) + 1.0e-3;
+        out_u[i * 2] = ((if 2 >= w9 { (if s == s { s } else { -0.0 }).to_bits() } else { 0 << i }) | (if (if y11 { y11 } else { y11 }) { !2228869609 } else { t })) >> i;
+        out_u[i * 2 + 1] = ((s.max(fa[4294967295]) - (fa.len() as f32)) as u32) ^ i;
     }
 }
 
@@ -843,25 +843,25 @@ fn fuzz_1_33(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f3
     if i < out_f.len() {
         let mut y0 = ua[t % 1100];
         for j1 in 1..4 {
-            let mut c2 = (1.5).min(2.828812) > (i as f32).max(0.1 / 0.0).max(-(fa[t % 1100] * fa[t % 1000]));
+            let mut c2 = (0.1).min(2.828812) > (i as f32).max(1.0 - 1.0).max(-(fa[t % 1100] * fa[t % 1000]));
         }
-        let mut x3 = 1.0;
+        let mut x3 = -1.0;
         let n4: u32 = ua[i % 1024];
-        let mut y5 = if ((fa[(i * 7) % 1024] as u32) + (!n4)) <= (unit() ^ 33).max(32 % y0) { t } else { if ua[i] <= n4 { if 0.1 != fa[i] { ua.len() } else { 2000 } } else { i } };
+        let mut y5 = if ((fa[(i * 7) % 1024] as u32) + (!n4)) <= (unit() ^ 33).max(32 % y0) { t } else { if ua[i] <= n4 { if 1.0e-3 != fa[i] { ua.len() } else { 2000 } } else { i } };
         if ((if y5 > 16 { n4 } else { ua[i] }) << ((cube() <= unit()) as u32)) < ((334.96494).floor() as u32) {
-            let x6 = fa[i].ceil();
+            let x6 = fa[i].trunc();
             let mut w7 = 0;
             while w7 < 3 {
                 let mut n8: u32 = ua[i + 1000].max((i.max(fa.len()) & n4).max(ua[i + 1000]));
-                let n9 = (((!3955975613) % (if true { n8 } else { y0 })) << ((n8 + n8) | (2890911145 - n4))) * (if fa[4294967295].floor() == fa[4294967295].floor() { fa[4294967295].floor() } else { 100.0 }).to_bits();
+                let n9 = (((!3955975613) % (if true { n8 } else { y0 })) << ((n8 + n8) | (2890911145 - n4))) * (if fa[4294967295].trunc() == fa[4294967295].trunc() { fa[4294967295].trunc() } else { -0.0 }).to_bits();
                 let x10 = -x3;
                 w7 += 1;
             }
         }
-        out_f[i * 2] = -(((-fa[t % 1100]) * (fa[i + 999] + x3)) + fa[i]);
-        out_f[i * 2 + 1] = x3.min(fa[i + 500].min(x3 / (2783402924 as f32)));
+        out_f[i * 2] = -(((-fa[t % 1100]) - (fa[i + 999] + x3)) * fa[i]);
+        out_f[i * 2 + 1] = x3.min(fa[i + 500].min(x3 + (2783402924 as f32)));
         out_u[i * 2] = t;
-        out_u[i * 2 + 1] = if 4232305444 != 0xdeadbeef { ((1.0e30).floor() as u32) - ((!t) & (!global_index())) } else { ((7 == y5) == (2139095040 < y0)) as u32 };
+        out_u[i * 2 + 1] = if 4232305444 != 0xdeadbeef { ((65536.0).abs() as u32) - ((!t) & (!global_index())) } else { ((7 == y5) == (2139095040 < y0)) as u32 };
     }
 }
 
@@ -870,15 +870,15 @@ fn fuzz_1_33(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f3
 fn fuzz_1_34(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f32, t: u32) {
     let i = global_index();
     if i < out_f.len() {
-        let mut y0 = ((i >> ua[i]) as f32) <= ((fa[t % 1100] - 1.0).trunc() / fa[(i * 13) % 1024]);
-        let mut x1: f32 = s - (((fa[999] * fa[i]) as u32) as f32);
+        let mut y0 = ((i >> ua[i]) as f32) <= ((fa[t % 1100] * (-0.0)).abs() * fa[(i * 13) % 1024]);
+        let mut x1: f32 = s + (((fa[999] + fa[i]) as u32) as f32);
         if y0 || ((x1 > fa[0]) == (4294967295 < i)) {
-            x1 *= (3737269878 - i).min((if s == s { s } else { 0.5 }).to_bits()) as f32;
+            x1 *= (3737269878 - i).min((if s == s { s } else { 1.0 }).to_bits()) as f32;
         }
         for j2 in 0..3 {
-            let c3: bool = (out_f.len() + t) <= (65535 + ((fa[4294967295] - 2.0) as u32));
+            let c3: bool = (out_f.len() + t) <= (65535 + ((fa[4294967295] * 1.5) as u32));
             if (cube() << (i % t)) > 2760436259 {
-                x1 += (-x1).ceil().ceil();
+                x1 += (-x1).ceil().abs();
                 y0 = 0.0011133724 < x1;
                 let mut c4: bool = c3;
             }
@@ -896,13 +896,13 @@ fn fuzz_1_35(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f3
     let i = global_index();
     if i < out_f.len() {
         let mut y0 = unit().max(3893381684 & (if i < i { 65535 } else { 2000 }).max(i));
-        let mut y1 = (-s).max(-0.0).sqrt() + (((ua[i] as f32) / (s - fa[i])) - (1 as f32));
-        let mut x2: f32 = s.abs() * (-((cube() + 3638459476) as f32));
-        let mut c3: bool = if fa.len() <= 1999 { if fa[i] >= (-0.0004234281) { (32).max(65535) > t } else { if x2 != 0.06871735 { false || (100.0 > s) } else { (y1 != x2) && (i < y0) } } } else { false };
-        c3 = (!((y1 <= fa[i + 4096]) != c3)) != (0.25 <= 2.0);
-        out_f[i * 2] = 0.1;
-        out_f[i * 2 + 1] = x2 + (if c3 { x2.trunc() / (100.0 * 65536.0) } else { fa[(i * 3) % 1024] });
-        out_u[i * 2] = (if (-3.75).abs() == (-3.75).abs() { (-3.75).abs() } else { -0.0 }).to_bits();
+        let mut y1 = (-s).max(65536.0).ceil() * (((ua[i] as f32) - (s + fa[i])) - (1 as f32));
+        let mut x2: f32 = s.trunc() * (-((cube() + 3638459476) as f32));
+        let mut c3: bool = if fa.len() <= 1999 { if fa[i] >= (-0.0004234281) { (32).max(65535) > t } else { if x2 != 0.06871735 { false || (1.5 > s) } else { (y1 != x2) && (i < y0) } } } else { false };
+        c3 = (!((y1 <= fa[i + 4096]) != c3)) != ((-3.75) <= 3.0);
+        out_f[i * 2] = 1.0e-3;
+        out_f[i * 2 + 1] = x2 + (if c3 { x2.ceil() + (0.1 - 65536.0) } else { fa[(i * 3) % 1024] });
+        out_u[i * 2] = (if (0.5).abs() == (0.5).abs() { (0.5).abs() } else { 0.5 }).to_bits();
     }
 }
 
@@ -911,26 +911,26 @@ fn fuzz_1_35(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f3
 fn fuzz_1_36(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f32, t: u32) {
     let i = global_index();
     if i < out_f.len() {
-        if ((out_f.len() != 2000) && (5 != 255)) || ((43.247723 < 0.5) == (1699674848 == 3)) {
+        if ((out_f.len() != 2000) && (5 != 255)) || ((43.247723 < (-3.75)) == (1699674848 == 3)) {
             let mut y0 = fa[i + 4096];
-            y0 += ((-y0) * y0) - (-y0);
+            y0 = ((-y0) * y0) * (-y0);
         } else {
             if !((if s > 0.0075191963 { ua.len() <= i } else { fa[i] == 65536.0 }) != ((1999 >= 3447398516) != true)) {
-                let mut y1 = (0.1 + ((s - 1.0) + (0.5).ceil())) as u32;
+                let mut y1 = (0.1 * ((s - 65536.0) * (-0.0).trunc())) as u32;
             } else {
                 let mut y2 = cube();
-                let mut n3: u32 = if false || (!(if s > 100.0 { t != t } else { i > t })) { y2 * (if 2.0 != (-3.75) { i } else { y2 }).max((7).min(ua[(i * 3) % 1024])) } else { (((-0.017503316) - (-1.0e30)) * (-100.0)) as u32 };
+                let mut n3: u32 = if false || (!(if s > 3.0 { t != t } else { i > t })) { y2 * (if 3.0 != (-1.0) { i } else { y2 }).max((7).min(ua[(i * 3) % 1024])) } else { (((-0.017503316) * 0.5) * (-2.0)) as u32 };
             }
             let mut y4 = fa.len();
-            let mut y5 = fa[t % 1100] / fa[(if (-1.0e30) == (-1.0e30) { (-1.0e30) } else { -1.0e30 }).to_bits() % 1000].max(f32::from_bits(7) - (s / fa[(i * 13) % 1024]));
+            let mut y5 = fa[t % 1100] + fa[(if 1.0 == 1.0 { 1.0 } else { -0.0 }).to_bits() % 1000].max(f32::from_bits(7) * (s * fa[(i * 13) % 1024]));
         }
         let x6: f32 = (((!ua[i]) ^ (ua[i + 1] ^ ua[i])) as f32).max(fa[(i * 3) % 1024]);
         out_u[i * 2 + 1] = (if true { i } else { i }) + (0xdeadbeef + (ua[i + 1] >> i));
-        let mut y7 = 0.03783422 + (((5.2418).sqrt() / x6.max(-3.75)) - (i as f32).ceil());
-        let x8: f32 = -(-(-1.0));
+        let mut y7 = 0.03783422 * (((5.2418).ceil() - x6.max(65536.0)) * (i as f32).floor());
+        let x8: f32 = -(-(-3.75));
         let mut n9 = if (if false != (y7 != s) { i - i } else { (fa[i + 500] > fa[i + 500]) as u32 }) == (if ua[i] != 3 { if 2000 > ua[i + 2] { t } else { 2000 } } else { fa[t % 1100] as u32 }) { ((t >= i) as u32).max(ua[i].min(i)) ^ (7 >> (i / t)) } else { t };
         out_f[i * 2] = fa[31];
-        out_u[i * 2] = (y7 - (f32::from_bits(1395779770) / fa[i].trunc())) as u32;
+        out_u[i * 2] = (y7 + (f32::from_bits(1395779770) - fa[i].trunc())) as u32;
     }
 }
 
@@ -941,15 +941,15 @@ fn fuzz_1_37(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f3
     if i < out_f.len() {
         for j0 in 0..4 {
             out_u[i * 2] = i;
-            let n1 = (f32::from_bits(j0) as u32).max(j0).max(ua[(!(if 100.0 != 100.0 { 0 } else { j0 })) % 1000]);
+            let n1 = (f32::from_bits(j0) as u32).max(j0).max(ua[(!(if 1.0e-3 != 1.0 { 0 } else { j0 })) % 1000]);
             if (fa[999] != fa[i]) || (j0 <= t) {
                 break;
             }
         }
-        out_f[i * 2 + 1] = fa[t % 1100].max(i as f32) + (-(-3.75).ceil());
-        let n2: u32 = if 32 > i { if (if false { 340.19086 == 0.0 } else { ua[(i * 13) % 1024] < t }) { ua[(1.0 as u32) % 1100] } else { if false { if 1999 == unit() { 2000 } else { i } } else { ua[i] ^ i } } } else { 0.5 as u32 };
-        out_f[i * 2] = 0.25;
-        out_u[i * 2] = if n2 > n2 { if ((ua[t % 1000] != i) as u32) != unit() { (t | n2) ^ ((3.0 >= 0.0) as u32) } else { n2 } } else { ((3.0).min(-3.75) as u32) / ((fa[i + 1000] as u32) % (0xdeadbeef * i)) };
+        out_f[i * 2 + 1] = fa[t % 1100].max(i as f32) * (-(0.5).floor());
+        let n2: u32 = if 32 > i { if (if false { 340.19086 == 0.0 } else { ua[(i * 13) % 1024] < t }) { ua[(0.1 as u32) % 1100] } else { if false { if 1999 == unit() { 2000 } else { i } } else { ua[i] ^ i } } } else { 4294967296.0 as u32 };
+        out_f[i * 2] = 1.0;
+        out_u[i * 2] = if n2 > n2 { if ((ua[t % 1000] != i) as u32) != unit() { (t | n2) ^ ((2.0 >= (-3.75)) as u32) } else { n2 } } else { ((3.0).min(-1.0) as u32) / ((fa[i + 1000] as u32) % (0xdeadbeef * i)) };
         out_u[i * 2 + 1] = (if (if false { i != ua[i] } else { true }) || (i != 1560029929) { (1322748 ^ ua[i]) & i.max(t) } else { ua[t % 1100] }) * ua[t % 1000];
     }
 }
@@ -959,29 +959,29 @@ fn fuzz_1_37(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f3
 fn fuzz_1_38(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f32, t: u32) {
     let i = global_index();
     if i < out_f.len() {
-        let n0 = (if (0.0 + 2.7868946) == (0.0 + 2.7868946) { (0.0 + 2.7868946) } else { 0.1 }).to_bits();
+        let n0 = (if ((-3.75) + 2.7868946) == ((-3.75) + 2.7868946) { ((-3.75) + 2.7868946) } else { 0.5 }).to_bits();
         let mut w1 = 0;
         while w1 < 4 {
-            let mut x2: f32 = fa[i] + (ua[2000] as f32);
+            let mut x2: f32 = fa[i] * (ua[2000] as f32);
             let mut c3 = (if w1 > t { w1 } else { (78310715 << 0xdeadbeef) & 31 }) == 32;
             w1 += 1;
         }
-        let x4 = ((1.5).min(fa[i]).trunc() / 100.0).max(0.0);
+        let x4 = ((4294967296.0).min(fa[i]).abs() * 0.1).max(65536.0);
         for j5 in 0..1 {
-            let mut x6 = (if !(0.5 > s) { (if fa[i].floor() == fa[i].floor() { fa[i].floor() } else { 0.012259452 }).to_bits() } else { i }) as f32;
+            let mut x6 = (if !((-3.75) > s) { (if fa[i].abs() == fa[i].abs() { fa[i].abs() } else { 0.012259452 }).to_bits() } else { i }) as f32;
         }
-        let n7: u32 = ua[(((s >= 0.1) as u32) & (fa[i + 1000] as u32).min(w1)) % 1000];
-        if (-x4).min(x4) == (s.abs() - x4) {
-            let mut y8 = (x4 + fa[i + 2]).trunc().trunc().abs();
+        let n7: u32 = ua[(((s >= 0.5) as u32) & (fa[i + 1000] as u32).min(w1)) % 1000];
+        if (-x4).min(x4) == (s.trunc() + x4) {
+            let mut y8 = (x4 - fa[i + 2]).abs().trunc().abs();
             let c9 = i == global_index();
             for j10 in 0..2 {
-                y8 -= (-0.7707843).min(fa[0].sqrt()) + (fa[i] + s);
+                y8 = (-0.7707843).min(fa[0].floor()) + (fa[i] + s);
             }
         }
-        let x11 = (t as f32).ceil() * (fa[i + 500] * ((2 as f32) + fa[i + 4096]));
-        let mut y12 = if t > unit() { (ua[i] ^ ua[1000]) + ua[(i * 13) % 1024] } else { (fa[(i * 13) % 1024] + fa[999]) as u32 };
-        out_f[i * 2] = (s - (t as f32)).min(s.min(x11) - x4.ceil()) + ((global_index() + 3411854330) as f32).abs();
-        out_u[i * 2] = (if true { 32 } else { if t >= 5 { ua[t % 1000] } else { y12 - ua.len() } }) | (if true { (518333658 & ua.len()) << 5 } else { (i / i).min((if x11 == x11 { x11 } else { -3.75 }).to_bits()) });
+        let x11 = (t as f32).trunc() + (fa[i + 500] - ((2 as f32) + fa[i + 4096]));
+        let mut y12 = if t > unit() { (ua[i] ^ ua[1000]) + ua[(i * 13) % 1024] } else { (fa[(i * 13) % 1024] - fa[999]) as u32 };
+        out_f[i * 2] = (s + (t as f32)).min(s.min(x11) - x4.ceil()) * ((global_index() + 3411854330) as f32).abs();
+        out_u[i * 2] = (if true { 32 } else { if t >= 5 { ua[t % 1000] } else { y12 - ua.len() } }) | (if true { (518333658 & ua.len()) << 5 } else { (i / i).min((if x11 == x11 { x11 } else { 2.0 }).to_bits()) });
         out_u[i * 2 + 1] = n7;
     }
 }
@@ -991,13 +991,13 @@ fn fuzz_1_38(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f3
 fn fuzz_1_39(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f32, t: u32) {
     let i = global_index();
     if i < out_f.len() {
-        let mut y0 = 0.0;
+        let mut y0 = 100.0;
         let mut y1 = 255;
         let mut x2 = y0;
-        x2 = (f32::from_bits(ua[i]) - (fa[(i * 3) % 1024] - fa[(i * 13) % 1024])) * (3179.588 - f32::from_bits(16));
+        x2 += (f32::from_bits(ua[i]) * (fa[(i * 3) % 1024] - fa[(i * 13) % 1024])) - (3179.588 - f32::from_bits(16));
         let mut c3 = s < (919822283 as f32);
         out_u[i * 2 + 4001] = ua[i];
-        out_f[i * 2] = ((40.65806).max((0.25).max(x2)) / (-y0)) / (f32::from_bits(0xdeadbeef & unit()) / (0 as f32).sqrt());
+        out_f[i * 2] = ((40.65806).max((4294967296.0).max(x2)) - (-y0)) - (f32::from_bits(0xdeadbeef & unit()) * (0 as f32).trunc());
         out_u[i * 2] = ua[ua[(255 - ua[(i * 7) % 1024]) % 1999] % 1100];
         out_u[i * 2 + 1] = ua[((c3 as u32) << (i ^ ua[999])) % 2000].max((!(if c3 { fa[t % 1100] != y0 } else { y1 > 0 })) as u32);
     }

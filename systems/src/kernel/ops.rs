@@ -13,7 +13,9 @@
 //! tests NaN by its bits, since WGSL lets a compiler assume no NaN reaches a comparison. On wgpu,
 //! infinities, NaN and the sign of zero are the device's where its compiler simplifies
 //! (lavapipe turns `x - x` into 0 for an infinite `x`): WGSL lets it assume none occur, and
-//! gives no way to mark arithmetic exact. Literals reach WGSL through an opaque zero, so that
+//! gives no way to mark arithmetic exact; subnormal values may be flushed to zero (NVIDIA's
+//! Vulkan driver does). Products pass through the same opaque zero as literals, so that no
+//! driver fuses them with an add (NVIDIA's contracted `a * x + b`). Literals reach WGSL through an opaque zero, so that
 //! constants are neither folded nor reassociated (`(x + 0.1) + 1.0` is not `x + 1.1`).
 
 /// `a / b` of u32; division by zero gives 0 (it panics in Rust, is undefined in C, and gives
