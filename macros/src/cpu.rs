@@ -13,7 +13,11 @@ pub fn source(kernel: &mut Kernel, krate: &TokenStream) -> TokenStream {
     if kernel.has_barrier {
         mark_per_unit_arrays(kernel);
     }
-    let emit = Gen { kernel, krate };
+    let checked = Gen {
+        kernel,
+        krate,
+        fast: Vec::new(),
+    };
     let units = kernel.units();
     let [dx, dy, _] = kernel.cube_dim;
     let buffers = kernel.buffers.iter().enumerate().map(|(b, _)| {
@@ -44,9 +48,43 @@ pub fn source(kernel: &mut Kernel, krate: &TokenStream) -> TokenStream {
             quote! { let mut #name: [#ty; #units] = [#zero; #units]; }
         });
     let body = if kernel.has_barrier {
-        emit.level(&kernel.body)
+        checked.level(&kernel.body)
     } else {
-        emit.segment(&kernel.body)
+        let body = checked.segment(&kernel.body);
+        let fast = aligned_buffers(kernel);
+        if fast.iter().any(|&fast| fast) {
+            // A cube whose units' `global_index()` every such buffer holds reads and writes them
+            // without a check per element (the same accesses, in the same order).
+            let units = kernel.units();
+            let chosen: Vec<usize> = (0..fast.len()).filter(|&b| fast[b]).collect();
+            let words = chosen.iter().map(|&b| {
+                let name = buffer_ident(b);
+                quote! { #name.words(gw_range.clone()) }
+            });
+            let names = chosen.iter().map(|&b| {
+                let name = format_ident!("gw_w{}", b);
+                quote! { Some(#name) }
+            });
+            let fast_body = Gen {
+                kernel,
+                krate,
+                fast,
+            }
+            .segment(&kernel.body);
+            quote! {
+                let gw_first = u64::from(gw_c) * #units as u64;
+                if gw_first + #units as u64 <= 1u64 << 32 {
+                    let gw_range = gw_first as usize..(gw_first + #units as u64) as usize;
+                    if let (#(#names,)*) = (#(#words,)*) {
+                        #fast_body
+                        return;
+                    }
+                }
+                #body
+            }
+        } else {
+            body
+        }
     };
     let _ = (dx, dy);
     quote! {
@@ -88,6 +126,9 @@ enum At {
 struct Gen<'a> {
     kernel: &'a Kernel,
     krate: &'a TokenStream,
+    /// Per buffer, in a cube's fast path: whether its accesses (all at an aligned index, see
+    /// `aligned_buffers`) go to the cube's words `gw_w<b>` without a check. Empty: all checked.
+    fast: Vec<bool>,
 }
 
 impl Gen<'_> {
@@ -188,6 +229,15 @@ impl Gen<'_> {
                 let place = self.local(*id, At::Unit);
                 quote! { #place = #value; }
             }
+            Stmt::Assign(Place::Buffer(b, _), value) if self.fast.get(*b) == Some(&true) => {
+                let words = format_ident!("gw_w{}", b);
+                let value = self.expr(value, At::Unit);
+                let bits = match self.kernel.buffers[*b].elem {
+                    Ty::F32 => quote! { f32::to_bits(#value) },
+                    _ => quote! { #value },
+                };
+                quote! { #words[gw_u as usize].store(#bits, ::core::sync::atomic::Ordering::Relaxed); }
+            }
             Stmt::Assign(Place::Buffer(b, index), value) => {
                 let name = buffer_ident(*b);
                 let index = self.expr(index, At::Unit);
@@ -261,6 +311,15 @@ impl Gen<'_> {
             ExprKind::Scalar(j) => {
                 let name = Ident::new(&self.kernel.scalars[*j].name, Span::call_site());
                 quote! { #name }
+            }
+            ExprKind::Load(b, _) if self.fast.get(*b) == Some(&true) => {
+                let words = format_ident!("gw_w{}", b);
+                let bits =
+                    quote! { #words[gw_u as usize].load(::core::sync::atomic::Ordering::Relaxed) };
+                match self.kernel.buffers[*b].elem {
+                    Ty::F32 => quote! { f32::from_bits(#bits) },
+                    _ => bits,
+                }
             }
             ExprKind::Load(b, index) => {
                 let name = buffer_ident(*b);
@@ -371,6 +430,98 @@ impl Gen<'_> {
             }
         }
     }
+}
+
+/// Per buffer of a kernel without barriers: whether it is accessed, and only at an index that is
+/// an immutable local holding `global_index()` (`let i = global_index(); .. x[i] ..`), so that a
+/// cube whose range of units the buffer holds needs no check per access.
+fn aligned_buffers(kernel: &Kernel) -> Vec<bool> {
+    fn aligned_locals(stmts: &[Stmt], kernel: &Kernel, out: &mut Vec<LocalId>) {
+        for stmt in stmts {
+            match stmt {
+                Stmt::Let(id, value)
+                    if !kernel.locals[*id].mutable
+                        && matches!(value.kind, ExprKind::Builtin(Builtin::GlobalIndex)) =>
+                {
+                    out.push(*id)
+                }
+                Stmt::If(_, then, els) => {
+                    aligned_locals(then, kernel, out);
+                    aligned_locals(els, kernel, out);
+                }
+                Stmt::For { body, .. } | Stmt::While(_, body) => aligned_locals(body, kernel, out),
+                _ => {}
+            }
+        }
+    }
+    /// Records each access of `expr` to a buffer: `Some(true)` while all are aligned.
+    fn walk_expr(e: &Expr, aligned: &[LocalId], state: &mut [Option<bool>]) {
+        match &e.kind {
+            ExprKind::Load(b, index) => {
+                let ok = matches!(index.kind, ExprKind::Local(id) if aligned.contains(&id));
+                state[*b] = Some(state[*b].unwrap_or(true) && ok);
+                walk_expr(index, aligned, state);
+            }
+            ExprKind::SharedLoad(_, a) | ExprKind::Unary(_, a) | ExprKind::Cast(a) => {
+                walk_expr(a, aligned, state)
+            }
+            ExprKind::Binary(_, a, b) => {
+                walk_expr(a, aligned, state);
+                walk_expr(b, aligned, state);
+            }
+            ExprKind::Call(_, args) => args.iter().for_each(|a| walk_expr(a, aligned, state)),
+            ExprKind::Select(c, a, b) => {
+                walk_expr(c, aligned, state);
+                walk_expr(a, aligned, state);
+                walk_expr(b, aligned, state);
+            }
+            _ => {}
+        }
+    }
+    fn walk_stmts(list: &[Stmt], aligned: &[LocalId], state: &mut [Option<bool>]) {
+        for stmt in list {
+            match stmt {
+                Stmt::Let(_, value) => walk_expr(value, aligned, state),
+                Stmt::Assign(place, value) => {
+                    match place {
+                        Place::Buffer(b, index) => {
+                            let ok =
+                                matches!(index.kind, ExprKind::Local(id) if aligned.contains(&id));
+                            state[*b] = Some(state[*b].unwrap_or(true) && ok);
+                            walk_expr(index, aligned, state);
+                        }
+                        Place::Shared(_, index) => walk_expr(index, aligned, state),
+                        Place::Local(_) => {}
+                    }
+                    walk_expr(value, aligned, state);
+                }
+                Stmt::If(cond, then, els) => {
+                    walk_expr(cond, aligned, state);
+                    walk_stmts(then, aligned, state);
+                    walk_stmts(els, aligned, state);
+                }
+                Stmt::For {
+                    start, end, body, ..
+                } => {
+                    walk_expr(start, aligned, state);
+                    walk_expr(end, aligned, state);
+                    walk_stmts(body, aligned, state);
+                }
+                Stmt::While(cond, body) => {
+                    walk_expr(cond, aligned, state);
+                    walk_stmts(body, aligned, state);
+                }
+                _ => {}
+            }
+        }
+    }
+    let mut aligned = Vec::new();
+    aligned_locals(&kernel.body, kernel, &mut aligned);
+    let mut state = vec![None; kernel.buffers.len()];
+    if !aligned.is_empty() {
+        walk_stmts(&kernel.body, &aligned, &mut state);
+    }
+    state.into_iter().map(|s| s == Some(true)).collect()
 }
 
 /// Marks the locals of a kernel with barriers that live across a barrier: declared in one phase

@@ -269,7 +269,9 @@ impl Gen<'_> {
                 let inner = self.expr(operand);
                 match (op, operand.ty) {
                     // The sign bit flipped, as Rust's `-x`: NVRTC's `-x` gave +0.0 for a zero.
-                    (UnOp::Neg, _) => format!("__uint_as_float(__float_as_uint({inner}) ^ 0x80000000u)"),
+                    (UnOp::Neg, _) => {
+                        format!("__uint_as_float(__float_as_uint({inner}) ^ 0x80000000u)")
+                    }
                     (UnOp::Not, Ty::U32) => format!("(~{inner})"),
                     (UnOp::Not, _) => format!("(!{inner})"),
                 }
