@@ -358,8 +358,13 @@ impl Kernel<'_> {
                     Text::atom(format!("{}.{method}({})", a.receiver(), b.text))
                 }
                 10 => {
+                    // Bits of a normal, finite float in [2^-63, 2): no subnormal (NVIDIA's
+                    // Vulkan driver flushes them), no NaN or infinity.
                     let bits = self.expr(Ty::U32, d);
-                    Text::atom(format!("f32::from_bits({})", bits.text))
+                    Text::atom(format!(
+                        "f32::from_bits(({} & 0xbfffffff) | 0x20000000)",
+                        bits.operand()
+                    ))
                 }
                 11 | 12 => {
                     let a = self.expr(Ty::U32, d);

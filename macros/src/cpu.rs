@@ -57,9 +57,15 @@ pub fn source(kernel: &mut Kernel, krate: &TokenStream) -> TokenStream {
             // without a check per element (the same accesses, in the same order).
             let units = kernel.units();
             let chosen: Vec<usize> = (0..fast.len()).filter(|&b| fast[b]).collect();
+            let units_usize = units as usize;
+            // As arrays of the cube's length, so that indexing by unit needs no check either.
             let words = chosen.iter().map(|&b| {
                 let name = buffer_ident(b);
-                quote! { #name.words(gw_range.clone()) }
+                quote! {
+                    #name
+                        .words(gw_range.clone())
+                        .and_then(|gw_w| <&[::core::sync::atomic::AtomicU32; #units_usize]>::try_from(gw_w).ok())
+                }
             });
             let names = chosen.iter().map(|&b| {
                 let name = format_ident!("gw_w{}", b);

@@ -21,7 +21,7 @@ fn fuzz_1_0(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f32
         let mut n8 = t | (if t >= ua[(i * 13) % 1024] { (if fa[i + 4096].trunc() == fa[i + 4096].trunc() { fa[i + 4096].trunc() } else { 1.0 }).to_bits() } else { (!t) ^ 1593518284 });
         out_f[i * 2 + 1] = -3.75;
         out_f[i * 2] = fa[4294967295];
-        out_f[i * 2 + 1] = (x5 * fa[t % 1000]) * f32::from_bits((if (-1.4236835) == (-1.4236835) { (-1.4236835) } else { 0.0 }).to_bits()).floor();
+        out_f[i * 2 + 1] = (x5 * fa[t % 1000]) * f32::from_bits(((if (-1.4236835) == (-1.4236835) { (-1.4236835) } else { 0.0 }).to_bits() & 0xbfffffff) | 0x20000000).floor();
         out_u[i * 2] = fa.len();
     }
 }
@@ -31,7 +31,7 @@ fn fuzz_1_0(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f32
 fn fuzz_1_1(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f32, t: u32) {
     let i = global_index();
     if i < out_f.len() {
-        let mut y0 = f32::from_bits(ua[i]);
+        let mut y0 = f32::from_bits((ua[i] & 0xbfffffff) | 0x20000000);
         if (i as f32) <= y0 {
             let n1 = if y0 >= y0 { 2 } else { !((1000).min(cube()) >> (3 - i)) };
             if ua[t % 1100] >= 65535 {
@@ -76,14 +76,14 @@ fn fuzz_1_2(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f32
         }
         if (-0.0) == fa[i] {
             out_u[i * 2] = ua[(i * 13) % 1024];
-            let mut c7 = (f32::from_bits(32).trunc() as u32) == (!(0xdeadbeef + (!w3)));
+            let mut c7 = (f32::from_bits((32 & 0xbfffffff) | 0x20000000).trunc() as u32) == (!(0xdeadbeef + (!w3)));
             let n8 = (if !(if fa[i + 500] != 405.8755 { c7 } else { c7 }) { 0.5 + fa[(i * 3) % 1024] } else { (0.25 as u32) as f32 }) as u32;
         } else {
             let mut y9 = (1.0 + (3.0).floor().floor()).floor();
         }
         let mut y10 = (t != y0) == (!(((y0 != i) == (y0 < 3400180062)) == c2));
         let x11 = (1.0).ceil();
-        let mut y12 = (if (if 1.0e-3 < x11 { x11 == (-3.75) } else { y1 < ua[(i * 13) % 1024] }) { s } else { f32::from_bits(1999 * w3) }).max(fa[(x11 as u32) % 1100].abs());
+        let mut y12 = (if (if 1.0e-3 < x11 { x11 == (-3.75) } else { y1 < ua[(i * 13) % 1024] }) { s } else { f32::from_bits(((1999 * w3) & 0xbfffffff) | 0x20000000) }).max(fa[(x11 as u32) % 1100].abs());
         out_f[i * 2] = x11;
         out_u[i * 2] = x11 as u32;
         out_u[i * 2 + 1] = y0;
@@ -95,9 +95,9 @@ fn fuzz_1_2(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f32
 fn fuzz_1_3(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f32, t: u32) {
     let i = global_index();
     if i < out_f.len() {
-        if (191.07005).min(s).max(2405290708 as f32) >= f32::from_bits(i).max(i as f32) {
+        if (191.07005).min(s).max(2405290708 as f32) >= f32::from_bits((i & 0xbfffffff) | 0x20000000).max(i as f32) {
             let mut y0 = 1960674341;
-            let mut x1 = if true { ((y0 * t) as f32).ceil() } else { f32::from_bits((if 1.0e-3 == 1.0e-3 { 1.0e-3 } else { 65536.0 }).to_bits()) + (s.ceil() + fa[i].ceil()) };
+            let mut x1 = if true { ((y0 * t) as f32).ceil() } else { f32::from_bits(((if 1.0e-3 == 1.0e-3 { 1.0e-3 } else { 65536.0 }).to_bits() & 0xbfffffff) | 0x20000000) + (s.ceil() + fa[i].ceil()) };
         } else {
             out_u[i * 2 + 4001] = if (2147483648 != unit()) == (t < 32) { i ^ (i * 1999) } else { !(i * ua[(i * 13) % 1024]) };
             if (if (global_index() * i) > (!i) { i > i } else { ((fa[i] >= fa[i + 1000]) == ((-9.653049) != 65536.0)) != (i < 2000) }) {
@@ -153,14 +153,14 @@ fn fuzz_1_5(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f32
         let x5 = x0;
         for j6 in 0..3 {
             for j7 in 1..3 {
-                let mut y8 = -(f32::from_bits(t).trunc() + (-(-(-3.75))));
+                let mut y8 = -(f32::from_bits((t & 0xbfffffff) | 0x20000000).trunc() + (-(-(-3.75))));
                 x0 *= (j7 as f32) * (-((-223.67677) + 1.0e-3));
             }
             out_f[i * 2 + 1] = fa[i + 7];
         }
         out_f[i * 2] = fa[i].trunc();
         out_f[i * 2 + 1] = (x5 - x0).max(ua[t % 1000] as f32).max(x5).min(x5);
-        out_u[i * 2] = if fa[(!255) % 1100] != (x5 + 12.695814).min(0.0) { (f32::from_bits(cube()) == (fa[i] - x5)) as u32 } else { i };
+        out_u[i * 2] = if fa[(!255) % 1100] != (x5 + 12.695814).min(0.0) { (f32::from_bits((cube() & 0xbfffffff) | 0x20000000) == (fa[i] - x5)) as u32 } else { i };
         out_u[i * 2 + 1] = ((if s == s { s } else { -1.0 }).to_bits() << (i | 2000)).min((if x0 == x0 { x0 } else { 4294967296.0 }).to_bits().max((32).min(i))) % ua[t % 1100];
     }
 }
@@ -206,12 +206,12 @@ fn fuzz_1_7(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f32
                 }
             }
         }
-        let mut c3 = f32::from_bits(if !(0.1 == 0.5) { i } else { 1 }) < (-((-3.75) * 0.25));
+        let mut c3 = f32::from_bits(((if !(0.1 == 0.5) { i } else { 1 }) & 0xbfffffff) | 0x20000000) < (-((-3.75) * 0.25));
         let x4: f32 = 0.5;
         let mut n5 = if x4 == fa[i + 2] { if s <= s { if !c3 { 255 } else { !1093278322 } } else { (i | i) + (33 >> t) } } else { if i > (if 1551.9281 == 1551.9281 { 1551.9281 } else { 0.0 }).to_bits() { i } else { (3070838258 ^ i) - (fa[i + 999] as u32) } };
         n5 *= ((unit() >> 7) & (if c3 { i } else { i })) - ((if (-33.682346) == (-33.682346) { (-33.682346) } else { 0.17751604 }).to_bits() * (i | cube()));
         let mut y6 = ((1000).max(i) as f32).abs() * 3.0;
-        y6 = (-f32::from_bits(i)) - (ua[i] as f32);
+        y6 = (-f32::from_bits((i & 0xbfffffff) | 0x20000000)) - (ua[i] as f32);
         out_f[i * 2] = x4 * ((y6.min(fa[4294967295]) + (-s)) * ((fa[i] - 1.0e-3) + x4.floor()));
         out_u[i * 2] = n5 & ((1 as f32) as u32);
         out_u[i * 2 + 1] = ua[((if (ua[i + 4096] as f32) == (ua[i + 4096] as f32) { (ua[i + 4096] as f32) } else { 0.5 }).to_bits() ^ (if n5 != cube() { n5 } else { x4 as u32 })) % 1024];
@@ -232,7 +232,7 @@ fn fuzz_1_8(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f32
             out_u[i * 2] = t;
         }
         let x2 = fa[i].floor() + 0.0;
-        let mut n3 = if true { i } else { (if f32::from_bits(i) == f32::from_bits(i) { f32::from_bits(i) } else { 7800.194 }).to_bits() };
+        let mut n3 = if true { i } else { (if f32::from_bits((i & 0xbfffffff) | 0x20000000) == f32::from_bits((i & 0xbfffffff) | 0x20000000) { f32::from_bits((i & 0xbfffffff) | 0x20000000) } else { 7800.194 }).to_bits() };
         out_f[i * 2 + 1] = if (2443487896 >= n3) == (if false { t != i } else { false }) { (1.5).min(s) } else { fa[t % 1000] };
         out_f[i * 2] = (fa[i + 2] - ((-1.0) - 0.25).floor()).ceil();
         out_f[i * 2 + 1] = (i as f32).trunc();
@@ -267,7 +267,7 @@ fn fuzz_1_10(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f3
     if i < out_f.len() {
         let mut x0 = (1.0e-3).max(fa[i]);
         x0 = (i as f32) - (0.25).floor();
-        x0 = f32::from_bits(if !(65535 <= 3) { i | i } else { 0 % 0 });
+        x0 = f32::from_bits(((if !(65535 <= 3) { i | i } else { 0 % 0 }) & 0xbfffffff) | 0x20000000);
         let mut y1 = (if x0 == x0 { x0 } else { 0.00075568666 }).to_bits();
         let mut x2 = -fa[t % 1100].min(-x0);
         x0 = 1.5;
@@ -309,11 +309,11 @@ fn fuzz_1_12(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f3
         y0 = 33;
         let n1 = i;
         let x2 = (0.5).abs().trunc();
-        out_f[i * 2 + 4001] = f32::from_bits(t * 2) - (-0.0);
+        out_f[i * 2 + 4001] = f32::from_bits(((t * 2) & 0xbfffffff) | 0x20000000) - (-0.0);
         let n3: u32 = (ua[i] & ((1999 ^ n1) / (255 ^ 1999))) >> ((x2.ceil() as u32) ^ i);
         let x4: f32 = fa[(if (if 2 >= 255 { n1 > ua[4294967295] } else { x2 <= 1.2440186 }) { if (1999 == i) == true { t / ua.len() } else { 255 } } else { global_index() }) % 1024];
         out_f[i * 2] = ((0.1 as u32) / (if x2 <= (-1.0) { i } else { n3 })).max(2215227205) as f32;
-        out_f[i * 2 + 1] = f32::from_bits(if (fa[i + 500] == x2) && ((i < ua[i + 2]) != (y0 >= i)) { (0 & y0).min(n3) } else { (if t == n3 { n1 } else { i }) >> (if false { fa.len() } else { 1 }) });
+        out_f[i * 2 + 1] = f32::from_bits(((if (fa[i + 500] == x2) && ((i < ua[i + 2]) != (y0 >= i)) { (0 & y0).min(n3) } else { (if t == n3 { n1 } else { i }) >> (if false { fa.len() } else { 1 }) }) & 0xbfffffff) | 0x20000000);
         out_u[i * 2] = 4168273580 + i;
         out_u[i * 2 + 1] = (if !(n3 == 730713218) { (65535).max(n3) } else { if !(x4 != fa[i]) { i } else { unit() | 65535 } }) % (!(x4 as u32));
     }
@@ -324,9 +324,9 @@ fn fuzz_1_12(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f3
 fn fuzz_1_13(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f32, t: u32) {
     let i = global_index();
     if i < out_f.len() {
-        let mut y0 = f32::from_bits(ua[t % 1100]);
+        let mut y0 = f32::from_bits((ua[t % 1100] & 0xbfffffff) | 0x20000000);
         let c1 = s > (-281.18784);
-        y0 *= f32::from_bits((if (-0.0).min(y0) == (-0.0).min(y0) { (-0.0).min(y0) } else { 4294967296.0 }).to_bits());
+        y0 *= f32::from_bits(((if (-0.0).min(y0) == (-0.0).min(y0) { (-0.0).min(y0) } else { 4294967296.0 }).to_bits() & 0xbfffffff) | 0x20000000);
         let n2 = i;
         out_f[i * 2] = y0;
         out_u[i * 2] = if !(i > i) { if (out_f.len() as f32) != y0.abs() { n2.min(1000) | t } else { (4294967295).min(if c1 { out_f.len() } else { ua.len() }) } } else { n2 };
@@ -339,9 +339,9 @@ fn fuzz_1_14(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f3
     let i = global_index();
     if i < out_f.len() {
         let n0: u32 = 357944263;
-        let mut y1 = f32::from_bits((if fa[i] == fa[i] { fa[i] } else { -5.9007497 }).to_bits());
+        let mut y1 = f32::from_bits(((if fa[i] == fa[i] { fa[i] } else { -5.9007497 }).to_bits() & 0xbfffffff) | 0x20000000);
         if true {
-            let x2 = (65536.0).floor().max(f32::from_bits(if i != 7 { i } else { 2147483648 })) * y1;
+            let x2 = (65536.0).floor().max(f32::from_bits(((if i != 7 { i } else { 2147483648 }) & 0xbfffffff) | 0x20000000)) * y1;
             let mut y3 = (1297981285 - i) >= (((ua.len() * n0) >> (if x2 == x2 { x2 } else { 0.25 }).to_bits()) + ua[t % 1000]);
         } else {
             if (if 3540945818 <= 33 { t } else { 7 ^ n0 }) > ((fa[i] == 0.25) as u32) {
@@ -359,7 +359,7 @@ fn fuzz_1_14(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f3
         }
         let mut x10: f32 = (!n0) as f32;
         let n11 = (((2147483648).max(ua[i]) * (if 2397446539 <= out_f.len() { i } else { 4294967295 })) | (if y1 > 0.0041848193 { out_f.len() } else { 4294967295 % n0 })) >> 31;
-        let mut x12: f32 = f32::from_bits((if (y1 * fa[i]) == (y1 * fa[i]) { (y1 * fa[i]) } else { 0.5 }).to_bits() ^ fa.len());
+        let mut x12: f32 = f32::from_bits((((if (y1 * fa[i]) == (y1 * fa[i]) { (y1 * fa[i]) } else { 0.5 }).to_bits() ^ fa.len()) & 0xbfffffff) | 0x20000000);
         out_f[i * 2] = x10;
         out_f[i * 2 + 1] = fa[(i * 13) % 1024];
         out_u[i * 2] = ua[i];
@@ -376,13 +376,13 @@ fn fuzz_1_15(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f3
         let mut n1 = (if i >= 255 { i } else { ua[4294967295] }) >> i;
         let n2 = 5;
         if t <= (if x0.min(fa[i]) == x0.min(fa[i]) { x0.min(fa[i]) } else { 1.0 }).to_bits() {
-            let mut y3 = (-((s + x0) - 4294967296.0)).max((x0 - x0) - f32::from_bits(1999 + 1));
+            let mut y3 = (-((s + x0) - 4294967296.0)).max((x0 - x0) - f32::from_bits(((1999 + 1) & 0xbfffffff) | 0x20000000));
             let mut n4 = !(((fa[(i * 3) % 1024] + fa[i]) > x0.min(y3)) as u32);
         } else {
             for j5 in 1..2 {
                 let mut x6 = -1.0;
                 let c7: bool = i >= n1;
-                let mut y8 = f32::from_bits(t);
+                let mut y8 = f32::from_bits((t & 0xbfffffff) | 0x20000000);
             }
             if (((-1.8467699) as u32) + (5 * ua[(i * 13) % 1024])) <= ua[t % 1000] {
                 let mut y9 = fa[i + 999].floor() - ((x0 + fa[i + 1000]) * (100.0 + s)).trunc();
@@ -414,7 +414,7 @@ fn fuzz_1_16(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f3
         x0 += fa[i];
         let mut n5 = if !(s >= x0) { n4 * (if true || (0.1624484 > s) { 259362170 / 2147483648 } else { w2 }) } else { 3 };
         for j6 in 0..2 {
-            let x7 = (-(x0 - 1.0).floor()).max(f32::from_bits(ua[999]) + (if true { x0 } else { x1 }).trunc());
+            let x7 = (-(x0 - 1.0).floor()).max(f32::from_bits((ua[999] & 0xbfffffff) | 0x20000000) + (if true { x0 } else { x1 }).trunc());
             if i == 255 {
                 break;
             }
@@ -472,14 +472,14 @@ fn fuzz_1_18(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f3
         for j7 in 0..2 {
             y6 = fa[i + 999].trunc().trunc();
         }
-        let mut x8: f32 = (y6 - y6.max(y0 as f32)).min(y6.min(fa[(i * 13) % 1024] - y6) - f32::from_bits(2000));
+        let mut x8: f32 = (y6 - y6.max(y0 as f32)).min(y6.min(fa[(i * 13) % 1024] - y6) - f32::from_bits((2000 & 0xbfffffff) | 0x20000000));
         let x9 = fa[unit() % 1000].max((y0 ^ (i << t)) as f32);
         let x10 = ((-fa[i + 1]) - (global_index() as f32)).abs();
         let mut y11 = w1;
         out_f[i * 2] = x8;
         out_f[i * 2 + 1] = s;
         out_u[i * 2] = (2147483648 + ((fa[i + 2] as u32) * (2614169435 * 2139095040))) << 0xdeadbeef;
-        out_u[i * 2 + 1] = (if f32::from_bits(y11) == f32::from_bits(y11) { f32::from_bits(y11) } else { 0.0 }).to_bits();
+        out_u[i * 2 + 1] = (if f32::from_bits((y11 & 0xbfffffff) | 0x20000000) == f32::from_bits((y11 & 0xbfffffff) | 0x20000000) { f32::from_bits((y11 & 0xbfffffff) | 0x20000000) } else { 0.0 }).to_bits();
     }
 }
 
@@ -490,11 +490,11 @@ fn fuzz_1_19(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f3
     if i < out_f.len() {
         let n0 = 0xdeadbeef;
         let x1: f32 = -0.0;
-        let mut y2 = 1.0e-3 - (fa[i].max(x1) * (-f32::from_bits(2860920002)));
-        out_f[i * 2] = -(f32::from_bits(i | unit()) + 1.0);
+        let mut y2 = 1.0e-3 - (fa[i].max(x1) * (-f32::from_bits((2860920002 & 0xbfffffff) | 0x20000000)));
+        out_f[i * 2] = -(f32::from_bits(((i | unit()) & 0xbfffffff) | 0x20000000) + 1.0);
         out_f[i * 2 + 1] = ((if i != 2000 { if 5 != n0 { i } else { ua[i] } } else { 16 }) as f32).trunc();
         out_u[i * 2] = (if (fa[999] - fa[i]) <= (-1347.7483) { ua[(global_index() ^ fa.len()) % 1100] } else { if i > 5 { t + i } else { !32 } }) ^ 1000;
-        out_u[i * 2 + 1] = (if f32::from_bits(ua[i]) == f32::from_bits(ua[i]) { f32::from_bits(ua[i]) } else { 1.0 }).to_bits();
+        out_u[i * 2 + 1] = (if f32::from_bits((ua[i] & 0xbfffffff) | 0x20000000) == f32::from_bits((ua[i] & 0xbfffffff) | 0x20000000) { f32::from_bits((ua[i] & 0xbfffffff) | 0x20000000) } else { 1.0 }).to_bits();
     }
 }
 
@@ -537,7 +537,7 @@ fn fuzz_1_21(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f3
         }
         let c4 = ((i >= i) && ((0.0 == 1.5) || (s <= (-94.46505)))) == (((if false { 964838994 } else { 4031456096 }) * (i % global_index())) > (if true { i } else { 1999 }));
         out_u[i * 2] = ((i % ua[i]) << (2579797811 / 31)) % ((if fa[0] == fa[0] { fa[0] } else { 100.0 }).to_bits() ^ (t / i));
-        out_f[i * 2] = f32::from_bits((unit() * cube()) % (i | t)).trunc();
+        out_f[i * 2] = f32::from_bits((((unit() * cube()) % (i | t)) & 0xbfffffff) | 0x20000000).trunc();
         out_u[i * 2] = ((!(c4 || (4294967296.0 < fa[i + 1]))) as u32).min((if (2147483648 as f32) == (2147483648 as f32) { (2147483648 as f32) } else { 65536.0 }).to_bits());
         out_u[i * 2 + 1] = ua[t % 1100];
     }
@@ -574,7 +574,7 @@ fn fuzz_1_23(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f3
             while w1 < 1 {
                 let mut y2 = (65536.0 * (t as f32).floor()).max(fa[t % 1000]);
                 y2 -= (255 as f32).floor().ceil();
-                let x3: f32 = ((y2 - fa[i]).min(y2) - fa[i + 999]) - f32::from_bits(t).max(f32::from_bits(w1)).abs();
+                let x3: f32 = ((y2 - fa[i]).min(y2) - fa[i + 999]) - f32::from_bits((t & 0xbfffffff) | 0x20000000).max(f32::from_bits((w1 & 0xbfffffff) | 0x20000000)).abs();
                 w1 += 1;
             }
         } else {
@@ -623,7 +623,7 @@ fn fuzz_1_24(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f3
         }
         out_f[i * 2] = (65536.0 + 47.359898).trunc() + ((-1.0) + x0).abs();
         out_f[i * 2 + 1] = ((i as f32).floor() + (x0.min(x0) + fa[i])).floor();
-        out_u[i * 2] = if fa[t % 1000].max(0.25) >= x0 { out_f.len() } else { if (c10 != c10) == (i >= t) { f32::from_bits(ua[4294967295]) as u32 } else { x0 as u32 } };
+        out_u[i * 2] = if fa[t % 1000].max(0.25) >= x0 { out_f.len() } else { if (c10 != c10) == (i >= t) { f32::from_bits((ua[4294967295] & 0xbfffffff) | 0x20000000) as u32 } else { x0 as u32 } };
         out_u[i * 2 + 1] = (!(!(s != x0))) as u32;
     }
 }
@@ -746,13 +746,13 @@ fn fuzz_1_29(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f3
                 let x5 = (fa[i] + s).trunc().ceil();
             }
         } else {
-            let mut x6: f32 = fa[i].max(f32::from_bits(ua[(!ua[i]) % 2000]));
+            let mut x6: f32 = fa[i].max(f32::from_bits((ua[(!ua[i]) % 2000] & 0xbfffffff) | 0x20000000));
         }
         let x7: f32 = (65535 as f32) - ((if 858570241 >= i { ua[t % 1100] } else { i << i }) as f32);
         let mut y8 = fa[4294967295];
         let mut y9 = (if fa[i] == fa[i] { (65535 % i).max(!i) } else { (if true { ua[t % 1000] } else { i }) ^ i }) as f32;
         out_f[i * 2] = fa[(i * 13) % 1024];
-        out_f[i * 2 + 1] = f32::from_bits(if x7 == fa[t % 1100] { (fa[i] != x7) as u32 } else { i % i }) + y8.max(fa[i + 7]);
+        out_f[i * 2 + 1] = f32::from_bits(((if x7 == fa[t % 1100] { (fa[i] != x7) as u32 } else { i % i }) & 0xbfffffff) | 0x20000000) + y8.max(fa[i + 7]);
         out_u[i * 2] = i;
         out_u[i * 2 + 1] = 3;
     }
@@ -797,7 +797,7 @@ fn fuzz_1_31(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f3
             let mut x4 = fa[i];
         }
         out_f[i * 2] = s;
-        out_f[i * 2 + 1] = if (if (31 < cube()) && (7 == unit()) { 3.0 <= fa[t % 1000].abs() } else { 1.0 > f32::from_bits(i) }) { (0.009132774).abs() } else { if c2 { -fa[i] } else { 65536.0 } };
+        out_f[i * 2 + 1] = if (if (31 < cube()) && (7 == unit()) { 3.0 <= fa[t % 1000].abs() } else { 1.0 > f32::from_bits((i & 0xbfffffff) | 0x20000000) }) { (0.009132774).abs() } else { if c2 { -fa[i] } else { 65536.0 } };
         out_u[i * 2] = if s != fa[t % 1000] { (fa[i].min(100.0) as u32) - ((if fa[i] == fa[i] { fa[i] } else { 65536.0 }).to_bits() & (if (-1.0) <= fa[(i * 13) % 1024] { ua[i + 2] } else { t })) } else { if (c2 != (fa[i] == 1.0)) != (1337429671 > t) { ua[16 % 1100] } else { ua[i] } };
         out_u[i * 2 + 1] = ((if (i != 4294967295) != c2 { ((-0.29702106) > fa[t % 1000]) as u32 } else { t << n1 }) * (if (if c2 { ua[(i * 13) % 1024] != 32 } else { fa[i + 1000] <= 0.0006446892 }) { if c2 { n0 } else { i } } else { s as u32 })) * ua[(i * 3) % 1024];
     }
@@ -808,7 +808,7 @@ fn fuzz_1_31(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f3
 fn fuzz_1_32(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f32, t: u32) {
     let i = global_index();
     if i < out_f.len() {
-        let mut y0 = (((s - (-0.05630219)) - fa[i].min(11.064344)) - ((i as f32) - (0.1 + fa[(i * 13) % 1024]))) + (1.0e-3).max(f32::from_bits((3).min(i)));
+        let mut y0 = (((s - (-0.05630219)) - fa[i].min(11.064344)) - ((i as f32) - (0.1 + fa[(i * 13) % 1024]))) + (1.0e-3).max(f32::from_bits(((3).min(i) & 0xbfffffff) | 0x20000000));
         let x1 = fa[999];
         let mut x2 = y0;
         let mut x3 = s;
@@ -816,9 +816,9 @@ fn fuzz_1_32(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f3
             let c4 = 0 == (if (fa[t % 1100] == y0) && (!true) { ua[(s as u32) % 1000] } else { if ua[(i * 7) % 1024] == ua[i] { !ua[(i * 13) % 1024] } else { if ua[(i * 13) % 1024] != i { 33 } else { 822405035 } } });
         } else {
             if (-(fa[t % 1100] + x1)) <= s {
-                let mut y5 = f32::from_bits(ua[i]);
+                let mut y5 = f32::from_bits((ua[i] & 0xbfffffff) | 0x20000000);
                 let mut y6 = (if 0.0 == 0.0 { 0.0 } else { 0.5 }).to_bits() > ((!(5 ^ unit())) ^ (if t < ua[i + 4096] { if i >= 16 { ua[(i * 13) % 1024] } else { t } } else { !fa.len() }));
-                let mut x7 = f32::from_bits(if (y5 as u32) == (ua[i] * fa.len()) { (!y6) as u32 } else { (2147483648 | unit()).min(i) });
+                let mut x7 = f32::from_bits(((if (y5 as u32) == (ua[i] * fa.len()) { (!y6) as u32 } else { (2147483648 | unit()).min(i) }) & 0xbfffffff) | 0x20000000);
             }
         }
         let mut n8 = ((2139095040 & cube()).max(if fa[4294967295] < x3 { i } else { i }) / (if global_index() > 1 { ua[i + 999] } else { i * i })) * (fa[2147483648 % 1000] as u32);
@@ -922,7 +922,7 @@ fn fuzz_1_36(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f3
                 let mut n3: u32 = if false || (!(if s > 3.0 { t != t } else { i > t })) { y2 * (if 3.0 != (-1.0) { i } else { y2 }).max((7).min(ua[(i * 3) % 1024])) } else { (((-0.017503316) * 0.5) * (-2.0)) as u32 };
             }
             let mut y4 = fa.len();
-            let mut y5 = fa[t % 1100] + fa[(if 1.0 == 1.0 { 1.0 } else { -0.0 }).to_bits() % 1000].max(f32::from_bits(7) * (s * fa[(i * 13) % 1024]));
+            let mut y5 = fa[t % 1100] + fa[(if 1.0 == 1.0 { 1.0 } else { -0.0 }).to_bits() % 1000].max(f32::from_bits((7 & 0xbfffffff) | 0x20000000) * (s * fa[(i * 13) % 1024]));
         }
         let x6: f32 = (((!ua[i]) ^ (ua[i + 1] ^ ua[i])) as f32).max(fa[(i * 3) % 1024]);
         out_u[i * 2 + 1] = (if true { i } else { i }) + (0xdeadbeef + (ua[i + 1] >> i));
@@ -930,7 +930,7 @@ fn fuzz_1_36(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f3
         let x8: f32 = -(-(-3.75));
         let mut n9 = if (if false != (y7 != s) { i - i } else { (fa[i + 500] > fa[i + 500]) as u32 }) == (if ua[i] != 3 { if 2000 > ua[i + 2] { t } else { 2000 } } else { fa[t % 1100] as u32 }) { ((t >= i) as u32).max(ua[i].min(i)) ^ (7 >> (i / t)) } else { t };
         out_f[i * 2] = fa[31];
-        out_u[i * 2] = (y7 + (f32::from_bits(1395779770) - fa[i].trunc())) as u32;
+        out_u[i * 2] = (y7 + (f32::from_bits((1395779770 & 0xbfffffff) | 0x20000000) - fa[i].trunc())) as u32;
     }
 }
 
@@ -941,7 +941,7 @@ fn fuzz_1_37(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f3
     if i < out_f.len() {
         for j0 in 0..4 {
             out_u[i * 2] = i;
-            let n1 = (f32::from_bits(j0) as u32).max(j0).max(ua[(!(if 1.0e-3 != 1.0 { 0 } else { j0 })) % 1000]);
+            let n1 = (f32::from_bits((j0 & 0xbfffffff) | 0x20000000) as u32).max(j0).max(ua[(!(if 1.0e-3 != 1.0 { 0 } else { j0 })) % 1000]);
             if (fa[999] != fa[i]) || (j0 <= t) {
                 break;
             }
@@ -994,10 +994,10 @@ fn fuzz_1_39(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f3
         let mut y0 = 100.0;
         let mut y1 = 255;
         let mut x2 = y0;
-        x2 += (f32::from_bits(ua[i]) * (fa[(i * 3) % 1024] - fa[(i * 13) % 1024])) - (3179.588 - f32::from_bits(16));
+        x2 += (f32::from_bits((ua[i] & 0xbfffffff) | 0x20000000) * (fa[(i * 3) % 1024] - fa[(i * 13) % 1024])) - (3179.588 - f32::from_bits((16 & 0xbfffffff) | 0x20000000));
         let mut c3 = s < (919822283 as f32);
         out_u[i * 2 + 4001] = ua[i];
-        out_f[i * 2] = ((40.65806).max((4294967296.0).max(x2)) - (-y0)) - (f32::from_bits(0xdeadbeef & unit()) * (0 as f32).trunc());
+        out_f[i * 2] = ((40.65806).max((4294967296.0).max(x2)) - (-y0)) - (f32::from_bits(((0xdeadbeef & unit()) & 0xbfffffff) | 0x20000000) * (0 as f32).trunc());
         out_u[i * 2] = ua[ua[(255 - ua[(i * 7) % 1024]) % 1999] % 1100];
         out_u[i * 2 + 1] = ua[((c3 as u32) << (i ^ ua[999])) % 2000].max((!(if c3 { fa[t % 1100] != y0 } else { y1 > 0 })) as u32);
     }
