@@ -142,6 +142,7 @@ pub(crate) fn run_every_cube(
 mod tests {
     use super::*;
     use crate::kernel::{CpuBuffer, ExecutionMode, KernelIo};
+    use std::sync::atomic::{AtomicU32, Ordering};
 
     #[test]
     fn all_lists_each_library_kernel_once_with_its_cpu_source() {
