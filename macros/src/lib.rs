@@ -21,7 +21,9 @@ use syn::{Error, Result};
 /// [`KernelDef`] of the same name: `#[kernel(cube_dim = [256, 1, 1])] fn name(..) { .. }`.
 /// Options: `cube_dim` (units per cube, `N` or `[x, y, z]`; default 256), `id` (the stable id;
 /// default the module path and name), `crate` (the path of the crate that re-exports
-/// `kernel::KernelDef`; default `::gpuworld`).
+/// `kernel::KernelDef`; default `::gpuworld`), `cpu` (a hand-written `CpuKernelFn` used instead
+/// of the generated CPU source, where the generated one is too slow: keep a test that the two
+/// give the same bits).
 #[proc_macro_attribute]
 pub fn kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
     match expand(attr.into(), item.into()) {
@@ -35,6 +37,7 @@ struct Options {
     cube_dim: [u32; 3],
     id: Option<syn::LitStr>,
     krate: proc_macro2::TokenStream,
+    cpu: Option<syn::Path>,
 }
 
 fn options(attr: proc_macro2::TokenStream) -> Result<Options> {
@@ -42,6 +45,7 @@ fn options(attr: proc_macro2::TokenStream) -> Result<Options> {
         cube_dim: [256, 1, 1],
         id: None,
         krate: quote!(::gpuworld),
+        cpu: None,
     };
     let parser = syn::meta::parser(|meta| {
         if meta.path.is_ident("cube_dim") {
@@ -51,12 +55,15 @@ fn options(attr: proc_macro2::TokenStream) -> Result<Options> {
         } else if meta.path.is_ident("id") {
             options.id = Some(meta.value()?.parse()?);
             Ok(())
+        } else if meta.path.is_ident("cpu") {
+            options.cpu = Some(meta.value()?.parse()?);
+            Ok(())
         } else if meta.path.is_ident("crate") {
             let path: syn::Path = meta.value()?.parse()?;
             options.krate = quote!(#path);
             Ok(())
         } else {
-            Err(meta.error("unknown option: the options are `cube_dim`, `id` and `crate`"))
+            Err(meta.error("unknown option: the options are `cube_dim`, `id`, `crate` and `cpu`"))
         }
     });
     parser.parse2(attr)?;
@@ -103,7 +110,10 @@ fn expand(
     let function: syn::ItemFn = syn::parse2(item)?;
     let mut kernel = parse::kernel(&function, options.cube_dim)?;
     let krate = &options.krate;
-    let cpu = cpu::source(&mut kernel, krate);
+    let cpu = match &options.cpu {
+        Some(path) => quote!(#path),
+        None => cpu::source(&mut kernel, krate),
+    };
     let wgsl = wgsl::source(&kernel);
     let cuda = cuda::source(&kernel);
     let name = &function.sig.ident;
