@@ -18,7 +18,7 @@ use syn::parse::Parser as _;
 use syn::{Error, Result};
 
 /// Compiles a Rust kernel to every backend's source convention and emits it as a `static`
-/// [`KernelDef`] of the same name: `#[kernel(cube_dim = [256, 1, 1])] fn name(..) { .. }`.
+/// `KernelDef` of the same name: `#[kernel(cube_dim = [256, 1, 1])] fn name(..) { .. }`.
 /// Options: `cube_dim` (units per cube, `N` or `[x, y, z]`; default 256), `id` (the stable id;
 /// default the module path and name), `crate` (the path of the crate that re-exports
 /// `kernel::KernelDef`; default `::gpuworld`), `cpu` (a hand-written `CpuKernelFn` used instead
