@@ -19,7 +19,6 @@ pub fn source(kernel: &mut Kernel, krate: &TokenStream) -> TokenStream {
         fast: Vec::new(),
     };
     let units = kernel.units();
-    let [dx, dy, _] = kernel.cube_dim;
     let buffers = kernel.buffers.iter().enumerate().map(|(b, _)| {
         let name = buffer_ident(b);
         quote! { let #name = gw_io.buffer(#b); }
@@ -92,7 +91,6 @@ pub fn source(kernel: &mut Kernel, krate: &TokenStream) -> TokenStream {
             body
         }
     };
-    let _ = (dx, dy);
     quote! {
         {
             #[allow(warnings, clippy::all, clippy::pedantic, clippy::nursery)]
@@ -216,7 +214,6 @@ impl Gen<'_> {
     }
 
     fn stmt(&self, stmt: &Stmt) -> TokenStream {
-        let krate = self.krate;
         match stmt {
             Stmt::Let(id, value) => {
                 let value = self.expr(value, At::Unit);
@@ -296,10 +293,7 @@ impl Gen<'_> {
             Stmt::Continue => quote! { continue; },
             Stmt::Return => quote! { continue 'gw_units; },
             // Phases end at barriers (`level`); none stands inside a phase.
-            Stmt::Barrier => {
-                let _ = krate;
-                quote! {}
-            }
+            Stmt::Barrier => quote! {},
         }
     }
 
