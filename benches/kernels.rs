@@ -7,11 +7,9 @@
 //!
 //! `cargo bench --bench kernels [--features wgpu,cuda]`; on the GPU machine run the built binary.
 
-use gpuworld::kernel::{BufferIo, CpuSource, CudaSource, KernelDef, Param, Signature, WgslSource};
+use gpuworld::kernel::{CpuSource, CudaSource, KernelDef, Param, Signature, WgslSource};
 use gpuworld::library::STENCIL_TILE;
 use gpuworld::{Backend, Bindings, ComputeClient, CubeCount, Driver};
-use std::ops::Range;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 const STENCIL_WGSL: WgslSource = WgslSource(concat!(
@@ -77,8 +75,9 @@ extern "C" __global__ void stencil2d(GW_PARAMS) {
 "#,
 );
 
-/// One explicit heat-diffusion step on a `width x height` grid with fixed borders:
-/// `out = u + alpha * (north + south + east + west - 4u)`. Launch one cube per 16x16 tile.
+/// The hand-written stencil's WGSL and CUDA C, as the library had them: one explicit
+/// heat-diffusion step on a `width x height` grid with fixed borders. Its hand-written CPU source
+/// is still the library's (`library::STENCIL` on the cpu backend).
 static HAND_STENCIL: KernelDef = KernelDef {
     id: "bench.hand_stencil2d",
     name: "stencil2d",
@@ -91,89 +90,8 @@ static HAND_STENCIL: KernelDef = KernelDef {
         ],
         cube_dim: [STENCIL_TILE, STENCIL_TILE, 1],
     },
-    sources: &[
-        &STENCIL_WGSL,
-        &STENCIL_CUDA,
-        &CpuSource(|cube, io| {
-            let width = io.scalar_u32(0) as usize;
-            let height = io.scalar_u32(1) as usize;
-            let alpha = io.scalar_f32(2);
-            let tile = STENCIL_TILE as usize;
-            let x0 = cube.cube_pos[0] as usize * tile;
-            let y0 = cube.cube_pos[1] as usize * tile;
-            let (grid, out) = (io.buffer(0), io.buffer(1));
-            let xs = x0..(x0 + tile).min(width);
-            for y in y0..(y0 + tile).min(height) {
-                let border_row = y == 0 || y + 1 == height;
-                if !border_row && stencil_row_in_bounds(grid, out, y, xs.clone(), width, alpha) {
-                    continue;
-                }
-                for x in xs.clone() {
-                    let i = y * width + x;
-                    let u = grid.load_f32(i);
-                    let border = x == 0 || border_row || x + 1 == width;
-                    let value = if border {
-                        u
-                    } else {
-                        let sum = grid.load_f32(i - 1)
-                            + grid.load_f32(i + 1)
-                            + grid.load_f32(i - width)
-                            + grid.load_f32(i + width);
-                        u + alpha * (sum - 4.0 * u)
-                    };
-                    out.store_f32(i, value);
-                }
-            }
-        }),
-    ],
+    sources: &[&STENCIL_WGSL, &STENCIL_CUDA],
 };
-
-/// Columns `xs` of row `y` (not a border row) of a stencil step, when both bindings hold all
-/// the row needs: checked once for the row instead of at every access. False, having done
-/// nothing, otherwise. Elements are loaded and stored in the same order as one by one, so an
-/// `out` bound to the same memory as `u` sees the same values.
-fn stencil_row_in_bounds(
-    grid: BufferIo<'_>,
-    out: BufferIo<'_>,
-    y: usize,
-    xs: Range<usize>,
-    width: usize,
-    alpha: f32,
-) -> bool {
-    if xs.is_empty() {
-        return true;
-    }
-    // The columns with a neighbour on each side; the grid's first and last are copied.
-    let inner = xs.start.max(1)..xs.end.min(width - 1);
-    let row = y * width;
-    let (Some(above), Some(here), Some(below), Some(dst)) = (
-        grid.words(row - width + inner.start..row - width + inner.end),
-        grid.words(row + inner.start - 1..row + inner.end + 1),
-        grid.words(row + width + inner.start..row + width + inner.end),
-        out.words(row + xs.start..row + xs.end),
-    ) else {
-        return false;
-    };
-    let load = |word: &AtomicU32| f32::from_bits(word.load(Ordering::Relaxed));
-    let (west_border, dst) = dst.split_at(usize::from(xs.start == 0));
-    let (dst, east_border) = dst.split_at(inner.len());
-    if let Some(word) = west_border.first() {
-        word.store(here[0].load(Ordering::Relaxed), Ordering::Relaxed);
-    }
-    let neighbours = here.windows(3).zip(above).zip(below);
-    for (word, ((row, north), south)) in dst.iter().zip(neighbours) {
-        let u = load(&row[1]);
-        let sum = load(&row[0]) + load(&row[2]) + load(north) + load(south);
-        word.store((u + alpha * (sum - 4.0 * u)).to_bits(), Ordering::Relaxed);
-    }
-    if let Some(word) = east_border.first() {
-        word.store(
-            here[here.len() - 1].load(Ordering::Relaxed),
-            Ordering::Relaxed,
-        );
-    }
-    true
-}
 
 /// The hand-written `ADD` the generated one replaced: a CPU source only (its WGSL and CUDA C were
 /// one bounds check and one add per element, like the generated ones).
@@ -292,7 +210,13 @@ fn median(mut times: Vec<Duration>) -> Duration {
 }
 
 /// Both kernels on `client`, alternated; prints one line.
-fn compare<B: Backend>(name: &str, client: &ComputeClient<B>, side: u32, steps: u32) {
+fn compare<B: Backend>(
+    name: &str,
+    client: &ComputeClient<B>,
+    hand_written: &'static KernelDef,
+    side: u32,
+    steps: u32,
+) {
     let cells = (side * side) as usize;
     let initial: Vec<f32> = (0..cells)
         .map(|i| ((i * 7919) % 1000) as f32 / 1000.0)
@@ -303,7 +227,7 @@ fn compare<B: Backend>(name: &str, client: &ComputeClient<B>, side: u32, steps: 
     ];
     // Warm up: compile both and touch the memory.
     time_steps(client, &generated_stencil2d, &grids, side, 2);
-    time_steps(client, &HAND_STENCIL, &grids, side, 2);
+    time_steps(client, hand_written, &grids, side, 2);
     let (mut generated, mut hand) = (Vec::new(), Vec::new());
     for round in 0..7 {
         if round % 2 == 0 {
@@ -314,9 +238,9 @@ fn compare<B: Backend>(name: &str, client: &ComputeClient<B>, side: u32, steps: 
                 side,
                 steps,
             ));
-            hand.push(time_steps(client, &HAND_STENCIL, &grids, side, steps));
+            hand.push(time_steps(client, hand_written, &grids, side, steps));
         } else {
-            hand.push(time_steps(client, &HAND_STENCIL, &grids, side, steps));
+            hand.push(time_steps(client, hand_written, &grids, side, steps));
             generated.push(time_steps(
                 client,
                 &generated_stencil2d,
@@ -338,17 +262,17 @@ fn compare<B: Backend>(name: &str, client: &ComputeClient<B>, side: u32, steps: 
 fn main() {
     // The same values from both, on this backend, before timing them.
     let client = gpuworld::cpu_client(Driver::DeviceThread).expect("the cpu client opens");
-    compare("cpu", &client, 1024, 10);
+    compare("cpu", &client, &gpuworld::library::STENCIL, 1024, 10);
     compare_add("cpu", &client, 1 << 22);
     drop(client);
     #[cfg(feature = "wgpu")]
     match gpuworld::wgpu_client(gpuworld::WgpuConfig::default()) {
-        Ok(client) => compare("wgpu", &client, 2048, 50),
+        Ok(client) => compare("wgpu", &client, &HAND_STENCIL, 2048, 50),
         Err(error) => eprintln!("SKIPPED wgpu: {error}"),
     }
     #[cfg(feature = "cuda")]
     match gpuworld::cuda_client(gpuworld::CudaConfig::default()) {
-        Ok(client) => compare("cuda", &client, 2048, 50),
+        Ok(client) => compare("cuda", &client, &HAND_STENCIL, 2048, 50),
         Err(error) => eprintln!("SKIPPED cuda: {error}"),
     }
 }

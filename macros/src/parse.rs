@@ -120,6 +120,13 @@ enum Name {
     Shared(usize),
 }
 
+/// An array a kernel indexes.
+#[derive(Clone, Copy)]
+enum Array {
+    Buffer(usize),
+    Shared(usize),
+}
+
 /// A loop being parsed: whether its body holds a barrier, and its `break`/`continue`s.
 struct LoopFrame {
     barrier: bool,
@@ -823,17 +830,9 @@ impl Parser {
                 }
             }
             SynExpr::Index(index) => {
-                let SynExpr::Path(path) = &*index.expr else {
-                    return Err(Error::new_spanned(
-                        &index.expr,
-                        "index a buffer or shared array by name",
-                    ));
-                };
-                let ident = single_ident(path)?;
-                let position = self.expr(&index.index)?;
-                expect(&position, Ty::U32, &index.index)?;
-                match self.lookup(&ident.to_string()) {
-                    Some(Name::Buffer(b)) => {
+                let (ident, array, position) = self.element(index)?;
+                match array {
+                    Array::Buffer(b) => {
                         let buffer = &self.buffers[b];
                         if buffer.access == Access::Read {
                             return Err(Error::new_spanned(
@@ -850,17 +849,12 @@ impl Parser {
                         }
                         Ok(Place::Buffer(b, position))
                     }
-                    Some(Name::Shared(s)) => {
+                    Array::Shared(s) => {
                         if self.shared[s].elem != value_ty {
                             return Err(mismatch(value_tokens, self.shared[s].elem, value_ty));
                         }
                         Ok(Place::Shared(s, position))
                     }
-                    Some(_) => Err(Error::new_spanned(
-                        &index.expr,
-                        format!("`{ident}` is not a buffer or shared array"),
-                    )),
-                    None => Err(unknown(ident)),
                 }
             }
             SynExpr::Paren(paren) => self.place(&paren.expr, value_ty, value_tokens),
@@ -868,6 +862,29 @@ impl Parser {
                 other,
                 "assign to a `mut` local, a buffer element or a shared array element",
             )),
+        }
+    }
+
+    /// `array[index]`: the array's name, what it is (a buffer or a shared array) and the index,
+    /// a u32.
+    fn element<'a>(&mut self, index: &'a syn::ExprIndex) -> Result<(&'a syn::Ident, Array, Expr)> {
+        let SynExpr::Path(path) = &*index.expr else {
+            return Err(Error::new_spanned(
+                &index.expr,
+                "index a buffer or shared array by name",
+            ));
+        };
+        let ident = single_ident(path)?;
+        let position = self.expr(&index.index)?;
+        expect(&position, Ty::U32, &index.index)?;
+        match self.lookup(&ident.to_string()) {
+            Some(Name::Buffer(b)) => Ok((ident, Array::Buffer(b), position)),
+            Some(Name::Shared(s)) => Ok((ident, Array::Shared(s), position)),
+            Some(_) => Err(Error::new_spanned(
+                &index.expr,
+                format!("`{ident}` is not a buffer or shared array"),
+            )),
+            None => Err(unknown(ident)),
         }
     }
 
@@ -912,29 +929,16 @@ impl Parser {
                 }
             }
             SynExpr::Index(index) => {
-                let SynExpr::Path(path) = &*index.expr else {
-                    return Err(Error::new_spanned(
-                        &index.expr,
-                        "index a buffer or shared array by name",
-                    ));
-                };
-                let ident = single_ident(path)?;
-                let position = self.expr(&index.index)?;
-                expect(&position, Ty::U32, &index.index)?;
-                match self.lookup(&ident.to_string()) {
-                    Some(Name::Buffer(b)) => Ok(Expr {
+                let (_, array, position) = self.element(index)?;
+                match array {
+                    Array::Buffer(b) => Ok(Expr {
                         ty: self.buffers[b].elem,
                         kind: ExprKind::Load(b, Box::new(position)),
                     }),
-                    Some(Name::Shared(s)) => Ok(Expr {
+                    Array::Shared(s) => Ok(Expr {
                         ty: self.shared[s].elem,
                         kind: ExprKind::SharedLoad(s, Box::new(position)),
                     }),
-                    Some(_) => Err(Error::new_spanned(
-                        &index.expr,
-                        format!("`{ident}` is not a buffer or shared array"),
-                    )),
-                    None => Err(unknown(ident)),
                 }
             }
             SynExpr::Unary(unary) => {
