@@ -406,3 +406,45 @@ impl Gen<'_> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::float_literal;
+
+    /// The value WGSL reads from `text`: a decimal as an abstract float rounded to f32, or the
+    /// bits of a `bitcast<f32>(..u)`.
+    fn read_back(text: &str) -> f32 {
+        match text.strip_prefix("bitcast<f32>(") {
+            Some(bits) => f32::from_bits(bits.trim_end_matches("u)").parse().unwrap()),
+            None => text.trim_end_matches('f').parse::<f64>().unwrap() as f32,
+        }
+    }
+
+    #[test]
+    fn every_f32_literal_reads_back_as_the_same_bits() {
+        let mut values = vec![
+            0.0f32,
+            0.1,
+            1.1,
+            0.7,
+            1e-3,
+            3.4028235e38,
+            1e-45,
+            1.17549435e-38,
+        ];
+        // A spread of bit patterns over every exponent, normal and subnormal.
+        let mut bits = 0x0000_0001u32;
+        while bits < 0x7f80_0000 {
+            values.push(f32::from_bits(bits));
+            bits = bits.wrapping_mul(3).wrapping_add(0x0012_3457) % 0x7f80_0000 + (bits >> 7) + 1;
+        }
+        for value in values {
+            let text = float_literal(value);
+            assert_eq!(
+                read_back(&text).to_bits(),
+                value.to_bits(),
+                "{value:e} as {text}"
+            );
+        }
+    }
+}
