@@ -430,7 +430,7 @@ mod tests {
             1e-3,
             3.4028235e38,
             1e-45,
-            1.17549435e-38,
+            f32::MIN_POSITIVE,
         ];
         // A spread of bit patterns over every exponent, normal and subnormal.
         let mut bits = 0x0000_0001u32;
