@@ -1,9 +1,12 @@
-//! The generated stencil (the source of `library::STENCIL`, as one `#[gpuworld::kernel]` with
-//! every backend's source generated) against the hand-written one it replaced (its CPU, WGSL and
-//! CUDA C sources, kept here), side by side in one run on every backend this build and machine
-//! have (`library::STENCIL` itself keeps the hand-written CPU source, 2x faster on 16 cores): steps of a 2048 x 2048 heat-diffusion grid,
-//! ping-pong between two buffers, through the public client (`launch` × 50, then `sync`), the two
-//! kernels alternated over 7 rounds; the median per step of each, and their ratio.
+//! Generated kernels against the hand-written ones they replaced, side by side in one run on
+//! every backend this build and machine have, through the public client (a device-thread cpu
+//! client; `launch` × N, then one `sync`), alternated over 7 rounds: the median per launch of
+//! each, their ratio, and the client's memory in use and reserved after the rounds.
+//! - The stencil, steps of a heat-diffusion grid (2048², cpu 1024²) ping-pong between two
+//!   buffers: a fully generated copy of `library::STENCIL`'s source against the hand-written WGSL
+//!   and CUDA C kept here, and on cpu against `library::STENCIL`, which keeps its hand-written CPU
+//!   source (the generated one took 2x on 16 cores).
+//! - On cpu, `library::ADD` (generated) against the hand-written `map_f32` add, 4M elements.
 //!
 //! `cargo bench --bench kernels [--features wgpu,cuda]`; on the GPU machine run the built binary.
 
@@ -112,52 +115,6 @@ static HAND_ADD: KernelDef = KernelDef {
     })],
 };
 
-/// The median time of `rounds` launches of `kernel` over `n` elements, then `sync`.
-fn time_adds<B: Backend>(
-    client: &ComputeClient<B>,
-    kernel: &'static KernelDef,
-    buffers: &[gpuworld::Handle; 3],
-    n: u64,
-) -> Duration {
-    let start = Instant::now();
-    for _ in 0..10 {
-        client
-            .launch(
-                kernel,
-                CubeCount::covering(n, 256),
-                Bindings::new()
-                    .buffer(&buffers[0])
-                    .buffer(&buffers[1])
-                    .buffer(&buffers[2]),
-            )
-            .expect("add launches");
-    }
-    client.sync().expect("the adds run");
-    start.elapsed() / 10
-}
-
-/// `library::ADD` against [`HAND_ADD`] on the cpu backend.
-fn compare_add<B: Backend>(name: &str, client: &ComputeClient<B>, n: u64) {
-    let values: Vec<f32> = (0..n).map(|i| i as f32).collect();
-    let buffers = [
-        client.create_from_pod(&values),
-        client.create_from_pod(&values),
-        client.empty(4 * n),
-    ];
-    let (mut generated, mut hand) = (Vec::new(), Vec::new());
-    for _ in 0..7 {
-        generated.push(time_adds(client, &gpuworld::library::ADD, &buffers, n));
-        hand.push(time_adds(client, &HAND_ADD, &buffers, n));
-    }
-    let (generated, hand) = (median(generated), median(hand));
-    println!(
-        "{name}: add {n} elements: generated {:.1} us, hand-written {:.1} us, generated / hand-written {:.3}",
-        generated.as_secs_f64() * 1e6,
-        hand.as_secs_f64() * 1e6,
-        generated.as_secs_f64() / hand.as_secs_f64()
-    );
-}
-
 /// `library::STENCIL`'s source, every backend's generated (the library's keeps a hand-written CPU
 /// source).
 #[gpuworld::kernel(id = "bench.generated_stencil2d", cube_dim = [16, 16, 1])]
@@ -176,32 +133,23 @@ fn generated_stencil2d(u: &[f32], out: &mut [f32], width: u32, height: u32, alph
     }
 }
 
-/// The median per step of `kernel`: `steps` launches between two grids, then `sync`.
-fn time_steps<B: Backend>(
+/// The time per launch of `launches` launches of `kernel`, launch `i` with `shape(i)`'s cube count
+/// and bindings, then one `sync`.
+fn time_launches<B: Backend>(
     client: &ComputeClient<B>,
     kernel: &'static KernelDef,
-    grids: &[gpuworld::Handle; 2],
-    side: u32,
-    steps: u32,
+    launches: u32,
+    shape: &dyn Fn(u32) -> (CubeCount, Bindings),
 ) -> Duration {
     let start = Instant::now();
-    for step in 0..steps {
-        let (from, to) = (&grids[(step % 2) as usize], &grids[(1 - step % 2) as usize]);
+    for i in 0..launches {
+        let (cubes, bindings) = shape(i);
         client
-            .launch(
-                kernel,
-                CubeCount::covering_2d(side, side, STENCIL_TILE),
-                Bindings::new()
-                    .buffer(from)
-                    .buffer(to)
-                    .scalar_u32(side)
-                    .scalar_u32(side)
-                    .scalar_f32(0.2),
-            )
-            .expect("the stencil launches");
+            .launch(kernel, cubes, bindings)
+            .expect("the kernel launches");
     }
-    client.sync().expect("the steps run");
-    start.elapsed() / steps
+    client.sync().expect("the launches run");
+    start.elapsed() / launches
 }
 
 fn median(mut times: Vec<Duration>) -> Duration {
@@ -209,70 +157,113 @@ fn median(mut times: Vec<Duration>) -> Duration {
     times[times.len() / 2]
 }
 
-/// Both kernels on `client`, alternated; prints one line.
+/// `generated` and `hand_written` alternated over 7 rounds of `launches` each (after a warm-up
+/// that compiles both); prints their medians per launch, their ratio and the client's memory.
 fn compare<B: Backend>(
-    name: &str,
+    what: &str,
+    client: &ComputeClient<B>,
+    [generated, hand_written]: [&'static KernelDef; 2],
+    launches: u32,
+    shape: &dyn Fn(u32) -> (CubeCount, Bindings),
+) {
+    time_launches(client, generated, 2, shape);
+    time_launches(client, hand_written, 2, shape);
+    let (mut times_generated, mut times_hand) = (Vec::new(), Vec::new());
+    for round in 0..7 {
+        let measure = |kernel, times: &mut Vec<Duration>| {
+            times.push(time_launches(client, kernel, launches, shape));
+        };
+        if round % 2 == 0 {
+            measure(generated, &mut times_generated);
+            measure(hand_written, &mut times_hand);
+        } else {
+            measure(hand_written, &mut times_hand);
+            measure(generated, &mut times_generated);
+        }
+    }
+    let (generated, hand) = (median(times_generated), median(times_hand));
+    let memory = client.memory_usage();
+    println!(
+        "{}: {what}, per launch: generated {:.1} us, hand-written {:.1} us, generated / hand-written {:.3}; in use {:.1} MiB, reserved {:.1} MiB",
+        B::NAME,
+        generated.as_secs_f64() * 1e6,
+        hand.as_secs_f64() * 1e6,
+        generated.as_secs_f64() / hand.as_secs_f64(),
+        memory.bytes_in_use as f64 / (1 << 20) as f64,
+        memory.bytes_reserved as f64 / (1 << 20) as f64,
+    );
+}
+
+/// Steps of the stencil on a `side x side` grid, ping-pong between two buffers.
+fn compare_stencils<B: Backend>(
     client: &ComputeClient<B>,
     hand_written: &'static KernelDef,
     side: u32,
     steps: u32,
 ) {
-    let cells = (side * side) as usize;
-    let initial: Vec<f32> = (0..cells)
+    let initial: Vec<f32> = (0..side * side)
         .map(|i| ((i * 7919) % 1000) as f32 / 1000.0)
         .collect();
     let grids = [
         client.create_from_pod(&initial),
         client.create_from_pod(&initial),
     ];
-    // Warm up: compile both and touch the memory.
-    time_steps(client, &generated_stencil2d, &grids, side, 2);
-    time_steps(client, hand_written, &grids, side, 2);
-    let (mut generated, mut hand) = (Vec::new(), Vec::new());
-    for round in 0..7 {
-        if round % 2 == 0 {
-            generated.push(time_steps(
-                client,
-                &generated_stencil2d,
-                &grids,
-                side,
-                steps,
-            ));
-            hand.push(time_steps(client, hand_written, &grids, side, steps));
-        } else {
-            hand.push(time_steps(client, hand_written, &grids, side, steps));
-            generated.push(time_steps(
-                client,
-                &generated_stencil2d,
-                &grids,
-                side,
-                steps,
-            ));
-        }
-    }
-    let (generated, hand) = (median(generated), median(hand));
-    println!(
-        "{name}: stencil {side}x{side}, per step: generated {:.1} us, hand-written {:.1} us, generated / hand-written {:.3}",
-        generated.as_secs_f64() * 1e6,
-        hand.as_secs_f64() * 1e6,
-        generated.as_secs_f64() / hand.as_secs_f64()
+    let shape = |step: u32| {
+        let (from, to) = (&grids[(step % 2) as usize], &grids[(1 - step % 2) as usize]);
+        let bindings = Bindings::new()
+            .buffer(from)
+            .buffer(to)
+            .scalar_u32(side)
+            .scalar_u32(side)
+            .scalar_f32(0.2);
+        (CubeCount::covering_2d(side, side, STENCIL_TILE), bindings)
+    };
+    let what = format!("stencil {side}x{side}");
+    compare(
+        &what,
+        client,
+        [&generated_stencil2d, hand_written],
+        steps,
+        &shape,
+    );
+}
+
+/// `out = a + b` over `n` elements: `library::ADD` against [`HAND_ADD`].
+fn compare_adds<B: Backend>(client: &ComputeClient<B>, n: u32) {
+    let values: Vec<f32> = (0..n).map(|i| i as f32).collect();
+    let (a, b) = (
+        client.create_from_pod(&values),
+        client.create_from_pod(&values),
+    );
+    let out = client.empty(4 * u64::from(n));
+    let shape = |_| {
+        let bindings = Bindings::new().buffer(&a).buffer(&b).buffer(&out);
+        (CubeCount::covering(u64::from(n), 256), bindings)
+    };
+    let what = format!("add {n} elements");
+    compare(
+        &what,
+        client,
+        [&gpuworld::library::ADD, &HAND_ADD],
+        10,
+        &shape,
     );
 }
 
 fn main() {
-    // The same values from both, on this backend, before timing them.
     let client = gpuworld::cpu_client(Driver::DeviceThread).expect("the cpu client opens");
-    compare("cpu", &client, &gpuworld::library::STENCIL, 1024, 10);
-    compare_add("cpu", &client, 1 << 22);
+    // The library's stencil keeps its hand-written CPU source: it is the hand-written one here.
+    compare_stencils(&client, &gpuworld::library::STENCIL, 1024, 10);
+    compare_adds(&client, 1 << 22);
     drop(client);
     #[cfg(feature = "wgpu")]
     match gpuworld::wgpu_client(gpuworld::WgpuConfig::default()) {
-        Ok(client) => compare("wgpu", &client, &HAND_STENCIL, 2048, 50),
+        Ok(client) => compare_stencils(&client, &HAND_STENCIL, 2048, 50),
         Err(error) => eprintln!("SKIPPED wgpu: {error}"),
     }
     #[cfg(feature = "cuda")]
     match gpuworld::cuda_client(gpuworld::CudaConfig::default()) {
-        Ok(client) => compare("cuda", &client, &HAND_STENCIL, 2048, 50),
+        Ok(client) => compare_stencils(&client, &HAND_STENCIL, 2048, 50),
         Err(error) => eprintln!("SKIPPED cuda: {error}"),
     }
 }

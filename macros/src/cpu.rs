@@ -456,27 +456,12 @@ fn aligned_buffers(kernel: &Kernel) -> Vec<bool> {
     }
     /// Records each access of `expr` to a buffer: `Some(true)` while all are aligned.
     fn walk_expr(e: &Expr, aligned: &[LocalId], state: &mut [Option<bool>]) {
-        match &e.kind {
-            ExprKind::Load(b, index) => {
+        e.visit(&mut |e| {
+            if let ExprKind::Load(b, index) = &e.kind {
                 let ok = matches!(index.kind, ExprKind::Local(id) if aligned.contains(&id));
                 state[*b] = Some(state[*b].unwrap_or(true) && ok);
-                walk_expr(index, aligned, state);
             }
-            ExprKind::SharedLoad(_, a) | ExprKind::Unary(_, a) | ExprKind::Cast(a) => {
-                walk_expr(a, aligned, state)
-            }
-            ExprKind::Binary(_, a, b) => {
-                walk_expr(a, aligned, state);
-                walk_expr(b, aligned, state);
-            }
-            ExprKind::Call(_, args) => args.iter().for_each(|a| walk_expr(a, aligned, state)),
-            ExprKind::Select(c, a, b) => {
-                walk_expr(c, aligned, state);
-                walk_expr(a, aligned, state);
-                walk_expr(b, aligned, state);
-            }
-            _ => {}
-        }
+        });
     }
     fn walk_stmts(list: &[Stmt], aligned: &[LocalId], state: &mut [Option<bool>]) {
         for stmt in list {
@@ -626,27 +611,11 @@ impl Walk {
     }
 
     fn expr(&mut self, expr: &Expr, phase: usize) {
-        match &expr.kind {
-            ExprKind::Local(id) => self.used[*id].push(phase),
-            ExprKind::Load(_, a)
-            | ExprKind::SharedLoad(_, a)
-            | ExprKind::Unary(_, a)
-            | ExprKind::Cast(a) => self.expr(a, phase),
-            ExprKind::Binary(_, a, b) => {
-                self.expr(a, phase);
-                self.expr(b, phase);
+        let used = &mut self.used;
+        expr.visit(&mut |e| {
+            if let ExprKind::Local(id) = e.kind {
+                used[id].push(phase);
             }
-            ExprKind::Call(_, args) => {
-                for arg in args {
-                    self.expr(arg, phase);
-                }
-            }
-            ExprKind::Select(c, a, b) => {
-                self.expr(c, phase);
-                self.expr(a, phase);
-                self.expr(b, phase);
-            }
-            _ => {}
-        }
+        });
     }
 }

@@ -268,7 +268,8 @@ impl Gen<'_> {
             ExprKind::Unary(op, operand) => {
                 let inner = self.expr(operand);
                 match (op, operand.ty) {
-                    // The sign bit flipped, as Rust's `-x`: NVRTC's `-x` gave +0.0 for a zero.
+                    // The sign bit flipped, as Rust's `-x` (a fuzz kernel's negated zero came back +0.0 on
+                    // CUDA with a plain `-x`; the bit flip leaves the compiler nothing to reinterpret).
                     (UnOp::Neg, _) => {
                         format!("__uint_as_float(__float_as_uint({inner}) ^ 0x80000000u)")
                     }

@@ -189,6 +189,30 @@ pub struct Expr {
     pub ty: Ty,
 }
 
+impl Expr {
+    /// The expressions directly inside this one.
+    pub fn children(&self) -> Vec<&Expr> {
+        match &self.kind {
+            ExprKind::Load(_, a)
+            | ExprKind::SharedLoad(_, a)
+            | ExprKind::Unary(_, a)
+            | ExprKind::Cast(a) => vec![a],
+            ExprKind::Binary(_, a, b) => vec![a, b],
+            ExprKind::Call(_, args) => args.iter().collect(),
+            ExprKind::Select(c, a, b) => vec![c, a, b],
+            _ => Vec::new(),
+        }
+    }
+
+    /// Calls `f` on this expression and on every expression inside it, outer first.
+    pub fn visit(&self, f: &mut impl FnMut(&Expr)) {
+        f(self);
+        for child in self.children() {
+            child.visit(f);
+        }
+    }
+}
+
 #[derive(Debug)]
 pub enum ExprKind {
     F32(f32),

@@ -891,15 +891,10 @@ impl Parser {
     /// Whether every unit of a cube computes the same value for `expr`.
     fn uniform(&self, expr: &Expr) -> bool {
         match &expr.kind {
-            ExprKind::F32(_) | ExprKind::U32(_) | ExprKind::Bool(_) => true,
             ExprKind::Local(id) => self.locals[*id].uniform,
-            ExprKind::Scalar(_) | ExprKind::Len(_) => true,
             ExprKind::Load(..) | ExprKind::SharedLoad(..) => false,
             ExprKind::Builtin(builtin) => builtin.uniform(),
-            ExprKind::Unary(_, a) | ExprKind::Cast(a) => self.uniform(a),
-            ExprKind::Binary(_, a, b) => self.uniform(a) && self.uniform(b),
-            ExprKind::Call(_, args) => args.iter().all(|arg| self.uniform(arg)),
-            ExprKind::Select(c, a, b) => self.uniform(c) && self.uniform(a) && self.uniform(b),
+            _ => expr.children().into_iter().all(|child| self.uniform(child)),
         }
     }
 

@@ -163,10 +163,11 @@ fn constant(expr: &Expr) -> bool {
     match &expr.kind {
         ExprKind::U32(_) | ExprKind::Bool(_) => true,
         ExprKind::Builtin(Builtin::UnitsPerCube) => true,
-        ExprKind::Unary(_, a) | ExprKind::Cast(a) => constant(a),
-        ExprKind::Binary(_, a, b) => constant(a) && constant(b),
-        ExprKind::Call(_, args) => args.iter().all(constant),
-        ExprKind::Select(c, a, b) => constant(c) && constant(a) && constant(b),
+        ExprKind::Unary(..)
+        | ExprKind::Cast(..)
+        | ExprKind::Binary(..)
+        | ExprKind::Call(..)
+        | ExprKind::Select(..) => expr.children().into_iter().all(constant),
         _ => false,
     }
 }
