@@ -20,6 +20,9 @@
 mod alloc_replay;
 #[path = "common/alloc_traces.rs"]
 mod alloc_traces;
+#[cfg(feature = "wgpu")]
+#[path = "common/raw_wgpu_replay.rs"]
+mod raw_wgpu_replay;
 
 use alloc_replay::{Replay, Reports, replay};
 use alloc_traces::{MIB, Shape, Trace, trace_text};
@@ -212,9 +215,44 @@ fn wgpu(settings: &Settings, rows: &mut Vec<Row>, ticks: &mut Vec<TickCost>) {
         .unwrap_or(if host_memory { HOST_SCALE } else { 1 });
     eprintln!("wgpu adapter: {adapter}");
     run_backend("wgpu", scale, settings, new_client, rows);
+    raw_wgpu(scale, settings);
     match gpuworld::wgpu_client_with(WgpuConfig::default(), Driver::Manual) {
         Ok(manual) => ticks.push(tick_cost("wgpu", &manual)),
         Err(error) => eprintln!("SKIPPED wgpu tick cost: {error}"),
+    }
+}
+
+/// Every shape × seed replayed on raw wgpu without a pool (`common/raw_wgpu_replay.rs`), with the
+/// backend's buffer usages and without `INDIRECT`: a table of where the time goes.
+#[cfg(feature = "wgpu")]
+fn raw_wgpu(scale: u64, settings: &Settings) {
+    use gpuworld::wgpu::BufferUsages as U;
+    let ours = U::STORAGE | U::COPY_SRC | U::COPY_DST | U::INDIRECT;
+    println!(
+        "\nraw wgpu, no pool (a buffer per allocation, dropped at its free, a poll after every event), scale {scale}:\n\n\
+         | shape | seed | usages | buffers | GiB created | time (ms) | in create_buffer (ms) | in drop (ms) | in poll (ms) |\n\
+         | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+    );
+    for &shape in &settings.shapes {
+        for &seed in &settings.seeds {
+            let trace = shape.generate(seed, scale);
+            for (name, usage) in [("ours", ours), ("no INDIRECT", ours - U::INDIRECT)] {
+                let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
+                match raw_wgpu_replay::replay(&trace, usage) {
+                    Ok(r) => println!(
+                        "| {} | {seed} | {name} | {} | {:.2} | {:.1} | {:.1} | {:.1} | {:.1} |",
+                        shape.name(),
+                        r.buffers,
+                        r.bytes as f64 / (1u64 << 30) as f64,
+                        ms(r.time),
+                        ms(r.create),
+                        ms(r.free),
+                        ms(r.poll)
+                    ),
+                    Err(error) => println!("| {} | {seed} | {name} | FAILED: {error} |", shape.name()),
+                }
+            }
+        }
     }
 }
 
