@@ -249,7 +249,9 @@ fn raw_wgpu(scale: u64, settings: &Settings) {
                         ms(r.free),
                         ms(r.poll)
                     ),
-                    Err(error) => println!("| {} | {seed} | {name} | FAILED: {error} |", shape.name()),
+                    Err(error) => {
+                        println!("| {} | {seed} | {name} | FAILED: {error} |", shape.name())
+                    }
                 }
             }
         }

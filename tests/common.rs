@@ -6,6 +6,8 @@
 // A path from `tests/`: this file is a test crate's root too (`cargo test --test common`).
 #[path = "common/harness.rs"]
 pub mod harness;
+#[cfg(feature = "cuda")]
+pub mod two_gpus;
 
 pub use harness::Skip;
 

@@ -273,6 +273,11 @@ const OTHER_ERRORS: &[(ErrorKind, &str)] = &[
          `gpuworld::config::Settings::load` (`tests/config.rs` has a case for each)",
     ),
     (
+        ErrorKind::DeviceFailed,
+        "an allocation on a device that failed earlier (a sticky CUDA fault, a lost wgpu device); \
+         `tests/cuda_fault_devices.rs` on two GPUs",
+    ),
+    (
         ErrorKind::StaleHandle,
         "a key into the memory pools outlived its page; a bug in gpuworld if a caller ever sees it",
     ),

@@ -228,6 +228,15 @@ fn a_lost_device_fails_reads_and_syncs_instead_of_hanging() -> Result<(), Skip> 
         client.read_one(&data),
         Err(Error::Execution(ExecutionError::DeviceFault { .. }))
     ));
+    // Memory asked of the lost device is refused as such, not as out of memory.
+    let fresh = client.empty(1 << 20);
+    match client.read_one(&fresh) {
+        Err(Error::Memory(MemoryError::DeviceFailed { requested, reason })) => {
+            assert_eq!(requested, 1 << 20);
+            assert!(reason.contains("lost"), "{reason}");
+        }
+        other => panic!("expected the lost device's refusal, got {other:?}"),
+    }
     Ok(())
 }
 

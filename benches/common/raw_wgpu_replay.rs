@@ -5,8 +5,8 @@
 //! where the exact-report replay's time goes on wgpu).
 
 use crate::alloc_traces::{Event, Trace};
-use std::collections::HashMap;
 use gpuworld::wgpu;
+use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 /// Where a raw replay's time went.
@@ -45,7 +45,9 @@ pub fn replay(trace: &Trace, usage: wgpu::BufferUsages) -> Result<RawReplay, Str
     let start = Instant::now();
     for event in &trace.events {
         match *event {
-            Event::Alloc { id, bytes: size, .. } => {
+            Event::Alloc {
+                id, bytes: size, ..
+            } => {
                 let size = size.max(4).next_multiple_of(4);
                 let at = Instant::now();
                 let buffer = device.create_buffer(&wgpu::BufferDescriptor {

@@ -118,6 +118,12 @@ pub enum AllocError {
         /// The device's largest buffer, in bytes.
         limit: u64,
     },
+    /// The device failed earlier (a sticky fault, a lost device): no memory can be had from it,
+    /// however much is free.
+    DeviceFailed {
+        /// The failure, as the backend reports it.
+        reason: Arc<str>,
+    },
 }
 
 // ---- operation times (traces, kernel statistics) ----

@@ -43,6 +43,7 @@ impl CudaBackend {
             }
         };
         self.poisoned = Some(message.clone());
+        self.abort_cliques(&message);
         for s in 0..self.streams.len() {
             self.fault(s, message.clone());
         }
@@ -71,6 +72,6 @@ impl CudaBackend {
     }
 }
 
-fn sys_error(code: sys::CUresult) -> cudarc::driver::result::DriverError {
+pub(crate) fn sys_error(code: sys::CUresult) -> cudarc::driver::result::DriverError {
     cudarc::driver::result::DriverError(code)
 }

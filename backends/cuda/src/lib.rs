@@ -139,6 +139,8 @@ pub struct CudaBackend {
     finished_reads: HashMap<ReadTicket, HostBytes>,
     next_ticket: u64,
     poisoned: Option<Arc<str>>,
+    /// The NCCL cliques this device ran collectives in (see `nccl::Clique`).
+    cliques: Vec<nccl::KnownClique>,
     /// The contexts of other devices this context was given direct access to (peer copies).
     peers_enabled: Vec<usize>,
 }
@@ -187,6 +189,22 @@ impl CudaBackend {
     /// Device bytes allocated from the driver.
     pub fn allocated(&self) -> u64 {
         self.allocated
+    }
+
+    /// The device's free and total memory in bytes, as the driver reports them now
+    /// (`cuMemGetInfo`): what other allocations in this process and in other processes leave.
+    pub fn memory_info(&self) -> Result<(u64, u64), Error> {
+        self.bind();
+        let (mut free, mut total) = (0, 0);
+        // SAFETY: two out-parameters, with the backend's context current.
+        let code = unsafe { sys::cuMemGetInfo_v2(&mut free, &mut total) };
+        if code != sys::CUresult::CUDA_SUCCESS {
+            return Err(Error::Device(DeviceError::BackendUnavailable {
+                backend: "cuda",
+                reason: format!("cuMemGetInfo failed: {code:?}").into(),
+            }));
+        }
+        Ok((free as u64, total as u64))
     }
 
     /// The reason the context became unusable, once a sticky device error happened.
@@ -407,13 +425,26 @@ impl Backend for CudaBackend {
 
     fn allocate(&mut self, size: u64) -> Result<StorageId, AllocError> {
         self.bind();
+        if let Some(reason) = &self.poisoned {
+            return Err(AllocError::DeviceFailed {
+                reason: reason.clone(),
+            });
+        }
         let bytes = usize::try_from(size.max(1)).map_err(|_| AllocError::OutOfMemory)?;
         let mut pointer = 0;
         // SAFETY: allocates device memory in the current context, freed in `deallocate`/`Drop`.
         let code = unsafe { sys::cuMemAlloc_v2(&mut pointer, bytes) };
-        if code != sys::CUresult::CUDA_SUCCESS {
-            tracing::warn!(target: "gpuworld::memory", size, ?code, "cuMemAlloc failed");
+        if code == sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY {
+            tracing::warn!(target: "gpuworld::memory", size, "cuMemAlloc: out of memory");
             return Err(AllocError::OutOfMemory);
+        }
+        if code != sys::CUresult::CUDA_SUCCESS {
+            // Not a lack of memory: a failed context (which poisons the backend) or a refusal.
+            self.failed(usize::MAX, "cuMemAlloc", code);
+            let reason = self.poisoned.clone().unwrap_or_else(|| {
+                format!("cuMemAlloc: {}", loader::describe(faults::sys_error(code))).into()
+            });
+            return Err(AllocError::DeviceFailed { reason });
         }
         let id = self.next_storage;
         self.next_storage += 1;
@@ -495,6 +526,11 @@ impl Backend for CudaBackend {
     ) -> Result<(), Error> {
         let s = stream.0 as usize;
         if self.refuse(s) {
+            // The other ranks of a collective this device cannot run would wait for it forever.
+            if let (Some(call), Some(reason)) = (nccl::as_nccl_call(&work), self.poisoned.clone()) {
+                self.note_collective(s, &call.comm.clique);
+                self.abort_cliques(&reason);
+            }
             return Ok(());
         }
         self.bind();
@@ -627,6 +663,9 @@ impl Backend for CudaBackend {
     }
 
     fn take_fault(&mut self, stream: DeviceStream) -> Option<Error> {
+        // Asked again as a read or sync is answered, after the wait for its work: a collective
+        // another rank's abort ended during that wait is reported with it.
+        self.notice_aborted_cliques();
         self.streams.get_mut(stream.0 as usize)?.fault.take()
     }
 

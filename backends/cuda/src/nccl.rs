@@ -23,6 +23,7 @@ type GetUniqueId = unsafe extern "C" fn(*mut sys::ncclUniqueId) -> sys::ncclResu
 type CommInitAll =
     unsafe extern "C" fn(*mut sys::ncclComm_t, c_int, *const c_int) -> sys::ncclResult_t;
 type CommDestroy = unsafe extern "C" fn(sys::ncclComm_t) -> sys::ncclResult_t;
+type CommAbort = CommDestroy;
 type GetErrorString = unsafe extern "C" fn(sys::ncclResult_t) -> *const c_char;
 type AllReduce = unsafe extern "C" fn(
     *const c_void,
@@ -60,6 +61,7 @@ pub struct Nccl {
     get_unique_id: GetUniqueId,
     comm_init_all: CommInitAll,
     comm_destroy: CommDestroy,
+    comm_abort: CommAbort,
     get_error_string: GetErrorString,
     all_reduce: AllReduce,
     broadcast: Broadcast,
@@ -118,6 +120,7 @@ fn load() -> Result<Nccl, Arc<str>> {
             get_unique_id: symbol(&library, "ncclGetUniqueId")?,
             comm_init_all: symbol(&library, "ncclCommInitAll")?,
             comm_destroy: symbol(&library, "ncclCommDestroy")?,
+            comm_abort: symbol(&library, "ncclCommAbort")?,
             get_error_string: symbol(&library, "ncclGetErrorString")?,
             all_reduce: symbol(&library, "ncclAllReduce")?,
             broadcast: symbol(&library, "ncclBroadcast")?,
@@ -166,7 +169,11 @@ impl Nccl {
         comm: &NcclComm,
         stream: *mut c_void,
     ) -> Result<(), String> {
-        // SAFETY: as the caller promises.
+        let raw = comm.raw();
+        if raw.is_null() {
+            return Err("ncclAllReduce: the communicator was aborted".into());
+        }
+        // SAFETY: as the caller promises; `raw` is live (not aborted).
         let code = unsafe {
             (self.all_reduce)(
                 send as *const c_void,
@@ -174,7 +181,7 @@ impl Nccl {
                 count,
                 dtype,
                 op,
-                comm.comm,
+                raw,
                 stream.cast(),
             )
         };
@@ -182,10 +189,81 @@ impl Nccl {
     }
 }
 
+/// The communicators made together by one `ncclCommInitAll`, one per rank. When one rank's
+/// device fails, the others' collectives would wait for it forever on their GPUs: the failing
+/// rank's backend aborts the clique (`ncclCommAbort` on every communicator, which ends the
+/// collectives in flight), and every rank's later collectives, and its next read or sync of a
+/// stream that ran one, fail with the reason instead of hanging (issue 30).
+pub struct Clique {
+    /// The communicators by rank; null once aborted. Enqueuing a collective holds the lock
+    /// shared, so an abort never frees a communicator under a call.
+    comms: parking_lot::RwLock<Vec<sys::ncclComm_t>>,
+    /// Why the clique was aborted, once it was.
+    aborted: OnceLock<Arc<str>>,
+}
+
+// SAFETY: NCCL communicators may be used from any thread, one call at a time per communicator
+// (each rank's is used by its runtime's ticking thread), and are freed once, under the write lock.
+unsafe impl Send for Clique {}
+// SAFETY: as above; shared references read the pointers under the lock.
+unsafe impl Sync for Clique {}
+
+impl std::fmt::Debug for Clique {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Clique")
+            .field("ranks", &self.comms.read().len())
+            .field("aborted", &self.aborted.get())
+            .finish()
+    }
+}
+
+impl Clique {
+    /// Why the clique was aborted, if it was.
+    pub fn aborted(&self) -> Option<Arc<str>> {
+        self.aborted.get().cloned()
+    }
+
+    /// Aborts every communicator of the clique, once: collectives in flight on any rank end
+    /// (their results are undefined) and later ones are refused with `reason`.
+    pub fn abort(&self, reason: &str) {
+        if self.aborted.set(reason.into()).is_err() {
+            return;
+        }
+        tracing::error!(target: "gpuworld::collective", %reason, "NCCL communicators aborted");
+        let Ok(nccl) = nccl() else { return };
+        let mut comms = self.comms.write();
+        for comm in comms.iter_mut() {
+            if !comm.is_null() {
+                // SAFETY: made by `ncclCommInitAll`, not freed yet (null once it is), and no call
+                // uses it: enqueuing holds the lock shared.
+                let code = unsafe { (nccl.comm_abort)(*comm) };
+                if let Err(message) = nccl.check(code, "ncclCommAbort") {
+                    tracing::warn!(target: "gpuworld::collective", %message, "abort failed");
+                }
+                *comm = std::ptr::null_mut();
+            }
+        }
+    }
+}
+
+impl Drop for Clique {
+    fn drop(&mut self) {
+        let Ok(nccl) = nccl() else { return };
+        for comm in self.comms.get_mut().iter() {
+            if !comm.is_null() {
+                // SAFETY: made by `ncclCommInitAll`, neither aborted nor destroyed (null then),
+                // and no rank holds it any more.
+                unsafe { (nccl.comm_destroy)(*comm) };
+            }
+        }
+    }
+}
+
 /// One rank's NCCL communicator.
 #[derive(Debug)]
 pub struct NcclComm {
-    comm: sys::ncclComm_t,
+    /// The communicators made with this one.
+    pub clique: Arc<Clique>,
     /// The rank's CUDA ordinal.
     pub device: u32,
     /// The rank.
@@ -194,18 +272,10 @@ pub struct NcclComm {
     pub ranks: usize,
 }
 
-// SAFETY: a communicator may be used from any thread, one call at a time; each is used by the
-// one runtime whose rank it is (its ticking thread), and destroyed once, in `Drop`.
-unsafe impl Send for NcclComm {}
-// SAFETY: as above: shared references only read the plain fields.
-unsafe impl Sync for NcclComm {}
-
-impl Drop for NcclComm {
-    fn drop(&mut self) {
-        if let Ok(nccl) = nccl() {
-            // SAFETY: `comm` was created by `ncclCommInitAll` and is destroyed only here.
-            unsafe { (nccl.comm_destroy)(self.comm) };
-        }
+impl NcclComm {
+    /// The raw communicator; null once the clique was aborted.
+    fn raw(&self) -> sys::ncclComm_t {
+        self.clique.comms.read()[self.rank]
     }
 }
 
@@ -223,13 +293,16 @@ pub fn communicators(devices: &[u32]) -> Result<Vec<Arc<NcclComm>>, Error> {
     let code = unsafe { (nccl.comm_init_all)(comms.as_mut_ptr(), count, ordinals.as_ptr()) };
     nccl.check(code, "ncclCommInitAll").map_err(unavailable)?;
     let ranks = comms.len();
-    Ok(comms
-        .into_iter()
-        .zip(devices)
+    let clique = Arc::new(Clique {
+        comms: parking_lot::RwLock::new(comms),
+        aborted: OnceLock::new(),
+    });
+    Ok(devices
+        .iter()
         .enumerate()
-        .map(|(rank, (comm, &device))| {
+        .map(|(rank, &device)| {
             Arc::new(NcclComm {
-                comm,
+                clique: clique.clone(),
                 device,
                 rank,
                 ranks,
@@ -359,6 +432,7 @@ impl CudaBackend {
                 crate::Backend::device_index(self)
             )));
         }
+        self.note_collective(s, &call.comm.clique);
         let stream: sys::cudaStream_t = self.work_stream(s).cast();
         let pointer = |i: usize| {
             buffers
@@ -366,11 +440,17 @@ impl CudaBackend {
                 .and_then(|region| self.region_pointer(*region))
                 .ok_or_else(|| fault(format!("{} bound to freed or missing memory", call.name())))
         };
-        let comm = call.comm.comm;
+        // Held shared while the call is enqueued: an abort waits for it, then frees.
+        let comms = call.comm.clique.comms.read();
+        let comm = comms[call.comm.rank];
+        if let Some(reason) = call.comm.clique.aborted() {
+            return Err(fault(aborted_message(call.name(), &reason)));
+        }
         self.bind();
         // SAFETY: the pointers are live allocations of this device covering the task's
         // regions, whose sizes the client checked against `count` and the group's size;
-        // `stream` is this context's stream; `comm` is this device's communicator.
+        // `stream` is this context's stream; `comm` is this device's communicator, live (not
+        // aborted) while the lock is held.
         let code = unsafe {
             match call.kind {
                 NcclKind::AllReduce(op) => {
@@ -423,8 +503,82 @@ impl CudaBackend {
                 }
             }
         };
+        drop(comms);
         nccl.check(code, call.name()).map_err(fault)
     }
+
+    /// Remembers that stream `s` ran a collective of `clique`, so that an abort of the clique
+    /// faults the stream (its collective's result is undefined) and a failure of this device
+    /// aborts the clique.
+    pub(crate) fn note_collective(&mut self, s: usize, clique: &Arc<Clique>) {
+        let known = self
+            .cliques
+            .iter_mut()
+            .find(|known| std::ptr::eq(known.clique.as_ptr(), Arc::as_ptr(clique)));
+        match known {
+            Some(known) => {
+                if !known.streams.contains(&s) {
+                    known.streams.push(s);
+                }
+            }
+            None => self.cliques.push(KnownClique {
+                clique: Arc::downgrade(clique),
+                streams: vec![s],
+                reported: false,
+            }),
+        }
+        self.cliques.retain(|known| known.clique.strong_count() > 0);
+    }
+
+    /// Faults the streams that ran collectives of a clique another rank aborted, once per
+    /// clique: their next read or sync reports it.
+    pub(crate) fn notice_aborted_cliques(&mut self) {
+        let mut faults = Vec::new();
+        for known in &mut self.cliques {
+            if known.reported {
+                continue;
+            }
+            let Some(reason) = known.clique.upgrade().and_then(|clique| clique.aborted()) else {
+                continue;
+            };
+            known.reported = true;
+            for &s in &known.streams {
+                faults.push((s, aborted_message("a collective", &reason)));
+            }
+        }
+        for (s, message) in faults {
+            self.fault(s, message);
+        }
+    }
+
+    /// This device failed (`reason`): aborts every clique it ran collectives in, so the other
+    /// ranks' collectives end instead of waiting for this one forever.
+    pub(crate) fn abort_cliques(&mut self, reason: &str) {
+        let device = crate::Backend::device_index(self);
+        for known in &mut self.cliques {
+            known.reported = true;
+            if let Some(clique) = known.clique.upgrade() {
+                clique.abort(&format!("GPU {device} failed: {reason}"));
+            }
+        }
+    }
+}
+
+/// A clique this backend ran collectives in, and on which streams.
+#[derive(Debug)]
+pub(crate) struct KnownClique {
+    clique: std::sync::Weak<Clique>,
+    streams: Vec<usize>,
+    /// Whether its abort was noticed (or caused) here already.
+    reported: bool,
+}
+
+/// The error of `what` on a rank whose clique was aborted.
+fn aborted_message(what: &str, reason: &str) -> String {
+    format!(
+        "{what} was aborted: the NCCL communicators of its group were aborted because {reason}; \
+         the group's collectives fail from now on (make a new group)"
+    )
 }
 
 /// Runs `f` between `ncclGroupStart` and `ncclGroupEnd`: how one thread issues the calls of

@@ -110,6 +110,7 @@ impl CudaBackend {
             finished_reads: HashMap::default(),
             next_ticket: 0,
             poisoned: None,
+            cliques: Vec::new(),
             peers_enabled: Vec::new(),
         })
     }

@@ -399,7 +399,12 @@ impl Backend for WgpuBackend {
             .config
             .memory_capacity
             .is_some_and(|capacity| self.allocated + size > capacity);
-        if over_capacity || self.errors.lost().is_some() {
+        if let Some(reason) = self.errors.lost() {
+            return Err(AllocError::DeviceFailed {
+                reason: format!("wgpu device lost: {reason}").into(),
+            });
+        }
+        if over_capacity {
             return Err(AllocError::OutOfMemory);
         }
         let buffer = self.device.create_buffer(&wgpu::BufferDescriptor {

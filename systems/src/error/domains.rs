@@ -200,6 +200,17 @@ pub enum MemoryError {
         /// The device's largest buffer, in bytes (`DeviceProperties::max_buffer_bytes`).
         limit: u64,
     },
+    /// The device failed earlier (a sticky fault, a lost device), so it gives no memory at all.
+    #[error(
+        "{} requested from a device that failed earlier, which gives no memory: {reason}",
+        ReadableBytes(*requested)
+    )]
+    DeviceFailed {
+        /// Bytes requested.
+        requested: u64,
+        /// The device's failure.
+        reason: Arc<str>,
+    },
     /// A key into the memory pools no longer names a live page or slice.
     #[error("stale memory key: {what} no longer exists")]
     StaleHandle {

@@ -130,7 +130,7 @@ error_kinds! {
         BindingCount, ScalarType, BufferElementSize, MisalignedBinding, MissingKernelSource,
     }
     Execution(ExecutionError) { KernelPanic, ReadOnlyStore, DeviceFault, Compile }
-    Memory(MemoryError) { OutOfMemory, BufferTooLarge, StaleHandle }
+    Memory(MemoryError) { OutOfMemory, BufferTooLarge, DeviceFailed, StaleHandle }
     Device(DeviceError) { BackendUnavailable, NoSuchDevice }
     Collective(CollectiveError) { DeviceListedTwice, MismatchedBuffers }
     Config(ConfigError) { InvalidSetting }

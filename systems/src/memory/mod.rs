@@ -501,6 +501,10 @@ impl MemoryPool {
                 requested: size,
                 limit,
             }),
+            Err(AllocError::DeviceFailed { reason }) => Err(MemoryError::DeviceFailed {
+                requested: size,
+                reason,
+            }),
         }
     }
 
