@@ -57,7 +57,9 @@ def main() -> None:
     latency.set_yscale("log")
     latency.set_xlabel("seconds")
     for axis in (memory, rss, handles):
-        axis.set_ylim(bottom=0)
+        # From zero, with room above the highest line: a flat line would sit on the frame.
+        top = max((max(line.get_ydata(), default=0) for line in axis.get_lines()), default=0)
+        axis.set_ylim(bottom=0, top=max(top * 1.15, 1))
     for axis in (memory, rss, handles, latency):
         axis.grid(True, alpha=0.3)
         # Outside the panel, on the right: the lines are flat where a legend would sit.
