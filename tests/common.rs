@@ -7,6 +7,7 @@
 #[path = "common/harness.rs"]
 pub mod harness;
 #[cfg(feature = "cuda")]
+#[path = "common/two_gpus.rs"]
 pub mod two_gpus;
 
 pub use harness::Skip;

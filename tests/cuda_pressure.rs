@@ -108,7 +108,7 @@ fn filling_the_free_memory_fails_only_where_a_request_does_not_fit_and_loses_not
             );
             // It really did not fit: what the runtime held and the request exceed what was
             // free, less the driver's rounding (2 MiB a buffer) and its own growth (512 MiB).
-            let allowance = 512 * MIB + 2 * MIB * usage.number_allocs as u64;
+            let allowance = 512 * MIB + 2 * MIB * usage.number_allocs;
             assert!(
                 usage.bytes_reserved + requested + allowance > free,
                 "out of memory with {} B reserved + {requested} B requested of {free} B free: {error}",
