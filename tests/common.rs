@@ -12,6 +12,21 @@ pub mod two_gpus;
 
 pub use harness::Skip;
 
+/// How long any one call may take before a test calls it a hang.
+pub const LIMIT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Runs `call` on another thread; its result, or a panic naming `what` after [`LIMIT`] (the
+/// thread is left behind: a hang fails the test instead of the test hanging).
+pub fn within<T: Send + 'static>(what: &str, call: impl FnOnce() -> T + Send + 'static) -> T {
+    let (sender, receiver) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = sender.send(call());
+    });
+    receiver
+        .recv_timeout(LIMIT)
+        .unwrap_or_else(|_| panic!("{what} did not return within {LIMIT:?}: a hang"))
+}
+
 use gpuworld::error::BindingError;
 use std::future::Future;
 use std::pin::Pin;

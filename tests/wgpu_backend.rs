@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{Skip, bytes_of, f32s, wgpu_backend_with, wgpu_client_with};
+use common::{Skip, bytes_of, f32s, wgpu_backend_with, wgpu_client_with, within};
 use gpuworld::error::{DeviceError, ExecutionError, LaunchError, MemoryError};
 use gpuworld::kernel::{CpuSource, Param, Signature};
 
@@ -23,6 +23,7 @@ test_main![
     a_kernel_that_fails_to_compile_is_a_compile_error_naming_it_and_the_stream_keeps_working,
     a_kernel_without_wgsl_is_refused_by_the_launch_call,
     a_lost_device_fails_reads_and_syncs_instead_of_hanging,
+    a_lost_device_fails_what_involves_it_and_leaves_another_device_working,
     a_dynamic_count_follows_the_writes_before_each_launch,
     writes_that_do_not_cover_whole_words_keep_the_bytes_around_them,
     adapters_are_selected_by_index_and_by_type,
@@ -237,6 +238,74 @@ fn a_lost_device_fails_reads_and_syncs_instead_of_hanging() -> Result<(), Skip> 
         }
         other => panic!("expected the lost device's refusal, got {other:?}"),
     }
+    Ok(())
+}
+
+/// Issue 30's fault on one of two devices, on wgpu: two runtimes, each with its own device (on
+/// one adapter here), one device destroyed. Every wait is bounded: a hang fails the test.
+fn a_lost_device_fails_what_involves_it_and_leaves_another_device_working() -> Result<(), Skip> {
+    let stream = gpuworld::StreamId { value: 0 };
+    let a = wgpu_client_with(WgpuConfig::default(), Driver::DeviceThread)?.with_stream(stream);
+    let b = wgpu_client_with(WgpuConfig::default(), Driver::DeviceThread)?.with_stream(stream);
+    let x = a.create(bytes_of(&[1.0; 16]));
+    let y = b.create(bytes_of(&[5.0; 16]));
+    assert_eq!(read_f32(&a, &x), vec![1.0; 16]);
+    a.with_runtime(|rt| rt.backend().device().destroy());
+    let read = |client: &ComputeClient<WgpuBackend>, handle: &gpuworld::Handle, what: &str| {
+        let (client, handle) = (client.clone(), handle.clone());
+        within(what, move || {
+            client.read_one(&handle).map(|bytes| f32s(&bytes))
+        })
+    };
+    let lost = |result: Result<Vec<f32>, Error>, what: &str| match result {
+        Err(Error::Execution(ExecutionError::DeviceFault { message, .. })) => {
+            assert!(message.contains("lost"), "{what}: {message}");
+        }
+        Err(Error::Memory(MemoryError::DeviceFailed { reason, .. })) => {
+            assert!(reason.contains("lost"), "{what}: {reason}");
+        }
+        other => panic!("{what}: expected the lost device's error, got {other:?}"),
+    };
+    // Every call of the lost device's runtime fails, typed.
+    lost(
+        read(&a, &x, "a read on the lost device"),
+        "a read on the lost device",
+    );
+    let a1 = a.clone();
+    assert!(within("a sync on the lost device", move || a1.sync()).is_err());
+    // The other device keeps working, its data intact.
+    assert_eq!(
+        read(&b, &y, "a read on the other device").unwrap(),
+        vec![5.0; 16]
+    );
+    let z = b.empty(64);
+    b.launch(
+        &library::SCALE,
+        CubeCount::covering(16, library::LINEAR_CUBE),
+        Bindings::new().buffer(&y).buffer(&z).scalar_f32(2.0),
+    )
+    .unwrap();
+    assert_eq!(read(&b, &z, "a launch's result").unwrap(), vec![10.0; 16]);
+    // Transfers from and to the lost device fail on the side that waits.
+    match a.to_client(&x, &b) {
+        Err(error) => eprintln!("to_client from the lost device is refused: {error}"),
+        Ok(copy) => lost(read(&b, &copy, "a copy from the lost device"), "from"),
+    }
+    match b.to_client(&y, &a) {
+        Err(error) => eprintln!("to_client to the lost device is refused: {error}"),
+        Ok(copy) => lost(read(&a, &copy, "a copy to the lost device"), "to"),
+    }
+    // The other device still works after both (a failed transfer reports at most once).
+    let b1 = b.clone();
+    let _ = within("a sync on the other device", move || b1.sync());
+    assert_eq!(
+        read(&b, &y, "a read on the other device").unwrap(),
+        vec![5.0; 16]
+    );
+    assert_eq!(
+        read(&b, &z, "a read on the other device").unwrap(),
+        vec![10.0; 16]
+    );
     Ok(())
 }
 

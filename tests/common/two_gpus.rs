@@ -3,7 +3,7 @@
 //! a group over them, each client pinned to one stream so that a wait on another thread waits
 //! for the same work (a client's stream is otherwise the calling thread's).
 
-use super::{Skip, cuda_clients_or_skip, f32s};
+use super::{Skip, cuda_clients_or_skip, f32s, within};
 use gpuworld::collective::{ElemType, Group, ReduceOp};
 use gpuworld::error::{ExecutionError, MemoryError};
 use gpuworld::kernel::{Param, Signature};
@@ -11,8 +11,6 @@ use gpuworld::{
     Binding, Bindings, ComputeClient, CubeCount, CudaBackend, CudaSource, Error, Handle, KernelDef,
     StreamId,
 };
-use std::sync::mpsc;
-use std::time::Duration;
 
 /// Spins `before` thousand clock cycles, stores one word a terabyte past its binding when `wild`
 /// is not 0 (an illegal address on any device), then spins up to `after` thousand more: the
@@ -45,27 +43,13 @@ extern "C" __global__ void slow_wild_store(GW_PARAMS) {
     )],
 };
 
-/// How long any one call may take before a test calls it a hang.
-pub const LIMIT: Duration = Duration::from_secs(60);
-
-/// Runs `call` on another thread; its result, or a panic naming `what` after [`LIMIT`].
-pub fn within<T: Send + 'static>(what: &str, call: impl FnOnce() -> T + Send + 'static) -> T {
-    let (sender, receiver) = mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = sender.send(call());
-    });
-    receiver
-        .recv_timeout(LIMIT)
-        .unwrap_or_else(|_| panic!("{what} did not return within {LIMIT:?}: a hang"))
-}
-
-/// `client.sync()` within [`LIMIT`].
+/// `client.sync()` within [`super::LIMIT`].
 pub fn sync_within(what: &str, client: &ComputeClient<CudaBackend>) -> Result<(), Error> {
     let client = client.clone();
     within(what, move || client.sync())
 }
 
-/// `handle`'s floats read within [`LIMIT`].
+/// `handle`'s floats read within [`super::LIMIT`].
 pub fn read_within(
     what: &str,
     client: &ComputeClient<CudaBackend>,

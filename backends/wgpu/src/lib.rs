@@ -289,7 +289,7 @@ impl WgpuBackend {
     fn lost_on(&mut self, s: usize) -> bool {
         match self.errors.lost() {
             Some(reason) => {
-                self.streams[s].fault(reason);
+                self.streams[s].fault(format!("wgpu device lost: {reason}"));
                 true
             }
             None => false,
@@ -339,7 +339,7 @@ impl WgpuBackend {
             self.lost_reported = true;
             tracing::error!(target: "gpuworld::stream", %reason, "wgpu device lost");
             for stream in &mut self.streams {
-                stream.fault(reason.to_string());
+                stream.fault(format!("wgpu device lost: {reason}"));
             }
         }
         self.readbacks.abandon();
@@ -513,6 +513,8 @@ impl Backend for WgpuBackend {
 
     fn flush(&mut self, stream: DeviceStream) -> DeviceEvent {
         match self.stream_index(stream) {
+            // A lost device fails every later sync, as CUDA's failed context does.
+            Some(s) if self.lost_on(s) => DeviceEvent(self.submitted),
             Some(s) => self.flush_stream(s),
             None => DeviceEvent(self.submitted),
         }
@@ -541,7 +543,12 @@ impl Backend for WgpuBackend {
         self.uniforms.recycle(completed);
         self.uploads.recycle(completed);
         for failed in self.readbacks.collect() {
-            self.streams[failed.stream].fault(failed.message);
+            // A map fails when the device is gone: say so, where the loss is known by now.
+            let message = match self.errors.lost() {
+                Some(reason) => format!("{}: wgpu device lost: {reason}", failed.message),
+                None => failed.message.to_owned(),
+            };
+            self.streams[failed.stream].fault(message);
         }
         if let Some(timing) = self.timing.as_mut() {
             timing.collect();
