@@ -23,7 +23,7 @@ mod watch;
 pub use compiler::{CompileStats, default_cache_dir};
 pub use cuda_c::{CudaSource, PRELUDE, cuda_text, parameter_list};
 pub use cudarc;
-pub use nccl::{NcclCall, NcclComm, NcclGroup, NcclKind, communicators, grouped, nccl};
+pub use nccl::{Clique, NcclCall, NcclComm, NcclGroup, NcclKind, communicators, grouped, nccl};
 pub use open::{availability, device_count};
 pub use peer::{Drive, PeerArrival, PeerCopy, PeerDestination, PeerLink};
 
