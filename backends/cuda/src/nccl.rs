@@ -14,6 +14,7 @@ use gpuworld_systems::cross_device::{CollectiveOp, DeviceCollectives, ElemType, 
 use gpuworld_systems::error::{CollectiveError, DeviceError, Error};
 use std::ffi::{CStr, c_char, c_int, c_void};
 use std::sync::{Arc, OnceLock};
+use std::time::Duration;
 
 /// Where NCCL is looked for, in order: `GPUWORLD_NCCL_LIB` (a path), then these names on the
 /// loader's search path.
@@ -169,11 +170,11 @@ impl Nccl {
         comm: &NcclComm,
         stream: *mut c_void,
     ) -> Result<(), String> {
-        let raw = comm.raw();
-        if raw.is_null() {
+        let Some(comms) = comm.clique.live(comm.rank) else {
             return Err("ncclAllReduce: the communicator was aborted".into());
-        }
-        // SAFETY: as the caller promises; `raw` is live (not aborted).
+        };
+        let raw = comms[comm.rank];
+        // SAFETY: as the caller promises; `raw` is live (not aborted) while the lock is held.
         let code = unsafe {
             (self.all_reduce)(
                 send as *const c_void,
@@ -195,15 +196,23 @@ impl Nccl {
 /// collectives in flight), and every rank's later collectives, and its next read or sync of a
 /// stream that ran one, fail with the reason instead of hanging (issue 30).
 pub struct Clique {
-    /// The communicators by rank; null once aborted. Enqueuing a collective holds the lock
-    /// shared, so an abort never frees a communicator under a call.
+    /// The communicators by rank, freed by the abort or, without one, by `Drop`. Enqueuing a
+    /// collective holds the lock shared and checks `aborted` under it, so no call starts on an
+    /// aborted communicator, and the abort waits (briefly) for calls that started before it.
     comms: parking_lot::RwLock<Vec<sys::ncclComm_t>>,
     /// Why the clique was aborted, once it was.
     aborted: OnceLock<Arc<str>>,
 }
 
+/// How long an abort waits for collectives being enqueued to leave NCCL. One that stays longer is
+/// blocked inside NCCL (its queue full of work that waits for the failed rank), which is what
+/// `ncclCommAbort` from another thread is for: the abort then goes ahead under it.
+const ABORT_WAIT: Duration = Duration::from_secs(1);
+
 // SAFETY: NCCL communicators may be used from any thread, one call at a time per communicator
-// (each rank's is used by its runtime's ticking thread), and are freed once, under the write lock.
+// (each rank's is used by its runtime's ticking thread); `ncclCommAbort` may be called from
+// another thread during a call, to end it. Each communicator is freed once: by the abort, or by
+// `Drop` when there was none.
 unsafe impl Send for Clique {}
 // SAFETY: as above; shared references read the pointers under the lock.
 unsafe impl Sync for Clique {}
@@ -231,30 +240,43 @@ impl Clique {
         }
         tracing::error!(target: "gpuworld::collective", %reason, "NCCL communicators aborted");
         let Ok(nccl) = nccl() else { return };
-        let mut comms = self.comms.write();
-        for comm in comms.iter_mut() {
-            if !comm.is_null() {
-                // SAFETY: made by `ncclCommInitAll`, not freed yet (null once it is), and no call
-                // uses it: enqueuing holds the lock shared.
-                let code = unsafe { (nccl.comm_abort)(*comm) };
-                if let Err(message) = nccl.check(code, "ncclCommAbort") {
-                    tracing::warn!(target: "gpuworld::collective", %message, "abort failed");
-                }
-                *comm = std::ptr::null_mut();
+        // No call starts once the flag is up; wait for those that started before it.
+        let exclusive = self.comms.try_write_for(ABORT_WAIT);
+        let comms: Vec<sys::ncclComm_t> = match &exclusive {
+            Some(comms) => comms.to_vec(),
+            None => {
+                tracing::warn!(target: "gpuworld::collective", "a collective is blocked inside NCCL: aborting under it");
+                self.comms.read().to_vec()
+            }
+        };
+        for comm in comms {
+            // SAFETY: made by `ncclCommInitAll` and freed only here (the flag, set once above,
+            // keeps `Drop` from freeing it again); a call still inside NCCL on it is what the
+            // abort ends.
+            let code = unsafe { (nccl.comm_abort)(comm) };
+            if let Err(message) = nccl.check(code, "ncclCommAbort") {
+                tracing::warn!(target: "gpuworld::collective", %message, "abort failed");
             }
         }
+    }
+
+    /// The raw communicator of `rank`, under the lock, unless the clique was aborted.
+    fn live(&self, rank: usize) -> Option<parking_lot::RwLockReadGuard<'_, Vec<sys::ncclComm_t>>> {
+        let comms = self.comms.read();
+        (self.aborted.get().is_none() && rank < comms.len()).then_some(comms)
     }
 }
 
 impl Drop for Clique {
     fn drop(&mut self) {
+        if self.aborted.get().is_some() {
+            // The abort freed them.
+            return;
+        }
         let Ok(nccl) = nccl() else { return };
         for comm in self.comms.get_mut().iter() {
-            if !comm.is_null() {
-                // SAFETY: made by `ncclCommInitAll`, neither aborted nor destroyed (null then),
-                // and no rank holds it any more.
-                unsafe { (nccl.comm_destroy)(*comm) };
-            }
+            // SAFETY: made by `ncclCommInitAll`, not aborted, and no rank holds it any more.
+            unsafe { (nccl.comm_destroy)(*comm) };
         }
     }
 }
@@ -270,13 +292,6 @@ pub struct NcclComm {
     pub rank: usize,
     /// Ranks in the communicator.
     pub ranks: usize,
-}
-
-impl NcclComm {
-    /// The raw communicator; null once the clique was aborted.
-    fn raw(&self) -> sys::ncclComm_t {
-        self.clique.comms.read()[self.rank]
-    }
 }
 
 /// One communicator per ordinal of `devices`, rank `r` on `devices[r]`, in this process.
@@ -440,12 +455,16 @@ impl CudaBackend {
                 .and_then(|region| self.region_pointer(*region))
                 .ok_or_else(|| fault(format!("{} bound to freed or missing memory", call.name())))
         };
-        // Held shared while the call is enqueued: an abort waits for it, then frees.
-        let comms = call.comm.clique.comms.read();
-        let comm = comms[call.comm.rank];
-        if let Some(reason) = call.comm.clique.aborted() {
+        // Held shared while the call is enqueued: an abort waits for it (briefly), then frees.
+        let Some(comms) = call.comm.clique.live(call.comm.rank) else {
+            let reason = call
+                .comm
+                .clique
+                .aborted()
+                .unwrap_or_else(|| "no such rank".into());
             return Err(fault(aborted_message(call.name(), &reason)));
-        }
+        };
+        let comm = comms[call.comm.rank];
         self.bind();
         // SAFETY: the pointers are live allocations of this device covering the task's
         // regions, whose sizes the client checked against `count` and the group's size;
