@@ -6,7 +6,7 @@
 //! rank 0. A rank that never arrives, comes twice or disagrees on the world size fails the
 //! rendezvous for everyone, with a `CollectiveError::RendezvousFailed` naming it.
 
-use super::env::ProcessGroupConfig;
+use super::env::{COLLECTIVE_TIMEOUT_ENV, ProcessGroupConfig, RENDEZVOUS_TIMEOUT_ENV};
 use super::wire::{Peer, Tag};
 use gpuworld_systems::error::CollectiveError;
 use gpuworld_systems::{Error, Result};
@@ -27,7 +27,7 @@ pub(super) fn rendezvous(config: &ProcessGroupConfig) -> Result<Vec<Option<Peer>
         join(config, deadline)?
     };
     for peer in peers.iter_mut().flatten() {
-        peer.set_timeout(config.io_timeout)
+        peer.set_timeout(config.io_timeout, COLLECTIVE_TIMEOUT_ENV)
             .map_err(|e| failed(format!("cannot set the socket timeout: {e}")))?;
     }
     tracing::debug!(
@@ -136,6 +136,11 @@ fn join(config: &ProcessGroupConfig, deadline: Instant) -> Result<Vec<Option<Pee
     hello.extend_from_slice(&(world as u32).to_le_bytes());
     hello.extend_from_slice(&port.to_le_bytes());
     root.send(Tag::Hello, &hello).map_err(into_rendezvous)?;
+    // Rank 0 may have started up to a timeout after this rank, then waits a timeout for the
+    // last rank: its answer, or its reason for giving up, can take that long.
+    let answer = remaining(deadline) + config.rendezvous_timeout;
+    root.set_timeout(answer, RENDEZVOUS_TIMEOUT_ENV)
+        .map_err(|e| failed(format!("cannot set the socket timeout: {e}")))?;
     let table = match root.recv_any().map_err(into_rendezvous)? {
         (Tag::World, table) => parse_table(&table, world)
             .ok_or_else(|| failed("rank 0 sent a malformed list of ranks".into()))?,

@@ -2,6 +2,7 @@
 //! Every read and write runs under the socket's timeout, so a silent or dead peer is an error
 //! naming its rank, never a hang.
 
+use super::env::RENDEZVOUS_TIMEOUT_ENV;
 use gpuworld_systems::Error;
 use gpuworld_systems::error::CollectiveError;
 use std::io::{ErrorKind, Read, Write};
@@ -54,21 +55,30 @@ pub(super) struct Peer {
     /// The rank at the other end.
     pub rank: usize,
     stream: TcpStream,
+    /// The variable that sets the timeout in force, named when it runs out.
+    timeout_env: &'static str,
 }
 
 impl Peer {
-    /// A connection to `rank` whose reads and writes each give up after `timeout`.
+    /// A connection to `rank` met at the rendezvous, whose reads and writes each give up after
+    /// `timeout`.
     pub fn new(rank: usize, stream: TcpStream, timeout: Duration) -> std::io::Result<Peer> {
         stream.set_nodelay(true)?;
-        stream.set_read_timeout(Some(timeout))?;
-        stream.set_write_timeout(Some(timeout))?;
-        Ok(Peer { rank, stream })
+        let mut peer = Peer {
+            rank,
+            stream,
+            timeout_env: RENDEZVOUS_TIMEOUT_ENV,
+        };
+        peer.set_timeout(timeout, RENDEZVOUS_TIMEOUT_ENV)?;
+        Ok(peer)
     }
 
-    /// Changes how long each read and write waits.
-    pub fn set_timeout(&self, timeout: Duration) -> std::io::Result<()> {
+    /// Changes how long each read and write waits, and the variable that set it.
+    pub fn set_timeout(&mut self, timeout: Duration, env: &'static str) -> std::io::Result<()> {
         self.stream.set_read_timeout(Some(timeout))?;
-        self.stream.set_write_timeout(Some(timeout))
+        self.stream.set_write_timeout(Some(timeout))?;
+        self.timeout_env = env;
+        Ok(())
     }
 
     /// The peer's address as this end sees it.
@@ -161,9 +171,10 @@ impl Peer {
             ErrorKind::WouldBlock | ErrorKind::TimedOut => {
                 let timeout = self.stream.read_timeout().ok().flatten();
                 format!(
-                    "timed out {doing} after {:.1} s (GPUWORLD_COLLECTIVE_TIMEOUT_SECS): the rank \
-                     is stuck or never called this collective",
-                    timeout.unwrap_or_default().as_secs_f64()
+                    "timed out {doing} after {:.1} s ({}): it is stuck, or never made the call \
+                     this rank makes",
+                    timeout.unwrap_or_default().as_secs_f64(),
+                    self.timeout_env
                 )
             }
             ErrorKind::UnexpectedEof
