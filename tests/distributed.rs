@@ -60,7 +60,12 @@ fn main() -> ExitCode {
     ];
     let trials = tests
         .into_iter()
-        .map(|(name, body)| Trial::test(name, move || Ok(body())))
+        .map(|(name, body)| {
+            Trial::test(name, move || {
+                body();
+                Ok(())
+            })
+        })
         .collect();
     libtest_mimic::run(&Arguments::from_args(), trials).exit_code()
 }
