@@ -345,17 +345,16 @@ impl ProcessGroup {
         if self.rank() == 0 {
             return self.exchange_as_root(op, tag, mine, combine);
         }
-        let payload = match &mine {
-            Ok(bytes) => (tag, bytes.clone()),
-            Err(error) => (Tag::Failed, Failure::of(error, self.rank()).encode()),
-        };
+        let rank = self.rank();
         let root = self.peer(0)?;
-        let reply = root
-            .send(payload.0, &payload.1)
-            .and_then(|()| root.recv(tag, op));
+        let sent = match &mine {
+            Ok(bytes) => root.send(tag, bytes),
+            Err(error) => root.send(Tag::Failed, &Failure::of(error, rank).encode()),
+        };
+        let reply = sent.and_then(|()| root.recv(tag, op));
         let reply = reply.map_err(|lost| self.lose(0, lost))?;
-        let mine = mine?;
-        drop(mine);
+        // This rank's own failure says more than rank 0's report of it.
+        mine?;
         reply.map_err(|failure| failure.into_error(op))
     }
 
