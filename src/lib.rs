@@ -20,6 +20,7 @@ mod client;
 pub mod collective;
 pub mod config;
 mod devices;
+pub mod distributed;
 pub mod testing;
 pub mod tune;
 

@@ -278,6 +278,20 @@ const OTHER_ERRORS: &[(ErrorKind, &str)] = &[
          `tests/cuda_fault_devices.rs` on two GPUs",
     ),
     (
+        ErrorKind::PeerFailed,
+        "a rank of a process group (`gpuworld::distributed`) closed its connection, went silent \
+         past `GPUWORLD_COLLECTIVE_TIMEOUT_SECS` or failed its part, naming the rank; returned by \
+         the collective or transfer of every other rank that needed it, and by every later call \
+         that needs the lost connection (`tests/distributed.rs`)",
+    ),
+    (
+        ErrorKind::RendezvousFailed,
+        "the ranks of a process group could not meet: a rank that never arrived within \
+         `GPUWORLD_RENDEZVOUS_TIMEOUT_SECS` (named), a rank that came twice or a world size the \
+         ranks disagree on; returned by `ProcessGroup::join` on every rank \
+         (`tests/distributed.rs`)",
+    ),
+    (
         ErrorKind::StaleHandle,
         "a key into the memory pools outlived its page; a bug in gpuworld if a caller ever sees it",
     ),

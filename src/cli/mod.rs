@@ -11,6 +11,7 @@ mod heat_slabs;
 mod heatmap;
 mod info;
 mod kernel_table;
+mod launch;
 mod replay;
 mod summary;
 
@@ -45,6 +46,8 @@ pub enum Command {
     Replay(replay::ReplayArgs),
     /// Print the effective configuration and where each value came from
     Config,
+    /// Start one process per device with torchrun's variables set, and stop all if one fails
+    Launch(launch::LaunchArgs),
 }
 
 /// Why a subcommand failed.
@@ -117,6 +120,9 @@ pub enum CliError {
         /// Cells whose bits differ.
         differing: usize,
     },
+    /// `gpuworld launch` refused its arguments or a rank failed.
+    #[error(transparent)]
+    Launch(#[from] launch::LaunchError),
     /// Standard output could not be written.
     #[error("cannot write to stdout: {0}")]
     Stdout(#[from] std::io::Error),
@@ -128,6 +134,7 @@ impl CliError {
     pub fn exit_code(&self) -> ExitCode {
         match self {
             CliError::BackendNotBuilt(_) | CliError::NoMultiDevice(_) => ExitCode::from(2),
+            CliError::Launch(error) if error.is_usage() => ExitCode::from(2),
             _ => ExitCode::FAILURE,
         }
     }
@@ -141,5 +148,6 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
         Some(Command::Info) => info::run(),
         Some(Command::Replay(args)) => replay::run(&args),
         Some(Command::Config) => config::run(),
+        Some(Command::Launch(args)) => Ok(launch::run(&args)?),
     }
 }

@@ -242,7 +242,7 @@ pub enum DeviceError {
 }
 
 /// A group of devices, or the buffers of a collective or transfer between them, do not fit
-/// together; returned at once, with nothing queued.
+/// together (returned at once, with nothing queued); or a rank of a process group failed.
 #[derive(thiserror::Error, Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub enum CollectiveError {
@@ -258,6 +258,22 @@ pub enum CollectiveError {
         /// The collective (`all_reduce`, `broadcast`, `to_client`, ...).
         op: &'static str,
         /// What does not fit: counts, sizes or element types.
+        reason: Arc<str>,
+    },
+    /// A rank of a process group (`gpuworld::distributed`) failed during a collective or a
+    /// transfer: it closed its connection, went silent past the timeout, or reported an error.
+    #[error("rank {rank} of the process group failed: {reason}")]
+    PeerFailed {
+        /// The rank that failed.
+        rank: usize,
+        /// How it failed, as this process saw it.
+        reason: Arc<str>,
+    },
+    /// The ranks of a process group could not meet: a rank never arrived before the timeout,
+    /// came twice, or disagrees on the world size.
+    #[error("rendezvous failed: {reason}")]
+    RendezvousFailed {
+        /// What went wrong, naming the ranks and the address.
         reason: Arc<str>,
     },
 }

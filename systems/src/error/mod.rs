@@ -132,7 +132,9 @@ error_kinds! {
     Execution(ExecutionError) { KernelPanic, ReadOnlyStore, DeviceFault, Compile }
     Memory(MemoryError) { OutOfMemory, BufferTooLarge, DeviceFailed, StaleHandle }
     Device(DeviceError) { BackendUnavailable, NoSuchDevice }
-    Collective(CollectiveError) { DeviceListedTwice, MismatchedBuffers }
+    Collective(CollectiveError) {
+        DeviceListedTwice, MismatchedBuffers, PeerFailed, RendezvousFailed,
+    }
     Config(ConfigError) { InvalidSetting }
     Autotune(AutotuneError) { AllCandidatesFailed }
     Layout(LayoutError) { ElementSize, InvalidTensor }
