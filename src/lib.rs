@@ -35,7 +35,7 @@ pub use gpuworld_systems::backend::NativeResource;
 /// The error of each domain ([`error::MemoryError`], ...) that [`Error`] composes.
 pub use gpuworld_systems::error;
 pub use gpuworld_systems::memory::{
-    AllocationMode, MemoryConfig, PoolConfig, PoolKind, PoolReport, TensorLayout,
+    AllocationMode, CachePolicy, MemoryConfig, PoolConfig, PoolKind, PoolReport, TensorLayout,
 };
 pub use gpuworld_systems::open::{BackendSettings, DeviceId, DeviceInfo, OpenBackend};
 pub use gpuworld_systems::published::InFlight;

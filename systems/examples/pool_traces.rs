@@ -6,7 +6,8 @@
 //!
 //! Run: `cargo run --release -p gpuworld-systems --example pool_traces`. Environment:
 //! `SCALE` (default 32), `SEEDS` (default `1,2,3,4,5`), `ALIGN` (device alignment, default 64, the
-//! cpu backend's), `SHAPE` (one shape by name; default all).
+//! cpu backend's), `SHAPE` (one shape by name; default all), `CACHE` (`SLACK,FIT`: the
+//! `CachePolicy` divisors; default the tight one, 128,8; `3,2` is `CachePolicy::ROOMY`).
 
 #[path = "../../benches/common/alloc_traces.rs"]
 mod alloc_traces;
@@ -15,7 +16,7 @@ mod virtual_device;
 
 use alloc_traces::{Event, Shape};
 use gpuworld_systems::backend::Backend;
-use gpuworld_systems::memory::{AllocationMode, MemoryConfig, MemoryPool, SliceKey};
+use gpuworld_systems::memory::{AllocationMode, CachePolicy, MemoryConfig, MemoryPool, SliceKey};
 use std::collections::HashMap;
 use virtual_device::VirtualDevice;
 
@@ -44,8 +45,25 @@ fn main() {
         },
     );
     let only = std::env::var("SHAPE").ok();
+    let cache = std::env::var("CACHE").map_or(CachePolicy::TIGHT, |pair| {
+        let divisors: Vec<u64> = pair
+            .split(',')
+            .map(|d| {
+                d.trim()
+                    .parse()
+                    .unwrap_or_else(|_| panic!("CACHE: `{d}` is not a number"))
+            })
+            .collect();
+        match divisors[..] {
+            [slack, fit] => CachePolicy::TIGHT
+                .with_slack_divisor(slack)
+                .with_fit_divisor(fit),
+            _ => panic!("CACHE: `{pair}` is not SLACK,FIT"),
+        }
+    });
+    let config = MemoryConfig::default().with_cache(cache);
     println!(
-        "scale {scale}, alignment {alignment}, seeds {seeds:?}\n\n| shape | peak reserved / peak in use | device allocations (all seeds) | GiB allocated (all seeds) | per seed: ratio, allocations |\n| --- | --- | --- | --- | --- |"
+        "scale {scale}, alignment {alignment}, seeds {seeds:?}, {cache:?}\n\n| shape | peak reserved / peak in use | device allocations (all seeds) | GiB allocated (all seeds) | per seed: ratio, allocations |\n| --- | --- | --- | --- | --- |"
     );
     for shape in Shape::ALL {
         if only.as_deref().is_some_and(|name| name != shape.name()) {
@@ -57,7 +75,7 @@ fn main() {
         for &seed in &seeds {
             let trace = shape.generate(seed, scale);
             let mut device = VirtualDevice::unbounded(8 << 30, alignment);
-            let mut pool = MemoryPool::new(&device.properties(), &MemoryConfig::default());
+            let mut pool = MemoryPool::new(&device.properties(), &config);
             let mut live: HashMap<u32, SliceKey> = HashMap::new();
             for event in &trace.events {
                 match *event {

@@ -4,10 +4,11 @@
 //! budget stays cached for the next request that fits it; past it, the pools return idle memory
 //! before the device is asked for more (`MemoryPool::make_room`).
 
-/// Reserved memory may exceed the budget's base by this fraction: a 128th. Measured on the trace
-/// family of `benches/alloc_traces.rs` with the base below: a 16th gave peak reserved / peak in
-/// use of 1.04–1.062 on every shape at scale 1 (idle memory grows into the slack), a 100th up
-/// to 1.010 on the training shape, a 128th 1.007–1.008 there.
+/// By default reserved memory may exceed the budget's base by a 128th (`CachePolicy::TIGHT`).
+/// Measured on the trace family of `benches/alloc_traces.rs` with the base below: a 16th gave
+/// peak reserved / peak in use of 1.04–1.062 on every shape at scale 1 (idle memory grows into
+/// the slack), a 100th up to 1.010 on the training shape, a 128th 1.007–1.008 there.
+#[cfg(test)]
 pub(crate) const SLACK_DIVISOR: u64 = 128;
 
 /// The recent peak covers the last `WINDOW_PEAKS` to `2 * WINDOW_PEAKS` times that peak in bytes
@@ -16,8 +17,10 @@ pub(crate) const SLACK_DIVISOR: u64 = 128;
 const WINDOW_PEAKS: u64 = 16;
 
 /// The most bytes in use over the program's recent allocations.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct RecentPeak {
+    /// The budget is a `slack_divisor`th over its base (`CachePolicy::slack_divisor`, at least 1).
+    slack_divisor: u64,
     /// The peak of the window before the current one.
     previous: u64,
     /// The peak of the current window.
@@ -26,7 +29,23 @@ pub(crate) struct RecentPeak {
     allocated: u64,
 }
 
+impl Default for RecentPeak {
+    fn default() -> Self {
+        RecentPeak::new(crate::memory::CachePolicy::TIGHT.slack_divisor)
+    }
+}
+
 impl RecentPeak {
+    /// Nothing allocated yet, with a budget a `slack_divisor`th over its base.
+    pub(crate) fn new(slack_divisor: u64) -> RecentPeak {
+        RecentPeak {
+            slack_divisor: slack_divisor.max(1),
+            previous: 0,
+            current: 0,
+            allocated: 0,
+        }
+    }
+
     /// Notes an allocation of `bytes` that left `in_use` bytes in use.
     pub(crate) fn allocated(&mut self, bytes: u64, in_use: u64) {
         self.current = self.current.max(in_use);
@@ -47,7 +66,7 @@ impl RecentPeak {
     /// is served.
     pub(crate) fn budget(&self, in_use_with_request: u64) -> u64 {
         let base = in_use_with_request.max(self.peak());
-        base.saturating_add(base / SLACK_DIVISOR)
+        base.saturating_add(base / self.slack_divisor)
     }
 }
 

@@ -109,6 +109,74 @@ impl PoolConfig {
     }
 }
 
+/// How much idle memory the pools keep for reuse, and how loosely a request may reuse an idle
+/// buffer of its own: memory held against buffers made and destroyed (issue 25). Making a buffer
+/// costs little on CUDA (`cuMemAlloc`) and on the host, but NVIDIA's Vulkan driver charges about
+/// 33 ms per GiB made and destroyed, which on a workload of large, varying buffers is most of
+/// its time: [`CachePolicy::ROOMY`] trades memory for it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CachePolicy {
+    /// Idle memory is kept up to a `slack_divisor`th over the most that was in use recently
+    /// (`budget.rs`); past it, idle memory goes back before the device is asked for more. At
+    /// least 1.
+    pub slack_divisor: u64,
+    /// A request reuses an idle buffer of its own only if it wastes at most a `fit_divisor`th of
+    /// it. At least 2.
+    pub fit_divisor: u64,
+}
+
+impl CachePolicy {
+    /// The default: idle memory up to a 128th over the recent peak, reuse wasting at most an
+    /// eighth. Peak reserved stays within 1.003–1.024 of peak in use on the trace family of
+    /// `benches/alloc_traces.rs` at scale 1.
+    pub const TIGHT: CachePolicy = CachePolicy {
+        slack_divisor: 128,
+        fit_divisor: 8,
+    };
+    /// Idle memory up to a third over the recent peak, reuse wasting up to half a buffer: on
+    /// the log-uniform traces (sizes up to 512 MiB) about 1.33 of peak in use for a fifth to a
+    /// third of the bytes made (`docs/benchmarks.md`). For devices where making buffers is slow
+    /// (wgpu on NVIDIA).
+    pub const ROOMY: CachePolicy = CachePolicy {
+        slack_divisor: 3,
+        fit_divisor: 2,
+    };
+
+    /// This policy with [`slack_divisor`](Self::slack_divisor) set to `slack_divisor`.
+    #[must_use]
+    pub fn with_slack_divisor(mut self, slack_divisor: u64) -> Self {
+        self.slack_divisor = slack_divisor;
+        self
+    }
+
+    /// This policy with [`fit_divisor`](Self::fit_divisor) set to `fit_divisor`.
+    #[must_use]
+    pub fn with_fit_divisor(mut self, fit_divisor: u64) -> Self {
+        self.fit_divisor = fit_divisor;
+        self
+    }
+
+    /// The policy within its bounds (`slack_divisor` at least 1, `fit_divisor` at least 2),
+    /// with a warning for each value raised.
+    pub(crate) fn checked(self) -> CachePolicy {
+        let checked = CachePolicy {
+            slack_divisor: self.slack_divisor.max(1),
+            fit_divisor: self.fit_divisor.max(2),
+        };
+        if checked != self {
+            tracing::warn!(target: "gpuworld::memory", asked = ?self, used = ?checked, "cache policy out of bounds: raised to the smallest allowed");
+        }
+        checked
+    }
+}
+
+impl Default for CachePolicy {
+    fn default() -> Self {
+        CachePolicy::TIGHT
+    }
+}
+
 /// A runtime's memory settings (part of `RuntimeConfig`).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
@@ -117,6 +185,8 @@ pub struct MemoryConfig {
     pub pools: Option<Vec<PoolConfig>>,
     /// How `create_tensor`/`empty_tensor` lay tensors out.
     pub tensor_layout: TensorLayout,
+    /// How much idle memory the pools keep, and how loosely requests reuse it.
+    pub cache: CachePolicy,
 }
 
 // Builders: the struct is `#[non_exhaustive]`, so other crates start from a constructor or
@@ -134,6 +204,13 @@ impl MemoryConfig {
     #[must_use]
     pub fn with_tensor_layout(mut self, tensor_layout: TensorLayout) -> Self {
         self.tensor_layout = tensor_layout;
+        self
+    }
+
+    /// This configuration with [`cache`](Self::cache) set to `cache`.
+    #[must_use]
+    pub fn with_cache(mut self, cache: CachePolicy) -> Self {
+        self.cache = cache;
         self
     }
 }

@@ -16,7 +16,7 @@ mod report;
 mod sliced;
 
 pub use crate::usage::MemoryUsage;
-pub use config::{DEFAULT_RELEASE_AFTER_TICKS, MemoryConfig, PoolConfig, PoolKind};
+pub use config::{CachePolicy, DEFAULT_RELEASE_AFTER_TICKS, MemoryConfig, PoolConfig, PoolKind};
 pub use exclusive::{ExclusivePool, Fit};
 pub use ladder::Ladder;
 pub use layout::{TensorLayout, TensorPlacement};
@@ -114,6 +114,7 @@ impl MemoryPool {
     /// The pools `config` asks for on `device`.
     pub fn new(device: &DeviceProperties, config: &MemoryConfig) -> MemoryPool {
         let pools = config.resolve(device);
+        let cache = config.cache.checked();
         let ladder = pools
             .iter()
             .enumerate()
@@ -134,6 +135,7 @@ impl MemoryPool {
                         max_slice,
                         pool.max_reserved,
                         pool.release_after_ticks,
+                        cache.fit_divisor,
                     )),
                     PoolKind::Exclusive => Box::new(ExclusivePool::for_ladder(
                         name,
@@ -163,7 +165,7 @@ impl MemoryPool {
             peak_reserved: 0,
             modes: AllocationModes::default(),
             parked: ParkedSlices::default(),
-            recent_peak: RecentPeak::default(),
+            recent_peak: RecentPeak::new(cache.slack_divisor),
             cleanup_requested: false,
         }
     }

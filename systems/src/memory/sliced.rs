@@ -18,8 +18,9 @@ use slotmap::SlotMap;
 /// 1.01-1.11 on every shape, a 64th no better.
 const SHARED_GROWTH_DIVISOR: u64 = 32;
 
-/// A page of its own is reused by a later request only if that request wastes at most this
-/// fraction of it: an eighth. Idle memory now stays cached up to the recent peak in use
+/// By default a page of its own is reused by a later request only if that request wastes at
+/// most an eighth of it (`CachePolicy::fit_divisor`), and a growing buffer gets an eighth more
+/// room (`SlicedPool::dedicated_page`). Idle memory stays cached up to the recent peak in use
 /// (`budget.rs`), so a loose fit carries its waste into the peak: on the trace family of
 /// `benches/alloc_traces.rs` a fifth gave peak reserved / peak in use up to 1.021 on the training
 /// shape at scale 1 and 1.055 on the log-uniform one, an eighth 1.008 and 1.031, a sixteenth
@@ -27,10 +28,11 @@ const SHARED_GROWTH_DIVISOR: u64 = 32;
 const DEDICATED_FIT_DIVISOR: u64 = 8;
 
 /// The largest page of its own a request of `padded` bytes may take: one it wastes at most a
-/// [`DEDICATED_FIT_DIVISOR`]th of.
-fn largest_dedicated_fit(padded: u64) -> u64 {
+/// `divisor`th of (at least 2).
+fn largest_dedicated_fit(padded: u64, divisor: u64) -> u64 {
+    let divisor = divisor.max(2);
     // len - padded <= len / d  <=>  (d - 1) len <= d padded
-    padded.saturating_mul(DEDICATED_FIT_DIVISOR) / (DEDICATED_FIT_DIVISOR - 1)
+    padded.saturating_mul(divisor) / (divisor - 1)
 }
 
 /// A request at most this fraction larger than an idle page of its own is taken for a growing
@@ -81,9 +83,9 @@ impl PageSummary {
     /// A page accepts a request only if it has room and the request wastes at most an eighth of
     /// it: shared pages split off what a slice does not use, so only a page of its own (made for
     /// one oversized request) can be wasted, by a request much smaller than it.
-    fn accepts(&self, padded: u64) -> bool {
+    fn accepts(&self, padded: u64, fit_divisor: u64) -> bool {
         self.largest_free >= padded
-            && (!self.dedicated || self.size <= largest_dedicated_fit(padded))
+            && (!self.dedicated || self.size <= largest_dedicated_fit(padded, fit_divisor))
     }
 }
 
@@ -120,16 +122,21 @@ pub struct SlicedPool {
     /// of growth that `MemoryPool::make_room` may have just returned (`dedicated_page`).
     returned_dedicated: Vec<u64>,
     report: PoolReport,
+    /// Pages of their own are reused by requests that waste at most this fraction of them
+    /// (`CachePolicy::fit_divisor`).
+    fit_divisor: u64,
 }
 
 impl SlicedPool {
-    /// An empty pool of `pages` holding slices up to `max_slice` bytes.
+    /// An empty pool of `pages` holding slices up to `max_slice` bytes, whose pages of their own
+    /// are reused by requests that waste at most a `fit_divisor`th of them.
     pub fn new(
         name: String,
         pages: PageSizes,
         max_slice: u64,
         max_reserved: Option<u64>,
         release_after: Option<u64>,
+        fit_divisor: u64,
     ) -> SlicedPool {
         let alignment = pages.alignment.max(1);
         let page_size = pages.full.max(alignment).next_multiple_of(alignment);
@@ -164,13 +171,20 @@ impl SlicedPool {
             pages_freed: 0,
             returned_dedicated: Vec::new(),
             report: PoolReport::new(name),
+            fit_divisor: fit_divisor.max(2),
         }
     }
 
     /// The first page, in first-fit order, that accepts `padded` bytes.
     fn first_accepting(&self, padded: u64) -> Option<usize> {
         let start = self.first_free.min(self.order.len());
-        Some(start + self.order[start..].iter().position(|s| s.accepts(padded))?)
+        let fit = self.fit_divisor;
+        Some(
+            start
+                + self.order[start..]
+                    .iter()
+                    .position(|s| s.accepts(padded, fit))?,
+        )
     }
 
     /// The size of a new shared page for a request of `padded` bytes: a 32nd of the bytes the
@@ -217,7 +231,8 @@ impl SlicedPool {
                 .returned_dedicated
                 .iter()
                 .any(|&size| just_smaller(size));
-        let roomy = largest_dedicated_fit(padded) / self.alignment * self.alignment;
+        let roomy =
+            largest_dedicated_fit(padded, DEDICATED_FIT_DIVISOR) / self.alignment * self.alignment;
         if growing && roomy <= self.page_size {
             roomy.max(padded)
         } else {

@@ -842,3 +842,29 @@ fn the_ladder_reports_the_sum_of_its_pools_through_a_mix_of_sizes() {
         "every pool of the ladder served a request"
     );
 }
+
+#[test]
+fn a_roomy_cache_reuses_an_idle_buffer_a_tight_one_would_replace() {
+    // A 64 MiB buffer of its own goes idle; 40 MiB would waste three eighths of it.
+    let run = |cache: CachePolicy| {
+        let mut backend = device(1 << 30);
+        let mut pool = MemoryPool::new(
+            &properties(256, MemoryLayout::Sliced),
+            &MemoryConfig::default().with_cache(cache),
+        );
+        let big = pool.reserve(&mut backend, 64 * MIB, AUTO).unwrap();
+        pool.release(big.slice).unwrap();
+        let smaller = pool.reserve(&mut backend, 40 * MIB, AUTO).unwrap();
+        let reused = smaller.region.storage == big.region.storage;
+        pool.release(smaller.slice).unwrap();
+        (reused, backend.allocated())
+    };
+    // The default wastes at most an eighth: a new buffer, and the idle one goes back within the
+    // budget (a 128th over the recent peak of 64 MiB).
+    assert_eq!(run(CachePolicy::TIGHT), (false, 40 * MIB));
+    // Up to half: the idle buffer serves it, and the device is asked for nothing.
+    assert_eq!(run(CachePolicy::ROOMY), (true, 64 * MIB));
+    // Out of bounds is raised to the smallest allowed (a warning says so), not a panic.
+    let raised = CachePolicy::TIGHT.with_slack_divisor(0).with_fit_divisor(1);
+    assert_eq!(run(raised), (true, 64 * MIB));
+}
