@@ -346,7 +346,9 @@ fn reducer(elem: ElemType, op: ReduceOp) -> Combine {
     })
 }
 
-fn same_sizes(name: &'static str, sizes: &[u64]) -> Result<()> {
+/// Every rank's buffer has the size of rank 0's, else `MismatchedBuffers` naming the first that
+/// does not.
+pub(crate) fn same_sizes(name: &'static str, sizes: &[u64]) -> Result<()> {
     match sizes.iter().position(|&s| s != sizes[0]) {
         Some(bad) => Err(mismatch(
             name,
@@ -359,7 +361,8 @@ fn same_sizes(name: &'static str, sizes: &[u64]) -> Result<()> {
     }
 }
 
-fn whole_elements(name: &'static str, bytes: u64, elem: ElemType) -> Result<()> {
+/// `bytes` hold a whole number of `elem`s, else `MismatchedBuffers`.
+pub(crate) fn whole_elements(name: &'static str, bytes: u64, elem: ElemType) -> Result<()> {
     if !bytes.is_multiple_of(elem.size() as u64) {
         return Err(mismatch(
             name,
@@ -372,7 +375,8 @@ fn whole_elements(name: &'static str, bytes: u64, elem: ElemType) -> Result<()> 
     Ok(())
 }
 
-fn mismatch(op: &'static str, reason: String) -> Error {
+/// `CollectiveError::MismatchedBuffers` of `op` for `reason`.
+pub(crate) fn mismatch(op: &'static str, reason: String) -> Error {
     Error::Collective(CollectiveError::MismatchedBuffers {
         op,
         reason: reason.into(),

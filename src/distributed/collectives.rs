@@ -7,9 +7,8 @@
 use super::wire::{Failure, Tag};
 use super::{Link, ProcessGroup};
 use crate::ComputeClient;
-use crate::collective::{ElemType, ReduceOp, reduce_host};
-use gpuworld_systems::error::CollectiveError;
-use gpuworld_systems::{Backend, Binding, Error, Result};
+use crate::collective::{self, ElemType, ReduceOp, mismatch, reduce_host, whole_elements};
+use gpuworld_systems::{Backend, Binding, Result};
 
 /// Rank 0's combine step: every rank's bytes, in rank order, to each rank's share.
 type Combine<'a> = Box<dyn FnOnce(&[Vec<u8>]) -> Result<Vec<Vec<u8>>> + 'a>;
@@ -54,7 +53,7 @@ impl ProcessGroup {
             mine,
             Box::new(move |inputs| {
                 same_sizes(name, inputs)?;
-                whole_elements(name, inputs[0].len(), elem)?;
+                whole_elements(name, inputs[0].len() as u64, elem)?;
                 let slices: Vec<&[u8]> = inputs.iter().map(Vec::as_slice).collect();
                 Ok(vec![reduce_host(&slices, elem, op)?; world])
             }),
@@ -239,7 +238,7 @@ impl ProcessGroup {
                     ));
                 }
                 let part = len / world;
-                whole_elements(name, part, elem)?;
+                whole_elements(name, part as u64, elem)?;
                 let slices: Vec<&[u8]> = inputs.iter().map(Vec::as_slice).collect();
                 let reduced = reduce_host(&slices, elem, op)?;
                 Ok(reduced
@@ -429,36 +428,8 @@ fn read<B: Backend>(client: &ComputeClient<B>, buffer: Binding) -> Result<Vec<u8
     Ok(client.read_one(buffer)?.into_vec())
 }
 
+/// [`collective::same_sizes`] over what every rank sent.
 fn same_sizes(name: &'static str, inputs: &[Vec<u8>]) -> Result<()> {
-    match inputs.iter().position(|i| i.len() != inputs[0].len()) {
-        Some(bad) => Err(mismatch(
-            name,
-            format!(
-                "rank 0 has {} bytes, rank {bad} has {}",
-                inputs[0].len(),
-                inputs[bad].len()
-            ),
-        )),
-        None => Ok(()),
-    }
-}
-
-fn whole_elements(name: &'static str, bytes: usize, elem: ElemType) -> Result<()> {
-    if !bytes.is_multiple_of(elem.size()) {
-        return Err(mismatch(
-            name,
-            format!(
-                "{bytes} bytes are not a whole number of {elem:?} elements ({} bytes each)",
-                elem.size()
-            ),
-        ));
-    }
-    Ok(())
-}
-
-fn mismatch(op: &'static str, reason: String) -> Error {
-    Error::Collective(CollectiveError::MismatchedBuffers {
-        op,
-        reason: reason.into(),
-    })
+    let sizes: Vec<u64> = inputs.iter().map(|input| input.len() as u64).collect();
+    collective::same_sizes(name, &sizes)
 }
