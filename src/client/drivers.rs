@@ -355,8 +355,8 @@ pub(super) fn run_device_thread<B: Backend>(shared: &Shared<B>) {
     }
 }
 
-/// Parks [`QUIET_POLL`] at a time until `ready` or `limit` passed; whether ready.
-fn poll_until(limit: Duration, mut ready: impl FnMut() -> bool) -> bool {
+/// Looks at `ready` until it holds or `limit` passed, with `pause` between looks; whether ready.
+fn wait_until(limit: Duration, pause: fn(), mut ready: impl FnMut() -> bool) -> bool {
     let start = Instant::now();
     loop {
         if ready() {
@@ -365,22 +365,18 @@ fn poll_until(limit: Duration, mut ready: impl FnMut() -> bool) -> bool {
         if start.elapsed() >= limit {
             return false;
         }
-        std::thread::park_timeout(QUIET_POLL);
+        pause();
     }
 }
 
-/// Spins (yielding the core to runnable threads) until `ready` or `limit` passed; whether ready.
-fn spin_until(limit: Duration, mut ready: impl FnMut() -> bool) -> bool {
-    let start = Instant::now();
-    loop {
-        if ready() {
-            return true;
-        }
-        if start.elapsed() >= limit {
-            return false;
-        }
-        std::thread::yield_now();
-    }
+/// [`wait_until`] yielding the core to runnable threads between looks.
+fn spin_until(limit: Duration, ready: impl FnMut() -> bool) -> bool {
+    wait_until(limit, std::thread::yield_now, ready)
+}
+
+/// [`wait_until`] parked [`QUIET_POLL`] at a time between looks.
+fn poll_until(limit: Duration, ready: impl FnMut() -> bool) -> bool {
+    wait_until(limit, || std::thread::park_timeout(QUIET_POLL), ready)
 }
 
 impl<B: Backend> ComputeClient<B> {
