@@ -14,11 +14,16 @@ use gpuworld::distributed::ProcessGroup;
 use std::process::ExitCode;
 use std::time::Instant;
 
+/// The number in `name`, `default` when it is not set; a value that is not a number stops the
+/// rank with a message naming it.
 fn setting(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|value| value.parse().ok())
-        .unwrap_or(default)
+    match std::env::var(name) {
+        Err(_) => default,
+        Ok(value) => value.trim().parse().unwrap_or_else(|_| {
+            eprintln!("process_group: {name}={value} is not a number");
+            std::process::exit(2)
+        }),
+    }
 }
 
 fn main() -> ExitCode {

@@ -277,17 +277,28 @@ fn percentile_us(sorted: &[Duration], q: f64) -> f64 {
 }
 
 /// The process's resident memory from `/proc/self/status` (`VmRSS`), in bytes; 0 where there is
-/// no such file (not Linux) or no such line.
+/// no such file (not Linux) or no such line, said once on stderr so that a flat 0 is not read as
+/// flat memory.
 pub fn resident_bytes() -> u64 {
-    let Ok(status) = std::fs::read_to_string("/proc/self/status") else {
-        return 0;
-    };
-    status
-        .lines()
-        .find_map(|line| line.strip_prefix("VmRSS:"))
-        .and_then(|rest| rest.trim().strip_suffix("kB"))
-        .and_then(|kib| kib.trim().parse::<u64>().ok())
-        .map_or(0, |kib| kib * KIB)
+    let rss = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            status
+                .lines()
+                .find_map(|line| line.strip_prefix("VmRSS:"))
+                .and_then(|rest| rest.trim().strip_suffix("kB"))
+                .and_then(|kib| kib.trim().parse::<u64>().ok())
+        });
+    rss.map_or_else(
+        || {
+            static SAID: std::sync::Once = std::sync::Once::new();
+            SAID.call_once(|| {
+                eprintln!("soak: resident memory is not measured here (no VmRSS in /proc/self/status): its column is 0")
+            });
+            0
+        },
+        |kib| kib * KIB,
+    )
 }
 
 /// An asynchronous read queued by a frame, checked once its bytes arrive.
