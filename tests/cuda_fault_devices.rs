@@ -13,7 +13,7 @@ mod common;
 
 use common::two_gpus::{assert_fault, fault_after, read_within, sync_within};
 use common::{Skip, cuda_clients_or_skip};
-use gpuworld::{Bindings, CubeCount, StreamId, library};
+use gpuworld::{Bindings, ComputeClient, CubeCount, CudaBackend, Handle, StreamId, library};
 
 test_main![a_fault_on_one_gpu_fails_its_runtime_and_leaves_the_other_working];
 
@@ -68,28 +68,19 @@ fn a_fault_on_one_gpu_fails_its_runtime_and_leaves_the_other_working() -> Result
     check("GPU 1's read of z", &z, 10.0);
 
     // Transfers from and to the faulted GPU fail on the side that waits, without a hang.
-    match a.to_client(&x, &b) {
-        Err(error) => eprintln!("to_client from GPU 0 is refused at the call: {error}"),
-        Ok(copy) => {
-            let result = read_within("GPU 1's read of a copy from GPU 0", &b, &copy);
-            eprintln!("to_client from GPU 0: {result:?}");
-            assert!(
-                result.is_err(),
-                "a copy from the faulted GPU read {result:?}"
-            );
-        }
-    }
-    match b.to_client(&y, &a) {
-        Err(error) => eprintln!("to_client to GPU 0 is refused at the call: {error}"),
-        Ok(copy) => {
-            let result = read_within("GPU 0's read of a copy from GPU 1", &a, &copy);
-            eprintln!("to_client to GPU 0: {result:?}");
-            assert!(
-                result.is_err(),
-                "a copy into the faulted GPU read {result:?}"
-            );
-        }
-    }
+    let transfer_fails =
+        |what: &str, from: &ComputeClient<CudaBackend>, to, handle: &Handle| match from
+            .to_client(handle, to)
+        {
+            Err(error) => eprintln!("{what} is refused at the call: {error}"),
+            Ok(copy) => {
+                let result = read_within(what, to, &copy);
+                eprintln!("{what}: {result:?}");
+                assert!(result.is_err(), "{what} read {result:?}");
+            }
+        };
+    transfer_fails("to_client from GPU 0", &a, &b, &x);
+    transfer_fails("to_client to GPU 0", &b, &a, &y);
     // GPU 1 is as before both (a failed transfer's error may reach its next sync once).
     let _ = sync_within("GPU 1's sync", &b);
     check("GPU 1's read of y", &y, 5.0);
