@@ -13,6 +13,8 @@
 //!   nothing and only writes the traces (with `GPUWORLD_TRACES_DUMP`, at scale 1 by default);
 //! - `GPUWORLD_TRACES_SCALE=n`: divides every size (default 32 on cpu and on a wgpu adapter
 //!   that is a CPU, 1 on GPUs);
+//! - `GPUWORLD_TRACES_CACHE=slack,fit`: the pools' `CachePolicy` divisors (default the tight one,
+//!   128,8; `3,2` is `CachePolicy::ROOMY`);
 //! - `GPUWORLD_TRACES_DUMP=dir`: writes every trace replayed there as text, for
 //!   `benches/alloc_traces_torch.py` to replay the same events.
 
@@ -42,6 +44,7 @@ struct Settings {
     backends: Option<Vec<String>>,
     scale: Option<u64>,
     dump: Option<PathBuf>,
+    cache: gpuworld::CachePolicy,
 }
 
 impl Settings {
@@ -89,12 +92,29 @@ impl Settings {
             _ => panic!("GPUWORLD_TRACES_SCALE: `{scale}` is not a number from 1 up"),
         });
         let dump = var("GPUWORLD_TRACES_DUMP").map(PathBuf::from);
+        let cache = var("GPUWORLD_TRACES_CACHE").map_or(gpuworld::CachePolicy::TIGHT, |pair| {
+            let divisors: Vec<u64> = pair
+                .split(',')
+                .map(|d| {
+                    d.trim()
+                        .parse()
+                        .unwrap_or_else(|_| panic!("GPUWORLD_TRACES_CACHE: `{d}` is not a number"))
+                })
+                .collect();
+            match divisors[..] {
+                [slack, fit] => gpuworld::CachePolicy::TIGHT
+                    .with_slack_divisor(slack)
+                    .with_fit_divisor(fit),
+                _ => panic!("GPUWORLD_TRACES_CACHE: `{pair}` is not SLACK,FIT"),
+            }
+        });
         Settings {
             seeds,
             shapes,
             backends,
             scale,
             dump,
+            cache,
         }
     }
 
@@ -180,10 +200,12 @@ fn cpu(settings: &Settings, rows: &mut Vec<Row>, ticks: &mut Vec<TickCost>) {
     use gpuworld::{CpuBackend, Driver, RuntimeConfig};
     // A cap well above the traces at HOST_SCALE: a runtime that piles up reservations fails its
     // row with OutOfMemory instead of exhausting the machine.
+    let config = RuntimeConfig::default()
+        .with_memory(gpuworld::MemoryConfig::default().with_cache(settings.cache));
     let new_client = || {
         Ok(ComputeClient::new(
             CpuBackend::with_capacity(Some(8 << 30)),
-            RuntimeConfig::default(),
+            config.clone(),
             Driver::DeviceThread,
         ))
     };
@@ -200,7 +222,14 @@ fn cpu(settings: &Settings, rows: &mut Vec<Row>, ticks: &mut Vec<TickCost>) {
 #[cfg(feature = "wgpu")]
 fn wgpu(settings: &Settings, rows: &mut Vec<Row>, ticks: &mut Vec<TickCost>) {
     use gpuworld::{Driver, WgpuConfig};
-    let new_client = || gpuworld::wgpu_client(WgpuConfig::default());
+    // The backend's own defaults (as `wgpu_client` opens it), with the cache policy asked for.
+    use gpuworld::OpenBackend as _;
+    let config = gpuworld::WgpuBackend::runtime_defaults()
+        .with_memory(gpuworld::MemoryConfig::default().with_cache(settings.cache));
+    let new_client = || {
+        gpuworld::WgpuBackend::new(WgpuConfig::default())
+            .map(|backend| ComputeClient::new(backend, config.clone(), Driver::DeviceThread))
+    };
     let adapter = match new_client() {
         Ok(client) => client.properties().name.clone(),
         Err(error) => {
