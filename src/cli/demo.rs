@@ -65,6 +65,11 @@ pub struct DemoArgs {
     #[arg(long, value_name = "N", default_value_t = 1,
           value_parser = clap::value_parser!(u32).range(1..=64))]
     pub devices: u32,
+    /// Run as one rank of a process group (under `gpuworld launch`, torchrun, mpirun or
+    /// Slurm): the field split across the ranks, halos exchanged through the group (NCCL on
+    /// cuda), checked on rank 0 against its one-device run bit for bit
+    #[arg(long, conflicts_with = "devices")]
+    pub distributed: bool,
 }
 
 impl Default for DemoArgs {
@@ -81,6 +86,7 @@ impl Default for DemoArgs {
             quiet: false,
             trace: None,
             devices: 1,
+            distributed: false,
         }
     }
 }
@@ -135,6 +141,9 @@ fn parse_alpha(text: &str) -> Result<f32, String> {
 /// say nothing.
 pub fn run(args: &DemoArgs) -> Result<(), CliError> {
     let settings = Settings::load()?;
+    if args.distributed {
+        return super::demo_processes::run(args);
+    }
     if args.devices > 1 {
         return super::demo_devices::run(args, trace_path(args, &settings));
     }

@@ -5,6 +5,7 @@
 
 use super::CliError;
 use super::heat::{HeatProblem, HeatResult};
+use gpuworld::collective::{ElemType, ReduceOp};
 use gpuworld::{Backend, Bindings, ComputeClient, CubeCount, Driver, Handle, library};
 use indicatif::ProgressBar;
 use std::time::Instant;
@@ -152,6 +153,100 @@ impl HeatProblem {
         }
         Ok(HeatResult {
             field,
+            elapsed,
+            steps_elapsed,
+        })
+    }
+}
+
+/// This process's part of a split run across processes: the rows it owns, and the times.
+pub struct RankResult {
+    /// The owned rows of the final field, row-major.
+    pub owned: Vec<f32>,
+    /// The field rows this rank owns, first and one past the last.
+    pub rows: (usize, usize),
+    /// Time from the upload until the last step had run on this rank's device.
+    pub elapsed: std::time::Duration,
+    /// Time of the steps alone.
+    pub steps_elapsed: std::time::Duration,
+}
+
+impl HeatProblem {
+    /// Runs `steps` diffusion steps of this process's slab of the field split over the ranks of
+    /// `group`, each step's halo rows exchanged with the neighbouring ranks in one
+    /// [`ProcessGroup::send_recv`] (NCCL on CUDA, TCP elsewhere), and reads the owned rows back.
+    pub fn simulate_across_processes<B: Backend>(
+        &self,
+        client: &ComputeClient<B>,
+        group: &mut gpuworld::distributed::ProcessGroup,
+        steps: u64,
+        progress: &ProgressBar,
+    ) -> Result<RankResult, CliError> {
+        let (width, rows) = (self.side as usize, self.side as usize);
+        let (rank, world) = (group.rank(), group.world_size());
+        if world > rows {
+            return Err(CliError::TooManyDevices {
+                devices: world,
+                rows,
+            });
+        }
+        let slabs = Slab::split(rows, world);
+        let slab = &slabs[rank];
+        let initial = self.initial_field();
+        let cells = bytemuck::cast_slice(&initial[slab.held.0 * width..slab.held.1 * width]);
+        // Every rank starts its clock together.
+        group.all_reduce_bytes(&[0; 4], ElemType::I32, ReduceOp::Sum)?;
+        let start = Instant::now();
+        let (mut src, mut dst) = (
+            client.create_from_slice(cells),
+            client.create_from_slice(cells),
+        );
+        client.sync()?;
+        let steps_start = Instant::now();
+        for _ in 0..steps {
+            let bindings = Bindings::new()
+                .buffer(&src)
+                .buffer(&dst)
+                .scalar_u32(self.side)
+                .scalar_u32(slab.held_rows() as u32)
+                .scalar_f32(self.alpha);
+            let count =
+                CubeCount::covering_2d(self.side, slab.held_rows() as u32, library::STENCIL_TILE);
+            client.launch(&library::STENCIL, count, bindings)?;
+            std::mem::swap(&mut src, &mut dst);
+            // The edge rows go to the neighbours, whose edge rows come back as the halos.
+            let (mut sends, mut recvs) = (Vec::new(), Vec::new());
+            if rank > 0 {
+                sends.push(((&row_of(&src, slab, slab.owned.0, width)).into(), rank - 1));
+                recvs.push(((&row_of(&src, slab, slab.held.0, width)).into(), rank - 1));
+            }
+            if rank + 1 < world {
+                sends.push((
+                    (&row_of(&src, slab, slab.owned.1 - 1, width)).into(),
+                    rank + 1,
+                ));
+                recvs.push((
+                    (&row_of(&src, slab, slab.held.1 - 1, width)).into(),
+                    rank + 1,
+                ));
+            }
+            group.send_recv(client, &sends, &recvs)?;
+            if client.driver() == Driver::Manual {
+                client.tick();
+            }
+            progress.inc(1);
+        }
+        client.sync()?;
+        let (elapsed, steps_elapsed) = (start.elapsed(), steps_start.elapsed());
+        let row_bytes = width * 4;
+        let owned = src
+            .clone()
+            .offset_start(((slab.owned.0 - slab.held.0) * row_bytes) as u64)
+            .offset_end(((slab.held.1 - slab.owned.1) * row_bytes) as u64);
+        let owned: Vec<f32> = client.read_one_as(&owned)?;
+        Ok(RankResult {
+            owned,
+            rows: slab.owned,
             elapsed,
             steps_elapsed,
         })

@@ -5,6 +5,7 @@ mod backends;
 mod config;
 mod demo;
 mod demo_devices;
+mod demo_processes;
 mod field_stats;
 mod heat;
 mod heat_slabs;

@@ -8,7 +8,9 @@ use super::wire::{Failure, Tag};
 use super::{Link, ProcessGroup};
 use crate::ComputeClient;
 use crate::collective::{self, ElemType, ReduceOp, mismatch, reduce_host, whole_elements};
+use gpuworld_systems::cross_device::CollectiveOp;
 use gpuworld_systems::{Backend, Binding, Result};
+use smallvec::smallvec;
 
 /// Rank 0's combine step: every rank's bytes, in rank order, to each rank's share.
 type Combine<'a> = Box<dyn FnOnce(&[Vec<u8>]) -> Result<Vec<Vec<u8>>> + 'a>;
@@ -25,6 +27,14 @@ impl ProcessGroup {
         op: ReduceOp,
     ) -> Result<()> {
         let buffer = buffer.into();
+        if let Some(on_device) = self.on_device(client)? {
+            let fits = whole_elements("all_reduce", buffer.size(), elem);
+            let count = buffer.size() as usize / elem.size();
+            let shape = shape(b'a', format!("{elem:?}{op:?}"), &[buffer.size()]);
+            let op = CollectiveOp::AllReduce { elem, op, count };
+            let buffers = smallvec![buffer];
+            return self.run_on_device(client, &*on_device, op, shape, fits, buffers);
+        }
         let reduced = self.all_reduce_bytes_from(read(client, buffer), elem, op)?;
         client.write(buffer, &reduced)
     }
@@ -68,6 +78,22 @@ impl ProcessGroup {
         root: usize,
     ) -> Result<()> {
         let buffer = buffer.into();
+        if let Some(on_device) = self.on_device(client)? {
+            let world = self.world_size();
+            let fits = if root >= world {
+                Err(mismatch(
+                    "broadcast",
+                    format!("root {root} in a group of {world}"),
+                ))
+            } else {
+                Ok(())
+            };
+            let bytes = buffer.size() as usize;
+            let shape = shape(b'b', root.to_string(), &[buffer.size()]);
+            let op = CollectiveOp::Broadcast { root, bytes };
+            let buffers = smallvec![buffer];
+            return self.run_on_device(client, &*on_device, op, shape, fits, buffers);
+        }
         let mine = if self.rank() == root {
             read(client, buffer)
         } else {
@@ -140,7 +166,7 @@ impl ProcessGroup {
     ) -> Result<()> {
         let (input, output) = (input.into(), output.into());
         let total = input.size() * self.world_size() as u64;
-        let mine = if output.size() != total {
+        let fits = if output.size() != total {
             Err(mismatch(
                 "all_gather",
                 format!(
@@ -152,8 +178,16 @@ impl ProcessGroup {
                 ),
             ))
         } else {
-            read(client, input)
+            Ok(())
         };
+        if let Some(on_device) = self.on_device(client)? {
+            let bytes = input.size() as usize;
+            let shape = shape(b'g', String::new(), &[input.size(), output.size()]);
+            let op = CollectiveOp::AllGather { bytes };
+            let buffers = smallvec![input, output];
+            return self.run_on_device(client, &*on_device, op, shape, fits, buffers);
+        }
+        let mine = fits.and_then(|()| read(client, input));
         let gathered = self.all_gather_from(mine)?;
         client.write(output, &gathered)
     }
@@ -189,7 +223,7 @@ impl ProcessGroup {
     ) -> Result<()> {
         let (input, output) = (input.into(), output.into());
         let world = self.world_size() as u64;
-        let mine = if output.size() * world != input.size() {
+        let fits = if output.size() * world != input.size() {
             Err(mismatch(
                 "reduce_scatter",
                 format!(
@@ -200,8 +234,18 @@ impl ProcessGroup {
                 ),
             ))
         } else {
-            read(client, input)
+            Ok(())
         };
+        if let Some(on_device) = self.on_device(client)? {
+            let fits = fits.and_then(|()| whole_elements("reduce_scatter", output.size(), elem));
+            let count = output.size() as usize / elem.size();
+            let sizes = [input.size(), output.size()];
+            let shape = shape(b'r', format!("{elem:?}{op:?}"), &sizes);
+            let op = CollectiveOp::ReduceScatter { elem, op, count };
+            let buffers = smallvec![input, output];
+            return self.run_on_device(client, &*on_device, op, shape, fits, buffers);
+        }
+        let mine = fits.and_then(|()| read(client, input));
         let part = self.reduce_scatter_from(mine, elem, op)?;
         client.write(output, &part)
     }
@@ -261,7 +305,11 @@ impl ProcessGroup {
         to: usize,
     ) -> Result<()> {
         self.check_peer("send", to)?;
-        match read(client, buffer.into()) {
+        let buffer = buffer.into();
+        if let Some(on_device) = self.on_device(client)? {
+            return self.exchange_on_device(client, &*on_device, &[(buffer, to)], &[]);
+        }
+        match read(client, buffer) {
             Ok(bytes) => self.send_bytes(&bytes, to),
             Err(error) => {
                 // The receiver hears why nothing comes, instead of waiting out its timeout.
@@ -291,6 +339,10 @@ impl ProcessGroup {
         from: usize,
     ) -> Result<()> {
         let buffer = buffer.into();
+        if let Some(on_device) = self.on_device(client)? {
+            self.check_peer("recv", from)?;
+            return self.exchange_on_device(client, &*on_device, &[], &[(buffer, from)]);
+        }
         let bytes = self.recv_bytes(from)?;
         if bytes.len() as u64 != buffer.size() {
             return Err(mismatch(
@@ -313,6 +365,38 @@ impl ProcessGroup {
             Ok(Err(failure)) => Err(failure.into_error("recv")),
             Err(lost) => Err(self.lose(from, lost)),
         }
+    }
+
+    /// Sends each `sends[i].0` to rank `sends[i].1` and receives into each `recvs[i].0` from
+    /// rank `recvs[i].1`, posted together: the halo exchange of a split domain, where every rank
+    /// sends to and receives from its neighbours in one call without waiting on them in turn.
+    /// On the devices the transfers are queued on the client's stream and the call returns; on
+    /// the host the sends go first, then the receives, so buffers that do not fit in the
+    /// sockets' buffers may wait on each other until the timeout (pair them as for
+    /// [`ProcessGroup::send`]). At most [`Peers::MAX`](gpuworld_systems::cross_device::Peers::MAX)
+    /// each way.
+    pub fn send_recv<B: Backend>(
+        &mut self,
+        client: &ComputeClient<B>,
+        sends: &[(Binding, usize)],
+        recvs: &[(Binding, usize)],
+    ) -> Result<()> {
+        for (_, to) in sends {
+            self.check_peer("send", *to)?;
+        }
+        for (_, from) in recvs {
+            self.check_peer("recv", *from)?;
+        }
+        if let Some(on_device) = self.on_device(client)? {
+            return self.exchange_on_device(client, &*on_device, sends, recvs);
+        }
+        for (buffer, to) in sends {
+            self.send(client, *buffer, *to)?;
+        }
+        for (buffer, from) in recvs {
+            self.recv(client, *buffer, *from)?;
+        }
+        Ok(())
     }
 
     fn check_peer(&self, op: &'static str, rank: usize) -> Result<()> {
@@ -426,6 +510,17 @@ impl ProcessGroup {
 /// The bytes of `buffer`, read through `client` (after the buffer's earlier writes).
 fn read<B: Backend>(client: &ComputeClient<B>, buffer: Binding) -> Result<Vec<u8>> {
     Ok(client.read_one(buffer)?.into_vec())
+}
+
+/// The shape of a call, checked across ranks on the devices: the collective, its arguments and
+/// its buffers' sizes.
+fn shape(kind: u8, arguments: String, sizes: &[u64]) -> Vec<u8> {
+    let mut shape = vec![kind];
+    shape.extend(arguments.into_bytes());
+    for size in sizes {
+        shape.extend(size.to_le_bytes());
+    }
+    shape
 }
 
 /// [`collective::same_sizes`] over what every rank sent.

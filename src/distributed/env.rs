@@ -10,6 +10,9 @@ use std::time::Duration;
 pub const RENDEZVOUS_TIMEOUT_ENV: &str = "GPUWORLD_RENDEZVOUS_TIMEOUT_SECS";
 /// The collectives' timeout variable: seconds a rank waits for a peer's bytes before failing.
 pub const COLLECTIVE_TIMEOUT_ENV: &str = "GPUWORLD_COLLECTIVE_TIMEOUT_SECS";
+/// The variable that says where collectives of GPU ranks run: `auto`, `device` or `host`
+/// ([`CollectivesOn`]).
+pub const PROCESS_COLLECTIVES_ENV: &str = "GPUWORLD_PROCESS_COLLECTIVES";
 /// How long the rendezvous and each socket read or write wait when no variable says otherwise.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -61,8 +64,25 @@ pub struct ProcessGroupConfig {
     pub master_port: u16,
     /// How long rank 0 waits for every rank, and every rank for rank 0 to answer.
     pub rendezvous_timeout: Duration,
-    /// How long a collective or transfer waits on one socket read or write.
+    /// How long a collective or transfer waits on one socket read or write, and how long a
+    /// collective on the devices may stay in flight before the group is aborted.
     pub io_timeout: Duration,
+    /// Where the collectives run when the clients' backend can run them on the devices.
+    pub collectives_on: CollectivesOn,
+}
+
+/// Where a process group's collectives run for clients whose backend has collectives across
+/// processes (CUDA's NCCL).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum CollectivesOn {
+    /// On the devices where every rank can; otherwise through host memory over the group's TCP
+    /// connections, with a warning naming the ranks that could not.
+    #[default]
+    Auto,
+    /// On the devices, or an error naming the ranks that cannot.
+    Device,
+    /// Through host memory over the group's TCP connections, always.
+    Host,
 }
 
 impl ProcessGroupConfig {
@@ -89,6 +109,7 @@ impl ProcessGroupConfig {
             master_port,
             rendezvous_timeout: DEFAULT_TIMEOUT,
             io_timeout: DEFAULT_TIMEOUT,
+            collectives_on: CollectivesOn::Auto,
         })
     }
 
@@ -176,7 +197,14 @@ impl ProcessGroupConfig {
             master_port,
             rendezvous_timeout: seconds(&var, RENDEZVOUS_TIMEOUT_ENV)?.unwrap_or(DEFAULT_TIMEOUT),
             io_timeout: seconds(&var, COLLECTIVE_TIMEOUT_ENV)?.unwrap_or(DEFAULT_TIMEOUT),
+            collectives_on: collectives_on(&var)?,
         })
+    }
+
+    /// This config with its collectives run `on` the devices, the host, or where they can.
+    pub fn with_collectives_on(mut self, on: CollectivesOn) -> ProcessGroupConfig {
+        self.collectives_on = on;
+        self
     }
 
     /// This config with the rendezvous timeout `timeout`.
@@ -189,6 +217,19 @@ impl ProcessGroupConfig {
     pub fn with_io_timeout(mut self, timeout: Duration) -> ProcessGroupConfig {
         self.io_timeout = timeout;
         self
+    }
+}
+
+/// [`PROCESS_COLLECTIVES_ENV`]'s choice, `Auto` when unset.
+fn collectives_on(var: &impl Fn(&str) -> Option<String>) -> Result<CollectivesOn> {
+    match var(PROCESS_COLLECTIVES_ENV).as_deref().map(str::trim) {
+        None | Some("") | Some("auto") => Ok(CollectivesOn::Auto),
+        Some("device") => Ok(CollectivesOn::Device),
+        Some("host") => Ok(CollectivesOn::Host),
+        Some(other) => Err(invalid(
+            PROCESS_COLLECTIVES_ENV,
+            format!("`{other}` is none of auto, device, host"),
+        )),
     }
 }
 

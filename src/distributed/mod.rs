@@ -29,11 +29,14 @@
 
 mod collectives;
 mod env;
+mod on_device;
 mod rendezvous;
+mod watchdog;
 mod wire;
 
 pub use env::{
-    COLLECTIVE_TIMEOUT_ENV, DEFAULT_TIMEOUT, ProcessGroupConfig, RENDEZVOUS_TIMEOUT_ENV,
+    COLLECTIVE_TIMEOUT_ENV, CollectivesOn, DEFAULT_TIMEOUT, PROCESS_COLLECTIVES_ENV,
+    ProcessGroupConfig, RENDEZVOUS_TIMEOUT_ENV,
 };
 
 use gpuworld_systems::{Error, Result};
@@ -46,6 +49,8 @@ pub struct ProcessGroup {
     config: ProcessGroupConfig,
     /// The connection to each rank, by rank.
     peers: Vec<Link>,
+    /// Where the collectives run (decided at the first one with a client).
+    on_device: on_device::OnDevice,
 }
 
 /// This process's connection to one rank.
@@ -68,7 +73,11 @@ impl ProcessGroup {
             .into_iter()
             .map(|peer| peer.map_or(Link::Own, Link::Live))
             .collect();
-        Ok(ProcessGroup { config, peers })
+        Ok(ProcessGroup {
+            config,
+            peers,
+            on_device: on_device::OnDevice::Undecided,
+        })
     }
 
     /// Joins the group this process's environment describes ([`ProcessGroupConfig::from_env`]).
@@ -89,6 +98,12 @@ impl ProcessGroup {
     /// This process's rank among those of its host.
     pub fn local_rank(&self) -> usize {
         self.config.local_rank
+    }
+
+    /// The backend whose devices run this group's collectives (`"cuda"` over NCCL), once a
+    /// collective decided it; `None` while they go through host memory over TCP, or before.
+    pub fn collectives_device(&self) -> Option<&'static str> {
+        self.on_device.backend()
     }
 
     /// The configuration the group was joined with.

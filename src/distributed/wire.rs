@@ -81,6 +81,11 @@ impl Peer {
         Ok(())
     }
 
+    /// A second handle on the connection, for a watchdog that only peeks at it.
+    pub fn watch_handle(&self) -> std::io::Result<TcpStream> {
+        self.stream.try_clone()
+    }
+
     /// The peer's address as this end sees it.
     pub fn peer_ip(&self) -> std::io::Result<std::net::IpAddr> {
         Ok(self.stream.peer_addr()?.ip())

@@ -2,7 +2,7 @@
 //! Backends are thin; everything the runtime decides (ordering, reuse, errors) happens above it.
 
 pub use crate::bytes::{HostBytes, HostMemoryHome};
-use crate::cross_device::{DeviceCollectives, Drive, PeerTransfer};
+use crate::cross_device::{DeviceCollectives, Drive, PeerTransfer, ProcessCollectives};
 use crate::error::{DeviceError, Error, LaunchError};
 use crate::ids::StreamId;
 use crate::kernel::{ExecutionMode, Kernel, KernelDef, KernelSource};
@@ -444,6 +444,14 @@ pub trait Backend: Send + Sync + 'static {
     /// themselves, or the error that prevents them; `None` by default, and collectives are
     /// combined on the host.
     fn device_collectives(_devices: &[u32]) -> Option<Result<Arc<dyn DeviceCollectives>, Error>>
+    where
+        Self: Sized,
+    {
+        None
+    }
+    /// Collectives across processes run on the devices themselves, or the error that prevents
+    /// them here; `None` by default, and a process group exchanges bytes over its connections.
+    fn process_collectives() -> Option<Result<&'static dyn ProcessCollectives, Error>>
     where
         Self: Sized,
     {

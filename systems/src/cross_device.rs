@@ -7,6 +7,8 @@
 
 use crate::error::Error;
 use crate::native::NativeWork;
+use std::sync::Arc;
+use std::time::Duration;
 
 /// Ticks a runtime that nobody else ticks, without blocking on its lock: a part of a transfer
 /// waiting on the other runtime's part must not depend on that runtime's owner ticking it.
@@ -94,6 +96,69 @@ pub enum CollectiveOp {
         /// Elements per output.
         count: usize,
     },
+    /// Point-to-point transfers posted together, so that two ranks sending each other wait for
+    /// nothing: the task's bindings are the buffers sent (the `i`-th to `sends[i]`), then the
+    /// buffers received (the `i`-th from `recvs[i]`), each transfer a whole binding's bytes.
+    PointToPoint {
+        /// The rank each sent buffer goes to.
+        sends: Peers,
+        /// The rank each received buffer comes from.
+        recvs: Peers,
+    },
+}
+
+/// The ranks of a point-to-point exchange, in binding order, at most [`Peers::MAX`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Peers {
+    ranks: [u32; Peers::MAX],
+    len: u8,
+}
+
+impl Peers {
+    /// The most transfers of one direction in one exchange.
+    pub const MAX: usize = 8;
+
+    /// `ranks` in order; `None` for more than [`Peers::MAX`] or a rank above `u32::MAX`.
+    pub fn new(ranks: &[usize]) -> Option<Peers> {
+        if ranks.len() > Peers::MAX {
+            return None;
+        }
+        let mut peers = Peers {
+            ranks: [0; Peers::MAX],
+            len: ranks.len() as u8,
+        };
+        for (slot, &rank) in peers.ranks.iter_mut().zip(ranks) {
+            *slot = u32::try_from(rank).ok()?;
+        }
+        Some(peers)
+    }
+
+    /// The ranks, in order.
+    pub fn ranks(&self) -> impl ExactSizeIterator<Item = usize> + '_ {
+        self.ranks[..self.len as usize].iter().map(|&r| r as usize)
+    }
+
+    /// How many ranks.
+    pub fn len(&self) -> usize {
+        self.len as usize
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+/// How a group's collectives in flight stand: what a watchdog of a group across processes looks
+/// at to end collectives that would otherwise wait forever.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CollectiveHealth {
+    /// Collectives queued on this rank's device that have not completed.
+    pub in_flight: usize,
+    /// How long the oldest of them has been queued.
+    pub oldest: Option<Duration>,
+    /// An error the collectives' library reported on its own (NCCL's asynchronous error).
+    pub error: Option<String>,
 }
 
 /// A group of devices of one backend that runs collectives on the devices themselves (NCCL's
@@ -102,4 +167,35 @@ pub trait DeviceCollectives: Send + Sync {
     /// Rank `rank`'s part of `op`: native work for that rank's stream; an error for a rank
     /// or an op the group does not have.
     fn rank_work(&self, rank: usize, op: CollectiveOp) -> Result<NativeWork, Error>;
+
+    /// How the group's collectives in flight stand; nothing in flight by default.
+    fn health(&self) -> CollectiveHealth {
+        CollectiveHealth::default()
+    }
+
+    /// Refuses the group's later collectives with `reason` (a rank left); those in flight go
+    /// on. Nothing by default.
+    fn close(&self, _reason: &str) {}
+
+    /// Ends the group's collectives in flight (their results are undefined, and the streams that
+    /// ran them report `reason`) and refuses later ones. Nothing by default.
+    fn abort(&self, _reason: &str) {}
+}
+
+/// Collectives across processes on a backend's devices: a group made by rank 0's
+/// [`ProcessCollectives::group_id`], which every rank then joins with it (NCCL's unique id and
+/// `ncclCommInitRank`).
+pub trait ProcessCollectives: Send + Sync {
+    /// A new group's id, made by rank 0 and handed to every rank.
+    fn group_id(&self) -> Result<Vec<u8>, Error>;
+
+    /// This process's member of the group `id` names: rank `rank` of `world`, on the backend's
+    /// device `device`. Blocks until every rank has joined.
+    fn join(
+        &self,
+        device: u32,
+        id: &[u8],
+        rank: usize,
+        world: usize,
+    ) -> Result<Arc<dyn DeviceCollectives>, Error>;
 }

@@ -23,7 +23,10 @@ mod watch;
 pub use compiler::{CompileStats, default_cache_dir};
 pub use cuda_c::{CudaSource, PRELUDE, cuda_text, parameter_list};
 pub use cudarc;
-pub use nccl::{Clique, NcclCall, NcclComm, NcclGroup, NcclKind, communicators, grouped, nccl};
+pub use nccl::{
+    Clique, NcclCall, NcclComm, NcclGroup, NcclKind, NcclProcessGroup, NcclProcesses,
+    communicators, grouped, nccl,
+};
 pub use open::{availability, device_count};
 pub use peer::{Drive, PeerArrival, PeerCopy, PeerDestination, PeerLink};
 
@@ -31,7 +34,7 @@ use copies::{PendingRead, Upload};
 use cudarc::driver::sys;
 use events::{EventState, EventTable, Timing};
 use gpuworld_systems::backend::*;
-use gpuworld_systems::cross_device::{DeviceCollectives, PeerTransfer};
+use gpuworld_systems::cross_device::{DeviceCollectives, PeerTransfer, ProcessCollectives};
 use gpuworld_systems::error::{DeviceError, Error};
 use gpuworld_systems::ids::StreamId;
 use gpuworld_systems::kernel::{ExecutionMode, Kernel, KernelDef};
@@ -393,6 +396,19 @@ impl Backend for CudaBackend {
     /// NCCL communicators over the group's devices (`nccl.rs`).
     fn device_collectives(devices: &[u32]) -> Option<Result<Arc<dyn DeviceCollectives>, Error>> {
         Some(communicators(devices).map(|comms| Arc::new(NcclGroup(comms)) as _))
+    }
+
+    /// NCCL communicators spanning processes (`nccl.rs`).
+    fn process_collectives() -> Option<Result<&'static dyn ProcessCollectives, Error>> {
+        let ready = nccl::nccl().and_then(|_| {
+            loader::driver().map_err(|reason| {
+                Error::Device(DeviceError::BackendUnavailable {
+                    backend: "cuda",
+                    reason: reason.into(),
+                })
+            })
+        });
+        Some(ready.map(|_| &nccl::NcclProcesses as &dyn ProcessCollectives))
     }
 
     const NAME: &'static str = "cuda";

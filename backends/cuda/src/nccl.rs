@@ -8,13 +8,17 @@
 //! `DeviceError::BackendUnavailable` with the reason.
 
 use crate::CudaBackend;
+use cudarc::driver::sys as cu;
 use cudarc::nccl::sys;
 use gpuworld_systems::backend::{NativeOp, NativeWork, Region};
-use gpuworld_systems::cross_device::{CollectiveOp, DeviceCollectives, ElemType, ReduceOp};
+use gpuworld_systems::cross_device::{
+    CollectiveHealth, CollectiveOp, DeviceCollectives, ElemType, Peers, ProcessCollectives,
+    ReduceOp,
+};
 use gpuworld_systems::error::{CollectiveError, DeviceError, Error};
 use std::ffi::{CStr, c_char, c_int, c_void};
 use std::sync::{Arc, OnceLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Where NCCL is looked for, in order: `GPUWORLD_NCCL_LIB` (a path), then these names on the
 /// loader's search path.
@@ -23,6 +27,22 @@ const NCCL_NAMES: [&str; 2] = ["libnccl.so.2", "libnccl.so"];
 type GetUniqueId = unsafe extern "C" fn(*mut sys::ncclUniqueId) -> sys::ncclResult_t;
 type CommInitAll =
     unsafe extern "C" fn(*mut sys::ncclComm_t, c_int, *const c_int) -> sys::ncclResult_t;
+type CommInitRank = unsafe extern "C" fn(
+    *mut sys::ncclComm_t,
+    c_int,
+    sys::ncclUniqueId,
+    c_int,
+) -> sys::ncclResult_t;
+type CommGetAsyncError =
+    unsafe extern "C" fn(sys::ncclComm_t, *mut sys::ncclResult_t) -> sys::ncclResult_t;
+type PeerCall = unsafe extern "C" fn(
+    *mut c_void,
+    usize,
+    sys::ncclDataType_t,
+    c_int,
+    sys::ncclComm_t,
+    sys::cudaStream_t,
+) -> sys::ncclResult_t;
 type CommDestroy = unsafe extern "C" fn(sys::ncclComm_t) -> sys::ncclResult_t;
 type CommAbort = CommDestroy;
 type GetErrorString = unsafe extern "C" fn(sys::ncclResult_t) -> *const c_char;
@@ -61,6 +81,8 @@ pub struct Nccl {
     _library: libloading::Library,
     get_unique_id: GetUniqueId,
     comm_init_all: CommInitAll,
+    comm_init_rank: CommInitRank,
+    comm_get_async_error: CommGetAsyncError,
     comm_destroy: CommDestroy,
     comm_abort: CommAbort,
     get_error_string: GetErrorString,
@@ -70,6 +92,9 @@ pub struct Nccl {
     reduce_scatter: ReduceScatter,
     group_start: GroupCall,
     group_end: GroupCall,
+    /// `ncclSend` (its buffer is read only; NCCL declares it `const`).
+    send: PeerCall,
+    recv: PeerCall,
 }
 
 fn unavailable(reason: impl Into<Arc<str>>) -> Error {
@@ -120,6 +145,8 @@ fn load() -> Result<Nccl, Arc<str>> {
         Ok(Nccl {
             get_unique_id: symbol(&library, "ncclGetUniqueId")?,
             comm_init_all: symbol(&library, "ncclCommInitAll")?,
+            comm_init_rank: symbol(&library, "ncclCommInitRank")?,
+            comm_get_async_error: symbol(&library, "ncclCommGetAsyncError")?,
             comm_destroy: symbol(&library, "ncclCommDestroy")?,
             comm_abort: symbol(&library, "ncclCommAbort")?,
             get_error_string: symbol(&library, "ncclGetErrorString")?,
@@ -129,6 +156,8 @@ fn load() -> Result<Nccl, Arc<str>> {
             reduce_scatter: symbol(&library, "ncclReduceScatter")?,
             group_start: symbol(&library, "ncclGroupStart")?,
             group_end: symbol(&library, "ncclGroupEnd")?,
+            send: symbol(&library, "ncclSend")?,
+            recv: symbol(&library, "ncclRecv")?,
             _library: library,
         })
     }
@@ -145,7 +174,7 @@ impl Nccl {
         Err(format!("{what}: {} ({code:?})", text.to_string_lossy()))
     }
 
-    /// A fresh unique id (for communicators across processes; unused within one).
+    /// A fresh unique id, for communicators across processes.
     pub fn unique_id(&self) -> Result<sys::ncclUniqueId, Error> {
         let mut id = sys::ncclUniqueId { internal: [0; 128] };
         // SAFETY: `id` is a valid out-pointer.
@@ -170,10 +199,10 @@ impl Nccl {
         comm: &NcclComm,
         stream: *mut c_void,
     ) -> Result<(), String> {
-        let Some(comms) = comm.clique.live(comm.rank) else {
+        let Some(comms) = comm.clique.live(comm.slot) else {
             return Err("ncclAllReduce: the communicator was aborted".into());
         };
-        let raw = comms[comm.rank];
+        let raw = comms[comm.slot];
         // SAFETY: as the caller promises; `raw` is live (not aborted) while the lock is held.
         let code = unsafe {
             (self.all_reduce)(
@@ -202,6 +231,20 @@ pub struct Clique {
     comms: parking_lot::RwLock<Vec<sys::ncclComm_t>>,
     /// Why the clique was aborted, once it was.
     aborted: OnceLock<Arc<str>>,
+    /// Why the clique takes no more collectives (a rank left), once it does not; those in flight
+    /// go on.
+    closed: OnceLock<Arc<str>>,
+    /// For a clique spanning processes: the collectives queued and not yet seen complete, which
+    /// the process group's watchdog looks at (`Clique::health`).
+    watched: Option<Watched>,
+}
+
+/// The collectives in flight of a clique spanning processes: an event recorded after each, and
+/// when it was queued.
+struct Watched {
+    /// The context of the rank's device, made current by the watchdog's thread to query events.
+    context: cu::CUcontext,
+    in_flight: parking_lot::Mutex<Vec<(cu::CUevent, Instant)>>,
 }
 
 /// How long an abort waits for collectives being enqueued to leave NCCL. One that stays longer is
@@ -227,9 +270,90 @@ impl std::fmt::Debug for Clique {
 }
 
 impl Clique {
+    /// A clique of `comms`, by rank (one communicator, for a rank of a group across processes,
+    /// with `watched` the context its collectives' events are queried in).
+    fn new(comms: Vec<sys::ncclComm_t>, watched: Option<cu::CUcontext>) -> Clique {
+        Clique {
+            comms: parking_lot::RwLock::new(comms),
+            aborted: OnceLock::new(),
+            closed: OnceLock::new(),
+            watched: watched.map(|context| Watched {
+                context,
+                in_flight: parking_lot::Mutex::new(Vec::new()),
+            }),
+        }
+    }
+
     /// Why the clique was aborted, if it was.
     pub fn aborted(&self) -> Option<Arc<str>> {
         self.aborted.get().cloned()
+    }
+
+    /// Why the clique takes no more collectives, if it does not: aborted, or closed.
+    pub fn refused(&self) -> Option<Arc<str>> {
+        self.aborted().or_else(|| self.closed.get().cloned())
+    }
+
+    /// Refuses later collectives with `reason`; those in flight go on.
+    pub fn close(&self, reason: &str) {
+        if self.closed.set(reason.into()).is_ok() {
+            tracing::warn!(target: "gpuworld::collective", %reason, "NCCL communicator closed");
+        }
+    }
+
+    /// Records an event after the collective just queued on `stream`, for the watchdog.
+    fn watch_after(&self, stream: cu::CUstream) {
+        let Some(watched) = &self.watched else { return };
+        let mut event = std::ptr::null_mut();
+        // SAFETY: creates an event in the current context (the caller's device's), recorded on
+        // that context's stream; destroyed by `health` once passed, or by `Drop`.
+        unsafe {
+            let flags = cu::CUevent_flags::CU_EVENT_DISABLE_TIMING as u32;
+            if cu::cuEventCreate(&mut event, flags) != cu::CUresult::CUDA_SUCCESS {
+                tracing::warn!(target: "gpuworld::collective", "no event to watch a collective with");
+                return;
+            }
+            if cu::cuEventRecord(event, stream) != cu::CUresult::CUDA_SUCCESS {
+                cu::cuEventDestroy_v2(event);
+                return;
+            }
+        }
+        watched.in_flight.lock().push((event, Instant::now()));
+    }
+
+    /// The collectives in flight and NCCL's asynchronous error, for the watchdog.
+    fn health(&self, slot: usize) -> CollectiveHealth {
+        let mut health = CollectiveHealth::default();
+        if let Some(watched) = &self.watched {
+            crate::bind_context(watched.context);
+            let mut in_flight = watched.in_flight.lock();
+            // SAFETY: the events were made by `watch_after` and are destroyed only here.
+            in_flight.retain(|&(event, _)| unsafe {
+                if cu::cuEventQuery(event) == cu::CUresult::CUDA_ERROR_NOT_READY {
+                    true
+                } else {
+                    cu::cuEventDestroy_v2(event);
+                    false
+                }
+            });
+            health.in_flight = in_flight.len();
+            health.oldest = in_flight.first().map(|(_, queued)| queued.elapsed());
+        }
+        let (Ok(nccl), Some(comms)) = (nccl(), self.live(slot)) else {
+            return health;
+        };
+        let mut state = sys::ncclResult_t::ncclSuccess;
+        // SAFETY: the communicator is live while the lock is held; `state` is an out-pointer.
+        let code = unsafe { (nccl.comm_get_async_error)(comms[slot], &mut state) };
+        drop(comms);
+        health.error = nccl
+            .check(code, "ncclCommGetAsyncError")
+            .and_then(|()| match state {
+                sys::ncclResult_t::ncclSuccess | sys::ncclResult_t::ncclInProgress => Ok(()),
+                failed => nccl.check(failed, "NCCL"),
+            })
+            .err();
+        health
     }
 
     /// Aborts every communicator of the clique, once: collectives in flight on any rank end
@@ -261,14 +385,22 @@ impl Clique {
     }
 
     /// The raw communicator of `rank`, under the lock, unless the clique was aborted.
-    fn live(&self, rank: usize) -> Option<parking_lot::RwLockReadGuard<'_, Vec<sys::ncclComm_t>>> {
+    fn live(&self, slot: usize) -> Option<parking_lot::RwLockReadGuard<'_, Vec<sys::ncclComm_t>>> {
         let comms = self.comms.read();
-        (self.aborted.get().is_none() && rank < comms.len()).then_some(comms)
+        (self.refused().is_none() && slot < comms.len()).then_some(comms)
     }
 }
 
 impl Drop for Clique {
     fn drop(&mut self) {
+        if let Some(watched) = &mut self.watched {
+            crate::bind_context(watched.context);
+            for (event, _) in watched.in_flight.get_mut().drain(..) {
+                // SAFETY: made by `watch_after`; destroying a pending event is allowed (its
+                // resources go once it passes).
+                unsafe { cu::cuEventDestroy_v2(event) };
+            }
+        }
         if self.aborted.get().is_some() {
             // The abort freed them.
             return;
@@ -290,6 +422,9 @@ pub struct NcclComm {
     pub device: u32,
     /// The rank.
     pub rank: usize,
+    /// Where its communicator is in the clique's list: the rank within one process, 0 for a rank
+    /// of a group across processes.
+    pub slot: usize,
     /// Ranks in the communicator.
     pub ranks: usize,
 }
@@ -308,10 +443,7 @@ pub fn communicators(devices: &[u32]) -> Result<Vec<Arc<NcclComm>>, Error> {
     let code = unsafe { (nccl.comm_init_all)(comms.as_mut_ptr(), count, ordinals.as_ptr()) };
     nccl.check(code, "ncclCommInitAll").map_err(unavailable)?;
     let ranks = comms.len();
-    let clique = Arc::new(Clique {
-        comms: parking_lot::RwLock::new(comms),
-        aborted: OnceLock::new(),
-    });
+    let clique = Arc::new(Clique::new(comms, None));
     Ok(devices
         .iter()
         .enumerate()
@@ -320,6 +452,7 @@ pub fn communicators(devices: &[u32]) -> Result<Vec<Arc<NcclComm>>, Error> {
                 clique: clique.clone(),
                 device,
                 rank,
+                slot: rank,
                 ranks,
             })
         })
@@ -348,6 +481,9 @@ impl DeviceCollectives for NcclGroup {
             CollectiveOp::ReduceScatter { elem, op, count } => {
                 (NcclKind::ReduceScatter(red_op(op)), dtype(elem), count)
             }
+            CollectiveOp::PointToPoint { sends, recvs } => {
+                (NcclKind::PointToPoint { sends, recvs }, bytes, 0)
+            }
             other => {
                 return Err(Error::Collective(CollectiveError::MismatchedBuffers {
                     op: "nccl",
@@ -362,6 +498,11 @@ impl DeviceCollectives for NcclGroup {
             count,
         }))
     }
+}
+
+/// The element type of point-to-point transfers: bytes.
+fn bytes_type() -> sys::ncclDataType_t {
+    sys::ncclDataType_t::ncclUint8
 }
 
 /// NCCL's name of `elem`.
@@ -398,6 +539,14 @@ pub enum NcclKind {
     AllGather,
     /// From the task's first binding into its second (a `ranks`-th of it).
     ReduceScatter(sys::ncclRedOp_t),
+    /// Sends of the task's first `sends.len()` bindings, receives into the rest, posted
+    /// together (`ncclGroupStart`/`ncclGroupEnd`), each a whole binding's bytes.
+    PointToPoint {
+        /// The rank each sent binding goes to.
+        sends: Peers,
+        /// The rank each received binding comes from.
+        recvs: Peers,
+    },
 }
 
 /// One rank's part of a collective: the task a runtime enqueues on its stream.
@@ -421,6 +570,7 @@ impl NativeOp for NcclCall {
             NcclKind::Broadcast { .. } => "nccl broadcast",
             NcclKind::AllGather => "nccl all_gather",
             NcclKind::ReduceScatter(_) => "nccl reduce_scatter",
+            NcclKind::PointToPoint { .. } => "nccl send/recv",
         }
     }
 
@@ -456,15 +606,15 @@ impl CudaBackend {
                 .ok_or_else(|| fault(format!("{} bound to freed or missing memory", call.name())))
         };
         // Held shared while the call is enqueued: an abort waits for it (briefly), then frees.
-        let Some(comms) = call.comm.clique.live(call.comm.rank) else {
+        let Some(comms) = call.comm.clique.live(call.comm.slot) else {
             let reason = call
                 .comm
                 .clique
-                .aborted()
+                .refused()
                 .unwrap_or_else(|| "no such rank".into());
             return Err(fault(aborted_message(call.name(), &reason)));
         };
-        let comm = comms[call.comm.rank];
+        let comm = comms[call.comm.slot];
         self.bind();
         // SAFETY: the pointers are live allocations of this device covering the task's
         // regions, whose sizes the client checked against `count` and the group's size;
@@ -520,10 +670,37 @@ impl CudaBackend {
                         stream,
                     )
                 }
+                NcclKind::PointToPoint { sends, recvs } => {
+                    let transfers = sends
+                        .ranks()
+                        .map(|peer| (nccl.send, peer))
+                        .chain(recvs.ranks().map(|peer| (nccl.recv, peer)));
+                    let mut posted = Vec::with_capacity(sends.len() + recvs.len());
+                    for (i, (post, peer)) in transfers.enumerate() {
+                        let len = buffers.get(i).map_or(0, |region| region.size as usize);
+                        posted.push((post, pointer(i)?, len, peer));
+                    }
+                    let mut code = (nccl.group_start)();
+                    for (post, p, len, peer) in posted {
+                        if code != sys::ncclResult_t::ncclSuccess {
+                            break;
+                        }
+                        let peer = c_int::try_from(peer).unwrap_or(c_int::MAX);
+                        code = post(p as *mut c_void, len, bytes_type(), peer, comm, stream);
+                    }
+                    let end = (nccl.group_end)();
+                    if code == sys::ncclResult_t::ncclSuccess {
+                        end
+                    } else {
+                        code
+                    }
+                }
             }
         };
         drop(comms);
-        nccl.check(code, call.name()).map_err(fault)
+        nccl.check(code, call.name()).map_err(fault)?;
+        call.comm.clique.watch_after(stream.cast());
+        Ok(())
     }
 
     /// Remembers that stream `s` ran a collective of `clique`, so that an abort of the clique
@@ -598,6 +775,110 @@ fn aborted_message(what: &str, reason: &str) -> String {
         "{what} was aborted: the NCCL communicators of its group were aborted because {reason}; \
          the group's collectives fail from now on (make a new group)"
     )
+}
+
+/// NCCL across processes: rank 0's unique id, and `ncclCommInitRank` on every rank (the CUDA
+/// backend's [`ProcessCollectives`]).
+#[derive(Debug)]
+pub struct NcclProcesses;
+
+impl ProcessCollectives for NcclProcesses {
+    fn group_id(&self) -> Result<Vec<u8>, Error> {
+        let id = nccl()?.unique_id()?;
+        Ok(id.internal.iter().map(|&b| b as u8).collect())
+    }
+
+    fn join(
+        &self,
+        device: u32,
+        id: &[u8],
+        rank: usize,
+        world: usize,
+    ) -> Result<Arc<dyn DeviceCollectives>, Error> {
+        let nccl = nccl()?;
+        let driver_error = |what: &str, code: cu::CUresult| {
+            unavailable(format!(
+                "{what} for NCCL on GPU {device}: {}",
+                crate::loader::describe(crate::faults::sys_error(code))
+            ))
+        };
+        crate::loader::driver().map_err(unavailable)?;
+        let mut unique = sys::ncclUniqueId { internal: [0; 128] };
+        if id.len() != unique.internal.len() {
+            return Err(unavailable(format!(
+                "an NCCL unique id has {} bytes, not {}",
+                unique.internal.len(),
+                id.len()
+            )));
+        }
+        for (to, &from) in unique.internal.iter_mut().zip(id) {
+            *to = from as c_char;
+        }
+        let (Ok(nranks), Ok(me)) = (c_int::try_from(world), c_int::try_from(rank)) else {
+            return Err(unavailable(format!(
+                "rank {rank} of {world} is beyond NCCL's ranks"
+            )));
+        };
+        let ordinal = c_int::try_from(device).unwrap_or(c_int::MAX);
+        let mut handle = 0;
+        let mut context = std::ptr::null_mut();
+        // SAFETY: out-pointers; the primary context is retained for the communicator's life (the
+        // clique keeps it; released never: the process's backend holds it too, and the driver
+        // counts retains).
+        unsafe {
+            let code = cu::cuDeviceGet(&mut handle, ordinal);
+            if code != cu::CUresult::CUDA_SUCCESS {
+                return Err(driver_error("cuDeviceGet", code));
+            }
+            let code = cu::cuDevicePrimaryCtxRetain(&mut context, handle);
+            if code != cu::CUresult::CUDA_SUCCESS {
+                return Err(driver_error("cuDevicePrimaryCtxRetain", code));
+            }
+        }
+        crate::bind_context(context);
+        let mut comm = std::ptr::null_mut();
+        // SAFETY: `comm` is an out-pointer; `unique` came from rank 0's `ncclGetUniqueId`; NCCL
+        // takes the device from the current context, bound above.
+        let code = unsafe { (nccl.comm_init_rank)(&mut comm, nranks, unique, me) };
+        nccl.check(code, "ncclCommInitRank").map_err(unavailable)?;
+        let clique = Arc::new(Clique::new(vec![comm], Some(context)));
+        Ok(Arc::new(NcclProcessGroup(Arc::new(NcclComm {
+            clique,
+            device,
+            rank,
+            slot: 0,
+            ranks: world,
+        }))))
+    }
+}
+
+/// This process's rank of an NCCL group spanning processes: its [`DeviceCollectives`].
+#[derive(Debug)]
+pub struct NcclProcessGroup(pub Arc<NcclComm>);
+
+impl DeviceCollectives for NcclProcessGroup {
+    fn rank_work(&self, rank: usize, op: CollectiveOp) -> Result<NativeWork, Error> {
+        if rank != self.0.rank {
+            return Err(Error::Collective(CollectiveError::MismatchedBuffers {
+                op: "nccl",
+                reason: format!("rank {rank}'s part asked of rank {}", self.0.rank).into(),
+            }));
+        }
+        // The process's one communicator, whatever its rank.
+        NcclGroup(vec![self.0.clone()]).rank_work(0, op)
+    }
+
+    fn health(&self) -> CollectiveHealth {
+        self.0.clique.health(self.0.slot)
+    }
+
+    fn close(&self, reason: &str) {
+        self.0.clique.close(reason);
+    }
+
+    fn abort(&self, reason: &str) {
+        self.0.clique.abort(reason);
+    }
 }
 
 /// Runs `f` between `ncclGroupStart` and `ncclGroupEnd`: how one thread issues the calls of
