@@ -25,7 +25,7 @@ pub use cuda_c::{CudaSource, PRELUDE, cuda_text, parameter_list};
 pub use cudarc;
 pub use nccl::{
     Clique, NcclCall, NcclComm, NcclGroup, NcclKind, NcclProcessGroup, NcclProcesses,
-    communicators, grouped, nccl,
+    communicators, grouped, nccl, process_communicator,
 };
 pub use open::{availability, device_count};
 pub use peer::{Drive, PeerArrival, PeerCopy, PeerDestination, PeerLink};

@@ -219,6 +219,53 @@ impl Nccl {
     }
 }
 
+impl Nccl {
+    /// Raw `ncclSend` of `bytes` from `send` and `ncclRecv` of as many into `recv`, both with
+    /// `peer`, posted together on a raw stream: for benchmarks beside the runtime.
+    ///
+    /// # Safety
+    /// `send` and `recv` must be device memory of `comm`'s device holding `bytes`, and `stream`
+    /// a live stream of that device's context.
+    pub unsafe fn raw_exchange(
+        &self,
+        send: u64,
+        recv: u64,
+        bytes: usize,
+        peer: usize,
+        comm: &NcclComm,
+        stream: *mut c_void,
+    ) -> Result<(), String> {
+        let Some(comms) = comm.clique.live(comm.slot) else {
+            return Err("ncclSend/ncclRecv: the communicator was aborted".into());
+        };
+        let raw = comms[comm.slot];
+        let peer = c_int::try_from(peer).unwrap_or(c_int::MAX);
+        // SAFETY: as the caller promises; `raw` is live while the lock is held.
+        unsafe {
+            self.check((self.group_start)(), "ncclGroupStart")?;
+            let sent = (self.send)(
+                send as *mut c_void,
+                bytes,
+                bytes_type(),
+                peer,
+                raw,
+                stream.cast(),
+            );
+            let received = (self.recv)(
+                recv as *mut c_void,
+                bytes,
+                bytes_type(),
+                peer,
+                raw,
+                stream.cast(),
+            );
+            self.check((self.group_end)(), "ncclGroupEnd")?;
+            self.check(sent, "ncclSend")?;
+            self.check(received, "ncclRecv")
+        }
+    }
+}
+
 /// The communicators made together by one `ncclCommInitAll`, one per rank. When one rank's
 /// device fails, the others' collectives would wait for it forever on their GPUs: the failing
 /// rank's backend aborts the clique (`ncclCommAbort` on every communicator, which ends the
@@ -406,9 +453,15 @@ impl Drop for Clique {
             return;
         }
         let Ok(nccl) = nccl() else { return };
+        // A closed group lost a rank: a destroy could wait for it, an abort does not.
+        let free = match self.closed.get() {
+            Some(_) => nccl.comm_abort,
+            None => nccl.comm_destroy,
+        };
         for comm in self.comms.get_mut().iter() {
-            // SAFETY: made by `ncclCommInitAll`, not aborted, and no rank holds it any more.
-            unsafe { (nccl.comm_destroy)(*comm) };
+            // SAFETY: made by `ncclCommInitAll` or `ncclCommInitRank`, not aborted, and no rank
+            // holds it any more.
+            unsafe { free(*comm) };
         }
     }
 }
@@ -612,7 +665,14 @@ impl CudaBackend {
                 .clique
                 .refused()
                 .unwrap_or_else(|| "no such rank".into());
-            return Err(fault(aborted_message(call.name(), &reason)));
+            let message = match call.comm.clique.aborted() {
+                Some(_) => aborted_message(call.name(), &reason),
+                None => format!(
+                    "{} was refused: its group's NCCL communicator is closed because {reason}",
+                    call.name()
+                ),
+            };
+            return Err(fault(message));
         };
         let comm = comms[call.comm.slot];
         self.bind();
@@ -795,61 +855,74 @@ impl ProcessCollectives for NcclProcesses {
         rank: usize,
         world: usize,
     ) -> Result<Arc<dyn DeviceCollectives>, Error> {
-        let nccl = nccl()?;
-        let driver_error = |what: &str, code: cu::CUresult| {
-            unavailable(format!(
-                "{what} for NCCL on GPU {device}: {}",
-                crate::loader::describe(crate::faults::sys_error(code))
-            ))
-        };
-        crate::loader::driver().map_err(unavailable)?;
-        let mut unique = sys::ncclUniqueId { internal: [0; 128] };
-        if id.len() != unique.internal.len() {
-            return Err(unavailable(format!(
-                "an NCCL unique id has {} bytes, not {}",
-                unique.internal.len(),
-                id.len()
-            )));
-        }
-        for (to, &from) in unique.internal.iter_mut().zip(id) {
-            *to = from as c_char;
-        }
-        let (Ok(nranks), Ok(me)) = (c_int::try_from(world), c_int::try_from(rank)) else {
-            return Err(unavailable(format!(
-                "rank {rank} of {world} is beyond NCCL's ranks"
-            )));
-        };
-        let ordinal = c_int::try_from(device).unwrap_or(c_int::MAX);
-        let mut handle = 0;
-        let mut context = std::ptr::null_mut();
-        // SAFETY: out-pointers; the primary context is retained for the communicator's life (the
-        // clique keeps it; released never: the process's backend holds it too, and the driver
-        // counts retains).
-        unsafe {
-            let code = cu::cuDeviceGet(&mut handle, ordinal);
-            if code != cu::CUresult::CUDA_SUCCESS {
-                return Err(driver_error("cuDeviceGet", code));
-            }
-            let code = cu::cuDevicePrimaryCtxRetain(&mut context, handle);
-            if code != cu::CUresult::CUDA_SUCCESS {
-                return Err(driver_error("cuDevicePrimaryCtxRetain", code));
-            }
-        }
-        crate::bind_context(context);
-        let mut comm = std::ptr::null_mut();
-        // SAFETY: `comm` is an out-pointer; `unique` came from rank 0's `ncclGetUniqueId`; NCCL
-        // takes the device from the current context, bound above.
-        let code = unsafe { (nccl.comm_init_rank)(&mut comm, nranks, unique, me) };
-        nccl.check(code, "ncclCommInitRank").map_err(unavailable)?;
-        let clique = Arc::new(Clique::new(vec![comm], Some(context)));
-        Ok(Arc::new(NcclProcessGroup(Arc::new(NcclComm {
-            clique,
-            device,
-            rank,
-            slot: 0,
-            ranks: world,
-        }))))
+        let comm = process_communicator(device, id, rank, world)?;
+        Ok(Arc::new(NcclProcessGroup(comm)))
     }
+}
+
+/// This process's communicator of the NCCL group `id` names (rank 0's
+/// [`ProcessCollectives::group_id`]): rank `rank` of `world` on GPU `device`. Blocks until every
+/// rank has joined.
+pub fn process_communicator(
+    device: u32,
+    id: &[u8],
+    rank: usize,
+    world: usize,
+) -> Result<Arc<NcclComm>, Error> {
+    let nccl = nccl()?;
+    let driver_error = |what: &str, code: cu::CUresult| {
+        unavailable(format!(
+            "{what} for NCCL on GPU {device}: {}",
+            crate::loader::describe(crate::faults::sys_error(code))
+        ))
+    };
+    crate::loader::driver().map_err(unavailable)?;
+    let mut unique = sys::ncclUniqueId { internal: [0; 128] };
+    if id.len() != unique.internal.len() {
+        return Err(unavailable(format!(
+            "an NCCL unique id has {} bytes, not {}",
+            unique.internal.len(),
+            id.len()
+        )));
+    }
+    for (to, &from) in unique.internal.iter_mut().zip(id) {
+        *to = from as c_char;
+    }
+    let (Ok(nranks), Ok(me)) = (c_int::try_from(world), c_int::try_from(rank)) else {
+        return Err(unavailable(format!(
+            "rank {rank} of {world} is beyond NCCL's ranks"
+        )));
+    };
+    let ordinal = c_int::try_from(device).unwrap_or(c_int::MAX);
+    let mut handle = 0;
+    let mut context = std::ptr::null_mut();
+    // SAFETY: out-pointers; the primary context is retained for the communicator's life (the
+    // clique keeps it; released never: the process's backend holds it too, and the driver
+    // counts retains).
+    unsafe {
+        let code = cu::cuDeviceGet(&mut handle, ordinal);
+        if code != cu::CUresult::CUDA_SUCCESS {
+            return Err(driver_error("cuDeviceGet", code));
+        }
+        let code = cu::cuDevicePrimaryCtxRetain(&mut context, handle);
+        if code != cu::CUresult::CUDA_SUCCESS {
+            return Err(driver_error("cuDevicePrimaryCtxRetain", code));
+        }
+    }
+    crate::bind_context(context);
+    let mut comm = std::ptr::null_mut();
+    // SAFETY: `comm` is an out-pointer; `unique` came from rank 0's `ncclGetUniqueId`; NCCL
+    // takes the device from the current context, bound above.
+    let code = unsafe { (nccl.comm_init_rank)(&mut comm, nranks, unique, me) };
+    nccl.check(code, "ncclCommInitRank").map_err(unavailable)?;
+    let clique = Arc::new(Clique::new(vec![comm], Some(context)));
+    Ok(Arc::new(NcclComm {
+        clique,
+        device,
+        rank,
+        slot: 0,
+        ranks: world,
+    }))
 }
 
 /// This process's rank of an NCCL group spanning processes: its [`DeviceCollectives`].
