@@ -3,7 +3,7 @@
 //! raw NCCL driven from the same two processes (its own communicator, buffer and stream), rounds
 //! alternated; then the halo exchange of a split domain, `send_recv` of one row each way, beside
 //! raw `ncclSend`/`ncclRecv`. Over NVLink (NCCL's default) and over sockets
-//! (`NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_IB_DISABLE=1`).
+//! (`NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_IB_DISABLE=1`, on loopback).
 //!
 //! `distributed-* --bench` starts the ranks itself (this binary again, with torchrun's
 //! variables) for each transport and prints rank 0's table. Settings:
@@ -61,6 +61,7 @@ fn main() {
                 ("NCCL_P2P_DISABLE", "1"),
                 ("NCCL_SHM_DISABLE", "1"),
                 ("NCCL_IB_DISABLE", "1"),
+                ("NCCL_SOCKET_IFNAME", "lo"),
             ],
             other => panic!("GPUWORLD_DIST_TRANSPORTS: `{other}` is neither nvlink nor sockets"),
         };
@@ -116,8 +117,8 @@ fn rank(transport: &str) {
     let mut group = ProcessGroup::join(config).expect("the rendezvous");
     let (me, world) = (group.rank(), group.world_size());
     let device = group.local_rank();
-    let client = gpuworld::cuda_client(CudaConfig::default().with_device(device))
-        .expect("this rank's GPU");
+    let client =
+        gpuworld::cuda_client(CudaConfig::default().with_device(device)).expect("this rank's GPU");
     let bytes = mib << 20;
     let count = bytes / 4;
     let x: Handle = client.empty(bytes as u64);
@@ -207,7 +208,11 @@ fn rank(transport: &str) {
     let exchanges = 1000;
     let exchange = |group: &mut ProcessGroup| {
         group
-            .send_recv(&client, &[((&out).into(), other)], &[((&into).into(), other)])
+            .send_recv(
+                &client,
+                &[((&out).into(), other)],
+                &[((&into).into(), other)],
+            )
             .expect("send_recv");
     };
     for _ in 0..20 {

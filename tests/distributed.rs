@@ -368,6 +368,29 @@ fn every_collective(group: &mut ProcessGroup, client: &ComputeClient<CpuBackend>
             input(previous, 200, 33),
             "rank {rank} from rank {previous}"
         );
+        // A halo exchange: each rank sends to and receives from both neighbours in one call.
+        let ahead = client.create_from_slice(&input(rank, 300, 17));
+        let behind = client.create_from_slice(&input(rank, 400, 17));
+        let (from_previous, from_next) = (client.empty(17), client.empty(17));
+        let sends = [((&ahead).into(), next), ((&behind).into(), previous)];
+        let recvs = [
+            ((&from_previous).into(), previous),
+            ((&from_next).into(), next),
+        ];
+        let (sends, recvs) = if world == 2 {
+            // Next and previous are the same rank: one pair each way.
+            (&sends[..1], &recvs[..1])
+        } else {
+            (&sends[..], &recvs[..])
+        };
+        group.send_recv(client, sends, recvs).expect("send_recv");
+        let got = client.read_one(&from_previous).expect("recv").to_vec();
+        assert_eq!(got, input(previous, 300, 17), "send_recv on rank {rank}");
+        if world > 2 {
+            let got = client.read_one(&from_next).expect("recv").to_vec();
+            assert_eq!(got, input(next, 400, 17), "send_recv on rank {rank}");
+        }
+        assert_eq!(group.collectives_device(), None, "cpu ranks go over TCP");
     }
     let sum = group
         .all_reduce_bytes(&1i32.to_le_bytes(), ElemType::I32, ReduceOp::Sum)

@@ -149,7 +149,12 @@ fn every_collective_across_two_processes_over_nccl_matches_the_host_bit_for_bit(
 
 fn every_collective_over_nccl_sockets_matches_the_host_bit_for_bit() -> Result<(), Skip> {
     two_gpus_and_nccl()?;
-    let sockets = [("NCCL_P2P_DISABLE", "1"), ("NCCL_SHM_DISABLE", "1")];
+    let sockets = [
+        ("NCCL_P2P_DISABLE", "1"),
+        ("NCCL_SHM_DISABLE", "1"),
+        ("NCCL_IB_DISABLE", "1"),
+        ("NCCL_SOCKET_IFNAME", "lo"),
+    ];
     let ranks = two_ranks("collectives", &sockets);
     for (rank, ended) in ranks.iter().enumerate() {
         assert_eq!(ended.code, Some(0), "rank {rank}: {}", ended.stderr);

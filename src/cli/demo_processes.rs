@@ -143,13 +143,17 @@ fn run_on<B: Backend>(
     write!(out, "{summary}")?;
     writeln!(
         out,
-        "  one device       equal bit for bit (checked against a run on {}: {:.3} ms/step there, {:.3} ms/step across {} processes, steps alone; rows of rank 0: {}..{})",
+        "  one device       equal bit for bit (checked against a run on {}: {:.3} ms/step there, {:.3} ms/step across {} processes, steps alone; rows of rank 0: {}..{}; halos over {})",
         client.device_id(),
         per_step(one_device.steps_elapsed),
         per_step(result.steps_elapsed),
         group.world_size(),
         result.rows.0,
-        result.rows.1
+        result.rows.1,
+        match group.collectives_device() {
+            Some(backend) => format!("the {backend} devices' collectives"),
+            None => "TCP".into(),
+        }
     )?;
     Ok(())
 }

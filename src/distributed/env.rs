@@ -336,6 +336,27 @@ mod tests {
     }
 
     #[test]
+    fn where_collectives_run_comes_from_its_variable() {
+        let base = [("RANK", "0"), ("WORLD_SIZE", "2"), ADDR[0], ADDR[1]];
+        let with = |value| {
+            let mut vars = base.to_vec();
+            vars.push((PROCESS_COLLECTIVES_ENV, value));
+            parse(&vars)
+        };
+        assert_eq!(parse(&base).unwrap().collectives_on, CollectivesOn::Auto);
+        assert_eq!(
+            with("device").unwrap().collectives_on,
+            CollectivesOn::Device
+        );
+        assert_eq!(with("host").unwrap().collectives_on, CollectivesOn::Host);
+        let error = with("nccl").unwrap_err().to_string();
+        assert!(
+            error.contains(PROCESS_COLLECTIVES_ENV) && error.contains("`nccl`"),
+            "{error}"
+        );
+    }
+
+    #[test]
     fn torchrun_inside_slurm_takes_torchrun_s_rank() {
         let config = parse(&[
             ("SLURM_PROCID", "1"),

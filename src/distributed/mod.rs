@@ -8,10 +8,11 @@
 //! reduction as [`crate::collective::Group`], so the bits match), and writes the result back
 //! through the client, ordered on its stream like any read and write. `send`/`recv` go directly
 //! between two ranks. Every socket wait has a timeout; a rank that dies or goes silent makes
-//! the others' collectives fail with `CollectiveError::PeerFailed` naming it. NCCL across
-//! processes, the path for GPUs, is not built yet: it would replace the exchange in
-//! `collectives.rs`, with the rendezvous here handing out its unique id. `docs/distributed.md`
-//! has the whole picture.
+//! the others' collectives fail with `CollectiveError::PeerFailed` naming it. With CUDA
+//! clients the collectives run on the GPUs instead, over NCCL communicators spanning the
+//! processes (`on_device.rs`: rank 0's unique id handed out over TCP, each collective a task on
+//! the rank's stream), watched by a thread that ends them when a rank leaves or never joins
+//! (`watchdog.rs`). `docs/distributed.md` has the whole picture.
 //!
 //! ```
 //! use gpuworld::collective::{ElemType, ReduceOp};

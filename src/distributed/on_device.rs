@@ -134,7 +134,11 @@ impl ProcessGroup {
                 "rank 0 could not make the group's id".into(),
             ));
         }
-        let mine = id.unwrap_or_else(|_| vec![0; len]);
+        // The others' bytes only give the size they expect.
+        let mine = match id {
+            Ok(id) if self.rank() == 0 => id,
+            _ => vec![0; len],
+        };
         let id = self.broadcast_bytes(&mine, 0)?;
         let collectives = processes.join(device, &id, self.rank(), self.world_size())?;
         let peers = self

@@ -404,7 +404,7 @@ impl Backend for CudaBackend {
             loader::driver().map_err(|reason| {
                 Error::Device(DeviceError::BackendUnavailable {
                     backend: "cuda",
-                    reason: reason.into(),
+                    reason,
                 })
             })
         });
