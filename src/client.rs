@@ -9,6 +9,7 @@
 
 mod drivers;
 mod frames;
+mod graph;
 mod lock;
 mod open;
 mod profile;
@@ -19,6 +20,7 @@ mod to_client;
 mod transfers;
 
 pub use drivers::Driver;
+pub use graph::Graph;
 pub use profile::ProfileDuration;
 pub use replies::{ReadTicket, ReplyFuture};
 pub use resource::ResourceGuard;

@@ -4,6 +4,7 @@
 
 use crate::{Backend, ComputeClient};
 use gpuworld_systems::binding::Binding;
+use gpuworld_systems::graph::Recorded;
 use gpuworld_systems::inbox::{Command, CommandTap};
 use gpuworld_systems::kernel::{CubeCount, ExecutionMode};
 use gpuworld_systems::memory::AllocationMode;
@@ -144,6 +145,23 @@ pub enum RecordedOp {
     CloseAllocationMode {
         /// The stream.
         stream: u64,
+    },
+    /// A captured graph took hold of a handle.
+    Pin {
+        /// The handle's id in the recorded run.
+        handle: u64,
+    },
+    /// A captured graph let go of a handle.
+    Unpin {
+        /// The handle's id in the recorded run.
+        handle: u64,
+    },
+    /// A captured graph replayed: its launches, writes and flushes, in order.
+    Replay {
+        /// The graph's number in the recorded run.
+        graph: u64,
+        /// Its commands.
+        ops: Vec<RecordedOp>,
     },
 }
 
@@ -415,6 +433,48 @@ fn record(command: &Command, cap: u64) -> RecordedOp {
             persistent: *mode == AllocationMode::Persistent,
         },
         Command::CloseAllocationMode { stream } => RecordedOp::CloseAllocationMode {
+            stream: stream.value,
+        },
+        Command::Pin { handle } => RecordedOp::Pin { handle: handle.0 },
+        Command::Unpin { handle } => RecordedOp::Unpin { handle: handle.0 },
+        Command::Replay { graph, commands } => RecordedOp::Replay {
+            graph: *graph,
+            ops: commands.iter().map(|c| record_captured(c, cap)).collect(),
+        },
+    }
+}
+
+/// A command of a captured graph as recorded.
+fn record_captured(command: &Recorded, cap: u64) -> RecordedOp {
+    match command {
+        Recorded::Launch {
+            kernel,
+            count,
+            buffers,
+            scalars,
+            mode,
+            stream,
+        } => {
+            let (cubes, cubes_from) = match count {
+                CubeCount::Static(x, y, z) => (Some([*x, *y, *z]), None),
+                CubeCount::Dynamic(binding) => (None, Some(RecordedBinding::of(binding))),
+            };
+            RecordedOp::Launch {
+                kernel: kernel.id.to_string(),
+                cubes,
+                cubes_from,
+                buffers: buffers.iter().map(RecordedBinding::of).collect(),
+                scalars: scalars.to_vec(),
+                unchecked: *mode == ExecutionMode::Unchecked,
+                stream: stream.value,
+            }
+        }
+        Recorded::Write { dst, data, stream } => RecordedOp::Write {
+            dst: RecordedBinding::of(dst),
+            data: Data::of(data, cap),
+            stream: stream.value,
+        },
+        Recorded::Flush { stream } => RecordedOp::Flush {
             stream: stream.value,
         },
     }

@@ -6,8 +6,9 @@ use super::record::{Data, RecordedBinding, RecordedOp, Recording};
 use crate::{Backend, ComputeClient, Error, KernelDef, library};
 use futures_channel::oneshot;
 use gpuworld_systems::error::BindingError;
+use gpuworld_systems::graph::Recorded;
 use gpuworld_systems::inbox::{Command, ReadReply};
-use gpuworld_systems::kernel::{CubeCount, LaunchMode};
+use gpuworld_systems::kernel::{CubeCount, ExecutionMode, LaunchMode};
 use gpuworld_systems::memory::AllocationMode;
 use gpuworld_systems::{Handle, StreamId};
 use std::collections::HashMap;
@@ -33,6 +34,12 @@ pub enum ReplayError {
     UnknownHandle {
         /// The handle's id in the recorded run.
         handle: u64,
+    },
+    /// A recorded graph holds an operation a graph never captures.
+    #[error("a recorded graph replay holds {op}, which a graph cannot hold")]
+    BadGraph {
+        /// The operation, as recorded.
+        op: String,
     },
     /// Uploaded bytes are malformed.
     #[error("the recording's bytes for handle h{handle} are not valid hex")]
@@ -180,27 +187,19 @@ impl Replayer {
         // The replay's own handles, by recorded id: a binding is made from one, and dropping one
         // at its recorded release releases it.
         let mut handles: HashMap<u64, Handle> = HashMap::new();
+        // Captured graphs' holds by recorded id, and the handles released while held (kept
+        // until the last unpin, which then releases them).
+        let mut pins: HashMap<u64, u32> = HashMap::new();
+        let mut released_while_held = std::collections::HashSet::new();
         let mut report = ReplayReport::default();
         let mut waiting = Vec::new();
         let mut commands = self.recording.commands.iter().peekable();
+        // A binding of a live handle, or of one a graph still holds.
         let binding = |handles: &HashMap<u64, Handle>, b: &RecordedBinding| {
             let handle = handles
                 .get(&b.handle)
                 .ok_or(ReplayError::UnknownHandle { handle: b.handle })?;
-            let bad = |error: BindingError| ReplayError::BadBinding {
-                handle: b.handle,
-                error: error.into(),
-            };
-            let end =
-                b.capacity
-                    .checked_sub(b.offset_end)
-                    .ok_or(bad(BindingError::OutOfRange {
-                        handle: handle.id(),
-                        start: b.offset_start,
-                        end: 0,
-                        size: b.capacity,
-                    }))?;
-            handle.binding().slice(b.offset_start..end).map_err(bad)
+            bind(handle, b)
         };
         let data = |data: &Data, handle: u64| data.bytes().ok_or(ReplayError::BadData { handle });
         let last_tick = self
@@ -329,12 +328,53 @@ impl Replayer {
                         });
                     }
                     RecordedOp::Release { handle } => {
-                        // The replay holds the only clone: dropping it pushes the release.
-                        handles
-                            .remove(handle)
-                            .ok_or(ReplayError::UnknownHandle { handle: *handle })?;
+                        if !handles.contains_key(handle) {
+                            return Err(ReplayError::UnknownHandle { handle: *handle });
+                        }
+                        // The replay holds the only clone: dropping it pushes the release. One
+                        // a graph holds is kept until the graph's last unpin, which then
+                        // releases it (the runtime would keep its memory until then anyway).
+                        if pins.get(handle).is_some_and(|&n| n > 0) {
+                            released_while_held.insert(*handle);
+                        } else {
+                            handles.remove(handle);
+                        }
                         report.commands += 1;
                         continue;
+                    }
+                    RecordedOp::Pin { handle } => {
+                        let id = handles
+                            .get(handle)
+                            .map(Handle::id)
+                            .ok_or(ReplayError::UnknownHandle { handle: *handle })?;
+                        *pins.entry(*handle).or_default() += 1;
+                        Command::Pin { handle: id }
+                    }
+                    RecordedOp::Unpin { handle } => {
+                        let id = handles
+                            .get(handle)
+                            .map(Handle::id)
+                            .ok_or(ReplayError::UnknownHandle { handle: *handle })?;
+                        inbox.push(Command::Unpin { handle: id });
+                        let left = pins.get_mut(handle).map_or(0, |n| {
+                            *n = n.saturating_sub(1);
+                            *n
+                        });
+                        if left == 0 && released_while_held.remove(handle) {
+                            handles.remove(handle);
+                        }
+                        report.commands += 1;
+                        continue;
+                    }
+                    RecordedOp::Replay { graph, ops } => {
+                        let commands = ops
+                            .iter()
+                            .map(|op| self.captured(op, &handles, &mut report))
+                            .collect::<Result<Vec<_>, _>>()?;
+                        Command::Replay {
+                            graph: *graph,
+                            commands: std::sync::Arc::new(commands),
+                        }
                     }
                     RecordedOp::MemoryCleanup => Command::MemoryCleanup,
                     RecordedOp::OpenAllocationMode {
@@ -373,6 +413,98 @@ impl Replayer {
         report.ticks += extra;
         Ok(report)
     }
+}
+
+impl Replayer {
+    /// The launch, write or flush `op` of a recorded graph, to replay.
+    fn captured(
+        &self,
+        op: &RecordedOp,
+        handles: &HashMap<u64, Handle>,
+        report: &mut ReplayReport,
+    ) -> Result<Recorded, ReplayError> {
+        let binding = |b: &RecordedBinding| {
+            let handle = handles
+                .get(&b.handle)
+                .ok_or(ReplayError::UnknownHandle { handle: b.handle })?;
+            bind(handle, b)
+        };
+        let stream = |value: u64| StreamId { value };
+        Ok(match op {
+            RecordedOp::Launch {
+                kernel,
+                cubes,
+                cubes_from,
+                buffers,
+                scalars,
+                unchecked,
+                stream: s,
+            } => {
+                let def = *self.kernels.get(kernel.as_str()).ok_or_else(|| {
+                    ReplayError::UnknownKernel {
+                        kernel: kernel.clone(),
+                    }
+                })?;
+                let count = match (cubes, cubes_from) {
+                    (_, Some(from)) => CubeCount::Dynamic(binding(from)?),
+                    (Some([x, y, z]), None) => CubeCount::Static(*x, *y, *z),
+                    (None, None) => CubeCount::Static(0, 0, 0),
+                };
+                let mode = match (*unchecked, self.unchecked_as_recorded) {
+                    (true, true) => ExecutionMode::Unchecked,
+                    (true, false) => {
+                        report.checked_instead += 1;
+                        ExecutionMode::Checked
+                    }
+                    (false, _) => ExecutionMode::Checked,
+                };
+                Recorded::Launch {
+                    kernel: def,
+                    count,
+                    buffers: buffers.iter().map(binding).collect::<Result<_, _>>()?,
+                    scalars: scalars.iter().copied().collect(),
+                    mode,
+                    stream: stream(*s),
+                }
+            }
+            RecordedOp::Write {
+                dst,
+                data,
+                stream: s,
+            } => Recorded::Write {
+                dst: binding(dst)?,
+                data: data
+                    .bytes()
+                    .ok_or(ReplayError::BadData { handle: dst.handle })?
+                    .into(),
+                stream: stream(*s),
+            },
+            RecordedOp::Flush { stream: s } => Recorded::Flush { stream: stream(*s) },
+            other => {
+                return Err(ReplayError::BadGraph {
+                    op: format!("{other:?}"),
+                });
+            }
+        })
+    }
+}
+
+/// The recorded binding `b` of `handle`.
+fn bind(handle: &Handle, b: &RecordedBinding) -> Result<gpuworld_systems::Binding, ReplayError> {
+    let bad = |error: BindingError| ReplayError::BadBinding {
+        handle: b.handle,
+        error: error.into(),
+    };
+    let end = b
+        .capacity
+        .checked_sub(b.offset_end)
+        .ok_or(bad(BindingError::OutOfRange {
+            handle: handle.id(),
+            start: b.offset_start,
+            end: 0,
+            size: b.capacity,
+        }))?;
+    handle.binding().slice(b.offset_start..end).map_err(bad)
 }
 
 /// Moves the replies that arrived into `report`.

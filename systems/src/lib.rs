@@ -7,6 +7,7 @@ pub mod binding;
 pub mod bytes;
 pub mod cross_device;
 pub mod error;
+pub mod graph;
 pub mod handle;
 pub mod host_launch;
 pub mod host_memory;

@@ -344,7 +344,7 @@ impl Clique {
     /// Refuses later collectives with `reason`; those in flight go on.
     pub fn close(&self, reason: &str) {
         if self.closed.set(reason.into()).is_ok() {
-            tracing::warn!(target: "gpuworld::collective", %reason, "NCCL communicator closed");
+            tracing::info!(target: "gpuworld::collective", %reason, "NCCL communicator closed");
         }
     }
 

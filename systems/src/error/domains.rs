@@ -394,3 +394,41 @@ pub struct CandidateFailure {
     /// What went wrong: the error, the panic message or the output mismatch.
     pub reason: Arc<str>,
 }
+
+/// A capture or a captured graph (`ComputeClient::capture`, `Graph`) refused a call.
+#[derive(thiserror::Error, Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum GraphError {
+    /// A call that a replay cannot issue again was made inside a capture: the capture fails.
+    #[error(
+        "`{call}` cannot be captured: a graph replays launches, writes and flushes; read, sync \
+         or run collectives before the capture or after a replay"
+    )]
+    NotCapturable {
+        /// The call (`read`, `sync`, `mark`, the native work's name, ...).
+        call: &'static str,
+    },
+    /// A capture was opened on a client whose runtime is capturing already.
+    #[error("a capture is already open on this runtime: end it before starting another")]
+    NestedCapture,
+    /// A graph update named a command the graph does not have, or one of another kind.
+    #[error("graph command {node} is not {wanted}: the graph has {nodes} commands ({found})")]
+    NoSuchNode {
+        /// The command's index.
+        node: usize,
+        /// What the update needs there (`a launch`, `a write`).
+        wanted: &'static str,
+        /// How many commands the graph has.
+        nodes: usize,
+        /// What is there, or `none`.
+        found: &'static str,
+    },
+    /// A graph update does not fit the captured command.
+    #[error("graph command {node}: {reason}")]
+    UpdateRefused {
+        /// The command's index.
+        node: usize,
+        /// What does not fit.
+        reason: Arc<str>,
+    },
+}

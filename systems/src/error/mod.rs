@@ -5,7 +5,7 @@ mod domains;
 
 pub use domains::{
     AutotuneError, BindingError, CandidateFailure, CollectiveError, ConfigError, DeviceError,
-    ExecutionError, LaunchError, LayoutError, MemoryError, ProfileError,
+    ExecutionError, GraphError, LaunchError, LayoutError, MemoryError, ProfileError,
 };
 
 use crate::ids::StreamId;
@@ -58,6 +58,9 @@ pub enum Error {
     /// Bytes do not have the layout asked for.
     #[error(transparent)]
     Layout(#[from] LayoutError),
+    /// A capture or a captured graph refused a call.
+    #[error(transparent)]
+    Graph(#[from] GraphError),
     /// Profiling or tracing cannot give what was asked.
     #[error(transparent)]
     Profile(#[from] ProfileError),
@@ -139,6 +142,7 @@ error_kinds! {
     Autotune(AutotuneError) { AllCandidatesFailed }
     Layout(LayoutError) { ElementSize, InvalidTensor }
     Profile(ProfileError) { TimingUnavailable, TraceNotStarted }
+    Graph(GraphError) { NotCapturable, NestedCapture, NoSuchNode, UpdateRefused }
 }
 
 impl std::fmt::Display for ErrorKind {

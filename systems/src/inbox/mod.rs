@@ -11,7 +11,7 @@ use crate::memory::AllocationMode;
 use futures_channel::oneshot;
 use smallvec::SmallVec;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::task::{Wake, Waker};
 use std::time::Duration;
 
@@ -134,6 +134,24 @@ pub enum Command {
         /// The stream.
         stream: StreamId,
     },
+    /// Keep the handle's memory for a captured graph: a release while pinned waits for the last
+    /// unpin.
+    Pin {
+        /// The handle.
+        handle: HandleId,
+    },
+    /// The graph that pinned the handle is gone.
+    Unpin {
+        /// The handle.
+        handle: HandleId,
+    },
+    /// Issue a captured graph's commands again, in order, as one unit.
+    Replay {
+        /// The graph's number, for traces.
+        graph: u64,
+        /// Its commands.
+        commands: std::sync::Arc<Vec<crate::graph::Recorded>>,
+    },
 }
 
 impl Command {
@@ -161,6 +179,9 @@ pub struct Inbox {
     runtime: RuntimeId,
     queue: WorkQueue<Command>,
     next_handle: AtomicU64,
+    /// Whether a capture is open (`capture` holds it): the one check a push pays without one.
+    capturing: AtomicBool,
+    capture: parking_lot::Mutex<Option<crate::graph::Recording>>,
 }
 
 /// How long a pusher sleeps for room before it looks again (a drain or the close wakes it
@@ -182,6 +203,8 @@ impl Inbox {
             runtime,
             queue: WorkQueue::new(),
             next_handle: AtomicU64::new(0),
+            capturing: AtomicBool::new(false),
+            capture: parking_lot::Mutex::new(None),
         }
     }
 
@@ -199,6 +222,40 @@ impl Inbox {
     /// with [`Error::Disconnected`] at once instead.
     #[inline]
     pub fn push(&self, command: Command) {
+        if self.capturing.load(Ordering::Acquire) {
+            let mut capture = self.capture.lock();
+            if let Some(recording) = capture.as_mut().filter(|r| r.is_this_thread()) {
+                // Queued under the capture's lock: a pin follows its command with nothing of
+                // this thread's between them.
+                for command in recording.take(self.runtime, command) {
+                    self.push_now(command);
+                }
+                return;
+            }
+        }
+        self.push_now(command);
+    }
+
+    /// Opens a capture of what the calling thread pushes; `GraphError::NestedCapture` when one
+    /// is open already.
+    pub fn begin_capture(&self) -> Result<(), Error> {
+        let mut capture = self.capture.lock();
+        if capture.is_some() {
+            return Err(Error::Graph(crate::error::GraphError::NestedCapture));
+        }
+        *capture = Some(crate::graph::Recording::on_this_thread());
+        self.capturing.store(true, Ordering::Release);
+        Ok(())
+    }
+
+    /// Closes the capture and returns what it recorded.
+    pub fn end_capture(&self) -> Option<crate::graph::Recording> {
+        let mut capture = self.capture.lock();
+        self.capturing.store(false, Ordering::Release);
+        capture.take()
+    }
+
+    fn push_now(&self, command: Command) {
         if let Err(unrun) = self.queue.push(command) {
             // Nothing will run them: answer them now, and keep no data for nobody.
             for command in unrun {

@@ -120,6 +120,15 @@ impl Capture<'_> {
         self.handles.get_mut(line).map(|(_, line)| line)
     }
 
+    /// The line of the handle `id`, entity or not, to complete.
+    pub fn handle_line_by_id(&mut self, id: HandleId) -> Option<&mut HandleLine> {
+        let name = id.to_string();
+        self.handles
+            .iter_mut()
+            .find(|(handle, line)| *handle == id || line.id == name)
+            .map(|(_, line)| line)
+    }
+
     /// Adds the line of a handle that has no entity.
     pub fn add_handle(&mut self, id: HandleId, line: HandleLine) {
         self.handles.push((id, line));

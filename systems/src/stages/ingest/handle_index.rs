@@ -22,6 +22,11 @@ pub struct HandleEntry {
     /// records the same uses in `Uses`, with cursors, a stage later, so a release in the same
     /// drain cannot read them there): how its release may go.
     pub used_on: UsedOn,
+    /// Captured graphs holding the handle (`Command::Pin`): while any does, a release only
+    /// marks it, and the last unpin releases it.
+    pub graph_pins: u32,
+    /// The user released the handle while a graph held it.
+    pub released_while_pinned: bool,
 }
 
 /// A handle's facts: in its index entry until a task first uses it, then on its entity only.
@@ -224,6 +229,13 @@ pub(super) fn release(
 /// their index entry holds what the line shows.
 pub(in crate::stages) fn snapshot_lines(world: &mut World, capture: &mut Capture<'_>) {
     capture.set_deferred_commands(world.resource::<DeferredCommands>().0.len());
+    let pinned: Vec<(HandleId, u32, bool)> = world
+        .resource::<HandleIndex>()
+        .0
+        .iter()
+        .filter(|(_, entry)| entry.graph_pins > 0)
+        .map(|(id, entry)| (*id, entry.graph_pins, entry.released_while_pinned))
+        .collect();
     for (id, entry) in &world.resource::<HandleIndex>().0 {
         let HandleState::Unspawned {
             size,
@@ -261,5 +273,15 @@ pub(in crate::stages) fn snapshot_lines(world: &mut World, capture: &mut Capture
                 region,
             },
         );
+    }
+    // A handle a captured graph holds says so, and whether its user let go of it.
+    for (id, pins, released) in pinned {
+        if let Some(line) = capture.handle_line_by_id(id) {
+            let holder = if pins == 1 { "graph" } else { "graphs" };
+            line.state = match released {
+                true => format!("released, held by {pins} {holder}"),
+                false => format!("{}, held by {pins} {holder}", line.state),
+            };
+        }
     }
 }

@@ -21,9 +21,10 @@ use super::alignment::Owner;
 use super::tick::TickStage;
 use crate::backend::{Backend, LaunchCount};
 use crate::binding::Binding;
+use crate::graph::Recorded;
 use crate::ids::{HandleId, StreamId};
 use crate::inbox::{Command, Inbox};
-use crate::kernel::CubeCount;
+use crate::kernel::{CubeCount, ExecutionMode, Kernel};
 use crate::memory::MemoryPool;
 use crate::outbox::Outbox;
 use crate::world::*;
@@ -254,7 +255,15 @@ impl Ingest<'_> {
                     }
                     _ => None,
                 };
-                self.index.insert(handle, HandleEntry { state, used_on });
+                self.index.insert(
+                    handle,
+                    HandleEntry {
+                        state,
+                        used_on,
+                        graph_pins: 0,
+                        released_while_pinned: false,
+                    },
+                );
                 if let (Some(data), Some(region), Some(entity)) = (data, region, entity) {
                     let binding = TaskBinding {
                         handle: entity,
@@ -337,42 +346,8 @@ impl Ingest<'_> {
                 stream,
             } => {
                 let stream = self.stream_entity(world, taken, stream);
-                let mut bindings = SmallVec::<[TaskBinding; 4]>::new();
-                let mut launch_count = LaunchCount::Static([0; 3]);
-                // A binding the signature declares read-only is ordered as a read: readers of one
-                // buffer on different streams do not wait for each other.
-                let params = kernel.signature.buffers;
-                let resolved = buffers
-                    .iter()
-                    .enumerate()
-                    .try_for_each(|(i, b)| {
-                        let writes = params.get(i).is_none_or(|p| p.access.writes());
-                        self.resolve(world, b, writes, stream)
-                            .map(|tb| bindings.push(tb))
-                    })
-                    .and_then(|()| match count {
-                        CubeCount::Static(x, y, z) => {
-                            launch_count = LaunchCount::Static([x, y, z]);
-                            Ok(())
-                        }
-                        CubeCount::Dynamic(b) => self.resolve(world, &b, false, stream).map(|tb| {
-                            launch_count = LaunchCount::Dynamic(tb.region);
-                            bindings.push(tb);
-                        }),
-                    });
-                match resolved {
-                    Ok(()) => self.spawn_task(
-                        stream,
-                        TaskWork::Launch {
-                            kernel,
-                            count: launch_count,
-                            scalars,
-                            mode: mode.execution_mode(),
-                        },
-                        bindings,
-                    ),
-                    Err(error) => record_fault(world, stream, error),
-                }
+                let mode = mode.execution_mode();
+                self.launch(world, stream, kernel, count, &buffers, scalars, mode);
             }
             Command::Read {
                 sources,
@@ -411,9 +386,32 @@ impl Ingest<'_> {
                 self.spawn_task(stream, TaskWork::Mark(reply), SmallVec::new());
             }
             Command::Release { handle } => {
-                if let Some(entry) = self.index.remove(&handle) {
-                    let pool = taken.get(world).1;
-                    self.reclaimed += u64::from(release(world, pool, handle, entry));
+                if let Some(entry) = self.index.get_mut(&handle)
+                    && entry.graph_pins > 0
+                {
+                    entry.released_while_pinned = true;
+                    return None;
+                }
+                self.release(world, taken, handle);
+            }
+            Command::Pin { handle } => {
+                if let Some(entry) = self.index.get_mut(&handle) {
+                    entry.graph_pins += 1;
+                }
+            }
+            Command::Unpin { handle } => {
+                let Some(entry) = self.index.get_mut(&handle) else {
+                    return None;
+                };
+                entry.graph_pins = entry.graph_pins.saturating_sub(1);
+                if entry.graph_pins == 0 && entry.released_while_pinned {
+                    self.release(world, taken, handle);
+                }
+            }
+            Command::Replay { graph, commands } => {
+                tracing::trace!(target: "gpuworld::graph", graph, commands = commands.len(), "replay");
+                for recorded in commands.iter() {
+                    self.replay_one(world, taken, recorded);
                 }
             }
             Command::MemoryCleanup => taken.get(world).1.request_cleanup(),
@@ -427,6 +425,114 @@ impl Ingest<'_> {
             }
         }
         None
+    }
+
+    /// Releases `handle`'s memory: back to the pool, parked for its stream, or to the GC stage.
+    fn release<B: Backend>(
+        &mut self,
+        world: &mut World,
+        taken: &mut DeviceAndPool<B>,
+        handle: HandleId,
+    ) {
+        if let Some(entry) = self.index.remove(&handle) {
+            let pool = taken.get(world).1;
+            self.reclaimed += u64::from(release(world, pool, handle, entry));
+        }
+    }
+
+    /// One command of a replayed graph, as the command it was captured from.
+    fn replay_one<B: Backend>(
+        &mut self,
+        world: &mut World,
+        taken: &mut DeviceAndPool<B>,
+        recorded: &Recorded,
+    ) {
+        match recorded {
+            Recorded::Launch {
+                kernel,
+                count,
+                buffers,
+                scalars,
+                mode,
+                stream,
+            } => {
+                let stream = self.stream_entity(world, taken, *stream);
+                self.launch(
+                    world,
+                    stream,
+                    *kernel,
+                    *count,
+                    buffers,
+                    scalars.clone(),
+                    *mode,
+                );
+            }
+            Recorded::Write { dst, data, stream } => {
+                let stream = self.stream_entity(world, taken, *stream);
+                match self.resolve(world, dst, true, stream) {
+                    Ok(binding) => self.spawn_task(
+                        stream,
+                        TaskWork::Write(data.clone()),
+                        SmallVec::from_elem(binding, 1),
+                    ),
+                    Err(error) => record_fault(world, stream, error),
+                }
+            }
+            Recorded::Flush { stream } => {
+                let stream = self.stream_entity(world, taken, *stream);
+                self.spawn_task(stream, TaskWork::Flush, SmallVec::new());
+            }
+        }
+    }
+
+    /// A launch's task on `stream`, or its binding's error as the stream's fault.
+    #[allow(clippy::too_many_arguments, reason = "a launch's parts")]
+    fn launch(
+        &mut self,
+        world: &mut World,
+        stream: Entity,
+        kernel: Kernel,
+        count: CubeCount,
+        buffers: &[Binding],
+        scalars: SmallVec<[u32; 4]>,
+        mode: ExecutionMode,
+    ) {
+        let mut bindings = SmallVec::<[TaskBinding; 4]>::new();
+        let mut launch_count = LaunchCount::Static([0; 3]);
+        // A binding the signature declares read-only is ordered as a read: readers of one
+        // buffer on different streams do not wait for each other.
+        let params = kernel.signature.buffers;
+        let resolved = buffers
+            .iter()
+            .enumerate()
+            .try_for_each(|(i, b)| {
+                let writes = params.get(i).is_none_or(|p| p.access.writes());
+                self.resolve(world, b, writes, stream)
+                    .map(|tb| bindings.push(tb))
+            })
+            .and_then(|()| match count {
+                CubeCount::Static(x, y, z) => {
+                    launch_count = LaunchCount::Static([x, y, z]);
+                    Ok(())
+                }
+                CubeCount::Dynamic(b) => self.resolve(world, &b, false, stream).map(|tb| {
+                    launch_count = LaunchCount::Dynamic(tb.region);
+                    bindings.push(tb);
+                }),
+            });
+        match resolved {
+            Ok(()) => self.spawn_task(
+                stream,
+                TaskWork::Launch {
+                    kernel,
+                    count: launch_count,
+                    scalars,
+                    mode,
+                },
+                bindings,
+            ),
+            Err(error) => record_fault(world, stream, error),
+        }
     }
 
     /// The cursor `stream`'s last task will have once alignment has numbered this drain's tasks.

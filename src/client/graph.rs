@@ -1,0 +1,222 @@
+//! Capture and replay (issue 28): [`ComputeClient::capture`] runs a closure's work once and keeps
+//! the launches, writes and flushes it queued as a [`Graph`]; [`Graph::replay`] queues them
+//! again as one command. What a graph uses stays allocated while it lives, whatever the user
+//! drops; scalars and written bytes change between replays through [`Graph::set_scalar_u32`],
+//! [`Graph::set_scalar_f32`] and [`Graph::set_data`]; a read, a sync or a collective inside a
+//! capture is a typed error. `gpuworld_systems::graph` has the recording and the pins.
+
+use super::ComputeClient;
+use gpuworld_systems::error::{Error, GraphError};
+use gpuworld_systems::graph::Recorded;
+use gpuworld_systems::inbox::Command;
+use gpuworld_systems::kernel::{Elem, ExecutionMode};
+use gpuworld_systems::{Backend, HandleId, Result};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Numbers graphs for traces.
+static NEXT_GRAPH: AtomicU64 = AtomicU64::new(1);
+
+/// Work captured from one client's runtime, to be replayed as one unit. Holds every buffer its
+/// commands use until it is dropped.
+pub struct Graph<B: Backend> {
+    client: ComputeClient<B>,
+    id: u64,
+    commands: Arc<Vec<Recorded>>,
+    pinned: Vec<HandleId>,
+}
+
+impl<B: Backend> std::fmt::Debug for Graph<B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Graph")
+            .field("id", &self.id)
+            .field("commands", &self.commands.len())
+            .field("buffers", &self.pinned.len())
+            .finish()
+    }
+}
+
+impl<B: Backend> ComputeClient<B> {
+    /// Runs `record` once on this client and captures the launches, writes and flushes it
+    /// queues from this thread (on this client's stream or others', through clones made with
+    /// `with_stream`) into a [`Graph`]. The run is the warm-up: buffers it creates are made now
+    /// and kept by the graph, so a replay allocates nothing. A `read`, `sync`, `mark`,
+    /// collective or transfer inside `record` fails with `GraphError::NotCapturable` (the read
+    /// or sync itself returns it, and so does the capture); so does an error `record` returns.
+    /// One capture at a time per runtime: `GraphError::NestedCapture` otherwise.
+    ///
+    /// ```
+    /// use gpuworld::{library, Bindings, CubeCount, Driver};
+    ///
+    /// let client = gpuworld::cpu_client(Driver::DeviceThread)?;
+    /// let x = client.create_from_pod(&[1.0f32; 256]);
+    /// let graph = client.capture(|c| {
+    ///     let bindings = Bindings::new().buffer(&x).buffer(&x).buffer(&x);
+    ///     c.launch(&library::ADD, CubeCount::new_1d(1), bindings)
+    /// })?;
+    /// graph.replay()?;
+    /// graph.replay()?;
+    /// // The capture's run and two replays: 1 -> 2 -> 4 -> 8.
+    /// assert_eq!(client.read_one_as::<f32>(&x)?[0], 8.0);
+    /// # Ok::<(), gpuworld::Error>(())
+    /// ```
+    pub fn capture(
+        &self,
+        record: impl FnOnce(&ComputeClient<B>) -> Result<()>,
+    ) -> Result<Graph<B>> {
+        self.shared.inbox.begin_capture()?;
+        let result = record(self);
+        let Some(recording) = self.shared.inbox.end_capture() else {
+            return Err(Error::Graph(GraphError::NestedCapture));
+        };
+        let graph = Graph {
+            client: self.clone(),
+            id: NEXT_GRAPH.fetch_add(1, Ordering::Relaxed),
+            commands: Arc::new(recording.commands),
+            pinned: recording.pinned,
+        };
+        // A failed capture drops the graph, whose pins go with it.
+        if let Some(refused) = recording.refused {
+            return Err(refused);
+        }
+        result?;
+        tracing::debug!(target: "gpuworld::graph", graph = graph.id, commands = graph.commands.len(), buffers = graph.pinned.len(), "captured");
+        Ok(graph)
+    }
+}
+
+impl<B: Backend> Graph<B> {
+    /// Queues the captured commands again, in order, as one command: after everything queued
+    /// before it on their streams and before everything queued after. Only enqueues, like a
+    /// launch (under `Driver::Manual` the next tick runs it).
+    pub fn replay(&self) -> Result<()> {
+        self.client.make_room();
+        self.client.shared.inbox.push(Command::Replay {
+            graph: self.id,
+            commands: self.commands.clone(),
+        });
+        Ok(())
+    }
+
+    /// How many commands the graph holds.
+    pub fn len(&self) -> usize {
+        self.commands.len()
+    }
+
+    /// Whether the capture queued nothing.
+    pub fn is_empty(&self) -> bool {
+        self.commands.is_empty()
+    }
+
+    /// One line per captured command, in order: what a replay issues.
+    pub fn commands(&self) -> Vec<String> {
+        self.commands
+            .iter()
+            .enumerate()
+            .map(|(i, command)| format!("{i}: {}", command.describe()))
+            .collect()
+    }
+
+    /// How many buffers the graph holds.
+    pub fn buffers(&self) -> usize {
+        self.pinned.len()
+    }
+
+    /// Sets scalar `index` of launch `node` (an index into [`Graph::commands`]) to `value` for
+    /// the replays that follow; the kernel must declare it `u32`.
+    pub fn set_scalar_u32(&mut self, node: usize, index: usize, value: u32) -> Result<()> {
+        self.set_scalar(node, index, Elem::U32, value)
+    }
+
+    /// Sets scalar `index` of launch `node` to `value`; the kernel must declare it `f32`.
+    pub fn set_scalar_f32(&mut self, node: usize, index: usize, value: f32) -> Result<()> {
+        self.set_scalar(node, index, Elem::F32, value.to_bits())
+    }
+
+    fn set_scalar(&mut self, node: usize, index: usize, elem: Elem, bits: u32) -> Result<()> {
+        let nodes = self.commands.len();
+        let found = self.commands.get(node).map_or("none", Recorded::kind);
+        let refused = |reason: String| {
+            Error::Graph(GraphError::UpdateRefused {
+                node,
+                reason: reason.into(),
+            })
+        };
+        let Some(Recorded::Launch {
+            kernel,
+            scalars,
+            mode,
+            ..
+        }) = Arc::make_mut(&mut self.commands).get_mut(node)
+        else {
+            return Err(Error::Graph(GraphError::NoSuchNode {
+                node,
+                wanted: "a launch",
+                nodes,
+                found,
+            }));
+        };
+        if *mode == ExecutionMode::Unchecked {
+            return Err(refused(format!(
+                "{} was launched unchecked: its safety was vouched for the captured scalars",
+                kernel.name
+            )));
+        }
+        let Some(slot) = scalars.get_mut(index) else {
+            return Err(refused(format!(
+                "{} has {} scalars, not {}",
+                kernel.name,
+                scalars.len(),
+                index + 1
+            )));
+        };
+        if let Some(param) = kernel.signature.scalars.get(index)
+            && param.elem != elem
+        {
+            return Err(refused(format!(
+                "scalar {index} of {} (`{}`) is {:?}, not {elem:?}",
+                kernel.name, param.name, param.elem
+            )));
+        }
+        *slot = bits;
+        Ok(())
+    }
+
+    /// Replaces the bytes write `node` copies (a `write`, or a creation's initial contents)
+    /// for the replays that follow; `bytes` must have the captured length.
+    pub fn set_data(&mut self, node: usize, bytes: &[u8]) -> Result<()> {
+        let nodes = self.commands.len();
+        let found = self.commands.get(node).map_or("none", Recorded::kind);
+        let Some(Recorded::Write { data, .. }) = Arc::make_mut(&mut self.commands).get_mut(node)
+        else {
+            return Err(Error::Graph(GraphError::NoSuchNode {
+                node,
+                wanted: "a write",
+                nodes,
+                found,
+            }));
+        };
+        if data.len() != bytes.len() {
+            return Err(Error::Graph(GraphError::UpdateRefused {
+                node,
+                reason: format!(
+                    "the write was captured with {} bytes, not {}",
+                    data.len(),
+                    bytes.len()
+                )
+                .into(),
+            }));
+        }
+        *data = gpuworld_systems::HostBytes::from_vec(bytes.to_vec());
+        Ok(())
+    }
+}
+
+impl<B: Backend> Drop for Graph<B> {
+    /// Lets go of the graph's buffers: those the user released already go back to the pool.
+    fn drop(&mut self) {
+        for &handle in &self.pinned {
+            self.client.shared.inbox.push(Command::Unpin { handle });
+        }
+    }
+}

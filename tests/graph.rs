@@ -1,0 +1,347 @@
+//! Capture and replay (issue 28): a graph replays the launches and writes of a frame as one
+//! command, with the eager run's bytes and tick-by-tick snapshots on the sim; the buffers it uses
+//! stay with it whatever the user drops; eager work between replays is ordered as on any stream;
+//! scalars and written bytes change between replays through explicit updates; a read, a sync or
+//! a nested capture inside a capture is a typed error and the runtime goes on.
+
+use gpuworld::error::GraphError;
+use gpuworld::{
+    Bindings, ComputeClient, CubeCount, Driver, Error, Graph, Handle, SimBackend, SimConfig,
+    StreamId, library,
+};
+
+const N: usize = 512;
+
+fn sim() -> ComputeClient<SimBackend> {
+    ComputeClient::new(
+        SimBackend::new(SimConfig::default().with_latency_ticks(1)),
+        gpuworld::RuntimeConfig::default(),
+        Driver::Manual,
+    )
+}
+
+fn floats(client: &ComputeClient<impl gpuworld::Backend>, handle: &Handle) -> Vec<f32> {
+    client.read_one_as::<f32>(handle).expect("read")
+}
+
+/// One frame over two streams: stream 0 writes `x` and scales it into `y`; stream 1 adds `y` and
+/// `x` into `z` (waiting for stream 0's work through the runtime's events).
+fn frame<B: gpuworld::Backend>(
+    client: &ComputeClient<B>,
+    [x, y, z]: [&Handle; 3],
+    input: &[f32],
+) -> gpuworld::Result<()> {
+    let cubes = CubeCount::new_1d(N.div_ceil(256) as u32);
+    client.write(x, bytemuck::cast_slice(input))?;
+    client.launch(
+        &library::SCALE,
+        cubes,
+        Bindings::new().buffer(x).buffer(y).scalar_f32(2.0),
+    )?;
+    let other = client.with_stream(StreamId { value: 1 });
+    other.launch(
+        &library::ADD,
+        cubes,
+        Bindings::new().buffer(y).buffer(x).buffer(z),
+    )?;
+    Ok(())
+}
+
+/// A snapshot without the graph's holds, which the eager run has not.
+fn without_holds(snapshot: &str) -> String {
+    snapshot
+        .lines()
+        .map(|line| match line.find(", held by") {
+            Some(at) => {
+                // `, held by N graph(s)`, then whatever later stages add.
+                let rest = &line[at + 2..];
+                let end = rest.find(", ").map_or(line.len(), |e| at + 2 + e);
+                format!("{}{}", &line[..at], &line[end..])
+            }
+            None => line.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn a_replay_gives_the_eager_runs_bytes_and_snapshots_tick_for_tick_on_the_sim() {
+    let input: Vec<f32> = (0..N).map(|i| i as f32 * 0.25).collect();
+    let (eager, replayed) = (sim(), sim());
+    let buffers = |client: &ComputeClient<SimBackend>| {
+        [0, 1, 2].map(|_| client.create_from_slice(&vec![0u8; N * 4]))
+    };
+    let (e, r) = (buffers(&eager), buffers(&replayed));
+    eager.tick();
+    replayed.tick();
+    let graph = replayed
+        .capture(|c| frame(c, [&r[0], &r[1], &r[2]], &input))
+        .expect("the capture");
+    assert_eq!(graph.len(), 3, "{:?}", graph.commands());
+    frame(&eager, [&e[0], &e[1], &e[2]], &input).unwrap();
+    for step in 0..6 {
+        if step > 0 {
+            frame(&eager, [&e[0], &e[1], &e[2]], &input).unwrap();
+            graph.replay().unwrap();
+        }
+        for _ in 0..2 {
+            eager.tick();
+            replayed.tick();
+            assert_eq!(
+                without_holds(&eager.snapshot()),
+                without_holds(&replayed.snapshot()),
+                "step {step}"
+            );
+        }
+        if step == 2 {
+            insta::assert_snapshot!("replay_mid_run", replayed.snapshot());
+        }
+    }
+    let expected: Vec<f32> = input.iter().map(|x| x * 2.0 + x).collect();
+    assert_eq!(floats(&eager, &e[2]), expected);
+    assert_eq!(floats(&replayed, &r[2]), expected);
+}
+
+#[test]
+fn a_buffer_the_user_drops_stays_with_the_graph_until_the_graph_goes() {
+    let client = sim();
+    let x = client.create_from_slice(&vec![0u8; N * 4]);
+    let mut temp_id = None;
+    let graph = client
+        .capture(|c| {
+            // A buffer made and dropped inside the capture: the graph keeps it.
+            let temp = c.empty((N * 4) as u64);
+            temp_id = Some(temp.id());
+            let cubes = CubeCount::new_1d(2);
+            c.launch(
+                &library::SCALE,
+                cubes,
+                Bindings::new().buffer(&x).buffer(&temp).scalar_f32(3.0),
+            )?;
+            c.launch(
+                &library::ADD,
+                cubes,
+                Bindings::new().buffer(&temp).buffer(&temp).buffer(&x),
+            )
+        })
+        .expect("the capture");
+    assert_eq!(graph.buffers(), 2);
+    drop(x);
+    for _ in 0..4 {
+        client.tick();
+    }
+    let usage = client.memory_usage();
+    assert_eq!(usage.number_allocs, 2, "the graph holds both: {usage:?}");
+    insta::assert_snapshot!("graph_holds_released_buffers", client.snapshot());
+    // New allocations do not land on the held memory.
+    let other = client.create_from_slice(&vec![7u8; N * 4]);
+    graph.replay().unwrap();
+    client.tick();
+    assert_eq!(client.read_one(&other).unwrap().to_vec(), vec![7u8; N * 4]);
+    drop(graph);
+    for _ in 0..4 {
+        client.tick();
+    }
+    let usage = client.memory_usage();
+    assert_eq!(usage.number_allocs, 1, "only `other` is left: {usage:?}");
+    assert!(temp_id.is_some());
+}
+
+#[test]
+fn eager_writes_between_replays_are_seen_by_the_next_replay() {
+    let client = gpuworld::cpu_client(Driver::DeviceThread).expect("a cpu client");
+    let x = client.create_from_pod(&[1.0f32; N]);
+    let y = client.empty((N * 4) as u64);
+    let graph = client
+        .capture(|c| {
+            c.launch(
+                &library::SCALE,
+                CubeCount::new_1d(2),
+                Bindings::new().buffer(&x).buffer(&y).scalar_f32(2.0),
+            )
+        })
+        .expect("the capture");
+    assert_eq!(floats(&client, &y), vec![2.0; N]);
+    for value in [3.0f32, 5.0, -1.5] {
+        client.write(&x, bytemuck::cast_slice(&[value; N])).unwrap();
+        graph.replay().unwrap();
+        assert_eq!(floats(&client, &y), vec![value * 2.0; N]);
+    }
+    // Eager work after a replay sees its result.
+    client
+        .write(&x, bytemuck::cast_slice(&[4.0f32; N]))
+        .unwrap();
+    graph.replay().unwrap();
+    client
+        .launch(
+            &library::ADD,
+            CubeCount::new_1d(2),
+            Bindings::new().buffer(&y).buffer(&y).buffer(&x),
+        )
+        .unwrap();
+    assert_eq!(floats(&client, &x), vec![16.0; N]);
+}
+
+#[test]
+fn scalar_and_data_updates_change_later_replays_and_bad_ones_are_refused() {
+    let client = gpuworld::cpu_client(Driver::DeviceThread).expect("a cpu client");
+    let x = client.empty((N * 4) as u64);
+    let y = client.empty((N * 4) as u64);
+    let mut graph: Graph<_> = client
+        .capture(|c| {
+            c.write(&x, bytemuck::cast_slice(&[1.0f32; N]))?;
+            c.launch(
+                &library::SCALE,
+                CubeCount::new_1d(2),
+                Bindings::new().buffer(&x).buffer(&y).scalar_f32(2.0),
+            )
+        })
+        .expect("the capture");
+    assert_eq!(graph.commands().len(), 2);
+    assert!(
+        graph.commands()[1].contains("launch"),
+        "{:?}",
+        graph.commands()
+    );
+    graph.set_scalar_f32(1, 0, 10.0).unwrap();
+    graph
+        .set_data(0, bytemuck::cast_slice(&[0.5f32; N]))
+        .unwrap();
+    graph.replay().unwrap();
+    assert_eq!(floats(&client, &y), vec![5.0; N]);
+
+    let refused = |result: gpuworld::Result<()>| match result {
+        Err(Error::Graph(error)) => error,
+        other => panic!("expected a GraphError, got {other:?}"),
+    };
+    assert!(matches!(
+        refused(graph.set_scalar_u32(1, 0, 3)),
+        GraphError::UpdateRefused { node: 1, .. }
+    ));
+    assert!(matches!(
+        refused(graph.set_scalar_f32(1, 4, 3.0)),
+        GraphError::UpdateRefused { node: 1, .. }
+    ));
+    assert!(matches!(
+        refused(graph.set_scalar_f32(0, 0, 3.0)),
+        GraphError::NoSuchNode {
+            node: 0,
+            found: "write",
+            ..
+        }
+    ));
+    assert!(matches!(
+        refused(graph.set_scalar_f32(9, 0, 3.0)),
+        GraphError::NoSuchNode {
+            node: 9,
+            found: "none",
+            ..
+        }
+    ));
+    assert!(matches!(
+        refused(graph.set_data(0, &[0u8; 12])),
+        GraphError::UpdateRefused { node: 0, .. }
+    ));
+    // The refused updates changed nothing.
+    graph.replay().unwrap();
+    assert_eq!(floats(&client, &y), vec![5.0; N]);
+}
+
+#[test]
+fn a_read_sync_or_nested_capture_inside_a_capture_is_a_typed_error_and_the_runtime_goes_on() {
+    let client = gpuworld::cpu_client(Driver::DeviceThread).expect("a cpu client");
+    let x = client.create_from_pod(&[1.0f32; N]);
+    let not_capturable = |error: Error, call: &str| match error {
+        Error::Graph(GraphError::NotCapturable { call: c }) if c == call => {}
+        other => panic!("expected NotCapturable for {call}, got {other:?}"),
+    };
+    let mut read_inside = None;
+    let error = client
+        .capture(|c| {
+            read_inside = Some(c.read_one(&x).map(|b| b.len()));
+            Ok(())
+        })
+        .expect_err("a read inside a capture");
+    not_capturable(error, "read");
+    not_capturable(read_inside.unwrap().unwrap_err(), "read");
+
+    let error = client
+        .capture(|c| c.sync())
+        .expect_err("a sync inside a capture");
+    not_capturable(error, "sync");
+
+    let nested = client
+        .capture(|c| match c.capture(|_| Ok(())) {
+            Err(Error::Graph(GraphError::NestedCapture)) => Ok(()),
+            other => panic!("expected NestedCapture, got {other:?}"),
+        })
+        .expect("the outer capture");
+    assert!(nested.is_empty());
+
+    // An error of the closure itself fails the capture, and nothing stays held.
+    let error = client
+        .capture(|c| {
+            c.launch(
+                &library::FILL,
+                CubeCount::new_1d(2),
+                Bindings::new().buffer(&x).scalar_f32(9.0),
+            )?;
+            Err(Error::Graph(GraphError::NestedCapture))
+        })
+        .expect_err("the closure's error");
+    assert!(matches!(error, Error::Graph(GraphError::NestedCapture)));
+
+    // The runtime goes on: the warm-up's fill ran, reads work, a new capture works.
+    assert_eq!(floats(&client, &x), vec![9.0; N]);
+    let graph = client
+        .capture(|c| {
+            c.launch(
+                &library::FILL,
+                CubeCount::new_1d(2),
+                Bindings::new().buffer(&x).scalar_f32(4.0),
+            )
+        })
+        .unwrap();
+    client
+        .write(&x, bytemuck::cast_slice(&[0.0f32; N]))
+        .unwrap();
+    graph.replay().unwrap();
+    assert_eq!(floats(&client, &x), vec![4.0; N]);
+    drop(graph);
+    drop(x);
+    client.sync().unwrap();
+    client.memory_cleanup();
+    client.sync().unwrap();
+    assert_eq!(client.memory_usage().number_allocs, 0);
+}
+
+#[test]
+fn other_threads_are_not_captured() {
+    let client = gpuworld::cpu_client(Driver::DeviceThread).expect("a cpu client");
+    let x = client.create_from_pod(&[1.0f32; N]);
+    let y = client.create_from_pod(&[1.0f32; N]);
+    let graph = client
+        .capture(|c| {
+            std::thread::scope(|s| {
+                s.spawn(|| {
+                    client
+                        .launch(
+                            &library::FILL,
+                            CubeCount::new_1d(2),
+                            Bindings::new().buffer(&y).scalar_f32(7.0),
+                        )
+                        .unwrap();
+                    // A read from another thread is not refused.
+                    assert_eq!(floats(&client, &y), vec![7.0; N]);
+                });
+            });
+            c.launch(
+                &library::FILL,
+                CubeCount::new_1d(2),
+                Bindings::new().buffer(&x).scalar_f32(3.0),
+            )
+        })
+        .unwrap();
+    assert_eq!(graph.len(), 1, "{:?}", graph.commands());
+    assert_eq!(graph.buffers(), 1);
+}
