@@ -9,8 +9,8 @@ mod common;
 
 use common::{Skip, bytes_of, f32s};
 use gpuworld::error::{
-    AutotuneError, BindingError, CollectiveError, DeviceError, ExecutionError, LaunchError,
-    LayoutError, MemoryError, ProfileError,
+    AutotuneError, BindingError, CollectiveError, DeviceError, ExecutionError, GraphError,
+    LaunchError, LayoutError, MemoryError, ProfileError,
 };
 use gpuworld::kernel::{CpuSource, CubeContext, KernelIo, KernelSource, Param, Signature};
 use gpuworld::tune::{CacheLocation, TunableSet, TuneKey, Tuner, TunerConfig};
@@ -248,6 +248,30 @@ const MISUSES: &[Misuse] = &[
         "Stopping a trace that was never started",
         "at once, by `stop_trace`",
         stopping_a_trace_that_was_not_started_is_an_error
+    ),
+    misuse!(
+        ErrorKind::NotCapturable,
+        "Reading back (or syncing, or running a collective) inside a capture",
+        "at once, by the read or sync, and by `capture`, which returns no graph",
+        reading_inside_a_capture_is_an_error
+    ),
+    misuse!(
+        ErrorKind::NestedCapture,
+        "Starting a capture inside a capture of the same runtime",
+        "at once, by the inner `capture`",
+        a_capture_inside_a_capture_is_an_error
+    ),
+    misuse!(
+        ErrorKind::NoSuchNode,
+        "Updating a graph command that does not exist, or one of another kind",
+        "at once, by the update; the graph is unchanged",
+        updating_a_missing_graph_command_is_an_error
+    ),
+    misuse!(
+        ErrorKind::UpdateRefused,
+        "Updating a graph's scalar with another type, or its written bytes with another length",
+        "at once, by the update; the graph is unchanged",
+        a_graph_update_that_does_not_fit_is_an_error
     ),
 ];
 
@@ -1324,5 +1348,90 @@ fn stopping_a_trace_that_was_not_started_is_an_error() -> Option<Error> {
     let error = client.stop_trace().unwrap_err();
     assert_eq!(error, Error::Profile(ProfileError::TraceNotStarted));
     still_works(&client, &kept, &[2.5; 4]);
+    Some(error)
+}
+
+/// A graph of one `FILL` of `x` on `client`.
+fn fill_graph(
+    client: &ComputeClient<CpuBackend>,
+    x: &gpuworld::Handle,
+) -> gpuworld::Graph<CpuBackend> {
+    client
+        .capture(|c| {
+            c.launch(
+                &library::FILL,
+                CubeCount::new_1d(1),
+                Bindings::new().buffer(x).scalar_f32(5.0),
+            )
+        })
+        .expect("a capture of one launch")
+}
+
+fn reading_inside_a_capture_is_an_error() -> Option<Error> {
+    let client = cpu();
+    let kept = client.create(bytes_of(&[2.0; 4]));
+    let mut inner = None;
+    let error = client
+        .capture(|c| {
+            inner = Some(c.read_one(&kept).map(|b| b.len()));
+            Ok(())
+        })
+        .unwrap_err();
+    assert_eq!(
+        error,
+        Error::Graph(GraphError::NotCapturable { call: "read" })
+    );
+    assert_eq!(inner, Some(Err(error.clone())));
+    assert!(error.to_string().contains("cannot be captured"), "{error}");
+    still_works(&client, &kept, &[2.0; 4]);
+    Some(error)
+}
+
+fn a_capture_inside_a_capture_is_an_error() -> Option<Error> {
+    let client = cpu();
+    let kept = client.create(bytes_of(&[3.0; 4]));
+    let mut inner = None;
+    client
+        .capture(|c| {
+            inner = Some(c.capture(|_| Ok(())).map(|g| g.len()));
+            Ok(())
+        })
+        .expect("the outer capture");
+    let error = inner.unwrap().unwrap_err();
+    assert_eq!(error, Error::Graph(GraphError::NestedCapture));
+    still_works(&client, &kept, &[3.0; 4]);
+    Some(error)
+}
+
+fn updating_a_missing_graph_command_is_an_error() -> Option<Error> {
+    let client = cpu();
+    let x = client.create(bytes_of(&[0.0; 256]));
+    let mut graph = fill_graph(&client, &x);
+    let error = graph.set_scalar_f32(3, 0, 1.0).unwrap_err();
+    assert!(matches!(
+        error,
+        Error::Graph(GraphError::NoSuchNode {
+            node: 3,
+            nodes: 1,
+            ..
+        })
+    ));
+    graph.replay().unwrap();
+    still_works(&client, &x, &[5.0; 256]);
+    Some(error)
+}
+
+fn a_graph_update_that_does_not_fit_is_an_error() -> Option<Error> {
+    let client = cpu();
+    let x = client.create(bytes_of(&[0.0; 256]));
+    let mut graph = fill_graph(&client, &x);
+    let error = graph.set_scalar_u32(0, 0, 7).unwrap_err();
+    assert!(matches!(
+        error,
+        Error::Graph(GraphError::UpdateRefused { node: 0, .. })
+    ));
+    assert!(error.to_string().contains("not U32"), "{error}");
+    graph.replay().unwrap();
+    still_works(&client, &x, &[5.0; 256]);
     Some(error)
 }

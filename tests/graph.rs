@@ -345,3 +345,31 @@ fn other_threads_are_not_captured() {
     assert_eq!(graph.len(), 1, "{:?}", graph.commands());
     assert_eq!(graph.buffers(), 1);
 }
+
+#[test]
+fn a_trace_shows_a_replay_as_one_unit_with_its_commands() {
+    let client = sim();
+    let x = client.create_from_slice(&vec![0u8; N * 4]);
+    let y = client.create_from_slice(&vec![0u8; N * 4]);
+    client.tick();
+    let graph = client
+        .capture(|c| frame(c, [&x, &y, &y], &[1.0; N]))
+        .expect("the capture");
+    client.start_trace();
+    graph.replay().unwrap();
+    client.tick();
+    graph.replay().unwrap();
+    client.tick();
+    let trace = client.stop_trace().expect("a trace");
+    assert_eq!(trace.replays.len(), 2);
+    let replay = &trace.replays[0];
+    assert_eq!(replay.commands.len(), 3, "{:?}", replay.commands);
+    assert!(
+        replay.commands[0].starts_with("write 2048 bytes"),
+        "{:?}",
+        replay.commands
+    );
+    assert!(replay.commands[1].contains("gpuworld.scale") || replay.commands[1].contains("scale"));
+    let json = trace.to_chrome_json();
+    assert!(json.contains("replay graph"), "{json}");
+}

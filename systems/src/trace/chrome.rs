@@ -89,6 +89,17 @@ pub fn render(trace: &Trace) -> String {
                            "args": {"handles": reclaim.handles, "tick": reclaim.tick}}),
         );
     }
+    for replay in &trace.replays {
+        let tid = trace
+            .ticks
+            .iter()
+            .find(|t| t.tick == replay.tick)
+            .map_or(1, |t| thread_tid(&t.thread));
+        events.push(json!({"ph": "i", "s": "t", "cat": "graph",
+                           "name": format!("replay graph {}", replay.graph),
+                           "pid": HOST_PID, "tid": tid, "ts": us(replay.at_ns),
+                           "args": {"tick": replay.tick, "commands": replay.commands}}));
+    }
     for (_, at_ns, counters) in &trace.counters {
         events.push(
             json!({"ph": "C", "name": "memory", "pid": HOST_PID, "ts": us(*at_ns),

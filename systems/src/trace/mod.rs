@@ -17,7 +17,7 @@ mod recorder;
 pub use crate::backend::{OpClock, OpKind, OpTime};
 pub use kernel_stats::{KernelStat, KernelStats, KernelTimes};
 pub use model::{
-    Counters, Reclaim, StageSpan, StreamSlice, TickSpan, Trace, TraceClock, WaitArrow,
+    Counters, Reclaim, ReplayMark, StageSpan, StreamSlice, TickSpan, Trace, TraceClock, WaitArrow,
 };
 pub use recorder::TraceRecorder;
 

@@ -93,6 +93,19 @@ pub struct Reclaim {
     pub handles: u64,
 }
 
+/// A captured graph's replay, ingested as one unit.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReplayMark {
+    /// The tick that ingested it.
+    pub tick: u64,
+    /// When.
+    pub at_ns: u64,
+    /// The graph's number.
+    pub graph: u64,
+    /// Its commands, one line each, in order.
+    pub commands: Vec<String>,
+}
+
 /// The counters sampled at the end of a tick.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Counters {
@@ -121,6 +134,8 @@ pub struct Trace {
     pub waits: Vec<WaitArrow>,
     /// Every tick that reclaimed memory.
     pub reclaims: Vec<Reclaim>,
+    /// Every replay of a captured graph, with its commands.
+    pub replays: Vec<ReplayMark>,
     /// The counters at the end of every tick: (tick, time, counters).
     pub counters: Vec<(u64, u64, Counters)>,
 }

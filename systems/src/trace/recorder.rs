@@ -54,6 +54,19 @@ impl TraceRecorder {
         })
     }
 
+    /// Notes that tick `tick` ingested a replay of graph `graph` with `commands`.
+    pub fn replayed(&mut self, tick: u64, graph: u64, commands: Vec<String>) {
+        let at_ns = self.now_ns(Instant::now());
+        if let Some(recording) = self.recording.as_mut() {
+            recording.trace.replays.push(ReplayMark {
+                tick,
+                at_ns,
+                graph,
+                commands,
+            });
+        }
+    }
+
     /// Notes the start of stage `stage` (7: the tick's end) of the tick running.
     pub fn stamp(&mut self, stage: usize) {
         let now = Instant::now();
@@ -260,6 +273,7 @@ impl TraceRecorder {
                 slices: Vec::new(),
                 waits: Vec::new(),
                 reclaims: Vec::new(),
+                replays: Vec::new(),
                 counters: Vec::new(),
             },
         }));

@@ -400,16 +400,25 @@ impl Ingest<'_> {
                 }
             }
             Command::Unpin { handle } => {
-                let Some(entry) = self.index.get_mut(&handle) else {
-                    return None;
-                };
-                entry.graph_pins = entry.graph_pins.saturating_sub(1);
-                if entry.graph_pins == 0 && entry.released_while_pinned {
-                    self.release(world, taken, handle);
+                if let Some(entry) = self.index.get_mut(&handle) {
+                    entry.graph_pins = entry.graph_pins.saturating_sub(1);
+                    if entry.graph_pins == 0 && entry.released_while_pinned {
+                        self.release(world, taken, handle);
+                    }
                 }
             }
             Command::Replay { graph, commands } => {
                 tracing::trace!(target: "gpuworld::graph", graph, commands = commands.len(), "replay");
+                let traced = world
+                    .get_resource::<crate::trace::TraceRecorder>()
+                    .is_some_and(|recorder| recorder.is_tracing());
+                if traced {
+                    let lines = commands.iter().map(Recorded::describe).collect();
+                    let tick = world.resource::<TickCounter>().0;
+                    world
+                        .resource_mut::<crate::trace::TraceRecorder>()
+                        .replayed(tick, graph, lines);
+                }
                 for recorded in commands.iter() {
                     self.replay_one(world, taken, recorded);
                 }
@@ -460,7 +469,7 @@ impl Ingest<'_> {
                 self.launch(
                     world,
                     stream,
-                    *kernel,
+                    kernel,
                     *count,
                     buffers,
                     scalars.clone(),

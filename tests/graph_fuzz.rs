@@ -1,0 +1,306 @@
+//! A differential fuzzer of capture and replay (issue 28): seeded random frames of launches
+//! (`FILL`, `COPY`, `ADD`, `SCALE`) and writes over random views of a few buffers on two
+//! streams, run eagerly on one runtime and captured once then replayed on another of the same
+//! backend, with the same random eager work (writes and launches) between frames, and scalar and data updates to the graph that the eager side makes in its
+//! frame. Every buffer must hold the same bytes on both sides at the end. No model is needed:
+//! a replay must do exactly what the eager frame does.
+//!
+//! `GPUWORLD_GRAPH_FUZZ_SEEDS=N` runs seeds `1..=N` (default 12), on cpu and on the sim.
+
+#[path = "fuzz/rng.rs"]
+#[allow(dead_code)]
+mod rng;
+
+use gpuworld::{
+    Backend, Bindings, ComputeClient, CubeCount, Driver, Graph, Handle, SimBackend, SimConfig,
+    StreamId, library,
+};
+use rng::Rng;
+
+/// A word range of one of the buffers.
+#[derive(Clone, Copy, Debug)]
+struct View {
+    buffer: usize,
+    start: usize,
+    words: usize,
+}
+
+/// One command of a frame.
+#[derive(Clone, Debug)]
+enum Op {
+    Fill { out: View, value: f32 },
+    Copy { src: View, dst: View },
+    Add { a: View, b: View, out: View },
+    Scale { x: View, out: View, factor: f32 },
+    Write { dst: View, data: Vec<f32> },
+}
+
+/// A frame: its ops, each on stream 0 or 1.
+type Frame = Vec<(Op, u64)>;
+
+struct Side<B: Backend> {
+    client: ComputeClient<B>,
+    streams: [ComputeClient<B>; 2],
+    /// The buffers' handles.
+    frame_handles: Vec<Handle>,
+}
+
+impl<B: Backend> Side<B> {
+    fn new(client: ComputeClient<B>, sizes: &[usize]) -> Side<B> {
+        let streams = [0, 1].map(|value| client.with_stream(StreamId { value }));
+        let buffers: Vec<Handle> = sizes
+            .iter()
+            .map(|&words| client.create_from_pod(&vec![0.0f32; words]))
+            .collect();
+        Side {
+            frame_handles: buffers,
+            streams,
+            client,
+        }
+    }
+
+    fn view(&self, view: View) -> Handle {
+        let handle = &self.frame_handles[view.buffer];
+        let end = handle.capacity() - ((view.start + view.words) * 4) as u64;
+        handle
+            .clone()
+            .offset_start((view.start * 4) as u64)
+            .offset_end(end)
+    }
+
+    fn run(&self, op: &Op, stream: u64) -> gpuworld::Result<()> {
+        let c = &self.streams[stream as usize];
+        let cubes = |v: &View| CubeCount::new_1d(v.words.div_ceil(256) as u32);
+        match op {
+            Op::Fill { out, value } => c.launch(
+                &library::FILL,
+                cubes(out),
+                Bindings::new().buffer(&self.view(*out)).scalar_f32(*value),
+            ),
+            Op::Copy { src, dst } => c.launch(
+                &library::COPY,
+                cubes(dst),
+                Bindings::new()
+                    .buffer(&self.view(*src))
+                    .buffer(&self.view(*dst)),
+            ),
+            Op::Add { a, b, out } => c.launch(
+                &library::ADD,
+                cubes(out),
+                Bindings::new()
+                    .buffer(&self.view(*a))
+                    .buffer(&self.view(*b))
+                    .buffer(&self.view(*out)),
+            ),
+            Op::Scale { x, out, factor } => c.launch(
+                &library::SCALE,
+                cubes(out),
+                Bindings::new()
+                    .buffer(&self.view(*x))
+                    .buffer(&self.view(*out))
+                    .scalar_f32(*factor),
+            ),
+            Op::Write { dst, data } => c.write(&self.view(*dst), bytemuck::cast_slice(data)),
+        }
+    }
+
+    fn frame(&self, frame: &Frame) -> gpuworld::Result<()> {
+        frame
+            .iter()
+            .try_for_each(|(op, stream)| self.run(op, *stream))
+    }
+
+    fn contents(&self) -> Vec<Vec<u8>> {
+        self.frame_handles
+            .iter()
+            .map(|h| self.client.read_one(h).expect("read").into_vec())
+            .collect()
+    }
+}
+
+/// A random view of a random buffer: `words` long when given.
+fn random_view(rng: &mut Rng, sizes: &[usize], words: Option<usize>) -> View {
+    let buffer = rng.index(sizes.len());
+    let size = sizes[buffer];
+    let words = words
+        .unwrap_or_else(|| rng.between(1, size as u64) as usize)
+        .min(size);
+    let start = rng.below((size - words + 1) as u64) as usize;
+    View {
+        buffer,
+        start,
+        words,
+    }
+}
+
+/// An output view that shares no word with `inputs` unless it is the same view.
+fn output_for(rng: &mut Rng, sizes: &[usize], inputs: &[View], words: usize) -> View {
+    for _ in 0..8 {
+        let out = random_view(rng, sizes, Some(words));
+        let clash = inputs.iter().any(|i| {
+            i.buffer == out.buffer
+                && !(i.start == out.start && i.words == out.words)
+                && i.start < out.start + out.words
+                && out.start < i.start + i.words
+        });
+        if !clash && out.words == words {
+            return out;
+        }
+    }
+    inputs[0]
+}
+
+fn random_op(rng: &mut Rng, sizes: &[usize]) -> Op {
+    match rng.below(5) {
+        0 => Op::Fill {
+            out: random_view(rng, sizes, None),
+            value: rng.normal_f32(),
+        },
+        1 => {
+            let src = random_view(rng, sizes, None);
+            let dst = output_for(rng, sizes, &[src], src.words);
+            Op::Copy { src, dst }
+        }
+        2 => {
+            let a = random_view(rng, sizes, None);
+            let b = random_view(rng, sizes, Some(a.words));
+            let words = a.words.min(b.words);
+            let (a, b) = (View { words, ..a }, View { words, ..b });
+            let out = output_for(rng, sizes, &[a, b], words);
+            Op::Add { a, b, out }
+        }
+        3 => {
+            let x = random_view(rng, sizes, None);
+            let out = output_for(rng, sizes, &[x], x.words);
+            Op::Scale {
+                x,
+                out,
+                factor: rng.normal_f32().clamp(-2.0, 2.0),
+            }
+        }
+        _ => {
+            let dst = random_view(rng, sizes, None);
+            let data = (0..dst.words).map(|_| rng.normal_f32()).collect();
+            Op::Write { dst, data }
+        }
+    }
+}
+
+fn run_seed<B: Backend>(seed: u64, make: impl Fn() -> ComputeClient<B>, manual: bool) {
+    let mut rng = Rng::new(seed);
+    let sizes: Vec<usize> = (0..4).map(|_| rng.between(1, 2048) as usize).collect();
+    let (eager, replayed) = (Side::new(make(), &sizes), Side::new(make(), &sizes));
+    let tick = |side: &Side<B>| {
+        if manual {
+            side.client.tick();
+        }
+    };
+    let mut frame: Frame = (0..rng.between(1, 12))
+        .map(|_| (random_op(&mut rng, &sizes), rng.below(2)))
+        .collect();
+    eager.frame(&frame).expect("the eager frame");
+    let mut graph: Graph<B> = replayed
+        .capture(&frame)
+        .unwrap_or_else(|error| panic!("seed {seed}: the capture: {error}"));
+    assert_eq!(graph.len(), frame.len(), "seed {seed}");
+    for round in 0..rng.between(1, 8) {
+        // Eager work between frames, the same on both sides.
+        for _ in 0..rng.below(4) {
+            let (op, stream) = (random_op(&mut rng, &sizes), rng.below(2));
+            eager.run(&op, stream).expect("eager op");
+            replayed.run(&op, stream).expect("eager op");
+        }
+        // Updates: a scalar or a write's bytes, made to the eager frame and to the graph.
+        if rng.chance(500) {
+            let node = rng.index(frame.len());
+            let value = rng.normal_f32().clamp(-2.0, 2.0);
+            let done = match &mut frame[node].0 {
+                Op::Fill { value: v, .. } | Op::Scale { factor: v, .. } => {
+                    *v = value;
+                    graph.set_scalar_f32(node, 0, value)
+                }
+                Op::Write { data, .. } => {
+                    data.iter_mut().for_each(|d| *d = value);
+                    graph.set_data(node, bytemuck::cast_slice(data.as_slice()))
+                }
+                _ => Ok(()),
+            };
+            done.unwrap_or_else(|error| panic!("seed {seed} round {round}: update: {error}"));
+        }
+        eager.frame(&frame).expect("the eager frame");
+        graph.replay().expect("replay");
+        if rng.chance(300) {
+            tick(&eager);
+            tick(&replayed);
+        }
+    }
+    tick(&eager);
+    tick(&replayed);
+    let (a, b) = (eager.contents(), replayed.contents());
+    for (k, (a, b)) in a.iter().zip(&b).enumerate() {
+        assert!(
+            a == b,
+            "seed {seed}: buffer {k} differs between the eager frames and the replays\nframe: {frame:?}"
+        );
+    }
+}
+
+impl<B: Backend> Side<B> {
+    fn capture(&self, frame: &Frame) -> gpuworld::Result<Graph<B>> {
+        self.client.capture(|_| self.frame(frame))
+    }
+}
+
+fn seeds() -> u64 {
+    std::env::var("GPUWORLD_GRAPH_FUZZ_SEEDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(12)
+}
+
+#[test]
+fn replays_do_what_eager_frames_do_on_cpu() {
+    for seed in 1..=seeds() {
+        run_seed(
+            seed,
+            || gpuworld::cpu_client(Driver::DeviceThread).expect("a cpu client"),
+            false,
+        );
+    }
+}
+
+#[test]
+fn replays_do_what_eager_frames_do_on_the_sim() {
+    for seed in 1..=seeds() {
+        run_seed(
+            seed,
+            || {
+                ComputeClient::new(
+                    SimBackend::new(SimConfig::default().with_latency_ticks(2)),
+                    gpuworld::RuntimeConfig::default(),
+                    Driver::Manual,
+                )
+            },
+            true,
+        );
+    }
+}
+
+#[cfg(feature = "wgpu")]
+#[test]
+fn replays_do_what_eager_frames_do_on_wgpu() {
+    let open = || gpuworld::wgpu_client(gpuworld::WgpuConfig::default());
+    if let Err(error) = open() {
+        let required = std::env::var("GPUWORLD_REQUIRE_WGPU").is_ok_and(|v| v == "1");
+        assert!(
+            !required,
+            "GPUWORLD_REQUIRE_WGPU=1 but there is no wgpu adapter: {error}"
+        );
+        eprintln!("SKIPPED: no wgpu adapter: {error}");
+        return;
+    }
+    // Software adapters run a dispatch in ~100 µs: a few seeds.
+    for seed in 1..=seeds().min(4) {
+        run_seed(seed, || open().expect("the adapter opened before"), false);
+    }
+}
