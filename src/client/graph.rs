@@ -22,6 +22,9 @@ static NEXT_GRAPH: AtomicU64 = AtomicU64::new(1);
 pub struct Graph<B: Backend> {
     client: ComputeClient<B>,
     id: u64,
+    /// Updates made so far: a replay carries it, so a backend's compiled form of an older
+    /// version is never launched.
+    version: u64,
     commands: Arc<Vec<Recorded>>,
     pinned: Vec<HandleId>,
 }
@@ -72,6 +75,7 @@ impl<B: Backend> ComputeClient<B> {
         let graph = Graph {
             client: self.clone(),
             id: NEXT_GRAPH.fetch_add(1, Ordering::Relaxed),
+            version: 0,
             commands: Arc::new(recording.commands),
             pinned: recording.pinned,
         };
@@ -93,6 +97,7 @@ impl<B: Backend> Graph<B> {
         self.client.make_room();
         self.client.shared.inbox.push(Command::Replay {
             graph: self.id,
+            version: self.version,
             commands: self.commands.clone(),
         });
         Ok(())
@@ -179,6 +184,7 @@ impl<B: Backend> Graph<B> {
             )));
         }
         *slot = bits;
+        self.version += 1;
         Ok(())
     }
 
@@ -208,6 +214,7 @@ impl<B: Backend> Graph<B> {
             }));
         }
         *data = gpuworld_systems::HostBytes::from_vec(bytes.to_vec());
+        self.version += 1;
         Ok(())
     }
 }

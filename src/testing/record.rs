@@ -160,6 +160,9 @@ pub enum RecordedOp {
     Replay {
         /// The graph's number in the recorded run.
         graph: u64,
+        /// How many updates the graph had had.
+        #[serde(default)]
+        version: u64,
         /// Its commands.
         ops: Vec<RecordedOp>,
     },
@@ -437,8 +440,13 @@ fn record(command: &Command, cap: u64) -> RecordedOp {
         },
         Command::Pin { handle } => RecordedOp::Pin { handle: handle.0 },
         Command::Unpin { handle } => RecordedOp::Unpin { handle: handle.0 },
-        Command::Replay { graph, commands } => RecordedOp::Replay {
+        Command::Replay {
+            graph,
+            version,
+            commands,
+        } => RecordedOp::Replay {
             graph: *graph,
+            version: *version,
             ops: commands.iter().map(|c| record_captured(c, cap)).collect(),
         },
     }

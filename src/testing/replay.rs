@@ -366,13 +366,18 @@ impl Replayer {
                         report.commands += 1;
                         continue;
                     }
-                    RecordedOp::Replay { graph, ops } => {
+                    RecordedOp::Replay {
+                        graph,
+                        version,
+                        ops,
+                    } => {
                         let commands = ops
                             .iter()
                             .map(|op| self.captured(op, &handles, &mut report))
                             .collect::<Result<Vec<_>, _>>()?;
                         Command::Replay {
                             graph: *graph,
+                            version: *version,
                             commands: std::sync::Arc::new(commands),
                         }
                     }

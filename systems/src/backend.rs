@@ -449,6 +449,27 @@ pub trait Backend: Send + Sync + 'static {
     {
         None
     }
+    /// Whether [`Backend::graph_replay`] makes replays into one op (asked before planning one).
+    fn replays_graphs() -> bool
+    where
+        Self: Sized,
+    {
+        false
+    }
+    /// A captured graph's replay of `launches` (all on one stream, with static grids) as one
+    /// native op the backend runs itself, over the replay task's bindings (a CUDA graph, made at
+    /// the first replay of `graph` at `version` and launched with one call after); `None` by
+    /// default, and the replay's launches are tasks of their own.
+    fn graph_replay(
+        _graph: u64,
+        _version: u64,
+        _launches: Vec<crate::graph::PlannedLaunch>,
+    ) -> Option<crate::native::NativeWork>
+    where
+        Self: Sized,
+    {
+        None
+    }
     /// Collectives across processes run on the devices themselves, or the error that prevents
     /// them here; `None` by default, and a process group exchanges bytes over its connections.
     fn process_collectives() -> Option<Result<&'static dyn ProcessCollectives, Error>>

@@ -10,6 +10,7 @@ mod copies;
 mod cuda_c;
 mod events;
 mod faults;
+mod graphs;
 mod launch;
 mod library;
 mod loader;
@@ -23,6 +24,7 @@ mod watch;
 pub use compiler::{CompileStats, default_cache_dir};
 pub use cuda_c::{CudaSource, PRELUDE, cuda_text, parameter_list};
 pub use cudarc;
+pub use graphs::GraphReplay;
 pub use nccl::{
     Clique, NcclCall, NcclComm, NcclGroup, NcclKind, NcclProcessGroup, NcclProcesses,
     communicators, grouped, nccl, process_communicator,
@@ -144,6 +146,8 @@ pub struct CudaBackend {
     poisoned: Option<Arc<str>>,
     /// The NCCL cliques this device ran collectives in (see `nccl::Clique`).
     cliques: Vec<nccl::KnownClique>,
+    /// CUDA graphs made for captured gpuworld graphs (`graphs.rs`).
+    graphs: graphs::GraphCache,
     /// The contexts of other devices this context was given direct access to (peer copies).
     peers_enabled: Vec<usize>,
 }
@@ -187,6 +191,11 @@ impl CudaBackend {
     /// Page-locked staging bytes held: free, in use by copies, or lent to callers.
     pub fn pinned_bytes(&self) -> usize {
         self.pinned.allocated_bytes()
+    }
+
+    /// How many CUDA graphs this device keeps for captured graphs' replays.
+    pub fn graph_executables(&self) -> usize {
+        self.graphs.len()
     }
 
     /// Device bytes allocated from the driver.
@@ -398,6 +407,20 @@ impl Backend for CudaBackend {
         Some(communicators(devices).map(|comms| Arc::new(NcclGroup(comms)) as _))
     }
 
+    /// CUDA graphs (`graphs.rs`).
+    fn replays_graphs() -> bool {
+        true
+    }
+
+    /// A replay of launches on one stream as one CUDA graph (`graphs.rs`).
+    fn graph_replay(
+        graph: u64,
+        version: u64,
+        launches: Vec<gpuworld_systems::graph::PlannedLaunch>,
+    ) -> Option<NativeWork> {
+        Some(graphs::GraphReplay::work(graph, version, launches))
+    }
+
     /// NCCL communicators spanning processes (`nccl.rs`).
     fn process_collectives() -> Option<Result<&'static dyn ProcessCollectives, Error>> {
         let ready = nccl::nccl().and_then(|_| {
@@ -552,6 +575,9 @@ impl Backend for CudaBackend {
         self.bind();
         if let Some(result) = self.run_peer(s, buffers, &work) {
             return result;
+        }
+        if let Some(replay) = graphs::as_graph_replay(&work) {
+            return self.run_graph(s, buffers, replay);
         }
         let Some(call) = nccl::as_nccl_call(&work) else {
             return Err(Error::Device(DeviceError::BackendUnavailable {
@@ -709,6 +735,7 @@ impl Drop for CudaBackend {
         let lent_out = Arc::strong_count(&self.pinned) > 1;
         self.events.destroy_all();
         self.op_timing.destroy_all();
+        self.graphs.clear();
         self.kernels.unload();
         for (_, (pointer, _)) in self.buffers.drain() {
             // SAFETY: the context is idle, so no work uses the buffer.

@@ -111,6 +111,7 @@ impl CudaBackend {
             next_ticket: 0,
             poisoned: None,
             cliques: Vec::new(),
+            graphs: Default::default(),
             peers_enabled: Vec::new(),
         })
     }

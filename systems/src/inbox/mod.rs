@@ -15,6 +15,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::task::{Wake, Waker};
 use std::time::Duration;
 
+pub mod capture;
 mod queue;
 mod tap;
 
@@ -149,8 +150,11 @@ pub enum Command {
     Replay {
         /// The graph's number, for traces.
         graph: u64,
+        /// How many updates the graph had: a backend's compiled form of `graph` at another
+        /// version is stale.
+        version: u64,
         /// Its commands.
-        commands: std::sync::Arc<Vec<crate::graph::Recorded>>,
+        commands: std::sync::Arc<Vec<capture::Recorded>>,
     },
 }
 
@@ -181,7 +185,7 @@ pub struct Inbox {
     next_handle: AtomicU64,
     /// Whether a capture is open (`capture` holds it): the one check a push pays without one.
     capturing: AtomicBool,
-    capture: parking_lot::Mutex<Option<crate::graph::Recording>>,
+    capture: parking_lot::Mutex<Option<capture::Recording>>,
 }
 
 /// How long a pusher sleeps for room before it looks again (a drain or the close wakes it
@@ -243,13 +247,13 @@ impl Inbox {
         if capture.is_some() {
             return Err(Error::Graph(crate::error::GraphError::NestedCapture));
         }
-        *capture = Some(crate::graph::Recording::on_this_thread());
+        *capture = Some(capture::Recording::on_this_thread());
         self.capturing.store(true, Ordering::Release);
         Ok(())
     }
 
     /// Closes the capture and returns what it recorded.
-    pub fn end_capture(&self) -> Option<crate::graph::Recording> {
+    pub fn end_capture(&self) -> Option<capture::Recording> {
         let mut capture = self.capture.lock();
         self.capturing.store(false, Ordering::Release);
         capture.take()

@@ -21,7 +21,7 @@ use super::alignment::Owner;
 use super::tick::TickStage;
 use crate::backend::{Backend, LaunchCount};
 use crate::binding::Binding;
-use crate::graph::Recorded;
+use crate::graph::{PlannedLaunch, Recorded};
 use crate::ids::{HandleId, StreamId};
 use crate::inbox::{Command, Inbox};
 use crate::kernel::{CubeCount, ExecutionMode, Kernel};
@@ -407,7 +407,11 @@ impl Ingest<'_> {
                     }
                 }
             }
-            Command::Replay { graph, commands } => {
+            Command::Replay {
+                graph,
+                version,
+                commands,
+            } => {
                 tracing::trace!(target: "gpuworld::graph", graph, commands = commands.len(), "replay");
                 let traced = world
                     .get_resource::<crate::trace::TraceRecorder>()
@@ -419,8 +423,10 @@ impl Ingest<'_> {
                         .resource_mut::<crate::trace::TraceRecorder>()
                         .replayed(tick, graph, lines);
                 }
-                for recorded in commands.iter() {
-                    self.replay_one(world, taken, recorded);
+                if !self.replay_as_one(world, taken, graph, version, &commands) {
+                    for recorded in commands.iter() {
+                        self.replay_one(world, taken, recorded);
+                    }
                 }
             }
             Command::MemoryCleanup => taken.get(world).1.request_cleanup(),
@@ -447,6 +453,73 @@ impl Ingest<'_> {
             let pool = taken.get(world).1;
             self.reclaimed += u64::from(release(world, pool, handle, entry));
         }
+    }
+
+    /// A replay of launches only, on one stream, with static grids, as one native task the
+    /// backend runs itself (`Backend::graph_replay`: a CUDA graph); whether it was.
+    fn replay_as_one<B: Backend>(
+        &mut self,
+        world: &mut World,
+        taken: &mut DeviceAndPool<B>,
+        graph: u64,
+        version: u64,
+        commands: &[Recorded],
+    ) -> bool {
+        if !B::replays_graphs() || commands.len() < 2 {
+            return false;
+        }
+        let Some(Recorded::Launch { stream: first, .. }) = commands.first() else {
+            return false;
+        };
+        let eligible = commands.iter().all(|command| {
+            matches!(command, Recorded::Launch { count: CubeCount::Static(..), stream, .. }
+                if stream == first)
+        });
+        if !eligible {
+            return false;
+        }
+        let stream = self.stream_entity(world, taken, *first);
+        let mut bindings = SmallVec::<[TaskBinding; 4]>::new();
+        let mut planned = Vec::with_capacity(commands.len());
+        for command in commands {
+            let Recorded::Launch {
+                kernel,
+                count: CubeCount::Static(x, y, z),
+                buffers,
+                scalars,
+                mode,
+                ..
+            } = command
+            else {
+                return false;
+            };
+            let params = kernel.signature.buffers;
+            let mut indices = SmallVec::new();
+            for (i, binding) in buffers.iter().enumerate() {
+                let writes = params.get(i).is_none_or(|p| p.access.writes());
+                // A binding that does not resolve: the launches one by one report it.
+                let Ok(resolved) = self.resolve(world, binding, writes, stream) else {
+                    return false;
+                };
+                let Ok(index) = u16::try_from(bindings.len()) else {
+                    return false;
+                };
+                indices.push(index);
+                bindings.push(resolved);
+            }
+            planned.push(PlannedLaunch {
+                kernel,
+                grid: [*x, *y, *z],
+                bindings: indices,
+                scalars: scalars.clone(),
+                mode: *mode,
+            });
+        }
+        let Some(work) = B::graph_replay(graph, version, planned) else {
+            return false;
+        };
+        self.spawn_task(stream, TaskWork::Native(work), bindings);
+        true
     }
 
     /// One command of a replayed graph, as the command it was captured from.

@@ -1,0 +1,133 @@
+//! Captured graphs on CUDA (issue 28): a replay of launches on one stream runs as one CUDA graph
+//! (captured from the stream at its first replay, one `cuGraphLaunch` after), with the bytes of
+//! the eager run; an update makes a fresh CUDA graph; eager writes between replays are seen by the
+//! next one; a multi-stream replay runs its launches one by one, as correct. Needs a GPU.
+
+mod common;
+
+use common::{Skip, cuda_client_or_skip};
+use gpuworld::{Bindings, ComputeClient, CubeCount, CudaBackend, Handle, StreamId, library};
+
+test_main![
+    a_replay_runs_as_one_cuda_graph_with_the_eager_runs_bytes,
+    an_update_makes_a_fresh_cuda_graph_and_writes_between_replays_are_seen,
+    a_replay_over_two_streams_runs_its_launches_one_by_one,
+];
+
+const N: usize = 1 << 12;
+
+fn floats(client: &ComputeClient<CudaBackend>, handle: &Handle) -> Vec<f32> {
+    client.read_one_as::<f32>(handle).expect("read")
+}
+
+fn executables(client: &ComputeClient<CudaBackend>) -> usize {
+    client.with_runtime(|rt| rt.backend().graph_executables())
+}
+
+/// `k` chained `x += ones`.
+fn chain(client: &ComputeClient<CudaBackend>, x: &Handle, ones: &Handle, k: usize) {
+    let cubes = CubeCount::new_1d(N.div_ceil(256) as u32);
+    for _ in 0..k {
+        client
+            .launch(
+                &library::ADD,
+                cubes,
+                Bindings::new().buffer(x).buffer(ones).buffer(x),
+            )
+            .unwrap();
+    }
+}
+
+fn a_replay_runs_as_one_cuda_graph_with_the_eager_runs_bytes() -> Result<(), Skip> {
+    let client = cuda_client_or_skip()?;
+    let x = client.create_from_pod(&[0.0f32; N]);
+    let ones = client.create_from_pod(&[1.0f32; N]);
+    let graph = client
+        .capture(|c| {
+            chain(c, &x, &ones, 100);
+            Ok(())
+        })
+        .unwrap();
+    assert_eq!(floats(&client, &x), vec![100.0; N], "the capture's run");
+    assert_eq!(executables(&client), 0, "nothing replayed yet");
+    for round in 1..=20 {
+        graph.replay().unwrap();
+        if round % 5 == 0 {
+            assert_eq!(floats(&client, &x), vec![100.0 * (round + 1) as f32; N]);
+        }
+    }
+    assert_eq!(executables(&client), 1, "one CUDA graph, made once");
+    // Eager launches after the replays see their results, and the other way round: the run,
+    // 20 replays, 3 eager launches and one more replay.
+    chain(&client, &x, &ones, 3);
+    graph.replay().unwrap();
+    assert_eq!(floats(&client, &x), vec![2203.0; N]);
+    Ok(())
+}
+
+fn an_update_makes_a_fresh_cuda_graph_and_writes_between_replays_are_seen() -> Result<(), Skip> {
+    let client = cuda_client_or_skip()?;
+    let x = client.create_from_pod(&[1.0f32; N]);
+    let y = client.empty((N * 4) as u64);
+    let z = client.empty((N * 4) as u64);
+    let cubes = CubeCount::new_1d(N.div_ceil(256) as u32);
+    let mut graph = client
+        .capture(|c| {
+            c.launch(
+                &library::SCALE,
+                cubes,
+                Bindings::new().buffer(&x).buffer(&y).scalar_f32(2.0),
+            )?;
+            c.launch(
+                &library::ADD,
+                cubes,
+                Bindings::new().buffer(&y).buffer(&x).buffer(&z),
+            )
+        })
+        .unwrap();
+    for value in [3.0f32, -0.5, 7.25] {
+        client.write(&x, bytemuck::cast_slice(&[value; N])).unwrap();
+        graph.replay().unwrap();
+        assert_eq!(floats(&client, &z), vec![value * 3.0; N]);
+    }
+    assert_eq!(executables(&client), 1);
+    graph.set_scalar_f32(0, 0, 10.0).unwrap();
+    client
+        .write(&x, bytemuck::cast_slice(&[2.0f32; N]))
+        .unwrap();
+    graph.replay().unwrap();
+    assert_eq!(floats(&client, &z), vec![22.0; N]);
+    assert_eq!(executables(&client), 1, "the older version's graph went");
+    // The user drops its handles; the graph still has them.
+    drop((x, y));
+    graph.replay().unwrap();
+    assert_eq!(floats(&client, &z), vec![22.0; N]);
+    Ok(())
+}
+
+fn a_replay_over_two_streams_runs_its_launches_one_by_one() -> Result<(), Skip> {
+    let client = cuda_client_or_skip()?;
+    let other = client.with_stream(StreamId { value: 1 });
+    let x = client.create_from_pod(&[0.0f32; N]);
+    let ones = client.create_from_pod(&[1.0f32; N]);
+    let y = client.create_from_pod(&[0.0f32; N]);
+    let cubes = CubeCount::new_1d(N.div_ceil(256) as u32);
+    let graph = client
+        .capture(|c| {
+            chain(c, &x, &ones, 4);
+            other.launch(
+                &library::ADD,
+                cubes,
+                Bindings::new().buffer(&x).buffer(&y).buffer(&y),
+            )
+        })
+        .unwrap();
+    for _ in 0..3 {
+        graph.replay().unwrap();
+    }
+    // x: 4 per run; y accumulates x after each run: 4 + 8 + 12 + 16.
+    assert_eq!(floats(&client, &x), vec![16.0; N]);
+    assert_eq!(floats(&client, &y), vec![40.0; N]);
+    assert_eq!(executables(&client), 0, "no CUDA graph across streams yet");
+    Ok(())
+}
