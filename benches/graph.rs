@@ -5,6 +5,11 @@
 //! frame would. The result is checked after each group, and the memory reserved and at its peak
 //! is reported beside the times.
 //!
+//! On CUDA the same step is also timed raw, beside it in the same process: `cuLaunchKernel` of
+//! the same `ADD` (the library's CUDA C, compiled with NVRTC) in a loop, and a raw CUDA graph of
+//! those launches (stream capture, one `cuGraphLaunch`), each then `cuStreamSynchronize`.
+//! PyTorch's side is `benches/graph_torch.py`.
+//!
 //! `cargo bench --bench graph [--features wgpu,cuda]`; `GPUWORLD_GRAPH_KERNELS=100,1000` sets the
 //! step sizes.
 
@@ -103,8 +108,195 @@ fn graphs(c: &mut Criterion) {
     }
     #[cfg(feature = "cuda")]
     match gpuworld::cuda_client(gpuworld::CudaConfig::default()) {
-        Ok(client) => bench_backend(c, "cuda", client),
+        Ok(client) => {
+            bench_backend(c, "cuda", client);
+            raw_cuda::bench(c);
+        }
         Err(error) => eprintln!("SKIPPED cuda: {error}"),
+    }
+}
+
+/// The raw side on CUDA: the same `ADD` launched by hand, in a loop and as a CUDA graph.
+#[cfg(feature = "cuda")]
+mod raw_cuda {
+    use super::{FLOATS, kernels};
+    use criterion::{Criterion, Throughput};
+    use gpuworld::cudarc::driver::sys;
+    use gpuworld::library;
+    use std::ffi::{CString, c_void};
+
+    fn check(code: sys::CUresult, what: &str) {
+        assert_eq!(code, sys::CUresult::CUDA_SUCCESS, "{what}");
+    }
+
+    struct Raw {
+        stream: sys::CUstream,
+        add: sys::CUfunction,
+        x: sys::CUdeviceptr,
+        ones: sys::CUdeviceptr,
+    }
+
+    impl Raw {
+        /// Device 0's primary context (gpuworld opened it: the driver loads), `ADD`, buffers.
+        fn new() -> Raw {
+            // SAFETY: plain driver calls on the primary context, each checked; what is made
+            // here lives for the process.
+            unsafe {
+                let mut device = 0;
+                check(sys::cuDeviceGet(&mut device, 0), "cuDeviceGet");
+                let mut context = std::ptr::null_mut();
+                check(
+                    sys::cuDevicePrimaryCtxRetain(&mut context, device),
+                    "retain",
+                );
+                check(sys::cuCtxSetCurrent(context), "cuCtxSetCurrent");
+                let source = format!(
+                    "{}\n{}",
+                    gpuworld_cuda::PRELUDE,
+                    gpuworld_cuda::cuda_text(&library::ADD).expect("ADD has CUDA C")
+                );
+                let ptx = gpuworld::cudarc::nvrtc::compile_ptx(source).expect("NVRTC compiles");
+                let image = CString::new(ptx.to_src()).expect("PTX has no NUL");
+                let mut module = std::ptr::null_mut();
+                check(
+                    sys::cuModuleLoadData(&mut module, image.as_ptr().cast()),
+                    "load",
+                );
+                let name = CString::new(library::ADD.name).expect("a C name");
+                let mut add = std::ptr::null_mut();
+                check(
+                    sys::cuModuleGetFunction(&mut add, module, name.as_ptr()),
+                    "add",
+                );
+                let mut stream = std::ptr::null_mut();
+                let flags = sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32;
+                check(sys::cuStreamCreate(&mut stream, flags), "stream");
+                let bytes = FLOATS * 4;
+                let (mut x, mut ones) = (0, 0);
+                check(sys::cuMemAlloc_v2(&mut x, bytes), "alloc");
+                check(sys::cuMemAlloc_v2(&mut ones, bytes), "alloc");
+                check(sys::cuMemsetD32_v2(x, 0, FLOATS), "zero");
+                check(sys::cuMemsetD32_v2(ones, 1.0f32.to_bits(), FLOATS), "ones");
+                Raw {
+                    stream,
+                    add,
+                    x,
+                    ones,
+                }
+            }
+        }
+
+        /// `x += ones` on the stream (captured when the stream captures).
+        fn launch(&self) {
+            let (mut a, mut b, mut out) = (self.x, self.ones, self.x);
+            let mut len = FLOATS as u32;
+            let (mut len_b, mut len_out) = (len, len);
+            let mut params: [*mut c_void; 6] = [
+                (&mut a as *mut u64).cast(),
+                (&mut len as *mut u32).cast(),
+                (&mut b as *mut u64).cast(),
+                (&mut len_b as *mut u32).cast(),
+                (&mut out as *mut u64).cast(),
+                (&mut len_out as *mut u32).cast(),
+            ];
+            let [bx, by, bz] = library::ADD.signature.cube_dim;
+            // SAFETY: `add`'s parameters are (pointer, length) per buffer, as `params` holds;
+            // the buffers hold FLOATS floats.
+            let code = unsafe {
+                sys::cuLaunchKernel(
+                    self.add,
+                    FLOATS.div_ceil(256) as u32,
+                    1,
+                    1,
+                    bx,
+                    by,
+                    bz,
+                    0,
+                    self.stream,
+                    params.as_mut_ptr(),
+                    std::ptr::null_mut(),
+                )
+            };
+            check(code, "cuLaunchKernel");
+        }
+
+        fn sync(&self) {
+            // SAFETY: a live stream.
+            check(unsafe { sys::cuStreamSynchronize(self.stream) }, "sync");
+        }
+
+        /// A CUDA graph of `k` launches.
+        fn graph(&self, k: usize) -> sys::CUgraphExec {
+            // SAFETY: capture of this stream's launches, ended before any other use.
+            unsafe {
+                let mode = sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED;
+                check(sys::cuStreamBeginCapture_v2(self.stream, mode), "capture");
+                for _ in 0..k {
+                    self.launch();
+                }
+                let mut graph = std::ptr::null_mut();
+                check(
+                    sys::cuStreamEndCapture(self.stream, &mut graph),
+                    "end capture",
+                );
+                let mut exec = std::ptr::null_mut();
+                check(
+                    sys::cuGraphInstantiateWithFlags(&mut exec, graph, 0),
+                    "instantiate",
+                );
+                exec
+            }
+        }
+
+        fn first(&self) -> f32 {
+            let mut value = 0f32;
+            // SAFETY: reads 4 bytes of `x` into `value`, after the stream's work.
+            unsafe {
+                self.sync();
+                check(
+                    sys::cuMemcpyDtoH_v2((&mut value as *mut f32).cast(), self.x, 4),
+                    "read",
+                );
+            }
+            value
+        }
+    }
+
+    pub fn bench(c: &mut Criterion) {
+        let raw = Raw::new();
+        let mut group = c.benchmark_group("graph/cuda_raw");
+        group.sample_size(20);
+        group.warm_up_time(std::time::Duration::from_millis(500));
+        group.measurement_time(std::time::Duration::from_secs(2));
+        let mut issued = 0u64;
+        for k in kernels() {
+            group.throughput(Throughput::Elements(k as u64));
+            group.bench_function(format!("loop/{k}"), |b| {
+                b.iter(|| {
+                    for _ in 0..k {
+                        raw.launch();
+                    }
+                    raw.sync();
+                    issued += k as u64;
+                })
+            });
+            let start = std::time::Instant::now();
+            let exec = raw.graph(k);
+            eprintln!(
+                "graph/cuda_raw/{k}: capture and instantiate {:.1} µs",
+                start.elapsed().as_secs_f64() * 1e6
+            );
+            group.bench_function(format!("graph/{k}"), |b| {
+                b.iter(|| {
+                    // SAFETY: an executable of this context on its stream.
+                    check(unsafe { sys::cuGraphLaunch(exec, raw.stream) }, "launch");
+                    raw.sync();
+                    issued += k as u64;
+                })
+            });
+        }
+        group.finish();
+        assert_eq!(raw.first() as u64, issued, "every raw kernel ran once");
     }
 }
 

@@ -107,14 +107,18 @@ fn an_update_makes_a_fresh_cuda_graph_and_writes_between_replays_are_seen() -> R
 
 fn a_replay_over_two_streams_runs_its_launches_one_by_one() -> Result<(), Skip> {
     let client = cuda_client_or_skip()?;
-    let other = client.with_stream(StreamId { value: 1 });
+    // Explicit streams: a thread's own stream may have any number, 1 included.
+    let (first, other) = (
+        client.with_stream(StreamId { value: 0 }),
+        client.with_stream(StreamId { value: 1 }),
+    );
     let x = client.create_from_pod(&[0.0f32; N]);
     let ones = client.create_from_pod(&[1.0f32; N]);
     let y = client.create_from_pod(&[0.0f32; N]);
     let cubes = CubeCount::new_1d(N.div_ceil(256) as u32);
     let graph = client
-        .capture(|c| {
-            chain(c, &x, &ones, 4);
+        .capture(|_| {
+            chain(&first, &x, &ones, 4);
             other.launch(
                 &library::ADD,
                 cubes,

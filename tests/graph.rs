@@ -12,12 +12,14 @@ use gpuworld::{
 
 const N: usize = 512;
 
+/// A sim client on stream 0 (a thread's own stream may have any number: snapshots would vary).
 fn sim() -> ComputeClient<SimBackend> {
     ComputeClient::new(
         SimBackend::new(SimConfig::default().with_latency_ticks(1)),
         gpuworld::RuntimeConfig::default(),
         Driver::Manual,
     )
+    .with_stream(StreamId { value: 0 })
 }
 
 fn floats(client: &ComputeClient<impl gpuworld::Backend>, handle: &Handle) -> Vec<f32> {
@@ -32,6 +34,8 @@ fn frame<B: gpuworld::Backend>(
     input: &[f32],
 ) -> gpuworld::Result<()> {
     let cubes = CubeCount::new_1d(N.div_ceil(256) as u32);
+    // Explicit streams: a thread's own stream may have any number, 1 included.
+    let client = client.with_stream(StreamId { value: 0 });
     client.write(x, bytemuck::cast_slice(input))?;
     client.launch(
         &library::SCALE,

@@ -744,8 +744,10 @@ mod tests {
                 attempts >= 20,
                 "{driver:?}: only {attempts} attempts in 200 ms"
             );
+            // Waiting under the lock left it free at ~0% of attempts; a loaded 2-core machine
+            // (CI beside a build) measured 24.6% with the wait outside: the bound is a tenth.
             assert!(
-                f64::from(free) >= 0.25 * f64::from(attempts),
+                f64::from(free) >= 0.10 * f64::from(attempts),
                 "{driver:?}: the runtime was free at {free} of {attempts} attempts while a \
                  caller waited on the device"
             );

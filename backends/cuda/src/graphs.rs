@@ -51,6 +51,10 @@ impl NativeOp for GraphReplay {
 pub(crate) struct GraphCache {
     /// (graph, version, executable), the most recently made last.
     execs: Vec<(u64, u64, sys::CUgraphExec)>,
+    /// The stream captures run on, made at the first: one nobody else queries (a query of a
+    /// capturing stream, such as a caller waiting on the runtime's streams does, invalidates
+    /// the capture).
+    capture_stream: Option<sys::CUstream>,
 }
 
 impl GraphCache {
@@ -86,11 +90,15 @@ impl GraphCache {
         self.execs.len()
     }
 
-    /// Destroys every executable (the context is idle).
+    /// Destroys every executable and the capture stream (the context is idle).
     pub(crate) fn clear(&mut self) {
         for (_, _, exec) in self.execs.drain(..) {
             // SAFETY: executables of this context, which is idle.
             unsafe { sys::cuGraphExecDestroy(exec) };
+        }
+        if let Some(stream) = self.capture_stream.take() {
+            // SAFETY: a stream of this context, which is idle; never used again.
+            unsafe { sys::cuStreamDestroy_v2(stream) };
         }
     }
 }
@@ -145,7 +153,37 @@ impl CudaBackend {
         for launch in &op.launches {
             self.kernels.function(launch.kernel, launch.mode, false)?;
         }
-        let stream = self.work_stream(s);
+        self.work_stream(s);
+        let stream = match self.graphs.capture_stream {
+            Some(stream) => stream,
+            None => {
+                let mut stream = std::ptr::null_mut();
+                let flags = sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32;
+                // SAFETY: creates a stream of this context, destroyed by `GraphCache::clear`.
+                let code = unsafe { sys::cuStreamCreate(&mut stream, flags) };
+                if code != sys::CUresult::CUDA_SUCCESS {
+                    return Err(failed(self, s, "cuStreamCreate", code));
+                }
+                self.graphs.capture_stream = Some(stream);
+                stream
+            }
+        };
+        // The launches go to the capture stream in stream `s`'s place (the capture runs
+        // nothing: the executable is launched on `s` after).
+        let own = std::mem::replace(&mut self.streams[s].handle, stream);
+        let captured = self.capture_on(s, stream, buffers, op);
+        self.streams[s].handle = own;
+        captured
+    }
+
+    /// Captures `op`'s launches, made as stream `s`'s, on `stream`.
+    fn capture_on(
+        &mut self,
+        s: usize,
+        stream: sys::CUstream,
+        buffers: &[Region],
+        op: &GraphReplay,
+    ) -> Result<sys::CUgraphExec, Error> {
         // SAFETY: a stream of this context; the capture ends below on every path.
         let code = unsafe {
             sys::cuStreamBeginCapture_v2(

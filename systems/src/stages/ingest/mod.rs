@@ -479,7 +479,11 @@ impl Ingest<'_> {
             return false;
         }
         let stream = self.stream_entity(world, taken, *first);
+        // A frame binds the same few ranges again and again: each distinct one is resolved once
+        // and bound once (written if any launch writes it), which keeps the later stages' work
+        // per replay to the frame's buffers, not its launches.
         let mut bindings = SmallVec::<[TaskBinding; 4]>::new();
+        let mut seen = rustc_hash::FxHashMap::<(HandleId, u64, u64), u16>::default();
         let mut planned = Vec::with_capacity(commands.len());
         for command in commands {
             let Recorded::Launch {
@@ -497,6 +501,16 @@ impl Ingest<'_> {
             let mut indices = SmallVec::new();
             for (i, binding) in buffers.iter().enumerate() {
                 let writes = params.get(i).is_none_or(|p| p.access.writes());
+                let key = (
+                    binding.handle(),
+                    binding.offset_start(),
+                    binding.offset_end(),
+                );
+                if let Some(&index) = seen.get(&key) {
+                    bindings[usize::from(index)].writes |= writes;
+                    indices.push(index);
+                    continue;
+                }
                 // A binding that does not resolve: the launches one by one report it.
                 let Ok(resolved) = self.resolve(world, binding, writes, stream) else {
                     return false;
@@ -504,6 +518,7 @@ impl Ingest<'_> {
                 let Ok(index) = u16::try_from(bindings.len()) else {
                     return false;
                 };
+                seen.insert(key, index);
                 indices.push(index);
                 bindings.push(resolved);
             }
