@@ -377,3 +377,38 @@ fn a_trace_shows_a_replay_as_one_unit_with_its_commands() {
     let json = trace.to_chrome_json();
     assert!(json.contains("replay graph"), "{json}");
 }
+
+#[test]
+fn a_recording_of_captures_and_replays_replays_to_the_same_reads() {
+    use gpuworld::testing::{Recorder, Recording, Replayer};
+    let client = sim();
+    let recorder = Recorder::attach(&client, u64::MAX);
+    let x = client.create_from_slice(&vec![0u8; N * 4]);
+    let y = client.create_from_slice(&vec![0u8; N * 4]);
+    let z = client.create_from_slice(&vec![0u8; N * 4]);
+    client.tick();
+    let input: Vec<f32> = (0..N).map(|i| i as f32).collect();
+    let mut graph = client
+        .capture(|c| frame(c, [&x, &y, &z], &input))
+        .expect("the capture");
+    client.tick();
+    graph.replay().unwrap();
+    client.tick();
+    graph.set_scalar_f32(1, 0, 5.0).unwrap();
+    drop(y);
+    graph.replay().unwrap();
+    client.tick();
+    let read = client.read_one(&z).unwrap().into_vec();
+    drop(graph);
+    client.tick();
+    let recording: Recording = recorder.finish();
+
+    let again = sim();
+    let report = Replayer::new(recording)
+        .replay(&again, |_| {})
+        .expect("the recording replays");
+    let replayed = report.reads.last().expect("the read").result.clone().unwrap();
+    assert_eq!(replayed, vec![read.clone()]);
+    let expected: Vec<f32> = input.iter().map(|v| v * 5.0 + v).collect();
+    assert_eq!(read, bytemuck::cast_slice::<f32, u8>(&expected));
+}

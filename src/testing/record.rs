@@ -386,21 +386,14 @@ fn record(command: &Command, cap: u64) -> RecordedOp {
             scalars,
             mode,
             stream,
-        } => {
-            let (cubes, cubes_from) = match count {
-                CubeCount::Static(x, y, z) => (Some([*x, *y, *z]), None),
-                CubeCount::Dynamic(binding) => (None, Some(RecordedBinding::of(binding))),
-            };
-            RecordedOp::Launch {
-                kernel: kernel.id.to_string(),
-                cubes,
-                cubes_from,
-                buffers: buffers.iter().map(RecordedBinding::of).collect(),
-                scalars: scalars.to_vec(),
-                unchecked: mode.execution_mode() == ExecutionMode::Unchecked,
-                stream: stream.value,
-            }
-        }
+        } => launch_op(
+            kernel,
+            count,
+            buffers,
+            scalars,
+            mode.execution_mode(),
+            *stream,
+        ),
         Command::Read {
             sources, stream, ..
         } => RecordedOp::Read {
@@ -452,6 +445,30 @@ fn record(command: &Command, cap: u64) -> RecordedOp {
     }
 }
 
+/// A launch as recorded, queued eagerly or by a graph's replay.
+fn launch_op(
+    kernel: &gpuworld_systems::Kernel,
+    count: &CubeCount,
+    buffers: &[Binding],
+    scalars: &[u32],
+    mode: ExecutionMode,
+    stream: gpuworld_systems::StreamId,
+) -> RecordedOp {
+    let (cubes, cubes_from) = match count {
+        CubeCount::Static(x, y, z) => (Some([*x, *y, *z]), None),
+        CubeCount::Dynamic(binding) => (None, Some(RecordedBinding::of(binding))),
+    };
+    RecordedOp::Launch {
+        kernel: kernel.id.to_string(),
+        cubes,
+        cubes_from,
+        buffers: buffers.iter().map(RecordedBinding::of).collect(),
+        scalars: scalars.to_vec(),
+        unchecked: mode == ExecutionMode::Unchecked,
+        stream: stream.value,
+    }
+}
+
 /// A command of a captured graph as recorded.
 fn record_captured(command: &Recorded, cap: u64) -> RecordedOp {
     match command {
@@ -462,21 +479,7 @@ fn record_captured(command: &Recorded, cap: u64) -> RecordedOp {
             scalars,
             mode,
             stream,
-        } => {
-            let (cubes, cubes_from) = match count {
-                CubeCount::Static(x, y, z) => (Some([*x, *y, *z]), None),
-                CubeCount::Dynamic(binding) => (None, Some(RecordedBinding::of(binding))),
-            };
-            RecordedOp::Launch {
-                kernel: kernel.id.to_string(),
-                cubes,
-                cubes_from,
-                buffers: buffers.iter().map(RecordedBinding::of).collect(),
-                scalars: scalars.to_vec(),
-                unchecked: *mode == ExecutionMode::Unchecked,
-                stream: stream.value,
-            }
-        }
+        } => launch_op(kernel, count, buffers, scalars, *mode, *stream),
         Recorded::Write { dst, data, stream } => RecordedOp::Write {
             dst: RecordedBinding::of(dst),
             data: Data::of(data, cap),

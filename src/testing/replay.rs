@@ -239,44 +239,33 @@ impl Replayer {
                         data: data(bytes, dst.handle)?.into(),
                         stream: stream(*s),
                     },
-                    RecordedOp::Launch {
-                        kernel,
-                        cubes,
-                        cubes_from,
-                        buffers,
-                        scalars,
-                        unchecked,
-                        stream: s,
-                    } => {
-                        let def = *self.kernels.get(kernel.as_str()).ok_or_else(|| {
-                            ReplayError::UnknownKernel {
-                                kernel: kernel.clone(),
-                            }
-                        })?;
-                        let count = match (cubes, cubes_from) {
-                            (_, Some(from)) => CubeCount::Dynamic(binding(&handles, from)?),
-                            (Some([x, y, z]), None) => CubeCount::Static(*x, *y, *z),
-                            (None, None) => CubeCount::Static(0, 0, 0),
+                    op @ RecordedOp::Launch { .. } => {
+                        let Recorded::Launch {
+                            kernel,
+                            count,
+                            buffers,
+                            scalars,
+                            mode,
+                            stream,
+                        } = self.captured(op, &handles, &mut report)?
+                        else {
+                            return Err(ReplayError::BadGraph {
+                                op: format!("{op:?}"),
+                            });
                         };
                         Command::Launch {
-                            kernel: def,
+                            kernel,
                             count,
-                            buffers: buffers
-                                .iter()
-                                .map(|b| binding(&handles, b))
-                                .collect::<Result<_, _>>()?,
-                            scalars: scalars.iter().copied().collect(),
-                            mode: match (*unchecked, self.unchecked_as_recorded) {
-                                // SAFETY: the caller of `unchecked_as_recorded` vouched for
-                                // every launch the recording marks unchecked.
-                                (true, true) => unsafe { LaunchMode::unchecked() },
-                                (true, false) => {
-                                    report.checked_instead += 1;
-                                    LaunchMode::CHECKED
-                                }
-                                (false, _) => LaunchMode::CHECKED,
+                            buffers,
+                            scalars,
+                            mode: match mode {
+                                // SAFETY: `captured` keeps a launch unchecked only when the
+                                // caller of `unchecked_as_recorded` vouched for every launch the
+                                // recording marks unchecked.
+                                ExecutionMode::Unchecked => unsafe { LaunchMode::unchecked() },
+                                ExecutionMode::Checked => LaunchMode::CHECKED,
                             },
-                            stream: stream(*s),
+                            stream,
                         }
                     }
                     RecordedOp::Read { sources, stream: s } => {
@@ -421,7 +410,7 @@ impl Replayer {
 }
 
 impl Replayer {
-    /// The launch, write or flush `op` of a recorded graph, to replay.
+    /// The launch, write or flush `op` (of a recorded graph, or queued eagerly), to replay.
     fn captured(
         &self,
         op: &RecordedOp,

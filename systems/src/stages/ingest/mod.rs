@@ -21,6 +21,7 @@ use super::alignment::Owner;
 use super::tick::TickStage;
 use crate::backend::{Backend, LaunchCount};
 use crate::binding::Binding;
+use crate::bytes::HostBytes;
 use crate::graph::{PlannedLaunch, Recorded};
 use crate::ids::{HandleId, StreamId};
 use crate::inbox::{Command, Inbox};
@@ -279,14 +280,7 @@ impl Ingest<'_> {
             }
             Command::Write { dst, data, stream } => {
                 let stream = self.stream_entity(world, taken, stream);
-                match self.resolve(world, &dst, true, stream) {
-                    Ok(binding) => self.spawn_task(
-                        stream,
-                        TaskWork::Write(data),
-                        SmallVec::from_elem(binding, 1),
-                    ),
-                    Err(error) => record_fault(world, stream, error),
-                }
+                self.write(world, stream, &dst, data);
             }
             Command::WriteArriving {
                 dst,
@@ -566,19 +560,24 @@ impl Ingest<'_> {
             }
             Recorded::Write { dst, data, stream } => {
                 let stream = self.stream_entity(world, taken, *stream);
-                match self.resolve(world, dst, true, stream) {
-                    Ok(binding) => self.spawn_task(
-                        stream,
-                        TaskWork::Write(data.clone()),
-                        SmallVec::from_elem(binding, 1),
-                    ),
-                    Err(error) => record_fault(world, stream, error),
-                }
+                self.write(world, stream, dst, data.clone());
             }
             Recorded::Flush { stream } => {
                 let stream = self.stream_entity(world, taken, *stream);
                 self.spawn_task(stream, TaskWork::Flush, SmallVec::new());
             }
+        }
+    }
+
+    /// A write's task on `stream`, or its binding's error as the stream's fault.
+    fn write(&mut self, world: &mut World, stream: Entity, dst: &Binding, data: HostBytes) {
+        match self.resolve(world, dst, true, stream) {
+            Ok(binding) => self.spawn_task(
+                stream,
+                TaskWork::Write(data),
+                SmallVec::from_elem(binding, 1),
+            ),
+            Err(error) => record_fault(world, stream, error),
         }
     }
 
