@@ -407,7 +407,13 @@ fn a_recording_of_captures_and_replays_replays_to_the_same_reads() {
     let report = Replayer::new(recording)
         .replay(&again, |_| {})
         .expect("the recording replays");
-    let replayed = report.reads.last().expect("the read").result.clone().unwrap();
+    let replayed = report
+        .reads
+        .last()
+        .expect("the read")
+        .result
+        .clone()
+        .unwrap();
     assert_eq!(replayed, vec![read.clone()]);
     let expected: Vec<f32> = input.iter().map(|v| v * 5.0 + v).collect();
     assert_eq!(read, bytemuck::cast_slice::<f32, u8>(&expected));
