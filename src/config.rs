@@ -10,7 +10,7 @@
 use crate::tune::{CacheLocation, TuneMode, TunerConfig};
 use gpuworld_systems::backend::DeviceProperties;
 use gpuworld_systems::error::ConfigError;
-use gpuworld_systems::memory::{MemoryConfig, PoolConfig, PoolKind};
+use gpuworld_systems::memory::{CachePolicy, MemoryConfig, PoolConfig, PoolKind};
 use gpuworld_systems::open::BackendSettings;
 use gpuworld_systems::{Result, RuntimeConfig, SchedulingStrategy};
 use serde::Deserialize;
@@ -97,6 +97,8 @@ pub struct Settings {
     /// Ticks a free page of the default ladder waits before it goes back to the device; `None`
     /// (the default): free pages go back when the pool needs room, never with ticks alone.
     pub release_after_ticks: Setting<Option<u64>>,
+    /// The pools' cache policy; `None`: the backend's (`CachePolicy::TIGHT`).
+    pub memory_cache: Setting<Option<CachePolicy>>,
     /// Tasks a stream queues before submitting; `None`: the backend's default.
     pub max_tasks: Setting<Option<usize>>,
     /// Submission order across streams; `None`: the backend's default.
@@ -120,6 +122,7 @@ impl Default for Settings {
             cpu_memory_limit: Setting::default(CpuMemoryLimit::FromPhysicalMemory),
             memory_pools: Setting::default(None),
             release_after_ticks: Setting::default(None),
+            memory_cache: Setting::default(None),
             max_tasks: Setting::default(None),
             strategy: Setting::default(None),
             stream_slots: Setting::default(runtime.stream_slots),
@@ -193,6 +196,44 @@ enum Mode {
 struct MemorySection {
     release_after_ticks: Option<u64>,
     pools: Option<Vec<PoolEntry>>,
+    cache: Option<CacheEntry>,
+}
+
+/// The pools' cache policy as the file writes it: `"tight"`, `"roomy"`, or
+/// `{ slack_divisor = N, fit_divisor = M }`.
+#[derive(Deserialize, Clone, Copy)]
+#[serde(try_from = "toml::Value")]
+struct CacheEntry(CachePolicy);
+
+impl TryFrom<toml::Value> for CacheEntry {
+    type Error = String;
+    fn try_from(value: toml::Value) -> std::result::Result<Self, String> {
+        let expected = "expected \"tight\", \"roomy\" or { slack_divisor = N (at least 1), \
+                        fit_divisor = M (at least 2) }";
+        match &value {
+            toml::Value::String(word) if word == "tight" => Ok(CacheEntry(CachePolicy::TIGHT)),
+            toml::Value::String(word) if word == "roomy" => Ok(CacheEntry(CachePolicy::ROOMY)),
+            toml::Value::Table(table) => {
+                let divisor = |key: &str, least: i64| match table.get(key) {
+                    Some(toml::Value::Integer(n)) if *n >= least => Ok(n.unsigned_abs()),
+                    Some(other) => Err(format!("{expected}, got {key} = {other}")),
+                    None => Err(format!("{expected}, got no {key}")),
+                };
+                if let Some(key) = table
+                    .keys()
+                    .find(|k| *k != "slack_divisor" && *k != "fit_divisor")
+                {
+                    return Err(format!("{expected}, got the unknown key `{key}`"));
+                }
+                Ok(CacheEntry(
+                    CachePolicy::TIGHT
+                        .with_slack_divisor(divisor("slack_divisor", 1)?)
+                        .with_fit_divisor(divisor("fit_divisor", 2)?),
+                ))
+            }
+            other => Err(format!("{expected}, got {other}")),
+        }
+    }
 }
 
 /// A pool as the file writes it (sizes in bytes).
@@ -423,6 +464,8 @@ impl Settings {
                 .pools
                 .map(|p| Some(p.into_iter().map(PoolEntry::pool).collect()));
             self.memory_pools.put(pools, &source);
+            self.memory_cache
+                .put(memory.cache.map(|c| Some(c.0)), &source);
         }
         if let Some(scheduler) = parsed.scheduler {
             self.max_tasks
@@ -486,6 +529,10 @@ impl Settings {
             let ticks: u64 = parse_env_value(&source, "memory.release_after_ticks", &value)?;
             self.release_after_ticks.put(Some(Some(ticks)), &source);
         }
+        if let Some((value, source)) = var(env, "GPUWORLD_MEMORY_CACHE") {
+            let cache: CacheEntry = parse_env_value(&source, "memory.cache", &value)?;
+            self.memory_cache.put(Some(Some(cache.0)), &source);
+        }
         if let Some((value, source)) = var(env, "GPUWORLD_SCHEDULER_MAX_TASKS") {
             let tasks: Positive = parse_env_value(&source, "scheduler.max_tasks", &value)?;
             self.max_tasks.put(Some(Some(tasks.0)), &source);
@@ -518,11 +565,15 @@ impl Settings {
             ),
             None => base.memory.pools.clone(),
         };
+        let mut memory = base.memory.with_ladder(pools);
+        if let Some(cache) = self.memory_cache.value {
+            memory = memory.with_cache(cache);
+        }
         RuntimeConfig::default()
             .with_stream_slots(self.stream_slots.value)
             .with_max_tasks(self.max_tasks.value.unwrap_or(base.max_tasks))
             .with_strategy(self.strategy.value.unwrap_or(base.strategy))
-            .with_memory(base.memory.with_ladder(pools))
+            .with_memory(memory)
     }
 
     /// What the configuration says about the devices of the backend named `backend`
@@ -602,6 +653,19 @@ impl Settings {
                     |ticks| ticks.to_string(),
                 ),
                 &self.release_after_ticks.source,
+            ),
+            (
+                "memory.cache",
+                match self.memory_cache.value {
+                    None => "tight (default)".to_string(),
+                    Some(CachePolicy::ROOMY) => "roomy".to_string(),
+                    Some(CachePolicy::TIGHT) => "tight".to_string(),
+                    Some(policy) => format!(
+                        "{{ slack_divisor = {}, fit_divisor = {} }}",
+                        policy.slack_divisor, policy.fit_divisor
+                    ),
+                },
+                &self.memory_cache.source,
             ),
             (
                 "scheduler.max_tasks",

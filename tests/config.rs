@@ -251,6 +251,54 @@ fn a_release_period_without_pools_applies_to_the_default_ladder() {
     assert!(pools.iter().all(|p| p.release_after_ticks == Some(5)));
 }
 
+#[test]
+fn the_cache_policy_comes_from_the_file_or_its_variable() {
+    let device = gpuworld::SimBackend::new(Default::default()).properties();
+    let cache = |settings: &Settings| {
+        settings
+            .runtime_config(&device, RuntimeConfig::default())
+            .memory
+            .cache
+    };
+    let dir = dir_with_config("cache_roomy", Some("[memory]\ncache = \"roomy\"\n"));
+    let settings = load(&dir, &[]).unwrap();
+    assert_eq!(cache(&settings), gpuworld::CachePolicy::ROOMY);
+    let custom = "[memory]\ncache = { slack_divisor = 16, fit_divisor = 4 }\n";
+    let dir = dir_with_config("cache_custom", Some(custom));
+    let settings = load(&dir, &[]).unwrap();
+    assert_eq!(
+        cache(&settings),
+        gpuworld::CachePolicy::TIGHT
+            .with_slack_divisor(16)
+            .with_fit_divisor(4)
+    );
+    let settings = load(&dir, &[("GPUWORLD_MEMORY_CACHE", "tight")]).unwrap();
+    assert_eq!(cache(&settings), gpuworld::CachePolicy::TIGHT);
+    let dir = dir_with_config("cache_none", None);
+    assert_eq!(
+        cache(&load(&dir, &[]).unwrap()),
+        RuntimeConfig::default().memory.cache
+    );
+    for bad in [
+        "cache = \"huge\"",
+        "cache = { slack_divisor = 0, fit_divisor = 4 }",
+        "cache = { slack_divisor = 3, fit_divisor = 1 }",
+        "cache = { slack_divisor = 3 }",
+        "cache = { slack_divisor = 3, fit_divisor = 2, keep = 1 }",
+    ] {
+        let dir = dir_with_config("cache_bad", Some(&format!("[memory]\n{bad}\n")));
+        let error = load(&dir, &[]).expect_err(bad).to_string();
+        assert!(
+            error.contains("memory.cache") && error.contains("\"roomy\""),
+            "{bad}: {error}"
+        );
+    }
+    let error = load(&dir, &[("GPUWORLD_MEMORY_CACHE", "fast")])
+        .expect_err("a bad variable")
+        .to_string();
+    assert!(error.contains("GPUWORLD_MEMORY_CACHE"), "{error}");
+}
+
 /// Each bad file gives an error naming the file, the key and what is allowed.
 #[test]
 fn every_bad_file_is_an_error_naming_file_key_and_what_is_allowed() {
