@@ -20,7 +20,7 @@ mod to_client;
 mod transfers;
 
 pub use drivers::Driver;
-pub use graph::Graph;
+pub use graph::{FrameGraph, FrameMode, Graph};
 pub use profile::ProfileDuration;
 pub use replies::{ReadTicket, ReplyFuture};
 pub use resource::ResourceGuard;

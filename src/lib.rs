@@ -25,8 +25,8 @@ pub mod testing;
 pub mod tune;
 
 pub use client::{
-    Bindings, ComputeClient, Driver, Graph, ProfileDuration, ReadTicket, ReplyFuture,
-    ResourceGuard, TensorDesc, TensorHandle,
+    Bindings, ComputeClient, Driver, FrameGraph, FrameMode, Graph, ProfileDuration, ReadTicket,
+    ReplyFuture, ResourceGuard, TensorDesc, TensorHandle,
 };
 #[cfg(feature = "cpu")]
 pub use devices::cpu_clients;

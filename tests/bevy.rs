@@ -10,8 +10,8 @@ mod common;
 use bevy_app::{App, FixedUpdate, PostUpdate};
 use bevy_ecs::prelude::*;
 use gpuworld::bevy::{
-    DEFAULT_READS_IN_FLIGHT, FramesFull, Gpu, GpuFrames, GpuworldPlugin, GpuworldSet, Readback,
-    ReadbackComplete, ReadbackFailed, TickPolicy,
+    DEFAULT_READS_IN_FLIGHT, FramesFull, Gpu, GpuFrameGraph, GpuFrames, GpuworldPlugin,
+    GpuworldSet, Readback, ReadbackComplete, ReadbackFailed, TickPolicy,
 };
 use gpuworld::error::LayoutError;
 use gpuworld::{
@@ -34,6 +34,7 @@ test_main![
     a_readback_at_its_bound_of_reads_in_flight_reports_the_frames_it_skipped,
     a_repeating_readback_keeps_delivering_after_the_user_drops_its_handle,
     a_readback_of_several_sources_decodes_each_of_them,
+    an_opted_in_frame_graph_replays_repeated_frames_and_the_values_stay_the_eager_ones,
 ];
 
 /// `x[i] += step`, 64 units per cube.
@@ -596,4 +597,57 @@ fn a_readback_of_several_sources_decodes_each_of_them() {
         app.update();
     }
     assert_eq!(app.world().resource::<Arrivals>().0.len(), 1);
+}
+
+/// The modes the frame graph ran the frames in.
+#[derive(Resource, Default)]
+struct Modes(Vec<gpuworld::FrameMode>);
+
+/// A `Submit` system bumping the buffer through the opted-in frame graph: by 1, but by 2 on
+/// frame 8.
+fn bump_through_the_frame_graph(
+    mut frames: ResMut<GpuFrameGraph<gpuworld::SimBackend>>,
+    counter: Res<Counter<()>>,
+    frame: Res<Frame>,
+    mut modes: ResMut<Modes>,
+) {
+    let step = if frame.0 == 8 { 2.0 } else { 1.0 };
+    let mode = frames
+        .run(|c| {
+            let bindings = Bindings::new().buffer(&counter.buffer).scalar_f32(step);
+            c.launch(&BUMP, CubeCount::covering(LEN as u64, 64), bindings)
+        })
+        .expect("the frame runs");
+    modes.0.push(mode);
+}
+
+fn an_opted_in_frame_graph_replays_repeated_frames_and_the_values_stay_the_eager_ones() {
+    let client = sim(1);
+    let buffer = client.create_from_slice(bytemuck::cast_slice(&[0.0f32; LEN]));
+    let mut app = new_app();
+    app.add_plugins(GpuworldPlugin::new(client.clone()).with_frame_graph(3))
+        .init_resource::<Modes>()
+        .insert_resource(Counter::<()> {
+            buffer: buffer.clone(),
+            submits: 0,
+            marker: std::marker::PhantomData,
+        })
+        .add_systems(
+            PostUpdate,
+            bump_through_the_frame_graph.in_set(GpuworldSet::Submit),
+        );
+    for _ in 0..12 {
+        app.update();
+    }
+    let modes = app.world_mut().remove_resource::<Modes>().unwrap().0;
+    use gpuworld::FrameMode::*;
+    assert_eq!(
+        modes,
+        [
+            Eager, Eager, Captured, Replayed, Replayed, Replayed, Replayed, Changed, Eager, Eager,
+            Captured, Replayed
+        ]
+    );
+    // 11 frames of 1 and one of 2.
+    assert_eq!(client.read_one_as::<f32>(&buffer).unwrap(), vec![13.0; LEN]);
 }

@@ -418,3 +418,53 @@ fn a_recording_of_captures_and_replays_replays_to_the_same_reads() {
     let expected: Vec<f32> = input.iter().map(|v| v * 5.0 + v).collect();
     assert_eq!(read, bytemuck::cast_slice::<f32, u8>(&expected));
 }
+
+#[test]
+fn a_frame_graph_replays_repeated_frames_and_goes_eager_when_the_frame_changes() {
+    use gpuworld::{FrameGraph, FrameMode};
+    let client = gpuworld::cpu_client(Driver::DeviceThread).expect("a cpu client");
+    let x = client.create_from_pod(&[0.0f32; N]);
+    let ones = client.create_from_pod(&[1.0f32; N]);
+    let mut frames = FrameGraph::new(&client, 3);
+    let step = |factor: f32| {
+        let (x, ones) = (&x, &ones);
+        move |c: &ComputeClient<gpuworld::CpuBackend>| {
+            c.launch(
+                &library::ADD,
+                CubeCount::new_1d(2),
+                Bindings::new().buffer(x).buffer(ones).buffer(x),
+            )?;
+            c.launch(
+                &library::SCALE,
+                CubeCount::new_1d(2),
+                Bindings::new().buffer(x).buffer(x).scalar_f32(factor),
+            )
+        }
+    };
+    let mut modes = Vec::new();
+    let mut expected = 0.0f32;
+    for frame in 0..10 {
+        let factor = if frame == 6 { 0.5 } else { 1.0 };
+        modes.push(frames.run(step(factor)).unwrap());
+        expected = (expected + 1.0) * factor;
+        assert_eq!(floats(&client, &x), vec![expected; N], "frame {frame}");
+    }
+    use FrameMode::*;
+    assert_eq!(
+        modes,
+        // Frame 6 differs; frames 7-9 are the old frame again, three in a row from frame 7.
+        [
+            Eager, Eager, Captured, Replayed, Replayed, Replayed, Changed, Eager, Eager, Captured
+        ]
+    );
+    assert!(frames.graph().is_some());
+    // A read inside a frame is refused whatever the mode, and the frames go on.
+    let error = frames
+        .run(|c| c.read_one(&x).map(|_| ()))
+        .expect_err("a read inside a frame");
+    assert!(matches!(
+        error,
+        Error::Graph(GraphError::NotCapturable { call: "read" })
+    ));
+    assert_eq!(frames.run(step(1.0)).unwrap(), FrameMode::Replayed);
+}

@@ -13,7 +13,7 @@ mod readback;
 
 pub use readback::{DEFAULT_READS_IN_FLIGHT, Readback, ReadbackComplete, ReadbackFailed};
 
-use crate::{ComputeClient, Driver, InFlight, StreamId};
+use crate::{ComputeClient, Driver, FrameGraph, FrameMode, InFlight, StreamId};
 use bevy_app::{App, Plugin, PostUpdate};
 use bevy_ecs::intern::Interned;
 use bevy_ecs::prelude::*;
@@ -145,7 +145,37 @@ pub struct GpuworldPlugin<B: Backend, M: Send + Sync + 'static = ()> {
     client: ComputeClient<B>,
     schedule: Interned<dyn ScheduleLabel>,
     config: FrameConfig,
+    /// Identical frames after which `GpuFrameGraph` replays (opt-in: `with_frame_graph`).
+    frame_graph: Option<u32>,
     marker: PhantomData<fn() -> M>,
+}
+
+/// Opt-in replay of a frame's GPU work (issue 28, [`GpuworldPlugin::with_frame_graph`]): a
+/// [`FrameGraph`] over the plugin's client. A `Submit` system queues its work through
+/// `frames.run(|client| ...)`: after the configured number of identical frames the work is
+/// captured, and later frames that queue the same work are one replay (one CUDA graph on CUDA
+/// for launches on one stream); a frame that queues other work runs eagerly.
+#[derive(Resource)]
+pub struct GpuFrameGraph<B: Backend, M: Send + Sync + 'static = ()> {
+    /// The frames.
+    pub frames: FrameGraph<B>,
+    marker: PhantomData<fn() -> M>,
+}
+
+impl<B: Backend, M: Send + Sync + 'static> std::fmt::Debug for GpuFrameGraph<B, M> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("GpuFrameGraph").field(&self.frames).finish()
+    }
+}
+
+impl<B: Backend, M: Send + Sync + 'static> GpuFrameGraph<B, M> {
+    /// Runs this frame's work `frame` (see [`FrameGraph::run`]).
+    pub fn run(
+        &mut self,
+        frame: impl FnOnce(&ComputeClient<B>) -> crate::Result<()>,
+    ) -> crate::Result<FrameMode> {
+        self.frames.run(frame)
+    }
 }
 
 impl<B: Backend, M: Send + Sync + 'static> std::fmt::Debug for GpuworldPlugin<B, M> {
@@ -174,6 +204,7 @@ impl<B: Backend> GpuworldPlugin<B> {
                 max_frames_in_flight: DEFAULT_FRAMES_IN_FLIGHT,
                 when_full: FramesFull::Wait,
             },
+            frame_graph: None,
             marker: PhantomData,
         }
     }
@@ -187,8 +218,16 @@ impl<B: Backend, M: Send + Sync + 'static> GpuworldPlugin<B, M> {
             client: self.client,
             schedule: self.schedule,
             config: self.config,
+            frame_graph: self.frame_graph,
             marker: PhantomData,
         }
+    }
+
+    /// Adds the resource `GpuFrameGraph<B, M>`, whose frames are captured after `identical`
+    /// identical ones and replayed while they stay the same.
+    pub fn with_frame_graph(mut self, identical: u32) -> Self {
+        self.frame_graph = Some(identical);
+        self
     }
 
     /// Runs the plugin's sets in `schedule` (`FixedUpdate` for a fixed timestep).
@@ -219,6 +258,12 @@ impl<B: Backend, M: Send + Sync + 'static> Plugin for GpuworldPlugin<B, M> {
             client: self.client.clone(),
             marker: PhantomData,
         });
+        if let Some(identical) = self.frame_graph {
+            app.insert_resource(GpuFrameGraph::<B, M> {
+                frames: FrameGraph::new(&self.client, identical),
+                marker: PhantomData,
+            });
+        }
         app.insert_resource(GpuFrames::<B, M> {
             ended: 0,
             skipped: 0,

@@ -227,3 +227,127 @@ impl<B: Backend> Drop for Graph<B> {
         }
     }
 }
+
+/// How [`FrameGraph::run`] ran a frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FrameMode {
+    /// Eagerly, recorded to compare with the frames before.
+    Eager,
+    /// Eagerly, and the frame became the graph later frames replay.
+    Captured,
+    /// As one replay of the graph: the frame queued the same work as the captured one.
+    Replayed,
+    /// Eagerly, because the frame's work differed from the graph's (which is dropped).
+    Changed,
+}
+
+/// A frame that captures itself once it repeats: opt-in replay for a loop (a game's frame, a
+/// simulation's step) that issues the same work most of the time. After `after` frames in a row
+/// queued the same commands (same kernels, bindings, scalars and bytes), the last one is kept as
+/// a [`Graph`]; from then on each frame's closure runs in a dry capture (recorded, not queued),
+/// and a frame that matches the graph is queued as one replay, while one that differs is queued
+/// eagerly as recorded and the graph is dropped (capturing again after `after` identical frames).
+/// The closure runs every frame: the frame decides, the graph only saves its submission.
+pub struct FrameGraph<B: Backend> {
+    client: ComputeClient<B>,
+    after: u32,
+    previous: Option<Vec<Recorded>>,
+    same: u32,
+    graph: Option<Graph<B>>,
+}
+
+impl<B: Backend> std::fmt::Debug for FrameGraph<B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FrameGraph")
+            .field("after", &self.after)
+            .field("same", &self.same)
+            .field("graph", &self.graph)
+            .finish()
+    }
+}
+
+impl<B: Backend> FrameGraph<B> {
+    /// Frames of `client`'s runtime, captured after `after` identical ones (at least 1).
+    pub fn new(client: &ComputeClient<B>, after: u32) -> FrameGraph<B> {
+        FrameGraph {
+            client: client.clone(),
+            after: after.max(1),
+            previous: None,
+            same: 0,
+            graph: None,
+        }
+    }
+
+    /// The graph frames are replayed from, once there is one.
+    pub fn graph(&self) -> Option<&Graph<B>> {
+        self.graph.as_ref()
+    }
+
+    /// Runs one frame: `frame` queues its work on the client it is given (this thread's calls
+    /// only; reads and syncs inside are refused as in [`ComputeClient::capture`]).
+    pub fn run(
+        &mut self,
+        frame: impl FnOnce(&ComputeClient<B>) -> Result<()>,
+    ) -> Result<FrameMode> {
+        let Some(graph) = &self.graph else {
+            return self.run_eager(frame);
+        };
+        let inbox = &self.client.shared.inbox;
+        inbox.begin_dry_capture()?;
+        let result = frame(&self.client);
+        let Some(recording) = inbox.end_capture() else {
+            return Err(Error::Graph(GraphError::NestedCapture));
+        };
+        // The dry recording's pins are not needed: the graph holds what it replays, and eager
+        // commands hold nothing past their run.
+        let unpin = |pinned: &[HandleId]| {
+            for &handle in pinned {
+                inbox.push(Command::Unpin { handle });
+            }
+        };
+        if let Some(refused) = recording.refused {
+            unpin(&recording.pinned);
+            return Err(refused);
+        }
+        if let Err(error) = result {
+            unpin(&recording.pinned);
+            return Err(error);
+        }
+        if *graph.commands == recording.commands {
+            graph.replay()?;
+            unpin(&recording.pinned);
+            return Ok(FrameMode::Replayed);
+        }
+        tracing::debug!(target: "gpuworld::graph", graph = graph.id, "the frame changed: eager until it repeats");
+        for command in recording.commands.iter().cloned() {
+            self.client.make_room();
+            // SAFETY: each command is one this frame's closure just issued, unchecked launches
+            // vouched for by its own `unsafe` code.
+            inbox.push(unsafe { command.into_command() });
+        }
+        unpin(&recording.pinned);
+        self.graph = None;
+        self.previous = Some(recording.commands);
+        self.same = 1;
+        Ok(FrameMode::Changed)
+    }
+
+    fn run_eager(
+        &mut self,
+        frame: impl FnOnce(&ComputeClient<B>) -> Result<()>,
+    ) -> Result<FrameMode> {
+        let graph = self.client.capture(frame)?;
+        let repeated = self
+            .previous
+            .as_ref()
+            .is_some_and(|previous| *previous == *graph.commands);
+        self.same = if repeated { self.same + 1 } else { 1 };
+        if self.same >= self.after {
+            self.previous = None;
+            self.graph = Some(graph);
+            return Ok(FrameMode::Captured);
+        }
+        self.previous = Some(graph.commands.to_vec());
+        Ok(FrameMode::Eager)
+    }
+}

@@ -54,7 +54,82 @@ pub enum Recorded {
     },
 }
 
+impl PartialEq for Recorded {
+    /// The same command: the same kernel (by definition), count, bindings, scalars, mode and
+    /// stream; the same bytes to the same range.
+    fn eq(&self, other: &Recorded) -> bool {
+        match (self, other) {
+            (
+                Recorded::Launch {
+                    kernel,
+                    count,
+                    buffers,
+                    scalars,
+                    mode,
+                    stream,
+                },
+                Recorded::Launch {
+                    kernel: k,
+                    count: c,
+                    buffers: b,
+                    scalars: s,
+                    mode: m,
+                    stream: st,
+                },
+            ) => {
+                std::ptr::eq(*kernel, *k)
+                    && count == c
+                    && buffers == b
+                    && scalars == s
+                    && mode == m
+                    && stream == st
+            }
+            (
+                Recorded::Write { dst, data, stream },
+                Recorded::Write {
+                    dst: d,
+                    data: bytes,
+                    stream: st,
+                },
+            ) => dst == d && stream == st && data == bytes,
+            (Recorded::Flush { stream }, Recorded::Flush { stream: st }) => stream == st,
+            _ => false,
+        }
+    }
+}
+
 impl Recorded {
+    /// The command it was recorded from, to issue eagerly.
+    ///
+    /// # Safety
+    /// An unchecked launch is issued unchecked again: the caller vouches for it as for the
+    /// launch it was recorded from (the same bindings, count and scalars).
+    pub unsafe fn into_command(self) -> Command {
+        match self {
+            Recorded::Launch {
+                kernel,
+                count,
+                buffers,
+                scalars,
+                mode,
+                stream,
+            } => Command::Launch {
+                kernel,
+                count,
+                buffers,
+                scalars,
+                mode: match mode {
+                    ExecutionMode::Checked => crate::kernel::LaunchMode::CHECKED,
+                    // SAFETY: as the caller promises.
+                    ExecutionMode::Unchecked => unsafe { crate::kernel::LaunchMode::unchecked() },
+                },
+                stream,
+            },
+            Recorded::Write { dst, data, stream } => Command::Write { dst, data, stream },
+            Recorded::Flush { stream } => Command::Flush { stream },
+        }
+    }
+
     /// What the command is, for listings: `launch`, `write` or `flush`.
     pub fn kind(&self) -> &'static str {
         match self {
@@ -100,6 +175,9 @@ pub struct Recording {
     pinned_set: rustc_hash::FxHashSet<HandleId>,
     /// The first call refused, which fails the capture.
     pub refused: Option<Error>,
+    /// A dry recording keeps the launches, writes and flushes it records instead of queueing
+    /// them (allocations, pins and releases are queued as always).
+    dry: bool,
 }
 
 impl Recording {
@@ -111,6 +189,16 @@ impl Recording {
             pinned: Vec::new(),
             pinned_set: Default::default(),
             refused: None,
+            dry: false,
+        }
+    }
+
+    /// A recording of what the calling thread queues that does not queue the launches, writes
+    /// and flushes it records.
+    pub fn dry_on_this_thread() -> Recording {
+        Recording {
+            dry: true,
+            ..Recording::on_this_thread()
         }
     }
 
@@ -154,14 +242,16 @@ impl Recording {
                     mode: mode.execution_mode(),
                     stream,
                 });
-                queue.push(Command::Launch {
-                    kernel,
-                    count,
-                    buffers,
-                    scalars,
-                    mode,
-                    stream,
-                });
+                if !self.dry {
+                    queue.push(Command::Launch {
+                        kernel,
+                        count,
+                        buffers,
+                        scalars,
+                        mode,
+                        stream,
+                    });
+                }
                 self.pin(&handles, &mut queue);
             }
             Command::Write { dst, data, stream } => {
@@ -170,7 +260,9 @@ impl Recording {
                     data: data.clone(),
                     stream,
                 });
-                queue.push(Command::Write { dst, data, stream });
+                if !self.dry {
+                    queue.push(Command::Write { dst, data, stream });
+                }
                 self.pin(&[dst.handle()], &mut queue);
             }
             Command::Create {
@@ -197,7 +289,9 @@ impl Recording {
             }
             Command::Flush { stream } => {
                 self.commands.push(Recorded::Flush { stream });
-                queue.push(Command::Flush { stream });
+                if !self.dry {
+                    queue.push(Command::Flush { stream });
+                }
             }
             Command::Read { reply, .. } => {
                 let error = refuse(self, "read");

@@ -243,11 +243,21 @@ impl Inbox {
     /// Opens a capture of what the calling thread pushes; `GraphError::NestedCapture` when one
     /// is open already.
     pub fn begin_capture(&self) -> Result<(), Error> {
+        self.begin(capture::Recording::on_this_thread())
+    }
+
+    /// Opens a dry capture: what the calling thread pushes is recorded, and its launches,
+    /// writes and flushes are not queued (see [`capture::Recording::dry_on_this_thread`]).
+    pub fn begin_dry_capture(&self) -> Result<(), Error> {
+        self.begin(capture::Recording::dry_on_this_thread())
+    }
+
+    fn begin(&self, recording: capture::Recording) -> Result<(), Error> {
         let mut capture = self.capture.lock();
         if capture.is_some() {
             return Err(Error::Graph(crate::error::GraphError::NestedCapture));
         }
-        *capture = Some(capture::Recording::on_this_thread());
+        *capture = Some(recording);
         self.capturing.store(true, Ordering::Release);
         Ok(())
     }
