@@ -11,7 +11,8 @@
 //! PyTorch's side is `benches/graph_torch.py`.
 //!
 //! `cargo bench --bench graph [--features wgpu,cuda]`; `GPUWORLD_GRAPH_KERNELS=100,1000` sets the
-//! step sizes.
+//! step sizes. A third row runs the step through a `FrameGraph` (captured after two identical
+//! frames; the closure runs every frame in a dry capture, a frame like the graph is one replay).
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use gpuworld::{Backend, Bindings, ComputeClient, CubeCount, Driver, Handle, library};
@@ -76,6 +77,21 @@ fn bench_backend<B: Backend>(c: &mut Criterion, name: &str, client: ComputeClien
         group.bench_function(format!("replay/{k}"), |b| {
             b.iter(|| {
                 graph.replay().expect("replay");
+                client.sync().expect("sync");
+                issued += k as u64;
+            })
+        });
+        // The same step through a FrameGraph: the closure runs every frame in a dry capture,
+        // and a frame equal to the captured one is one replay.
+        let mut frames = gpuworld::FrameGraph::new(&client, 2);
+        group.bench_function(format!("frame_graph/{k}"), |b| {
+            b.iter(|| {
+                frames
+                    .run(|c| {
+                        step(c, &x, &ones, k);
+                        Ok(())
+                    })
+                    .expect("frame");
                 client.sync().expect("sync");
                 issued += k as u64;
             })
