@@ -146,7 +146,13 @@ impl ProcessGroup {
             .iter()
             .enumerate()
             .filter_map(|(rank, link)| match link {
-                Link::Live(peer) => peer.watch_handle().ok().map(|stream| (rank, stream)),
+                Link::Live(peer) => match peer.watch_handle() {
+                    Ok(stream) => Some((rank, stream)),
+                    Err(error) => {
+                        tracing::warn!(target: "gpuworld::collective", peer = rank, %error, "cannot watch the connection to this rank: its exit is noticed only by the collective timeout");
+                        None
+                    }
+                },
                 _ => None,
             })
             .collect();

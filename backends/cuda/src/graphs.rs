@@ -170,10 +170,7 @@ impl CudaBackend {
         };
         // The launches go to the capture stream in stream `s`'s place (the capture runs
         // nothing: the executable is launched on `s` after).
-        let own = std::mem::replace(&mut self.streams[s].handle, stream);
-        let captured = self.capture_on(s, stream, buffers, op);
-        self.streams[s].handle = own;
-        captured
+        self.capture_on(s, stream, buffers, op)
     }
 
     /// Captures `op`'s launches, made as stream `s`'s, on `stream`.
@@ -203,6 +200,7 @@ impl CudaBackend {
                 .collect();
             captured = self.launch_on(
                 s,
+                Some(stream),
                 launch.kernel,
                 LaunchCount::Static(launch.grid),
                 &regions,

@@ -11,10 +11,13 @@ use smallvec::SmallVec;
 use std::ffi::c_void;
 
 impl CudaBackend {
-    /// Launches `kernel` on stream `s`; an error the launch cannot even start with is returned.
+    /// Launches `kernel` on stream `s` (`into`, where given, takes the launch in `s`'s place:
+    /// a graph's capture stream); an error the launch cannot even start with is returned.
+    #[allow(clippy::too_many_arguments, reason = "a launch's parts")]
     pub(crate) fn launch_on(
         &mut self,
         s: usize,
+        into: Option<sys::CUstream>,
         kernel: Kernel,
         count: LaunchCount,
         buffers: &[Region],
@@ -62,7 +65,10 @@ impl CudaBackend {
             params.push((&mut pointers[buffers.len()] as *mut u64).cast());
         }
         let [bx, by, bz] = kernel.signature.cube_dim;
-        let stream = self.work_stream(s);
+        let stream = match into {
+            Some(stream) => stream,
+            None => self.work_stream(s),
+        };
         // SAFETY: `function` is a loaded kernel whose parameters are, by the generated list,
         // exactly the pointers and 32-bit words in `params`; the device pointers are live allocations
         // (the runtime frees memory only after the events that prove the device is done).

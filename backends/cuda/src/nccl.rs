@@ -357,11 +357,13 @@ impl Clique {
         unsafe {
             let flags = cu::CUevent_flags::CU_EVENT_DISABLE_TIMING as u32;
             if cu::cuEventCreate(&mut event, flags) != cu::CUresult::CUDA_SUCCESS {
-                tracing::warn!(target: "gpuworld::collective", "no event to watch a collective with");
+                tracing::warn!(target: "gpuworld::collective", "no event after a collective: the watchdog cannot time it out");
                 return;
             }
-            if cu::cuEventRecord(event, stream) != cu::CUresult::CUDA_SUCCESS {
+            let code = cu::cuEventRecord(event, stream);
+            if code != cu::CUresult::CUDA_SUCCESS {
                 cu::cuEventDestroy_v2(event);
+                tracing::warn!(target: "gpuworld::collective", ?code, "no event after a collective: the watchdog cannot time it out");
                 return;
             }
         }
