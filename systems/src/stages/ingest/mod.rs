@@ -380,13 +380,19 @@ impl Ingest<'_> {
                 self.spawn_task(stream, TaskWork::Mark(reply), SmallVec::new());
             }
             Command::Release { handle } => {
-                if let Some(entry) = self.index.get_mut(&handle)
-                    && entry.graph_pins > 0
-                {
-                    entry.released_while_pinned = true;
-                    return None;
+                // One lookup on the common path (drop loops); a graph's pin puts it back.
+                if let Some(entry) = self.index.remove(&handle) {
+                    if entry.graph_pins > 0 {
+                        let entry = HandleEntry {
+                            released_while_pinned: true,
+                            ..entry
+                        };
+                        self.index.insert(handle, entry);
+                        return None;
+                    }
+                    let pool = taken.get(world).1;
+                    self.reclaimed += u64::from(release(world, pool, handle, entry));
                 }
-                self.release(world, taken, handle);
             }
             Command::Pin { handle } => {
                 if let Some(entry) = self.index.get_mut(&handle) {
