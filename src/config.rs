@@ -99,6 +99,8 @@ pub struct Settings {
     pub release_after_ticks: Setting<Option<u64>>,
     /// The pools' cache policy; `None`: the backend's (`CachePolicy::TIGHT`).
     pub memory_cache: Setting<Option<CachePolicy>>,
+    /// Whether the default ladder maps pages for large requests on devices that can (CUDA).
+    pub memory_map_pages: Setting<bool>,
     /// Tasks a stream queues before submitting; `None`: the backend's default.
     pub max_tasks: Setting<Option<usize>>,
     /// Submission order across streams; `None`: the backend's default.
@@ -123,6 +125,7 @@ impl Default for Settings {
             memory_pools: Setting::default(None),
             release_after_ticks: Setting::default(None),
             memory_cache: Setting::default(None),
+            memory_map_pages: Setting::default(true),
             max_tasks: Setting::default(None),
             strategy: Setting::default(None),
             stream_slots: Setting::default(runtime.stream_slots),
@@ -197,6 +200,7 @@ struct MemorySection {
     release_after_ticks: Option<u64>,
     pools: Option<Vec<PoolEntry>>,
     cache: Option<CacheEntry>,
+    map_pages: Option<bool>,
 }
 
 /// The pools' cache policy as the file writes it: `"tight"`, `"roomy"`, or
@@ -236,6 +240,9 @@ impl TryFrom<toml::Value> for CacheEntry {
     }
 }
 
+/// Addresses a configured mapped pool reserves at a time when the file does not say.
+const DEFAULT_RANGE_SIZE: u64 = 64 << 30;
+
 /// A pool as the file writes it (sizes in bytes).
 #[derive(Deserialize, Clone, Copy)]
 #[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
@@ -250,6 +257,14 @@ enum PoolEntry {
     },
     Exclusive {
         max_alloc: u64,
+        max_reserved: Option<u64>,
+        release_after_ticks: Option<u64>,
+    },
+    Mapped {
+        max_alloc: u64,
+        page_size: u64,
+        chunk_size: Option<u64>,
+        range_size: Option<u64>,
         max_reserved: Option<u64>,
         release_after_ticks: Option<u64>,
     },
@@ -282,6 +297,23 @@ impl PoolEntry {
             } => PoolConfig::new(PoolKind::Exclusive, max_alloc)
                 .with_max_reserved(max_reserved)
                 .with_release_after_ticks(release_after_ticks),
+            PoolEntry::Mapped {
+                max_alloc,
+                page_size,
+                chunk_size,
+                range_size,
+                max_reserved,
+                release_after_ticks,
+            } => PoolConfig::new(
+                PoolKind::Mapped {
+                    page_size,
+                    chunk_size: chunk_size.unwrap_or(page_size),
+                    range_size: range_size.unwrap_or(DEFAULT_RANGE_SIZE),
+                },
+                max_alloc,
+            )
+            .with_max_reserved(max_reserved)
+            .with_release_after_ticks(release_after_ticks),
         }
     }
 }
@@ -466,6 +498,7 @@ impl Settings {
             self.memory_pools.put(pools, &source);
             self.memory_cache
                 .put(memory.cache.map(|c| Some(c.0)), &source);
+            self.memory_map_pages.put(memory.map_pages, &source);
         }
         if let Some(scheduler) = parsed.scheduler {
             self.max_tasks
@@ -533,6 +566,10 @@ impl Settings {
             let cache: CacheEntry = parse_env_value(&source, "memory.cache", &value)?;
             self.memory_cache.put(Some(Some(cache.0)), &source);
         }
+        if let Some((value, source)) = var(env, "GPUWORLD_MEMORY_MAP_PAGES") {
+            let map: bool = parse_env_value(&source, "memory.map_pages", &value)?;
+            self.memory_map_pages.put(Some(map), &source);
+        }
         if let Some((value, source)) = var(env, "GPUWORLD_SCHEDULER_MAX_TASKS") {
             let tasks: Positive = parse_env_value(&source, "scheduler.max_tasks", &value)?;
             self.max_tasks.put(Some(Some(tasks.0)), &source);
@@ -555,17 +592,20 @@ impl Settings {
     /// `base` (the backend's defaults) with the configured scheduler and memory settings; the
     /// default ladder for `device` takes the configured release period.
     pub fn runtime_config(&self, device: &DeviceProperties, base: RuntimeConfig) -> RuntimeConfig {
+        let map_pages = self.memory_map_pages.value;
         let pools = match &self.memory_pools.value {
             Some(pools) => Some(pools.clone()),
             None if self.release_after_ticks.source != Source::Default => Some(
-                MemoryConfig::default_ladder(device)
+                MemoryConfig::default()
+                    .with_map_pages(map_pages)
+                    .default_pools(device)
                     .into_iter()
                     .map(|pool| pool.with_release_after_ticks(self.release_after_ticks.value))
                     .collect(),
             ),
             None => base.memory.pools.clone(),
         };
-        let mut memory = base.memory.with_ladder(pools);
+        let mut memory = base.memory.with_ladder(pools).with_map_pages(map_pages);
         if let Some(cache) = self.memory_cache.value {
             memory = memory.with_cache(cache);
         }
@@ -668,6 +708,11 @@ impl Settings {
                 &self.memory_cache.source,
             ),
             (
+                "memory.map_pages",
+                self.memory_map_pages.value.to_string(),
+                &self.memory_map_pages.source,
+            ),
+            (
                 "scheduler.max_tasks",
                 self.max_tasks
                     .value
@@ -730,6 +775,13 @@ fn describe_pool(pool: &PoolConfig) -> String {
             format!("sliced page_size={page_size} max_slice={max_slice} first_page={first_page}")
         }
         PoolKind::Exclusive => "exclusive".to_string(),
+        PoolKind::Mapped {
+            page_size,
+            chunk_size,
+            range_size,
+        } => {
+            format!("mapped page_size={page_size} chunk_size={chunk_size} range_size={range_size}")
+        }
         other => format!("{other:?}"),
     };
     let mut text = format!("{kind} max_alloc={}", pool.max_alloc);

@@ -299,6 +299,63 @@ fn the_cache_policy_comes_from_the_file_or_its_variable() {
     assert!(error.contains("GPUWORLD_MEMORY_CACHE"), "{error}");
 }
 
+#[test]
+fn page_mapping_and_mapped_pools_come_from_the_file_or_the_environment() {
+    let device = gpuworld::DeviceProperties {
+        page_mapping: Some(2 << 20),
+        ..gpuworld::SimBackend::new(Default::default()).properties()
+    };
+    let pools = |settings: &Settings| {
+        let config = settings.runtime_config(&device, RuntimeConfig::default());
+        config.memory.resolve(&device)
+    };
+    let mapped = |pools: &[gpuworld::PoolConfig]| {
+        pools
+            .iter()
+            .any(|pool| matches!(pool.kind, gpuworld::PoolKind::Mapped { .. }))
+    };
+    let dir = dir_with_config("map_pages_none", None);
+    let settings = load(&dir, &[]).unwrap();
+    assert!(settings.memory_map_pages.value, "on by default");
+    assert!(
+        mapped(&pools(&settings)),
+        "a device that maps pages gets a mapped pool"
+    );
+    let dir = dir_with_config("map_pages_off", Some("[memory]\nmap_pages = false\n"));
+    let settings = load(&dir, &[]).unwrap();
+    assert!(!mapped(&pools(&settings)));
+    assert!(settings.describe().contains("memory.map_pages = false"));
+    let settings = load(&dir, &[("GPUWORLD_MEMORY_MAP_PAGES", "true")]).unwrap();
+    assert!(mapped(&pools(&settings)), "the variable wins over the file");
+    let error = load(&dir, &[("GPUWORLD_MEMORY_MAP_PAGES", "yes")])
+        .expect_err("not a boolean")
+        .to_string();
+    assert!(error.contains("GPUWORLD_MEMORY_MAP_PAGES"), "{error}");
+    // A configured mapped pool: kept where the device maps pages, exclusive elsewhere.
+    let file =
+        "[memory]\npools = [{ kind = \"mapped\", max_alloc = 1099511627776, page_size = 65536 }]\n";
+    let dir = dir_with_config("mapped_pool", Some(file));
+    let settings = load(&dir, &[]).unwrap();
+    match pools(&settings)[..] {
+        [pool] => assert_eq!(
+            pool.kind,
+            gpuworld::PoolKind::Mapped {
+                page_size: 2 << 20,
+                chunk_size: 2 << 20,
+                range_size: 64 << 30
+            },
+            "the page rounded up to the device's"
+        ),
+        ref other => panic!("{other:?}"),
+    }
+    let sim = gpuworld::SimBackend::new(Default::default()).properties();
+    let config = settings.runtime_config(&sim, RuntimeConfig::default());
+    assert_eq!(
+        config.memory.resolve(&sim)[0].kind,
+        gpuworld::PoolKind::Exclusive
+    );
+}
+
 /// Each bad file gives an error naming the file, the key and what is allowed.
 #[test]
 fn every_bad_file_is_an_error_naming_file_key_and_what_is_allowed() {
@@ -360,7 +417,7 @@ fn every_bad_file_is_an_error_naming_file_key_and_what_is_allowed() {
             &[
                 "memory.pools",
                 "unknown variant `paged`",
-                "expected `sliced` or `exclusive`",
+                "expected one of `sliced`, `exclusive`, `mapped`",
             ],
         ),
         (
@@ -453,7 +510,7 @@ fn every_bad_variable_is_an_error_naming_it_the_key_and_what_is_allowed() {
         (
             "GPUWORLD_MEMORY_POOLS",
             "[{ kind = \"paged\" }]",
-            &["`memory.pools`", "expected `sliced` or `exclusive`"],
+            &["`memory.pools`", "expected one of `sliced`, `exclusive`, `mapped`"],
         ),
         (
             "GPUWORLD_CPU_MEMORY_LIMIT",

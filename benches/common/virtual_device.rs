@@ -26,6 +26,10 @@ pub struct VirtualDevice {
     pub bytes_allocated: u64,
     sizes: HashMap<u64, u64>,
     next: u64,
+    /// Pages of this many bytes can be mapped under reserved addresses (`None`: no mapping).
+    pub page_mapping: Option<u64>,
+    /// Mapped pages by reserved range, to check the pool's calls.
+    mapped: HashMap<u64, std::collections::BTreeSet<u64>>,
 }
 
 impl VirtualDevice {
@@ -40,16 +44,39 @@ impl VirtualDevice {
             bytes_allocated: 0,
             sizes: HashMap::new(),
             next: 0,
+            page_mapping: None,
+            mapped: HashMap::new(),
         }
     }
 
     /// A device that reports `memory_bytes` (which sizes the default ladder) but never refuses
     /// an allocation: a replay of any trace runs to its end.
+    #[allow(dead_code)]
     pub fn unbounded(memory_bytes: u64, alignment: u64) -> VirtualDevice {
         VirtualDevice {
             refuse_over: u64::MAX,
             ..VirtualDevice::new(memory_bytes, alignment)
         }
+    }
+}
+
+impl VirtualDevice {
+    /// Whether every page under `len` bytes at `offset` of reserved range `storage` is mapped.
+    #[allow(dead_code)]
+    pub fn mapped_under(&self, storage: StorageId, offset: u64, len: u64) -> bool {
+        let (Some(page), Some(pages)) = (self.page_mapping, self.mapped.get(&storage.0)) else {
+            return false;
+        };
+        let first = offset / page * page;
+        (first..offset + len.max(1))
+            .step_by(page as usize)
+            .all(|start| pages.contains(&start))
+    }
+
+    /// Reserved address ranges not yet freed.
+    #[allow(dead_code)]
+    pub fn address_ranges(&self) -> usize {
+        self.mapped.len()
     }
 }
 
@@ -67,6 +94,7 @@ impl Backend for VirtualDevice {
             features: Vec::new(),
             max_cube_count: [u32::MAX; 3],
             max_buffer_bytes: None,
+            page_mapping: self.page_mapping,
         }
     }
     fn allocate(&mut self, size: u64) -> Result<StorageId, AllocError> {
@@ -82,6 +110,63 @@ impl Backend for VirtualDevice {
     }
     unsafe fn deallocate(&mut self, storage: StorageId) {
         self.allocated -= self.sizes.remove(&storage.0).unwrap_or(0);
+    }
+    fn reserve_addresses(&mut self, _size: u64) -> Result<StorageId, AllocError> {
+        self.next += 1;
+        self.mapped.insert(self.next, Default::default());
+        Ok(StorageId(self.next))
+    }
+    fn map_pages(&mut self, storage: StorageId, offset: u64, len: u64) -> Result<(), AllocError> {
+        let page = self
+            .page_mapping
+            .expect("mapping asked of a device without it");
+        assert!(
+            offset.is_multiple_of(page) && len.is_multiple_of(page),
+            "unaligned mapping"
+        );
+        // A refused call maps nothing.
+        if self.allocated.saturating_add(len) > self.refuse_over {
+            return Err(AllocError::OutOfMemory);
+        }
+        for start in (offset..offset + len).step_by(page as usize) {
+            let fresh = self
+                .mapped
+                .get_mut(&storage.0)
+                .expect("unknown range")
+                .insert(start);
+            assert!(fresh, "page {start} of range {} mapped twice", storage.0);
+            self.allocated += page;
+            self.bytes_allocated += page;
+        }
+        // One device allocation per call, as CUDA maps a call's pages from one `cuMemCreate`.
+        self.allocations += 1;
+        Ok(())
+    }
+    unsafe fn unmap_pages(&mut self, storage: StorageId, offset: u64, len: u64) {
+        let page = self
+            .page_mapping
+            .expect("unmapping asked of a device without it");
+        for start in (offset..offset + len).step_by(page as usize) {
+            let was = self
+                .mapped
+                .get_mut(&storage.0)
+                .expect("unknown range")
+                .remove(&start);
+            assert!(
+                was,
+                "page {start} of range {} unmapped but not mapped",
+                storage.0
+            );
+            self.allocated -= page;
+        }
+    }
+    unsafe fn free_addresses(&mut self, storage: StorageId) {
+        let pages = self.mapped.remove(&storage.0).expect("unknown range");
+        assert!(
+            pages.is_empty(),
+            "range {} freed with pages mapped",
+            storage.0
+        );
     }
     fn create_stream(&mut self, _id: StreamId) -> DeviceStream {
         DeviceStream(0)

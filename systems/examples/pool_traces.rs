@@ -7,7 +7,9 @@
 //! Run: `cargo run --release -p gpuworld-systems --example pool_traces`. Environment:
 //! `SCALE` (default 32), `SEEDS` (default `1,2,3,4,5`), `ALIGN` (device alignment, default 64, the
 //! cpu backend's), `SHAPE` (one shape by name; default all), `CACHE` (`SLACK,FIT`: the
-//! `CachePolicy` divisors; default the tight one, 128,8; `3,2` is `CachePolicy::ROOMY`).
+//! `CachePolicy` divisors; default the tight one, 128,8; `3,2` is `CachePolicy::ROOMY`),
+//! `PAGE` (bytes of a mapped page: the device maps pages, as CUDA does, and large requests go to
+//! a mapped pool; default none).
 
 #[path = "../../benches/common/alloc_traces.rs"]
 mod alloc_traces;
@@ -62,8 +64,13 @@ fn main() {
         }
     });
     let config = MemoryConfig::default().with_cache(cache);
+    let page = std::env::var("PAGE").ok().map(|page| {
+        page.trim()
+            .parse::<u64>()
+            .unwrap_or_else(|_| panic!("PAGE: `{page}` is not a number"))
+    });
     println!(
-        "scale {scale}, alignment {alignment}, seeds {seeds:?}, {cache:?}\n\n| shape | peak reserved / peak in use | device allocations (all seeds) | GiB allocated (all seeds) | per seed: ratio, allocations |\n| --- | --- | --- | --- | --- |"
+        "scale {scale}, alignment {alignment}, seeds {seeds:?}, {cache:?}, mapped pages {page:?}\n\n| shape | peak reserved / peak in use | device allocations (all seeds) | GiB allocated (all seeds) | per seed: ratio, allocations |\n| --- | --- | --- | --- | --- |"
     );
     for shape in Shape::ALL {
         if only.as_deref().is_some_and(|name| name != shape.name()) {
@@ -75,6 +82,7 @@ fn main() {
         for &seed in &seeds {
             let trace = shape.generate(seed, scale);
             let mut device = VirtualDevice::unbounded(8 << 30, alignment);
+            device.page_mapping = page;
             let mut pool = MemoryPool::new(&device.properties(), &config);
             let mut live: HashMap<u32, SliceKey> = HashMap::new();
             for event in &trace.events {

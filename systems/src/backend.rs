@@ -105,6 +105,11 @@ pub struct DeviceProperties {
     /// Bytes of the largest single buffer the device can allocate, if it has such a limit: a
     /// larger request is `MemoryError::BufferTooLarge`, refused before any memory is touched.
     pub max_buffer_bytes: Option<u64>,
+    /// Bytes of a device page, when the backend can reserve device addresses with no memory
+    /// under them and map memory page by page ([`Backend::reserve_addresses`],
+    /// [`Backend::map_pages`]; CUDA's virtual memory management). The default ladder then
+    /// places large requests in mapped ranges (`PoolKind::Mapped`).
+    pub page_mapping: Option<u64>,
 }
 
 /// Why an allocation failed.
@@ -281,6 +286,40 @@ pub trait Backend: Send + Sync + 'static {
     /// or running on any stream uses it any more (the runtime frees a buffer only after the
     /// events of the work that used it passed).
     unsafe fn deallocate(&mut self, storage: StorageId);
+    /// Reserves `size` bytes of device addresses with no memory under them, for
+    /// [`Backend::map_pages`]; a multiple of [`DeviceProperties::page_mapping`]. Only a backend
+    /// that reports `page_mapping` is asked; by default there is none.
+    fn reserve_addresses(&mut self, _size: u64) -> Result<StorageId, AllocError> {
+        Err(AllocError::DeviceFailed {
+            reason: "this backend cannot map device pages (no `page_mapping`)".into(),
+        })
+    }
+    /// Maps device memory under `len` bytes at `offset` of reserved addresses (whole pages of
+    /// [`DeviceProperties::page_mapping`] bytes, none mapped yet) as one allocation, readable and
+    /// writable by every stream and every peer device. `AllocError::OutOfMemory` when the device
+    /// has no room; a refused call maps nothing.
+    fn map_pages(
+        &mut self,
+        _storage: StorageId,
+        _offset: u64,
+        _len: u64,
+    ) -> Result<(), AllocError> {
+        Err(AllocError::DeviceFailed {
+            reason: "this backend cannot map device pages (no `page_mapping`)".into(),
+        })
+    }
+    /// Unmaps the pages one [`Backend::map_pages`] call mapped, `len` bytes at `offset`, and
+    /// returns their memory to the device.
+    ///
+    /// # Safety
+    /// `offset` and `len` are those of one earlier `map_pages` call not unmapped since, and no
+    /// work queued or running on any stream uses the pages any more.
+    unsafe fn unmap_pages(&mut self, _storage: StorageId, _offset: u64, _len: u64) {}
+    /// Returns reserved addresses.
+    ///
+    /// # Safety
+    /// `storage` came from [`Backend::reserve_addresses`], and none of its pages is mapped.
+    unsafe fn free_addresses(&mut self, _storage: StorageId) {}
     /// Creates the device stream for the runtime's stream `id`.
     fn create_stream(&mut self, id: StreamId) -> DeviceStream;
     /// Enqueues a host-to-device copy of `data` into `dst` (`data.len() <= dst.size`).

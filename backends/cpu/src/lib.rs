@@ -232,6 +232,7 @@ impl Backend for CpuBackend {
             alignment: 64,
             max_cube_count: [u32::MAX; 3],
             max_buffer_bytes: Some(HostMemory::MAX_BUFFER_BYTES),
+            page_mapping: None,
             memory_layout: MemoryLayout::Sliced,
             limits: Default::default(),
             features: Vec::new(),

@@ -14,6 +14,7 @@ mod graphs;
 mod launch;
 mod library;
 mod loader;
+mod mapping;
 mod nccl;
 mod op_timing;
 mod open;
@@ -150,6 +151,8 @@ pub struct CudaBackend {
     graphs: graphs::GraphCache,
     /// The contexts of other devices this context was given direct access to (peer copies).
     peers_enabled: Vec<usize>,
+    /// Address ranges reserved for the mapped pool, and their pages (`mapping.rs`).
+    mapping: mapping::AddressRanges,
 }
 
 // SAFETY: the CUDA handles are owned by the backend and used only through `&mut self` (each call
@@ -492,6 +495,22 @@ impl Backend for CudaBackend {
         Ok(StorageId(id))
     }
 
+    fn reserve_addresses(&mut self, size: u64) -> Result<StorageId, AllocError> {
+        self.reserve_address_range(size)
+    }
+
+    fn map_pages(&mut self, storage: StorageId, offset: u64, len: u64) -> Result<(), AllocError> {
+        self.map_range_pages(storage, offset, len)
+    }
+
+    unsafe fn unmap_pages(&mut self, storage: StorageId, offset: u64, len: u64) {
+        self.unmap_range_pages(storage, offset, len);
+    }
+
+    unsafe fn free_addresses(&mut self, storage: StorageId) {
+        self.free_address_range(storage);
+    }
+
     unsafe fn deallocate(&mut self, storage: StorageId) {
         self.bind();
         if let Some((pointer, size)) = self.buffers.remove(&storage.0) {
@@ -737,6 +756,7 @@ impl Drop for CudaBackend {
         self.op_timing.destroy_all();
         self.graphs.clear();
         self.kernels.unload();
+        self.release_address_ranges();
         for (_, (pointer, _)) in self.buffers.drain() {
             // SAFETY: the context is idle, so no work uses the buffer.
             unsafe {

@@ -4,7 +4,7 @@
 
 use crate::events::EventTable;
 use crate::pinned::PinnedHome;
-use crate::{CudaBackend, CudaConfig, compiler, loader, op_timing};
+use crate::{CudaBackend, CudaConfig, compiler, loader, mapping, op_timing};
 use cudarc::driver::sys;
 use gpuworld_systems::backend::{DeviceProperties, MemoryLayout};
 use gpuworld_systems::error::{DeviceError, Error};
@@ -70,6 +70,11 @@ impl CudaBackend {
             )));
         }
         let properties = Self::read_properties(device);
+        let page_mapping = mapping::page_mapping(device);
+        let properties = properties.map(|p| DeviceProperties {
+            page_mapping: page_mapping.as_ref().map(|(page, _)| *page),
+            ..p
+        });
         let properties = match properties {
             Ok(p) => p,
             Err(error) => {
@@ -113,6 +118,9 @@ impl CudaBackend {
             cliques: Vec::new(),
             graphs: Default::default(),
             peers_enabled: Vec::new(),
+            mapping: page_mapping
+                .map(|(page, access)| mapping::AddressRanges::new(page, access))
+                .unwrap_or_default(),
         })
     }
 
@@ -186,6 +194,7 @@ impl CudaBackend {
             max_cube_count: grid.map(|g| g.max(1) as u32),
             // `cuMemAlloc` takes any size the memory can hold.
             max_buffer_bytes: None,
+            page_mapping: None,
         })
     }
 }

@@ -322,5 +322,6 @@ pub(crate) fn device_properties(
         features,
         max_cube_count: [per_axis; 3],
         max_buffer_bytes: Some(l.max_buffer_size),
+        page_mapping: None,
     }
 }

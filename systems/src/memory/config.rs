@@ -20,6 +20,22 @@ const MAX_PAGE: u64 = 64 * MIB;
 /// 1.090 (also over 40 seeds). Buffers of their own go back to the device exactly when idle
 /// memory passes the budget (`MemoryPool::make_room`).
 const LARGE_SLICE_DIVISOR: u64 = 256;
+/// Where the device maps pages, requests over this fraction of a large page (32 MiB of 64) go
+/// to the mapped pool; smaller ones keep the large pool's pages of their own. A mapped hole costs
+/// the partial pages at its ends, which small requests make often: on the trace family of
+/// `benches/alloc_traces.rs` (scale 1, seeds 1-8, 2 MiB pages) mapping every request over 256 KiB
+/// gave peak reserved / peak in use up to 1.038 on the mixed streams, from 16 MiB 1.012, from
+/// 32 MiB 1.013 with 8-10% fewer pages mapped on the log-uniform shape than from 64 MiB; every
+/// other shape 1.006-1.009 (unmapped: up to 1.024 on the log-uniform one).
+const MAPPED_FROM_DIVISOR: u64 = 2;
+/// The default mapped pool maps up to two pages per device call (4 MiB of 2 MiB pages). Each
+/// call costs ~85 µs over its life on an H200 (`cuMemCreate` 13, `cuMemSetAccess` 30, `cuMemUnmap`
+/// 25, `cuMemRelease` 15), so chunks set the time of a churning workload, and a chunk goes back
+/// only once none of its pages is used. On the trace family (scale 1, seeds 1-6, pool-level
+/// replay) one page per call gave peak reserved / peak in use 1.006-1.009 on every shape with
+/// 26.7k calls per log-uniform replay (1.9-2.5 s on CUDA against 0.6 s unmapped); two 1.004-1.017
+/// (1.008 log-uniform) with 13.4k; four 1.002-1.026 with 7.2k (0.7-1.0 s); sixteen up to 1.033.
+const MAPPED_CHUNK_PAGES: u64 = 2;
 /// Smallest page of the small-slice pool; below it the pool would not pay for itself.
 const MIN_SMALL_PAGE: u64 = 64 << 10;
 /// Device memory assumed when a backend reports none (host backends without a cap).
@@ -50,6 +66,18 @@ pub enum PoolKind {
     },
     /// One backend buffer per allocation (backends such as wgpu need it).
     Exclusive,
+    /// Address ranges of `range_size` bytes reserved once, with device pages of `page_size`
+    /// bytes mapped only under live allocations, packed best fit (`mapped.rs`): what it reserves
+    /// follows what is live within two pages per hole, whatever the sizes. Needs a device with
+    /// [`DeviceProperties::page_mapping`]; elsewhere it becomes `Exclusive`, with a warning.
+    Mapped {
+        /// Bytes of a mapped page (rounded up to a multiple of the device's).
+        page_size: u64,
+        /// Most bytes one device call maps (whole pages): the unit that goes back.
+        chunk_size: u64,
+        /// Bytes of addresses reserved at a time (a larger request gets a range of its own).
+        range_size: u64,
+    },
 }
 
 /// One pool of the ladder.
@@ -178,7 +206,7 @@ impl Default for CachePolicy {
 }
 
 /// A runtime's memory settings (part of `RuntimeConfig`).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct MemoryConfig {
     /// The pools in routing order; `None` builds [`MemoryConfig::default_ladder`] from the device.
@@ -187,6 +215,21 @@ pub struct MemoryConfig {
     pub tensor_layout: TensorLayout,
     /// How much idle memory the pools keep, and how loosely requests reuse it.
     pub cache: CachePolicy,
+    /// Whether the default ladder places large requests in mapped address ranges on a device
+    /// that can map pages ([`DeviceProperties::page_mapping`]; CUDA). On by default; off gives
+    /// large requests buffers of their own, as on other devices.
+    pub map_pages: bool,
+}
+
+impl Default for MemoryConfig {
+    fn default() -> Self {
+        MemoryConfig {
+            pools: None,
+            tensor_layout: TensorLayout::default(),
+            cache: CachePolicy::default(),
+            map_pages: true,
+        }
+    }
 }
 
 // Builders: the struct is `#[non_exhaustive]`, so other crates start from a constructor or
@@ -213,6 +256,13 @@ impl MemoryConfig {
         self.cache = cache;
         self
     }
+
+    /// This configuration with [`map_pages`](Self::map_pages) set to `map_pages`.
+    #[must_use]
+    pub fn with_map_pages(mut self, map_pages: bool) -> Self {
+        self.map_pages = map_pages;
+        self
+    }
 }
 
 impl MemoryConfig {
@@ -230,7 +280,7 @@ impl MemoryConfig {
     pub fn resolve(&self, device: &DeviceProperties) -> Vec<PoolConfig> {
         let mut pools = match &self.pools {
             Some(pools) if !pools.is_empty() => pools.clone(),
-            _ => MemoryConfig::default_ladder(device),
+            _ => self.default_pools(device),
         };
         let alignment = device.alignment.max(1);
         let largest_page = device.max_buffer_bytes.map_or(u64::MAX, |limit| {
@@ -257,8 +307,57 @@ impl MemoryConfig {
                         .clamp(alignment, *page_size)
                         .next_multiple_of(alignment);
                 }
+                PoolKind::Mapped { .. } if device.memory_layout == MemoryLayout::Exclusive => {
+                    tracing::warn!(target: "gpuworld::memory", ?pool, "the device needs one buffer per allocation: mapped pool made exclusive");
+                    pool.kind = PoolKind::Exclusive;
+                }
+                PoolKind::Mapped {
+                    page_size,
+                    chunk_size,
+                    range_size,
+                } => match device.page_mapping {
+                    Some(device_page) => {
+                        let device_page = device_page.max(alignment);
+                        *page_size = (*page_size).max(device_page).next_multiple_of(device_page);
+                        *chunk_size = (*chunk_size).max(*page_size).next_multiple_of(*page_size);
+                        *range_size = (*range_size).max(*page_size).next_multiple_of(*page_size);
+                    }
+                    None => {
+                        tracing::warn!(target: "gpuworld::memory", ?pool, device = %device.name, "the device cannot map pages: mapped pool made exclusive");
+                        pool.kind = PoolKind::Exclusive;
+                    }
+                },
                 PoolKind::Exclusive => {}
             }
+        }
+        pools
+    }
+
+    /// The default ladder, its large pool mapped where the device maps pages and
+    /// [`map_pages`](Self::map_pages) is on: what a runtime on `device` gets without
+    /// [`pools`](Self::pools).
+    pub fn default_pools(&self, device: &DeviceProperties) -> Vec<PoolConfig> {
+        let mut pools = MemoryConfig::default_ladder(device);
+        if let (true, Some(page), MemoryLayout::Sliced) =
+            (self.map_pages, device.page_mapping, device.memory_layout)
+            && let Some(large) = pools.last_mut()
+        {
+            let memory = match device.memory_bytes {
+                0 | u64::MAX => ASSUMED_MEMORY,
+                bytes => bytes,
+            };
+            let page = page.max(device.alignment.max(1));
+            let mut mapped = *large;
+            mapped.kind = PoolKind::Mapped {
+                page_size: page,
+                chunk_size: page * MAPPED_CHUNK_PAGES,
+                // One range covers the device's memory: addresses cost nothing until mapped.
+                range_size: memory.next_multiple_of(page),
+            };
+            if let PoolKind::Sliced { page_size, .. } = large.kind {
+                large.max_alloc = (page_size / MAPPED_FROM_DIVISOR).max(page);
+            }
+            pools.push(mapped);
         }
         pools
     }
@@ -338,6 +437,7 @@ mod tests {
             features: Vec::new(),
             max_cube_count: [1; 3],
             max_buffer_bytes: None,
+            page_mapping: None,
         }
     }
 

@@ -8,6 +8,7 @@ mod exclusive;
 mod idle;
 mod ladder;
 pub mod layout;
+mod mapped;
 mod mode;
 mod parked;
 mod persistent;
@@ -20,6 +21,7 @@ pub use config::{CachePolicy, DEFAULT_RELEASE_AFTER_TICKS, MemoryConfig, PoolCon
 pub use exclusive::{ExclusivePool, Fit};
 pub use ladder::Ladder;
 pub use layout::{TensorLayout, TensorPlacement};
+pub use mapped::MappedPool;
 pub use mode::{AllocationMode, AllocationModes};
 pub use pool::{DeviceMemory, Pool, PoolIndex};
 pub use report::PoolReport;
@@ -140,6 +142,18 @@ impl MemoryPool {
                     PoolKind::Exclusive => Box::new(ExclusivePool::for_ladder(
                         name,
                         pool.max_alloc,
+                        pool.max_reserved,
+                        pool.release_after_ticks,
+                    )),
+                    PoolKind::Mapped {
+                        page_size,
+                        chunk_size,
+                        range_size,
+                    } => Box::new(MappedPool::new(
+                        name,
+                        page_size,
+                        chunk_size,
+                        range_size,
                         pool.max_reserved,
                         pool.release_after_ticks,
                     )),

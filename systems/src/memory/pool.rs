@@ -20,6 +20,20 @@ pub trait DeviceMemory {
     /// As for [`Backend::deallocate`]: `storage` was allocated here and not yet returned, and no
     /// work queued or running on any stream uses it any more.
     unsafe fn deallocate(&mut self, storage: StorageId);
+    /// Reserves device addresses ([`Backend::reserve_addresses`]).
+    fn reserve_addresses(&mut self, size: u64) -> Result<StorageId, AllocError>;
+    /// Maps pages under reserved addresses ([`Backend::map_pages`]).
+    fn map_pages(&mut self, storage: StorageId, offset: u64, len: u64) -> Result<(), AllocError>;
+    /// Unmaps pages ([`Backend::unmap_pages`]).
+    ///
+    /// # Safety
+    /// As for [`Backend::unmap_pages`].
+    unsafe fn unmap_pages(&mut self, storage: StorageId, offset: u64, len: u64);
+    /// Returns reserved addresses ([`Backend::free_addresses`]).
+    ///
+    /// # Safety
+    /// As for [`Backend::free_addresses`].
+    unsafe fn free_addresses(&mut self, storage: StorageId);
 }
 
 impl<B: Backend> DeviceMemory for B {
@@ -30,6 +44,24 @@ impl<B: Backend> DeviceMemory for B {
     unsafe fn deallocate(&mut self, storage: StorageId) {
         // SAFETY: the caller keeps `Backend::deallocate`'s contract, which this one repeats.
         unsafe { Backend::deallocate(self, storage) }
+    }
+
+    fn reserve_addresses(&mut self, size: u64) -> Result<StorageId, AllocError> {
+        Backend::reserve_addresses(self, size)
+    }
+
+    fn map_pages(&mut self, storage: StorageId, offset: u64, len: u64) -> Result<(), AllocError> {
+        Backend::map_pages(self, storage, offset, len)
+    }
+
+    unsafe fn unmap_pages(&mut self, storage: StorageId, offset: u64, len: u64) {
+        // SAFETY: the caller keeps `Backend::unmap_pages`'s contract, which this one repeats.
+        unsafe { Backend::unmap_pages(self, storage, offset, len) }
+    }
+
+    unsafe fn free_addresses(&mut self, storage: StorageId) {
+        // SAFETY: the caller keeps `Backend::free_addresses`'s contract, which this one repeats.
+        unsafe { Backend::free_addresses(self, storage) }
     }
 }
 

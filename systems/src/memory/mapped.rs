@@ -1,0 +1,544 @@
+//! Mapped pool: address ranges reserved once, with device memory mapped under live allocations
+//! only (CUDA's virtual memory management: `cuMemAddressReserve`, then `cuMemCreate`/`cuMemMap`),
+//! as PyTorch's expandable segments. A request takes, of the free address ranges that hold it
+//! (smallest first), the end of one that needs the fewest pages mapped, so idle pages are reused
+//! before new ones are mapped and live allocations pack next to each other, sharing pages. The
+//! pages a request lacks are mapped in chunks of at most `chunk` bytes, one device allocation
+//! each; a released allocation's range merges with its free neighbours, and a chunk none of
+//! whose pages is used any more stays mapped, idle, until the pool makes room (`release_idle`,
+//! oldest first), cleans up, or it outlives `release_after_ticks`.
+//!
+//! What it reserves is the mapped chunks, never the addresses: a hole between live allocations
+//! costs only the chunks at its ends that live neighbours still use, whatever the sizes (buffers
+//! that cannot move otherwise pin whole pages of a sliced pool, or waste the difference when a
+//! buffer of their own is reused by a smaller request). Larger chunks make fewer device calls
+//! (each costs ~85 µs over its life on an H200, whatever its size) and strand more idle pages
+//! beside used ones (`docs/benchmarks.md`).
+
+use crate::backend::{AllocError, StorageId};
+use crate::error::MemoryError;
+use crate::memory::pool::{DeviceMemory, Pool};
+use crate::memory::report::{PoolReport, human_bytes};
+use crate::memory::{Block, PageKey, stale_page};
+use slotmap::SlotMap;
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+/// Free ranges a placement looks at, smallest first (`MappedPool::place`).
+const PLACEMENT_SCAN: usize = 64;
+
+/// Where a request goes: `offset` in the free range at `start` of range `key`, with
+/// `unmapped` bytes of pages to map.
+#[derive(Clone, Copy, Debug)]
+struct Placement {
+    key: PageKey,
+    start: u64,
+    offset: u64,
+    unmapped: u64,
+}
+
+/// A device page of an address range.
+#[derive(Clone, Copy, Debug, Default)]
+struct Page {
+    /// Live allocations that touch it.
+    users: u32,
+    mapped: bool,
+    /// The first page of the chunk it is mapped in (when mapped).
+    chunk: usize,
+}
+
+/// Pages mapped by one device call (one allocation of device memory): they go back together,
+/// once none of them has users.
+#[derive(Clone, Copy, Debug)]
+struct Chunk {
+    pages: usize,
+    /// Pages of it with users.
+    busy: usize,
+    /// When it last became idle, in the pool's count of chunks that did: an idle queue entry
+    /// with another number is stale.
+    idle_since: u64,
+}
+
+/// One reserved address range.
+#[derive(Debug)]
+struct AddressRange {
+    storage: StorageId,
+    size: u64,
+    pages: Vec<Page>,
+    /// Mapped chunks by first page.
+    chunks: std::collections::HashMap<usize, Chunk>,
+    /// Free ranges, offset to length; neighbours are always merged.
+    free: BTreeMap<u64, u64>,
+    /// Live allocations in it.
+    live: u64,
+}
+
+/// Addresses reserved once per range, device pages mapped under live allocations.
+#[derive(Debug)]
+pub struct MappedPool {
+    name: String,
+    /// Bytes of a device page (the device's mapping granularity).
+    page: u64,
+    /// Bytes of each address range reserved (a larger request gets a range of its size).
+    range_size: u64,
+    max_reserved: Option<u64>,
+    release_after: Option<u64>,
+    ranges: SlotMap<PageKey, AddressRange>,
+    /// Every free range by length, then range, then offset: best fit is the first at or after
+    /// the request.
+    by_len: BTreeSet<(u64, PageKey, u64)>,
+    /// Most pages mapped by one device call.
+    max_chunk: usize,
+    /// Chunks that became idle, oldest first: `(range, first page, idle_since)`.
+    idle: VecDeque<(PageKey, usize, u64)>,
+    /// Chunks that became idle so far (see `Chunk::idle_since`).
+    idled: u64,
+    /// Bytes of mapped chunks without users.
+    idle_bytes: u64,
+    /// With `release_after`: idle chunks stamped with the tick the periodic cleanup first saw
+    /// them, in stamp order, and those not stamped yet.
+    stamped: VecDeque<(u64, PageKey, usize, u64)>,
+    unstamped: Vec<(PageKey, usize, u64)>,
+    report: PoolReport,
+}
+
+impl MappedPool {
+    /// A pool that maps pages of `page` bytes, at most `chunk` bytes (whole pages) per device
+    /// call, under address ranges of `range_size` bytes (whole pages), holding at most
+    /// `max_reserved` bytes mapped, and returning chunks idle for `release_after` ticks (`None`:
+    /// only when making room or cleaning up).
+    pub fn new(
+        name: String,
+        page: u64,
+        chunk: u64,
+        range_size: u64,
+        max_reserved: Option<u64>,
+        release_after: Option<u64>,
+    ) -> MappedPool {
+        let page = page.max(1);
+        let range_size = range_size.max(page).next_multiple_of(page);
+        let chunk = chunk.max(page).next_multiple_of(page);
+        let report = PoolReport::new(format!(
+            "{name} mapped, pages {}, chunks {}, ranges {}",
+            human_bytes(page),
+            human_bytes(chunk),
+            human_bytes(range_size)
+        ));
+        MappedPool {
+            name,
+            page,
+            range_size,
+            max_reserved,
+            release_after,
+            ranges: SlotMap::with_key(),
+            by_len: BTreeSet::new(),
+            max_chunk: (chunk / page).max(1) as usize,
+            idle: VecDeque::new(),
+            idled: 0,
+            idle_bytes: 0,
+            stamped: VecDeque::new(),
+            unstamped: Vec::new(),
+            report,
+        }
+    }
+
+    /// The pages `[first, last]` that `len` bytes at `offset` touch.
+    fn pages_of(&self, offset: u64, len: u64) -> std::ops::RangeInclusive<usize> {
+        let first = offset / self.page;
+        let last = (offset + len.max(1) - 1) / self.page;
+        first as usize..=last as usize
+    }
+
+    /// Where `padded` bytes go: of the free ranges that hold them (up to `PLACEMENT_SCAN`,
+    /// smallest first), at either end, the place that needs the fewest pages mapped; the
+    /// smallest range wins a tie. Idle pages are reused before new ones are mapped.
+    fn place(&self, padded: u64) -> Option<Placement> {
+        let mut best: Option<Placement> = None;
+        for &(len, key, start) in self
+            .by_len
+            .range((padded, PageKey::default(), 0)..)
+            .take(PLACEMENT_SCAN)
+        {
+            for offset in [start, start + len - padded] {
+                let limit = best.map_or(u64::MAX, |b| b.unmapped);
+                let unmapped = self.unmapped_bytes(key, offset, padded, limit);
+                if unmapped < limit {
+                    best = Some(Placement {
+                        key,
+                        start,
+                        offset,
+                        unmapped,
+                    });
+                }
+            }
+            if best.is_some_and(|b| b.unmapped == 0) {
+                break;
+            }
+        }
+        best
+    }
+
+    /// Bytes that would have to be mapped to place `padded` bytes at `offset` of `key`;
+    /// counting stops at `limit`.
+    fn unmapped_bytes(&self, key: PageKey, offset: u64, padded: u64, limit: u64) -> u64 {
+        let Some(range) = self.ranges.get(key) else {
+            return 0;
+        };
+        let mut unmapped = 0;
+        for page in &range.pages[self.pages_of(offset, padded)] {
+            if !page.mapped {
+                unmapped += self.page;
+                if unmapped >= limit {
+                    break;
+                }
+            }
+        }
+        unmapped
+    }
+
+    /// Takes `padded` bytes at `offset` of the free range at `start` of `key`, whose pages are
+    /// mapped.
+    fn take(&mut self, place: Placement, padded: u64, requested: u64) -> Option<Block> {
+        let Placement {
+            key, start, offset, ..
+        } = place;
+        let pages = self.pages_of(offset, padded);
+        let range = self.ranges.get_mut(key)?;
+        let len = range.free.remove(&start)?;
+        self.by_len.remove(&(len, key, start));
+        if offset > start {
+            range.free.insert(start, offset - start);
+            self.by_len.insert((offset - start, key, start));
+        }
+        let end = start + len;
+        if end > offset + padded {
+            range.free.insert(offset + padded, end - offset - padded);
+            self.by_len
+                .insert((end - offset - padded, key, offset + padded));
+        }
+        for index in pages {
+            let page = &mut range.pages[index];
+            if page.users == 0 {
+                let chunk_bytes = self.page;
+                if let Some(chunk) = range.chunks.get_mut(&page.chunk) {
+                    if chunk.busy == 0 {
+                        self.idle_bytes -= chunk.pages as u64 * chunk_bytes;
+                    }
+                    chunk.busy += 1;
+                }
+            }
+            page.users += 1;
+        }
+        range.live += 1;
+        self.report.reserved(requested);
+        Some(Block {
+            page: key,
+            storage: range.storage,
+            offset,
+            len: padded,
+            pool: 0,
+        })
+    }
+
+    /// Reserves a new address range for at least `padded` bytes.
+    fn add_range(
+        &mut self,
+        backend: &mut dyn DeviceMemory,
+        padded: u64,
+    ) -> Result<PageKey, AllocError> {
+        let size = self.range_size.max(padded.next_multiple_of(self.page));
+        let storage = backend.reserve_addresses(size)?;
+        let pages = vec![Page::default(); (size / self.page) as usize];
+        let key = self.ranges.insert(AddressRange {
+            storage,
+            size,
+            pages,
+            chunks: Default::default(),
+            free: BTreeMap::from([(0, size)]),
+            live: 0,
+        });
+        self.by_len.insert((size, key, 0));
+        tracing::debug!(target: "gpuworld::memory", pool = %self.name, size, "address range reserved");
+        Ok(key)
+    }
+
+    /// Maps every unmapped page of `len` bytes at `offset` of `key`: each run of unmapped
+    /// neighbours in chunks of at most `max_chunk` pages, a device call each. On a refusal the
+    /// chunks this call mapped are unmapped again: nothing is held for a request that failed.
+    fn map(
+        &mut self,
+        backend: &mut dyn DeviceMemory,
+        key: PageKey,
+        offset: u64,
+        len: u64,
+    ) -> Result<(), AllocError> {
+        let pages = self.pages_of(offset, len);
+        let (page_size, max_chunk) = (self.page, self.max_chunk);
+        let Some(range) = self.ranges.get_mut(key) else {
+            return Ok(());
+        };
+        let mut chunks: Vec<(usize, usize)> = Vec::new();
+        let mut index = *pages.start();
+        while index <= *pages.end() {
+            if range.pages[index].mapped {
+                index += 1;
+                continue;
+            }
+            let mut end = index;
+            while end < *pages.end() && end + 1 - index < max_chunk && !range.pages[end + 1].mapped
+            {
+                end += 1;
+            }
+            let count = end - index + 1;
+            if let Err(error) = backend.map_pages(
+                range.storage,
+                index as u64 * page_size,
+                count as u64 * page_size,
+            ) {
+                for &(first, count) in &chunks {
+                    // SAFETY: mapped by this call for a request that never got them: no work
+                    // can use them.
+                    unsafe {
+                        backend.unmap_pages(
+                            range.storage,
+                            first as u64 * page_size,
+                            count as u64 * page_size,
+                        );
+                    }
+                    for page in &mut range.pages[first..first + count] {
+                        page.mapped = false;
+                    }
+                    range.chunks.remove(&first);
+                }
+                return Err(error);
+            }
+            chunks.push((index, count));
+            range.chunks.insert(
+                index,
+                Chunk {
+                    pages: count,
+                    busy: 0,
+                    idle_since: 0,
+                },
+            );
+            for page in &mut range.pages[index..=end] {
+                page.mapped = true;
+                page.chunk = index;
+            }
+            index = end + 1;
+        }
+        let mapped: usize = chunks.iter().map(|&(_, count)| count).sum();
+        for _ in 0..mapped {
+            self.report.page_added(page_size);
+        }
+        // Idle until `take` counts their users.
+        self.idle_bytes += mapped as u64 * page_size;
+        Ok(())
+    }
+
+    /// Unmaps the chunk at page `first` of `key` if it is still the idle chunk that `since`
+    /// names; its bytes.
+    fn unmap_if_idle(
+        &mut self,
+        backend: &mut dyn DeviceMemory,
+        key: PageKey,
+        first: usize,
+        since: u64,
+    ) -> u64 {
+        let Some(range) = self.ranges.get_mut(key) else {
+            return 0;
+        };
+        let Some(&chunk) = range.chunks.get(&first) else {
+            return 0;
+        };
+        if chunk.busy > 0 || chunk.idle_since != since {
+            return 0;
+        }
+        range.chunks.remove(&first);
+        for page in &mut range.pages[first..first + chunk.pages] {
+            page.mapped = false;
+        }
+        let bytes = chunk.pages as u64 * self.page;
+        // SAFETY: no page of the chunk has a live allocation, and the memory pool releases an
+        // allocation only once the device is done with it: no work queued or running uses it.
+        unsafe { backend.unmap_pages(range.storage, first as u64 * self.page, bytes) };
+        self.idle_bytes -= bytes;
+        for _ in 0..chunk.pages {
+            self.report.page_removed(self.page);
+        }
+        bytes
+    }
+
+    /// Returns the address ranges with no live allocation (their pages are unmapped first).
+    fn free_empty_ranges(&mut self, backend: &mut dyn DeviceMemory) {
+        let empty: Vec<PageKey> = self
+            .ranges
+            .iter()
+            .filter(|(_, range)| range.live == 0 && range.chunks.is_empty())
+            .map(|(key, _)| key)
+            .collect();
+        for key in empty {
+            let Some(range) = self.ranges.remove(key) else {
+                continue;
+            };
+            for (&offset, &len) in &range.free {
+                self.by_len.remove(&(len, key, offset));
+            }
+            // SAFETY: nothing is mapped in the range and no allocation lives in it.
+            unsafe { backend.free_addresses(range.storage) };
+            tracing::debug!(target: "gpuworld::memory", pool = %self.name, size = range.size, "address range returned");
+        }
+    }
+}
+
+impl Pool for MappedPool {
+    fn try_reserve(&mut self, padded: u64, requested: u64) -> Option<Block> {
+        let place = self.place(padded).filter(|place| place.unmapped == 0)?;
+        self.take(place, padded, requested)
+    }
+
+    fn can_place(&self, padded: u64) -> bool {
+        self.place(padded).is_some_and(|place| place.unmapped == 0)
+    }
+
+    /// Maps the pages the best place lacks, in a new address range when no free range fits.
+    fn grow(
+        &mut self,
+        backend: &mut dyn DeviceMemory,
+        padded: u64,
+        requested: u64,
+    ) -> Result<Option<Block>, AllocError> {
+        let place = match self.place(padded) {
+            Some(place) => place,
+            None => {
+                let key = self.add_range(backend, padded)?;
+                Placement {
+                    key,
+                    start: 0,
+                    offset: 0,
+                    unmapped: padded.next_multiple_of(self.page),
+                }
+            }
+        };
+        if let Some(cap) = self.max_reserved
+            && self.report.bytes_reserved.saturating_add(place.unmapped) > cap
+        {
+            return Ok(None);
+        }
+        self.map(backend, place.key, place.offset, padded)?;
+        Ok(self.take(place, padded, requested))
+    }
+
+    fn release(&mut self, block: &Block, requested: u64) -> Result<(), MemoryError> {
+        let pages = self.pages_of(block.offset, block.len);
+        let range = self
+            .ranges
+            .get_mut(block.page)
+            .ok_or_else(|| stale_page(block.page))?;
+        if block.offset + block.len > range.size || range.live == 0 {
+            return Err(MemoryError::StaleHandle {
+                what: format!("block {block:?} of {}", self.name).into(),
+            });
+        }
+        // Merge with the free neighbours.
+        let (mut offset, mut len) = (block.offset, block.len);
+        if let Some((&before, &before_len)) = range.free.range(..offset).next_back()
+            && before + before_len == offset
+        {
+            range.free.remove(&before);
+            self.by_len.remove(&(before_len, block.page, before));
+            offset = before;
+            len += before_len;
+        }
+        if let Some(after_len) = range.free.remove(&(block.offset + block.len)) {
+            self.by_len
+                .remove(&(after_len, block.page, block.offset + block.len));
+            len += after_len;
+        }
+        range.free.insert(offset, len);
+        self.by_len.insert((len, block.page, offset));
+        range.live -= 1;
+        for index in pages {
+            let page = &mut range.pages[index];
+            page.users = page.users.saturating_sub(1);
+            if page.users > 0 {
+                continue;
+            }
+            let Some(chunk) = range.chunks.get_mut(&page.chunk) else {
+                continue;
+            };
+            chunk.busy = chunk.busy.saturating_sub(1);
+            if chunk.busy == 0 {
+                self.idled += 1;
+                chunk.idle_since = self.idled;
+                self.idle_bytes += chunk.pages as u64 * self.page;
+                self.idle.push_back((block.page, page.chunk, self.idled));
+                if self.release_after.is_some() {
+                    self.unstamped.push((block.page, page.chunk, self.idled));
+                }
+            }
+        }
+        self.report.released(requested);
+        Ok(())
+    }
+
+    fn storage(&self, block: &Block) -> Option<StorageId> {
+        self.ranges.get(block.page).map(|range| range.storage)
+    }
+
+    /// Unmaps every idle page and returns the address ranges left empty.
+    fn cleanup(&mut self, backend: &mut dyn DeviceMemory) -> u64 {
+        let freed = self.release_idle(backend, u64::MAX);
+        self.free_empty_ranges(backend);
+        freed
+    }
+
+    fn periodic_cleanup(&mut self, backend: &mut dyn DeviceMemory, tick: u64) -> u64 {
+        let Some(after) = self.release_after else {
+            return 0;
+        };
+        for (key, index, since) in std::mem::take(&mut self.unstamped) {
+            self.stamped.push_back((tick, key, index, since));
+        }
+        let mut freed = 0;
+        while let Some(&(stamp, key, index, since)) = self.stamped.front()
+            && tick.saturating_sub(stamp) >= after
+        {
+            self.stamped.pop_front();
+            freed += self.unmap_if_idle(backend, key, index, since);
+        }
+        freed
+    }
+
+    /// Unmaps idle chunks, those idle the longest first.
+    fn release_idle(&mut self, backend: &mut dyn DeviceMemory, at_least: u64) -> u64 {
+        let mut freed = 0;
+        while freed < at_least
+            && self.idle_bytes > 0
+            && let Some((key, index, since)) = self.idle.pop_front()
+        {
+            freed += self.unmap_if_idle(backend, key, index, since);
+        }
+        freed
+    }
+
+    fn free_blocks(&self) -> usize {
+        self.by_len.len()
+    }
+
+    /// Its free addresses may need pages mapped: never lent.
+    fn lends_free_ranges(&self) -> bool {
+        false
+    }
+
+    fn report(&self) -> PoolReport {
+        self.report.clone()
+    }
+
+    fn resized(&mut self, _block: &Block, before: u64, requested: u64) {
+        self.report.resized(before, requested);
+    }
+
+    fn idle_entries(&self) -> usize {
+        self.idle.len() + self.stamped.len() + self.unstamped.len()
+    }
+}
