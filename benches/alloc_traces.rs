@@ -14,7 +14,7 @@
 //! - `GPUWORLD_TRACES_SCALE=n`: divides every size (default 32 on cpu and on a wgpu adapter
 //!   that is a CPU, 1 on GPUs);
 //! - `GPUWORLD_TRACES_CACHE=slack,fit`: the pools' `CachePolicy` divisors (default the tight one,
-//!   128,8; `3,2` is `CachePolicy::ROOMY`);
+//!   512,8; `3,2` is `CachePolicy::ROOMY`);
 //! - `GPUWORLD_TRACES_DUMP=dir`: writes every trace replayed there as text, for
 //!   `benches/alloc_traces_torch.py` to replay the same events.
 

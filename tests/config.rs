@@ -510,7 +510,10 @@ fn every_bad_variable_is_an_error_naming_it_the_key_and_what_is_allowed() {
         (
             "GPUWORLD_MEMORY_POOLS",
             "[{ kind = \"paged\" }]",
-            &["`memory.pools`", "expected one of `sliced`, `exclusive`, `mapped`"],
+            &[
+                "`memory.pools`",
+                "expected one of `sliced`, `exclusive`, `mapped`",
+            ],
         ),
         (
             "GPUWORLD_CPU_MEMORY_LIMIT",

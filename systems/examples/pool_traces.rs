@@ -7,7 +7,7 @@
 //! Run: `cargo run --release -p gpuworld-systems --example pool_traces`. Environment:
 //! `SCALE` (default 32), `SEEDS` (default `1,2,3,4,5`), `ALIGN` (device alignment, default 64, the
 //! cpu backend's), `SHAPE` (one shape by name; default all), `CACHE` (`SLACK,FIT`: the
-//! `CachePolicy` divisors; default the tight one, 128,8; `3,2` is `CachePolicy::ROOMY`),
+//! `CachePolicy` divisors; default the tight one, 512,8; `3,2` is `CachePolicy::ROOMY`),
 //! `PAGE` (bytes of a mapped page: the device maps pages, as CUDA does, and large requests go to
 //! a mapped pool; default none).
 

@@ -1,15 +1,16 @@
-//! How much device memory the pools may hold before idle memory goes back: a 128th over the
+//! How much device memory the pools may hold before idle memory goes back: a 512th over the
 //! larger of what is in use with the request and the most that was in use recently, "recently"
 //! counted in bytes the program allocated, never in ticks (issue 25). Idle memory within the
 //! budget stays cached for the next request that fits it; past it, the pools return idle memory
 //! before the device is asked for more (`MemoryPool::make_room`).
 
-/// By default reserved memory may exceed the budget's base by a 128th (`CachePolicy::TIGHT`).
+/// By default reserved memory may exceed the budget's base by a 512th (`CachePolicy::TIGHT`).
 /// Measured on the trace family of `benches/alloc_traces.rs` with the base below: a 16th gave
 /// peak reserved / peak in use of 1.04–1.062 on every shape at scale 1 (idle memory grows into
-/// the slack), a 100th up to 1.010 on the training shape, a 128th 1.007–1.008 there.
+/// the slack), a 100th up to 1.010 on the training shape, a 128th 1.007–1.008 there, a 512th
+/// 1.002–1.004 with 1–3% more device allocations (seeds 1–3; scale 32: the same counts).
 #[cfg(test)]
-pub(crate) const SLACK_DIVISOR: u64 = 128;
+pub(crate) const SLACK_DIVISOR: u64 = 512;
 
 /// The recent peak covers the last `WINDOW_PEAKS` to `2 * WINDOW_PEAKS` times that peak in bytes
 /// allocated. On the log-uniform shape of the trace family a window of 4 peaks made 12–14% more
@@ -79,11 +80,11 @@ mod tests {
     #[test]
     fn the_budget_follows_the_recent_peak_not_what_is_in_use_now() {
         let mut peak = RecentPeak::default();
-        peak.allocated(128 * MIB, 128 * MIB);
+        peak.allocated(512 * MIB, 512 * MIB);
         // Most of it freed: the budget still covers the peak, so what was idle stays cached.
-        assert_eq!(peak.budget(MIB), 129 * MIB);
+        assert_eq!(peak.budget(MIB), 513 * MIB);
         // A new peak raises it.
-        assert_eq!(peak.budget(256 * MIB), 258 * MIB);
+        assert_eq!(peak.budget(1024 * MIB), 1026 * MIB);
     }
 
     #[test]

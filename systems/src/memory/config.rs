@@ -155,11 +155,12 @@ pub struct CachePolicy {
 }
 
 impl CachePolicy {
-    /// The default: idle memory up to a 128th over the recent peak, reuse wasting at most an
-    /// eighth. Peak reserved stays within 1.003–1.024 of peak in use on the trace family of
-    /// `benches/alloc_traces.rs` at scale 1.
+    /// The default: idle memory up to a 512th over the recent peak, reuse wasting at most an
+    /// eighth. Peak reserved stays within 1.001–1.020 of peak in use on the trace family of
+    /// `benches/alloc_traces.rs` at scale 1 (1.002–1.011 where pages are mapped, on CUDA); a
+    /// 128th held 1.006–1.024 for 1–2% fewer device allocations.
     pub const TIGHT: CachePolicy = CachePolicy {
-        slack_divisor: 128,
+        slack_divisor: 512,
         fit_divisor: 8,
     };
     /// Idle memory up to a third over the recent peak, reuse wasting up to half a buffer: on

@@ -459,7 +459,7 @@ impl MemoryPool {
 
     /// Before the device is asked for `padded` more bytes: returns idle pages and buffers, those
     /// idle the longest first, until what stays reserved with the request is within the budget
-    /// (`budget.rs`: a 128th over the larger of what is in use with the request and the recent
+    /// (`budget.rs`: a 512th over the larger of what is in use with the request and the recent
     /// peak in use), or nothing idle is left.
     fn make_room<B: Backend>(&mut self, backend: &mut B, padded: u64) {
         let over = self.over_budget(padded);

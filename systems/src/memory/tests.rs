@@ -252,7 +252,7 @@ fn idle_memory_is_kept_for_the_recent_peak_and_goes_back_oldest_first_past_it() 
     pool.release(newer.slice).unwrap();
 
     // 256 KiB fits neither (it would waste half of one): a new buffer. Idle memory goes back
-    // only as far as the budget needs, a 128th over the recent peak of 1 MiB: `older` goes,
+    // only as far as the budget needs, a 512th over the recent peak of 1 MiB: `older` goes,
     // `newer` stays cached although nothing uses it.
     let small = pool.reserve(&mut backend, 256 * KIB, AUTO).unwrap();
     assert_eq!(pool.usage().bytes_reserved, 768 * KIB);
@@ -861,7 +861,7 @@ fn a_roomy_cache_reuses_an_idle_buffer_a_tight_one_would_replace() {
         (reused, backend.allocated())
     };
     // The default wastes at most an eighth: a new buffer, and the idle one goes back within the
-    // budget (a 128th over the recent peak of 64 MiB).
+    // budget (a 512th over the recent peak of 64 MiB).
     assert_eq!(run(CachePolicy::TIGHT), (false, 40 * MIB));
     // Up to half: the idle buffer serves it, and the device is asked for nothing.
     assert_eq!(run(CachePolicy::ROOMY), (true, 64 * MIB));
