@@ -309,12 +309,17 @@ pub trait Backend: Send + Sync + 'static {
         })
     }
     /// Unmaps the pages one [`Backend::map_pages`] call mapped, `len` bytes at `offset`, and
-    /// returns their memory to the device.
+    /// returns their memory to the device, at once or at the next [`Backend::trim_pages`]: until
+    /// then a later `map_pages` of the same size may map the same memory again (moving it costs
+    /// less than returning it and asking for more).
     ///
     /// # Safety
     /// `offset` and `len` are those of one earlier `map_pages` call not unmapped since, and no
     /// work queued or running on any stream uses the pages any more.
     unsafe fn unmap_pages(&mut self, _storage: StorageId, _offset: u64, _len: u64) {}
+    /// Returns the memory of pages unmapped since the last call and not mapped again. The memory
+    /// pool calls it once a reservation, a cleanup or a periodic cleanup is done.
+    fn trim_pages(&mut self) {}
     /// Returns reserved addresses.
     ///
     /// # Safety

@@ -511,6 +511,10 @@ impl Backend for CudaBackend {
         self.free_address_range(storage);
     }
 
+    fn trim_pages(&mut self) {
+        self.trim_spares();
+    }
+
     unsafe fn deallocate(&mut self, storage: StorageId) {
         self.bind();
         if let Some((pointer, size)) = self.buffers.remove(&storage.0) {

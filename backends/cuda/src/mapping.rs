@@ -20,6 +20,8 @@ pub(crate) struct AddressRanges {
     /// The devices every mapped page is made accessible to: this one, then its peers.
     access: Vec<sys::CUdevice>,
     ranges: HashMap<u64, Range>,
+    /// Memory unmapped since the last trim, and its bytes: still allocated, mapped nowhere.
+    spares: Vec<(sys::CUmemGenericAllocationHandle, u64)>,
 }
 
 #[derive(Debug)]
@@ -97,6 +99,7 @@ impl AddressRanges {
             page,
             access,
             ranges: HashMap::default(),
+            spares: Vec::new(),
         }
     }
 }
@@ -157,8 +160,7 @@ impl CudaBackend {
             });
         }
         let page = self.mapping.page.max(1);
-        let prop = allocation_prop(self.device);
-        let Some(range) = self.mapping.ranges.get_mut(&storage.0) else {
+        let Some(range) = self.mapping.ranges.get(&storage.0) else {
             return Err(AllocError::DeviceFailed {
                 reason: format!("no reserved address range {}", storage.0).into(),
             });
@@ -191,17 +193,13 @@ impl CudaBackend {
                 .into(),
             });
         }
-        let mut handle = 0;
-        // SAFETY: valid out-pointer and property struct; the handle is released on unmap.
-        let code = unsafe { sys::cuMemCreate(&mut handle, len as usize, &prop, 0) };
-        if code != sys::CUresult::CUDA_SUCCESS {
-            return Err(refusal("cuMemCreate", code));
-        }
+        let base = range.base;
+        let handle = self.page_memory(len)?;
         // SAFETY: `[offset, offset + len)` lies in the reserved range with nothing mapped there.
-        let code = unsafe { sys::cuMemMap(range.base + offset, len as usize, 0, handle, 0) };
+        let code = unsafe { sys::cuMemMap(base + offset, len as usize, 0, handle, 0) };
         if code != sys::CUresult::CUDA_SUCCESS {
-            // SAFETY: the handle is mapped nowhere.
-            unsafe { sys::cuMemRelease(handle) };
+            // Mapped nowhere: back to the spares, returned at the next trim.
+            self.mapping.spares.push((handle, len));
             return Err(refusal("cuMemMap", code));
         }
         let descs: Vec<sys::CUmemAccessDesc> = self
@@ -219,24 +217,59 @@ impl CudaBackend {
             .collect();
         // SAFETY: `[offset, offset + len)` was just mapped.
         let code = unsafe {
-            sys::cuMemSetAccess(
-                range.base + offset,
-                len as usize,
-                descs.as_ptr(),
-                descs.len(),
-            )
+            sys::cuMemSetAccess(base + offset, len as usize, descs.as_ptr(), descs.len())
         };
         if code != sys::CUresult::CUDA_SUCCESS {
             // SAFETY: mapped by this call and never handed out.
-            unsafe {
-                sys::cuMemUnmap(range.base + offset, len as usize);
-                sys::cuMemRelease(handle);
-            }
+            unsafe { sys::cuMemUnmap(base + offset, len as usize) };
+            self.mapping.spares.push((handle, len));
             return Err(refusal("cuMemSetAccess", code));
         }
-        range.chunks.insert(offset, (handle, len));
-        self.allocated += len;
+        if let Some(range) = self.mapping.ranges.get_mut(&storage.0) {
+            range.chunks.insert(offset, (handle, len));
+        }
         Ok(())
+    }
+
+    /// Device memory for `len` bytes of pages, counted in `allocated`: a spare of that size (memory
+    /// unmapped since the last trim), else a new allocation; when the device has no room and
+    /// spares hold some, they go back and the allocation is asked once more.
+    fn page_memory(&mut self, len: u64) -> Result<sys::CUmemGenericAllocationHandle, AllocError> {
+        if let Some(index) = self
+            .mapping
+            .spares
+            .iter()
+            .position(|&(_, size)| size == len)
+        {
+            return Ok(self.mapping.spares.swap_remove(index).0);
+        }
+        let prop = allocation_prop(self.device);
+        let mut handle = 0;
+        // SAFETY: valid out-pointer and property struct; the handle is released by a trim.
+        let mut code = unsafe { sys::cuMemCreate(&mut handle, len as usize, &prop, 0) };
+        if code == sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY && !self.mapping.spares.is_empty() {
+            self.trim_spares();
+            // SAFETY: as above.
+            code = unsafe { sys::cuMemCreate(&mut handle, len as usize, &prop, 0) };
+        }
+        if code != sys::CUresult::CUDA_SUCCESS {
+            return Err(refusal("cuMemCreate", code));
+        }
+        self.allocated += len;
+        Ok(handle)
+    }
+
+    /// Returns the spares' memory to the device.
+    pub(crate) fn trim_spares(&mut self) {
+        if self.mapping.spares.is_empty() {
+            return;
+        }
+        self.bind();
+        for (handle, size) in self.mapping.spares.drain(..) {
+            // SAFETY: a spare is mapped nowhere.
+            unsafe { sys::cuMemRelease(handle) };
+            self.allocated -= size;
+        }
     }
 
     pub(crate) fn unmap_range_pages(&mut self, storage: StorageId, offset: u64, len: u64) {
@@ -248,13 +281,10 @@ impl CudaBackend {
         match range.chunks.get(&offset) {
             Some(&(handle, size)) if size == len => {
                 range.chunks.remove(&offset);
-                // SAFETY: the caller guarantees no work uses the pages any more; the handle is
-                // mapped nowhere else.
-                unsafe {
-                    sys::cuMemUnmap(range.base + offset, size as usize);
-                    sys::cuMemRelease(handle);
-                }
-                self.allocated -= size;
+                // SAFETY: the caller guarantees no work uses the pages any more.
+                unsafe { sys::cuMemUnmap(range.base + offset, size as usize) };
+                // Kept until the next trim: a mapping of the same size takes it first.
+                self.mapping.spares.push((handle, size));
             }
             other => {
                 tracing::warn!(target: "gpuworld::memory", range = storage.0, offset, len, mapped = ?other.map(|(_, size)| size), "unmap asked of pages not mapped by one call: left mapped");
@@ -301,5 +331,6 @@ impl CudaBackend {
             }
             self.free_address_range(StorageId(id));
         }
+        self.trim_spares();
     }
 }

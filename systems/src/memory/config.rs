@@ -28,14 +28,15 @@ const LARGE_SLICE_DIVISOR: u64 = 256;
 /// 32 MiB 1.013 with 8-10% fewer pages mapped on the log-uniform shape than from 64 MiB; every
 /// other shape 1.006-1.009 (unmapped: up to 1.024 on the log-uniform one).
 const MAPPED_FROM_DIVISOR: u64 = 2;
-/// The default mapped pool maps up to two pages per device call (4 MiB of 2 MiB pages). Each
-/// call costs ~85 µs over its life on an H200 (`cuMemCreate` 13, `cuMemSetAccess` 30, `cuMemUnmap`
-/// 25, `cuMemRelease` 15), so chunks set the time of a churning workload, and a chunk goes back
-/// only once none of its pages is used. On the trace family (scale 1, seeds 1-6, pool-level
-/// replay) one page per call gave peak reserved / peak in use 1.006-1.009 on every shape with
-/// 26.7k calls per log-uniform replay (1.9-2.5 s on CUDA against 0.6 s unmapped); two 1.004-1.017
-/// (1.008 log-uniform) with 13.4k; four 1.002-1.026 with 7.2k (0.7-1.0 s); sixteen up to 1.033.
-const MAPPED_CHUNK_PAGES: u64 = 2;
+/// The default mapped pool maps one page per device call (2 MiB). Each call costs ~85 µs over its
+/// life on an H200 (`cuMemCreate` 13, `cuMemSetAccess` 30, `cuMemUnmap` 25, `cuMemRelease` 15;
+/// memory unmapped while making room and mapped again by the same reservation skips the create
+/// and the release), so chunks set the time of a churning workload, and a chunk goes back only
+/// once none of its pages is used. On the trace family (scale 1, seeds 1-6, pool-level replay,
+/// a 512th of slack) one page per call gave peak reserved / peak in use 1.001-1.011 (log-uniform
+/// 1.004-1.006) with 26.6k calls per log-uniform replay; two 1.001-1.016 with 13.3k; four up to
+/// 1.026 with 7.2k; sixteen up to 1.033.
+const MAPPED_CHUNK_PAGES: u64 = 1;
 /// Smallest page of the small-slice pool; below it the pool would not pay for itself.
 const MIN_SMALL_PAGE: u64 = 64 << 10;
 /// Device memory assumed when a backend reports none (host backends without a cap).

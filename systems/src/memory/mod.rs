@@ -444,6 +444,8 @@ impl MemoryPool {
             }
             grown => grown,
         };
+        // Pages the room made and the growth did not map again go back now.
+        backend.trim_pages();
         self.account_growth(grown, size)?
             .ok_or_else(|| self.out_of_memory(size))
     }
@@ -560,6 +562,7 @@ impl MemoryPool {
     /// Returns every fully free page and free buffer, persistent ones included, to the device.
     pub fn cleanup<B: Backend>(&mut self, backend: &mut B) {
         let freed = self.ladder.cleanup(backend) + self.persistent.cleanup(backend);
+        backend.trim_pages();
         self.recount_reserved();
         tracing::debug!(target: "gpuworld::memory", freed, reserved = self.usage.bytes_reserved, "memory cleanup");
     }
@@ -580,6 +583,7 @@ impl MemoryPool {
     /// every tick. Its cost is the pages that became free or expired, not the pages held.
     pub fn periodic_cleanup<B: Backend>(&mut self, backend: &mut B, tick: u64) {
         let freed = self.ladder.periodic_cleanup(backend, tick);
+        backend.trim_pages();
         if freed > 0 {
             self.recount_reserved();
             tracing::debug!(target: "gpuworld::memory", freed, tick, "long-unused pages returned");

@@ -29,6 +29,8 @@ pub trait DeviceMemory {
     /// # Safety
     /// As for [`Backend::unmap_pages`].
     unsafe fn unmap_pages(&mut self, storage: StorageId, offset: u64, len: u64);
+    /// Returns unmapped pages' memory ([`Backend::trim_pages`]).
+    fn trim_pages(&mut self);
     /// Returns reserved addresses ([`Backend::free_addresses`]).
     ///
     /// # Safety
@@ -48,6 +50,10 @@ impl<B: Backend> DeviceMemory for B {
 
     fn reserve_addresses(&mut self, size: u64) -> Result<StorageId, AllocError> {
         Backend::reserve_addresses(self, size)
+    }
+
+    fn trim_pages(&mut self) {
+        Backend::trim_pages(self);
     }
 
     fn map_pages(&mut self, storage: StorageId, offset: u64, len: u64) -> Result<(), AllocError> {
