@@ -1,11 +1,12 @@
 //! Device pages mapped under reserved addresses: CUDA's virtual memory management, as PyTorch's
 //! expandable segments use it. The runtime's mapped pool (`PoolKind::Mapped`) reserves an
-//! address range once (`cuMemAddressReserve`) and maps a page of physical memory
-//! (`cuMemCreate` + `cuMemMap`, one handle per page, so any page can go back alone) under
-//! each page a live allocation touches; idle pages are unmapped (`cuMemUnmap` + `cuMemRelease`)
-//! when the pool makes room. Every mapped page is readable and writable by this device and by
-//! every device that can access it as a peer (`cuMemSetAccess`), so peer copies and NCCL see it
-//! as they see `cuMemAlloc` memory.
+//! address range once (`cuMemAddressReserve`) and maps device memory (`cuMemCreate` + `cuMemMap`,
+//! one allocation per `map_pages` call, so each chunk can go back alone) under the pages live
+//! allocations touch. An unmapped chunk's memory (`cuMemUnmap`) is kept as a spare until the
+//! next `trim_pages`: a mapping of the same size in the same reservation takes it instead of a
+//! new `cuMemCreate`, and the trim returns the rest (`cuMemRelease`). Every mapped page is
+//! readable and writable by this device and by every device that can access it as a peer
+//! (`cuMemSetAccess`), so peer copies and NCCL see it as they see `cuMemAlloc` memory.
 
 use crate::{CudaBackend, faults, loader};
 use cudarc::driver::sys;
@@ -45,9 +46,6 @@ fn allocation_prop(device: sys::CUdevice) -> sys::CUmemAllocationProp {
 /// The page size `device` maps, if it supports virtual memory management; the devices that can
 /// access its memory as peers come with it.
 pub(crate) fn page_mapping(device: sys::CUdevice) -> Option<(u64, Vec<sys::CUdevice>)> {
-    if std::env::var_os("GPUWORLD_CUDA_NO_PAGE_MAPPING").is_some() {
-        return None;
-    }
     let mut supported = 0;
     // SAFETY: a valid device handle and out-pointer.
     let code = unsafe {
