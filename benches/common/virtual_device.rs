@@ -30,6 +30,8 @@ pub struct VirtualDevice {
     pub page_mapping: Option<u64>,
     /// Mapped pages by reserved range, to check the pool's calls.
     mapped: HashMap<u64, std::collections::BTreeSet<u64>>,
+    /// Sizes of memory unmapped since the last trim, still allocated (as CUDA keeps it).
+    spares: Vec<u64>,
 }
 
 impl VirtualDevice {
@@ -46,6 +48,7 @@ impl VirtualDevice {
             next: 0,
             page_mapping: None,
             mapped: HashMap::new(),
+            spares: Vec::new(),
         }
     }
 
@@ -124,9 +127,21 @@ impl Backend for VirtualDevice {
             offset.is_multiple_of(page) && len.is_multiple_of(page),
             "unaligned mapping"
         );
-        // A refused call maps nothing.
-        if self.allocated.saturating_add(len) > self.refuse_over {
-            return Err(AllocError::OutOfMemory);
+        // A spare of the size is mapped again; else new memory, with the spares returned first
+        // when there is no room. A refused call maps nothing.
+        let spare = self.spares.iter().position(|&size| size == len);
+        match spare {
+            Some(index) => {
+                self.spares.swap_remove(index);
+                self.allocated -= len;
+            }
+            None if self.allocated.saturating_add(len) > self.refuse_over => {
+                Backend::trim_pages(self);
+                if self.allocated.saturating_add(len) > self.refuse_over {
+                    return Err(AllocError::OutOfMemory);
+                }
+            }
+            None => {}
         }
         for start in (offset..offset + len).step_by(page as usize) {
             let fresh = self
@@ -136,10 +151,13 @@ impl Backend for VirtualDevice {
                 .insert(start);
             assert!(fresh, "page {start} of range {} mapped twice", storage.0);
             self.allocated += page;
-            self.bytes_allocated += page;
         }
-        // One device allocation per call, as CUDA maps a call's pages from one `cuMemCreate`.
-        self.allocations += 1;
+        // One device allocation per call, as CUDA maps a call's pages from one `cuMemCreate`; a
+        // spare mapped again is none.
+        if spare.is_none() {
+            self.allocations += 1;
+            self.bytes_allocated += len;
+        }
         Ok(())
     }
     unsafe fn unmap_pages(&mut self, storage: StorageId, offset: u64, len: u64) {
@@ -157,7 +175,13 @@ impl Backend for VirtualDevice {
                 "page {start} of range {} unmapped but not mapped",
                 storage.0
             );
-            self.allocated -= page;
+        }
+        // Kept until the next trim, as CUDA keeps it.
+        self.spares.push(len);
+    }
+    fn trim_pages(&mut self) {
+        for size in self.spares.drain(..) {
+            self.allocated -= size;
         }
     }
     unsafe fn free_addresses(&mut self, storage: StorageId) {
