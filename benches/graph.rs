@@ -81,6 +81,29 @@ fn bench_backend<B: Backend>(c: &mut Criterion, name: &str, client: ComputeClien
                 issued += k as u64;
             })
         });
+        // A step of `k` scalings (`x *= 1.0`) whose first scalar is set before every replay, as a
+        // time step that changes each frame: a new version of the graph each time (on CUDA the
+        // executable updated in place, one node; before, a new capture).
+        let mut scaled = client
+            .capture(|c| {
+                for _ in 0..k {
+                    c.launch(
+                        &library::SCALE,
+                        CubeCount::new_1d(1),
+                        Bindings::new().buffer(&x).buffer(&x).scalar_f32(1.0),
+                    )?;
+                }
+                Ok(())
+            })
+            .expect("capture");
+        group.bench_function(format!("update_replay/{k}"), |b| {
+            b.iter(|| {
+                scaled.set_scalar_f32(0, 0, 1.0).expect("update");
+                scaled.replay().expect("replay");
+                client.sync().expect("sync");
+            })
+        });
+        drop(scaled);
         // The same step through a FrameGraph: the closure runs every frame in a dry capture,
         // and a frame equal to the captured one is one replay.
         let mut frames = gpuworld::FrameGraph::new(&client, 2);

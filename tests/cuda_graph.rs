@@ -10,7 +10,7 @@ use gpuworld::{Bindings, ComputeClient, CubeCount, CudaBackend, Handle, StreamId
 
 test_main![
     a_replay_runs_as_one_cuda_graph_with_the_eager_runs_bytes,
-    an_update_makes_a_fresh_cuda_graph_and_writes_between_replays_are_seen,
+    an_update_changes_the_cuda_graph_in_place_and_writes_between_replays_are_seen,
     a_replay_over_two_streams_runs_its_launches_one_by_one,
 ];
 
@@ -65,7 +65,8 @@ fn a_replay_runs_as_one_cuda_graph_with_the_eager_runs_bytes() -> Result<(), Ski
     Ok(())
 }
 
-fn an_update_makes_a_fresh_cuda_graph_and_writes_between_replays_are_seen() -> Result<(), Skip> {
+fn an_update_changes_the_cuda_graph_in_place_and_writes_between_replays_are_seen()
+-> Result<(), Skip> {
     let client = cuda_client_or_skip()?;
     let x = client.create_from_pod(&[1.0f32; N]);
     let y = client.empty((N * 4) as u64);
@@ -98,10 +99,24 @@ fn an_update_makes_a_fresh_cuda_graph_and_writes_between_replays_are_seen() -> R
     graph.replay().unwrap();
     assert_eq!(floats(&client, &z), vec![22.0; N]);
     assert_eq!(executables(&client), 1, "the older version's graph went");
+    assert_eq!(
+        client.with_runtime(|rt| rt.backend().graph_captures_and_updates()),
+        (1, 1),
+        "the scalar went into the executable (`cuGraphExecKernelNodeSetParams`), no new capture"
+    );
     // The user drops its handles; the graph still has them.
     drop((x, y));
     graph.replay().unwrap();
     assert_eq!(floats(&client, &z), vec![22.0; N]);
+    // Several updates between two replays: the last value of each is what runs.
+    graph.set_scalar_f32(0, 0, 4.0).unwrap();
+    graph.set_scalar_f32(0, 0, 0.5).unwrap();
+    graph.replay().unwrap();
+    assert_eq!(floats(&client, &z), vec![3.0; N]);
+    assert_eq!(
+        client.with_runtime(|rt| rt.backend().graph_captures_and_updates()),
+        (1, 2)
+    );
     Ok(())
 }
 

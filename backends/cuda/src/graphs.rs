@@ -4,8 +4,10 @@
 //! calls as eager launches, which the capture records instead of running), instantiates the graph
 //! and keeps the executable; that run and every later one is one `cuGraphLaunch`. The runtime
 //! orders the task against other work like any task of the stream, over the union of the
-//! launches' bindings. A graph at another version (after a scalar update) is captured afresh,
-//! and the older executable goes.
+//! launches' bindings. A graph at another version (after a scalar update) whose launches differ
+//! only in their scalars and buffers updates the executable in place, one
+//! `cuGraphExecKernelNodeSetParams` per changed launch (each launch's node is noted as the capture
+//! adds it); anything else is captured afresh, and the older executable goes.
 
 use crate::CudaBackend;
 use cudarc::driver::sys;
@@ -46,11 +48,42 @@ impl NativeOp for GraphReplay {
     }
 }
 
+/// One instantiated graph: the gpuworld graph and version it runs, the CUDA graph it was made
+/// from (kept: its nodes name what an update changes), each launch's node, and the launches.
+#[derive(Debug)]
+struct Executable {
+    graph: u64,
+    version: u64,
+    exec: sys::CUgraphExec,
+    cuda_graph: sys::CUgraph,
+    nodes: Vec<Option<sys::CUgraphNode>>,
+    launches: Vec<PlannedLaunch>,
+    /// The task's buffers the launches bound at the last capture or update.
+    regions: Vec<Region>,
+}
+
+impl Executable {
+    /// Destroys the executable and its graph.
+    fn destroy(self) {
+        // SAFETY: an executable of this context, launched only on its streams, whose launches
+        // in flight keep what they need (destroying it is allowed then), and the graph it was
+        // instantiated from, used by nothing else.
+        unsafe {
+            sys::cuGraphExecDestroy(self.exec);
+            sys::cuGraphDestroy(self.cuda_graph);
+        }
+    }
+}
+
 /// The instantiated graphs of one backend, by gpuworld graph.
 #[derive(Debug, Default)]
 pub(crate) struct GraphCache {
-    /// (graph, version, executable), the most recently made last.
-    execs: Vec<(u64, u64, sys::CUgraphExec)>,
+    /// The executables, the most recently made last.
+    execs: Vec<Executable>,
+    /// Executables updated in place for a new version (scalar updates without a capture).
+    updates: u64,
+    /// Captures made.
+    captures: u64,
     /// The stream captures run on, made at the first: one nobody else queries (a query of a
     /// capturing stream, such as a caller waiting on the runtime's streams does, invalidates
     /// the capture).
@@ -61,28 +94,24 @@ impl GraphCache {
     fn get(&self, graph: u64, version: u64) -> Option<sys::CUgraphExec> {
         self.execs
             .iter()
-            .find(|(g, v, _)| *g == graph && *v == version)
-            .map(|(_, _, exec)| *exec)
+            .find(|e| e.graph == graph && e.version == version)
+            .map(|e| e.exec)
     }
 
-    /// Keeps `exec` for `graph` at `version`, destroying the graph's older versions and the
-    /// oldest executable past [`KEPT`].
-    fn insert(&mut self, graph: u64, version: u64, exec: sys::CUgraphExec) {
-        self.execs.retain(|&(g, _, old)| {
-            let stale = g == graph;
-            if stale {
-                // SAFETY: an executable of this context, launched only on its streams, whose
-                // launches in flight keep what they need (destroying it is allowed then).
-                unsafe { sys::cuGraphExecDestroy(old) };
-            }
-            !stale
-        });
+    /// Keeps `made` (a new capture), destroying its graph's older versions and the oldest
+    /// executable past [`KEPT`].
+    fn insert(&mut self, made: Executable) {
+        let graph = made.graph;
+        let (stale, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut self.execs)
+            .into_iter()
+            .partition(|e| e.graph == graph);
+        self.execs = kept;
+        stale.into_iter().for_each(Executable::destroy);
         if self.execs.len() >= KEPT {
-            let (_, _, oldest) = self.execs.remove(0);
-            // SAFETY: as above.
-            unsafe { sys::cuGraphExecDestroy(oldest) };
+            self.execs.remove(0).destroy();
         }
-        self.execs.push((graph, version, exec));
+        self.captures += 1;
+        self.execs.push(made);
     }
 
     /// How many executables are kept.
@@ -90,17 +119,32 @@ impl GraphCache {
         self.execs.len()
     }
 
+    /// How many captures were made, and how many versions updated an executable in place.
+    pub(crate) fn counts(&self) -> (u64, u64) {
+        (self.captures, self.updates)
+    }
+
     /// Destroys every executable and the capture stream (the context is idle).
     pub(crate) fn clear(&mut self) {
-        for (_, _, exec) in self.execs.drain(..) {
-            // SAFETY: executables of this context, which is idle.
-            unsafe { sys::cuGraphExecDestroy(exec) };
-        }
+        self.execs.drain(..).for_each(Executable::destroy);
         if let Some(stream) = self.capture_stream.take() {
             // SAFETY: a stream of this context, which is idle; never used again.
             unsafe { sys::cuStreamDestroy_v2(stream) };
         }
     }
+}
+
+/// Whether `new` runs the same kernels on the same grids in the same modes as `old`, so that an
+/// executable of `old` takes it by changing arguments only.
+fn same_shape(old: &[PlannedLaunch], new: &[PlannedLaunch]) -> bool {
+    old.len() == new.len()
+        && old.iter().zip(new).all(|(a, b)| {
+            std::ptr::eq(a.kernel, b.kernel)
+                && a.grid == b.grid
+                && a.mode == b.mode
+                && a.bindings.len() == b.bindings.len()
+                && a.scalars.len() == b.scalars.len()
+        })
 }
 
 /// `op`'s failure as a device fault of stream `stream` naming the call.
@@ -125,11 +169,15 @@ impl CudaBackend {
         self.bind();
         let exec = match self.graphs.get(op.graph, op.version) {
             Some(exec) => exec,
-            None => {
-                let exec = self.capture_graph(s, buffers, op)?;
-                self.graphs.insert(op.graph, op.version, exec);
-                exec
-            }
+            None => match self.update_graph(s, buffers, op)? {
+                Some(exec) => exec,
+                None => {
+                    let made = self.capture_graph(s, buffers, op)?;
+                    let exec = made.exec;
+                    self.graphs.insert(made);
+                    exec
+                }
+            },
         };
         let stream = self.work_stream(s);
         // SAFETY: an executable of this context, whose kernels bind live allocations the
@@ -141,13 +189,70 @@ impl CudaBackend {
         Ok(())
     }
 
+    /// Updates the executable of an older version of `op`'s graph to `op`'s launches in place,
+    /// when they differ only in arguments: `None` when there is none to update, or when the
+    /// driver refuses (then the graph is captured afresh).
+    fn update_graph(
+        &mut self,
+        s: usize,
+        buffers: &[Region],
+        op: &GraphReplay,
+    ) -> Result<Option<sys::CUgraphExec>, Error> {
+        let Some(index) = self.graphs.execs.iter().position(|e| {
+            e.graph == op.graph
+                && same_shape(&e.launches, &op.launches)
+                && e.nodes.iter().all(Option::is_some)
+        }) else {
+            return Ok(None);
+        };
+        let exec = self.graphs.execs[index].exec;
+        // With the same buffers, only launches whose scalars changed need new arguments.
+        let same_buffers = self.graphs.execs[index].regions == buffers;
+        for (i, launch) in op.launches.iter().enumerate() {
+            if same_buffers && self.graphs.execs[index].launches[i].scalars == launch.scalars {
+                continue;
+            }
+            let regions: SmallVec<[Region; 4]> = launch
+                .bindings
+                .iter()
+                .filter_map(|&b| buffers.get(usize::from(b)).copied())
+                .collect();
+            let Some(mut prepared) = self.prepare_launch(
+                s,
+                launch.kernel,
+                LaunchCount::Static(launch.grid),
+                &regions,
+                &launch.scalars,
+                launch.mode,
+            )?
+            else {
+                return Ok(None);
+            };
+            let Some(node) = self.graphs.execs[index].nodes[i] else {
+                return Ok(None);
+            };
+            let code = self.set_node_launch(exec, node, &mut prepared);
+            if code != sys::CUresult::CUDA_SUCCESS {
+                tracing::debug!(target: "gpuworld::graph", graph = op.graph, ?code, "CUDA graph update refused: capturing afresh");
+                return Ok(None);
+            }
+        }
+        let entry = &mut self.graphs.execs[index];
+        entry.version = op.version;
+        entry.launches = op.launches.clone();
+        entry.regions = buffers.to_vec();
+        self.graphs.updates += 1;
+        tracing::debug!(target: "gpuworld::graph", graph = op.graph, version = op.version, "CUDA graph updated in place");
+        Ok(Some(exec))
+    }
+
     /// Captures `op`'s launches on stream `s` into an executable graph.
     fn capture_graph(
         &mut self,
         s: usize,
         buffers: &[Region],
         op: &GraphReplay,
-    ) -> Result<sys::CUgraphExec, Error> {
+    ) -> Result<Executable, Error> {
         // Modules load outside the capture, and reads that were the stream's last work get their
         // events first (recorded into the capture, they would never pass).
         for launch in &op.launches {
@@ -173,14 +278,14 @@ impl CudaBackend {
         self.capture_on(s, stream, buffers, op)
     }
 
-    /// Captures `op`'s launches, made as stream `s`'s, on `stream`.
+    /// Captures `op`'s launches, made as stream `s`'s, on `stream`, noting each launch's node.
     fn capture_on(
         &mut self,
         s: usize,
         stream: sys::CUstream,
         buffers: &[Region],
         op: &GraphReplay,
-    ) -> Result<sys::CUgraphExec, Error> {
+    ) -> Result<Executable, Error> {
         // SAFETY: a stream of this context; the capture ends below on every path.
         let code = unsafe {
             sys::cuStreamBeginCapture_v2(
@@ -192,6 +297,8 @@ impl CudaBackend {
             return Err(failed(self, s, "cuStreamBeginCapture", code));
         }
         let mut captured = Ok(());
+        let mut nodes = Vec::with_capacity(op.launches.len());
+        let mut last: Option<sys::CUgraphNode> = None;
         for launch in &op.launches {
             let regions: SmallVec<[Region; 4]> = launch
                 .bindings
@@ -210,6 +317,10 @@ impl CudaBackend {
             if captured.is_err() {
                 break;
             }
+            // The node the launch added is what the stream's next work would depend on.
+            let node = capture_tip(stream).filter(|&node| Some(node) != last);
+            nodes.push(node);
+            last = node.or(last);
         }
         let mut graph = std::ptr::null_mut();
         // SAFETY: ends the capture begun above; `graph` is an out-pointer.
@@ -225,19 +336,54 @@ impl CudaBackend {
             return Err(failed(self, s, "cuStreamEndCapture", code));
         }
         let mut exec = std::ptr::null_mut();
-        // SAFETY: `graph` was just captured; the executable is kept in the cache and destroyed
-        // there; the graph itself is not needed once instantiated.
-        let code = unsafe {
-            let code = sys::cuGraphInstantiateWithFlags(&mut exec, graph, 0);
-            sys::cuGraphDestroy(graph);
-            code
-        };
+        // SAFETY: `graph` was just captured; the executable and the graph are kept in the cache
+        // and destroyed together there (the graph's nodes name what an update changes).
+        let code = unsafe { sys::cuGraphInstantiateWithFlags(&mut exec, graph, 0) };
         if code != sys::CUresult::CUDA_SUCCESS {
+            // SAFETY: the graph just captured, used by nothing.
+            unsafe { sys::cuGraphDestroy(graph) };
             return Err(failed(self, s, "cuGraphInstantiate", code));
         }
         tracing::debug!(target: "gpuworld::graph", graph = op.graph, version = op.version, launches = op.launches.len(), "CUDA graph instantiated");
-        Ok(exec)
+        Ok(Executable {
+            graph: op.graph,
+            version: op.version,
+            exec,
+            cuda_graph: graph,
+            nodes,
+            launches: op.launches.clone(),
+            regions: buffers.to_vec(),
+        })
     }
+}
+
+/// The node a capturing `stream`'s next work would depend on: the last one captured, when there
+/// is exactly one.
+fn capture_tip(stream: sys::CUstream) -> Option<sys::CUgraphNode> {
+    let mut status = sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
+    let mut id = 0;
+    let mut graph = std::ptr::null_mut();
+    let mut deps: *const sys::CUgraphNode = std::ptr::null();
+    let mut edges: *const sys::CUgraphEdgeData = std::ptr::null();
+    let mut count = 0usize;
+    // SAFETY: out-pointers only; `deps` points at driver memory valid until the stream's next
+    // capture call, read at once below.
+    let code = unsafe {
+        sys::cuStreamGetCaptureInfo_v3(
+            stream,
+            &mut status,
+            &mut id,
+            &mut graph,
+            &mut deps,
+            &mut edges,
+            &mut count,
+        )
+    };
+    if code != sys::CUresult::CUDA_SUCCESS || count != 1 || deps.is_null() {
+        return None;
+    }
+    // SAFETY: the driver reported one dependency at `deps`.
+    Some(unsafe { *deps })
 }
 
 /// Whether `work` is a [`GraphReplay`], and it if so.

@@ -10,20 +10,48 @@ use gpuworld_systems::kernel::{ExecutionMode, Kernel};
 use smallvec::SmallVec;
 use std::ffi::c_void;
 
+/// A launch's function, dimensions and arguments, ready for `cuLaunchKernel` or a graph node.
+pub(crate) struct PreparedLaunch {
+    function: sys::CUfunction,
+    grid: [u32; 3],
+    block: [u32; 3],
+    pointers: SmallVec<[u64; 8]>,
+    words: SmallVec<[u32; 16]>,
+    buffers: usize,
+    dynamic: bool,
+}
+
+impl PreparedLaunch {
+    /// Every argument's address, in the order of the generated parameter list
+    /// (`cuda_c::parameter_list`); valid while `self` is neither moved nor changed.
+    fn params(&mut self) -> SmallVec<[*mut c_void; 24]> {
+        let mut params: SmallVec<[*mut c_void; 24]> = SmallVec::new();
+        for i in 0..self.buffers {
+            params.push((&mut self.pointers[i] as *mut u64).cast());
+            params.push((&mut self.words[i] as *mut u32).cast());
+        }
+        for i in self.buffers..self.words.len() {
+            params.push((&mut self.words[i] as *mut u32).cast());
+        }
+        if self.dynamic {
+            params.push((&mut self.pointers[self.buffers] as *mut u64).cast());
+        }
+        params
+    }
+}
+
 impl CudaBackend {
-    /// Launches `kernel` on stream `s` (`into`, where given, takes the launch in `s`'s place:
-    /// a graph's capture stream); an error the launch cannot even start with is returned.
-    #[allow(clippy::too_many_arguments, reason = "a launch's parts")]
-    pub(crate) fn launch_on(
+    /// `kernel`'s launch over `buffers` and `scalars` for stream `s`: `None` for a launch of no
+    /// cubes (nothing runs).
+    pub(crate) fn prepare_launch(
         &mut self,
         s: usize,
-        into: Option<sys::CUstream>,
         kernel: Kernel,
         count: LaunchCount,
         buffers: &[Region],
         scalars: &[u32],
         mode: ExecutionMode,
-    ) -> Result<(), Error> {
+    ) -> Result<Option<PreparedLaunch>, Error> {
         let dynamic = matches!(count, LaunchCount::Dynamic(_));
         let function = self.kernels.function(kernel, mode, dynamic)?;
         let stream = self.streams[s].id;
@@ -48,36 +76,52 @@ impl CudaBackend {
             }
         };
         if grid.contains(&0) {
+            return Ok(None);
+        }
+        Ok(Some(PreparedLaunch {
+            function,
+            grid,
+            block: kernel.signature.cube_dim,
+            pointers,
+            words,
+            buffers: buffers.len(),
+            dynamic,
+        }))
+    }
+
+    /// Launches `kernel` on stream `s` (`into`, where given, takes the launch in `s`'s place:
+    /// a graph's capture stream); an error the launch cannot even start with is returned.
+    #[allow(clippy::too_many_arguments, reason = "a launch's parts")]
+    pub(crate) fn launch_on(
+        &mut self,
+        s: usize,
+        into: Option<sys::CUstream>,
+        kernel: Kernel,
+        count: LaunchCount,
+        buffers: &[Region],
+        scalars: &[u32],
+        mode: ExecutionMode,
+    ) -> Result<(), Error> {
+        let Some(mut launch) = self.prepare_launch(s, kernel, count, buffers, scalars, mode)?
+        else {
             return Ok(());
-        }
-        // Every argument's address, in the order of the generated parameter list
-        // (`cuda_c::parameter_list`); the arrays above are not touched again until the launch
-        // returned, so the addresses stay valid.
-        let mut params: SmallVec<[*mut c_void; 24]> = SmallVec::new();
-        for i in 0..buffers.len() {
-            params.push((&mut pointers[i] as *mut u64).cast());
-            params.push((&mut words[i] as *mut u32).cast());
-        }
-        for i in buffers.len()..words.len() {
-            params.push((&mut words[i] as *mut u32).cast());
-        }
-        if dynamic {
-            params.push((&mut pointers[buffers.len()] as *mut u64).cast());
-        }
-        let [bx, by, bz] = kernel.signature.cube_dim;
+        };
+        let mut params = launch.params();
         let stream = match into {
             Some(stream) => stream,
             None => self.work_stream(s),
         };
+        let ([gx, gy, gz], [bx, by, bz]) = (launch.grid, launch.block);
         // SAFETY: `function` is a loaded kernel whose parameters are, by the generated list,
-        // exactly the pointers and 32-bit words in `params`; the device pointers are live allocations
-        // (the runtime frees memory only after the events that prove the device is done).
+        // exactly the pointers and 32-bit words in `params` (which point into `launch`, untouched
+        // until the call returned); the device pointers are live allocations (the runtime frees
+        // memory only after the events that prove the device is done).
         let code = unsafe {
             sys::cuLaunchKernel(
-                function,
-                grid[0],
-                grid[1],
-                grid[2],
+                launch.function,
+                gx,
+                gy,
+                gz,
                 bx,
                 by,
                 bz,
@@ -91,5 +135,35 @@ impl CudaBackend {
             self.failed(s, &format!("launch of `{}`", kernel.name), code);
         }
         Ok(())
+    }
+
+    /// Sets kernel node `node` of executable `exec` to `launch` (its arguments copied by the
+    /// call): a graph's scalar update without a new capture.
+    pub(crate) fn set_node_launch(
+        &self,
+        exec: sys::CUgraphExec,
+        node: sys::CUgraphNode,
+        launch: &mut PreparedLaunch,
+    ) -> sys::CUresult {
+        let mut params = launch.params();
+        let ([gx, gy, gz], [bx, by, bz]) = (launch.grid, launch.block);
+        let node_params = sys::CUDA_KERNEL_NODE_PARAMS {
+            func: launch.function,
+            gridDimX: gx,
+            gridDimY: gy,
+            gridDimZ: gz,
+            blockDimX: bx,
+            blockDimY: by,
+            blockDimZ: bz,
+            sharedMemBytes: 0,
+            kernelParams: params.as_mut_ptr(),
+            extra: std::ptr::null_mut(),
+            kern: std::ptr::null_mut(),
+            ctx: std::ptr::null_mut(),
+        };
+        // SAFETY: `node` is a kernel node of the graph `exec` was instantiated from (kept alive
+        // beside it), `function` the same kernel it was captured with, and the arguments point
+        // into `launch`, which outlives the call (the driver copies them).
+        unsafe { sys::cuGraphExecKernelNodeSetParams_v2(exec, node, &node_params) }
     }
 }

@@ -201,6 +201,12 @@ impl CudaBackend {
         self.graphs.len()
     }
 
+    /// How many CUDA graphs were captured for replays, and how many graph versions (scalar
+    /// updates) were applied to an executable in place instead.
+    pub fn graph_captures_and_updates(&self) -> (u64, u64) {
+        self.graphs.counts()
+    }
+
     /// Device bytes allocated from the driver.
     pub fn allocated(&self) -> u64 {
         self.allocated
