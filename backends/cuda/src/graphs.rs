@@ -233,7 +233,7 @@ impl CudaBackend {
             };
             let code = self.set_node_launch(exec, node, &mut prepared);
             if code != sys::CUresult::CUDA_SUCCESS {
-                tracing::debug!(target: "gpuworld::graph", graph = op.graph, ?code, "CUDA graph update refused: capturing afresh");
+                tracing::warn!(target: "gpuworld::graph", graph = op.graph, ?code, "CUDA graph update refused: capturing afresh");
                 return Ok(None);
             }
         }

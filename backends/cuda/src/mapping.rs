@@ -55,7 +55,11 @@ pub(crate) fn page_mapping(device: sys::CUdevice) -> Option<(u64, Vec<sys::CUdev
             device,
         )
     };
-    if code != sys::CUresult::CUDA_SUCCESS || supported == 0 {
+    if !succeeded(
+        code,
+        "cuDeviceGetAttribute(virtual memory management): no page mapping",
+    ) || supported == 0
+    {
         return None;
     }
     let prop = allocation_prop(device);
@@ -68,26 +72,41 @@ pub(crate) fn page_mapping(device: sys::CUdevice) -> Option<(u64, Vec<sys::CUdev
             sys::CUmemAllocationGranularity_flags::CU_MEM_ALLOC_GRANULARITY_MINIMUM,
         )
     };
-    if code != sys::CUresult::CUDA_SUCCESS || granularity == 0 {
+    if !succeeded(code, "cuMemGetAllocationGranularity: no page mapping") || granularity == 0 {
         return None;
     }
     let mut access = vec![device];
     let mut count = 0;
     // SAFETY: a valid out-pointer.
-    if unsafe { sys::cuDeviceGetCount(&mut count) } == sys::CUresult::CUDA_SUCCESS {
-        for other in 0..count {
-            if other == device {
-                continue;
-            }
-            let mut can = 0;
-            // SAFETY: valid device ordinals (cuDeviceGet hands back the ordinal) and out-pointer.
-            let code = unsafe { sys::cuDeviceCanAccessPeer(&mut can, other, device) };
-            if code == sys::CUresult::CUDA_SUCCESS && can != 0 {
-                access.push(other);
-            }
+    let code = unsafe { sys::cuDeviceGetCount(&mut count) };
+    if !succeeded(
+        code,
+        "cuDeviceGetCount: mapped pages readable by this device only",
+    ) {
+        return Some((granularity as u64, access));
+    }
+    for other in (0..count).filter(|&other| other != device) {
+        let mut can = 0;
+        // SAFETY: valid device ordinals (cuDeviceGet hands back the ordinal) and out-pointer.
+        let code = unsafe { sys::cuDeviceCanAccessPeer(&mut can, other, device) };
+        if succeeded(
+            code,
+            "cuDeviceCanAccessPeer: mapped pages not readable by that peer",
+        ) && can != 0
+        {
+            access.push(other);
         }
     }
     Some((granularity as u64, access))
+}
+
+/// Whether a driver call succeeded; a failure is logged at warn with `what` it means.
+fn succeeded(code: sys::CUresult, what: &str) -> bool {
+    if code == sys::CUresult::CUDA_SUCCESS {
+        return true;
+    }
+    tracing::warn!(target: "gpuworld::memory", ?code, "{what}");
+    false
 }
 
 impl AddressRanges {
@@ -219,8 +238,14 @@ impl CudaBackend {
         };
         if code != sys::CUresult::CUDA_SUCCESS {
             // SAFETY: mapped by this call and never handed out.
-            unsafe { sys::cuMemUnmap(base + offset, len as usize) };
-            self.mapping.spares.push((handle, len));
+            let unmapped = unsafe { sys::cuMemUnmap(base + offset, len as usize) };
+            // Still mapped, it must not be mapped elsewhere: it stays allocated, unused.
+            if succeeded(
+                unmapped,
+                "cuMemUnmap after a refused access: the memory is lost",
+            ) {
+                self.mapping.spares.push((handle, len));
+            }
             return Err(refusal("cuMemSetAccess", code));
         }
         if let Some(range) = self.mapping.ranges.get_mut(&storage.0) {
@@ -265,7 +290,11 @@ impl CudaBackend {
         self.bind();
         for (handle, size) in self.mapping.spares.drain(..) {
             // SAFETY: a spare is mapped nowhere.
-            unsafe { sys::cuMemRelease(handle) };
+            let code = unsafe { sys::cuMemRelease(handle) };
+            succeeded(
+                code,
+                "cuMemRelease of unmapped pages: the memory may not be returned",
+            );
             self.allocated -= size;
         }
     }
@@ -278,11 +307,15 @@ impl CudaBackend {
         };
         match range.chunks.get(&offset) {
             Some(&(handle, size)) if size == len => {
-                range.chunks.remove(&offset);
                 // SAFETY: the caller guarantees no work uses the pages any more.
-                unsafe { sys::cuMemUnmap(range.base + offset, size as usize) };
-                // Kept until the next trim: a mapping of the same size takes it first.
-                self.mapping.spares.push((handle, size));
+                let code = unsafe { sys::cuMemUnmap(range.base + offset, size as usize) };
+                // Left mapped, the chunk stays on record: a later mapping there is refused with
+                // an error instead of mapping twice.
+                if succeeded(code, "cuMemUnmap: pages left mapped") {
+                    range.chunks.remove(&offset);
+                    // Kept until the next trim: a mapping of the same size takes it first.
+                    self.mapping.spares.push((handle, size));
+                }
             }
             other => {
                 tracing::warn!(target: "gpuworld::memory", range = storage.0, offset, len, mapped = ?other.map(|(_, size)| size), "unmap asked of pages not mapped by one call: left mapped");
@@ -297,14 +330,19 @@ impl CudaBackend {
             for (at, (handle, size)) in range.chunks {
                 tracing::warn!(target: "gpuworld::memory", range = storage.0, at, "address range returned with pages mapped: unmapped now");
                 // SAFETY: the caller guarantees no work uses the range any more.
-                unsafe {
-                    sys::cuMemUnmap(range.base + at, size as usize);
-                    sys::cuMemRelease(handle);
-                }
+                let (unmapped, released) = unsafe {
+                    (
+                        sys::cuMemUnmap(range.base + at, size as usize),
+                        sys::cuMemRelease(handle),
+                    )
+                };
+                succeeded(unmapped, "cuMemUnmap of a returned range");
+                succeeded(released, "cuMemRelease of a returned range");
                 self.allocated -= size;
             }
             // SAFETY: nothing is mapped in the range any more.
-            unsafe { sys::cuMemAddressFree(range.base, range.size as usize) };
+            let code = unsafe { sys::cuMemAddressFree(range.base, range.size as usize) };
+            succeeded(code, "cuMemAddressFree: addresses not returned");
         }
     }
 

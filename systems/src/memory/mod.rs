@@ -583,8 +583,8 @@ impl MemoryPool {
     /// every tick. Its cost is the pages that became free or expired, not the pages held.
     pub fn periodic_cleanup<B: Backend>(&mut self, backend: &mut B, tick: u64) {
         let freed = self.ladder.periodic_cleanup(backend, tick);
-        backend.trim_pages();
         if freed > 0 {
+            backend.trim_pages();
             self.recount_reserved();
             tracing::debug!(target: "gpuworld::memory", freed, tick, "long-unused pages returned");
         }
