@@ -15,6 +15,8 @@
 
 #[path = "common/client_rows.rs"]
 mod client_rows;
+#[path = "common/raw_cuda.rs"]
+mod raw_cuda;
 
 use client_rows::{Shape, Summary};
 use criterion::{Criterion, Throughput};
@@ -24,7 +26,7 @@ use gpuworld::{
     Bindings, ComputeClient, CubeCount, CudaBackend, CudaConfig, CudaSource, Driver, KernelDef,
     RuntimeConfig, SchedulingStrategy, StreamId, library,
 };
-use std::ffi::CString;
+use raw_cuda::check;
 use std::time::{Duration, Instant};
 
 /// Launches per sample of the launch benchmark.
@@ -75,47 +77,15 @@ struct Raw {
     untimed_event: sys::CUevent,
 }
 
-fn check(code: sys::CUresult, what: &str) {
-    assert_eq!(code, sys::CUresult::CUDA_SUCCESS, "{what}");
-}
-
 impl Raw {
     /// Opens the primary context (gpuworld made sure the driver loads) and loads the kernels.
     fn new() -> Raw {
         // SAFETY: the bench's raw side: plain driver calls on the primary context, each checked;
         // everything made here lives for the whole process.
         unsafe {
-            let mut device = 0;
-            check(sys::cuDeviceGet(&mut device, 0), "cuDeviceGet");
-            let mut context = std::ptr::null_mut();
-            check(
-                sys::cuDevicePrimaryCtxRetain(&mut context, device),
-                "retain",
-            );
-            check(sys::cuCtxSetCurrent(context), "cuCtxSetCurrent");
-            let source = format!(
-                "{}\n{}\n{}",
-                gpuworld_cuda::PRELUDE,
-                gpuworld_cuda::cuda_text(&library::NOOP).expect("noop has CUDA C"),
-                gpuworld_cuda::cuda_text(&SPIN).expect("spin has CUDA C"),
-            );
-            let ptx = gpuworld::cudarc::nvrtc::compile_ptx(source).expect("NVRTC compiles");
-            let image = CString::new(ptx.to_src()).expect("PTX has no NUL");
-            let mut module = std::ptr::null_mut();
-            check(
-                sys::cuModuleLoadData(&mut module, image.as_ptr().cast()),
-                "load",
-            );
-            let mut noop = std::ptr::null_mut();
-            check(
-                sys::cuModuleGetFunction(&mut noop, module, c"noop".as_ptr()),
-                "noop",
-            );
-            let mut spin = std::ptr::null_mut();
-            check(
-                sys::cuModuleGetFunction(&mut spin, module, c"spin".as_ptr()),
-                "spin",
-            );
+            let [noop, spin] = raw_cuda::load_kernels(&[&library::NOOP, &SPIN])[..] else {
+                unreachable!("two kernels asked, two loaded")
+            };
             let streams = (0..4)
                 .map(|_| {
                     let mut stream = std::ptr::null_mut();

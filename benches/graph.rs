@@ -155,6 +155,10 @@ fn graphs(c: &mut Criterion) {
     }
 }
 
+#[cfg(feature = "cuda")]
+#[path = "common/raw_cuda.rs"]
+mod raw_driver;
+
 /// The raw side on CUDA: the same `ADD` launched by hand, in a loop and as a CUDA graph.
 #[cfg(feature = "cuda")]
 mod raw_cuda {
@@ -162,11 +166,9 @@ mod raw_cuda {
     use criterion::{Criterion, Throughput};
     use gpuworld::cudarc::driver::sys;
     use gpuworld::library;
-    use std::ffi::{CString, c_void};
+    use std::ffi::c_void;
 
-    fn check(code: sys::CUresult, what: &str) {
-        assert_eq!(code, sys::CUresult::CUDA_SUCCESS, "{what}");
-    }
+    use super::raw_driver::check;
 
     struct Raw {
         stream: sys::CUstream,
@@ -181,32 +183,7 @@ mod raw_cuda {
             // SAFETY: plain driver calls on the primary context, each checked; what is made
             // here lives for the process.
             unsafe {
-                let mut device = 0;
-                check(sys::cuDeviceGet(&mut device, 0), "cuDeviceGet");
-                let mut context = std::ptr::null_mut();
-                check(
-                    sys::cuDevicePrimaryCtxRetain(&mut context, device),
-                    "retain",
-                );
-                check(sys::cuCtxSetCurrent(context), "cuCtxSetCurrent");
-                let source = format!(
-                    "{}\n{}",
-                    gpuworld_cuda::PRELUDE,
-                    gpuworld_cuda::cuda_text(&library::ADD).expect("ADD has CUDA C")
-                );
-                let ptx = gpuworld::cudarc::nvrtc::compile_ptx(source).expect("NVRTC compiles");
-                let image = CString::new(ptx.to_src()).expect("PTX has no NUL");
-                let mut module = std::ptr::null_mut();
-                check(
-                    sys::cuModuleLoadData(&mut module, image.as_ptr().cast()),
-                    "load",
-                );
-                let name = CString::new(library::ADD.name).expect("a C name");
-                let mut add = std::ptr::null_mut();
-                check(
-                    sys::cuModuleGetFunction(&mut add, module, name.as_ptr()),
-                    "add",
-                );
+                let add = super::raw_driver::load_kernels(&[&library::ADD])[0];
                 let mut stream = std::ptr::null_mut();
                 let flags = sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32;
                 check(sys::cuStreamCreate(&mut stream, flags), "stream");
