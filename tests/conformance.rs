@@ -26,6 +26,7 @@ backend_suite! {
         cases::a_read_of_many_bindings_returns_each_in_order,
         cases::writes_land_in_order_with_launches,
         cases::a_chain_of_launches_runs_in_order,
+        cases::a_launch_may_read_and_write_one_buffer,
         cases::unchecked_launches_compute_the_same,
         cases::an_empty_handle_reads_back_empty,
         cases::read_async_completes_as_the_runtime_ticks,

@@ -219,6 +219,53 @@ pub fn writes_land_in_order_with_launches<B: Backend>(client: ComputeClient<B>) 
     assert_eq!(read_f32(&client, &handle), vec![1.0, 9.0, 3.0, 4.0]);
 }
 
+/// A launch may bind one buffer both read-only and written: in place (`x += y` into `x`, and `x +
+/// x` into `x`), and through views of one allocation, the read-only one beside the written one.
+/// Element-wise kernels read each element before writing it, so every backend gives the same.
+pub fn a_launch_may_read_and_write_one_buffer<B: Backend>(client: ComputeClient<B>) {
+    // Halves of 512 bytes: aligned for binding in place wherever storage offsets must be.
+    let len = 256;
+    let start: Vec<f32> = (0..len).map(|i| i as f32).collect();
+    let x = f32_handle(&client, &start);
+    let ones = f32_handle(&client, &vec![1.0; len]);
+    let cubes = CubeCount::covering(len as u64, library::LINEAR_CUBE);
+    for _ in 0..10 {
+        client
+            .launch(
+                &library::ADD,
+                cubes,
+                Bindings::new().buffer(&x).buffer(&ones).buffer(&x),
+            )
+            .unwrap();
+    }
+    client
+        .launch(
+            &library::ADD,
+            cubes,
+            Bindings::new().buffer(&x).buffer(&x).buffer(&x),
+        )
+        .unwrap();
+    let expected: Vec<f32> = start.iter().map(|v| (v + 10.0) * 2.0).collect();
+    assert_eq!(read_f32(&client, &x), expected);
+
+    // Two halves of one allocation: the first half read, the second written.
+    let halves = f32_handle(&client, &start);
+    let half = (len / 2 * 4) as u64;
+    let (first, second) = (
+        halves.clone().offset_end(half),
+        halves.clone().offset_start(half),
+    );
+    client
+        .launch(
+            &library::COPY,
+            CubeCount::covering(len as u64 / 2, library::LINEAR_CUBE),
+            Bindings::new().buffer(&first).buffer(&second),
+        )
+        .unwrap();
+    let expected: Vec<f32> = (0..len).map(|i| (i % (len / 2)) as f32).collect();
+    assert_eq!(read_f32(&client, &halves), expected);
+}
+
 pub fn a_chain_of_launches_runs_in_order<B: Backend>(client: ComputeClient<B>) {
     let mut a = f32_handle(&client, &[1.0; 64]);
     let mut b = client.empty(256);

@@ -1,8 +1,9 @@
 //! Bind groups reused across launches. A launch whose buffers are all bound in place is keyed by
-//! its kernel, its (storage, offset, size) triples and its uniform chunk; the same key gets the
-//! same bind group, so a loop of identical launches creates one. Entries naming a freed buffer
+//! its kernel and pipeline variant, its (storage, offset, size) triples and its uniform chunk;
+//! the same key gets the same bind group, so a loop of identical launches creates one. Entries naming a freed buffer
 //! are dropped with it, and the cache is emptied when it grows past its capacity.
 
+use crate::wgsl::Declared;
 use gpuworld_systems::backend::StorageId;
 use smallvec::SmallVec;
 use std::collections::HashMap;
@@ -15,6 +16,8 @@ const CAPACITY: usize = 4096;
 pub(crate) struct BindKey {
     /// The kernel's id.
     pub kernel: &'static str,
+    /// How its pipeline declares the buffers (the two pipelines' layouts differ).
+    pub declared: Declared,
     /// Storage, offset and size of each buffer binding.
     pub buffers: SmallVec<[(StorageId, u64, u64); 4]>,
     /// The uniform chunk's number, 0 without scalars.

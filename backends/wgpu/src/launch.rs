@@ -3,11 +3,15 @@
 //! the dispatch in the stream's open compute pass. A region whose offset is not a multiple of
 //! the device's storage offset alignment cannot be bound in place: it is copied to a scratch
 //! buffer, bound there, and copied back after the dispatch (unless read-only), all in stream
-//! order; so is a read-only region in a buffer the dispatch also writes.
+//! order. A launch that binds one buffer both read-only and written runs the kernel's pipeline
+//! whose buffers are all declared writable (`Declared::AllWritable`): wgpu refuses a buffer as
+//! read-only and writable storage in one dispatch, and copying the read-only region aside made
+//! every in-place step (`x += y` into `x`) a buffer creation, a copy and a compute pass of its own.
 
 use crate::WgpuBackend;
 use crate::bind_groups::BindKey;
 use crate::pipelines::KernelPipeline;
+use crate::wgsl::Declared;
 use gpuworld_systems::backend::{DeviceStream, LaunchCount, Region, StorageId};
 use gpuworld_systems::error::Error;
 use gpuworld_systems::kernel::Kernel;
@@ -124,17 +128,32 @@ impl WgpuBackend {
         scalars: &[u32],
     ) -> Result<(), Error> {
         let stream = self.streams[s].id;
-        let pipeline = self.pipelines.get(&self.device, kernel, stream)?;
-        self.record_dispatch(s, &pipeline, kernel, count, regions, scalars)
+        let params = kernel.signature.buffers;
+        let writes = |i: usize| params.get(i).is_none_or(|p| p.access.writes());
+        let read_and_written = regions.iter().enumerate().any(|(i, read)| {
+            !writes(i)
+                && (regions.iter().enumerate())
+                    .any(|(j, written)| writes(j) && written.storage == read.storage)
+        });
+        let declared = if read_and_written {
+            Declared::AllWritable
+        } else {
+            Declared::AsSigned
+        };
+        let pipeline = self.pipelines.get(&self.device, kernel, declared, stream)?;
+        self.record_dispatch(s, &pipeline, kernel, declared, count, regions, scalars)
             .map_err(|message| Error::device_fault(stream, message))
     }
 
-    /// Records the dispatch of a compiled `pipeline` and the copies its bindings need.
+    /// Records the dispatch of a compiled `pipeline` (its buffers `declared` so) and the copies
+    /// its bindings need.
+    #[allow(clippy::too_many_arguments)]
     fn record_dispatch(
         &mut self,
         s: usize,
         pipeline: &KernelPipeline,
         kernel: Kernel,
+        declared: Declared,
         count: LaunchCount,
         regions: &[Region],
         scalars: &[u32],
@@ -165,40 +184,11 @@ impl WgpuBackend {
         };
         let params = kernel.signature.buffers;
         let writes = |i: usize| params.get(i).is_none_or(|p| p.access.writes());
-        let mut bound = regions
+        let bound = regions
             .iter()
             .enumerate()
             .map(|(i, &region)| self.bind(kernel, region, writes(i)))
             .collect::<Result<SmallVec<[Bound; 4]>, String>>()?;
-        // wgpu refuses a buffer as read-only and as read-write storage in one dispatch, and
-        // allocations share buffers: a read-only binding in a buffer the dispatch also writes is
-        // read from a copy of its bytes.
-        let written: SmallVec<[StorageId; 4]> = (bound.iter().enumerate())
-            .filter(|(i, _)| writes(*i))
-            .filter_map(|(_, b)| match b {
-                Bound::InPlace { storage, .. } => Some(*storage),
-                Bound::Scratch { .. } => None,
-            })
-            .collect();
-        for (i, b) in bound.iter_mut().enumerate() {
-            if let Bound::InPlace {
-                storage,
-                buffer,
-                offset,
-                size,
-            } = b
-                && !writes(i)
-                && written.contains(storage)
-            {
-                *b = Bound::Scratch {
-                    scratch: self.scratch(*size),
-                    source: buffer.clone(),
-                    offset: *offset,
-                    size: *size,
-                    write_back: false,
-                };
-            }
-        }
         // wgpu refuses a buffer as indirect arguments and as storage in one dispatch (a
         // validation error that loses the whole batch), and allocations share buffers: a count
         // in a buffer bound in place is read from a copy of its 12 bytes.
@@ -266,6 +256,7 @@ impl WgpuBackend {
                 Some(buffers) => {
                     let key = BindKey {
                         kernel: kernel.id,
+                        declared,
                         buffers,
                         uniform: uniform.as_ref().map_or(0, |(id, _, _)| *id),
                     };

@@ -371,7 +371,7 @@ impl Backend for WgpuBackend {
             ));
         }
         self.pipelines
-            .get(&self.device, kernel, StreamId::GC)
+            .get(&self.device, kernel, wgsl::Declared::AsSigned, StreamId::GC)
             .map(|_| ())
     }
 

@@ -6,10 +6,12 @@
 //! `ExecutionError::Compile` with wgpu's message as the log, as NVRTC's is on CUDA; naga checks the
 //! module first, so a source error's log is in the lines of the kernel's own source and lists its
 //! declared bindings (`wgsl::check_source`); it is remembered as failed, so each launch reports it
-//! without recompiling.
+//! without recompiling. A kernel has a second pipeline, compiled on first need, whose buffers are
+//! all declared `read_write` (`Declared::AllWritable`), for launches that bind one buffer both
+//! read-only and written.
 
 use crate::WgpuBackend;
-use crate::wgsl::{check_source, uniform_size, wgsl_text};
+use crate::wgsl::{Declared, check_source, uniform_size, wgsl_text_as};
 use gpuworld_systems::backend::Backend;
 use gpuworld_systems::error::{Error, ExecutionError, LaunchError};
 use gpuworld_systems::ids::StreamId;
@@ -31,7 +33,7 @@ pub(crate) struct KernelPipeline {
 /// Pipelines by kernel id, including the kernels that failed to compile.
 #[derive(Default)]
 pub(crate) struct PipelineCache {
-    pipelines: HashMap<&'static str, Result<Arc<KernelPipeline>, Error>>,
+    pipelines: HashMap<(&'static str, Declared), Result<Arc<KernelPipeline>, Error>>,
     compiled: u64,
 }
 
@@ -41,32 +43,35 @@ impl PipelineCache {
         self.compiled
     }
 
-    /// The pipeline of `kernel`, compiling it on first use; a compile error is cached with it,
-    /// running out of memory is a fault of `stream` and is not.
+    /// The pipeline of `kernel` with its buffers `declared` so, compiling it on first use; a
+    /// compile error is cached with it, running out of memory is a fault of `stream` and is not.
     pub fn get(
         &mut self,
         device: &wgpu::Device,
         kernel: Kernel,
+        declared: Declared,
         stream: StreamId,
     ) -> Result<Arc<KernelPipeline>, Error> {
-        if let Some(entry) = self.pipelines.get(kernel.id) {
+        if let Some(entry) = self.pipelines.get(&(kernel.id, declared)) {
             return entry.clone();
         }
         // The client refuses kernels without WGSL; only a direct backend call gets here.
-        let text = wgsl_text(kernel).ok_or(Error::Launch(LaunchError::MissingKernelSource {
-            kernel: kernel.name,
-            backend: WgpuBackend::NAME,
-        }))?;
+        let text = wgsl_text_as(kernel, declared).ok_or(Error::Launch(
+            LaunchError::MissingKernelSource {
+                kernel: kernel.name,
+                backend: WgpuBackend::NAME,
+            },
+        ))?;
         let started = std::time::Instant::now();
         if let Err(log) = check_source(kernel, &text) {
-            return Err(self.failed(kernel, log));
+            return Err(self.failed(kernel, declared, log));
         }
         // Scopes are per thread and popped in reverse order; what they catch goes to no
         // uncaptured-error handler, so it is reported once, here, typed.
         let internal = device.push_error_scope(wgpu::ErrorFilter::Internal);
         let validation = device.push_error_scope(wgpu::ErrorFilter::Validation);
         let out_of_memory = device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
-        let created = create(device, kernel, &text);
+        let created = create(device, kernel, declared, &text);
         // wgpu-core resolves a popped scope at once; block_on only unwraps the future.
         let out_of_memory = pollster::block_on(out_of_memory.pop());
         let validation = pollster::block_on(validation.pop());
@@ -83,7 +88,7 @@ impl PipelineCache {
             ));
         }
         if let Some(error) = invalid {
-            return Err(self.failed(kernel, error.to_string()));
+            return Err(self.failed(kernel, declared, error.to_string()));
         }
         self.compiled += 1;
         tracing::debug!(
@@ -93,26 +98,29 @@ impl PipelineCache {
             "compiled compute pipeline"
         );
         let entry = Arc::new(created);
-        self.pipelines.insert(kernel.id, Ok(entry.clone()));
+        self.pipelines
+            .insert((kernel.id, declared), Ok(entry.clone()));
         Ok(entry)
     }
 
-    /// Remembers that `kernel` does not compile, for `log`; the error to report.
-    fn failed(&mut self, kernel: Kernel, log: String) -> Error {
+    /// Remembers that `kernel` (its buffers `declared` so) does not compile, for `log`; the
+    /// error to report.
+    fn failed(&mut self, kernel: Kernel, declared: Declared, log: String) -> Error {
         let log: Arc<str> = log.into();
         tracing::error!(target: "gpuworld::kernel", kernel = kernel.id, %log, "compile failed");
         let error = Error::Execution(ExecutionError::Compile {
             kernel: kernel.name,
             log,
         });
-        self.pipelines.insert(kernel.id, Err(error.clone()));
+        self.pipelines
+            .insert((kernel.id, declared), Err(error.clone()));
         error
     }
 }
 
-/// Creates `kernel`'s module, layouts and pipeline from the WGSL `text`; errors go to the scopes
-/// open.
-fn create(device: &wgpu::Device, kernel: Kernel, text: &str) -> KernelPipeline {
+/// Creates `kernel`'s module, layouts and pipeline from the WGSL `text` (its buffers `declared`
+/// so); errors go to the scopes open.
+fn create(device: &wgpu::Device, kernel: Kernel, declared: Declared, text: &str) -> KernelPipeline {
     let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
         label: Some(kernel.id),
         source: wgpu::ShaderSource::Wgsl(text.into()),
@@ -125,7 +133,7 @@ fn create(device: &wgpu::Device, kernel: Kernel, text: &str) -> KernelPipeline {
             visibility: wgpu::ShaderStages::COMPUTE,
             ty: wgpu::BindingType::Buffer {
                 ty: wgpu::BufferBindingType::Storage {
-                    read_only: param.access == Access::Read,
+                    read_only: declared == Declared::AsSigned && param.access == Access::Read,
                 },
                 has_dynamic_offset: false,
                 min_binding_size: None,

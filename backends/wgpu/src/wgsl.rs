@@ -30,9 +30,36 @@ pub(crate) fn storage_access(access: Access) -> &'static str {
     }
 }
 
+/// How a module declares its buffers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum Declared {
+    /// As the signature says: read-only buffers `read`.
+    AsSigned,
+    /// Every buffer `read_write`: for a launch that binds one buffer both read-only and written,
+    /// which wgpu refuses in one dispatch (a buffer's read-only and writable storage uses
+    /// conflict) and accepts as two writable bindings. The source is the same, and was checked
+    /// against the signed declarations, so it stores to no read-only buffer.
+    AllWritable,
+}
+
+impl Declared {
+    /// WGSL's access mode for a buffer of `access`.
+    pub(crate) fn access(self, access: Access) -> &'static str {
+        match self {
+            Declared::AsSigned => storage_access(access),
+            Declared::AllWritable => "read_write",
+        }
+    }
+}
+
 /// The declarations of `kernel`'s bindings: the scalars' struct (padded to the uniform's size),
 /// one storage buffer per buffer binding, and the scalars' uniform after them.
 pub(crate) fn declarations(kernel: &KernelDef) -> String {
+    declarations_as(kernel, Declared::AsSigned)
+}
+
+/// [`declarations`], the buffers declared as `declared` says.
+pub(crate) fn declarations_as(kernel: &KernelDef, declared: Declared) -> String {
     let signature = &kernel.signature;
     let mut text = String::new();
     if !signature.scalars.is_empty() {
@@ -49,7 +76,7 @@ pub(crate) fn declarations(kernel: &KernelDef) -> String {
         let _ = writeln!(
             text,
             "@group(0) @binding({binding}) var<storage, {}> {}: array<{}>;",
-            storage_access(buffer.access),
+            declared.access(buffer.access),
             buffer.name,
             wgsl_type(buffer.elem)
         );
@@ -67,12 +94,18 @@ pub(crate) fn declarations(kernel: &KernelDef) -> String {
 /// The WGSL module the backend compiles for `kernel`: the declarations of its bindings, then its
 /// source; `None` when the backend has no WGSL for it.
 pub fn wgsl_text(kernel: &KernelDef) -> Option<String> {
-    WgpuBackend::source_for(kernel).map(|source| module_text(kernel, source))
+    wgsl_text_as(kernel, Declared::AsSigned)
 }
 
-/// The module the backend compiles for `kernel` from `source`: its declarations, then `source`.
-pub(crate) fn module_text(kernel: &KernelDef, source: &WgslSource) -> String {
-    let declarations = declarations(kernel);
+/// [`wgsl_text`], the buffers declared as `declared` says.
+pub(crate) fn wgsl_text_as(kernel: &KernelDef, declared: Declared) -> Option<String> {
+    WgpuBackend::source_for(kernel).map(|source| module_text(kernel, source, declared))
+}
+
+/// The module the backend compiles for `kernel` from `source`: its declarations (the buffers
+/// declared as `declared` says), then `source`.
+fn module_text(kernel: &KernelDef, source: &WgslSource, declared: Declared) -> String {
+    let declarations = declarations_as(kernel, declared);
     if declarations.is_empty() {
         return source.0.to_string();
     }
@@ -240,6 +273,17 @@ mod tests {
     }
 
     #[test]
+    fn the_all_writable_declarations_differ_only_in_the_read_only_buffers_access() {
+        let signed = declarations(&PATCH);
+        let writable = declarations_as(&PATCH, Declared::AllWritable);
+        assert_eq!(
+            writable,
+            signed.replace("var<storage, read> words", "var<storage, read_write> words")
+        );
+        assert_ne!(writable, signed);
+    }
+
+    #[test]
     fn a_workgroup_size_other_than_the_cube_dim_is_refused() {
         let body = |size: &str| {
             module_text(
@@ -248,6 +292,7 @@ mod tests {
                     format!("@compute @workgroup_size({size})\nfn main() {{ out[0] = 1.0; }}\n")
                         .leak(),
                 ),
+                Declared::AsSigned,
             )
         };
         assert_eq!(check_source(&PATCH, &body("64")), Ok(()));
@@ -261,7 +306,11 @@ mod tests {
     fn check(source: &str) -> Result<(), String> {
         check_source(
             &PATCH,
-            &module_text(&PATCH, &WgslSource(source.to_string().leak())),
+            &module_text(
+                &PATCH,
+                &WgslSource(source.to_string().leak()),
+                Declared::AsSigned,
+            ),
         )
     }
 
