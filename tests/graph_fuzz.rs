@@ -5,7 +5,9 @@
 //! frame. Every buffer must hold the same bytes on both sides at the end. No model is needed:
 //! a replay must do exactly what the eager frame does.
 //!
-//! `GPUWORLD_GRAPH_FUZZ_SEEDS=N` runs seeds `1..=N` (default 12), on cpu and on the sim.
+//! `GPUWORLD_GRAPH_FUZZ_SEEDS=N` runs seeds `1..=N` (default 12), on cpu, the sim and CUDA (wgpu:
+//! at most 4); on wgpu and CUDA each seed also runs frames of launches on one stream, which those
+//! backends replay as one unit.
 
 #[path = "fuzz/rng.rs"]
 #[allow(dead_code)]
@@ -151,7 +153,17 @@ fn output_for(rng: &mut Rng, sizes: &[usize], inputs: &[View], words: usize) -> 
 }
 
 fn random_op(rng: &mut Rng, sizes: &[usize]) -> Op {
-    match rng.below(5) {
+    random_op_of(rng, sizes, 5)
+}
+
+/// A random launch (no write).
+fn random_launch(rng: &mut Rng, sizes: &[usize]) -> Op {
+    random_op_of(rng, sizes, 4)
+}
+
+/// One of the first `kinds` kinds of op: the launches, then the write.
+fn random_op_of(rng: &mut Rng, sizes: &[usize], kinds: u64) -> Op {
+    match rng.below(kinds) {
         0 => Op::Fill {
             out: random_view(rng, sizes, None),
             value: rng.normal_f32(),
@@ -186,7 +198,26 @@ fn random_op(rng: &mut Rng, sizes: &[usize]) -> Op {
     }
 }
 
+/// What a captured frame holds.
+#[derive(Clone, Copy, PartialEq)]
+enum FrameShape {
+    /// Launches and writes on both streams.
+    Mixed,
+    /// Launches on stream 0 only: what a backend may replay as one unit (a CUDA graph, a wgpu
+    /// plan); the eager work between replays stays mixed.
+    LaunchesOnOneStream,
+}
+
 fn run_seed<B: Backend>(seed: u64, make: impl Fn() -> ComputeClient<B>, manual: bool) {
+    run_seed_shaped(seed, make, manual, FrameShape::Mixed);
+}
+
+fn run_seed_shaped<B: Backend>(
+    seed: u64,
+    make: impl Fn() -> ComputeClient<B>,
+    manual: bool,
+    shape: FrameShape,
+) {
     let mut rng = Rng::new(seed);
     let sizes: Vec<usize> = (0..4).map(|_| rng.between(1, 2048) as usize).collect();
     let (eager, replayed) = (Side::new(make(), &sizes), Side::new(make(), &sizes));
@@ -196,7 +227,10 @@ fn run_seed<B: Backend>(seed: u64, make: impl Fn() -> ComputeClient<B>, manual: 
         }
     };
     let mut frame: Frame = (0..rng.between(1, 12))
-        .map(|_| (random_op(&mut rng, &sizes), rng.below(2)))
+        .map(|_| match shape {
+            FrameShape::Mixed => (random_op(&mut rng, &sizes), rng.below(2)),
+            FrameShape::LaunchesOnOneStream => (random_launch(&mut rng, &sizes), 0),
+        })
         .collect();
     eager.frame(&frame).expect("the eager frame");
     let mut graph: Graph<B> = replayed
@@ -299,8 +333,40 @@ fn replays_do_what_eager_frames_do_on_wgpu() {
         eprintln!("SKIPPED: no wgpu adapter: {error}");
         return;
     }
-    // Software adapters run a dispatch in ~100 µs: a few seeds.
+    // Software adapters run a dispatch in ~30-100 µs: a few seeds of each shape; frames of
+    // launches on one stream replay from the backend's recorded plan.
     for seed in 1..=seeds().min(4) {
         run_seed(seed, || open().expect("the adapter opened before"), false);
+        run_seed_shaped(
+            seed,
+            || open().expect("the adapter opened before"),
+            false,
+            FrameShape::LaunchesOnOneStream,
+        );
+    }
+}
+
+#[cfg(feature = "cuda")]
+#[test]
+fn replays_do_what_eager_frames_do_on_cuda() {
+    let open = || gpuworld::cuda_client(gpuworld::CudaConfig::default());
+    if let Err(error) = open() {
+        let required = std::env::var("GPUWORLD_REQUIRE_CUDA").is_ok_and(|v| v == "1");
+        assert!(
+            !required,
+            "GPUWORLD_REQUIRE_CUDA=1 but there is no CUDA driver: {error}"
+        );
+        eprintln!("SKIPPED: no CUDA driver: {error}");
+        return;
+    }
+    // Frames of launches on one stream replay as CUDA graphs.
+    for seed in 1..=seeds() {
+        run_seed(seed, || open().expect("the driver opened before"), false);
+        run_seed_shaped(
+            seed,
+            || open().expect("the driver opened before"),
+            false,
+            FrameShape::LaunchesOnOneStream,
+        );
     }
 }

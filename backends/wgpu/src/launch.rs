@@ -18,7 +18,7 @@ use gpuworld_systems::kernel::Kernel;
 use smallvec::SmallVec;
 
 /// How one buffer region is bound.
-enum Bound {
+pub(crate) enum Bound {
     /// In place, at an aligned offset.
     InPlace {
         storage: StorageId,
@@ -67,7 +67,14 @@ impl WgpuBackend {
         })
     }
 
-    fn bind(&self, kernel: Kernel, region: Region, write_back: bool) -> Result<Bound, String> {
+    /// How `kernel` binds `region` (copied back after the dispatch if `write_back` and bound
+    /// through a scratch copy), or why it cannot.
+    pub(crate) fn bind(
+        &self,
+        kernel: Kernel,
+        region: Region,
+        write_back: bool,
+    ) -> Result<Bound, String> {
         let buffer = self
             .buffer(region.storage)
             .ok_or_else(|| format!("kernel `{}` bound to freed memory", kernel.name))?;
@@ -128,18 +135,7 @@ impl WgpuBackend {
         scalars: &[u32],
     ) -> Result<(), Error> {
         let stream = self.streams[s].id;
-        let params = kernel.signature.buffers;
-        let writes = |i: usize| params.get(i).is_none_or(|p| p.access.writes());
-        let read_and_written = regions.iter().enumerate().any(|(i, read)| {
-            !writes(i)
-                && (regions.iter().enumerate())
-                    .any(|(j, written)| writes(j) && written.storage == read.storage)
-        });
-        let declared = if read_and_written {
-            Declared::AllWritable
-        } else {
-            Declared::AsSigned
-        };
+        let declared = Declared::for_launch(kernel, regions);
         let pipeline = self.pipelines.get(&self.device, kernel, declared, stream)?;
         self.record_dispatch(s, &pipeline, kernel, declared, count, regions, scalars)
             .map_err(|message| Error::device_fault(stream, message))

@@ -15,6 +15,7 @@ mod library;
 mod marks;
 mod pipelines;
 mod readback;
+mod replay;
 mod stream;
 mod timing;
 mod uniforms;
@@ -39,6 +40,7 @@ use gpuworld_systems::world::{RuntimeConfig, SchedulingStrategy};
 use marks::Marks;
 use pipelines::PipelineCache;
 use readback::Readbacks;
+use replay::PlanCache;
 use slotmap::{DefaultKey, Key, KeyData, SlotMap};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -123,6 +125,8 @@ pub struct WgpuBackend {
     streams: Vec<WgpuStream>,
     pipelines: PipelineCache,
     bind_groups: BindGroupCache,
+    /// Recorded plans of captured graphs (`replay.rs`).
+    plans: PlanCache,
     uniforms: UniformPool,
     uploads: UploadBelt,
     readbacks: Readbacks,
@@ -191,6 +195,7 @@ impl WgpuBackend {
             streams: Vec::new(),
             pipelines: PipelineCache::default(),
             bind_groups: BindGroupCache::default(),
+            plans: PlanCache::default(),
             readbacks: Readbacks::default(),
             timing,
             marks,
@@ -228,6 +233,11 @@ impl WgpuBackend {
     /// Compute pipelines compiled so far; a cached kernel compiles once.
     pub fn pipelines_compiled(&self) -> u64 {
         self.pipelines.compiled()
+    }
+
+    /// Recorded plans made for captured graphs so far; a replay that finds its plan makes none.
+    pub fn replay_plans_made(&self) -> u64 {
+        self.plans.made()
     }
 
     /// Submissions made so far.
@@ -362,6 +372,45 @@ impl Backend for WgpuBackend {
         Some(&DEVICE_LIFECYCLE)
     }
 
+    /// Recorded plans (`replay.rs`).
+    fn replays_graphs() -> bool {
+        true
+    }
+
+    /// A replay of launches on one stream, recorded from its plan (`replay.rs`).
+    fn graph_replay(
+        graph: u64,
+        version: u64,
+        launches: Vec<gpuworld_systems::graph::PlannedLaunch>,
+    ) -> Option<gpuworld_systems::native::NativeWork> {
+        Some(replay::WgpuReplay::work(graph, version, launches))
+    }
+
+    fn run_native(
+        &mut self,
+        stream: DeviceStream,
+        buffers: &[Region],
+        work: gpuworld_systems::native::NativeWork,
+    ) -> Result<(), Error> {
+        let Some(op) = replay::as_replay(&work) else {
+            return Err(Error::Device(
+                gpuworld_systems::error::DeviceError::BackendUnavailable {
+                    backend: Self::NAME,
+                    reason: format!("it runs no native work `{}`", work.name()).into(),
+                },
+            ));
+        };
+        let Some(s) = self.stream_index(stream) else {
+            return Ok(());
+        };
+        if self.lost_on(s) {
+            return Ok(());
+        }
+        let result = self.run_replay(s, buffers, op);
+        self.attribute_errors(s);
+        result
+    }
+
     fn warm_up(&mut self, kernel: Kernel, _mode: ExecutionMode) -> Result<(), Error> {
         // One pipeline serves both modes (the WGSL does not change with the mode).
         if let Some(reason) = self.errors.lost() {
@@ -430,6 +479,7 @@ impl Backend for WgpuBackend {
         if let Some(buffer) = self.buffers.remove(Self::storage_key(storage)) {
             self.allocated -= buffer.size();
             self.bind_groups.forget(storage);
+            self.plans.forget(storage);
         }
     }
 

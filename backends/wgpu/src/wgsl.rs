@@ -4,7 +4,7 @@
 //! against the signature's cube dim.
 
 use crate::WgpuBackend;
-use gpuworld_systems::backend::Backend;
+use gpuworld_systems::backend::{Backend, Region};
 use gpuworld_systems::kernel::{Access, Elem, KernelDef};
 use std::fmt::Write;
 
@@ -43,6 +43,23 @@ pub(crate) enum Declared {
 }
 
 impl Declared {
+    /// The declarations a launch of `kernel` over `regions` needs: all writable when one buffer
+    /// is bound both read-only and written.
+    pub(crate) fn for_launch(kernel: &KernelDef, regions: &[Region]) -> Declared {
+        let params = kernel.signature.buffers;
+        let writes = |i: usize| params.get(i).is_none_or(|p| p.access.writes());
+        let read_and_written = regions.iter().enumerate().any(|(i, read)| {
+            !writes(i)
+                && (regions.iter().enumerate())
+                    .any(|(j, written)| writes(j) && written.storage == read.storage)
+        });
+        if read_and_written {
+            Declared::AllWritable
+        } else {
+            Declared::AsSigned
+        }
+    }
+
     /// WGSL's access mode for a buffer of `access`.
     pub(crate) fn access(self, access: Access) -> &'static str {
         match self {

@@ -1,0 +1,154 @@
+//! Captured graphs on wgpu (issue 28): a replay of launches on one stream records a plan made at
+//! its first replay (pipelines, bind groups, the scalars in a buffer of the plan's own), with the
+//! bytes of the eager run; an update makes a new plan; eager writes between replays are seen by
+//! the next one; a view that cannot be bound in place replays launch by launch, as correct.
+
+mod common;
+
+use common::{Skip, wgpu_client_or_skip};
+use gpuworld::{Bindings, ComputeClient, CubeCount, Handle, WgpuBackend, library};
+
+test_main![
+    a_replay_records_its_plan_made_once_with_the_eager_runs_bytes,
+    an_update_makes_a_new_plan_and_writes_between_replays_are_seen,
+    a_view_not_bound_in_place_replays_launch_by_launch,
+];
+
+const N: usize = 1 << 10;
+
+fn floats(client: &ComputeClient<WgpuBackend>, handle: &Handle) -> Vec<f32> {
+    client.read_one_as::<f32>(handle).expect("read")
+}
+
+fn plans(client: &ComputeClient<WgpuBackend>) -> u64 {
+    client.with_runtime(|rt| rt.backend().replay_plans_made())
+}
+
+fn cubes() -> CubeCount {
+    CubeCount::new_1d(N.div_ceil(256) as u32)
+}
+
+/// `k` chained `x += ones`, each reading and writing `x`.
+fn chain(client: &ComputeClient<WgpuBackend>, x: &Handle, ones: &Handle, k: usize) {
+    for _ in 0..k {
+        client
+            .launch(
+                &library::ADD,
+                cubes(),
+                Bindings::new().buffer(x).buffer(ones).buffer(x),
+            )
+            .unwrap();
+    }
+}
+
+fn a_replay_records_its_plan_made_once_with_the_eager_runs_bytes() -> Result<(), Skip> {
+    let client = wgpu_client_or_skip()?;
+    let x = client.create_from_pod(&[0.0f32; N]);
+    let ones = client.create_from_pod(&[1.0f32; N]);
+    let graph = client
+        .capture(|c| {
+            chain(c, &x, &ones, 50);
+            Ok(())
+        })
+        .unwrap();
+    assert_eq!(floats(&client, &x), vec![50.0; N], "the capture's run");
+    assert_eq!(plans(&client), 0, "nothing replayed yet");
+    for round in 1..=10 {
+        graph.replay().unwrap();
+        if round % 5 == 0 {
+            assert_eq!(floats(&client, &x), vec![50.0 * (round + 1) as f32; N]);
+        }
+    }
+    assert_eq!(plans(&client), 1, "one plan, made at the first replay");
+    // Eager launches after the replays see their results, and the other way round.
+    chain(&client, &x, &ones, 3);
+    graph.replay().unwrap();
+    assert_eq!(floats(&client, &x), vec![603.0; N]);
+    Ok(())
+}
+
+fn an_update_makes_a_new_plan_and_writes_between_replays_are_seen() -> Result<(), Skip> {
+    let client = wgpu_client_or_skip()?;
+    let x = client.create_from_pod(&[1.0f32; N]);
+    let y = client.empty((N * 4) as u64);
+    let z = client.empty((N * 4) as u64);
+    let mut graph = client
+        .capture(|c| {
+            c.launch(
+                &library::SCALE,
+                cubes(),
+                Bindings::new().buffer(&x).buffer(&y).scalar_f32(2.0),
+            )?;
+            c.launch(
+                &library::ADD,
+                cubes(),
+                Bindings::new().buffer(&y).buffer(&x).buffer(&z),
+            )?;
+            c.launch(
+                &library::SCALE,
+                cubes(),
+                Bindings::new().buffer(&z).buffer(&z).scalar_f32(1.0),
+            )
+        })
+        .unwrap();
+    for value in [3.0f32, -0.5, 7.25] {
+        client.write(&x, bytemuck::cast_slice(&[value; N])).unwrap();
+        graph.replay().unwrap();
+        assert_eq!(floats(&client, &z), vec![value * 3.0; N]);
+    }
+    assert_eq!(plans(&client), 1);
+    graph.set_scalar_f32(0, 0, 10.0).unwrap();
+    graph.set_scalar_f32(2, 0, 0.5).unwrap();
+    client
+        .write(&x, bytemuck::cast_slice(&[2.0f32; N]))
+        .unwrap();
+    graph.replay().unwrap();
+    assert_eq!(floats(&client, &z), vec![11.0; N]);
+    assert_eq!(plans(&client), 2, "a new version, a new plan");
+    // The user drops its handles; the graph still has them, and its plan.
+    drop((x, y));
+    graph.replay().unwrap();
+    assert_eq!(floats(&client, &z), vec![11.0; N]);
+    assert_eq!(plans(&client), 2);
+    // A replay queued before an update keeps its values: the update applies to later ones.
+    graph.replay().unwrap();
+    graph.set_scalar_f32(0, 0, 1.0).unwrap();
+    assert_eq!(floats(&client, &z), vec![11.0; N]);
+    graph.replay().unwrap();
+    assert_eq!(floats(&client, &z), vec![2.0; N]);
+    Ok(())
+}
+
+fn a_view_not_bound_in_place_replays_launch_by_launch() -> Result<(), Skip> {
+    let client = wgpu_client_or_skip()?;
+    let values: Vec<f32> = (0..N).map(|i| i as f32).collect();
+    let x = client.create_from_pod(&values);
+    let ones = client.create_from_pod(&[1.0f32; N]);
+    // 4 bytes in: no device lets a storage binding start there.
+    let view = x.clone().offset_start(4);
+    let len = N - 1;
+    let graph = client
+        .capture(|c| {
+            for _ in 0..3 {
+                c.launch(
+                    &library::ADD,
+                    CubeCount::new_1d(len.div_ceil(256) as u32),
+                    Bindings::new().buffer(&view).buffer(&ones).buffer(&view),
+                )?;
+            }
+            Ok(())
+        })
+        .unwrap();
+    graph.replay().unwrap();
+    graph.replay().unwrap();
+    let expected: Vec<f32> = (0..N)
+        .map(|i| if i == 0 { 0.0 } else { i as f32 + 9.0 })
+        .collect();
+    assert_eq!(floats(&client, &x), expected);
+    assert_eq!(
+        plans(&client),
+        0,
+        "no plan: the view is copied around each launch"
+    );
+    Ok(())
+}
