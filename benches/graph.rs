@@ -142,7 +142,10 @@ fn graphs(c: &mut Criterion) {
     }
     #[cfg(feature = "wgpu")]
     match gpuworld::wgpu_client(gpuworld::WgpuConfig::default()) {
-        Ok(client) => bench_backend(c, "wgpu", client),
+        Ok(client) => {
+            bench_backend(c, "wgpu", client);
+            raw_wgpu::bench(c);
+        }
         Err(error) => eprintln!("SKIPPED wgpu: no adapter: {error}"),
     }
     #[cfg(feature = "cuda")]
@@ -322,3 +325,160 @@ mod group {
     criterion_group!(benches, graphs);
 }
 criterion_main!(group::benches);
+
+/// The raw side on wgpu: the same step as one compute pass of `k` dispatches of a hand-written
+/// `x += ones` (one pipeline, one bind group), submitted and waited for.
+#[cfg(feature = "wgpu")]
+mod raw_wgpu {
+    use super::{FLOATS, kernels};
+    use criterion::{Criterion, Throughput};
+    use gpuworld::wgpu;
+
+    const ADD_IN_PLACE: &str = "
+@group(0) @binding(0) var<storage, read_write> x: array<f32>;
+@group(0) @binding(1) var<storage, read> ones: array<f32>;
+@compute @workgroup_size(256)
+fn main(@builtin(global_invocation_id) id: vec3<u32>) {
+    if id.x < arrayLength(&x) { x[id.x] = x[id.x] + ones[id.x]; }
+}
+";
+
+    struct Raw {
+        device: wgpu::Device,
+        queue: wgpu::Queue,
+        pipeline: wgpu::ComputePipeline,
+        group: wgpu::BindGroup,
+        x: wgpu::Buffer,
+    }
+
+    impl Raw {
+        fn new() -> Option<Raw> {
+            let instance = wgpu::Instance::new(
+                wgpu::InstanceDescriptor::new_without_display_handle_from_env(),
+            );
+            let adapter =
+                pollster::block_on(instance.request_adapter(&wgpu::RequestAdapterOptions {
+                    power_preference: wgpu::PowerPreference::HighPerformance,
+                    ..Default::default()
+                }))
+                .ok()?;
+            let (device, queue) =
+                pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor::default()))
+                    .ok()?;
+            let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+                label: Some("raw add in place"),
+                source: wgpu::ShaderSource::Wgsl(ADD_IN_PLACE.into()),
+            });
+            let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+                label: Some("raw add in place"),
+                layout: None,
+                module: &module,
+                entry_point: Some("main"),
+                compilation_options: Default::default(),
+                cache: None,
+            });
+            let storage = |label, contents: f32| {
+                let buffer = device.create_buffer(&wgpu::BufferDescriptor {
+                    label: Some(label),
+                    size: (FLOATS * 4) as u64,
+                    usage: wgpu::BufferUsages::STORAGE
+                        | wgpu::BufferUsages::COPY_SRC
+                        | wgpu::BufferUsages::COPY_DST,
+                    mapped_at_creation: false,
+                });
+                queue.write_buffer(&buffer, 0, bytemuck::cast_slice(&[contents; FLOATS]));
+                buffer
+            };
+            let (x, ones) = (storage("x", 0.0), storage("ones", 1.0));
+            let group = device.create_bind_group(&wgpu::BindGroupDescriptor {
+                label: None,
+                layout: &pipeline.get_bind_group_layout(0),
+                entries: &[
+                    wgpu::BindGroupEntry {
+                        binding: 0,
+                        resource: x.as_entire_binding(),
+                    },
+                    wgpu::BindGroupEntry {
+                        binding: 1,
+                        resource: ones.as_entire_binding(),
+                    },
+                ],
+            });
+            Some(Raw {
+                device,
+                queue,
+                pipeline,
+                group,
+                x,
+            })
+        }
+
+        /// One step: `k` dispatches in one pass, submitted, waited for.
+        fn step(&self, k: usize) {
+            let mut encoder = self
+                .device
+                .create_command_encoder(&wgpu::CommandEncoderDescriptor::default());
+            {
+                let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor::default());
+                pass.set_pipeline(&self.pipeline);
+                pass.set_bind_group(0, &self.group, &[]);
+                for _ in 0..k {
+                    pass.dispatch_workgroups(FLOATS.div_ceil(256) as u32, 1, 1);
+                }
+            }
+            self.queue.submit([encoder.finish()]);
+            self.device
+                .poll(wgpu::PollType::wait_indefinitely())
+                .expect("the step completes");
+        }
+
+        /// `x[0]`, read back through a mapped copy.
+        fn first(&self) -> f32 {
+            let staging = self.device.create_buffer(&wgpu::BufferDescriptor {
+                label: None,
+                size: 4,
+                usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
+            });
+            let mut encoder = self
+                .device
+                .create_command_encoder(&wgpu::CommandEncoderDescriptor::default());
+            encoder.copy_buffer_to_buffer(&self.x, 0, &staging, 0, 4);
+            self.queue.submit([encoder.finish()]);
+            staging.slice(..).map_async(wgpu::MapMode::Read, |_| {});
+            self.device
+                .poll(wgpu::PollType::wait_indefinitely())
+                .expect("the copy completes");
+            let value = bytemuck::cast_slice::<u8, f32>(
+                &staging
+                    .slice(..)
+                    .get_mapped_range()
+                    .expect("mapped after the wait"),
+            )[0];
+            value
+        }
+    }
+
+    pub fn bench(c: &mut Criterion) {
+        let Some(raw) = Raw::new() else {
+            eprintln!("SKIPPED raw wgpu: no adapter");
+            return;
+        };
+        let mut group = c.benchmark_group("graph/wgpu_raw");
+        group.sample_size(20);
+        group.warm_up_time(std::time::Duration::from_millis(500));
+        group.measurement_time(std::time::Duration::from_secs(2));
+        let mut issued = 0u64;
+        for k in kernels() {
+            group.throughput(Throughput::Elements(k as u64));
+            group.bench_function(format!("one_pass/{k}"), |b| {
+                b.iter(|| {
+                    raw.step(k);
+                    issued += k as u64;
+                })
+            });
+        }
+        group.finish();
+        assert_eq!(raw.first() as u64, issued, "every raw dispatch ran once");
+    }
+}
