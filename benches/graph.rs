@@ -449,13 +449,12 @@ fn main(@builtin(global_invocation_id) id: vec3<u32>) {
             self.device
                 .poll(wgpu::PollType::wait_indefinitely())
                 .expect("the copy completes");
-            let value = bytemuck::cast_slice::<u8, f32>(
+            bytemuck::cast_slice::<u8, f32>(
                 &staging
                     .slice(..)
                     .get_mapped_range()
                     .expect("mapped after the wait"),
-            )[0];
-            value
+            )[0]
         }
     }
 
