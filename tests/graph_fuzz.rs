@@ -6,8 +6,8 @@
 //! a replay must do exactly what the eager frame does.
 //!
 //! `GPUWORLD_GRAPH_FUZZ_SEEDS=N` runs seeds `1..=N` (default 12), on cpu, the sim and CUDA (wgpu:
-//! at most 4); on wgpu and CUDA each seed also runs frames of launches on one stream, which those
-//! backends replay as one unit.
+//! at most 4); on cpu, wgpu and CUDA each seed also runs frames of launches on one stream, which
+//! those backends replay as one unit.
 
 #[path = "fuzz/rng.rs"]
 #[allow(dead_code)]
@@ -204,7 +204,7 @@ enum FrameShape {
     /// Launches and writes on both streams.
     Mixed,
     /// Launches on stream 0 only: what a backend may replay as one unit (a CUDA graph, a wgpu
-    /// plan); the eager work between replays stays mixed.
+    /// plan, one operation for a cpu worker); the eager work between replays stays mixed.
     LaunchesOnOneStream,
 }
 
@@ -299,6 +299,12 @@ fn replays_do_what_eager_frames_do_on_cpu() {
             seed,
             || gpuworld::cpu_client(Driver::DeviceThread).expect("a cpu client"),
             false,
+        );
+        run_seed_shaped(
+            seed,
+            || gpuworld::cpu_client(Driver::DeviceThread).expect("a cpu client"),
+            false,
+            FrameShape::LaunchesOnOneStream,
         );
     }
 }

@@ -238,10 +238,39 @@ fn kernel_stats_count_every_launch<B: Backend>(client: &ComputeClient<B>, timed:
 }
 
 fn kernel_stats_on_the_cpu_count_every_launch_with_its_worker_time() {
-    kernel_stats_count_every_launch(
-        &gpuworld::cpu_client(gpuworld::Driver::DeviceThread).unwrap(),
-        true,
-    );
+    let open = || gpuworld::cpu_client(gpuworld::Driver::DeviceThread).unwrap();
+    kernel_stats_count_every_launch(&open(), true);
+    kernel_stats_count_every_launch_of_a_replay(&open(), true);
+}
+
+/// A replay that the backend runs as one unit (a cpu worker's one operation, a wgpu plan) still
+/// counts each of its launches, timed as eager launches are.
+fn kernel_stats_count_every_launch_of_a_replay<B: Backend>(client: &ComputeClient<B>, timed: bool) {
+    let client = &client.with_stream(StreamId { value: 0 });
+    let buffer = client.empty(256 * 4);
+    let graph = client
+        .capture(|c| {
+            for _ in 0..5 {
+                fill(c, &buffer, 1);
+            }
+            Ok(())
+        })
+        .unwrap();
+    client.sync().unwrap();
+    client.set_kernel_stats(true);
+    for _ in 0..2 {
+        graph.replay().unwrap();
+    }
+    client.sync().unwrap();
+    client.sync().unwrap();
+    let stats = client.kernel_stats();
+    assert_eq!(stats.len(), 1, "{stats:?}");
+    assert_eq!(stats[0].launches, 10, "{stats:?}");
+    assert_eq!(stats[0].bytes_bound, 10 * 256 * 4);
+    if timed {
+        let times = stats[0].device_time.expect("timed launches");
+        assert!(times.p50 <= times.p99 && times.p99 <= times.total);
+    }
 }
 
 #[cfg(feature = "wgpu")]
@@ -254,6 +283,7 @@ fn kernel_stats_on_wgpu_count_every_launch() -> Result<(), common::Skip> {
             .contains(gpuworld::wgpu::Features::TIMESTAMP_QUERY)
     });
     kernel_stats_count_every_launch(&client, timed);
+    kernel_stats_count_every_launch_of_a_replay(&common::wgpu_client_or_skip()?, timed);
     Ok(())
 }
 

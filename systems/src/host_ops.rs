@@ -7,6 +7,7 @@
 use crate::backend::{DeviceEvent, LaunchCount, ReadTicket, Region};
 use crate::bytes::HostBytes;
 use crate::error::Error;
+use crate::graph::PlannedLaunch;
 use crate::host_launch::{HostLaunch, run_on_host};
 use crate::host_memory::HostMemory;
 use crate::ids::StreamId;
@@ -54,6 +55,13 @@ pub enum HostOp {
         /// The event waited on.
         event: DeviceEvent,
     },
+    /// Run a captured graph's launches in order, as one operation (`Backend::graph_replay`).
+    Replay {
+        /// The launches; their bindings index `buffers`.
+        launches: Vec<PlannedLaunch>,
+        /// The replay task's buffers.
+        buffers: SmallVec<[Region; 4]>,
+    },
 }
 
 /// What a finished operation leaves: a readback, a fault for its stream.
@@ -96,7 +104,7 @@ impl HostOp {
         backend: &'static str,
         stream: StreamId,
         read_buffer: impl FnOnce(u64) -> HostBytes,
-        walk: impl FnOnce(&HostLaunch<'_>),
+        mut walk: impl FnMut(&HostLaunch<'_>),
     ) -> Finished {
         match self {
             HostOp::Write { dst, data } => Finished {
@@ -136,6 +144,40 @@ impl HostOp {
                 .err(),
             },
             HostOp::Wait { .. } => Finished::default(),
+            HostOp::Replay { launches, buffers } => {
+                // Every launch runs, as eager launches would; the first fault is the stream's.
+                let mut fault = None;
+                for launch in launches {
+                    let regions: Option<SmallVec<[Region; 4]>> = (launch.bindings.iter())
+                        .map(|&i| buffers.get(usize::from(i)).copied())
+                        .collect();
+                    let ran = match regions {
+                        Some(regions) => run_on_host(
+                            memory,
+                            backend,
+                            stream,
+                            launch.kernel,
+                            LaunchCount::Static(launch.grid),
+                            &regions,
+                            &launch.scalars,
+                            launch.mode,
+                            &mut walk,
+                        ),
+                        None => Err(Error::device_fault(
+                            stream,
+                            format!(
+                                "graph replay of `{}` names a binding past the task's {}",
+                                launch.kernel.name,
+                                buffers.len()
+                            ),
+                        )),
+                    };
+                    if let Err(error) = ran {
+                        fault.get_or_insert(error);
+                    }
+                }
+                Finished { read: None, fault }
+            }
         }
     }
 }

@@ -150,9 +150,11 @@ impl HostTiming {
     }
 }
 
-/// What `op` is, for its [`OpTime`], and the bytes it binds.
-pub fn describe(op: &HostOp) -> (OpKind, u64) {
-    match op {
+/// What `op` is, for its [`OpTime`], and the bytes it binds. A replay counts as its first
+/// kernel's launch (backends send a replay's launches one by one while operations are timed);
+/// `None` for an empty one.
+pub fn describe(op: &HostOp) -> Option<(OpKind, u64)> {
+    Some(match op {
         HostOp::Write { dst, .. } => (OpKind::Write, dst.size),
         HostOp::Read { src, .. } => (OpKind::Read, src.size),
         HostOp::Launch {
@@ -164,5 +166,9 @@ pub fn describe(op: &HostOp) -> (OpKind, u64) {
             },
             0,
         ),
-    }
+        HostOp::Replay { launches, buffers } => (
+            OpKind::Launch(launches.first()?.kernel),
+            buffers.iter().map(|r| r.size).sum(),
+        ),
+    })
 }

@@ -321,7 +321,7 @@ impl SimBackend {
         op: HostOp,
         injected: Option<Injected>,
     ) -> u64 {
-        let timed = self.timing.measuring().then(|| describe(&op));
+        let timed = self.timing.measuring().then(|| describe(&op)).flatten();
         let clock_before = self.clock_ns;
         if let HostOp::Launch { kernel, count, .. } = &op {
             self.advance_clock(kernel, *count);
@@ -412,6 +412,26 @@ impl SimBackend {
             HostOp::Read { src, .. } => {
                 let cost = costs.copy_ns_per_byte.saturating_mul(src.size);
                 (0, cost, Some((name(), format!("read {}B", src.size))))
+            }
+            // The sim replays launch by launch (it makes no replay op); were it given one, it
+            // would cost what its launches cost.
+            HostOp::Replay { launches, buffers } => {
+                let cost = (launches.iter())
+                    .map(|launch| {
+                        let [x, y, z] = launch.grid;
+                        let cubes = u64::from(x) * u64::from(y) * u64::from(z);
+                        let bytes = (launch.bindings.iter())
+                            .filter_map(|&i| buffers.get(usize::from(i)))
+                            .map(|r| r.size)
+                            .sum();
+                        costs.rate(launch.kernel.id).cost(cubes, bytes)
+                    })
+                    .fold(0u64, u64::saturating_add);
+                (
+                    0,
+                    cost,
+                    Some((name(), format!("replay of {} launches", launches.len()))),
+                )
             }
         };
         self.timeline.run(queue, ready, cost, span);

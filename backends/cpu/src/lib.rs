@@ -9,14 +9,17 @@ mod worker;
 pub use memory_limit::{DEFAULT_LIMIT_PERCENT, default_memory_limit, physical_memory};
 
 use gpuworld_systems::backend::*;
-use gpuworld_systems::error::{ConfigError, Error};
+use gpuworld_systems::error::{ConfigError, DeviceError, Error};
+use gpuworld_systems::graph::PlannedLaunch;
 use gpuworld_systems::host_memory::HostMemory;
 use gpuworld_systems::host_ops::{HostOp, event_label};
 use gpuworld_systems::ids::StreamId;
 use gpuworld_systems::kernel::{CpuSource, ExecutionMode, Kernel};
+use gpuworld_systems::native::{NativeOp, NativeWork};
 use gpuworld_systems::open::{BackendSettings, DeviceId, DeviceInfo, OpenBackend};
 use gpuworld_systems::trace::{OpClock, OpTime};
 use parking_lot::{RwLock, RwLockReadGuard};
+use smallvec::SmallVec;
 use std::sync::Arc;
 use std::time::Duration;
 use worker::{Progress, StreamWorker};
@@ -357,6 +360,49 @@ impl Backend for CpuBackend {
         self.progress.elapsed(start, end)
     }
 
+    /// A replay of launches on one stream is one operation for the stream's worker.
+    fn replays_graphs() -> bool {
+        true
+    }
+
+    /// The replay's launches, handed to the stream's worker at once (`HostOp::Replay`).
+    fn graph_replay(
+        _graph: u64,
+        _version: u64,
+        launches: Vec<PlannedLaunch>,
+    ) -> Option<NativeWork> {
+        Some(Box::new(CpuReplay(parking_lot::Mutex::new(launches))))
+    }
+
+    fn run_native(
+        &mut self,
+        stream: DeviceStream,
+        buffers: &[Region],
+        work: NativeWork,
+    ) -> Result<(), Error> {
+        let Some(replay) = work.as_any().downcast_ref::<CpuReplay>() else {
+            return Err(Error::Device(DeviceError::BackendUnavailable {
+                backend: Self::NAME,
+                reason: format!("it runs no native work `{}`", work.name()).into(),
+            }));
+        };
+        let launches = std::mem::take(&mut *replay.0.lock());
+        let buffers: SmallVec<[Region; 4]> = buffers.iter().copied().collect();
+        if self.progress.measuring() {
+            // Timed launch by launch, as eager launches are.
+            for launch in launches {
+                let op = HostOp::Replay {
+                    launches: vec![launch],
+                    buffers: buffers.clone(),
+                };
+                self.send(stream, op);
+            }
+        } else {
+            self.send(stream, HostOp::Replay { launches, buffers });
+        }
+        Ok(())
+    }
+
     fn record_op_times(&mut self, on: bool) -> Option<OpClock> {
         self.progress.set_recording(on);
         Some(OpClock::HostSince(self.progress.epoch()))
@@ -364,6 +410,21 @@ impl Backend for CpuBackend {
 
     fn take_op_times(&mut self, into: &mut Vec<OpTime>) {
         self.progress.take_op_times(into);
+    }
+}
+
+/// A captured graph's launches, moved out by `run_native` (which sees the op only as a `dyn
+/// NativeOp`) into the operation it sends the stream's worker.
+#[derive(Debug)]
+struct CpuReplay(parking_lot::Mutex<Vec<PlannedLaunch>>);
+
+impl NativeOp for CpuReplay {
+    fn name(&self) -> &'static str {
+        "cpu graph replay"
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
     }
 }
 

@@ -94,7 +94,8 @@ impl Progress {
         self.state.lock().timing.take_ops(into);
     }
 
-    fn measuring(&self) -> bool {
+    /// Whether operations are timed now (each gets an `OpTime`).
+    pub(crate) fn measuring(&self) -> bool {
         self.measuring.load(Ordering::Relaxed)
     }
 
@@ -245,7 +246,8 @@ impl StreamWorker {
                 let mut batch = Vec::new();
                 while ops.take(&mut batch) {
                     for op in batch.drain(..) {
-                        let timed = shared.measuring().then(|| (describe(&op), Instant::now()));
+                        let timed = (shared.measuring().then(|| describe(&op)).flatten())
+                            .map(|what| (what, Instant::now()));
                         let finished = run(op, id, &memory, &staging, &shared);
                         let timed = timed.map(|(what, start)| (what, start, Instant::now()));
                         shared.finish(index, finished, timed);

@@ -230,7 +230,7 @@ impl SimBackend {
     /// The fault the plan attaches to an operation being enqueued.
     pub(super) fn fault_for_new(&mut self, kind: &HostOp) -> Option<Injected> {
         match kind {
-            HostOp::Launch { .. } => self
+            HostOp::Launch { .. } | HostOp::Replay { .. } => self
                 .faults
                 .launch()
                 .then_some(Injected::Instead("the launch failed (injected fault)")),
