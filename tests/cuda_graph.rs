@@ -1,7 +1,8 @@
 //! Captured graphs on CUDA (issue 28): a replay of launches on one stream runs as one CUDA graph
 //! (captured from the stream at its first replay, one `cuGraphLaunch` after), with the bytes of
 //! the eager run; an update makes a fresh CUDA graph; eager writes between replays are seen by the
-//! next one; a multi-stream replay runs its launches one by one, as correct. Needs a GPU.
+//! next one; a replay over two streams is one CUDA graph with a lane per stream, ordered where
+//! the streams share buffers, and each stream's later work follows it. Needs a GPU.
 
 mod common;
 
@@ -11,7 +12,7 @@ use gpuworld::{Bindings, ComputeClient, CubeCount, CudaBackend, Handle, StreamId
 test_main![
     a_replay_runs_as_one_cuda_graph_with_the_eager_runs_bytes,
     an_update_changes_the_cuda_graph_in_place_and_writes_between_replays_are_seen,
-    a_replay_over_two_streams_runs_its_launches_one_by_one,
+    a_replay_over_two_streams_is_one_cuda_graph_with_a_lane_per_stream,
 ];
 
 const N: usize = 1 << 12;
@@ -120,7 +121,7 @@ fn an_update_changes_the_cuda_graph_in_place_and_writes_between_replays_are_seen
     Ok(())
 }
 
-fn a_replay_over_two_streams_runs_its_launches_one_by_one() -> Result<(), Skip> {
+fn a_replay_over_two_streams_is_one_cuda_graph_with_a_lane_per_stream() -> Result<(), Skip> {
     let client = cuda_client_or_skip()?;
     // Explicit streams: a thread's own stream may have any number, 1 included.
     let (first, other) = (
@@ -130,23 +131,52 @@ fn a_replay_over_two_streams_runs_its_launches_one_by_one() -> Result<(), Skip> 
     let x = client.create_from_pod(&[0.0f32; N]);
     let ones = client.create_from_pod(&[1.0f32; N]);
     let y = client.create_from_pod(&[0.0f32; N]);
+    // A chain of its own on stream 1, sharing nothing with stream 0's until the last launch.
+    let w = client.create_from_pod(&[0.0f32; N]);
     let cubes = CubeCount::new_1d(N.div_ceil(256) as u32);
     let graph = client
         .capture(|_| {
             chain(&first, &x, &ones, 4);
+            chain(&other, &w, &ones, 3);
+            // Follows stream 0's chain (it reads x), and stream 1's (it writes y after w).
             other.launch(
                 &library::ADD,
                 cubes,
                 Bindings::new().buffer(&x).buffer(&y).buffer(&y),
+            )?;
+            // Stream 0 again: follows that launch on stream 1 (it reads y).
+            first.launch(
+                &library::ADD,
+                cubes,
+                Bindings::new().buffer(&y).buffer(&w).buffer(&w),
             )
         })
         .unwrap();
+    // The capture's run: x 4, w 3, y 4, w 7.
     for _ in 0..3 {
         graph.replay().unwrap();
     }
-    // x: 4 per run; y accumulates x after each run: 4 + 8 + 12 + 16.
+    assert_eq!(
+        executables(&client),
+        1,
+        "one CUDA graph across both streams"
+    );
+    // x: 4 per run. y accumulates x: 4 + 8 + 12 + 16 = 40. w: +3 then +y each run:
+    // 3 + 4 = 7; 10 + 12 = 22; 25 + 24 = 49; 52 + 40 = 92.
     assert_eq!(floats(&client, &x), vec![16.0; N]);
     assert_eq!(floats(&client, &y), vec![40.0; N]);
-    assert_eq!(executables(&client), 0, "no CUDA graph across streams yet");
+    assert_eq!(floats(&client, &w), vec![92.0; N]);
+    // Stream 1's later work follows the replay's launches on it: an eager launch there sees y.
+    graph.replay().unwrap();
+    other
+        .launch(
+            &library::ADD,
+            cubes,
+            Bindings::new().buffer(&y).buffer(&ones).buffer(&y),
+        )
+        .unwrap();
+    other.sync().unwrap();
+    assert_eq!(floats(&client, &y), vec![61.0; N]);
+    assert_eq!(executables(&client), 1);
     Ok(())
 }

@@ -7,7 +7,8 @@
 //!
 //! `GPUWORLD_GRAPH_FUZZ_SEEDS=N` runs seeds `1..=N` (default 12), on cpu, the sim and CUDA (wgpu:
 //! at most 4); on cpu, wgpu and CUDA each seed also runs frames of launches on one stream, which
-//! those backends replay as one unit.
+//! those backends replay as one unit, and on CUDA frames of launches on both streams (one CUDA
+//! graph with a lane per stream).
 
 #[path = "fuzz/rng.rs"]
 #[allow(dead_code)]
@@ -206,6 +207,8 @@ enum FrameShape {
     /// Launches on stream 0 only: what a backend may replay as one unit (a CUDA graph, a wgpu
     /// plan, one operation for a cpu worker); the eager work between replays stays mixed.
     LaunchesOnOneStream,
+    /// Launches on both streams: one CUDA graph with a lane per stream.
+    LaunchesOnTwoStreams,
 }
 
 fn run_seed<B: Backend>(seed: u64, make: impl Fn() -> ComputeClient<B>, manual: bool) {
@@ -230,6 +233,7 @@ fn run_seed_shaped<B: Backend>(
         .map(|_| match shape {
             FrameShape::Mixed => (random_op(&mut rng, &sizes), rng.below(2)),
             FrameShape::LaunchesOnOneStream => (random_launch(&mut rng, &sizes), 0),
+            FrameShape::LaunchesOnTwoStreams => (random_launch(&mut rng, &sizes), rng.below(2)),
         })
         .collect();
     eager.frame(&frame).expect("the eager frame");
@@ -365,14 +369,19 @@ fn replays_do_what_eager_frames_do_on_cuda() {
         eprintln!("SKIPPED: no CUDA driver: {error}");
         return;
     }
-    // Frames of launches on one stream replay as CUDA graphs.
+    // Frames of launches replay as CUDA graphs, with a lane per stream.
     for seed in 1..=seeds() {
         run_seed(seed, || open().expect("the driver opened before"), false);
-        run_seed_shaped(
-            seed,
-            || open().expect("the driver opened before"),
-            false,
+        for shape in [
             FrameShape::LaunchesOnOneStream,
-        );
+            FrameShape::LaunchesOnTwoStreams,
+        ] {
+            run_seed_shaped(
+                seed,
+                || open().expect("the driver opened before"),
+                false,
+                shape,
+            );
+        }
     }
 }

@@ -500,8 +500,21 @@ pub trait Backend: Send + Sync + 'static {
     {
         false
     }
-    /// A captured graph's replay of `launches` (all on one stream, with static grids) as one
-    /// native op the backend runs itself, over the replay task's bindings (a CUDA graph, made at
+    /// Whether [`Backend::graph_replay`] also takes replays whose launches span several streams
+    /// (lanes with dependencies between them, each launch's [`PlannedLaunch::lane`] and
+    /// [`PlannedLaunch::after`]); its `run_native` then also runs
+    /// [`crate::graph::ReplayLaneEnd`], as nothing.
+    ///
+    /// [`PlannedLaunch::lane`]: crate::graph::PlannedLaunch::lane
+    /// [`PlannedLaunch::after`]: crate::graph::PlannedLaunch::after
+    fn replays_graphs_across_streams() -> bool
+    where
+        Self: Sized,
+    {
+        false
+    }
+    /// A captured graph's replay of `launches` (with static grids, on one stream unless
+    /// [`Backend::replays_graphs_across_streams`]) as one native op the backend runs itself, over the replay task's bindings (a CUDA graph, made at
     /// the first replay of `graph` at `version` and launched with one call after); `None` by
     /// default, and the replay's launches are tasks of their own.
     fn graph_replay(

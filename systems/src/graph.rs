@@ -1,6 +1,7 @@
 //! Captured graphs (issue 28): what a capture records ([`Recorded`], kept by the inbox's
 //! [`Recording`], `inbox/capture.rs`), and the launches of a replay that a backend runs as one
-//! unit ([`PlannedLaunch`], `Backend::graph_replay`: a CUDA graph).
+//! unit ([`PlannedLaunch`], `Backend::graph_replay`: a CUDA graph), with the lanes of a replay
+//! over several streams ([`ReplayLaneEnd`]).
 
 pub use crate::inbox::capture::{Recorded, Recording};
 use crate::kernel::{ExecutionMode, Kernel};
@@ -8,7 +9,8 @@ use smallvec::SmallVec;
 
 /// One launch of a replay that a backend runs as one unit ([`crate::Backend::graph_replay`]):
 /// its kernel, grid, which of the replay task's bindings it takes, in order, its scalars and
-/// mode.
+/// mode, and, in a replay over several streams, its lane and the launches of other lanes it
+/// follows.
 #[derive(Clone, Debug)]
 pub struct PlannedLaunch {
     /// The kernel.
@@ -21,4 +23,28 @@ pub struct PlannedLaunch {
     pub scalars: SmallVec<[u32; 4]>,
     /// Checked or unchecked.
     pub mode: ExecutionMode,
+    /// The stream it was captured on, as a lane of the replay: 0 for the replay task's own
+    /// stream, then the others in order of first use. One lane runs its launches in order.
+    pub lane: u8,
+    /// Earlier launches (indices in the replay) on other lanes that it must follow: for each
+    /// other lane, the last one that writes a buffer it binds or binds a buffer it writes, as
+    /// the runtime would order the eager launches with events.
+    pub after: SmallVec<[u16; 2]>,
+}
+
+/// The end of one lane (a stream other than the replay task's own) of a replay over several
+/// streams, queued on that stream right after the replay, binding the buffers the lane's
+/// launches wrote: later work on that stream (a `sync` included) follows the replay as it would
+/// the lane's launches. A backend that replays across streams runs it as nothing.
+#[derive(Debug)]
+pub struct ReplayLaneEnd;
+
+impl crate::native::NativeOp for ReplayLaneEnd {
+    fn name(&self) -> &'static str {
+        "graph replay lane end"
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
 }

@@ -84,10 +84,12 @@ pub(crate) struct GraphCache {
     updates: u64,
     /// Captures made.
     captures: u64,
-    /// The stream captures run on, made at the first: one nobody else queries (a query of a
-    /// capturing stream, such as a caller waiting on the runtime's streams does, invalidates
-    /// the capture).
-    capture_stream: Option<sys::CUstream>,
+    /// The streams captures run on, one per lane, made at first need: streams nobody else
+    /// queries (a query of a capturing stream, such as a caller waiting on the runtime's
+    /// streams does, invalidates the capture).
+    capture_streams: Vec<sys::CUstream>,
+    /// Events that fork, join and order the lanes of a capture, made at first need.
+    capture_events: Vec<sys::CUevent>,
 }
 
 impl GraphCache {
@@ -124,12 +126,16 @@ impl GraphCache {
         (self.captures, self.updates)
     }
 
-    /// Destroys every executable and the capture stream (the context is idle).
+    /// Destroys every executable, the capture streams and their events (the context is idle).
     pub(crate) fn clear(&mut self) {
         self.execs.drain(..).for_each(Executable::destroy);
-        if let Some(stream) = self.capture_stream.take() {
+        for stream in self.capture_streams.drain(..) {
             // SAFETY: a stream of this context, which is idle; never used again.
             unsafe { sys::cuStreamDestroy_v2(stream) };
+        }
+        for event in self.capture_events.drain(..) {
+            // SAFETY: an event of this context, used by no pending work; never used again.
+            unsafe { sys::cuEventDestroy_v2(event) };
         }
     }
 }
@@ -141,6 +147,8 @@ fn same_shape(old: &[PlannedLaunch], new: &[PlannedLaunch]) -> bool {
         && old.iter().zip(new).all(|(a, b)| {
             std::ptr::eq(a.kernel, b.kernel)
                 && a.grid == b.grid
+                && a.lane == b.lane
+                && a.after == b.after
                 && a.mode == b.mode
                 && a.bindings.len() == b.bindings.len()
                 && a.scalars.len() == b.scalars.len()
@@ -259,47 +267,127 @@ impl CudaBackend {
             self.kernels.function(launch.kernel, launch.mode, false)?;
         }
         self.work_stream(s);
-        let stream = match self.graphs.capture_stream {
-            Some(stream) => stream,
-            None => {
-                let mut stream = std::ptr::null_mut();
-                let flags = sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32;
-                // SAFETY: creates a stream of this context, destroyed by `GraphCache::clear`.
-                let code = unsafe { sys::cuStreamCreate(&mut stream, flags) };
-                if code != sys::CUresult::CUDA_SUCCESS {
-                    return Err(failed(self, s, "cuStreamCreate", code));
-                }
-                self.graphs.capture_stream = Some(stream);
-                stream
+        let lanes = op
+            .launches
+            .iter()
+            .map(|l| usize::from(l.lane) + 1)
+            .max()
+            .unwrap_or(1);
+        while self.graphs.capture_streams.len() < lanes {
+            let mut stream = std::ptr::null_mut();
+            let flags = sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32;
+            // SAFETY: creates a stream of this context, destroyed by `GraphCache::clear`.
+            let code = unsafe { sys::cuStreamCreate(&mut stream, flags) };
+            if code != sys::CUresult::CUDA_SUCCESS {
+                return Err(failed(self, s, "cuStreamCreate", code));
             }
-        };
-        // The launches go to the capture stream in stream `s`'s place (the capture runs
+            self.graphs.capture_streams.push(stream);
+        }
+        // The events a capture records: a fork, one per launch another lane follows, one join
+        // per lane past the first.
+        let targets = op.launches.iter().flat_map(|l| &l.after).count();
+        while self.graphs.capture_events.len() < 1 + targets + lanes {
+            let mut event = std::ptr::null_mut();
+            let flags = sys::CUevent_flags::CU_EVENT_DISABLE_TIMING as u32;
+            // SAFETY: creates an event of this context, destroyed by `GraphCache::clear`.
+            let code = unsafe { sys::cuEventCreate(&mut event, flags) };
+            if code != sys::CUresult::CUDA_SUCCESS {
+                return Err(failed(self, s, "cuEventCreate", code));
+            }
+            self.graphs.capture_events.push(event);
+        }
+        // The launches go to the capture streams in stream `s`'s place (the capture runs
         // nothing: the executable is launched on `s` after).
-        self.capture_on(s, stream, buffers, op)
+        let streams: SmallVec<[sys::CUstream; 4]> = self.graphs.capture_streams[..lanes]
+            .iter()
+            .copied()
+            .collect();
+        let events = self.graphs.capture_events.clone();
+        self.capture_on(s, &streams, &events, buffers, op)
     }
 
-    /// Captures `op`'s launches, made as stream `s`'s, on `stream`, noting each launch's node.
+    /// Captures `op`'s launches, made as stream `s`'s, each on the stream of its lane (`streams`,
+    /// the first beginning and ending the capture), noting each launch's node. The other lanes
+    /// fork from the first at the start, with no dependency; a launch waits for the launches of
+    /// other lanes it follows (its `after`), and every lane joins the first at the end. `events`
+    /// holds enough for a fork, one per followed launch and a join per lane.
     fn capture_on(
         &mut self,
         s: usize,
-        stream: sys::CUstream,
+        streams: &[sys::CUstream],
+        events: &[sys::CUevent],
         buffers: &[Region],
         op: &GraphReplay,
     ) -> Result<Executable, Error> {
+        let origin = streams[0];
         // SAFETY: a stream of this context; the capture ends below on every path.
         let code = unsafe {
             sys::cuStreamBeginCapture_v2(
-                stream,
+                origin,
                 sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED,
             )
         };
         if code != sys::CUresult::CUDA_SUCCESS {
             return Err(failed(self, s, "cuStreamBeginCapture", code));
         }
+        let mut next_event = events.iter().copied();
         let mut captured = Ok(());
+        // Record `event` on `from` and make `to` wait for it: inside the capture, an edge.
+        let order = |event: Option<sys::CUevent>, from: sys::CUstream, to: sys::CUstream| {
+            let Some(event) = event else {
+                return sys::CUresult::CUDA_ERROR_INVALID_VALUE;
+            };
+            // SAFETY: an event and streams of this context, the streams in this capture.
+            unsafe {
+                match sys::cuEventRecord(event, from) {
+                    sys::CUresult::CUDA_SUCCESS => sys::cuStreamWaitEvent(to, event, 0),
+                    code => code,
+                }
+            }
+        };
+        if streams.len() > 1 {
+            let fork = next_event.next();
+            for &lane in &streams[1..] {
+                let code = order(fork, origin, lane);
+                if code != sys::CUresult::CUDA_SUCCESS {
+                    captured = Err(failed(self, s, "the fork of a graph's lanes", code));
+                }
+            }
+        }
+        // For each launch another lane follows, the event recorded after it.
+        let mut after_events: Vec<Option<sys::CUevent>> = vec![None; op.launches.len()];
+        let followed: Vec<bool> = {
+            let mut followed = vec![false; op.launches.len()];
+            for &i in op.launches.iter().flat_map(|l| &l.after) {
+                if let Some(f) = followed.get_mut(usize::from(i)) {
+                    *f = true;
+                }
+            }
+            followed
+        };
         let mut nodes = Vec::with_capacity(op.launches.len());
-        let mut last: Option<sys::CUgraphNode> = None;
-        for launch in &op.launches {
+        let mut last: SmallVec<[Option<sys::CUgraphNode>; 4]> =
+            smallvec::smallvec![None; streams.len()];
+        for (j, launch) in op.launches.iter().enumerate() {
+            if captured.is_err() {
+                break;
+            }
+            let lane = usize::from(launch.lane).min(streams.len() - 1);
+            let stream = streams[lane];
+            for &i in &launch.after {
+                let event = after_events.get(usize::from(i)).copied().flatten();
+                let code = match event {
+                    // SAFETY: an event of this context recorded in this capture; a stream in it.
+                    Some(event) => unsafe { sys::cuStreamWaitEvent(stream, event, 0) },
+                    None => sys::CUresult::CUDA_ERROR_INVALID_VALUE,
+                };
+                if code != sys::CUresult::CUDA_SUCCESS {
+                    captured = Err(failed(self, s, "a wait between a graph's lanes", code));
+                }
+            }
+            if captured.is_err() {
+                break;
+            }
             let regions: SmallVec<[Region; 4]> = launch
                 .bindings
                 .iter()
@@ -317,11 +405,31 @@ impl CudaBackend {
             if captured.is_err() {
                 break;
             }
-            // The node the launch added is what the stream's next work would depend on.
-            let node = capture_tip(stream).filter(|&node| Some(node) != last);
+            // The node the launch added is what the lane's next work would depend on.
+            let node = capture_tip(stream).filter(|&node| Some(node) != last[lane]);
             nodes.push(node);
-            last = node.or(last);
+            last[lane] = node.or(last[lane]);
+            if followed[j] {
+                let event = next_event.next();
+                after_events[j] = event;
+                let code = match event {
+                    // SAFETY: an event of this context and a stream in this capture.
+                    Some(event) => unsafe { sys::cuEventRecord(event, stream) },
+                    None => sys::CUresult::CUDA_ERROR_INVALID_VALUE,
+                };
+                if code != sys::CUresult::CUDA_SUCCESS {
+                    captured = Err(failed(self, s, "an event between a graph's lanes", code));
+                }
+            }
         }
+        // Every lane joins the first, on every path: a capture left unjoined does not end.
+        for &lane in streams.iter().skip(1) {
+            let code = order(next_event.next(), lane, origin);
+            if code != sys::CUresult::CUDA_SUCCESS && captured.is_ok() {
+                captured = Err(failed(self, s, "the join of a graph's lanes", code));
+            }
+        }
+        let stream = origin;
         let mut graph = std::ptr::null_mut();
         // SAFETY: ends the capture begun above; `graph` is an out-pointer.
         let code = unsafe { sys::cuStreamEndCapture(stream, &mut graph) };

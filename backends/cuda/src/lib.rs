@@ -421,7 +421,12 @@ impl Backend for CudaBackend {
         true
     }
 
-    /// A replay of launches on one stream as one CUDA graph (`graphs.rs`).
+    /// Lanes of a CUDA graph, one per stream, ordered by events (`graphs.rs`).
+    fn replays_graphs_across_streams() -> bool {
+        true
+    }
+
+    /// A replay of launches as one CUDA graph (`graphs.rs`).
     fn graph_replay(
         graph: u64,
         version: u64,
@@ -607,6 +612,11 @@ impl Backend for CudaBackend {
         }
         if let Some(replay) = graphs::as_graph_replay(&work) {
             return self.run_graph(s, buffers, replay);
+        }
+        if work.as_any().is::<gpuworld_systems::graph::ReplayLaneEnd>() {
+            // Its place in the stream's order is the point: the runtime made the stream wait
+            // for the replay's event before it.
+            return Ok(());
         }
         let Some(call) = nccl::as_nccl_call(&work) else {
             return Err(Error::Device(DeviceError::BackendUnavailable {

@@ -22,7 +22,7 @@ use super::tick::TickStage;
 use crate::backend::{Backend, LaunchCount};
 use crate::binding::Binding;
 use crate::bytes::HostBytes;
-use crate::graph::{PlannedLaunch, Recorded};
+use crate::graph::{PlannedLaunch, Recorded, ReplayLaneEnd};
 use crate::ids::{HandleId, StreamId};
 use crate::inbox::{Command, Inbox};
 use crate::kernel::{CubeCount, ExecutionMode, Kernel};
@@ -455,8 +455,11 @@ impl Ingest<'_> {
         }
     }
 
-    /// A replay of launches only, on one stream, with static grids, as one native task the
-    /// backend runs itself (`Backend::graph_replay`: a CUDA graph); whether it was.
+    /// A replay of launches only, with static grids, as one native task the backend runs itself
+    /// (`Backend::graph_replay`: a CUDA graph, a wgpu plan, one operation of a cpu worker); on
+    /// one stream, or on several where the backend replays across streams: then the task goes
+    /// on the first launch's stream with each launch's lane and the launches of other lanes it
+    /// follows, and each other stream gets a [`ReplayLaneEnd`] after it. Whether it was.
     fn replay_as_one<B: Backend>(
         &mut self,
         world: &mut World,
@@ -471,11 +474,22 @@ impl Ingest<'_> {
         let Some(Recorded::Launch { stream: first, .. }) = commands.first() else {
             return false;
         };
-        let eligible = commands.iter().all(|command| {
-            matches!(command, Recorded::Launch { count: CubeCount::Static(..), stream, .. }
-                if stream == first)
-        });
-        if !eligible {
+        // The replay's streams, its lanes: the first launch's, then the others in order.
+        let mut lanes = SmallVec::<[StreamId; 4]>::new();
+        for command in commands {
+            let Recorded::Launch {
+                count: CubeCount::Static(..),
+                stream,
+                ..
+            } = command
+            else {
+                return false;
+            };
+            if !lanes.contains(stream) {
+                lanes.push(*stream);
+            }
+        }
+        if lanes.len() > 1 && (!B::replays_graphs_across_streams() || lanes.len() > MAX_LANES) {
             return false;
         }
         let stream = self.stream_entity(world, taken, *first);
@@ -484,7 +498,9 @@ impl Ingest<'_> {
         // per replay to the frame's buffers, not its launches.
         let mut bindings = SmallVec::<[TaskBinding; 4]>::new();
         let mut seen = rustc_hash::FxHashMap::<(HandleId, u64, u64), u16>::default();
-        let mut planned = Vec::with_capacity(commands.len());
+        let mut planned: Vec<PlannedLaunch> = Vec::with_capacity(commands.len());
+        // Per launch, the handles it binds and whether it writes each (for lane dependencies).
+        let mut touches: Vec<SmallVec<[(HandleId, bool); 4]>> = Vec::new();
         for command in commands {
             let Recorded::Launch {
                 kernel,
@@ -492,15 +508,17 @@ impl Ingest<'_> {
                 buffers,
                 scalars,
                 mode,
-                ..
+                stream: launch_stream,
             } = command
             else {
                 return false;
             };
             let params = kernel.signature.buffers;
             let mut indices = SmallVec::new();
+            let mut touched = SmallVec::new();
             for (i, binding) in buffers.iter().enumerate() {
                 let writes = params.get(i).is_none_or(|p| p.access.writes());
+                touched.push((binding.handle(), writes));
                 let key = (
                     binding.handle(),
                     binding.offset_start(),
@@ -522,18 +540,59 @@ impl Ingest<'_> {
                 indices.push(index);
                 bindings.push(resolved);
             }
+            let lane = lanes.iter().position(|s| s == launch_stream).unwrap_or(0);
+            let after = if lanes.len() > 1 {
+                lane_dependencies(&planned, &touches, lane as u8, &touched)
+            } else {
+                SmallVec::new()
+            };
             planned.push(PlannedLaunch {
                 kernel,
                 grid: [*x, *y, *z],
                 bindings: indices,
                 scalars: scalars.clone(),
                 mode: *mode,
+                lane: lane as u8,
+                after,
             });
+            touches.push(touched);
         }
+        let launch_lanes: SmallVec<[u8; 16]> = planned.iter().map(|l| l.lane).collect();
         let Some(work) = B::graph_replay(graph, version, planned) else {
             return false;
         };
         self.spawn_task(stream, TaskWork::Native(work), bindings);
+        // Each other lane's stream follows the replay where its launches wrote: a lane end
+        // binding those buffers, after the replay task that wrote them.
+        for (lane, lane_stream) in lanes.iter().enumerate().skip(1) {
+            let entity = self.stream_entity(world, taken, *lane_stream);
+            let mut ends = SmallVec::<[TaskBinding; 4]>::new();
+            for (&launch_lane, command) in launch_lanes.iter().zip(commands) {
+                let Recorded::Launch {
+                    buffers, kernel, ..
+                } = command
+                else {
+                    continue;
+                };
+                if usize::from(launch_lane) != lane {
+                    continue;
+                }
+                for (i, binding) in buffers.iter().enumerate() {
+                    let writes = kernel
+                        .signature
+                        .buffers
+                        .get(i)
+                        .is_none_or(|p| p.access.writes());
+                    if !writes {
+                        continue;
+                    }
+                    if let Ok(resolved) = self.resolve(world, binding, true, entity) {
+                        ends.push(resolved);
+                    }
+                }
+            }
+            self.spawn_task(entity, TaskWork::Native(Box::new(ReplayLaneEnd)), ends);
+        }
         true
     }
 
@@ -730,6 +789,38 @@ impl Ingest<'_> {
     }
 }
 
+/// Streams a replay may span and still run as one unit.
+const MAX_LANES: usize = 8;
+
+/// The launches of other lanes that a launch on `lane` binding `touched` must follow, given the
+/// launches `planned` before it (and what each touched): per other lane, the last that writes a
+/// handle it binds, or binds a handle it writes (views of one handle count as one, as a
+/// conservative stand-in for overlap).
+fn lane_dependencies(
+    planned: &[PlannedLaunch],
+    touches: &[SmallVec<[(HandleId, bool); 4]>],
+    lane: u8,
+    touched: &[(HandleId, bool)],
+) -> SmallVec<[u16; 2]> {
+    let mut after = SmallVec::<[u16; 2]>::new();
+    let mut lanes_done = SmallVec::<[u8; 4]>::new();
+    for (index, (earlier, earlier_touched)) in planned.iter().zip(touches).enumerate().rev() {
+        if earlier.lane == lane || lanes_done.contains(&earlier.lane) {
+            continue;
+        }
+        let conflicts = touched.iter().any(|&(handle, writes)| {
+            earlier_touched
+                .iter()
+                .any(|&(other, other_writes)| other == handle && (writes || other_writes))
+        });
+        if conflicts && let Ok(index) = u16::try_from(index) {
+            after.push(index);
+            lanes_done.push(earlier.lane);
+        }
+    }
+    after
+}
+
 /// Whether released memory is still on its way back to the pools: an allocation that found none
 /// may succeed once it has retired.
 fn memory_retiring(world: &mut World) -> bool {
@@ -787,5 +878,54 @@ mod tests {
             }
             other => panic!("expected OutOfRange, got {other:?}"),
         }
+    }
+}
+
+#[cfg(test)]
+mod lane_tests {
+    use super::lane_dependencies;
+    use crate::graph::PlannedLaunch;
+    use crate::ids::HandleId;
+    use crate::kernel::ExecutionMode;
+    use smallvec::SmallVec;
+
+    fn launch(lane: u8) -> PlannedLaunch {
+        PlannedLaunch {
+            kernel: &crate::library::ADD,
+            grid: [1, 1, 1],
+            bindings: SmallVec::new(),
+            scalars: SmallVec::new(),
+            mode: ExecutionMode::Checked,
+            lane,
+            after: SmallVec::new(),
+        }
+    }
+
+    #[test]
+    fn a_launch_follows_the_last_conflicting_launch_of_each_other_lane() {
+        let (a, b, c) = (HandleId(1), HandleId(2), HandleId(3));
+        // (lane, what it binds: handle, writes)
+        let frame: [(u8, &[(HandleId, bool)]); 6] = [
+            (0, &[(a, true)]),              // 0: writes a
+            (1, &[(a, false), (b, true)]),  // 1: reads a: follows 0
+            (1, &[(c, true)]),              // 2: nothing shared with lane 0
+            (0, &[(c, false)]),             // 3: reads c: follows 2
+            (0, &[(b, false)]),             // 4: reads b, which lane 1 wrote before 2: follows 1
+            (2, &[(a, false), (c, false)]), // 5: readers of what lanes 0 and 1 wrote
+        ];
+        let mut planned = Vec::new();
+        let mut touches: Vec<SmallVec<[(HandleId, bool); 4]>> = Vec::new();
+        let mut afters = Vec::new();
+        for (lane, touched) in frame {
+            let after = lane_dependencies(&planned, &touches, lane, touched);
+            afters.push(after.to_vec());
+            planned.push(launch(lane));
+            touches.push(touched.iter().copied().collect());
+        }
+        assert_eq!(
+            afters,
+            vec![vec![], vec![0], vec![], vec![2], vec![1], vec![2, 0]],
+            "two readers of one handle on two lanes do not wait for each other"
+        );
     }
 }
