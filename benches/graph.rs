@@ -119,6 +119,34 @@ fn bench_backend<B: Backend>(c: &mut Criterion, name: &str, client: ComputeClien
                 issued += k as u64;
             })
         });
+        // The same number of kernels as two chains of k/2, one per stream: eager, and replayed
+        // (on CUDA one graph with a lane per stream, the chains running side by side).
+        let streams = [0, 1].map(|value| client.with_stream(gpuworld::StreamId { value }));
+        let chains = [0, 1].map(|_| client.create_from_pod(&[0.0f32; FLOATS]));
+        let two_chains = |c: &[ComputeClient<B>; 2]| {
+            for (stream, x) in c.iter().zip(&chains) {
+                step(stream, x, &ones, k / 2);
+            }
+        };
+        group.bench_function(format!("two_streams_eager/{k}"), |b| {
+            b.iter(|| {
+                two_chains(&streams);
+                streams.iter().for_each(|s| s.sync().expect("sync"));
+            })
+        });
+        let two = client
+            .capture(|_| {
+                two_chains(&streams);
+                Ok(())
+            })
+            .expect("capture");
+        group.bench_function(format!("two_streams_replay/{k}"), |b| {
+            b.iter(|| {
+                two.replay().expect("replay");
+                streams.iter().for_each(|s| s.sync().expect("sync"));
+            })
+        });
+        drop(two);
         let value = client.read_one_as::<f32>(&x).expect("read")[0];
         assert_eq!(
             value as u64, issued,

@@ -156,16 +156,16 @@ fn a_replay_over_two_streams_is_one_cuda_graph_with_a_lane_per_stream() -> Resul
     for _ in 0..3 {
         graph.replay().unwrap();
     }
-    assert_eq!(
-        executables(&client),
-        1,
-        "one CUDA graph across both streams"
-    );
     // x: 4 per run. y accumulates x: 4 + 8 + 12 + 16 = 40. w: +3 then +y each run:
     // 3 + 4 = 7; 10 + 12 = 22; 25 + 24 = 49; 52 + 40 = 92.
     assert_eq!(floats(&client, &x), vec![16.0; N]);
     assert_eq!(floats(&client, &y), vec![40.0; N]);
     assert_eq!(floats(&client, &w), vec![92.0; N]);
+    assert_eq!(
+        executables(&client),
+        1,
+        "one CUDA graph across both streams"
+    );
     // Stream 1's later work follows the replay's launches on it: an eager launch there sees y.
     graph.replay().unwrap();
     other

@@ -520,7 +520,7 @@ pub trait Backend: Send + Sync + 'static {
     fn graph_replay(
         _graph: u64,
         _version: u64,
-        _launches: Vec<crate::graph::PlannedLaunch>,
+        _launches: std::sync::Arc<[crate::graph::PlannedLaunch]>,
     ) -> Option<crate::native::NativeWork>
     where
         Self: Sized,

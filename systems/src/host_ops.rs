@@ -58,7 +58,7 @@ pub enum HostOp {
     /// Run a captured graph's launches in order, as one operation (`Backend::graph_replay`).
     Replay {
         /// The launches; their bindings index `buffers`.
-        launches: Vec<PlannedLaunch>,
+        launches: Arc<[PlannedLaunch]>,
         /// The replay task's buffers.
         buffers: SmallVec<[Region; 4]>,
     },
@@ -147,7 +147,7 @@ impl HostOp {
             HostOp::Replay { launches, buffers } => {
                 // Every launch runs, as eager launches would; the first fault is the stream's.
                 let mut fault = None;
-                for launch in launches {
+                for launch in launches.iter() {
                     let regions: Option<SmallVec<[Region; 4]>> = (launch.bindings.iter())
                         .map(|&i| buffers.get(usize::from(i)).copied())
                         .collect();

@@ -369,9 +369,9 @@ impl Backend for CpuBackend {
     fn graph_replay(
         _graph: u64,
         _version: u64,
-        launches: Vec<PlannedLaunch>,
+        launches: Arc<[PlannedLaunch]>,
     ) -> Option<NativeWork> {
-        Some(Box::new(CpuReplay(parking_lot::Mutex::new(launches))))
+        Some(Box::new(CpuReplay(launches)))
     }
 
     fn run_native(
@@ -386,13 +386,13 @@ impl Backend for CpuBackend {
                 reason: format!("it runs no native work `{}`", work.name()).into(),
             }));
         };
-        let launches = std::mem::take(&mut *replay.0.lock());
+        let launches = replay.0.clone();
         let buffers: SmallVec<[Region; 4]> = buffers.iter().copied().collect();
         if self.progress.measuring() {
             // Timed launch by launch, as eager launches are.
-            for launch in launches {
+            for launch in launches.iter() {
                 let op = HostOp::Replay {
-                    launches: vec![launch],
+                    launches: Arc::from([launch.clone()]),
                     buffers: buffers.clone(),
                 };
                 self.send(stream, op);
@@ -413,10 +413,9 @@ impl Backend for CpuBackend {
     }
 }
 
-/// A captured graph's launches, moved out by `run_native` (which sees the op only as a `dyn
-/// NativeOp`) into the operation it sends the stream's worker.
+/// A captured graph's launches, for the operation `run_native` sends the stream's worker.
 #[derive(Debug)]
-struct CpuReplay(parking_lot::Mutex<Vec<PlannedLaunch>>);
+struct CpuReplay(Arc<[PlannedLaunch]>);
 
 impl NativeOp for CpuReplay {
     fn name(&self) -> &'static str {

@@ -15,6 +15,7 @@ use gpuworld_systems::backend::{LaunchCount, NativeOp, NativeWork, Region};
 use gpuworld_systems::error::Error;
 use gpuworld_systems::graph::PlannedLaunch;
 use smallvec::SmallVec;
+use std::sync::Arc;
 
 /// Executables kept at most; the oldest goes first.
 const KEPT: usize = 64;
@@ -24,12 +25,12 @@ const KEPT: usize = 64;
 pub struct GraphReplay {
     graph: u64,
     version: u64,
-    launches: Vec<PlannedLaunch>,
+    launches: Arc<[PlannedLaunch]>,
 }
 
 impl GraphReplay {
     /// The op for `launches` of graph `graph` at `version`.
-    pub fn work(graph: u64, version: u64, launches: Vec<PlannedLaunch>) -> NativeWork {
+    pub fn work(graph: u64, version: u64, launches: Arc<[PlannedLaunch]>) -> NativeWork {
         Box::new(GraphReplay {
             graph,
             version,
@@ -57,7 +58,7 @@ struct Executable {
     exec: sys::CUgraphExec,
     cuda_graph: sys::CUgraph,
     nodes: Vec<Option<sys::CUgraphNode>>,
-    launches: Vec<PlannedLaunch>,
+    launches: Arc<[PlannedLaunch]>,
     /// The task's buffers the launches bound at the last capture or update.
     regions: Vec<Region>,
 }
@@ -263,7 +264,7 @@ impl CudaBackend {
     ) -> Result<Executable, Error> {
         // Modules load outside the capture, and reads that were the stream's last work get their
         // events first (recorded into the capture, they would never pass).
-        for launch in &op.launches {
+        for launch in op.launches.iter() {
             self.kernels.function(launch.kernel, launch.mode, false)?;
         }
         self.work_stream(s);

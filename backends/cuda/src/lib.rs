@@ -430,7 +430,7 @@ impl Backend for CudaBackend {
     fn graph_replay(
         graph: u64,
         version: u64,
-        launches: Vec<gpuworld_systems::graph::PlannedLaunch>,
+        launches: std::sync::Arc<[gpuworld_systems::graph::PlannedLaunch]>,
     ) -> Option<NativeWork> {
         Some(graphs::GraphReplay::work(graph, version, launches))
     }

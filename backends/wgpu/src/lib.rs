@@ -381,7 +381,7 @@ impl Backend for WgpuBackend {
     fn graph_replay(
         graph: u64,
         version: u64,
-        launches: Vec<gpuworld_systems::graph::PlannedLaunch>,
+        launches: std::sync::Arc<[gpuworld_systems::graph::PlannedLaunch]>,
     ) -> Option<gpuworld_systems::native::NativeWork> {
         Some(replay::WgpuReplay::work(graph, version, launches))
     }

@@ -28,12 +28,12 @@ const PLANS: usize = 64;
 pub struct WgpuReplay {
     graph: u64,
     version: u64,
-    launches: Vec<PlannedLaunch>,
+    launches: Arc<[PlannedLaunch]>,
 }
 
 impl WgpuReplay {
     /// The op for `launches` of graph `graph` at `version`.
-    pub fn work(graph: u64, version: u64, launches: Vec<PlannedLaunch>) -> NativeWork {
+    pub fn work(graph: u64, version: u64, launches: Arc<[PlannedLaunch]>) -> NativeWork {
         Box::new(WgpuReplay {
             graph,
             version,
@@ -165,7 +165,7 @@ impl WgpuBackend {
         op: &WgpuReplay,
     ) -> Result<(), Error> {
         let stream = self.streams[s].id;
-        for launch in &op.launches {
+        for launch in op.launches.iter() {
             let regions = launch_regions(launch, buffers, stream)?;
             self.record_launch(
                 s,
@@ -192,7 +192,7 @@ impl WgpuBackend {
         let alignment = u64::from(self.limits.min_uniform_buffer_offset_alignment).max(16);
         let mut scalars = Vec::<u8>::new();
         let mut staged = Vec::with_capacity(op.launches.len());
-        for launch in &op.launches {
+        for launch in op.launches.iter() {
             if launch.grid.iter().any(|&n| n > per_axis) {
                 return Ok(None);
             }

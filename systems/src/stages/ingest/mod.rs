@@ -48,6 +48,7 @@ pub struct DeferredCommands(pub VecDeque<crate::inbox::Command>);
 pub fn build<B: Backend>(world: &mut World, schedule: &mut Schedule) {
     world.init_resource::<HandleIndex>();
     world.init_resource::<DeferredCommands>();
+    world.init_resource::<ReplayPlans>();
     schedule.add_systems(ingest_commands::<B>.in_set(TickStage::Ingest));
 }
 
@@ -459,7 +460,9 @@ impl Ingest<'_> {
     /// (`Backend::graph_replay`: a CUDA graph, a wgpu plan, one operation of a cpu worker); on
     /// one stream, or on several where the backend replays across streams: then the task goes
     /// on the first launch's stream with each launch's lane and the launches of other lanes it
-    /// follows, and each other stream gets a [`ReplayLaneEnd`] after it. Whether it was.
+    /// follows, and each other stream gets a [`ReplayLaneEnd`] after it. The plan of a graph at
+    /// a version is made at its first replay and kept ([`ReplayPlans`]): a replay resolves the
+    /// frame's distinct bindings and shares the launches. Whether it was.
     fn replay_as_one<B: Backend>(
         &mut self,
         world: &mut World,
@@ -471,126 +474,43 @@ impl Ingest<'_> {
         if !B::replays_graphs() || commands.len() < 2 {
             return false;
         }
-        let Some(Recorded::Launch { stream: first, .. }) = commands.first() else {
-            return false;
+        let plan = match world.resource::<ReplayPlans>().get(graph, version) {
+            Some(plan) => plan,
+            None => {
+                let Some(plan) = ReplayPlan::make(commands, B::replays_graphs_across_streams())
+                else {
+                    return false;
+                };
+                let plan = Arc::new(plan);
+                world
+                    .resource_mut::<ReplayPlans>()
+                    .insert(graph, version, plan.clone());
+                plan
+            }
         };
-        // The replay's streams, its lanes: the first launch's, then the others in order.
-        let mut lanes = SmallVec::<[StreamId; 4]>::new();
-        for command in commands {
-            let Recorded::Launch {
-                count: CubeCount::Static(..),
-                stream,
-                ..
-            } = command
-            else {
-                return false;
-            };
-            if !lanes.contains(stream) {
-                lanes.push(*stream);
-            }
-        }
-        if lanes.len() > 1 && (!B::replays_graphs_across_streams() || lanes.len() > MAX_LANES) {
-            return false;
-        }
-        let stream = self.stream_entity(world, taken, *first);
-        // A frame binds the same few ranges again and again: each distinct one is resolved once
-        // and bound once (written if any launch writes it), which keeps the later stages' work
-        // per replay to the frame's buffers, not its launches.
+        let stream = self.stream_entity(world, taken, plan.lanes[0]);
         let mut bindings = SmallVec::<[TaskBinding; 4]>::new();
-        let mut seen = rustc_hash::FxHashMap::<(HandleId, u64, u64), u16>::default();
-        let mut planned: Vec<PlannedLaunch> = Vec::with_capacity(commands.len());
-        // Per launch, the handles it binds and whether it writes each (for lane dependencies).
-        let mut touches: Vec<SmallVec<[(HandleId, bool); 4]>> = Vec::new();
-        for command in commands {
-            let Recorded::Launch {
-                kernel,
-                count: CubeCount::Static(x, y, z),
-                buffers,
-                scalars,
-                mode,
-                stream: launch_stream,
-            } = command
-            else {
+        for (binding, writes) in &plan.bindings {
+            // A binding that does not resolve: the launches one by one report it.
+            let Ok(resolved) = self.resolve(world, binding, *writes, stream) else {
                 return false;
             };
-            let params = kernel.signature.buffers;
-            let mut indices = SmallVec::new();
-            let mut touched = SmallVec::new();
-            for (i, binding) in buffers.iter().enumerate() {
-                let writes = params.get(i).is_none_or(|p| p.access.writes());
-                touched.push((binding.handle(), writes));
-                let key = (
-                    binding.handle(),
-                    binding.offset_start(),
-                    binding.offset_end(),
-                );
-                if let Some(&index) = seen.get(&key) {
-                    bindings[usize::from(index)].writes |= writes;
-                    indices.push(index);
-                    continue;
-                }
-                // A binding that does not resolve: the launches one by one report it.
-                let Ok(resolved) = self.resolve(world, binding, writes, stream) else {
-                    return false;
-                };
-                let Ok(index) = u16::try_from(bindings.len()) else {
-                    return false;
-                };
-                seen.insert(key, index);
-                indices.push(index);
-                bindings.push(resolved);
-            }
-            let lane = lanes.iter().position(|s| s == launch_stream).unwrap_or(0);
-            let after = if lanes.len() > 1 {
-                lane_dependencies(&planned, &touches, lane as u8, &touched)
-            } else {
-                SmallVec::new()
-            };
-            planned.push(PlannedLaunch {
-                kernel,
-                grid: [*x, *y, *z],
-                bindings: indices,
-                scalars: scalars.clone(),
-                mode: *mode,
-                lane: lane as u8,
-                after,
-            });
-            touches.push(touched);
+            bindings.push(resolved);
         }
-        let launch_lanes: SmallVec<[u8; 16]> = planned.iter().map(|l| l.lane).collect();
-        let Some(work) = B::graph_replay(graph, version, planned) else {
+        let Some(work) = B::graph_replay(graph, version, plan.launches.clone()) else {
             return false;
         };
         self.spawn_task(stream, TaskWork::Native(work), bindings);
         // Each other lane's stream follows the replay where its launches wrote: a lane end
         // binding those buffers, after the replay task that wrote them.
-        for (lane, lane_stream) in lanes.iter().enumerate().skip(1) {
+        for (lane_stream, written) in plan.lanes.iter().skip(1).zip(&plan.lane_writes) {
             let entity = self.stream_entity(world, taken, *lane_stream);
-            let mut ends = SmallVec::<[TaskBinding; 4]>::new();
-            for (&launch_lane, command) in launch_lanes.iter().zip(commands) {
-                let Recorded::Launch {
-                    buffers, kernel, ..
-                } = command
-                else {
-                    continue;
-                };
-                if usize::from(launch_lane) != lane {
-                    continue;
-                }
-                for (i, binding) in buffers.iter().enumerate() {
-                    let writes = kernel
-                        .signature
-                        .buffers
-                        .get(i)
-                        .is_none_or(|p| p.access.writes());
-                    if !writes {
-                        continue;
-                    }
-                    if let Ok(resolved) = self.resolve(world, binding, true, entity) {
-                        ends.push(resolved);
-                    }
-                }
-            }
+            let ends = (written.iter())
+                .filter_map(|&i| {
+                    let (binding, _) = &plan.bindings[usize::from(i)];
+                    self.resolve(world, binding, true, entity).ok()
+                })
+                .collect();
             self.spawn_task(entity, TaskWork::Native(Box::new(ReplayLaneEnd)), ends);
         }
         true
@@ -786,6 +706,144 @@ impl Ingest<'_> {
             Some((_, n)) => *n += 1,
             None => self.spawned.push((stream, 1)),
         }
+    }
+}
+
+/// Replays run as one unit, planned at their first replay, by graph and version (the most
+/// recently made last; a graph keeps its latest version only).
+#[derive(Resource, Default)]
+pub(crate) struct ReplayPlans {
+    plans: Vec<(u64, u64, Arc<ReplayPlan>)>,
+}
+
+/// Plans kept; the oldest goes first.
+const REPLAY_PLANS: usize = 64;
+
+impl ReplayPlans {
+    fn get(&self, graph: u64, version: u64) -> Option<Arc<ReplayPlan>> {
+        (self.plans.iter())
+            .find(|(g, v, _)| *g == graph && *v == version)
+            .map(|(_, _, plan)| plan.clone())
+    }
+
+    fn insert(&mut self, graph: u64, version: u64, plan: Arc<ReplayPlan>) {
+        self.plans.retain(|(g, _, _)| *g != graph);
+        if self.plans.len() >= REPLAY_PLANS {
+            self.plans.remove(0);
+        }
+        self.plans.push((graph, version, plan));
+    }
+}
+
+/// What a replay run as one unit needs besides resolving its bindings.
+struct ReplayPlan {
+    /// The launches, their bindings indexing `bindings`.
+    launches: Arc<[PlannedLaunch]>,
+    /// The frame's distinct bindings in order of first use, and whether a launch writes each.
+    bindings: Vec<(Binding, bool)>,
+    /// The streams, the first launch's first.
+    lanes: SmallVec<[StreamId; 4]>,
+    /// For each lane past the first, the bindings its launches write.
+    lane_writes: Vec<SmallVec<[u16; 4]>>,
+}
+
+impl ReplayPlan {
+    /// The plan of `commands`, or `None` when they are not all launches with static grids, or
+    /// span several streams where the backend does not replay `across_streams` (or more than
+    /// [`MAX_LANES`]).
+    fn make(commands: &[Recorded], across_streams: bool) -> Option<ReplayPlan> {
+        let mut lanes = SmallVec::<[StreamId; 4]>::new();
+        for command in commands {
+            let Recorded::Launch {
+                count: CubeCount::Static(..),
+                stream,
+                ..
+            } = command
+            else {
+                return None;
+            };
+            if !lanes.contains(stream) {
+                lanes.push(*stream);
+            }
+        }
+        if lanes.len() > 1 && (!across_streams || lanes.len() > MAX_LANES) {
+            return None;
+        }
+        // A frame binds the same few ranges again and again: each distinct one is resolved and
+        // bound once (written if any launch writes it), which keeps the later stages' work per
+        // replay to the frame's buffers, not its launches.
+        let mut bindings = Vec::<(Binding, bool)>::new();
+        let mut seen = rustc_hash::FxHashMap::<(HandleId, u64, u64), u16>::default();
+        let mut planned = Vec::with_capacity(commands.len());
+        let mut touches: Vec<SmallVec<[(HandleId, bool); 4]>> = Vec::new();
+        let mut lane_writes = vec![SmallVec::<[u16; 4]>::new(); lanes.len() - 1];
+        for command in commands {
+            let Recorded::Launch {
+                kernel,
+                count: CubeCount::Static(x, y, z),
+                buffers,
+                scalars,
+                mode,
+                stream,
+            } = command
+            else {
+                return None;
+            };
+            let lane = lanes.iter().position(|s| s == stream).unwrap_or(0);
+            let params = kernel.signature.buffers;
+            let mut indices = SmallVec::new();
+            let mut touched = SmallVec::new();
+            for (i, binding) in buffers.iter().enumerate() {
+                let writes = params.get(i).is_none_or(|p| p.access.writes());
+                let key = (
+                    binding.handle(),
+                    binding.offset_start(),
+                    binding.offset_end(),
+                );
+                let index = match seen.get(&key) {
+                    Some(&index) => {
+                        bindings[usize::from(index)].1 |= writes;
+                        index
+                    }
+                    None => {
+                        let index = u16::try_from(bindings.len()).ok()?;
+                        seen.insert(key, index);
+                        bindings.push((binding.clone(), writes));
+                        index
+                    }
+                };
+                indices.push(index);
+                if lanes.len() > 1 {
+                    touched.push((binding.handle(), writes));
+                    if writes && lane > 0 && !lane_writes[lane - 1].contains(&index) {
+                        lane_writes[lane - 1].push(index);
+                    }
+                }
+            }
+            let after = if lanes.len() > 1 {
+                lane_dependencies(&planned, &touches, lane as u8, &touched)
+            } else {
+                SmallVec::new()
+            };
+            planned.push(PlannedLaunch {
+                kernel,
+                grid: [*x, *y, *z],
+                bindings: indices,
+                scalars: scalars.clone(),
+                mode: *mode,
+                lane: lane as u8,
+                after,
+            });
+            if lanes.len() > 1 {
+                touches.push(touched);
+            }
+        }
+        Some(ReplayPlan {
+            launches: planned.into(),
+            bindings,
+            lanes,
+            lane_writes,
+        })
     }
 }
 
