@@ -808,7 +808,7 @@ impl ReplayPlan {
                     None => {
                         let index = u16::try_from(bindings.len()).ok()?;
                         seen.insert(key, index);
-                        bindings.push((binding.clone(), writes));
+                        bindings.push((*binding, writes));
                         index
                     }
                 };
