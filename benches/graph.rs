@@ -47,11 +47,20 @@ fn step<B: Backend>(client: &ComputeClient<B>, x: &Handle, ones: &Handle, k: usi
     }
 }
 
-fn bench_backend<B: Backend>(c: &mut Criterion, name: &str, client: ComputeClient<B>) {
-    let mut group = c.benchmark_group(format!("graph/{name}"));
+/// A group of this bench's settings: 20 samples over 2 s after 0.5 s of warm-up.
+fn bench_group<'a>(
+    c: &'a mut Criterion,
+    name: &str,
+) -> criterion::BenchmarkGroup<'a, criterion::measurement::WallTime> {
+    let mut group = c.benchmark_group(name);
     group.sample_size(20);
     group.warm_up_time(std::time::Duration::from_millis(500));
     group.measurement_time(std::time::Duration::from_secs(2));
+    group
+}
+
+fn bench_backend<B: Backend>(c: &mut Criterion, name: &str, client: ComputeClient<B>) {
+    let mut group = bench_group(c, &format!("graph/{name}"));
     for k in kernels() {
         let x = client.create_from_pod(&[0.0f32; FLOATS]);
         let ones = client.create_from_pod(&[1.0f32; FLOATS]);
@@ -311,10 +320,7 @@ mod raw_cuda {
 
     pub fn bench(c: &mut Criterion) {
         let raw = Raw::new();
-        let mut group = c.benchmark_group("graph/cuda_raw");
-        group.sample_size(20);
-        group.warm_up_time(std::time::Duration::from_millis(500));
-        group.measurement_time(std::time::Duration::from_secs(2));
+        let mut group = super::bench_group(c, "graph/cuda_raw");
         let mut issued = 0u64;
         for k in kernels() {
             group.throughput(Throughput::Elements(k as u64));
@@ -491,10 +497,7 @@ fn main(@builtin(global_invocation_id) id: vec3<u32>) {
             eprintln!("SKIPPED raw wgpu: no adapter");
             return;
         };
-        let mut group = c.benchmark_group("graph/wgpu_raw");
-        group.sample_size(20);
-        group.warm_up_time(std::time::Duration::from_millis(500));
-        group.measurement_time(std::time::Duration::from_secs(2));
+        let mut group = super::bench_group(c, "graph/wgpu_raw");
         let mut issued = 0u64;
         for k in kernels() {
             group.throughput(Throughput::Elements(k as u64));

@@ -212,29 +212,12 @@ impl WgpuBackend {
         });
         let group = (!bound.is_empty() || uniform.is_some()).then(|| {
             let create = || {
-                let mut entries: Vec<wgpu::BindGroupEntry<'_>> = bound
-                    .iter()
-                    .enumerate()
-                    .map(|(i, b)| wgpu::BindGroupEntry {
-                        binding: i as u32,
-                        resource: wgpu::BindingResource::Buffer(b.binding()),
-                    })
-                    .collect();
-                if let Some((_, buffer, _)) = &uniform {
-                    entries.push(wgpu::BindGroupEntry {
-                        binding: bound.len() as u32,
-                        resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
-                            buffer,
-                            offset: 0,
-                            size: std::num::NonZeroU64::new(pipeline.uniform_size),
-                        }),
-                    });
-                }
-                device.create_bind_group(&wgpu::BindGroupDescriptor {
-                    label: Some(kernel.id),
-                    layout: &pipeline.layout,
-                    entries: &entries,
-                })
+                pipeline.bind_group(
+                    device,
+                    kernel.id,
+                    bound.iter().map(Bound::binding),
+                    uniform.as_ref().map(|(_, buffer, _)| buffer),
+                )
             };
             let in_place: Option<SmallVec<[(StorageId, u64, u64); 4]>> = bound
                 .iter()

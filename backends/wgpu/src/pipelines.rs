@@ -30,6 +30,41 @@ pub(crate) struct KernelPipeline {
     pub uniform_size: u64,
 }
 
+impl KernelPipeline {
+    /// The bind group of one dispatch: `buffers` at bindings `0..`, then the scalars' `uniform`
+    /// (bound with a dynamic offset) where the kernel has scalars.
+    pub fn bind_group<'a>(
+        &self,
+        device: &wgpu::Device,
+        label: &str,
+        buffers: impl Iterator<Item = wgpu::BufferBinding<'a>>,
+        uniform: Option<&'a wgpu::Buffer>,
+    ) -> wgpu::BindGroup {
+        let mut entries: Vec<wgpu::BindGroupEntry<'a>> = buffers
+            .enumerate()
+            .map(|(i, binding)| wgpu::BindGroupEntry {
+                binding: i as u32,
+                resource: wgpu::BindingResource::Buffer(binding),
+            })
+            .collect();
+        if let Some(buffer) = uniform {
+            entries.push(wgpu::BindGroupEntry {
+                binding: entries.len() as u32,
+                resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                    buffer,
+                    offset: 0,
+                    size: NonZeroU64::new(self.uniform_size),
+                }),
+            });
+        }
+        device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: Some(label),
+            layout: &self.layout,
+            entries: &entries,
+        })
+    }
+}
+
 /// Pipelines by kernel id, including the kernels that failed to compile.
 #[derive(Default)]
 pub(crate) struct PipelineCache {

@@ -257,32 +257,13 @@ impl WgpuBackend {
                 groups
                     .entry(key)
                     .or_insert_with(|| {
-                        let mut entries: Vec<wgpu::BindGroupEntry<'_>> = (in_place.iter())
-                            .enumerate()
-                            .map(|(i, (buffer, region))| wgpu::BindGroupEntry {
-                                binding: i as u32,
-                                resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
-                                    buffer,
-                                    offset: region.offset,
-                                    size: std::num::NonZeroU64::new(region.size),
-                                }),
-                            })
-                            .collect();
-                        if let Some(buffer) = uniform.as_ref().filter(|_| uses_uniform) {
-                            entries.push(wgpu::BindGroupEntry {
-                                binding: in_place.len() as u32,
-                                resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
-                                    buffer,
-                                    offset: 0,
-                                    size: std::num::NonZeroU64::new(pipeline.uniform_size),
-                                }),
-                            });
-                        }
-                        self.device.create_bind_group(&wgpu::BindGroupDescriptor {
-                            label: Some(launch.kernel.id),
-                            layout: &pipeline.layout,
-                            entries: &entries,
-                        })
+                        let buffers = in_place.iter().map(|(buffer, region)| wgpu::BufferBinding {
+                            buffer,
+                            offset: region.offset,
+                            size: std::num::NonZeroU64::new(region.size),
+                        });
+                        let uniform = uniform.as_ref().filter(|_| uses_uniform);
+                        pipeline.bind_group(&self.device, launch.kernel.id, buffers, uniform)
                     })
                     .clone()
             });

@@ -505,6 +505,7 @@ impl Ingest<'_> {
         // binding those buffers, after the replay task that wrote them.
         for (lane_stream, written) in plan.lanes.iter().skip(1).zip(&plan.lane_writes) {
             let entity = self.stream_entity(world, taken, *lane_stream);
+            // The same handles resolved for the replay task just above: none fails here.
             let ends = (written.iter())
                 .filter_map(|&i| {
                     let (binding, _) = &plan.bindings[usize::from(i)];
