@@ -46,7 +46,8 @@ impl Published {
 pub struct InFlight {
     /// Commands pushed and not yet taken by a tick.
     pub commands: usize,
-    /// Commands waiting for retiring memory (`DeferredCommands`).
+    /// Commands taken from the inbox and left for a later tick: waiting for retiring memory or
+    /// another runtime, or carried behind a read or sync (`DeferredCommands`).
     pub deferred_commands: usize,
     /// Tasks queued on their streams and not yet submitted to the device.
     pub queued_tasks: usize,

@@ -159,6 +159,11 @@ pub enum Command {
 }
 
 impl Command {
+    /// Whether a caller may block on its reply: a read or a sync.
+    pub fn may_block_a_caller(&self) -> bool {
+        matches!(self, Command::Read { .. } | Command::Sync { .. })
+    }
+
     /// Fails the command's reply, if it has one, with `error`.
     pub fn fail(self, error: Error) {
         match self {

@@ -187,7 +187,7 @@ impl<B: Backend> Gc<'_, '_, B> {
         let pending_gcs = self.gcs.iter().count() + *self.spawned - self.reclaimed.len();
         *self.left = TickLeft {
             in_flight: InFlight {
-                deferred_commands: self.deferred.0.len(),
+                deferred_commands: self.deferred.waiting.len() + self.deferred.carried.len(),
                 queued_tasks: self.queues.iter().map(|q| q.tasks.len()).sum(),
                 reads: self.replies.reads.len(),
                 syncs: self.replies.syncs.len(),

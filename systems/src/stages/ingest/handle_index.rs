@@ -228,7 +228,8 @@ pub(super) fn release(
 /// The commands waiting, and the lines of the handles no work used yet: they have no entity,
 /// their index entry holds what the line shows.
 pub(in crate::stages) fn snapshot_lines(world: &mut World, capture: &mut Capture<'_>) {
-    capture.set_deferred_commands(world.resource::<DeferredCommands>().0.len());
+    let deferred = world.resource::<DeferredCommands>();
+    capture.set_deferred_commands(deferred.waiting.len() + deferred.carried.len());
     let pinned: Vec<(HandleId, u32, bool)> = world
         .resource::<HandleIndex>()
         .0

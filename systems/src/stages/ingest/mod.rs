@@ -35,14 +35,28 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::task::{Context, Waker};
 
-/// Commands ingest could not take yet, in arrival order: an allocation that found no memory while
-/// released memory was still on its way back, or a command waiting for another runtime (bytes
-/// arriving, a peer copy's other part), and every command after it. Ingest retries them first
-/// at the next tick, from the front, and appends what arrives meanwhile, so a long wait costs
-/// each tick only the commands it takes; meanwhile every queue is submitted so that released
-/// memory can retire.
+/// Commands ingest did not take in the tick that drained them, in arrival order.
 #[derive(Debug, Resource, Default)]
-pub struct DeferredCommands(pub VecDeque<crate::inbox::Command>);
+pub struct DeferredCommands {
+    /// Commands ingest could not take yet: an allocation that found no memory while released
+    /// memory was still on its way back, or a command waiting for another runtime (bytes
+    /// arriving, a peer copy's other part), and every command after it. Ingest retries them
+    /// first at the next tick, from the front, and appends what arrives meanwhile, so a long
+    /// wait costs each tick only the commands it takes; meanwhile every queue is submitted so
+    /// that released memory can retire.
+    pub waiting: VecDeque<crate::inbox::Command>,
+    /// Commands drained behind the first one a caller may block on (a read, a sync) from the
+    /// [`CUT_FROM`]th on: the next tick takes them first. A tick then takes a bounded share of
+    /// what many callers queued, and a reply comes from a tick that ends soon after its command
+    /// instead of one that ingests and submits everything queued behind it (issue 31: with 32
+    /// callers, a read's p99 was two whole drains).
+    pub carried: Vec<crate::inbox::Command>,
+}
+
+/// A drain ends at its first read or sync after this many commands; the rest is carried to the
+/// next tick ([`DeferredCommands::carried`]). Smaller drains are taken whole, so that a tick
+/// still amortises its cost over many callers' commands.
+pub const CUT_FROM: usize = 64;
 
 /// Registers the ingest stage: its handle index, its deferred commands and its system.
 pub fn build<B: Backend>(world: &mut World, schedule: &mut Schedule) {
@@ -58,6 +72,7 @@ pub fn ingest_commands<B: Backend>(
     mut scratch: Local<Vec<Command>>,
     mut inbox: Local<Option<(Arc<Inbox>, Waker)>>,
     mut deferred_waiting: Local<bool>,
+    mut carried_waiting: Local<bool>,
 ) {
     let _span = tracing::trace_span!(target: "gpuworld::stream", "ingest").entered();
     // Every lookup here delays the tick's first submission: the inbox (and the waker that asks
@@ -69,14 +84,26 @@ pub fn ingest_commands<B: Backend>(
         (inbox.clone(), crate::inbox::InboxWaker::waker(inbox))
     });
     let mut drained = std::mem::take(&mut *scratch);
+    if std::mem::take(&mut *carried_waiting) {
+        drained.append(&mut world.resource_mut::<DeferredCommands>().carried);
+    }
+    let carried_in = drained.len();
     inbox.drain_into(&mut drained);
     if world.contains_resource::<crate::inbox::CommandTap>() {
         let tick = world.resource::<TickCounter>().0;
         let mut tap = world.resource_mut::<crate::inbox::CommandTap>();
-        drained.iter().for_each(|command| (tap.0)(tick, command));
+        (drained[carried_in..].iter()).for_each(|command| (tap.0)(tick, command));
+    }
+    if let Some(cut) = (drained.get(CUT_FROM..))
+        .and_then(|late| late.iter().position(Command::may_block_a_caller))
+        .map(|at| CUT_FROM + at + 1)
+        .filter(|&cut| cut < drained.len())
+    {
+        world.resource_mut::<DeferredCommands>().carried = drained.split_off(cut);
+        *carried_waiting = true;
     }
     let mut deferred = if *deferred_waiting {
-        std::mem::take(&mut world.resource_mut::<DeferredCommands>().0)
+        std::mem::take(&mut world.resource_mut::<DeferredCommands>().waiting)
     } else {
         VecDeque::new()
     };
@@ -132,7 +159,7 @@ pub fn ingest_commands<B: Backend>(
     *deferred_waiting = !deferred.is_empty();
     if *deferred_waiting {
         tracing::trace!(target: "gpuworld::memory", commands = deferred.len(), "commands wait for memory or another runtime");
-        world.resource_mut::<DeferredCommands>().0 = deferred;
+        world.resource_mut::<DeferredCommands>().waiting = deferred;
     }
     let Ingest {
         index,
