@@ -181,7 +181,7 @@ fn graphs(c: &mut Criterion) {
     match gpuworld::wgpu_client(gpuworld::WgpuConfig::default()) {
         Ok(client) => {
             bench_backend(c, "wgpu", client);
-            raw_wgpu::bench(c);
+            raw_wgpu_step::bench(c);
         }
         Err(error) => eprintln!("SKIPPED wgpu: no adapter: {error}"),
     }
@@ -198,6 +198,10 @@ fn graphs(c: &mut Criterion) {
 #[cfg(feature = "cuda")]
 #[path = "common/raw_cuda.rs"]
 mod raw_driver;
+
+#[cfg(feature = "wgpu")]
+#[path = "common/raw_wgpu.rs"]
+mod raw_wgpu;
 
 /// The raw side on CUDA: the same `ADD` launched by hand, in a loop and as a CUDA graph.
 #[cfg(feature = "cuda")]
@@ -363,7 +367,7 @@ criterion_main!(group::benches);
 /// The raw side on wgpu: the same step as one compute pass of `k` dispatches of a hand-written
 /// `x += ones` (one pipeline, one bind group), submitted and waited for.
 #[cfg(feature = "wgpu")]
-mod raw_wgpu {
+mod raw_wgpu_step {
     use super::{FLOATS, kernels};
     use criterion::{Criterion, Throughput};
     use gpuworld::wgpu;
@@ -387,30 +391,7 @@ fn main(@builtin(global_invocation_id) id: vec3<u32>) {
 
     impl Raw {
         fn new() -> Option<Raw> {
-            let instance = wgpu::Instance::new(
-                wgpu::InstanceDescriptor::new_without_display_handle_from_env(),
-            );
-            let adapter =
-                pollster::block_on(instance.request_adapter(&wgpu::RequestAdapterOptions {
-                    power_preference: wgpu::PowerPreference::HighPerformance,
-                    ..Default::default()
-                }))
-                .ok()?;
-            let (device, queue) =
-                pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor::default()))
-                    .ok()?;
-            let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
-                label: Some("raw add in place"),
-                source: wgpu::ShaderSource::Wgsl(ADD_IN_PLACE.into()),
-            });
-            let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-                label: Some("raw add in place"),
-                layout: None,
-                module: &module,
-                entry_point: Some("main"),
-                compilation_options: Default::default(),
-                cache: None,
-            });
+            let (device, queue, pipeline) = super::raw_wgpu::device_and_pipeline(ADD_IN_PLACE)?;
             let storage = |label, contents: f32| {
                 let buffer = device.create_buffer(&wgpu::BufferDescriptor {
                     label: Some(label),
@@ -449,21 +430,14 @@ fn main(@builtin(global_invocation_id) id: vec3<u32>) {
 
         /// One step: `k` dispatches in one pass, submitted, waited for.
         fn step(&self, k: usize) {
-            let mut encoder = self
-                .device
-                .create_command_encoder(&wgpu::CommandEncoderDescriptor::default());
-            {
-                let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor::default());
-                pass.set_pipeline(&self.pipeline);
-                pass.set_bind_group(0, &self.group, &[]);
-                for _ in 0..k {
-                    pass.dispatch_workgroups(FLOATS.div_ceil(256) as u32, 1, 1);
-                }
-            }
-            self.queue.submit([encoder.finish()]);
-            self.device
-                .poll(wgpu::PollType::wait_indefinitely())
-                .expect("the step completes");
+            super::raw_wgpu::one_pass(
+                &self.device,
+                &self.queue,
+                &self.pipeline,
+                &self.group,
+                k as u64,
+                FLOATS.div_ceil(256) as u32,
+            );
         }
 
         /// `x[0]`, read back through a mapped copy.

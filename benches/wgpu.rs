@@ -17,6 +17,9 @@ const DISPATCHES: u64 = 1000;
 /// Readback sizes: 4 bytes and 64 MiB.
 const READ_SIZES: [(u64, &str); 2] = [(4, "4B"), (64 << 20, "64MiB")];
 
+#[path = "common/raw_wgpu.rs"]
+mod raw_wgpu;
+
 /// Raw wgpu: a device of its own on the same default adapter, and FILL's pipeline.
 struct Raw {
     device: wgpu::Device,
@@ -28,34 +31,9 @@ struct Raw {
 
 impl Raw {
     fn new() -> Raw {
-        let instance =
-            wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
-        let adapter = pollster::block_on(instance.request_adapter(&wgpu::RequestAdapterOptions {
-            power_preference: wgpu::PowerPreference::HighPerformance,
-            ..Default::default()
-        }))
-        .expect("an adapter (the bench needs one)");
-        let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
-            required_limits: adapter.limits(),
-            ..Default::default()
-        }))
-        .expect("a device");
-        let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
-            label: None,
-            source: wgpu::ShaderSource::Wgsl(
-                gpuworld_wgpu::wgsl_text(&library::FILL)
-                    .expect("fill has WGSL")
-                    .into(),
-            ),
-        });
-        let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-            label: None,
-            layout: None,
-            module: &module,
-            entry_point: Some("main"),
-            compilation_options: Default::default(),
-            cache: None,
-        });
+        let fill = gpuworld_wgpu::wgsl_text(&library::FILL).expect("fill has WGSL");
+        let (device, queue, pipeline) = raw_wgpu::device_and_pipeline(&fill)
+            .expect("an adapter and a device (the bench needs one)");
         let out = device.create_buffer(&wgpu::BufferDescriptor {
             label: None,
             size: 1024,
@@ -99,19 +77,14 @@ impl Raw {
     }
 
     fn dispatches(&self, count: u64) {
-        let mut encoder = self
-            .device
-            .create_command_encoder(&wgpu::CommandEncoderDescriptor::default());
-        {
-            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor::default());
-            pass.set_pipeline(&self.pipeline);
-            pass.set_bind_group(0, &self.group, &[]);
-            for _ in 0..count {
-                pass.dispatch_workgroups(1, 1, 1);
-            }
-        }
-        self.queue.submit([encoder.finish()]);
-        self.wait();
+        raw_wgpu::one_pass(
+            &self.device,
+            &self.queue,
+            &self.pipeline,
+            &self.group,
+            count,
+            1,
+        );
     }
 
     /// One fill dispatch and a copy of its first 4 bytes into `staging`, mapped on submit,
