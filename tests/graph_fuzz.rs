@@ -6,9 +6,8 @@
 //! a replay must do exactly what the eager frame does.
 //!
 //! `GPUWORLD_GRAPH_FUZZ_SEEDS=N` runs seeds `1..=N` (default 12), on cpu, the sim and CUDA (wgpu:
-//! at most 4); on cpu, wgpu and CUDA each seed also runs frames of launches on one stream, which
-//! those backends replay as one unit, and on CUDA frames of launches on both streams (one CUDA
-//! graph with a lane per stream).
+//! at most 4); on cpu, wgpu and CUDA each seed also runs frames of launches on one stream and on
+//! both, which those backends replay as one unit.
 
 #[path = "fuzz/rng.rs"]
 #[allow(dead_code)]
@@ -207,7 +206,8 @@ enum FrameShape {
     /// Launches on stream 0 only: what a backend may replay as one unit (a CUDA graph, a wgpu
     /// plan, one operation for a cpu worker); the eager work between replays stays mixed.
     LaunchesOnOneStream,
-    /// Launches on both streams: one CUDA graph with a lane per stream.
+    /// Launches on both streams: one unit with a lane per stream (a CUDA graph's lanes; on cpu
+    /// and wgpu the frame's order on the first stream).
     LaunchesOnTwoStreams,
 }
 
@@ -304,12 +304,17 @@ fn replays_do_what_eager_frames_do_on_cpu() {
             || gpuworld::cpu_client(Driver::DeviceThread).expect("a cpu client"),
             false,
         );
-        run_seed_shaped(
-            seed,
-            || gpuworld::cpu_client(Driver::DeviceThread).expect("a cpu client"),
-            false,
+        for shape in [
             FrameShape::LaunchesOnOneStream,
-        );
+            FrameShape::LaunchesOnTwoStreams,
+        ] {
+            run_seed_shaped(
+                seed,
+                || gpuworld::cpu_client(Driver::DeviceThread).expect("a cpu client"),
+                false,
+                shape,
+            );
+        }
     }
 }
 
@@ -347,12 +352,17 @@ fn replays_do_what_eager_frames_do_on_wgpu() {
     // launches on one stream replay from the backend's recorded plan.
     for seed in 1..=seeds().min(4) {
         run_seed(seed, || open().expect("the adapter opened before"), false);
-        run_seed_shaped(
-            seed,
-            || open().expect("the adapter opened before"),
-            false,
+        for shape in [
             FrameShape::LaunchesOnOneStream,
-        );
+            FrameShape::LaunchesOnTwoStreams,
+        ] {
+            run_seed_shaped(
+                seed,
+                || open().expect("the adapter opened before"),
+                false,
+                shape,
+            );
+        }
     }
 }
 

@@ -1,17 +1,19 @@
 //! Captured graphs on wgpu (issue 28): a replay of launches on one stream records a plan made at
 //! its first replay (pipelines, bind groups, the scalars in a buffer of the plan's own), with the
 //! bytes of the eager run; an update makes a new plan; eager writes between replays are seen by
-//! the next one; a view that cannot be bound in place replays launch by launch, as correct.
+//! the next one; a view that cannot be bound in place replays launch by launch, as correct; a
+//! replay over two streams is one plan, and the second stream's later work follows it.
 
 mod common;
 
 use common::{Skip, wgpu_client_or_skip};
-use gpuworld::{Bindings, ComputeClient, CubeCount, Handle, WgpuBackend, library};
+use gpuworld::{Bindings, ComputeClient, CubeCount, Handle, StreamId, WgpuBackend, library};
 
 test_main![
     a_replay_records_its_plan_made_once_with_the_eager_runs_bytes,
     an_update_makes_a_new_plan_and_writes_between_replays_are_seen,
     a_view_not_bound_in_place_replays_launch_by_launch,
+    a_replay_over_two_streams_is_one_plan_and_the_second_stream_follows_it,
 ];
 
 const N: usize = 1 << 10;
@@ -150,5 +152,46 @@ fn a_view_not_bound_in_place_replays_launch_by_launch() -> Result<(), Skip> {
         0,
         "no plan: the view is copied around each launch"
     );
+    Ok(())
+}
+
+fn a_replay_over_two_streams_is_one_plan_and_the_second_stream_follows_it() -> Result<(), Skip> {
+    let client = wgpu_client_or_skip()?;
+    let (first, other) = (
+        client.with_stream(StreamId { value: 0 }),
+        client.with_stream(StreamId { value: 1 }),
+    );
+    let x = client.create_from_pod(&[0.0f32; N]);
+    let ones = client.create_from_pod(&[1.0f32; N]);
+    let y = client.create_from_pod(&[0.0f32; N]);
+    let graph = client
+        .capture(|_| {
+            chain(&first, &x, &ones, 2);
+            // Follows stream 0's chain: it reads x.
+            other.launch(
+                &library::ADD,
+                cubes(),
+                Bindings::new().buffer(&x).buffer(&y).buffer(&y),
+            )
+        })
+        .unwrap();
+    for _ in 0..3 {
+        graph.replay().unwrap();
+    }
+    // x: 2 per run; y accumulates x: 2 + 4 + 6 + 8.
+    assert_eq!(floats(&client, &x), vec![8.0; N]);
+    assert_eq!(floats(&client, &y), vec![20.0; N]);
+    assert_eq!(plans(&client), 1, "one plan across both streams");
+    // Stream 1's later work follows the replay's launch on it.
+    graph.replay().unwrap();
+    other
+        .launch(
+            &library::ADD,
+            cubes(),
+            Bindings::new().buffer(&y).buffer(&ones).buffer(&y),
+        )
+        .unwrap();
+    other.sync().unwrap();
+    assert_eq!(floats(&client, &y), vec![31.0; N]);
     Ok(())
 }

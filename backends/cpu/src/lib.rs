@@ -365,6 +365,12 @@ impl Backend for CpuBackend {
         true
     }
 
+    /// A replay over several streams runs on the first stream's worker, its launches in the
+    /// frame's order, one that every dependency between lanes follows.
+    fn replays_graphs_across_streams() -> bool {
+        true
+    }
+
     /// The replay's launches, handed to the stream's worker at once (`HostOp::Replay`).
     fn graph_replay(
         _graph: u64,
@@ -380,6 +386,11 @@ impl Backend for CpuBackend {
         buffers: &[Region],
         work: NativeWork,
     ) -> Result<(), Error> {
+        if work.as_any().is::<gpuworld_systems::graph::ReplayLaneEnd>() {
+            // Its place in the stream's order is the point: the worker waits for the replay's
+            // event before it.
+            return Ok(());
+        }
         let Some(replay) = work.as_any().downcast_ref::<CpuReplay>() else {
             return Err(Error::Device(DeviceError::BackendUnavailable {
                 backend: Self::NAME,

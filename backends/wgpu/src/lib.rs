@@ -377,6 +377,12 @@ impl Backend for WgpuBackend {
         true
     }
 
+    /// One queue: a replay over several streams records its launches in the frame's order, one
+    /// that every dependency between lanes follows.
+    fn replays_graphs_across_streams() -> bool {
+        true
+    }
+
     /// A replay of launches on one stream, recorded from its plan (`replay.rs`).
     fn graph_replay(
         graph: u64,
@@ -392,6 +398,10 @@ impl Backend for WgpuBackend {
         buffers: &[Region],
         work: gpuworld_systems::native::NativeWork,
     ) -> Result<(), Error> {
+        if work.as_any().is::<gpuworld_systems::graph::ReplayLaneEnd>() {
+            // Its place in the stream's order is the point.
+            return Ok(());
+        }
         let Some(op) = replay::as_replay(&work) else {
             return Err(Error::Device(
                 gpuworld_systems::error::DeviceError::BackendUnavailable {
