@@ -502,8 +502,7 @@ pub trait Backend: Send + Sync + 'static {
     }
     /// Whether [`Backend::graph_replay`] also takes replays whose launches span several streams
     /// (lanes with dependencies between them, each launch's [`PlannedLaunch::lane`] and
-    /// [`PlannedLaunch::after`]); its `run_native` then also runs
-    /// [`crate::graph::ReplayLaneEnd`], as nothing.
+    /// [`PlannedLaunch::after`]).
     ///
     /// [`PlannedLaunch::lane`]: crate::graph::PlannedLaunch::lane
     /// [`PlannedLaunch::after`]: crate::graph::PlannedLaunch::after

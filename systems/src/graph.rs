@@ -35,7 +35,8 @@ pub struct PlannedLaunch {
 /// The end of one lane (a stream other than the replay task's own) of a replay over several
 /// streams, queued on that stream right after the replay, binding the buffers the lane's
 /// launches wrote: later work on that stream (a `sync` included) follows the replay as it would
-/// the lane's launches. A backend that replays across streams runs it as nothing.
+/// the lane's launches. The interleave stage submits nothing for it: the waits it issues before
+/// it are the point.
 #[derive(Debug)]
 pub struct ReplayLaneEnd;
 

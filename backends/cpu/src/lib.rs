@@ -386,11 +386,6 @@ impl Backend for CpuBackend {
         buffers: &[Region],
         work: NativeWork,
     ) -> Result<(), Error> {
-        if work.as_any().is::<gpuworld_systems::graph::ReplayLaneEnd>() {
-            // Its place in the stream's order is the point: the worker waits for the replay's
-            // event before it.
-            return Ok(());
-        }
         let Some(replay) = work.as_any().downcast_ref::<CpuReplay>() else {
             return Err(Error::Device(DeviceError::BackendUnavailable {
                 backend: Self::NAME,

@@ -613,11 +613,6 @@ impl Backend for CudaBackend {
         if let Some(replay) = graphs::as_graph_replay(&work) {
             return self.run_graph(s, buffers, replay);
         }
-        if work.as_any().is::<gpuworld_systems::graph::ReplayLaneEnd>() {
-            // Its place in the stream's order is the point: the runtime made the stream wait
-            // for the replay's event before it.
-            return Ok(());
-        }
         let Some(call) = nccl::as_nccl_call(&work) else {
             return Err(Error::Device(DeviceError::BackendUnavailable {
                 backend: "cuda",

@@ -398,10 +398,6 @@ impl Backend for WgpuBackend {
         buffers: &[Region],
         work: gpuworld_systems::native::NativeWork,
     ) -> Result<(), Error> {
-        if work.as_any().is::<gpuworld_systems::graph::ReplayLaneEnd>() {
-            // Its place in the stream's order is the point.
-            return Ok(());
-        }
         let Some(op) = replay::as_replay(&work) else {
             return Err(Error::Device(
                 gpuworld_systems::error::DeviceError::BackendUnavailable {

@@ -248,6 +248,9 @@ impl<B: Backend> Submitter<'_, '_, '_, B> {
                     reply: Some(reply),
                 });
             }
+            // A replay's lane end orders its stream behind the replay through the waits issued
+            // before it; there is nothing to run.
+            Some(TaskWork::Native(work)) if work.as_any().is::<crate::graph::ReplayLaneEnd>() => {}
             Some(TaskWork::Native(work)) => {
                 let buffers: SmallVec<[Region; 4]> = bindings.iter().map(|b| b.region).collect();
                 if let Err(error) = self.device.run_native(device_stream, &buffers, work)
