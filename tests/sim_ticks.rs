@@ -166,3 +166,52 @@ fn the_same_commands_give_the_same_world_after_every_tick() {
     };
     assert_eq!(run(), run());
 }
+
+/// Queues `count` in-place `SCALE` launches of `handle` by 1.0 (the values stay put), then a read
+/// of it.
+fn launches_then_read(
+    client: &TestRuntime,
+    handle: &gpuworld::Handle,
+    count: usize,
+) -> Pending<gpuworld::Result<Vec<gpuworld::HostBytes>>> {
+    for _ in 0..count {
+        client
+            .launch(
+                &library::SCALE,
+                CubeCount::new_1d(1),
+                Bindings::new()
+                    .buffer(handle)
+                    .buffer(handle)
+                    .scalar_f32(1.0),
+            )
+            .unwrap();
+    }
+    Pending::new(client.read_async(&[handle.binding()]))
+}
+
+#[test]
+fn a_long_drain_ends_at_a_read_and_the_next_tick_takes_what_it_carried_whole() {
+    let client = sim();
+    let handle = client.create(bytes_of(&[2.0, 4.0]));
+    client.step();
+
+    // 202 commands queued before the tick: the drain ends after the first read past the 64th
+    // (the 101st command), and the 101 behind it wait for the next tick.
+    let mut first = launches_then_read(&client, &handle, 100);
+    let mut second = launches_then_read(&client, &handle, 100);
+    client.step();
+    assert_eq!(client.tick_snapshot().deferred_commands, 101);
+
+    // The next tick takes the 101 carried whole, and the new commands up to the first read past
+    // them: a backlog never grows from tick to tick however much is queued.
+    let mut third = launches_then_read(&client, &handle, 100);
+    let mut fourth = launches_then_read(&client, &handle, 100);
+    client.step();
+    assert_eq!(client.tick_snapshot().deferred_commands, 101);
+    client.step_until_idle().unwrap();
+    assert_eq!(client.tick_snapshot().deferred_commands, 0);
+    for read in [&mut first, &mut second, &mut third, &mut fourth] {
+        let bytes = read.poll().expect("every read completes").unwrap();
+        assert_eq!(f32s(&bytes[0]), vec![2.0, 4.0]);
+    }
+}

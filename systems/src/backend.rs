@@ -276,6 +276,9 @@ pub trait Backend: Send + Sync + 'static {
     }
     /// Called first in every tick with the tick's number.
     fn begin_tick(&mut self, _tick: u64) {}
+    /// Called last in every tick, after every stage: a backend that holds back work for its
+    /// own threads during a tick (the cpu backend's stream workers) starts it here at the latest.
+    fn end_tick(&mut self) {}
     /// Reserves a buffer of `size` bytes: `AllocError::BufferTooLarge` above the device's
     /// largest buffer, `AllocError::OutOfMemory` when the device has no room for it now.
     fn allocate(&mut self, size: u64) -> Result<StorageId, AllocError>;

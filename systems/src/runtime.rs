@@ -171,6 +171,7 @@ impl<B: Backend> Runtime<B> {
         let _span = tracing::trace_span!(target: "gpuworld::stream", "tick", tick).entered();
         self.world.resource_mut::<Device<B>>().0.begin_tick(tick);
         self.schedule.run(&mut self.world);
+        self.world.resource_mut::<Device<B>>().0.end_tick();
         // Bevy records every component removal (each despawned handle entity left one message
         // per component, 100–150 bytes a handle) until `clear_trackers` drops the older of its two
         // buffers; a Bevy app calls it after each update, a bare `World` never does. Nothing

@@ -70,6 +70,9 @@ pub struct CpuBackend {
     polled_generation: u64,
     /// Which of the host's cpu devices this is (see [`CpuBackend::with_devices`]).
     device: u32,
+    /// Whether a tick runs: operations it sends may wait for the tick's poll or end to start
+    /// their workers (see [`StreamWorker::start`]), so that a worker is woken once for many.
+    in_tick: bool,
 }
 
 impl std::fmt::Debug for CpuBackend {
@@ -106,6 +109,7 @@ impl CpuBackend {
             next_ticket: 0,
             polled_generation: 0,
             device: 0,
+            in_tick: false,
         }
     }
 
@@ -132,9 +136,16 @@ impl CpuBackend {
     }
 
     fn send(&mut self, stream: DeviceStream, op: HostOp) {
+        let start = !self.in_tick;
         if let Some(worker) = self.workers.get_mut(stream.0 as usize) {
-            worker.send(op);
+            worker.send(op, start);
         }
+    }
+
+    /// Wakes the workers for what the tick left queued for them: before anything looks for or
+    /// waits on their progress, and when the tick ends.
+    fn start_workers(&mut self) {
+        self.workers.iter_mut().for_each(StreamWorker::start);
     }
 
     /// Queues a read of `src` on `stream`, its bytes landing in `into` when given.
@@ -312,11 +323,22 @@ impl Backend for CpuBackend {
         self.send(stream, HostOp::Wait { event });
     }
 
+    fn begin_tick(&mut self, _tick: u64) {
+        self.in_tick = true;
+    }
+
+    fn end_tick(&mut self) {
+        self.in_tick = false;
+        self.start_workers();
+    }
+
     fn poll(&mut self, _tick: u64) {
+        self.start_workers();
         self.polled_generation = self.progress.generation();
     }
 
     fn progress_watch(&mut self) -> Option<Box<dyn ProgressWatch>> {
+        self.start_workers();
         Some(Box::new(CpuWatch {
             progress: self.progress.clone(),
             seen: self.polled_generation,
@@ -333,6 +355,7 @@ impl Backend for CpuBackend {
     }
 
     fn event_done(&mut self, event: DeviceEvent) -> bool {
+        self.start_workers();
         let (stream, ops) = event.stream_and_ops();
         self.progress.completed(stream as usize) >= ops
     }
@@ -525,5 +548,52 @@ mod tests {
         let ticket = cpu.read(stream, region);
         assert_eq!(finish(&mut cpu, stream, ticket), data);
         assert_eq!(counted.lent.load(Ordering::Relaxed), 1, "a plain read");
+    }
+
+    #[test]
+    fn work_sent_in_a_tick_waits_for_its_poll_or_end_and_then_runs() {
+        let mut cpu = CpuBackend::new();
+        let stream = cpu.create_stream(StreamId { value: 0 });
+        let storage = cpu.allocate(4).expect("host memory");
+        let region = Region {
+            storage,
+            offset: 0,
+            size: 4,
+        };
+        // Outside a tick work starts as it is sent; then the worker falls asleep.
+        let ticket = cpu.read(stream, region);
+        finish(&mut cpu, stream, ticket);
+
+        cpu.begin_tick(1);
+        cpu.write(stream, region, HostBytes::from_vec(vec![1, 2, 3, 4]));
+        let ticket = cpu.read(stream, region);
+        let event = cpu.flush(stream);
+        std::thread::sleep(Duration::from_millis(20));
+        assert_eq!(
+            cpu.progress.completed(0),
+            1,
+            "the worker was woken before the tick looked at it"
+        );
+        // The tick's poll starts the worker; its end would have.
+        cpu.poll(1);
+        assert_eq!(finish(&mut cpu, stream, ticket), vec![1, 2, 3, 4]);
+        assert!(cpu.event_done(event));
+        cpu.end_tick();
+
+        // The 32nd operation held for a sleeping worker wakes it without a poll.
+        cpu.begin_tick(2);
+        for _ in 0..worker::WAKE_AT {
+            cpu.write(stream, region, HostBytes::from_vec(vec![5, 6, 7, 8]));
+        }
+        let event = cpu.flush(stream);
+        let start = std::time::Instant::now();
+        while cpu.progress.completed(0) < event.stream_and_ops().1 {
+            assert!(
+                start.elapsed() < Duration::from_secs(10),
+                "the worker slept on"
+            );
+            std::thread::yield_now();
+        }
+        cpu.end_tick();
     }
 }

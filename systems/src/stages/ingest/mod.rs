@@ -46,7 +46,8 @@ pub struct DeferredCommands {
     /// that released memory can retire.
     pub waiting: VecDeque<crate::inbox::Command>,
     /// Commands drained behind the first one a caller may block on (a read, a sync) from the
-    /// [`CUT_FROM`]th on: the next tick takes them first. A tick then takes a bounded share of
+    /// [`CUT_FROM`]th on (or past the commands carried into the tick, if more): the next tick
+    /// takes them first, and whole. A tick then takes a bounded share of
     /// what many callers queued, and a reply comes from a tick that ends soon after its command
     /// instead of one that ingests and submits everything queued behind it (issue 31: with 32
     /// callers, a read's p99 was two whole drains).
@@ -94,9 +95,12 @@ pub fn ingest_commands<B: Backend>(
         let mut tap = world.resource_mut::<crate::inbox::CommandTap>();
         (drained[carried_in..].iter()).for_each(|command| (tap.0)(tick, command));
     }
-    if let Some(cut) = (drained.get(CUT_FROM..))
+    // The commands carried from the last tick are taken whole: a tick takes at least what the
+    // one before left, so a backlog never outgrows one drain however many callers queue.
+    let from = CUT_FROM.max(carried_in);
+    if let Some(cut) = (drained.get(from..))
         .and_then(|late| late.iter().position(Command::may_block_a_caller))
-        .map(|at| CUT_FROM + at + 1)
+        .map(|at| from + at + 1)
         .filter(|&cut| cut < drained.len())
     {
         world.resource_mut::<DeferredCommands>().carried = drained.split_off(cut);
