@@ -504,6 +504,20 @@ mod tests {
         }
     }
 
+    /// A cpu device with one stream and an allocation of `size` bytes: the region from
+    /// `offset` to its end.
+    fn one_stream_and_region(size: u64, offset: u64) -> (CpuBackend, DeviceStream, Region) {
+        let mut cpu = CpuBackend::new();
+        let stream = cpu.create_stream(StreamId { value: 0 });
+        let storage = cpu.allocate(size).expect("host memory");
+        let region = Region {
+            storage,
+            offset,
+            size: size - offset,
+        };
+        (cpu, stream, region)
+    }
+
     fn finish(cpu: &mut CpuBackend, stream: DeviceStream, ticket: ReadTicket) -> HostBytes {
         let event = cpu.flush(stream);
         while !cpu.event_done(event) {
@@ -527,14 +541,7 @@ mod tests {
 
     #[test]
     fn a_read_for_another_runtime_lands_in_its_staging_and_a_plain_read_in_the_backends() {
-        let mut cpu = CpuBackend::new();
-        let stream = cpu.create_stream(StreamId { value: 0 });
-        let storage = cpu.allocate(4099).expect("host memory");
-        let region = Region {
-            storage,
-            offset: 1,
-            size: 4098,
-        };
+        let (mut cpu, stream, region) = one_stream_and_region(4099, 1);
         let data: Vec<u8> = (0..4098).map(|i| (i * 13 + 1) as u8).collect();
         cpu.write(stream, region, HostBytes::from_vec(data.clone()));
         let counted = Arc::new(Counted {
@@ -552,17 +559,22 @@ mod tests {
 
     #[test]
     fn work_sent_in_a_tick_waits_for_its_poll_or_end_and_then_runs() {
-        let mut cpu = CpuBackend::new();
-        let stream = cpu.create_stream(StreamId { value: 0 });
-        let storage = cpu.allocate(4).expect("host memory");
-        let region = Region {
-            storage,
-            offset: 0,
-            size: 4,
-        };
-        // Outside a tick work starts as it is sent; then the worker falls asleep.
+        let (mut cpu, stream, region) = one_stream_and_region(4, 0);
+        // Outside a tick work starts as it is sent; then the worker falls asleep (a worker still
+        // awake takes what is queued without being woken).
         let ticket = cpu.read(stream, region);
         finish(&mut cpu, stream, ticket);
+        let asleep = |cpu: &CpuBackend| {
+            let start = std::time::Instant::now();
+            while !cpu.workers[0].asleep() {
+                assert!(
+                    start.elapsed() < Duration::from_secs(10),
+                    "the worker stayed awake"
+                );
+                std::thread::yield_now();
+            }
+        };
+        asleep(&cpu);
 
         cpu.begin_tick(1);
         cpu.write(stream, region, HostBytes::from_vec(vec![1, 2, 3, 4]));
@@ -581,6 +593,7 @@ mod tests {
         cpu.end_tick();
 
         // The 32nd operation held for a sleeping worker wakes it without a poll.
+        asleep(&cpu);
         cpu.begin_tick(2);
         for _ in 0..worker::WAKE_AT {
             cpu.write(stream, region, HostBytes::from_vec(vec![5, 6, 7, 8]));

@@ -315,6 +315,14 @@ impl StreamWorker {
         }
     }
 
+    /// Whether the worker waits for operations, asleep.
+    #[cfg(test)]
+    pub(crate) fn asleep(&self) -> bool {
+        self.queue
+            .as_ref()
+            .is_some_and(|queue| queue.state.lock().sleeping)
+    }
+
     /// Wakes the worker for the operations [`StreamWorker::send`] left queued, if any.
     pub fn start(&mut self) {
         if std::mem::take(&mut self.held)
