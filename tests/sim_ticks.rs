@@ -215,3 +215,18 @@ fn a_long_drain_ends_at_a_read_and_the_next_tick_takes_what_it_carried_whole() {
         assert_eq!(f32s(&bytes[0]), vec![2.0, 4.0]);
     }
 }
+
+#[test]
+fn commands_carried_past_a_tick_are_answered_when_the_runtime_goes() {
+    let client = sim();
+    let handle = client.create(bytes_of(&[2.0, 4.0]));
+    client.step();
+    let _first = launches_then_read(&client, &handle, 100);
+    let mut second = launches_then_read(&client, &handle, 100);
+    client.step();
+    assert_eq!(client.tick_snapshot().deferred_commands, 101);
+    // The runtime goes with the second read carried, never ingested: it is answered, not lost.
+    drop(client);
+    let error = second.poll().expect("answered at once").unwrap_err();
+    assert_eq!(error, gpuworld::Error::Disconnected);
+}
