@@ -35,6 +35,9 @@ impl Backend for FlakyClock {
     fn begin_tick(&mut self, tick: u64) {
         self.sim.begin_tick(tick);
     }
+    fn end_tick(&mut self) {
+        self.sim.end_tick();
+    }
     fn allocate(&mut self, size: u64) -> Result<StorageId, AllocError> {
         self.sim.allocate(size)
     }

@@ -55,6 +55,9 @@ impl Backend for ForeignSim {
     fn begin_tick(&mut self, tick: u64) {
         self.0.begin_tick(tick);
     }
+    fn end_tick(&mut self) {
+        self.0.end_tick();
+    }
     fn allocate(&mut self, size: u64) -> Result<StorageId, AllocError> {
         self.0.allocate(size)
     }
