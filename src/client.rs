@@ -452,7 +452,9 @@ impl<B: Backend> ComputeClient<B> {
     }
 
     /// Returns free memory to the device at the next tick; only enqueues, never ticks (under
-    /// `Driver::Manual` the next [`ComputeClient::tick`] or blocking call runs it).
+    /// `Driver::Manual` the next [`ComputeClient::tick`] or blocking call runs it). Memory of
+    /// handles dropped before the call that the device is still using returns too, in the tick
+    /// that finds the device done with it.
     pub fn memory_cleanup(&self) {
         self.shared.inbox.push(Command::MemoryCleanup);
     }

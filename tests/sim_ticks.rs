@@ -230,3 +230,32 @@ fn commands_carried_past_a_tick_are_answered_when_the_runtime_goes() {
     let error = second.poll().expect("answered at once").unwrap_err();
     assert_eq!(error, gpuworld::Error::Disconnected);
 }
+
+#[test]
+fn a_cleanup_asked_for_while_released_memory_waits_for_the_device_returns_it_once_it_is_done() {
+    let mut config = gpuworld::SimConfig::default();
+    config.latency_ticks = 3;
+    let client = TestRuntime::with_sim(config);
+    let written = client.create(bytes_of(&vec![7.0; 1 << 18]));
+    client.step();
+    // Released, then a cleanup, before the device is done with the upload: the memory waits
+    // behind the upload's event when the cleanup runs.
+    drop(written);
+    client.memory_cleanup();
+    client.step();
+    assert!(client.memory_usage().bytes_reserved > 0);
+    client.step_until_idle().unwrap();
+    assert_eq!(
+        client.memory_usage().bytes_reserved,
+        0,
+        "the cleanup returns memory released before it once the device is done with it\n{}",
+        client.tick_snapshot()
+    );
+
+    // Memory released after the cleanup is the pool's to keep, for the next allocation.
+    let later = client.create(bytes_of(&vec![8.0; 1 << 18]));
+    client.step();
+    drop(later);
+    client.step_until_idle().unwrap();
+    assert_eq!(client.memory_usage().bytes_reserved, 1 << 20);
+}

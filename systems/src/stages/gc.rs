@@ -134,6 +134,11 @@ pub struct Gc<'w, 's, B: Backend> {
     reclaimed: Local<'s, Vec<Entity>>,
     /// Pending GCs spawned in this tick (they appear only once the tick's commands apply).
     spawned: Local<'s, usize>,
+    /// Released handles whose memory still waited for the device when a cleanup ran: a tick that
+    /// returns some of it to the pool cleans up again.
+    cleanup_waits_for: Local<'s, bevy_ecs::entity::EntityHashSet>,
+    /// Whether memory of `cleanup_waits_for` returned to the pool in this tick or the last.
+    freed_for_cleanup: Local<'s, bool>,
     queues: Query<'w, 's, &'static TaskQueue>,
     deferred: Res<'w, DeferredCommands>,
     left: ResMut<'w, TickLeft>,
@@ -378,8 +383,12 @@ impl<B: Backend> Gc<'_, '_, B> {
                 Ok(Allocation::Parked { slice }) => self.pool.release_parked(*slice),
                 _ => Ok(false),
             };
+            let awaited = self.cleanup_waits_for.remove(&handle);
             match released {
-                Ok(true) => self.stats.handles_reclaimed += 1,
+                Ok(true) => {
+                    self.stats.handles_reclaimed += 1;
+                    *self.freed_for_cleanup |= awaited;
+                }
                 Ok(false) => {}
                 Err(error) => {
                     tracing::error!(target: "gpuworld::memory", %error, "reclaiming a slice failed");
@@ -391,12 +400,29 @@ impl<B: Backend> Gc<'_, '_, B> {
     }
 
     /// Returns free memory to the device when a cleanup was requested, and long-unused free
-    /// memory by the pool's own policy.
+    /// memory by the pool's own policy. Memory released before the request that still waits for
+    /// the device returns too: the handles are noted, and each later tick that returns some of
+    /// their memory to the pool cleans up again. A caller who drops its handles, then asks for a
+    /// cleanup, gets the memory back however late the device finishes; memory released later
+    /// is left to the pool's policy (the fuzzer found memory left reserved when the device
+    /// finished after the cleanup ran: issue 30).
     fn cleanup_memory(&mut self) {
         self.pool.periodic_cleanup(&mut self.device.0, self.tick.0);
-        if self.pool.take_cleanup_request() {
+        let requested = self.pool.take_cleanup_request();
+        if requested || std::mem::take(&mut *self.freed_for_cleanup) {
             self.pool.cleanup(&mut self.device.0);
             tracing::debug!(target: "gpuworld::memory", reserved = self.pool.usage().bytes_reserved, "memory cleanup");
+        }
+        if requested {
+            // Released and not yet behind events (those pinned in this tick too: their marker
+            // applies with the tick's commands), or behind events not passed yet.
+            let waiting = self.released.iter().map(|(entity, _)| entity);
+            self.cleanup_waits_for.extend(waiting);
+            for (entity, gc) in self.gcs.iter() {
+                if !self.reclaimed.contains(&entity) {
+                    self.cleanup_waits_for.extend(gc.handles.iter().copied());
+                }
+            }
         }
     }
 }
