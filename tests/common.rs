@@ -437,3 +437,31 @@ pub fn to_client_errors<A: gpuworld::Backend, B: gpuworld::Backend>(
     drop(copy);
     to_client_round_trip(a, b, 1000);
 }
+
+/// The f32s `handle` holds, read back (blocking).
+pub fn floats<B: gpuworld::Backend>(
+    client: &gpuworld::ComputeClient<B>,
+    handle: &gpuworld::Handle,
+) -> Vec<f32> {
+    client.read_one_as::<f32>(handle).expect("read")
+}
+
+/// `k` chained `x += ones` (`ADD` reading and writing `x`), one cube of 256 per 256 floats: the
+/// frame the graph tests capture.
+pub fn add_chain<B: gpuworld::Backend>(
+    client: &gpuworld::ComputeClient<B>,
+    x: &gpuworld::Handle,
+    ones: &gpuworld::Handle,
+    k: usize,
+) {
+    let cubes = gpuworld::CubeCount::new_1d((x.size() / 4).div_ceil(256) as u32);
+    for _ in 0..k {
+        client
+            .launch(
+                &gpuworld::library::ADD,
+                cubes,
+                gpuworld::Bindings::new().buffer(x).buffer(ones).buffer(x),
+            )
+            .unwrap();
+    }
+}

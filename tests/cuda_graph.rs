@@ -6,8 +6,8 @@
 
 mod common;
 
-use common::{Skip, cuda_client_or_skip};
-use gpuworld::{Bindings, ComputeClient, CubeCount, CudaBackend, Handle, StreamId, library};
+use common::{Skip, add_chain, cuda_client_or_skip, floats};
+use gpuworld::{Bindings, ComputeClient, CubeCount, CudaBackend, StreamId, library};
 
 test_main![
     a_replay_runs_as_one_cuda_graph_with_the_eager_runs_bytes,
@@ -17,26 +17,8 @@ test_main![
 
 const N: usize = 1 << 12;
 
-fn floats(client: &ComputeClient<CudaBackend>, handle: &Handle) -> Vec<f32> {
-    client.read_one_as::<f32>(handle).expect("read")
-}
-
 fn executables(client: &ComputeClient<CudaBackend>) -> usize {
     client.with_runtime(|rt| rt.backend().graph_executables())
-}
-
-/// `k` chained `x += ones`.
-fn chain(client: &ComputeClient<CudaBackend>, x: &Handle, ones: &Handle, k: usize) {
-    let cubes = CubeCount::new_1d(N.div_ceil(256) as u32);
-    for _ in 0..k {
-        client
-            .launch(
-                &library::ADD,
-                cubes,
-                Bindings::new().buffer(x).buffer(ones).buffer(x),
-            )
-            .unwrap();
-    }
 }
 
 fn a_replay_runs_as_one_cuda_graph_with_the_eager_runs_bytes() -> Result<(), Skip> {
@@ -45,7 +27,7 @@ fn a_replay_runs_as_one_cuda_graph_with_the_eager_runs_bytes() -> Result<(), Ski
     let ones = client.create_from_pod(&[1.0f32; N]);
     let graph = client
         .capture(|c| {
-            chain(c, &x, &ones, 100);
+            add_chain(c, &x, &ones, 100);
             Ok(())
         })
         .unwrap();
@@ -60,7 +42,7 @@ fn a_replay_runs_as_one_cuda_graph_with_the_eager_runs_bytes() -> Result<(), Ski
     assert_eq!(executables(&client), 1, "one CUDA graph, made once");
     // Eager launches after the replays see their results, and the other way round: the run,
     // 20 replays, 3 eager launches and one more replay.
-    chain(&client, &x, &ones, 3);
+    add_chain(&client, &x, &ones, 3);
     graph.replay().unwrap();
     assert_eq!(floats(&client, &x), vec![2203.0; N]);
     Ok(())
@@ -136,8 +118,8 @@ fn a_replay_over_two_streams_is_one_cuda_graph_with_a_lane_per_stream() -> Resul
     let cubes = CubeCount::new_1d(N.div_ceil(256) as u32);
     let graph = client
         .capture(|_| {
-            chain(&first, &x, &ones, 4);
-            chain(&other, &w, &ones, 3);
+            add_chain(&first, &x, &ones, 4);
+            add_chain(&other, &w, &ones, 3);
             // Follows stream 0's chain (it reads x), and stream 1's (it writes y after w).
             other.launch(
                 &library::ADD,

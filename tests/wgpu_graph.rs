@@ -6,8 +6,8 @@
 
 mod common;
 
-use common::{Skip, wgpu_client_or_skip};
-use gpuworld::{Bindings, ComputeClient, CubeCount, Handle, StreamId, WgpuBackend, library};
+use common::{Skip, add_chain, floats, wgpu_client_or_skip};
+use gpuworld::{Bindings, ComputeClient, CubeCount, StreamId, WgpuBackend, library};
 
 test_main![
     a_replay_records_its_plan_made_once_with_the_eager_runs_bytes,
@@ -18,10 +18,6 @@ test_main![
 
 const N: usize = 1 << 10;
 
-fn floats(client: &ComputeClient<WgpuBackend>, handle: &Handle) -> Vec<f32> {
-    client.read_one_as::<f32>(handle).expect("read")
-}
-
 fn plans(client: &ComputeClient<WgpuBackend>) -> u64 {
     client.with_runtime(|rt| rt.backend().replay_plans_made())
 }
@@ -30,26 +26,13 @@ fn cubes() -> CubeCount {
     CubeCount::new_1d(N.div_ceil(256) as u32)
 }
 
-/// `k` chained `x += ones`, each reading and writing `x`.
-fn chain(client: &ComputeClient<WgpuBackend>, x: &Handle, ones: &Handle, k: usize) {
-    for _ in 0..k {
-        client
-            .launch(
-                &library::ADD,
-                cubes(),
-                Bindings::new().buffer(x).buffer(ones).buffer(x),
-            )
-            .unwrap();
-    }
-}
-
 fn a_replay_records_its_plan_made_once_with_the_eager_runs_bytes() -> Result<(), Skip> {
     let client = wgpu_client_or_skip()?;
     let x = client.create_from_pod(&[0.0f32; N]);
     let ones = client.create_from_pod(&[1.0f32; N]);
     let graph = client
         .capture(|c| {
-            chain(c, &x, &ones, 50);
+            add_chain(c, &x, &ones, 50);
             Ok(())
         })
         .unwrap();
@@ -63,7 +46,7 @@ fn a_replay_records_its_plan_made_once_with_the_eager_runs_bytes() -> Result<(),
     }
     assert_eq!(plans(&client), 1, "one plan, made at the first replay");
     // Eager launches after the replays see their results, and the other way round.
-    chain(&client, &x, &ones, 3);
+    add_chain(&client, &x, &ones, 3);
     graph.replay().unwrap();
     assert_eq!(floats(&client, &x), vec![603.0; N]);
     Ok(())
@@ -166,7 +149,7 @@ fn a_replay_over_two_streams_is_one_plan_and_the_second_stream_follows_it() -> R
     let y = client.create_from_pod(&[0.0f32; N]);
     let graph = client
         .capture(|_| {
-            chain(&first, &x, &ones, 2);
+            add_chain(&first, &x, &ones, 2);
             // Follows stream 0's chain: it reads x.
             other.launch(
                 &library::ADD,
