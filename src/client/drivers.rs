@@ -187,9 +187,7 @@ impl Drivers {
 
     /// Whether callers leave every tick to the device thread now (see `Drivers::shared_until`).
     fn shared(&self) -> bool {
-        // The clock is read only once callers have shared: a caller alone never reads it here.
-        let until = self.shared_until.load(Ordering::Relaxed);
-        self.spare_cores && until != 0 && self.now() < until
+        self.spare_cores && self.now() < self.shared_until.load(Ordering::Relaxed)
     }
 }
 
@@ -469,8 +467,7 @@ impl<B: Backend> ComputeClient<B> {
             return futures_executor::block_on(&mut receiver).unwrap_or(Err(Error::Disconnected));
         }
         let mut driving = Driving::enter(drivers);
-        // When this caller began to spin for the runtime; the clock is read only once it has to.
-        let mut spin_start: Option<Instant> = None;
+        let mut spin_start = Instant::now();
         let mut requested = false;
         loop {
             if let Some(reply) = ready(&mut receiver) {
@@ -501,7 +498,7 @@ impl<B: Backend> ComputeClient<B> {
                     let inbox = &self.shared.inbox;
                     runtime.release_and_wait_for_device(DEVICE_WAIT_SLICE, &|| inbox.needs_tick());
                 }
-                spin_start = None;
+                spin_start = Instant::now();
                 continue;
             }
             if !requested {
@@ -509,7 +506,7 @@ impl<B: Backend> ComputeClient<B> {
                 self.shared.inbox.request_tick();
                 requested = true;
             }
-            if spin_start.get_or_insert_with(Instant::now).elapsed() < CALLER_SPIN {
+            if spin_start.elapsed() < CALLER_SPIN {
                 std::thread::yield_now();
                 continue;
             }
