@@ -8,7 +8,7 @@ use common::{bytes_of, f32s};
 use gpuworld::error::LayoutError;
 use gpuworld::{
     AllocationMode, Bindings, ComputeClient, CpuBackend, CubeCount, Driver, Error, MemoryConfig,
-    RuntimeConfig, TensorDesc, TensorLayout, library,
+    RuntimeConfig, StreamId, TensorDesc, TensorLayout, library,
 };
 
 fn cpu() -> ComputeClient<CpuBackend> {
@@ -243,4 +243,89 @@ fn nothing_leaks_on_the_sim_backend() {
         .expect("the sim opens");
     leaves_nothing_behind(client.clone());
     assert_eq!(client.with_runtime(|rt| rt.backend().allocated()), 0);
+}
+
+/// A launch of `FILL` over all of `handle` (floats), long enough on the cpu backend that the
+/// device is still at it when the tick that submitted it ends.
+fn fill_all<B: gpuworld::Backend>(
+    client: &ComputeClient<B>,
+    handle: &gpuworld::Handle,
+    value: f32,
+) {
+    let cubes = (handle.size() / 4).div_ceil(256) as u32;
+    client
+        .launch(
+            &library::FILL,
+            CubeCount::new_1d(cubes),
+            Bindings::new().buffer(handle).scalar_f32(value),
+        )
+        .unwrap();
+}
+
+/// Issue 30's leak, first half: memory used on two streams and released while the second still
+/// works on it is pinned, in the tick that submits that work, behind events not passed yet. The
+/// same tick's sync waits for the work; when it returns, the memory is free, with no other tick
+/// (a manual driver's host may never run one). It used to wait for the next tick.
+#[test]
+fn memory_released_while_its_last_use_runs_is_free_when_that_streams_sync_returns() {
+    let client = cpu();
+    let (a, b) = (
+        client.with_stream(StreamId { value: 1 }),
+        client.with_stream(StreamId { value: 2 }),
+    );
+    let kept = a.empty(64);
+    for round in 0..5 {
+        let big = b.empty(64 << 20);
+        fill_all(&b, &big, 1.0);
+        b.sync().unwrap();
+        // A waits on B's fill, then fills for some milliseconds; `big` is dropped before A's tick.
+        fill_all(&a, &big, round as f32);
+        drop(big);
+        a.sync().unwrap();
+        let usage = client.memory_usage();
+        assert_eq!(
+            (usage.number_allocs, usage.bytes_in_use),
+            (1, 64),
+            "round {round}: only `kept` is in use once A's sync returned: {usage:?}\n{}",
+            client.snapshot()
+        );
+    }
+    drop(kept);
+}
+
+/// Issue 30's leak, second half: a binding that one stream wrote and another read is pinned
+/// until the reader's work passed. Once both streams are synced it is free, with no other tick.
+/// It used to wait for an event of a stream of the runtime's own that no sync covered, and with
+/// it every handle released beside it (the 28–32 allocations of the issue).
+#[test]
+fn a_binding_shared_across_streams_is_free_once_both_streams_are_synced() {
+    let client = cpu();
+    let (a, b) = (
+        client.with_stream(StreamId { value: 1 }),
+        client.with_stream(StreamId { value: 2 }),
+    );
+    for round in 0..5 {
+        let shared = a.empty(4 << 20);
+        fill_all(&a, &shared, 2.0);
+        let out = b.empty(4 << 20);
+        // B reads what A wrote: B waits on A, and `shared` is pinned behind B's copy.
+        b.launch(
+            &library::COPY,
+            CubeCount::new_1d(((4 << 20) / 4 / 256) as u32),
+            Bindings::new().buffer(&shared).buffer(&out),
+        )
+        .unwrap();
+        let others: Vec<_> = (0..8).map(|i| a.create(vec![i; 100])).collect();
+        drop((shared, others));
+        a.sync().unwrap();
+        b.sync().unwrap();
+        let usage = client.memory_usage();
+        assert_eq!(
+            (usage.number_allocs, usage.bytes_in_use),
+            (1, 4 << 20),
+            "round {round}: only `out` is in use once both streams are synced: {usage:?}\n{}",
+            client.snapshot()
+        );
+        assert_eq!(f32s(&b.read_one(&out).unwrap())[..4], [2.0; 4]);
+    }
 }

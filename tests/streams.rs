@@ -34,18 +34,12 @@ fn state(client: &ComputeClient<SimBackend>) -> String {
     format!("{world}backend calls:\n{calls}")
 }
 
-/// The waits of compute streams (the GC stream's waits pin shared bindings; see the snapshots).
+/// The waits the streams were given.
 fn waits_in(client: &ComputeClient<SimBackend>) -> Vec<String> {
     client.with_runtime(|rt| {
         let log = rt.backend().log();
-        let gc = log.iter().find_map(|(_, call)| match call {
-            gpuworld::SimCall::CreateStream { stream, id } if *id == StreamId::GC => Some(*stream),
-            _ => None,
-        });
         log.iter()
-            .filter(|(_, call)| {
-                matches!(call, gpuworld::SimCall::Wait { stream, .. } if Some(*stream) != gc)
-            })
+            .filter(|(_, call)| matches!(call, gpuworld::SimCall::Wait { .. }))
             .map(|(_, call)| rt.backend().call_text(call))
             .collect()
     })
@@ -354,7 +348,7 @@ fn the_scheduler_runs_three_streams_of_five_tasks_in_sequence() {
 }
 
 #[test]
-fn a_pinned_shared_binding_is_freed_only_after_its_gc_event() {
+fn a_pinned_shared_binding_is_freed_only_after_its_consumers_event() {
     let client = sim_with(
         SimConfig::default().with_latency_ticks(2),
         RuntimeConfig::default(),

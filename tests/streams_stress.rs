@@ -86,8 +86,8 @@ fn run(driver: Driver) {
     for t in 0..=THREADS {
         client.with_stream(StreamId { value: t }).sync().unwrap();
     }
-    // Memory used on several streams is reclaimed once the GC stream's events passed: tick
-    // until nothing is in flight, as a host loop would before checking for leaks.
+    // Memory used on several streams is reclaimed once their events passed: tick until nothing
+    // is in flight, as a host loop would before checking for leaks.
     client.with_runtime(|runtime| {
         runtime.tick();
         while runtime.has_work_in_flight() {

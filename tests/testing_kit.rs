@@ -336,7 +336,7 @@ fn every_failure_point_of_a_fixed_program_ends_in_a_typed_error_without_leak_or_
                 Some(Error::Execution(ExecutionError::DeviceFault { .. })),
             ) => {}
             // Events and a lost device reach the program only where it waits on them: a fault on
-            // the GC stream's event, or after the program's last read, changes nothing it sees
+            // an event that only pins memory, or after the program's last read, changes nothing it sees
             // (it checked its values and returned Ok).
             (
                 Fault::Event(_) | Fault::EventNeverCompletes(_) | Fault::DeviceLost { .. },

@@ -39,7 +39,8 @@ impl StreamId {
 }
 
 impl StreamId {
-    /// The id the runtime's GC stream is created for; never a thread's.
+    /// The id of the runtime's own work outside any thread's stream (a warm-up's compile, and a
+    /// fault found there); never a thread's.
     pub const GC: StreamId = StreamId { value: u64::MAX };
 }
 

@@ -82,7 +82,6 @@ impl<B: Backend> Runtime<B> {
         let mut world = World::new();
         world.insert_resource(StreamTable {
             slots: vec![None; config.stream_slots.max(1)],
-            gc: None,
         });
         world.insert_resource(config);
         world.insert_resource(MemoryPool::new(

@@ -534,12 +534,7 @@ impl Backend for SimBackend {
 
     fn create_stream(&mut self, id: StreamId) -> DeviceStream {
         let stream = DeviceStream(self.streams.len() as u32);
-        let name = if id == StreamId::GC {
-            id.to_string()
-        } else {
-            let users = self.streams.iter().filter(|s| s.id != StreamId::GC).count();
-            format!("s{users}")
-        };
+        let name = format!("s{}", self.streams.len());
         self.streams.push(SimStream {
             id,
             name,

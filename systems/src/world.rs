@@ -17,15 +17,6 @@ use std::sync::Arc;
 
 // ---- streams ----
 
-/// What a stream is for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum StreamRole {
-    /// User work.
-    Compute,
-    /// The stream whose events prove that shared bindings may be released.
-    Gc,
-}
-
 /// A stream entity: the slot it occupies and the user stream that opened it. Spawned alone: the
 /// per-stream state comes as required components, the shared ones declared here and each
 /// stage's own (`LastSynced`) registered by that stage's `build`.
@@ -36,22 +27,17 @@ pub struct Stream {
     pub id: StreamId,
     /// The slot (user stream number modulo the slot count).
     pub slot: usize,
-    /// What it is for.
-    pub role: StreamRole,
     /// The backend's stream.
     pub device: DeviceStream,
-    /// How many user streams the runtime opened before this one (0 for the GC stream): its name
-    /// in snapshots, so a test shows the same names whichever thread or test order made them.
+    /// How many user streams the runtime opened before this one: its name in snapshots, so a
+    /// test shows the same names whichever thread or test order made them.
     pub ordinal: u64,
 }
 
 impl Stream {
-    /// Its name in snapshots, sim logs and traces: `s<ordinal>`, or `gc` for the GC stream.
+    /// Its name in snapshots, sim logs and traces: `s<ordinal>`.
     pub fn name(&self) -> String {
-        match self.role {
-            StreamRole::Gc => "gc".to_string(),
-            StreamRole::Compute => format!("s{}", self.ordinal),
-        }
+        format!("s{}", self.ordinal)
     }
 }
 
@@ -263,17 +249,12 @@ pub struct Device<B: Backend>(pub B);
 #[derive(Debug, Resource, Clone)]
 pub struct InboxQueue(pub Arc<Inbox>);
 
-/// The stream entities by slot, and the GC stream.
+/// The stream entities by slot.
 #[derive(Debug, Resource)]
 pub struct StreamTable {
     /// Compute stream entity per slot, created on first use.
     pub slots: Vec<Option<Entity>>,
-    /// The GC stream's entity and device stream, created on first use.
-    pub gc: Option<(Entity, DeviceStream)>,
 }
-
-/// The slot number given to the GC stream.
-pub const GC_SLOT: usize = usize::MAX;
 
 /// Emptied task boxes kept for reuse: a task is boxed so that stages move a pointer, and the
 /// boxes are recycled so that a tick of many launches does not go through the allocator. Kept in

@@ -146,9 +146,9 @@ impl Capture<'_> {
 }
 
 /// The lines of the streams: all but what the flush/wait stage adds (`synced`), in the order
-/// the runtime opened them, the GC stream last.
+/// the runtime opened them.
 fn stream_lines(world: &mut World) -> Vec<(Entity, StreamLine)> {
-    let mut streams: Vec<((bool, u64), Entity, StreamLine)> = world
+    let mut streams: Vec<(u64, Entity, StreamLine)> = world
         .query::<(
             Entity,
             &Stream,
@@ -160,7 +160,7 @@ fn stream_lines(world: &mut World) -> Vec<(Entity, StreamLine)> {
         .iter(world)
         .map(|(entity, s, c, sub, q, f)| {
             (
-                (s.role == StreamRole::Gc, s.ordinal),
+                s.ordinal,
                 entity,
                 StreamLine {
                     name: s.name(),

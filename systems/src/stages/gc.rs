@@ -132,8 +132,10 @@ pub struct Gc<'w, 's, B: Backend> {
     handles: Query<'w, 's, &'static Allocation>,
     /// The pending GCs reclaimed in this tick (despawned only once the tick's commands apply).
     reclaimed: Local<'s, Vec<Entity>>,
-    /// Pending GCs spawned in this tick (they appear only once the tick's commands apply).
-    spawned: Local<'s, usize>,
+    /// Released memory pinned in this tick, behind events that had not passed yet: kept here
+    /// until the tick's replies are answered (the work they answer may be what these wait for),
+    /// then spawned as entities for later ticks.
+    fresh: Local<'s, Vec<PendingGc>>,
     /// Released handles whose memory still waited for the device when a cleanup ran: a tick that
     /// returns some of it to the pool cleans up again.
     cleanup_waits_for: Local<'s, bevy_ecs::entity::EntityHashSet>,
@@ -163,19 +165,21 @@ pub struct TickLeft {
 /// what the answered work freed) stand between the device finishing and the caller returning.
 pub fn reclaim_and_reply<B: Backend>(mut gc: Gc<B>) {
     gc.reclaimed.clear();
-    *gc.spawned = 0;
     gc.poll_device();
     gc.pin_released_memory();
     gc.reclaim_finished_gc();
     gc.cleanup_memory();
     gc.await_replies();
     let answered = gc.complete_reads() | gc.complete_syncs();
-    // The answered work may have been the last use of released memory: reclaim it in this tick,
-    // so a caller returning from a sync sees it free.
-    if answered && !gc.gcs.is_empty() {
+    // The answered work may have been the last use of released memory, pinned in an earlier tick
+    // or in this one: reclaim it in this tick, so a caller returning from a sync sees it free
+    // (memory pinned in the tick that answered the last sync used to wait for a tick that a
+    // manual driver may never run: issue 30's leak).
+    if answered {
         gc.reclaim_finished_gc();
     }
     gc.note_what_is_left();
+    gc.spawn_fresh();
 }
 
 impl<B: Backend> std::fmt::Debug for Gc<'_, '_, B> {
@@ -189,7 +193,7 @@ impl<B: Backend> std::fmt::Debug for Gc<'_, '_, B> {
 impl<B: Backend> Gc<'_, '_, B> {
     /// Counts what the tick leaves unfinished into [`TickLeft`].
     fn note_what_is_left(&mut self) {
-        let pending_gcs = self.gcs.iter().count() + *self.spawned - self.reclaimed.len();
+        let pending_gcs = self.gcs.iter().count() + self.fresh.len() - self.reclaimed.len();
         *self.left = TickLeft {
             in_flight: InFlight {
                 deferred_commands: self.deferred.waiting.len() + self.deferred.carried.len(),
@@ -331,20 +335,27 @@ impl<B: Backend> Gc<'_, '_, B> {
         };
         // Events on idle streams may have passed already: the memory returns in this tick.
         if !self.reclaim(&gc) {
-            self.commands.spawn(gc);
-            *self.spawned += 1;
+            self.fresh.push(gc);
         }
     }
 
-    /// Reclaims every pending GC whose events passed.
+    /// Spawns what this tick pinned and could not reclaim yet, for later ticks to reclaim.
+    fn spawn_fresh(&mut self) {
+        for gc in self.fresh.drain(..) {
+            self.commands.spawn(gc);
+        }
+    }
+
+    /// Reclaims every pending GC whose events passed, those pinned in this tick included.
     fn reclaim_finished_gc(&mut self) {
         let _span =
             tracing::trace_span!(target: "gpuworld::memory", "gc.reclaim_finished_gc").entered();
         let gcs = self.gcs;
+        let mut fresh = std::mem::take(&mut *self.fresh);
         // Until a pass reclaims nothing: unpinning a shared handle (a pin's GC) frees its
         // release's GC for the next pass, whichever order the query lists them in.
         loop {
-            let before = self.reclaimed.len();
+            let (reclaimed, waiting) = (self.reclaimed.len(), fresh.len());
             for (entity, gc) in gcs.iter() {
                 // Skips what an earlier pass of this tick reclaimed (despawned only when the
                 // tick's commands apply).
@@ -353,15 +364,16 @@ impl<B: Backend> Gc<'_, '_, B> {
                     self.reclaimed.push(entity);
                 }
             }
-            if self.reclaimed.len() == before {
+            fresh.retain(|gc| !self.reclaim(gc));
+            if self.reclaimed.len() == reclaimed && fresh.len() == waiting {
                 break;
             }
         }
+        *self.fresh = fresh;
     }
 
     /// Unpins the shared handles of `gc` and returns the memory of its released ones, if its
-    /// events passed and no shared-binding pin (the GC stream's event) holds them; whether it
-    /// did.
+    /// events passed and no shared-binding pin (its consumer's event) holds them; whether it did.
     fn reclaim(&mut self, gc: &PendingGc) -> bool {
         if !gc.events.iter().all(|&e| self.device.0.event_done(e))
             || gc.handles.iter().any(|h| self.pinned.0.contains_key(h))

@@ -2,14 +2,13 @@
 //! task per stream) or `Sequential` (stream after stream). Before a task that must wait on
 //! another stream, that stream's work up to the needed cursor is submitted and flushed to an
 //! event the consumer waits on; after it, the shared bindings are pinned behind an event of the
-//! GC stream that waits on the consumer. Owns `SubmittedCursor` and the GC stream; turns reads and
-//! syncs into the GC stage's `PendingReplies` and pins into pending-GC entities.
+//! consumer. Owns `SubmittedCursor`; turns reads and syncs into the GC stage's `PendingReplies`
+//! and pins into pending-GC entities.
 
 use super::gc::{PendingGc, PendingRead, PendingReplies, PendingSync, PinnedHandles};
 use super::tick::TickStage;
 use crate::backend::{Backend, DeviceStream, Region};
 use crate::bytes::HostBytes;
-use crate::ids::StreamId;
 use crate::outbox::Outbox;
 use crate::trace::{OpKind, TraceRecorder};
 use crate::world::*;
@@ -28,7 +27,6 @@ pub fn submit_ready_queues<B: Backend>(
     config: Res<RuntimeConfig>,
     mut device: ResMut<Device<B>>,
     mut stats: ResMut<Stats>,
-    mut table: ResMut<StreamTable>,
     mut pinned: ResMut<PinnedHandles>,
     mut new: ResMut<NewTasks>,
     mut replies: ResMut<PendingReplies>,
@@ -51,7 +49,6 @@ pub fn submit_ready_queues<B: Backend>(
         device: &mut device.0,
         stats: &mut stats,
         pinned: &mut pinned,
-        gc: table.gc.map(|(_, device)| device),
         streams: &mut streams,
         pins: Vec::new(),
         replies: &mut replies,
@@ -75,20 +72,7 @@ pub fn submit_ready_queues<B: Backend>(
             }
         },
     }
-    let Submitter { pins, gc, .. } = submitter;
-    if let (None, Some(device)) = (table.gc, gc) {
-        let entity = commands
-            .spawn(Stream {
-                id: StreamId::GC,
-                slot: GC_SLOT,
-                role: StreamRole::Gc,
-                device,
-                ordinal: 0,
-            })
-            .id();
-        table.gc = Some((entity, device));
-    }
-    for gc in pins {
+    for gc in submitter.pins {
         commands.spawn(gc);
     }
 }
@@ -110,9 +94,8 @@ struct Submitter<'a, 'sw, 'ss, B: Backend> {
     device: &'a mut B,
     stats: &'a mut Stats,
     pinned: &'a mut PinnedHandles,
-    gc: Option<DeviceStream>,
     streams: &'a mut StreamQuery<'sw, 'ss>,
-    /// Shared handles pinned behind the GC stream's events, spawned afterwards.
+    /// Shared handles pinned behind their consumers' events, spawned afterwards.
     pins: Vec<PendingGc>,
     /// Where reads and syncs in flight go.
     replies: &'a mut PendingReplies,
@@ -287,25 +270,18 @@ impl<B: Backend> Submitter<'_, '_, '_, B> {
         self.spare.recycle(task);
     }
 
-    /// Pins `shared` until the GC stream, waiting on the consumer's event, has passed its own.
+    /// Pins `shared` until the consumer's work so far has passed. (An event of a stream of the
+    /// runtime's own that waited on the consumer's used to stand in between: it proved nothing
+    /// more, and a caller that synced every stream still found memory pinned behind it, which a
+    /// manual driver's next tick might never free: issue 30's leak.)
     fn pin_shared(&mut self, consumer: DeviceStream, shared: Vec<Entity>) {
         let consumer_event = self.device.flush(consumer);
-        let gc = match self.gc {
-            Some(gc) => gc,
-            None => {
-                let gc = self.device.create_stream(StreamId::GC);
-                self.gc = Some(gc);
-                gc
-            }
-        };
-        self.device.wait_event(gc, consumer_event);
-        let gc_event = self.device.flush(gc);
         for &handle in &shared {
             *self.pinned.0.entry(handle).or_default() += 1;
         }
-        tracing::trace!(target: "gpuworld::memory", pins = shared.len(), "shared bindings pinned behind the GC stream");
+        tracing::trace!(target: "gpuworld::memory", pins = shared.len(), "shared bindings pinned behind their consumer's event");
         self.pins.push(PendingGc {
-            events: SmallVec::from_elem(gc_event, 1),
+            events: SmallVec::from_elem(consumer_event, 1),
             handles: Vec::new(),
             pins: shared,
         });

@@ -677,7 +677,6 @@ impl Ingest<'_> {
             .spawn(Stream {
                 id,
                 slot,
-                role: StreamRole::Compute,
                 device,
                 ordinal,
             })
