@@ -138,17 +138,52 @@ impl CudaBackend {
     }
 
     /// Sets kernel node `node` of executable `exec` to `launch` (its arguments copied by the
-    /// call): a graph's scalar update without a new capture.
+    /// call): a graph's scalar update without building it afresh.
     pub(crate) fn set_node_launch(
         &self,
         exec: sys::CUgraphExec,
         node: sys::CUgraphNode,
         launch: &mut PreparedLaunch,
     ) -> sys::CUresult {
-        let mut params = launch.params();
-        let ([gx, gy, gz], [bx, by, bz]) = (launch.grid, launch.block);
+        // SAFETY: `node` is a kernel node of the graph `exec` was instantiated from (kept alive
+        // beside it), `function` the same kernel it was built with, and the arguments point
+        // into `launch`, which outlives the call (the driver copies them).
+        launch.with_node_params(|params| unsafe {
+            sys::cuGraphExecKernelNodeSetParams_v2(exec, node, params)
+        })
+    }
+
+    /// Adds `launch` to `graph` as a kernel node after `deps` (its arguments copied by the call).
+    pub(crate) fn add_node(
+        &self,
+        graph: sys::CUgraph,
+        deps: &[sys::CUgraphNode],
+        launch: &mut PreparedLaunch,
+    ) -> Result<sys::CUgraphNode, sys::CUresult> {
+        let mut node = std::ptr::null_mut();
+        // SAFETY: `graph` is a graph of this context and `deps` nodes of it; the arguments point
+        // into `launch`, which outlives the call (the driver copies them); `node` an out-pointer.
+        let code = launch.with_node_params(|params| unsafe {
+            sys::cuGraphAddKernelNode_v2(&mut node, graph, deps.as_ptr(), deps.len(), params)
+        });
+        match code {
+            sys::CUresult::CUDA_SUCCESS => Ok(node),
+            code => Err(code),
+        }
+    }
+}
+
+impl PreparedLaunch {
+    /// Calls `call` with the launch as a kernel node's parameters, which point into `self`.
+    fn with_node_params(
+        &mut self,
+        call: impl FnOnce(&sys::CUDA_KERNEL_NODE_PARAMS) -> sys::CUresult,
+    ) -> sys::CUresult {
+        let ([gx, gy, gz], [bx, by, bz]) = (self.grid, self.block);
+        let function = self.function;
+        let mut params = self.params();
         let node_params = sys::CUDA_KERNEL_NODE_PARAMS {
-            func: launch.function,
+            func: function,
             gridDimX: gx,
             gridDimY: gy,
             gridDimZ: gz,
@@ -161,9 +196,6 @@ impl CudaBackend {
             kern: std::ptr::null_mut(),
             ctx: std::ptr::null_mut(),
         };
-        // SAFETY: `node` is a kernel node of the graph `exec` was instantiated from (kept alive
-        // beside it), `function` the same kernel it was captured with, and the arguments point
-        // into `launch`, which outlives the call (the driver copies them).
-        unsafe { sys::cuGraphExecKernelNodeSetParams_v2(exec, node, &node_params) }
+        call(&node_params)
     }
 }
