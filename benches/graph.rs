@@ -7,8 +7,9 @@
 //!
 //! On CUDA the same step is also timed raw, beside it in the same process: `cuLaunchKernel` of
 //! the same `ADD` (the library's CUDA C, compiled with NVRTC) in a loop, and a raw CUDA graph of
-//! those launches (stream capture, one `cuGraphLaunch`), each then `cuStreamSynchronize`.
-//! PyTorch's side is `benches/graph_torch.py`.
+//! those launches (stream capture, one `cuGraphLaunch`), each then `cuStreamSynchronize`; and the
+//! raw graph again over two buffers of the runtime's pool (`graph/cuda_raw_pool`), which isolates
+//! what the buffers' placement costs. PyTorch's side is `benches/graph_torch.py`.
 //!
 //! `cargo bench --bench graph [--features wgpu,cuda]`; `GPUWORLD_GRAPH_KERNELS=100,1000` sets the
 //! step sizes. A third row runs the step through a `FrameGraph` (captured after two identical
@@ -188,8 +189,8 @@ fn graphs(c: &mut Criterion) {
     #[cfg(feature = "cuda")]
     match gpuworld::cuda_client(gpuworld::CudaConfig::default()) {
         Ok(client) => {
-            bench_backend(c, "cuda", client);
-            raw_cuda::bench(c);
+            bench_backend(c, "cuda", client.clone());
+            raw_cuda::bench(c, &client);
         }
         Err(error) => eprintln!("SKIPPED cuda: {error}"),
     }
@@ -224,6 +225,23 @@ mod raw_cuda {
     impl Raw {
         /// Device 0's primary context (gpuworld opened it: the driver loads), `ADD`, buffers.
         fn new() -> Raw {
+            // SAFETY: two allocations of FLOATS floats, set before use; they live for the
+            // process.
+            let (x, ones) = unsafe {
+                let bytes = FLOATS * 4;
+                let (mut x, mut ones) = (0, 0);
+                check(sys::cuMemAlloc_v2(&mut x, bytes), "alloc");
+                check(sys::cuMemAlloc_v2(&mut ones, bytes), "alloc");
+                check(sys::cuMemsetD32_v2(x, 0, FLOATS), "zero");
+                check(sys::cuMemsetD32_v2(ones, 1.0f32.to_bits(), FLOATS), "ones");
+                (x, ones)
+            };
+            Raw::over(x, ones)
+        }
+
+        /// The same over `x` (zeros) and `ones`, device pointers of FLOATS floats each that
+        /// outlive it.
+        fn over(x: sys::CUdeviceptr, ones: sys::CUdeviceptr) -> Raw {
             // SAFETY: plain driver calls on the primary context, each checked; what is made
             // here lives for the process.
             unsafe {
@@ -231,12 +249,6 @@ mod raw_cuda {
                 let mut stream = std::ptr::null_mut();
                 let flags = sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32;
                 check(sys::cuStreamCreate(&mut stream, flags), "stream");
-                let bytes = FLOATS * 4;
-                let (mut x, mut ones) = (0, 0);
-                check(sys::cuMemAlloc_v2(&mut x, bytes), "alloc");
-                check(sys::cuMemAlloc_v2(&mut ones, bytes), "alloc");
-                check(sys::cuMemsetD32_v2(x, 0, FLOATS), "zero");
-                check(sys::cuMemsetD32_v2(ones, 1.0f32.to_bits(), FLOATS), "ones");
                 Raw {
                     stream,
                     add,
@@ -322,7 +334,9 @@ mod raw_cuda {
         }
     }
 
-    pub fn bench(c: &mut Criterion) {
+    /// The raw loop and graph over buffers of their own, then the raw graph over two buffers of
+    /// `client`'s pool (its handles' device pointers): what the buffers' placement costs.
+    pub fn bench(c: &mut Criterion, client: &gpuworld::ComputeClient<gpuworld::CudaBackend>) {
         let raw = Raw::new();
         let mut group = super::bench_group(c, "graph/cuda_raw");
         let mut issued = 0u64;
@@ -354,6 +368,70 @@ mod raw_cuda {
         }
         group.finish();
         assert_eq!(raw.first() as u64, issued, "every raw kernel ran once");
+        let x = client.create_from_pod(&[0.0f32; FLOATS]);
+        let ones = client.create_from_pod(&[1.0f32; FLOATS]);
+        let pointer = |handle: &gpuworld::Handle| {
+            let guard = client.get_resource(handle).expect("a live handle");
+            guard.resource().expect("CUDA gives a device pointer")
+        };
+        let pooled = Raw::over(pointer(&x), pointer(&ones));
+        let mut group = super::bench_group(c, "graph/cuda_raw_pool");
+        let mut issued = 0u64;
+        for k in kernels() {
+            group.throughput(Throughput::Elements(k as u64));
+            let exec = pooled.graph(k);
+            group.bench_function(format!("graph/{k}"), |b| {
+                b.iter(|| {
+                    // SAFETY: an executable of this context on its stream, over buffers the
+                    // handles keep alive.
+                    check(unsafe { sys::cuGraphLaunch(exec, pooled.stream) }, "launch");
+                    pooled.sync();
+                    issued += k as u64;
+                })
+            });
+        }
+        group.finish();
+        assert_eq!(pooled.first() as u64, issued, "every raw kernel ran once");
+        eprintln!(
+            "graph/cuda_raw_pool: x at {:#x}, ones at {:#x}",
+            pointer(&x),
+            pointer(&ones)
+        );
+        drop((x, ones));
+        placements(c);
+    }
+
+    /// `GPUWORLD_GRAPH_PLACEMENTS=1024,4096,...`: the raw graph over `x` and `ones` at these
+    /// distances within one allocation of their own.
+    fn placements(c: &mut Criterion) {
+        let Ok(list) = std::env::var("GPUWORLD_GRAPH_PLACEMENTS") else {
+            return;
+        };
+        let mut group = super::bench_group(c, "graph/cuda_raw_apart");
+        for gap in list.split(',').map(|g| g.trim().parse::<usize>().expect("bytes")) {
+            // SAFETY: one allocation holding both buffers at `gap` apart, set before use; it
+            // lives for the process.
+            let (x, ones) = unsafe {
+                let mut base = 0;
+                check(sys::cuMemAlloc_v2(&mut base, gap + FLOATS * 4), "alloc");
+                let ones = base + gap as u64;
+                check(sys::cuMemsetD32_v2(base, 0, FLOATS), "zero");
+                check(sys::cuMemsetD32_v2(ones, 1.0f32.to_bits(), FLOATS), "ones");
+                (base, ones)
+            };
+            let raw = Raw::over(x, ones);
+            for k in kernels() {
+                let exec = raw.graph(k);
+                group.bench_function(format!("{gap}/{k}"), |b| {
+                    b.iter(|| {
+                        // SAFETY: an executable of this context on its stream.
+                        check(unsafe { sys::cuGraphLaunch(exec, raw.stream) }, "launch");
+                        raw.sync();
+                    })
+                });
+            }
+        }
+        group.finish();
     }
 }
 
