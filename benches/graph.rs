@@ -408,7 +408,10 @@ mod raw_cuda {
             return;
         };
         let mut group = super::bench_group(c, "graph/cuda_raw_apart");
-        for gap in list.split(',').map(|g| g.trim().parse::<usize>().expect("bytes")) {
+        for gap in list
+            .split(',')
+            .map(|g| g.trim().parse::<usize>().expect("bytes"))
+        {
             // SAFETY: one allocation holding both buffers at `gap` apart, set before use; it
             // lives for the process.
             let (x, ones) = unsafe {
