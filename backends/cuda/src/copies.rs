@@ -4,7 +4,7 @@
 //! pool when dropped).
 
 use crate::events::{self, EventState, Timing};
-use crate::{CudaBackend, pinned};
+use crate::{CudaBackend, flags, pinned};
 use cudarc::driver::sys;
 use gpuworld_systems::backend::{HostBytes, ReadTicket, Region};
 use gpuworld_systems::staging::copy_in_parallel;
@@ -23,6 +23,8 @@ pub(crate) struct Upload {
 pub(crate) struct PendingRead {
     stream: usize,
     event: Option<sys::CUevent>,
+    /// The value the stream's read flag takes once the copy landed, where one was enqueued.
+    flag: Option<u32>,
     buffer: HostBytes,
 }
 
@@ -136,11 +138,17 @@ impl CudaBackend {
             self.finished_reads.insert(ticket, HostBytes::default());
             return ticket;
         }
+        let value = self.streams[s].flag_value.wrapping_add(1);
+        let flag = self.read_flags.signal(s, handle, value).then_some(value);
+        if flag.is_some() {
+            self.streams[s].flag_value = value;
+        }
         self.reads.insert(
             ticket,
             PendingRead {
                 stream: s,
                 event: None,
+                flag,
                 buffer,
             },
         );
@@ -197,14 +205,22 @@ impl CudaBackend {
                 }
             }
         }
+        // A flagged read is asked of the driver only every few turns: its flag tells first.
+        self.flag_turns = self.flag_turns.wrapping_add(1);
+        let ask_driver = self.flag_turns.is_multiple_of(flags::QUERY_EVERY);
         let done: Vec<(ReadTicket, Option<sys::CUresult>)> = self
             .reads
             .iter()
             .filter_map(|(ticket, read)| {
-                match read.event.map_or_else(
-                    || events::query_stream(self.streams[read.stream].handle),
-                    events::query,
-                ) {
+                let flagged =
+                    (read.flag).and_then(|value| self.read_flags.reached(read.stream, value));
+                let state = match (read.event, flagged) {
+                    (Some(event), _) => events::query(event),
+                    (None, Some(true)) => EventState::Done,
+                    (None, Some(false)) if !ask_driver => EventState::Pending,
+                    (None, _) => events::query_stream(self.streams[read.stream].handle),
+                };
+                match state {
                     EventState::Pending => None,
                     EventState::Done => Some((*ticket, None)),
                     EventState::Failed(code) => Some((*ticket, Some(code))),

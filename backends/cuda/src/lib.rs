@@ -10,6 +10,7 @@ mod copies;
 mod cuda_c;
 mod events;
 mod faults;
+mod flags;
 mod graphs;
 mod launch;
 mod library;
@@ -110,6 +111,8 @@ struct CudaStream {
     fault: Option<Error>,
     /// Whether a read without an event is the last work queued (see `PendingRead`).
     read_is_last: bool,
+    /// The value this stream's read flag was last set to write (`flags.rs`).
+    flag_value: u32,
 }
 
 /// Makes `context` current on the calling thread, where it is not already.
@@ -153,6 +156,10 @@ pub struct CudaBackend {
     peers_enabled: Vec<usize>,
     /// Address ranges reserved for the mapped pool, and their pages (`mapping.rs`).
     mapping: mapping::AddressRanges,
+    /// The words the device sets when a read lands (`flags.rs`).
+    read_flags: flags::ReadFlags,
+    /// Turns of `collect_copies` since it last asked the driver about a flagged read.
+    flag_turns: u32,
 }
 
 // SAFETY: the CUDA handles are owned by the backend and used only through `&mut self` (each call
@@ -553,6 +560,7 @@ impl Backend for CudaBackend {
             handle: std::ptr::null_mut(),
             fault: None,
             read_is_last: false,
+            flag_value: 0,
         });
         if code == sys::CUresult::CUDA_SUCCESS {
             self.streams[index].handle = handle;
@@ -764,6 +772,7 @@ impl Drop for CudaBackend {
             sys::cuCtxSynchronize();
         }
         self.retire_all_copies();
+        self.read_flags.free();
         self.pinned.clear();
         // Pinned memory lent to callers lives in this context: never reset it under them.
         let lent_out = Arc::strong_count(&self.pinned) > 1;

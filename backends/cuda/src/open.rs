@@ -121,6 +121,8 @@ impl CudaBackend {
             mapping: page_mapping
                 .map(|(page, access)| mapping::AddressRanges::new(page, access))
                 .unwrap_or_default(),
+            read_flags: Default::default(),
+            flag_turns: 0,
         })
     }
 
