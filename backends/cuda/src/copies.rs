@@ -138,22 +138,35 @@ impl CudaBackend {
             self.finished_reads.insert(ticket, HostBytes::default());
             return ticket;
         }
-        let value = self.streams[s].flag_value.wrapping_add(1);
-        let flag = self.read_flags.signal(s, handle, value).then_some(value);
-        if flag.is_some() {
-            self.streams[s].flag_value = value;
-        }
         self.reads.insert(
             ticket,
             PendingRead {
                 stream: s,
                 event: None,
-                flag,
+                flag: None,
                 buffer,
             },
         );
         self.streams[s].read_is_last = true;
         ticket
+    }
+
+    /// Gives each read that is still its stream's last work, and has no flag yet, a flag write
+    /// behind it: called as a caller starts waiting on the device, so that only reads somebody
+    /// waits for pay the extra driver call (a tick of many callers' work waits for nothing, and
+    /// later work would seal its reads with events anyway).
+    pub(crate) fn flag_waited_reads(&mut self) {
+        for read in self.reads.values_mut() {
+            let s = read.stream;
+            if read.event.is_some() || read.flag.is_some() || !self.streams[s].read_is_last {
+                continue;
+            }
+            let value = self.streams[s].flag_value.wrapping_add(1);
+            if self.read_flags.signal(s, self.streams[s].handle, value) {
+                self.streams[s].flag_value = value;
+                read.flag = Some(value);
+            }
+        }
     }
 
     /// The handle of stream `s` for work about to be queued on it. Every submission takes its

@@ -1,9 +1,10 @@
 //! Completion flags for reads: a word of page-locked, device-mapped host memory per stream, which
 //! the device writes (`cuStreamWriteValue32`, after a fence) once a read that is its stream's last
-//! work has landed. A blocking read's wait then looks at that word instead of asking the driver
-//! (`cuStreamQuery`) each turn, and notices the copy sooner; the driver is still asked every few
-//! turns, so a stream that faulted (whose flag never comes) is reported as before (issue 31: the
-//! round trip's wait).
+//! work has landed. The write is enqueued as a caller starts waiting on the device
+//! (`CudaBackend::flag_waited_reads`), so only reads somebody waits for pay for it. The wait then
+//! looks at that word instead of asking the driver (`cuStreamQuery`) each turn, and notices the
+//! copy sooner; the driver is still asked every few turns, so a stream that faulted (whose flag
+//! never comes) is reported as before (issue 31: the round trip's wait).
 
 use cudarc::driver::sys;
 

@@ -693,6 +693,7 @@ impl Backend for CudaBackend {
             return false;
         }
         self.bind();
+        self.flag_waited_reads();
         let start = Instant::now();
         loop {
             // Noticing is polling: what completes here is taken as it is found, so the tick
