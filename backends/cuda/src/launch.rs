@@ -89,13 +89,10 @@ impl CudaBackend {
         }))
     }
 
-    /// Launches `kernel` on stream `s` (`into`, where given, takes the launch in `s`'s place:
-    /// a graph's capture stream); an error the launch cannot even start with is returned.
-    #[allow(clippy::too_many_arguments, reason = "a launch's parts")]
+    /// Launches `kernel` on stream `s`; an error the launch cannot even start with is returned.
     pub(crate) fn launch_on(
         &mut self,
         s: usize,
-        into: Option<sys::CUstream>,
         kernel: Kernel,
         count: LaunchCount,
         buffers: &[Region],
@@ -107,10 +104,7 @@ impl CudaBackend {
             return Ok(());
         };
         let mut params = launch.params();
-        let stream = match into {
-            Some(stream) => stream,
-            None => self.work_stream(s),
-        };
+        let stream = self.work_stream(s);
         let ([gx, gy, gz], [bx, by, bz]) = (launch.grid, launch.block);
         // SAFETY: `function` is a loaded kernel whose parameters are, by the generated list,
         // exactly the pointers and 32-bit words in `params` (which point into `launch`, untouched

@@ -591,7 +591,7 @@ impl Backend for CudaBackend {
         }
         self.bind();
         let start = self.stamp(stream);
-        if let Err(error) = self.launch_on(s, None, kernel, count, buffers, scalars, mode) {
+        if let Err(error) = self.launch_on(s, kernel, count, buffers, scalars, mode) {
             tracing::warn!(target: "gpuworld::kernel", kernel = kernel.id, %error, "launch refused");
             self.fault_with(s, error);
         }
