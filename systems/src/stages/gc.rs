@@ -175,7 +175,7 @@ pub fn reclaim_and_reply<B: Backend>(mut gc: Gc<B>) {
     // or in this one: reclaim it in this tick, so a caller returning from a sync sees it free
     // (memory pinned in the tick that answered the last sync used to wait for a tick that a
     // manual driver may never run: issue 30's leak).
-    if answered {
+    if answered && !(gc.gcs.is_empty() && gc.fresh.is_empty()) {
         gc.reclaim_finished_gc();
     }
     gc.note_what_is_left();
@@ -333,10 +333,9 @@ impl<B: Backend> Gc<'_, '_, B> {
             handles,
             pins: Vec::new(),
         };
-        // Events on idle streams may have passed already: the memory returns in this tick.
-        if !self.reclaim(&gc) {
-            self.fresh.push(gc);
-        }
+        // Events on idle streams may have passed already: the reclaim that follows returns the
+        // memory in this tick.
+        self.fresh.push(gc);
     }
 
     /// Spawns what this tick pinned and could not reclaim yet, for later ticks to reclaim.
