@@ -225,18 +225,27 @@ mod raw_cuda {
     impl Raw {
         /// Device 0's primary context (gpuworld opened it: the driver loads), `ADD`, buffers.
         fn new() -> Raw {
-            // SAFETY: two allocations of FLOATS floats, set before use; they live for the
-            // process.
-            let (x, ones) = unsafe {
-                let bytes = FLOATS * 4;
-                let (mut x, mut ones) = (0, 0);
-                check(sys::cuMemAlloc_v2(&mut x, bytes), "alloc");
-                check(sys::cuMemAlloc_v2(&mut ones, bytes), "alloc");
-                check(sys::cuMemsetD32_v2(x, 0, FLOATS), "zero");
-                check(sys::cuMemsetD32_v2(ones, 1.0f32.to_bits(), FLOATS), "ones");
-                (x, ones)
-            };
-            Raw::over(x, ones)
+            let (mut x, mut ones) = (0, 0);
+            // SAFETY: two allocations of FLOATS floats; they live for the process.
+            unsafe {
+                check(sys::cuMemAlloc_v2(&mut x, FLOATS * 4), "alloc");
+                check(sys::cuMemAlloc_v2(&mut ones, FLOATS * 4), "alloc");
+            }
+            let raw = Raw::over(x, ones);
+            raw.set_buffers();
+            raw
+        }
+
+        /// Sets `x` to zeros and `ones` to ones (buffers of the raw side's own).
+        fn set_buffers(&self) {
+            // SAFETY: both pointers hold FLOATS floats.
+            unsafe {
+                check(sys::cuMemsetD32_v2(self.x, 0, FLOATS), "zero");
+                check(
+                    sys::cuMemsetD32_v2(self.ones, 1.0f32.to_bits(), FLOATS),
+                    "ones",
+                );
+            }
         }
 
         /// The same over `x` (zeros) and `ones`, device pointers of FLOATS floats each that
@@ -334,6 +343,27 @@ mod raw_cuda {
         }
     }
 
+    /// Times one launch of `exec`, `raw`'s graph of `k` launches, then its sync, as `name`;
+    /// counts the kernels it ran into `issued`.
+    fn time_graph(
+        group: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+        name: String,
+        raw: &Raw,
+        exec: sys::CUgraphExec,
+        k: usize,
+        issued: &mut u64,
+    ) {
+        group.bench_function(name, |b| {
+            b.iter(|| {
+                // SAFETY: an executable of this context on its stream, over buffers that
+                // outlive it.
+                check(unsafe { sys::cuGraphLaunch(exec, raw.stream) }, "launch");
+                raw.sync();
+                *issued += k as u64;
+            })
+        });
+    }
+
     /// The raw loop and graph over buffers of their own, then the raw graph over two buffers of
     /// `client`'s pool (its handles' device pointers): what the buffers' placement costs.
     pub fn bench(c: &mut Criterion, client: &gpuworld::ComputeClient<gpuworld::CudaBackend>) {
@@ -357,14 +387,7 @@ mod raw_cuda {
                 "graph/cuda_raw/{k}: capture and instantiate {:.1} µs",
                 start.elapsed().as_secs_f64() * 1e6
             );
-            group.bench_function(format!("graph/{k}"), |b| {
-                b.iter(|| {
-                    // SAFETY: an executable of this context on its stream.
-                    check(unsafe { sys::cuGraphLaunch(exec, raw.stream) }, "launch");
-                    raw.sync();
-                    issued += k as u64;
-                })
-            });
+            time_graph(&mut group, format!("graph/{k}"), &raw, exec, k, &mut issued);
         }
         group.finish();
         assert_eq!(raw.first() as u64, issued, "every raw kernel ran once");
@@ -380,15 +403,14 @@ mod raw_cuda {
         for k in kernels() {
             group.throughput(Throughput::Elements(k as u64));
             let exec = pooled.graph(k);
-            group.bench_function(format!("graph/{k}"), |b| {
-                b.iter(|| {
-                    // SAFETY: an executable of this context on its stream, over buffers the
-                    // handles keep alive.
-                    check(unsafe { sys::cuGraphLaunch(exec, pooled.stream) }, "launch");
-                    pooled.sync();
-                    issued += k as u64;
-                })
-            });
+            time_graph(
+                &mut group,
+                format!("graph/{k}"),
+                &pooled,
+                exec,
+                k,
+                &mut issued,
+            );
         }
         group.finish();
         assert_eq!(pooled.first() as u64, issued, "every raw kernel ran once");
@@ -412,27 +434,21 @@ mod raw_cuda {
             .split(',')
             .map(|g| g.trim().parse::<usize>().expect("bytes"))
         {
-            // SAFETY: one allocation holding both buffers at `gap` apart, set before use; it
-            // lives for the process.
-            let (x, ones) = unsafe {
-                let mut base = 0;
-                check(sys::cuMemAlloc_v2(&mut base, gap + FLOATS * 4), "alloc");
-                let ones = base + gap as u64;
-                check(sys::cuMemsetD32_v2(base, 0, FLOATS), "zero");
-                check(sys::cuMemsetD32_v2(ones, 1.0f32.to_bits(), FLOATS), "ones");
-                (base, ones)
-            };
-            let raw = Raw::over(x, ones);
+            let mut base = 0;
+            // SAFETY: one allocation holding both buffers at `gap` apart; it lives for the
+            // process.
+            check(
+                unsafe { sys::cuMemAlloc_v2(&mut base, gap + FLOATS * 4) },
+                "alloc",
+            );
+            let raw = Raw::over(base, base + gap as u64);
+            raw.set_buffers();
+            let mut issued = 0u64;
             for k in kernels() {
                 let exec = raw.graph(k);
-                group.bench_function(format!("{gap}/{k}"), |b| {
-                    b.iter(|| {
-                        // SAFETY: an executable of this context on its stream.
-                        check(unsafe { sys::cuGraphLaunch(exec, raw.stream) }, "launch");
-                        raw.sync();
-                    })
-                });
+                time_graph(&mut group, format!("{gap}/{k}"), &raw, exec, k, &mut issued);
             }
+            assert_eq!(raw.first() as u64, issued, "every raw kernel ran once");
         }
         group.finish();
     }
