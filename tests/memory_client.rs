@@ -262,6 +262,14 @@ fn fill_all<B: gpuworld::Backend>(
         .unwrap();
 }
 
+/// Clients of `client`'s runtime on streams 1 and 2.
+fn streams_1_and_2<B: gpuworld::Backend>(
+    client: &ComputeClient<B>,
+) -> (ComputeClient<B>, ComputeClient<B>) {
+    let on = |value| client.with_stream(StreamId { value });
+    (on(1), on(2))
+}
+
 /// Issue 30's leak, first half: memory used on two streams and released while the second still
 /// works on it is pinned, in the tick that submits that work, behind events not passed yet. The
 /// same tick's sync waits for the work; when it returns, the memory is free, with no other tick
@@ -269,10 +277,7 @@ fn fill_all<B: gpuworld::Backend>(
 #[test]
 fn memory_released_while_its_last_use_runs_is_free_when_that_streams_sync_returns() {
     let client = cpu();
-    let (a, b) = (
-        client.with_stream(StreamId { value: 1 }),
-        client.with_stream(StreamId { value: 2 }),
-    );
+    let (a, b) = streams_1_and_2(&client);
     let kept = a.empty(64);
     for round in 0..5 {
         let big = b.empty(64 << 20);
@@ -300,10 +305,7 @@ fn memory_released_while_its_last_use_runs_is_free_when_that_streams_sync_return
 #[test]
 fn a_binding_shared_across_streams_is_free_once_both_streams_are_synced() {
     let client = cpu();
-    let (a, b) = (
-        client.with_stream(StreamId { value: 1 }),
-        client.with_stream(StreamId { value: 2 }),
-    );
+    let (a, b) = streams_1_and_2(&client);
     for round in 0..5 {
         let shared = a.empty(4 << 20);
         fill_all(&a, &shared, 2.0);
