@@ -424,7 +424,8 @@ mod raw_cuda {
     }
 
     /// `GPUWORLD_GRAPH_PLACEMENTS=1024,4096,...`: the raw graph over `x` and `ones` at these
-    /// distances within one allocation of their own.
+    /// distances (from start to start) within one allocation of their own. A distance below a
+    /// buffer's size (1 KiB) would overlap them, and is refused.
     fn placements(c: &mut Criterion) {
         let Ok(list) = std::env::var("GPUWORLD_GRAPH_PLACEMENTS") else {
             return;
@@ -434,6 +435,11 @@ mod raw_cuda {
             .split(',')
             .map(|g| g.trim().parse::<usize>().expect("bytes"))
         {
+            assert!(
+                gap >= FLOATS * 4,
+                "GPUWORLD_GRAPH_PLACEMENTS: {gap} bytes would overlap buffers of {} bytes",
+                FLOATS * 4
+            );
             let mut base = 0;
             // SAFETY: one allocation holding both buffers at `gap` apart; it lives for the
             // process.
