@@ -16,7 +16,10 @@
 //! - `GPUWORLD_TRACES_CACHE=slack,fit`: the pools' `CachePolicy` divisors (default the tight one,
 //!   512,8; `3,2` is `CachePolicy::ROOMY`);
 //! - `GPUWORLD_TRACES_DUMP=dir`: writes every trace replayed there as text, for
-//!   `benches/alloc_traces_torch.py` to replay the same events.
+//!   `benches/alloc_traces_torch.py` to replay the same events;
+//! - `GPUWORLD_TRACES_COMPACT=0`: without the default ladder's compacting pool (wgpu);
+//! - `GPUWORLD_TRACES_WRITTEN=1`: every allocation written as it is made (moves copy bytes);
+//! - `GPUWORLD_TRACES_RAW=0`: no raw-wgpu replay table.
 
 #[path = "common/alloc_replay.rs"]
 mod alloc_replay;
@@ -45,6 +48,14 @@ struct Settings {
     scale: Option<u64>,
     dump: Option<PathBuf>,
     cache: gpuworld::CachePolicy,
+    /// `GPUWORLD_TRACES_COMPACT=0`: the default ladder without its compacting pool (on devices
+    /// where making buffers is slow: wgpu).
+    compact: bool,
+    /// `GPUWORLD_TRACES_WRITTEN=1`: every allocation is written as it is made, so a pool that
+    /// moves it copies its bytes.
+    written: bool,
+    /// `GPUWORLD_TRACES_RAW=0`: no raw-wgpu table (it replays every trace twice more).
+    raw: bool,
 }
 
 impl Settings {
@@ -108,6 +119,13 @@ impl Settings {
                 _ => panic!("GPUWORLD_TRACES_CACHE: `{pair}` is not SLACK,FIT"),
             }
         });
+        let flag = |name: &str, default: bool| {
+            var(name).map_or(default, |value| match value.trim() {
+                "1" | "true" => true,
+                "0" | "false" => false,
+                other => panic!("{name}: `{other}` is not 0, 1, true or false"),
+            })
+        };
         Settings {
             seeds,
             shapes,
@@ -115,7 +133,17 @@ impl Settings {
             scale,
             dump,
             cache,
+            compact: flag("GPUWORLD_TRACES_COMPACT", true),
+            written: flag("GPUWORLD_TRACES_WRITTEN", false),
+            raw: flag("GPUWORLD_TRACES_RAW", true),
         }
+    }
+
+    /// The memory settings every replay's client gets.
+    fn memory(&self) -> gpuworld::MemoryConfig {
+        gpuworld::MemoryConfig::default()
+            .with_cache(self.cache)
+            .with_compact(self.compact)
     }
 
     /// Whether `backend` runs (when built).
@@ -161,7 +189,7 @@ fn run_backend<B: Backend>(
             dump(settings, &trace);
             for reports in Reports::BOTH {
                 let result = new_client()
-                    .and_then(|client| replay(&client, &trace, reports))
+                    .and_then(|client| replay(&client, &trace, reports, settings.written))
                     .map_err(|error| error.to_string());
                 if let Err(error) = &result {
                     eprintln!(
@@ -200,8 +228,7 @@ fn cpu(settings: &Settings, rows: &mut Vec<Row>, ticks: &mut Vec<TickCost>) {
     use gpuworld::{CpuBackend, Driver, RuntimeConfig};
     // A cap well above the traces at HOST_SCALE: a runtime that piles up reservations fails its
     // row with OutOfMemory instead of exhausting the machine.
-    let config = RuntimeConfig::default()
-        .with_memory(gpuworld::MemoryConfig::default().with_cache(settings.cache));
+    let config = RuntimeConfig::default().with_memory(settings.memory());
     let new_client = || {
         Ok(ComputeClient::new(
             CpuBackend::with_capacity(Some(8 << 30)),
@@ -224,8 +251,7 @@ fn wgpu(settings: &Settings, rows: &mut Vec<Row>, ticks: &mut Vec<TickCost>) {
     use gpuworld::{Driver, WgpuConfig};
     // The backend's own defaults (as `wgpu_client` opens it), with the cache policy asked for.
     use gpuworld::OpenBackend as _;
-    let config = gpuworld::WgpuBackend::runtime_defaults()
-        .with_memory(gpuworld::MemoryConfig::default().with_cache(settings.cache));
+    let config = gpuworld::WgpuBackend::runtime_defaults().with_memory(settings.memory());
     let new_client = || {
         gpuworld::WgpuBackend::new(WgpuConfig::default())
             .map(|backend| ComputeClient::new(backend, config.clone(), Driver::DeviceThread))
@@ -244,7 +270,9 @@ fn wgpu(settings: &Settings, rows: &mut Vec<Row>, ticks: &mut Vec<TickCost>) {
         .unwrap_or(if host_memory { HOST_SCALE } else { 1 });
     eprintln!("wgpu adapter: {adapter}");
     run_backend("wgpu", scale, settings, new_client, rows);
-    raw_wgpu(scale, settings);
+    if settings.raw {
+        raw_wgpu(scale, settings);
+    }
     match gpuworld::wgpu_client_with(WgpuConfig::default(), Driver::Manual) {
         Ok(manual) => ticks.push(tick_cost("wgpu", &manual)),
         Err(error) => eprintln!("SKIPPED wgpu tick cost: {error}"),
@@ -372,8 +400,8 @@ fn range(values: impl Iterator<Item = f64>, digits: usize) -> String {
 /// One line per backend, shape and mode: min–max over its seeds.
 fn table(rows: &[Row]) -> String {
     let mut table = String::from(
-        "| backend | shape | scale | reports | seeds | events | peak in use (MiB) | peak reserved / peak in use | reserved after / peak in use | device allocations | GiB allocated | time (ms) | µs/event |\n\
-         | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n",
+        "| backend | shape | scale | reports | seeds | events | peak in use (MiB) | peak reserved / peak in use | reserved after / peak in use | device allocations | GiB allocated | GiB moved | time (ms) | µs/event |\n\
+         | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n",
     );
     let mut groups: Vec<(&str, Shape, Reports)> = Vec::new();
     for row in rows {
@@ -407,7 +435,7 @@ fn table(rows: &[Row]) -> String {
             .collect::<Vec<_>>();
         let _ = writeln!(
             table,
-            "| {backend} | {} | {} | {} | {}{failures} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {backend} | {} | {} | {} | {}{failures} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             shape.name(),
             group[0].scale,
             reports.name(),
@@ -423,6 +451,12 @@ fn table(rows: &[Row]) -> String {
                     .map(|r| r.device_bytes_allocated as f64 / (1u64 << 30) as f64),
                 2
             ),
+            range(
+                replays
+                    .iter()
+                    .map(|r| r.bytes_moved as f64 / (1u64 << 30) as f64),
+                2
+            ),
             range(replays.iter().map(ms), 1),
             range(per_event.into_iter(), 2),
         );
@@ -432,7 +466,7 @@ fn table(rows: &[Row]) -> String {
 
 fn csv(rows: &[Row]) -> String {
     let mut csv = String::from(
-        "backend,shape,seed,scale,reports,events,streams,peak_live_buffers,largest_alloc,peak_in_use,peak_reserved_reported,pool_peak_reserved,pool_peak_in_use,reserved_after,ticks,device_allocations,device_bytes_allocated,time_ms,error\n",
+        "backend,shape,seed,scale,reports,events,streams,peak_live_buffers,largest_alloc,peak_in_use,peak_reserved_reported,pool_peak_reserved,pool_peak_in_use,reserved_after,ticks,device_allocations,device_bytes_allocated,bytes_moved,time_ms,error\n",
     );
     for row in rows {
         let _ = write!(
@@ -451,7 +485,7 @@ fn csv(rows: &[Row]) -> String {
         let _ = match &row.result {
             Ok(r) => writeln!(
                 csv,
-                "{},{},{},{},{},{},{},{},{:.3},",
+                "{},{},{},{},{},{},{},{},{},{:.3},",
                 r.peak_in_use,
                 r.peak_reserved_reported,
                 r.pool_peak_reserved,
@@ -460,9 +494,10 @@ fn csv(rows: &[Row]) -> String {
                 r.ticks,
                 r.device_allocations,
                 r.device_bytes_allocated,
+                r.bytes_moved,
                 r.time.as_secs_f64() * 1e3
             ),
-            Err(error) => writeln!(csv, ",,,,,,,,,\"{}\"", error.replace('"', "'")),
+            Err(error) => writeln!(csv, ",,,,,,,,,,\"{}\"", error.replace('"', "'")),
         };
     }
     csv

@@ -101,6 +101,9 @@ pub struct Settings {
     pub memory_cache: Setting<Option<CachePolicy>>,
     /// Whether the default ladder maps pages for large requests on devices that can (CUDA).
     pub memory_map_pages: Setting<bool>,
+    /// Whether the default ladder compacts large requests on devices where making buffers is
+    /// slow (wgpu).
+    pub memory_compact: Setting<bool>,
     /// Tasks a stream queues before submitting; `None`: the backend's default.
     pub max_tasks: Setting<Option<usize>>,
     /// Submission order across streams; `None`: the backend's default.
@@ -126,6 +129,7 @@ impl Default for Settings {
             release_after_ticks: Setting::default(None),
             memory_cache: Setting::default(None),
             memory_map_pages: Setting::default(true),
+            memory_compact: Setting::default(true),
             max_tasks: Setting::default(None),
             strategy: Setting::default(None),
             stream_slots: Setting::default(runtime.stream_slots),
@@ -201,6 +205,7 @@ struct MemorySection {
     pools: Option<Vec<PoolEntry>>,
     cache: Option<CacheEntry>,
     map_pages: Option<bool>,
+    compact: Option<bool>,
 }
 
 /// The pools' cache policy as the file writes it: `"tight"`, `"roomy"`, or
@@ -268,6 +273,13 @@ enum PoolEntry {
         max_reserved: Option<u64>,
         release_after_ticks: Option<u64>,
     },
+    Compacting {
+        max_alloc: u64,
+        page_size: u64,
+        follow_peak: Option<bool>,
+        max_reserved: Option<u64>,
+        release_after_ticks: Option<u64>,
+    },
 }
 
 impl PoolEntry {
@@ -309,6 +321,21 @@ impl PoolEntry {
                     page_size,
                     chunk_size: chunk_size.unwrap_or(page_size),
                     range_size: range_size.unwrap_or(DEFAULT_RANGE_SIZE),
+                },
+                max_alloc,
+            )
+            .with_max_reserved(max_reserved)
+            .with_release_after_ticks(release_after_ticks),
+            PoolEntry::Compacting {
+                max_alloc,
+                page_size,
+                follow_peak,
+                max_reserved,
+                release_after_ticks,
+            } => PoolConfig::new(
+                PoolKind::Compacting {
+                    page_size,
+                    follow_peak: follow_peak.unwrap_or(false),
                 },
                 max_alloc,
             )
@@ -499,6 +526,7 @@ impl Settings {
             self.memory_cache
                 .put(memory.cache.map(|c| Some(c.0)), &source);
             self.memory_map_pages.put(memory.map_pages, &source);
+            self.memory_compact.put(memory.compact, &source);
         }
         if let Some(scheduler) = parsed.scheduler {
             self.max_tasks
@@ -570,6 +598,10 @@ impl Settings {
             let map: bool = parse_env_value(&source, "memory.map_pages", &value)?;
             self.memory_map_pages.put(Some(map), &source);
         }
+        if let Some((value, source)) = var(env, "GPUWORLD_MEMORY_COMPACT") {
+            let compact: bool = parse_env_value(&source, "memory.compact", &value)?;
+            self.memory_compact.put(Some(compact), &source);
+        }
         if let Some((value, source)) = var(env, "GPUWORLD_SCHEDULER_MAX_TASKS") {
             let tasks: Positive = parse_env_value(&source, "scheduler.max_tasks", &value)?;
             self.max_tasks.put(Some(Some(tasks.0)), &source);
@@ -593,11 +625,13 @@ impl Settings {
     /// default ladder for `device` takes the configured release period.
     pub fn runtime_config(&self, device: &DeviceProperties, base: RuntimeConfig) -> RuntimeConfig {
         let map_pages = self.memory_map_pages.value;
+        let compact = self.memory_compact.value;
         let pools = match &self.memory_pools.value {
             Some(pools) => Some(pools.clone()),
             None if self.release_after_ticks.source != Source::Default => Some(
                 MemoryConfig::default()
                     .with_map_pages(map_pages)
+                    .with_compact(compact)
                     .default_pools(device)
                     .into_iter()
                     .map(|pool| pool.with_release_after_ticks(self.release_after_ticks.value))
@@ -605,7 +639,11 @@ impl Settings {
             ),
             None => base.memory.pools.clone(),
         };
-        let mut memory = base.memory.with_ladder(pools).with_map_pages(map_pages);
+        let mut memory = base
+            .memory
+            .with_ladder(pools)
+            .with_map_pages(map_pages)
+            .with_compact(compact);
         if let Some(cache) = self.memory_cache.value {
             memory = memory.with_cache(cache);
         }
@@ -713,6 +751,11 @@ impl Settings {
                 &self.memory_map_pages.source,
             ),
             (
+                "memory.compact",
+                self.memory_compact.value.to_string(),
+                &self.memory_compact.source,
+            ),
+            (
                 "scheduler.max_tasks",
                 self.max_tasks
                     .value
@@ -782,6 +825,10 @@ fn describe_pool(pool: &PoolConfig) -> String {
         } => {
             format!("mapped page_size={page_size} chunk_size={chunk_size} range_size={range_size}")
         }
+        PoolKind::Compacting {
+            page_size,
+            follow_peak,
+        } => format!("compacting page_size={page_size} follow_peak={follow_peak}"),
         other => format!("{other:?}"),
     };
     let mut text = format!("{kind} max_alloc={}", pool.max_alloc);

@@ -164,7 +164,7 @@ fn a_batched_replay_on_cpu_runs_and_drops_every_handle() {
         Driver::DeviceThread,
     );
     let trace = Shape::MultiStream.generate(1, 256);
-    let replayed = replay(&client, &trace, Reports::Batched).expect("the replay runs");
+    let replayed = replay(&client, &trace, Reports::Batched, false).expect("the replay runs");
     assert_eq!(replayed.peak_in_use, trace.peak_live_bytes);
     assert!(replayed.pool_peak_reserved >= trace.peak_live_bytes);
     client

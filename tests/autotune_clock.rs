@@ -51,6 +51,9 @@ impl Backend for FlakyClock {
     fn write(&mut self, stream: DeviceStream, dst: Region, data: HostBytes) {
         self.sim.write(stream, dst, data);
     }
+    fn copy(&mut self, stream: DeviceStream, src: Region, dst: Region) {
+        self.sim.copy(stream, src, dst);
+    }
     unsafe fn launch(
         &mut self,
         stream: DeviceStream,

@@ -303,6 +303,7 @@ fn the_cache_policy_comes_from_the_file_or_its_variable() {
 fn page_mapping_and_mapped_pools_come_from_the_file_or_the_environment() {
     let device = gpuworld::DeviceProperties {
         page_mapping: Some(2 << 20),
+        slow_buffers: false,
         ..gpuworld::SimBackend::new(Default::default()).properties()
     };
     let pools = |settings: &Settings| {

@@ -1,7 +1,7 @@
 //! The cuda backend beyond the conformance suite: a clear error without a driver, compile errors
-//! with NVRTC's log, the disk cache of compiled kernels, pinned staging round trips and reuse,
-//! many streams at once and device timing. Each test that needs a device is reported ignored
-//! without a CUDA driver, unless `GPUWORLD_REQUIRE_CUDA=1`.
+//! with NVRTC's log, the disk cache of compiled kernels, pinned staging round trips and reuse, many
+//! streams at once, device-to-device copies and device timing. Each test that needs a device is
+//! reported ignored without a CUDA driver, unless `GPUWORLD_REQUIRE_CUDA=1`.
 
 mod common;
 
@@ -27,6 +27,7 @@ test_main![
     device_elapsed_measures_the_work_between_two_marks,
     a_dynamic_count_larger_than_the_fixed_grid_covers_every_cube,
     two_marks_time_the_work_between_them_on_the_device,
+    copies_within_and_between_buffers_keep_stream_order,
 ];
 
 /// A kernel whose CUDA source does not compile.
@@ -362,5 +363,12 @@ fn two_marks_time_the_work_between_them_on_the_device() -> Result<(), Skip> {
     // 20M cycles at no more than ~2.1 GHz is at least 9 ms.
     assert!(elapsed >= Duration::from_millis(5), "{elapsed:?}");
     assert!(elapsed < Duration::from_secs(10), "{elapsed:?}");
+    Ok(())
+}
+
+/// `cuMemcpyDtoDAsync` on the stream, within one buffer and between two.
+fn copies_within_and_between_buffers_keep_stream_order() -> Result<(), Skip> {
+    let mut backend = cuda_backend_with(CudaConfig::default())?;
+    common::copies_within_and_between_buffers_keep_stream_order(&mut backend);
     Ok(())
 }

@@ -209,7 +209,7 @@ fn allocation_traces_sized_to_the_free_memory_replay_without_failing() -> Result
         let scale = (peak * 10).div_ceil(free * 6).max(1);
         let trace = shape.generate(1, scale);
         let client = cuda_client_or_skip()?;
-        let replayed = replay(&client, &trace, Reports::Exact).unwrap_or_else(|error| {
+        let replayed = replay(&client, &trace, Reports::Exact, false).unwrap_or_else(|error| {
             panic!(
                 "{} at scale {scale} ({} MiB live at most, {} MiB free): {error}",
                 shape.name(),

@@ -1,9 +1,9 @@
 //! The wgpu backend's own behaviour, beyond the conformance suite: writes keep stream order under
 //! bursts (cubecl #1120), pipelines are cached, a kernel that fails to compile is
 //! `ExecutionError::Compile`, device errors surface on the stream, a buffer over the adapter's
-//! largest is `MemoryError::BufferTooLarge`, dynamic dispatch, unaligned writes, adapter selection
-//! and timestamps. Each test is reported ignored when the machine has no adapter, and fails then
-//! under `GPUWORLD_REQUIRE_WGPU=1`; the last test here holds this binary to that.
+//! largest is `MemoryError::BufferTooLarge`, dynamic dispatch, unaligned writes, device copies,
+//! adapter selection and timestamps. Each test is reported ignored when the machine has no adapter,
+//! and fails then under `GPUWORLD_REQUIRE_WGPU=1`; the last test here holds this binary to that.
 
 mod common;
 
@@ -12,9 +12,10 @@ use gpuworld::error::{DeviceError, ExecutionError, LaunchError, MemoryError};
 use gpuworld::kernel::{CpuSource, Param, Signature};
 
 use gpuworld::{
-    AdapterSelection, Bindings, ComputeClient, CubeCount, Driver, Error, KernelDef, WgpuBackend,
-    WgpuConfig, WgslSource, library,
+    AdapterSelection, Backend, Bindings, ComputeClient, CubeCount, Driver, Error, KernelDef,
+    StreamId, WgpuBackend, WgpuConfig, WgslSource, library,
 };
+use gpuworld_systems::backend::Region;
 
 test_main![
     a_burst_of_writes_between_launches_never_overtakes_them,
@@ -26,6 +27,8 @@ test_main![
     a_lost_device_fails_what_involves_it_and_leaves_another_device_working,
     a_dynamic_count_follows_the_writes_before_each_launch,
     writes_that_do_not_cover_whole_words_keep_the_bytes_around_them,
+    copies_within_and_between_buffers_keep_stream_order,
+    a_copy_within_a_buffer_longer_than_a_binding_runs_in_chunks,
     adapters_are_selected_by_index_and_by_type,
     limits_and_properties_describe_the_device,
     a_buffer_over_the_adapters_largest_is_too_large_not_out_of_memory,
@@ -357,6 +360,47 @@ fn writes_that_do_not_cover_whole_words_keep_the_bytes_around_them() -> Result<(
             .unwrap(),
         expected[5..14]
     );
+    Ok(())
+}
+
+/// Within one buffer the copy is a dispatch (wgpu refuses a copy command there), between two a
+/// copy command: both in stream order with the writes around them.
+fn copies_within_and_between_buffers_keep_stream_order() -> Result<(), Skip> {
+    let mut backend = wgpu_backend_with(WgpuConfig::default())?;
+    common::copies_within_and_between_buffers_keep_stream_order(&mut backend);
+    Ok(())
+}
+
+/// A copy longer than `max_storage_buffer_binding_size`, at offsets off the storage offset
+/// alignment, in a dispatch of more words than the workgroups per axis cover one each.
+fn a_copy_within_a_buffer_longer_than_a_binding_runs_in_chunks() -> Result<(), Skip> {
+    let mut backend = wgpu_backend_with(WgpuConfig::default())?;
+    let max_binding = backend.limits().max_storage_buffer_binding_size;
+    if max_binding > 256 << 20 {
+        return Err(Skip(format!(
+            "bindings of up to {max_binding} bytes: a copy past one takes too long here"
+        )));
+    }
+    let len = max_binding + 4100;
+    let stream = backend.create_stream(StreamId::current());
+    let storage = backend.allocate(2 * len + 1024).unwrap();
+    let src = Region {
+        storage,
+        offset: 260,
+        size: len,
+    };
+    let dst = Region {
+        offset: len + 580,
+        ..src
+    };
+    let pattern: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
+    backend.write(stream, src, pattern.clone().into());
+    backend.copy(stream, src, dst);
+    let ticket = backend.read(stream, dst);
+    backend.flush(stream);
+    let copied = common::wait_for_read(&mut backend, ticket);
+    assert!(backend.take_fault(stream).is_none());
+    assert!(copied == pattern, "the copy differs from its source");
     Ok(())
 }
 

@@ -56,6 +56,8 @@ pub struct Replay {
     pub device_allocations: u64,
     /// Bytes of those buffers.
     pub device_bytes_allocated: u64,
+    /// Bytes of live allocations the pools moved to make room (compacting pools).
+    pub bytes_moved: u64,
     /// Wall time from the first event through the final sync.
     pub time: Duration,
 }
@@ -81,10 +83,14 @@ impl Replay {
 /// Replays `trace` through `client`, which should be fresh (the runtime's peaks are its
 /// lifetime's). Every handle still live at the end is dropped and every stream synced before it
 /// returns; the first stream fault is the error.
+///
+/// With `written`, every allocation gets its first 4 bytes written as it is made, so work has
+/// used it: a pool that moves it copies its bytes on the device (an unwritten one moves free).
 pub fn replay<B: Backend>(
     client: &ComputeClient<B>,
     trace: &Trace,
     reports: Reports,
+    written: bool,
 ) -> Result<Replay, Error> {
     let streams: Vec<ComputeClient<B>> = (0..trace.streams)
         .map(|stream| {
@@ -100,7 +106,12 @@ pub fn replay<B: Backend>(
     for event in &trace.events {
         match *event {
             Event::Alloc { id, bytes, stream } => {
-                live.insert(id, streams[stream as usize].empty(bytes));
+                let on = &streams[stream as usize];
+                let handle = on.empty(bytes);
+                if written {
+                    on.write(&handle, &id.to_le_bytes())?;
+                }
+                live.insert(id, handle);
             }
             Event::Free { id } => {
                 live.remove(&id);
@@ -120,14 +131,19 @@ pub fn replay<B: Backend>(
     let reserved_after = client.memory_usage().bytes_reserved;
     let (pool_peak_reserved, pool_peak_in_use) =
         client.with_runtime(|runtime| (runtime.peak_reserved(), runtime.peak_memory()));
-    let (device_allocations, device_bytes_allocated) = client.with_runtime(|runtime| {
-        runtime
-            .memory_report()
-            .iter()
-            .fold((0, 0), |(pages, bytes), pool| {
-                (pages + pool.pages_allocated, bytes + pool.bytes_allocated)
-            })
-    });
+    let (device_allocations, device_bytes_allocated, bytes_moved) =
+        client.with_runtime(|runtime| {
+            runtime
+                .memory_report()
+                .iter()
+                .fold((0, 0, 0), |(pages, bytes, moved), pool| {
+                    (
+                        pages + pool.pages_allocated,
+                        bytes + pool.bytes_allocated,
+                        moved + pool.bytes_moved,
+                    )
+                })
+        });
     drop(live);
     sync_all(&streams)?;
     Ok(Replay {
@@ -139,6 +155,7 @@ pub fn replay<B: Backend>(
         ticks,
         device_allocations,
         device_bytes_allocated,
+        bytes_moved,
         time,
     })
 }

@@ -28,6 +28,8 @@ pub struct VirtualDevice {
     next: u64,
     /// Pages of this many bytes can be mapped under reserved addresses (`None`: no mapping).
     pub page_mapping: Option<u64>,
+    /// Reports making buffers as slow (`DeviceProperties::slow_buffers`, as wgpu does).
+    pub slow_buffers: bool,
     /// Mapped pages by reserved range, to check the pool's calls.
     mapped: HashMap<u64, std::collections::BTreeSet<u64>>,
     /// Sizes of memory unmapped since the last trim, still allocated (as CUDA keeps it).
@@ -47,6 +49,7 @@ impl VirtualDevice {
             sizes: HashMap::new(),
             next: 0,
             page_mapping: None,
+            slow_buffers: false,
             mapped: HashMap::new(),
             spares: Vec::new(),
         }
@@ -98,6 +101,7 @@ impl Backend for VirtualDevice {
             max_cube_count: [u32::MAX; 3],
             max_buffer_bytes: None,
             page_mapping: self.page_mapping,
+            slow_buffers: self.slow_buffers,
         }
     }
     fn allocate(&mut self, size: u64) -> Result<StorageId, AllocError> {
@@ -196,6 +200,7 @@ impl Backend for VirtualDevice {
         DeviceStream(0)
     }
     fn write(&mut self, _stream: DeviceStream, _dst: Region, _data: HostBytes) {}
+    fn copy(&mut self, _stream: DeviceStream, _src: Region, _dst: Region) {}
     unsafe fn launch(
         &mut self,
         _stream: DeviceStream,

@@ -18,7 +18,9 @@ mod virtual_device;
 
 use alloc_traces::{Event, Shape};
 use gpuworld_systems::backend::Backend;
-use gpuworld_systems::memory::{AllocationMode, CachePolicy, MemoryConfig, MemoryPool, SliceKey};
+use gpuworld_systems::memory::{
+    AllocationMode, CachePolicy, Compaction, MemoryConfig, MemoryPool, Movable, SliceKey,
+};
 use std::collections::HashMap;
 use virtual_device::VirtualDevice;
 
@@ -64,33 +66,60 @@ fn main() {
         }
     });
     let config = MemoryConfig::default().with_cache(cache);
+    // `SLOW=1`: the device makes buffers slowly (wgpu): large requests go to a compacting pool.
+    let slow = std::env::var("SLOW").is_ok_and(|v| v == "1");
     let page = std::env::var("PAGE").ok().map(|page| {
         page.trim()
             .parse::<u64>()
             .unwrap_or_else(|_| panic!("PAGE: `{page}` is not a number"))
     });
     println!(
-        "scale {scale}, alignment {alignment}, seeds {seeds:?}, {cache:?}, mapped pages {page:?}\n\n| shape | peak reserved / peak in use | device allocations (all seeds) | GiB allocated (all seeds) | per seed: ratio, allocations |\n| --- | --- | --- | --- | --- |"
+        "scale {scale}, alignment {alignment}, seeds {seeds:?}, {cache:?}, mapped pages {page:?}\n\n| shape | peak reserved / peak in use | device allocations (all seeds) | GiB allocated (all seeds) | GiB moved (all seeds) | per seed: ratio, allocations, moved |\n| --- | --- | --- | --- | --- | --- |"
     );
     for shape in Shape::ALL {
         if only.as_deref().is_some_and(|name| name != shape.name()) {
             continue;
         }
         let (mut low, mut high) = (f64::INFINITY, 0f64);
-        let (mut allocations, mut bytes) = (0, 0);
+        let (mut allocations, mut bytes, mut moved_bytes) = (0, 0, 0u64);
         let mut per_seed = Vec::new();
         for &seed in &seeds {
             let trace = shape.generate(seed, scale);
-            let mut device = VirtualDevice::unbounded(8 << 30, alignment);
+            let mut device = VirtualDevice::unbounded(env_u64("MEMORY_GIB", 8) << 30, alignment);
             device.page_mapping = page;
+            device.slow_buffers = slow;
             let mut pool = MemoryPool::new(&device.properties(), &config);
             let mut live: HashMap<u32, SliceKey> = HashMap::new();
             for event in &trace.events {
                 match *event {
                     Event::Alloc { id, bytes, .. } => {
-                        let reservation = pool
-                            .reserve(&mut device, bytes, AllocationMode::Auto)
-                            .unwrap_or_else(|error| panic!("{bytes} bytes refused: {error}"));
+                        let unwritten = std::env::var("UNWRITTEN").is_ok();
+                        let mut movable = |_: SliceKey| {
+                            if unwritten {
+                                Movable::Unwritten
+                            } else {
+                                Movable::Copied
+                            }
+                        };
+                        let reservation = loop {
+                            let mut moves = Vec::new();
+                            let reserved = pool.reserve_with(
+                                &mut device,
+                                bytes,
+                                AllocationMode::Auto,
+                                Some(Compaction {
+                                    movable: &mut movable,
+                                    moves: &mut moves,
+                                }),
+                            );
+                            match reserved {
+                                Ok(reservation) => break reservation,
+                                // Pages emptied for the request: the runtime's next tick returns
+                                // them, and the request asks again.
+                                Err(_) if pool.retiring() > 0 => pool.release_retiring(&mut device),
+                                Err(error) => panic!("{bytes} bytes refused: {error}"),
+                            }
+                        };
                         live.insert(id, reservation.slice);
                     }
                     Event::Free { id } => {
@@ -105,12 +134,19 @@ fn main() {
             high = high.max(ratio);
             allocations += device.allocations;
             bytes += device.bytes_allocated;
-            per_seed.push(format!("{ratio:.3}, {}", device.allocations));
+            let moved: u64 = pool.reports().iter().map(|r| r.bytes_moved).sum();
+            moved_bytes += moved;
+            per_seed.push(format!(
+                "{ratio:.3}, {}, {:.1} GiB moved",
+                device.allocations,
+                moved as f64 / (1u64 << 30) as f64
+            ));
         }
         println!(
-            "| {} | {low:.3}–{high:.3} | {allocations} | {:.1} | {} |",
+            "| {} | {low:.3}–{high:.3} | {allocations} | {:.1} | {:.1} | {} |",
             shape.name(),
             bytes as f64 / (1u64 << 30) as f64,
+            moved_bytes as f64 / (1u64 << 30) as f64,
             per_seed.join("; ")
         );
     }

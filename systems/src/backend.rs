@@ -37,6 +37,27 @@ pub struct Region {
     pub size: u64,
 }
 
+impl Region {
+    /// Whether the two regions share a byte.
+    pub fn overlaps(&self, other: &Region) -> bool {
+        self.storage == other.storage
+            && self.offset < other.offset.saturating_add(other.size)
+            && other.offset < self.offset.saturating_add(self.size)
+    }
+
+    /// Why a copy of this region into `dst` breaks [`Backend::copy`]'s contract, if it does: the
+    /// sizes differ, or the ranges share a byte.
+    pub fn copy_refusal(&self, dst: &Region) -> Option<&'static str> {
+        if self.size != dst.size {
+            Some("copy between regions of different sizes")
+        } else if self.overlaps(dst) {
+            Some("copy between overlapping regions")
+        } else {
+            None
+        }
+    }
+}
+
 /// A backend's stream, as the backend numbers it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct DeviceStream(pub u32);
@@ -110,6 +131,14 @@ pub struct DeviceProperties {
     /// [`Backend::map_pages`]; CUDA's virtual memory management). The default ladder then
     /// places large requests in mapped ranges (`PoolKind::Mapped`).
     pub page_mapping: Option<u64>,
+    /// Making and freeing a buffer costs the driver time by the buffer's size (NVIDIA's Vulkan
+    /// driver: about 33 ms per GiB made and destroyed), far more than copying the bytes. The
+    /// default ladder then shares large pages among large requests and moves live ones to make
+    /// room (`PoolKind::Compacting`) rather than make buffers of their own. A backend that says
+    /// so also keeps a buffer that submitted work uses until that work is done when it is
+    /// deallocated (wgpu does): a compaction returns pages it emptied right after the copies
+    /// reading them were submitted.
+    pub slow_buffers: bool,
 }
 
 /// Why an allocation failed.
@@ -142,6 +171,8 @@ pub enum OpKind {
     Write,
     /// A device-to-host copy.
     Read,
+    /// A device-to-device copy.
+    Copy,
     /// A wait on another stream's event, which ended when that event passed.
     Wait {
         /// The stream whose event it waited for.
@@ -150,12 +181,13 @@ pub enum OpKind {
 }
 
 impl OpKind {
-    /// The slice name in a trace: the kernel's name, or `write`, `read`, `wait`.
+    /// The slice name in a trace: the kernel's name, or `write`, `read`, `copy`, `wait`.
     pub fn name(&self) -> &'static str {
         match self {
             OpKind::Launch(kernel) => kernel.name,
             OpKind::Write => "write",
             OpKind::Read => "read",
+            OpKind::Copy => "copy",
             OpKind::Wait { .. } => "wait",
         }
     }
@@ -164,7 +196,7 @@ impl OpKind {
     pub fn category(&self) -> &'static str {
         match self {
             OpKind::Launch(_) => "kernel",
-            OpKind::Write | OpKind::Read => "copy",
+            OpKind::Write | OpKind::Read | OpKind::Copy => "copy",
             OpKind::Wait { .. } => "wait",
         }
     }
@@ -332,6 +364,11 @@ pub trait Backend: Send + Sync + 'static {
     fn create_stream(&mut self, id: StreamId) -> DeviceStream;
     /// Enqueues a host-to-device copy of `data` into `dst` (`data.len() <= dst.size`).
     fn write(&mut self, stream: DeviceStream, dst: Region, data: HostBytes);
+    /// Enqueues a device-to-device copy of `src` into `dst` on `stream`, ordered after the
+    /// stream's earlier work like any operation: `src.size == dst.size`, and the two ranges do
+    /// not overlap (they may lie in the same buffer). A copy that breaks this, or that a backend
+    /// cannot make (wgpu: offsets and size multiples of 4), faults the stream.
+    fn copy(&mut self, stream: DeviceStream, src: Region, dst: Region);
     /// Enqueues a kernel launch. The client launches only kernels with a source for this
     /// backend ([`Backend::source_for`]); one without (a direct call) faults the stream with
     /// `LaunchError::MissingKernelSource`.

@@ -1,8 +1,8 @@
 //! The operations of a device whose memory is host memory, shared by the cpu and sim backends:
-//! what a stream queues, how one write, read or launch runs on `HostMemory`, and the record of
-//! finished work (completions per stream, first faults, readbacks) that events are answered from.
-//! The backends differ in when an operation runs and who waits: the sim's poll in virtual time,
-//! the cpu's worker threads.
+//! what a stream queues, how one write, copy, read or launch runs on `HostMemory`, and the record
+//! of finished work (completions per stream, first faults, readbacks) that events are answered
+//! from. The backends differ in when an operation runs and who waits: the sim's poll in virtual
+//! time, the cpu's worker threads.
 
 use crate::backend::{DeviceEvent, LaunchCount, ReadTicket, Region};
 use crate::bytes::HostBytes;
@@ -26,6 +26,13 @@ pub enum HostOp {
         dst: Region,
         /// The bytes.
         data: HostBytes,
+    },
+    /// Copy device memory to other device memory (`Backend::copy`).
+    Copy {
+        /// What is copied.
+        src: Region,
+        /// Where it goes: as long as `src`, sharing no byte with it.
+        dst: Region,
     },
     /// Run a kernel.
     Launch {
@@ -93,7 +100,7 @@ impl HostOp {
         }
     }
 
-    /// Runs a write, read or launch of `stream` on `memory`; a read copies into the buffer
+    /// Runs a write, copy, read or launch of `stream` on `memory`; a read copies into the buffer
     /// `read_buffer` gives for its size, a launch walks its cubes with `walk` (see
     /// [`run_on_host`]). A wait does nothing here: the caller runs it only once its event passed.
     // Inlined: the operation is built, and run, in place instead of copied through calls.
@@ -111,6 +118,11 @@ impl HostOp {
                 read: None,
                 fault: (!memory.write(*dst, data))
                     .then(|| Error::device_fault(stream, "write to freed memory")),
+            },
+            HostOp::Copy { src, dst } => Finished {
+                read: None,
+                fault: copy_fault(memory, *src, *dst)
+                    .map(|problem| Error::device_fault(stream, problem)),
             },
             HostOp::Read { ticket, src, into } => {
                 let lent = into
@@ -180,6 +192,12 @@ impl HostOp {
             }
         }
     }
+}
+
+/// Runs a device-to-device copy on `memory`; what is wrong with it, if it cannot run.
+fn copy_fault(memory: &HostMemory, src: Region, dst: Region) -> Option<&'static str> {
+    src.copy_refusal(&dst)
+        .or_else(|| (!memory.copy(src, dst)).then_some("copy of freed memory"))
 }
 
 /// Finished work of host-memory streams: operations completed per stream, each stream's first

@@ -157,6 +157,7 @@ pub fn describe(op: &HostOp) -> Option<(OpKind, u64)> {
     Some(match op {
         HostOp::Write { dst, .. } => (OpKind::Write, dst.size),
         HostOp::Read { src, .. } => (OpKind::Read, src.size),
+        HostOp::Copy { src, .. } => (OpKind::Copy, src.size),
         HostOp::Launch {
             kernel, buffers, ..
         } => (OpKind::Launch(kernel), buffers.iter().map(|r| r.size).sum()),

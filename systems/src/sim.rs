@@ -413,6 +413,10 @@ impl SimBackend {
                 let cost = costs.copy_ns_per_byte.saturating_mul(src.size);
                 (0, cost, Some((name(), format!("read {}B", src.size))))
             }
+            HostOp::Copy { src, .. } => {
+                let cost = costs.copy_ns_per_byte.saturating_mul(src.size);
+                (0, cost, Some((name(), format!("copy {}B", src.size))))
+            }
             // The sim replays launch by launch (it makes no replay op); were it given one, it
             // would cost what its launches cost.
             HostOp::Replay { launches, buffers } => {
@@ -504,6 +508,7 @@ impl Backend for SimBackend {
             max_cube_count: [u32::MAX; 3],
             max_buffer_bytes: Some(HostMemory::MAX_BUFFER_BYTES),
             page_mapping: None,
+            slow_buffers: false,
             memory_layout: MemoryLayout::Sliced,
             limits: Default::default(),
             features: Vec::new(),
@@ -551,6 +556,15 @@ impl Backend for SimBackend {
         let len = data.len();
         self.enqueue(stream, HostOp::Write { dst, data }, || {
             format!("write {len}B to {}+{}", dst.storage, dst.offset)
+        });
+    }
+
+    fn copy(&mut self, stream: DeviceStream, src: Region, dst: Region) {
+        self.enqueue(stream, HostOp::Copy { src, dst }, || {
+            format!(
+                "copy {}B from {}+{} to {}+{}",
+                src.size, src.storage, src.offset, dst.storage, dst.offset
+            )
         });
     }
 
@@ -711,5 +725,84 @@ impl Backend for SimBackend {
 
     fn take_op_times(&mut self, into: &mut Vec<OpTime>) {
         self.timing.take_ops(into);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_copy_runs_in_stream_order_once_its_latency_passed_and_is_logged() {
+        let mut sim = SimBackend::new(SimConfig::default());
+        let stream = sim.create_stream(StreamId { value: 0 });
+        let (a, b) = (sim.allocate(1024), sim.allocate(1024));
+        let (Ok(a), Ok(b)) = (a, b) else {
+            panic!("the sim refused a test buffer");
+        };
+        let part = |storage, offset| Region {
+            storage,
+            offset,
+            size: 300,
+        };
+        let (src, within, between) = (part(a, 260), part(a, 580), part(b, 36));
+        let first: Vec<u8> = (0..300).map(|i| (i * 7 + 1) as u8).collect();
+        let second: Vec<u8> = (0..300).map(|i| (i * 13 + 5) as u8).collect();
+        sim.write(stream, src, HostBytes::from_vec(first.clone()));
+        sim.copy(stream, src, within);
+        sim.copy(stream, within, between);
+        sim.write(stream, src, HostBytes::from_vec(second.clone()));
+        let event = sim.flush(stream);
+
+        sim.poll(0);
+        assert!(!sim.event_done(event));
+        assert_eq!(sim.read_memory(between), Some(vec![0; 300]));
+        sim.poll(1);
+        assert!(sim.event_done(event));
+        assert!(sim.take_fault(stream).is_none());
+        assert_eq!(sim.read_memory(src), Some(second));
+        assert_eq!(sim.read_memory(within), Some(first.clone()));
+        assert_eq!(sim.read_memory(between), Some(first));
+        assert_eq!(sim.call_counts().copies, 4, "two writes and two copies");
+        insta::assert_snapshot!(sim.log_text(), @"
+        t0 create s0
+        t0 allocate storage#1 (1024B)
+        t0 allocate storage#2 (1024B)
+        t0 s0 op 1: write 300B to storage#1+260
+        t0 s0 op 2: copy 300B from storage#1+260 to storage#1+580
+        t0 s0 op 3: copy 300B from storage#1+580 to storage#2+36
+        t0 s0 op 4: write 300B to storage#1+260
+        t0 s0 flush -> s0 op 4
+        t1 s0 op 1 done
+        t1 s0 op 2 done
+        t1 s0 op 3 done
+        t1 s0 op 4 done
+        ");
+    }
+
+    #[test]
+    fn a_copy_between_overlapping_ranges_faults_its_stream_and_copies_nothing() {
+        let mut sim = SimBackend::new(SimConfig::default().with_latency_ticks(0));
+        let stream = sim.create_stream(StreamId { value: 0 });
+        let Ok(storage) = sim.allocate(64) else {
+            panic!("the sim refused a test buffer");
+        };
+        let region = |offset| Region {
+            storage,
+            offset,
+            size: 32,
+        };
+        sim.write(stream, region(0), HostBytes::from_vec((1..=32).collect()));
+        sim.copy(stream, region(0), region(16));
+        sim.poll(0);
+        let fault = sim.take_fault(stream).map(|error| error.to_string());
+        assert!(
+            fault.as_deref().is_some_and(|f| f.contains("overlapping")),
+            "{fault:?}"
+        );
+        assert_eq!(
+            sim.read_memory(region(16)).map(|b| b[16..].to_vec()),
+            Some(vec![0; 16])
+        );
     }
 }

@@ -154,6 +154,9 @@ pub enum TaskWork {
     Mark(Reply<Result<DeviceEvent>>),
     /// Work the backend runs itself over the bindings (a collective through NCCL).
     Native(crate::backend::NativeWork),
+    /// Copy the first binding's bytes to the second on the device: a live allocation the pools
+    /// moved to make room (`MemoryPool::reserve_moving`).
+    Move,
 }
 
 impl TaskWork {
@@ -167,6 +170,7 @@ impl TaskWork {
             TaskWork::Sync(_) => "sync".to_string(),
             TaskWork::Mark(_) => "mark".to_string(),
             TaskWork::Native(work) => format!("native {}", work.name()),
+            TaskWork::Move => "move".to_string(),
         }
     }
 }

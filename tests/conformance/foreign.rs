@@ -71,6 +71,9 @@ impl Backend for ForeignSim {
     fn write(&mut self, stream: DeviceStream, dst: Region, data: HostBytes) {
         self.0.write(stream, dst, data);
     }
+    fn copy(&mut self, stream: DeviceStream, src: Region, dst: Region) {
+        self.0.copy(stream, src, dst);
+    }
     unsafe fn launch(
         &mut self,
         stream: DeviceStream,

@@ -247,6 +247,7 @@ impl Backend for CpuBackend {
             max_cube_count: [u32::MAX; 3],
             max_buffer_bytes: Some(HostMemory::MAX_BUFFER_BYTES),
             page_mapping: None,
+            slow_buffers: false,
             memory_layout: MemoryLayout::Sliced,
             limits: Default::default(),
             features: Vec::new(),
@@ -280,6 +281,10 @@ impl Backend for CpuBackend {
 
     fn write(&mut self, stream: DeviceStream, dst: Region, data: HostBytes) {
         self.send(stream, HostOp::Write { dst, data });
+    }
+
+    fn copy(&mut self, stream: DeviceStream, src: Region, dst: Region) {
+        self.send(stream, HostOp::Copy { src, dst });
     }
 
     unsafe fn launch(
@@ -524,6 +529,50 @@ mod tests {
             cpu.wait_for_progress(Duration::from_millis(10), None);
         }
         cpu.take_read(ticket).expect("a finished read")
+    }
+
+    #[test]
+    fn copies_within_and_between_buffers_run_in_stream_order_and_overlap_faults() {
+        let (mut cpu, stream, a) = one_stream_and_region(1024, 0);
+        let b = Region {
+            storage: cpu.allocate(1024).expect("host memory"),
+            ..a
+        };
+        let part = |region: Region, offset| Region {
+            offset,
+            size: 300,
+            ..region
+        };
+        let (src, within, between) = (part(a, 260), part(a, 580), part(b, 36));
+        let first: Vec<u8> = (0..300).map(|i| (i * 7 + 1) as u8).collect();
+        let second: Vec<u8> = (0..300).map(|i| (i * 13 + 5) as u8).collect();
+        cpu.write(stream, src, HostBytes::from_vec(first.clone()));
+        cpu.copy(stream, src, within);
+        cpu.copy(stream, within, between);
+        cpu.write(stream, src, HostBytes::from_vec(second.clone()));
+        let read_b = cpu.read(stream, b);
+        let ticket = cpu.read(stream, a);
+        let mut expected_a = vec![0; 1024];
+        expected_a[260..560].copy_from_slice(&second);
+        expected_a[580..880].copy_from_slice(&first);
+        assert_eq!(finish(&mut cpu, stream, ticket), expected_a);
+        let mut expected_b = vec![0; 1024];
+        expected_b[36..336].copy_from_slice(&first);
+        assert_eq!(cpu.take_read(read_b).expect("a finished read"), expected_b);
+        assert!(cpu.take_fault(stream).is_none());
+
+        cpu.copy(stream, src, part(a, 264));
+        let ticket = cpu.read(stream, a);
+        assert_eq!(
+            finish(&mut cpu, stream, ticket),
+            expected_a,
+            "nothing copied"
+        );
+        let fault = cpu.take_fault(stream).map(|error| error.to_string());
+        assert!(
+            fault.as_deref().is_some_and(|f| f.contains("overlapping")),
+            "{fault:?}"
+        );
     }
 
     #[test]

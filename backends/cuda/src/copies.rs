@@ -1,7 +1,7 @@
-//! Host-device copies on the cuda backend: uploads from page-locked bytes or through pinned
-//! staging (filled on several threads), readbacks into pinned buffers handed over without a host copy (they are what a read
-//! returns), and the poll that retires both once their events passed (staging goes back to the
-//! pool when dropped).
+//! Copies on the cuda backend: device-to-device copies in stream order, uploads from page-locked
+//! bytes or through pinned staging (filled on several threads), readbacks into pinned buffers
+//! handed over without a host copy (they are what a read returns), and the poll that retires
+//! uploads and readbacks once their events passed (staging goes back to the pool when dropped).
 
 use crate::events::{self, EventState, Timing};
 use crate::{CudaBackend, flags, pinned};
@@ -101,6 +101,36 @@ impl CudaBackend {
             }),
             // Without an event nobody can prove the copy finished: keep the memory out of reuse.
             None => pinned::abandon(source),
+        }
+    }
+
+    /// Enqueues a copy of `src` into `dst` (as long, sharing no byte with it) on stream `s`.
+    pub(crate) fn device_copy(&mut self, s: usize, src: Region, dst: Region) {
+        if self.refuse(s) {
+            return;
+        }
+        if let Some(refusal) = src.copy_refusal(&dst) {
+            self.fault(s, refusal);
+            return;
+        }
+        if src.size == 0 {
+            return;
+        }
+        self.bind();
+        let (Some(from), Some(to)) = (self.region_pointer(src), self.region_pointer(dst)) else {
+            self.fault(s, "copy of freed memory");
+            return;
+        };
+        let Ok(len) = usize::try_from(src.size) else {
+            self.fault(s, "copy larger than the host's address space");
+            return;
+        };
+        let handle = self.work_stream(s);
+        // SAFETY: both ranges lie inside live buffers of the current context (checked above)
+        // and share no byte; the copy runs in `handle`'s order.
+        let code = unsafe { sys::cuMemcpyDtoDAsync_v2(to, from, len, handle) };
+        if code != sys::CUresult::CUDA_SUCCESS {
+            self.failed(s, "cuMemcpyDtoDAsync", code);
         }
     }
 

@@ -576,6 +576,12 @@ impl Backend for CudaBackend {
         self.timed(stream, start, OpKind::Write, dst.size);
     }
 
+    fn copy(&mut self, stream: DeviceStream, src: Region, dst: Region) {
+        let start = self.stamp(stream);
+        self.device_copy(stream.0 as usize, src, dst);
+        self.timed(stream, start, OpKind::Copy, src.size);
+    }
+
     unsafe fn launch(
         &mut self,
         stream: DeviceStream,

@@ -73,6 +73,7 @@ impl CudaBackend {
         let page_mapping = mapping::page_mapping(device);
         let properties = properties.map(|p| DeviceProperties {
             page_mapping: page_mapping.as_ref().map(|(page, _)| *page),
+            slow_buffers: false,
             ..p
         });
         let properties = match properties {
@@ -197,6 +198,7 @@ impl CudaBackend {
             // `cuMemAlloc` takes any size the memory can hold.
             max_buffer_bytes: None,
             page_mapping: None,
+            slow_buffers: false,
         })
     }
 }

@@ -323,5 +323,6 @@ pub(crate) fn device_properties(
         max_cube_count: [per_axis; 3],
         max_buffer_bytes: Some(l.max_buffer_size),
         page_mapping: None,
+        slow_buffers: true,
     }
 }

@@ -9,6 +9,7 @@
 
 mod adapter;
 mod bind_groups;
+mod copies;
 mod faults;
 mod launch;
 mod library;
@@ -502,6 +503,21 @@ impl Backend for WgpuBackend {
             return;
         }
         if let Err(message) = self.record_write(s, dst, &data) {
+            self.streams[s].fault(message);
+        }
+        self.attribute_errors(s);
+    }
+
+    /// A copy command between two buffers; within one, a dispatch (`copies.rs`). Offsets and
+    /// size must be multiples of 4: wgpu copies whole words.
+    fn copy(&mut self, stream: DeviceStream, src: Region, dst: Region) {
+        let Some(s) = self.stream_index(stream) else {
+            return;
+        };
+        if self.lost_on(s) {
+            return;
+        }
+        if let Err(message) = self.record_copy(s, src, dst) {
             self.streams[s].fault(message);
         }
         self.attribute_errors(s);

@@ -37,6 +37,15 @@ const MAPPED_FROM_DIVISOR: u64 = 2;
 /// 1.004-1.006) with 26.6k calls per log-uniform replay; two 1.001-1.016 with 13.3k; four up to
 /// 1.026 with 7.2k; sixteen up to 1.033.
 const MAPPED_CHUNK_PAGES: u64 = 1;
+/// Where making buffers is slow ([`DeviceProperties::slow_buffers`]), requests over this fraction
+/// of a large page (32 MiB of 64) go to the compacting pool; smaller ones keep the large pool's
+/// pages of their own.
+const COMPACTING_FROM_DIVISOR: u64 = 2;
+/// Pages of the default compacting pool: a 64th of device memory, from 256 MiB to 1 GiB (and
+/// within the device's largest buffer).
+const COMPACTING_PAGE_DIVISOR: u64 = 64;
+const COMPACTING_PAGE_MIN: u64 = 256 * MIB;
+const COMPACTING_PAGE_MAX: u64 = 1024 * MIB;
 /// Smallest page of the small-slice pool; below it the pool would not pay for itself.
 const MIN_SMALL_PAGE: u64 = 64 << 10;
 /// Device memory assumed when a backend reports none (host backends without a cap).
@@ -78,6 +87,19 @@ pub enum PoolKind {
         chunk_size: u64,
         /// Bytes of addresses reserved at a time (a larger request gets a range of its own).
         range_size: u64,
+    },
+    /// Pages of at least `page_size` bytes shared best fit by requests of every size, whose live
+    /// allocations the runtime moves (a copy on the device) to make room for a request that
+    /// finds no free range when the pools are at their budget (`compacting.rs`): for devices
+    /// where making buffers costs more than copying them ([`DeviceProperties::slow_buffers`]).
+    Compacting {
+        /// Bytes of a new page (a larger request gets a page of its own); with `follow_peak`,
+        /// the most a page holds.
+        page_size: u64,
+        /// Pages follow the program instead: a sixteenth of the most in use recently (at least
+        /// a quarter of that where the budget leaves less), and requests over a tenth of it get
+        /// pages of their own. The default ladder's pool does.
+        follow_peak: bool,
     },
 }
 
@@ -221,6 +243,10 @@ pub struct MemoryConfig {
     /// that can map pages ([`DeviceProperties::page_mapping`]; CUDA). On by default; off gives
     /// large requests buffers of their own, as on other devices.
     pub map_pages: bool,
+    /// Whether the default ladder places large requests in compacting pages on a device where
+    /// making buffers is slow ([`DeviceProperties::slow_buffers`]; wgpu). On by default; off
+    /// gives large requests buffers of their own.
+    pub compact: bool,
 }
 
 impl Default for MemoryConfig {
@@ -230,6 +256,7 @@ impl Default for MemoryConfig {
             tensor_layout: TensorLayout::default(),
             cache: CachePolicy::default(),
             map_pages: true,
+            compact: true,
         }
     }
 }
@@ -263,6 +290,13 @@ impl MemoryConfig {
     #[must_use]
     pub fn with_map_pages(mut self, map_pages: bool) -> Self {
         self.map_pages = map_pages;
+        self
+    }
+
+    /// This configuration with [`compact`](Self::compact) set to `compact`.
+    #[must_use]
+    pub fn with_compact(mut self, compact: bool) -> Self {
+        self.compact = compact;
         self
     }
 }
@@ -329,6 +363,16 @@ impl MemoryConfig {
                         pool.kind = PoolKind::Exclusive;
                     }
                 },
+                PoolKind::Compacting { .. } if device.memory_layout == MemoryLayout::Exclusive => {
+                    tracing::warn!(target: "gpuworld::memory", ?pool, "the device needs one buffer per allocation: compacting pool made exclusive");
+                    pool.kind = PoolKind::Exclusive;
+                }
+                PoolKind::Compacting { page_size, .. } => {
+                    *page_size = (*page_size)
+                        .max(alignment)
+                        .next_multiple_of(alignment)
+                        .min(largest_page);
+                }
                 PoolKind::Exclusive => {}
             }
         }
@@ -360,6 +404,29 @@ impl MemoryConfig {
                 large.max_alloc = (page_size / MAPPED_FROM_DIVISOR).max(page);
             }
             pools.push(mapped);
+        } else if let (true, true, MemoryLayout::Sliced) =
+            (self.compact, device.slow_buffers, device.memory_layout)
+            && let Some(large) = pools.last_mut()
+        {
+            let memory = match device.memory_bytes {
+                0 | u64::MAX => ASSUMED_MEMORY,
+                bytes => bytes,
+            };
+            let alignment = device.alignment.max(1);
+            let page = (memory / COMPACTING_PAGE_DIVISOR)
+                .clamp(COMPACTING_PAGE_MIN, COMPACTING_PAGE_MAX)
+                .min(device.max_buffer_bytes.unwrap_or(u64::MAX))
+                / alignment
+                * alignment;
+            let mut compacting = *large;
+            compacting.kind = PoolKind::Compacting {
+                page_size: page.max(alignment),
+                follow_peak: true,
+            };
+            if let PoolKind::Sliced { page_size, .. } = large.kind {
+                large.max_alloc = (page_size / COMPACTING_FROM_DIVISOR).max(alignment);
+            }
+            pools.push(compacting);
         }
         pools
     }
@@ -440,6 +507,7 @@ mod tests {
             max_cube_count: [1; 3],
             max_buffer_bytes: None,
             page_mapping: None,
+            slow_buffers: false,
         }
     }
 

@@ -8,7 +8,7 @@ use slotmap::SlotMap;
 use std::collections::VecDeque;
 
 /// A page's state under the release rule, kept in the page.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct IdleMark {
     /// Tick the periodic cleanup first saw the page fully free.
     since: Option<u64>,

@@ -7,7 +7,7 @@
 use crate::backend::{AllocError, StorageId};
 use crate::error::MemoryError;
 use crate::memory::Block;
-use crate::memory::pool::{DeviceMemory, Pool};
+use crate::memory::pool::{DeviceMemory, Movable, Pool};
 use crate::memory::report::PoolReport;
 
 /// Pools by size limit, in routing order.
@@ -182,6 +182,8 @@ impl Pool for Ladder {
             sum.largest_alloc = sum.largest_alloc.max(report.largest_alloc);
             sum.pages_allocated += report.pages_allocated;
             sum.bytes_allocated += report.bytes_allocated;
+            sum.bytes_moved += report.bytes_moved;
+            sum.blocks_moved += report.blocks_moved;
         }
         sum
     }
@@ -194,5 +196,83 @@ impl Pool for Ladder {
 
     fn idle_entries(&self) -> usize {
         self.pools.iter().map(|pool| pool.idle_entries()).sum()
+    }
+
+    /// The largest pools first.
+    fn evacuate(
+        &mut self,
+        needed: u64,
+        movable: &mut dyn FnMut(&Block) -> Movable,
+        moves: &mut Vec<(Block, Block)>,
+    ) -> u64 {
+        let mut retired = 0;
+        for index in (0..self.pools.len()).rev() {
+            if retired >= needed {
+                break;
+            }
+            let mark = moves.len();
+            let mut stamped = |block: &Block| {
+                movable(&Block {
+                    pool: index,
+                    ..*block
+                })
+            };
+            retired += self.pools[index].evacuate(needed - retired, &mut stamped, moves);
+            for (from, to) in &mut moves[mark..] {
+                from.pool = index;
+                to.pool = index;
+            }
+        }
+        retired
+    }
+
+    fn release_retiring(&mut self, backend: &mut dyn DeviceMemory) -> u64 {
+        self.pools
+            .iter_mut()
+            .map(|pool| pool.release_retiring(backend))
+            .sum()
+    }
+
+    fn retiring(&self) -> u64 {
+        self.pools.iter().map(|pool| pool.retiring()).sum()
+    }
+
+    fn set_room(&mut self, room: u64, peak: u64) {
+        for pool in &mut self.pools {
+            pool.set_room(room, peak);
+        }
+    }
+
+    /// The request's own pool compacts, else the next larger pool that can: a compacting pool
+    /// takes every request routed past the pools before it.
+    fn compact(
+        &mut self,
+        padded: u64,
+        requested: u64,
+        movable: &mut dyn FnMut(&Block) -> Movable,
+        moves: &mut Vec<(Block, Block)>,
+    ) -> Option<Block> {
+        let routed = self.routed(padded);
+        for index in routed..self.pools.len() {
+            let mark = moves.len();
+            // Blocks are asked about and reported with their pool's position.
+            let mut stamped = |block: &Block| {
+                movable(&Block {
+                    pool: index,
+                    ..*block
+                })
+            };
+            if let Some(block) = self.pools[index].compact(padded, requested, &mut stamped, moves) {
+                for (from, to) in &mut moves[mark..] {
+                    from.pool = index;
+                    to.pool = index;
+                }
+                return Some(Block {
+                    pool: index,
+                    ..block
+                });
+            }
+        }
+        None
     }
 }

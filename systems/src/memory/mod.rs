@@ -3,6 +3,7 @@
 //! are generational keys, so a stale key is an error, never another buffer.
 
 mod budget;
+mod compacting;
 mod config;
 mod exclusive;
 mod idle;
@@ -17,13 +18,14 @@ mod report;
 mod sliced;
 
 pub use crate::usage::MemoryUsage;
+pub use compacting::CompactingPool;
 pub use config::{CachePolicy, DEFAULT_RELEASE_AFTER_TICKS, MemoryConfig, PoolConfig, PoolKind};
 pub use exclusive::{ExclusivePool, Fit};
 pub use ladder::Ladder;
 pub use layout::{TensorLayout, TensorPlacement};
 pub use mapped::MappedPool;
 pub use mode::{AllocationMode, AllocationModes};
-pub use pool::{DeviceMemory, Pool, PoolIndex};
+pub use pool::{DeviceMemory, Movable, Pool, PoolIndex};
 pub use report::PoolReport;
 pub use sliced::{PageSizes, SlicedPool};
 
@@ -34,6 +36,7 @@ use bevy_ecs::entity::Entity;
 use bevy_ecs::resource::Resource;
 use budget::RecentPeak;
 use parked::ParkedSlices;
+use rustc_hash::FxHashMap;
 use slotmap::{SlotMap, new_key_type};
 use std::fmt::Write;
 
@@ -70,6 +73,37 @@ pub struct Reservation {
     /// The memory was parked by the allocating stream: work of that stream submitted earlier may
     /// still use it, so the new allocation inherits that stream's use.
     pub parked_by_stream: bool,
+}
+
+/// A live slice a compaction moved to make room for a request: its whole block (padding
+/// included) goes from `from` to `to`, and where `copied` its bytes must be copied there on the
+/// device, after every earlier use and before any later one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Moved {
+    /// The slice, whose key stays.
+    pub slice: SliceKey,
+    /// Its old block.
+    pub from: Region,
+    /// Its new block.
+    pub to: Region,
+    /// Whether work wrote its bytes (`Movable::Copied`).
+    pub copied: bool,
+}
+
+/// Where a ladder block lies: its pool's position, its page, its offset.
+type Place = (usize, PageKey, u64);
+
+/// A block a compaction moved (old, new) and, if a slice holds it, that slice and what it let
+/// happen.
+type MovedBlock = (Block, Block, Option<(SliceKey, Movable)>);
+
+/// How a request may make room by moving live slices ([`MemoryPool::reserve_moving`]).
+#[allow(missing_debug_implementations, reason = "it holds a closure")]
+pub struct Compaction<'a> {
+    /// What each live slice allows.
+    pub movable: &'a mut dyn FnMut(SliceKey) -> Movable,
+    /// The slices moved, appended to.
+    pub moves: &'a mut Vec<Moved>,
 }
 
 /// The largest block a request of `padded` bytes may take whole (a buffer of an exclusive pool, a
@@ -110,6 +144,10 @@ pub struct MemoryPool {
     recent_peak: RecentPeak,
     /// A client asked for a cleanup, which the GC stage of this tick runs.
     cleanup_requested: bool,
+    /// Compactions may empty whole pages and return them once the copies reading them were
+    /// submitted: the device keeps a buffer that submitted work uses
+    /// (`DeviceProperties::slow_buffers`, wgpu).
+    evacuates: bool,
 }
 
 impl MemoryPool {
@@ -142,6 +180,16 @@ impl MemoryPool {
                     PoolKind::Exclusive => Box::new(ExclusivePool::for_ladder(
                         name,
                         pool.max_alloc,
+                        pool.max_reserved,
+                        pool.release_after_ticks,
+                    )),
+                    PoolKind::Compacting {
+                        page_size,
+                        follow_peak,
+                    } => Box::new(CompactingPool::new(
+                        name,
+                        page_size,
+                        follow_peak,
                         pool.max_reserved,
                         pool.release_after_ticks,
                     )),
@@ -181,6 +229,7 @@ impl MemoryPool {
             parked: ParkedSlices::default(),
             recent_peak: RecentPeak::new(cache.slack_divisor),
             cleanup_requested: false,
+            evacuates: device.slow_buffers,
         }
     }
 
@@ -256,6 +305,21 @@ impl MemoryPool {
         stream: StreamId,
         entity: Entity,
     ) -> Result<Reservation, MemoryError> {
+        self.reserve_moving(backend, size, stream, entity, None)
+    }
+
+    /// [`MemoryPool::reserve_for`], where a request that would take the pools past their budget
+    /// may first make room by moving live slices `compaction` lets go (a compacting pool's). The
+    /// reservation then inherits the allocating stream's use (`parked_by_stream`) when a moved
+    /// slice's bytes are copied: the copies, on that stream, still read the room it takes.
+    pub fn reserve_moving<B: Backend>(
+        &mut self,
+        backend: &mut B,
+        size: u64,
+        stream: StreamId,
+        entity: Entity,
+        compaction: Option<Compaction<'_>>,
+    ) -> Result<Reservation, MemoryError> {
         let mode = self.modes.current(stream);
         if mode == AllocationMode::Auto {
             if let Some(reservation) = self.take_parked(entity, size, false) {
@@ -271,7 +335,7 @@ impl MemoryPool {
                 return Ok(reservation);
             }
         }
-        self.reserve(backend, size, mode)
+        self.reserve_inner(backend, size, mode, compaction)
     }
 
     /// A slice `stream` parked that fits `size` bytes (wasting at most a fifth of it, or any
@@ -363,6 +427,28 @@ impl MemoryPool {
         size: u64,
         mode: AllocationMode,
     ) -> Result<Reservation, MemoryError> {
+        self.reserve_inner(backend, size, mode, None)
+    }
+
+    /// [`MemoryPool::reserve`], where a request that would take the pools past their budget may
+    /// first make room by moving live slices `compaction` lets go ([`MemoryPool::reserve_moving`]).
+    pub fn reserve_with<B: Backend>(
+        &mut self,
+        backend: &mut B,
+        size: u64,
+        mode: AllocationMode,
+        compaction: Option<Compaction<'_>>,
+    ) -> Result<Reservation, MemoryError> {
+        self.reserve_inner(backend, size, mode, compaction)
+    }
+
+    fn reserve_inner<B: Backend>(
+        &mut self,
+        backend: &mut B,
+        size: u64,
+        mode: AllocationMode,
+        compaction: Option<Compaction<'_>>,
+    ) -> Result<Reservation, MemoryError> {
         if let Some(limit) = self.max_buffer
             && size > limit
         {
@@ -372,6 +458,7 @@ impl MemoryPool {
             });
         }
         let padded = self.padded(size).ok_or_else(|| self.out_of_memory(size))?;
+        let mut copies = false;
         let (pool, block) = match mode {
             AllocationMode::Persistent => (
                 PoolIndex::Persistent,
@@ -381,10 +468,15 @@ impl MemoryPool {
                 Some(block) => (PoolIndex::Persistent, block),
                 None => (
                     PoolIndex::Ladder,
-                    self.reserve_from_ladder(backend, padded, size)?,
+                    self.reserve_from_ladder(backend, padded, size, compaction, &mut copies)?,
                 ),
             },
         };
+        debug_assert!(
+            block.offset.is_multiple_of(self.alignment) && block.len >= padded,
+            "{block:?} for {padded} bytes breaks the alignment of {}",
+            self.alignment
+        );
         let slice = self.slices.insert(SliceRecord {
             pool,
             block,
@@ -399,7 +491,7 @@ impl MemoryPool {
                 offset: block.offset,
                 size,
             },
-            parked_by_stream: false,
+            parked_by_stream: copies,
         })
     }
 
@@ -431,11 +523,29 @@ impl MemoryPool {
         backend: &mut B,
         padded: u64,
         size: u64,
+        compaction: Option<Compaction<'_>>,
+        copies: &mut bool,
     ) -> Result<Block, MemoryError> {
         if let Some(block) = self.ladder.try_reserve(padded, size) {
             return Ok(block);
         }
+        if let Some(compaction) = compaction
+            && self.over_budget(padded) > 0
+        {
+            match self.compact(padded, size, compaction, copies) {
+                (Some(block), _) => return Ok(block),
+                // Pages emptied for the request retire once the copies reading them were
+                // submitted: the caller waits for them (`MemoryPool::retiring`) and asks again.
+                (None, retiring) if retiring > 0 => return Err(self.out_of_memory(size)),
+                (None, _) => {}
+            }
+        }
         self.make_room(backend, padded);
+        let room = self
+            .recent_peak
+            .budget(self.usage.bytes_in_use.saturating_add(padded))
+            .saturating_sub(self.usage.bytes_reserved);
+        self.ladder.set_room(room, self.recent_peak.peak());
         let grown = match self.ladder.grow(backend, padded, size) {
             Err(AllocError::OutOfMemory) => {
                 tracing::debug!(target: "gpuworld::memory", size, "device refused a page: cleaning up and retrying once");
@@ -448,6 +558,101 @@ impl MemoryPool {
         backend.trim_pages();
         self.account_growth(grown, size)?
             .ok_or_else(|| self.out_of_memory(size))
+    }
+
+    /// Places a request by moving live slices (`Pool::compact`), their records following; where
+    /// no page can make room for it, empties pages that can go back to the device
+    /// (`Pool::evacuate`) instead: the request's block, or the bytes of pages retiring.
+    fn compact(
+        &mut self,
+        padded: u64,
+        size: u64,
+        compaction: Compaction<'_>,
+        copies: &mut bool,
+    ) -> (Option<Block>, u64) {
+        // The ladder's live slices by place, with what each allows (parked ones stay), gathered
+        // only if the pools look at a block.
+        let needed = self.over_budget(padded);
+        let (slices, ladder) = (&self.slices, &mut self.ladder);
+        let mut by_place: Option<FxHashMap<Place, (SliceKey, Movable)>> = None;
+        let mut place = |from: &Block| {
+            let places = by_place.get_or_insert_with(|| {
+                (slices.iter())
+                    .filter(|(_, record)| {
+                        record.pool == PoolIndex::Ladder && record.parked_on.is_none()
+                    })
+                    .map(|(key, record)| {
+                        let block = record.block;
+                        let movable = (compaction.movable)(key);
+                        ((block.pool, block.page, block.offset), (key, movable))
+                    })
+                    .collect()
+            });
+            places.get(&(from.pool, from.page, from.offset)).copied()
+        };
+        let mut blocks = Vec::new();
+        let block = {
+            let mut movable =
+                |block: &Block| place(block).map_or(Movable::No, |(_, movable)| movable);
+            let block = ladder.compact(padded, size, &mut movable, &mut blocks);
+            match block {
+                None if self.evacuates => {
+                    let retiring = ladder.evacuate(needed, &mut movable, &mut blocks);
+                    (None, retiring)
+                }
+                block => (block, 0),
+            }
+        };
+        let (block, retiring) = block;
+        let moved: Vec<MovedBlock> = blocks
+            .into_iter()
+            .map(|(from, to)| (from, to, place(&from)))
+            .collect();
+        for (from, to, place) in moved {
+            let Some((slice, movable)) = place else {
+                tracing::error!(target: "gpuworld::memory", ?from, "a compaction moved a block no slice holds");
+                continue;
+            };
+            if let Some(record) = self.slices.get_mut(slice) {
+                record.block = to;
+            }
+            // A block moved into room cleared for it may be longer (it covers old places copies
+            // still read): the difference is padding until the slice goes.
+            self.usage.bytes_padding = self.usage.bytes_padding + to.len - from.len;
+            let copied = movable == Movable::Copied;
+            *copies |= copied;
+            compaction.moves.push(Moved {
+                slice,
+                from: Region {
+                    storage: from.storage,
+                    offset: from.offset,
+                    size: from.len,
+                },
+                to: Region {
+                    storage: to.storage,
+                    offset: to.offset,
+                    size: to.len,
+                },
+                copied,
+            });
+        }
+        (block, retiring)
+    }
+
+    /// Bytes of pages emptied by moves, waiting to go back to the device
+    /// ([`MemoryPool::release_retiring`]): a request that waits for them will find room.
+    pub fn retiring(&self) -> u64 {
+        self.ladder.retiring()
+    }
+
+    /// Returns pages emptied by moves to the device, once the copies reading them were
+    /// submitted (the backend keeps a buffer that submitted work uses until that work is done).
+    pub fn release_retiring<B: Backend>(&mut self, backend: &mut B) {
+        let freed = self.ladder.release_retiring(backend);
+        if freed > 0 {
+            self.recount_reserved();
+            tracing::debug!(target: "gpuworld::memory", freed, reserved = self.usage.bytes_reserved, "emptied pages returned");
+        }
     }
 
     /// The error for a request of `size` bytes that no pool can take, with the usage now.

@@ -109,6 +109,55 @@ pub trait Pool: std::fmt::Debug + Send + Sync {
     fn resized(&mut self, block: &Block, before: u64, requested: u64);
     /// Entries waiting in the idle queue.
     fn idle_entries(&self) -> usize;
+    /// Tells the pool how many bytes the pools may still take from the device within their
+    /// budget, before a [`Pool::grow`]: a pool whose pages are larger than its requests keeps
+    /// its next page within it where it can.
+    fn set_room(&mut self, _room: u64, _peak: u64) {}
+    /// Empties pages by moving their live blocks (those `movable` lets go) to free ranges of
+    /// other pages, until at least `needed` bytes of pages retire; the bytes that do. A retiring
+    /// page goes back to the device at [`Pool::release_retiring`], once the copies reading it
+    /// were submitted.
+    fn evacuate(
+        &mut self,
+        _needed: u64,
+        _movable: &mut dyn FnMut(&Block) -> Movable,
+        _moves: &mut Vec<(Block, Block)>,
+    ) -> u64 {
+        0
+    }
+    /// Returns retiring pages to the device; the bytes returned.
+    fn release_retiring(&mut self, _backend: &mut dyn DeviceMemory) -> u64 {
+        0
+    }
+    /// Bytes of pages retiring.
+    fn retiring(&self) -> u64 {
+        0
+    }
+    /// Makes room for `padded` bytes by moving live blocks that `movable` lets go to free
+    /// ranges elsewhere in the pool (each move pushed on `moves` as old block, new block), and
+    /// places the request in the room they left; `None`, with nothing moved, where the pool
+    /// cannot (only a compacting pool can).
+    fn compact(
+        &mut self,
+        _padded: u64,
+        _requested: u64,
+        _movable: &mut dyn FnMut(&Block) -> Movable,
+        _moves: &mut Vec<(Block, Block)>,
+    ) -> Option<Block> {
+        None
+    }
+}
+
+/// What a live block allows a compaction to do with it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Movable {
+    /// It stays where it is (its handle is pinned, released, parked, or used where a move
+    /// cannot follow).
+    No,
+    /// It may move; no work wrote its bytes yet, so none need copying.
+    Unwritten,
+    /// It may move, and its bytes are copied on the device.
+    Copied,
 }
 
 /// Which pool of a `MemoryPool` holds a slice (within the ladder, the block says which).

@@ -25,6 +25,10 @@ pub struct PoolReport {
     pub pages_allocated: u64,
     /// Bytes of those pages.
     pub bytes_allocated: u64,
+    /// Bytes of live blocks compactions moved over its life (a compacting pool's).
+    pub bytes_moved: u64,
+    /// Live blocks compactions moved over its life.
+    pub blocks_moved: u64,
 }
 
 impl PoolReport {
@@ -83,7 +87,15 @@ impl fmt::Display for PoolReport {
             self.bytes_in_use,
             self.bytes_reserved,
             human_bytes(self.largest_alloc)
-        )
+        )?;
+        if self.blocks_moved > 0 {
+            write!(
+                f,
+                " moved {}B in {} blocks",
+                self.bytes_moved, self.blocks_moved
+            )?;
+        }
+        Ok(())
     }
 }
 

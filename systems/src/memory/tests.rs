@@ -30,6 +30,7 @@ fn properties(alignment: u64, memory_layout: MemoryLayout) -> DeviceProperties {
         max_cube_count: [1; 3],
         max_buffer_bytes: None,
         page_mapping: None,
+        slow_buffers: false,
     }
 }
 

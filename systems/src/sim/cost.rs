@@ -33,7 +33,7 @@ pub struct CostModel {
     pub default_kernel: KernelRate,
     /// Rates by kernel id (`"gpuworld.fill"`).
     pub kernels: HashMap<&'static str, KernelRate>,
-    /// Virtual nanoseconds per byte copied between host and device.
+    /// Virtual nanoseconds per byte copied between host and device, or within the device.
     pub copy_ns_per_byte: u64,
 }
 

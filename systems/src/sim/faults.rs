@@ -5,8 +5,8 @@
 //! What each fault does to the device, and so which call of the user sees it:
 //! - an allocation: the device refuses it, and every allocation for the rest of that tick (the
 //!   pool's retry after cleanup included): uses of the handle report `MemoryError::OutOfMemory`;
-//! - a launch or a copy (write or read): the operation does not run and faults its stream: the
-//!   stream's next read or sync reports `ExecutionError::DeviceFault`;
+//! - a launch or a copy (write, read or device-to-device copy): the operation does not run and
+//!   faults its stream: the stream's next read or sync reports `ExecutionError::DeviceFault`;
 //! - an event: recording it fails: the flushed stream faults, the event still passes;
 //! - an event that never completes: the operation before it hangs until the device's watchdog
 //!   fires `watchdog_ticks` later, which faults its stream and lets the queue go on;
@@ -24,7 +24,8 @@ pub enum Fault {
     Allocation(u64),
     /// The n-th launch faults its stream instead of running.
     Launch(u64),
-    /// The n-th copy (host-to-device write or device-to-host read) faults its stream.
+    /// The n-th copy (host-to-device write, device-to-host read or device-to-device copy)
+    /// faults its stream.
     Copy(u64),
     /// Recording the n-th event (a flush) fails: its stream faults.
     Event(u64),
@@ -57,7 +58,7 @@ pub struct CallCounts {
     pub allocations: u64,
     /// Launches.
     pub launches: u64,
-    /// Writes and reads.
+    /// Writes, reads and device-to-device copies.
     pub copies: u64,
     /// Events with work before them (flushes of non-empty streams).
     pub events: u64,
@@ -234,7 +235,7 @@ impl SimBackend {
                 .faults
                 .launch()
                 .then_some(Injected::Instead("the launch failed (injected fault)")),
-            HostOp::Write { .. } | HostOp::Read { .. } => self
+            HostOp::Write { .. } | HostOp::Read { .. } | HostOp::Copy { .. } => self
                 .faults
                 .copy()
                 .then_some(Injected::Instead("the copy failed (injected fault)")),

@@ -418,6 +418,10 @@ impl<B: Backend> Gc<'_, '_, B> {
     /// is left to the pool's policy (the fuzzer found memory left reserved when the device
     /// finished after the cleanup ran: issue 30).
     fn cleanup_memory(&mut self) {
+        // Pages a compaction emptied: the copies reading them were submitted this tick (a
+        // request waiting for memory has every queue submitted whole), and the device keeps a
+        // buffer submitted work uses (`DeviceProperties::slow_buffers`).
+        self.pool.release_retiring(&mut self.device.0);
         self.pool.periodic_cleanup(&mut self.device.0, self.tick.0);
         let requested = self.pool.take_cleanup_request();
         if requested || std::mem::take(&mut *self.freed_for_cleanup) {

@@ -231,6 +231,12 @@ impl<B: Backend> Submitter<'_, '_, '_, B> {
                     reply: Some(reply),
                 });
             }
+            Some(TaskWork::Move) => {
+                if let [from, to] = bindings[..] {
+                    submitted = Some((OpKind::Copy, from.region.size));
+                    self.device.copy(device_stream, from.region, to.region);
+                }
+            }
             // A replay's lane end orders its stream behind the replay through the waits issued
             // before it; there is nothing to run.
             Some(TaskWork::Native(work)) if work.as_any().is::<crate::graph::ReplayLaneEnd>() => {}

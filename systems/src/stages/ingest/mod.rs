@@ -19,17 +19,18 @@ use handle_index::{region_in, release, spawn_handle};
 
 use super::alignment::Owner;
 use super::tick::TickStage;
-use crate::backend::{Backend, LaunchCount};
+use crate::backend::{Backend, LaunchCount, Region};
 use crate::binding::Binding;
 use crate::bytes::HostBytes;
 use crate::graph::{PlannedLaunch, Recorded, ReplayLaneEnd};
 use crate::ids::{HandleId, StreamId};
 use crate::inbox::{Command, Inbox};
 use crate::kernel::{CubeCount, ExecutionMode, Kernel};
-use crate::memory::MemoryPool;
+use crate::memory::{Compaction, MemoryPool, Movable, Moved, SliceKey};
 use crate::outbox::Outbox;
 use crate::world::*;
 use bevy_ecs::prelude::*;
+use rustc_hash::FxHashMap;
 use smallvec::SmallVec;
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -247,10 +248,36 @@ impl Ingest<'_> {
             } => {
                 let stream = self.stream_entity(world, taken, stream_id);
                 let (device, pool) = taken.get(world);
-                let reserved = pool.reserve_for(device, size, stream_id, stream);
+                // Live handles a compaction may move, looked up only if one runs.
+                let mut movable: Option<FxHashMap<SliceKey, (HandleId, Movable)>> = None;
+                let mut moves = Vec::new();
+                let reserved = {
+                    let index = &self.index;
+                    let world = &*world;
+                    let mut allows = |slice: SliceKey| {
+                        let handles = movable.get_or_insert_with(|| movable_handles(world, index));
+                        handles
+                            .get(&slice)
+                            .map_or(Movable::No, |&(_, movable)| movable)
+                    };
+                    pool.reserve_moving(
+                        device,
+                        size,
+                        stream_id,
+                        stream,
+                        Some(Compaction {
+                            movable: &mut allows,
+                            moves: &mut moves,
+                        }),
+                    )
+                };
+                let retiring = pool.retiring() > 0;
+                if let Some(handles) = &movable {
+                    self.apply_moves(world, stream, &moves, handles);
+                }
                 let parked_by_stream = reserved.as_ref().is_ok_and(|r| r.parked_by_stream);
                 if matches!(reserved, Err(MemoryError::OutOfMemory { .. }))
-                    && memory_retiring(world)
+                    && (retiring || memory_retiring(world))
                 {
                     return Some(Command::Create {
                         handle,
@@ -729,6 +756,69 @@ impl Ingest<'_> {
         })
     }
 
+    /// Points every handle a compaction moved at its new place and, where work wrote its bytes,
+    /// queues their copy on `stream` (the allocating stream): after every earlier use of the
+    /// handle (alignment makes the copy wait for other streams' uses, as for any write) and
+    /// before every later one.
+    fn apply_moves(
+        &mut self,
+        world: &mut World,
+        stream: Entity,
+        moves: &[Moved],
+        handles: &FxHashMap<SliceKey, (HandleId, Movable)>,
+    ) {
+        for moved in moves {
+            let Some(&(handle, _)) = handles.get(&moved.slice) else {
+                tracing::error!(target: "gpuworld::memory", slice = ?moved.slice, "a compaction moved a slice no live handle holds");
+                continue;
+            };
+            let Some(entry) = self.index.get_mut(&handle) else {
+                continue;
+            };
+            let to = |region: Region| Region {
+                storage: moved.to.storage,
+                offset: moved.to.offset,
+                size: region.size,
+            };
+            match &mut entry.state {
+                HandleState::Unspawned { memory, .. } => {
+                    if let Ok((_, region)) = memory {
+                        *region = to(*region);
+                    }
+                }
+                HandleState::Spawned { entity, region } => {
+                    let entity = *entity;
+                    *region = to(*region);
+                    if let Some(mut allocation) = world.get_mut::<Allocation>(entity)
+                        && let Allocation::Slice { region, .. } = &mut *allocation
+                    {
+                        *region = to(*region);
+                    }
+                    if moved.copied {
+                        entry.used_on.record(stream);
+                        let bindings = SmallVec::from_slice(&[
+                            TaskBinding {
+                                handle: entity,
+                                region: moved.from,
+                                writes: false,
+                            },
+                            TaskBinding {
+                                handle: entity,
+                                region: Region {
+                                    size: moved.from.size,
+                                    ..moved.to
+                                },
+                                writes: true,
+                            },
+                        ]);
+                        self.spawn_task(stream, TaskWork::Move, bindings);
+                    }
+                }
+            }
+            tracing::debug!(target: "gpuworld::memory", %handle, from = ?moved.from, to = ?moved.to, copied = moved.copied, "moved to make room");
+        }
+    }
+
     /// Appends a task to this tick's new tasks.
     fn spawn_task(&mut self, stream: Entity, work: TaskWork, bindings: SmallVec<[TaskBinding; 4]>) {
         let task = self.spare.task(self.next_seq, stream, work, bindings);
@@ -919,6 +1009,37 @@ fn memory_retiring(world: &mut World) -> bool {
         .iter(world)
         .next()
         .is_some()
+}
+
+/// What each live handle's slice lets a compaction do: a handle no work used yet moves without
+/// a copy; one work used moves with a copy, unless a captured graph holds it (its replays keep
+/// the old place); a failed allocation, or one that inherited another stream's use of parked
+/// memory without using it, stays.
+fn movable_handles(
+    world: &World,
+    index: &FxHashMap<HandleId, HandleEntry>,
+) -> FxHashMap<SliceKey, (HandleId, Movable)> {
+    let mut handles = FxHashMap::default();
+    for (&handle, entry) in index {
+        if entry.graph_pins > 0 {
+            continue;
+        }
+        match &entry.state {
+            HandleState::Unspawned {
+                memory: Ok((slice, _)),
+                ..
+            } if entry.used_on == UsedOn::Nothing => {
+                handles.insert(*slice, (handle, Movable::Unwritten));
+            }
+            HandleState::Spawned { entity, .. } => {
+                if let Some(Allocation::Slice { slice, .. }) = world.get::<Allocation>(*entity) {
+                    handles.insert(*slice, (handle, Movable::Copied));
+                }
+            }
+            _ => {}
+        }
+    }
+    handles
 }
 
 /// Keeps the first fault of a stream until a read or sync reports it.
