@@ -156,3 +156,33 @@ fn a_buffer_a_graph_holds_never_moves() {
         vec![7u8; (2 * MIB) as usize]
     );
 }
+
+/// A client that never waits: every buffer is written, then dropped, and the next one has
+/// another size. Memory work wrote is parked for its stream until an event proves the device
+/// done, and no event comes while nothing ticks the device forward (the sim's latency is longer
+/// than the loop): without compaction each request finds only parked memory of the wrong size
+/// and the pool grows by a page each time. The stream may reuse its own parked memory at once,
+/// so a compaction takes it into the request's place: one page serves the whole loop.
+#[test]
+fn a_stream_that_never_waits_reuses_its_own_released_memory_in_place() {
+    let sim = gpuworld::SimBackend::new(gpuworld::SimConfig::default().with_latency_ticks(10_000));
+    let client = ComputeClient::new(sim, compacting(), Driver::Manual);
+    let mut largest = 0;
+    for round in 0..120u64 {
+        // 1, 2, ..., 6 MiB, again and again: each request is larger than the parked memory before
+        // it, until the cycle starts over.
+        let size = (round % 6 + 1) * MIB;
+        largest = largest.max(size);
+        let handle = client.create(vec![1u8; size as usize]);
+        client.tick();
+        drop(handle);
+    }
+    let report = client.memory_report();
+    let peak_pages: usize = report.iter().map(|r| r.peak_pages).sum();
+    assert_eq!(
+        peak_pages, 1,
+        "one 8 MiB page serves buffers of at most {largest} bytes, one live at a time: {report:?}"
+    );
+    let last = client.create(vec![9u8; MIB as usize]);
+    assert_eq!(client.read_one(&last).unwrap(), vec![9u8; MIB as usize]);
+}

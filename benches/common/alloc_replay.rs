@@ -84,7 +84,7 @@ impl Replay {
 /// lifetime's). Every handle still live at the end is dropped and every stream synced before it
 /// returns; the first stream fault is the error.
 ///
-/// With `written`, every allocation gets its first 4 bytes written as it is made, so work has
+/// With `written`, every allocation gets its first (up to) 4 bytes written as it is made, so work has
 /// used it: a pool that moves it copies its bytes on the device (an unwritten one moves free).
 pub fn replay<B: Backend>(
     client: &ComputeClient<B>,
@@ -109,7 +109,8 @@ pub fn replay<B: Backend>(
                 let on = &streams[stream as usize];
                 let handle = on.empty(bytes);
                 if written {
-                    on.write(&handle, &id.to_le_bytes())?;
+                    let bytes = id.to_le_bytes();
+                    on.write(&handle, &bytes[..bytes.len().min(handle.size() as usize)])?;
                 }
                 live.insert(id, handle);
             }

@@ -110,6 +110,7 @@ fn main() {
                                 Some(Compaction {
                                     movable: &mut movable,
                                     moves: &mut moves,
+                                    stream: None,
                                 }),
                             );
                             match reserved {

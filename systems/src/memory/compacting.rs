@@ -81,6 +81,11 @@ struct Item {
     live: Option<Movable>,
 }
 
+/// Whether a run moves an item's bytes: a live block other than memory the stream reuses.
+fn is_moved(live: Option<Movable>) -> bool {
+    matches!(live, Some(Movable::Unwritten | Movable::Copied))
+}
+
 /// Keeps the `count` runs that move the fewest bytes for a block of `len` (bytes idle in the
 /// block's place count as moved), cheapest first.
 fn cheapest(runs: &mut Vec<Run>, len: u64, count: usize) {
@@ -417,19 +422,23 @@ impl CompactingPool {
                 continue;
             }
             bytes += item.len;
-            moved += if item.live.is_some() { item.len } else { 0 };
+            moved += if is_moved(item.live) { item.len } else { 0 };
             // Drop items from the front while the run still clears the request without them.
             while first < last && bytes - items[first].len >= padded {
                 bytes -= items[first].len;
-                if items[first].live.is_some() {
+                if is_moved(items[first].live) {
                     moved -= items[first].len;
                 }
                 first += 1;
             }
-            if bytes >= padded && moved > 0 {
+            let reused = items[first..=last]
+                .iter()
+                .any(|item| item.live == Some(Movable::Reusable));
+            if bytes >= padded && (moved > 0 || reused) {
+                // The request's block covers what copies still read and what it reuses.
                 let copied = items[first..=last]
                     .iter()
-                    .filter(|item| item.live == Some(Movable::Copied))
+                    .filter(|item| matches!(item.live, Some(Movable::Copied | Movable::Reusable)))
                     .fold(None, |span: Option<(u64, u64)>, item| {
                         let (start, end) = (item.offset, item.offset + item.len);
                         Some(span.map_or((start, end), |(a, b)| (a.min(start), b.max(end))))
@@ -459,11 +468,23 @@ impl CompactingPool {
         let Some(page) = self.pages.get(run.page) else {
             return false;
         };
+        let storage = page.storage;
         let mut blocks: Vec<(u64, u64)> = page
             .live
             .range(run.start..run.end)
             .map(|(&offset, &len)| (offset, len))
             .collect();
+        // Memory the stream reuses stays where it is: the request's block covers it.
+        blocks.retain(|&(offset, len)| {
+            let block = Block {
+                page: run.page,
+                storage,
+                offset,
+                len,
+                pool: 0,
+            };
+            movable(&block) != Movable::Reusable
+        });
         blocks.sort_unstable_by_key(|&(offset, len)| (std::cmp::Reverse(len), offset));
         avoid.push((run.page, run.start, run.end));
         for (offset, len) in blocks {
@@ -528,10 +549,16 @@ impl CompactingPool {
         let Some(page) = self.pages.get_mut(run.page) else {
             return (start, end);
         };
-        for (from, _) in moved {
-            if from.page == run.page && from.offset >= run.start && from.offset < run.end {
-                page.live.remove(&from.offset);
-            }
+        // Left in the run: the old places of the blocks moved out, and memory the stream
+        // reuses; all of it is the block's now.
+        let _ = moved;
+        let inside: Vec<u64> = page
+            .live
+            .range(run.start..run.end)
+            .map(|(&o, _)| o)
+            .collect();
+        for offset in inside {
+            page.live.remove(&offset);
         }
         let free: Vec<(u64, u64)> = (page.free.range(run.start..run.end))
             .map(|(&at, &len)| (at, len))
@@ -783,14 +810,16 @@ impl Pool for CompactingPool {
             };
             let (storage, size) = (page.storage, page.size);
             let blocks: Vec<(u64, u64)> = page.live.iter().map(|(&o, &l)| (o, l)).collect();
+            // A page goes back only if every block moves out of it.
             let all_movable = blocks.iter().all(|&(offset, len)| {
-                movable(&Block {
+                let block = Block {
                     page: key,
                     storage,
                     offset,
                     len,
                     pool: 0,
-                }) != Movable::No
+                };
+                is_moved(Some(movable(&block)))
             });
             if !all_movable {
                 continue;

@@ -104,6 +104,9 @@ pub struct Compaction<'a> {
     pub movable: &'a mut dyn FnMut(SliceKey) -> Movable,
     /// The slices moved, appended to.
     pub moves: &'a mut Vec<Moved>,
+    /// The allocating stream's entity: memory parked for it is free to the request
+    /// (`Movable::Reusable`). [`MemoryPool::reserve_moving`] sets it.
+    pub stream: Option<Entity>,
 }
 
 /// The largest block a request of `padded` bytes may take whole (a buffer of an exclusive pool, a
@@ -320,6 +323,10 @@ impl MemoryPool {
         entity: Entity,
         compaction: Option<Compaction<'_>>,
     ) -> Result<Reservation, MemoryError> {
+        let compaction = compaction.map(|c| Compaction {
+            stream: Some(entity),
+            ..c
+        });
         let mode = self.modes.current(stream);
         if mode == AllocationMode::Auto {
             if let Some(reservation) = self.take_parked(entity, size, false) {
@@ -573,17 +580,22 @@ impl MemoryPool {
         // The ladder's live slices by place, with what each allows (parked ones stay), gathered
         // only if the pools look at a block.
         let needed = self.over_budget(padded);
+        let stream = compaction.stream;
         let (slices, ladder) = (&self.slices, &mut self.ladder);
         let mut by_place: Option<FxHashMap<Place, (SliceKey, Movable)>> = None;
         let mut place = |from: &Block| {
             let places = by_place.get_or_insert_with(|| {
                 (slices.iter())
                     .filter(|(_, record)| {
-                        record.pool == PoolIndex::Ladder && record.parked_on.is_none()
+                        record.pool == PoolIndex::Ladder
+                            && (record.parked_on.is_none() || record.parked_on == stream)
                     })
                     .map(|(key, record)| {
                         let block = record.block;
-                        let movable = (compaction.movable)(key);
+                        let movable = match record.parked_on {
+                            Some(_) => Movable::Reusable,
+                            None => (compaction.movable)(key),
+                        };
                         ((block.pool, block.page, block.offset), (key, movable))
                     })
                     .collect()
@@ -608,6 +620,29 @@ impl MemoryPool {
             .into_iter()
             .map(|(from, to)| (from, to, place(&from)))
             .collect();
+        // Memory parked for the stream that the request's block took: its slices end here (the
+        // GC stage finds their keys dead, as when the stream takes parked memory).
+        let reused: Vec<(SliceKey, u64)> = match (block, &by_place) {
+            (Some(block), Some(places)) => (places.values())
+                .filter(|(_, movable)| *movable == Movable::Reusable)
+                .filter_map(|&(key, _)| {
+                    let record = self.slices.get(key)?;
+                    let inside = record.block.pool == block.pool
+                        && record.block.page == block.page
+                        && record.block.offset >= block.offset
+                        && record.block.offset < block.offset + block.len;
+                    inside.then_some((key, record.block.len))
+                })
+                .collect(),
+            _ => Vec::new(),
+        };
+        for (key, len) in reused {
+            if let (Some(record), Some(stream)) = (self.slices.remove(key), stream) {
+                self.parked.remove(stream, len, key);
+                debug_assert_eq!(record.parked_on, Some(stream));
+            }
+            *copies = true;
+        }
         for (from, to, place) in moved {
             let Some((slice, movable)) = place else {
                 tracing::error!(target: "gpuworld::memory", ?from, "a compaction moved a block no slice holds");

@@ -158,6 +158,10 @@ pub enum Movable {
     Unwritten,
     /// It may move, and its bytes are copied on the device.
     Copied,
+    /// Memory the requesting stream released and may reuse at once (parked for it): a
+    /// compaction may take it into the request's place as if free, without moving it, and the
+    /// request inherits the stream's use of it.
+    Reusable,
 }
 
 /// Which pool of a `MemoryPool` holds a slice (within the ladder, the block says which).

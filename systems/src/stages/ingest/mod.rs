@@ -268,6 +268,7 @@ impl Ingest<'_> {
                         Some(Compaction {
                             movable: &mut allows,
                             moves: &mut moves,
+                            stream: Some(stream),
                         }),
                     )
                 };
