@@ -186,3 +186,73 @@ fn a_stream_that_never_waits_reuses_its_own_released_memory_in_place() {
     let last = client.create(vec![9u8; MIB as usize]);
     assert_eq!(client.read_one(&last).unwrap(), vec![9u8; MIB as usize]);
 }
+
+/// A request larger than every page, with the pools at their budget: where the device keeps a
+/// buffer that submitted work uses (wgpu), the page holding the fewest live bytes is emptied into
+/// the other's holes and goes back to the device once the copies reading it ran; the request
+/// waits a tick for it instead of growing past it. Elsewhere (cpu) nothing is emptied. Every byte
+/// written survives either way.
+fn a_page_emptied_for_a_large_request_goes_back_after_its_copies<B: Backend>(
+    client: ComputeClient<B>,
+    evacuates: bool,
+) {
+    let mut handles: Vec<Option<gpuworld::Handle>> = (0..9u32)
+        .map(|i| Some(client.create(words(i + 1))))
+        .collect();
+    client.sync().unwrap();
+    assert_eq!(
+        client.memory_usage().bytes_reserved,
+        16 * MIB,
+        "a full page and one more"
+    );
+    for i in [1, 3, 5] {
+        handles[i] = None;
+    }
+    client.sync().unwrap();
+    let big = client.create(vec![5u8; (12 * MIB) as usize]);
+    for (i, handle) in handles.iter().enumerate() {
+        let Some(handle) = handle else { continue };
+        let bytes = client.read_one(handle).unwrap();
+        assert!(
+            bytes == words(i as u32 + 1),
+            "buffer {i} changed\n{}",
+            client.snapshot()
+        );
+    }
+    assert_eq!(
+        client.read_one(&big).unwrap(),
+        vec![5u8; (12 * MIB) as usize]
+    );
+    client.sync().unwrap();
+    let (reserved, moved) = (client.memory_usage().bytes_reserved, moved(&client));
+    match evacuates {
+        true => assert_eq!(
+            (reserved, moved),
+            (20 * MIB, 1),
+            "the second page went back\n{}",
+            client.snapshot()
+        ),
+        false => assert_eq!((reserved, moved), (28 * MIB, 0), "{}", client.snapshot()),
+    }
+}
+
+#[test]
+fn a_large_request_on_the_cpu_backend_grows_without_emptying_pages() {
+    a_page_emptied_for_a_large_request_goes_back_after_its_copies(cpu(), false);
+}
+
+#[cfg(feature = "wgpu")]
+#[test]
+fn a_page_emptied_for_a_large_request_on_wgpu_goes_back_after_its_copies() {
+    let backend = match common::wgpu_backend_or_skip() {
+        Ok(backend) => backend,
+        Err(skip) => {
+            eprintln!("SKIPPED: {}", skip.0);
+            return;
+        }
+    };
+    a_page_emptied_for_a_large_request_goes_back_after_its_copies(
+        ComputeClient::new(backend, compacting(), Driver::Manual),
+        true,
+    );
+}

@@ -117,7 +117,9 @@ fn main() {
                                 Ok(reservation) => break reservation,
                                 // Pages emptied for the request: the runtime's next tick returns
                                 // them, and the request asks again.
-                                Err(_) if pool.retiring() > 0 => pool.release_retiring(&mut device),
+                                Err(_) if pool.retiring() > 0 => {
+                                    pool.release_retiring(&mut device, u64::MAX)
+                                }
                                 Err(error) => panic!("{bytes} bytes refused: {error}"),
                             }
                         };

@@ -57,6 +57,8 @@ struct HeapPage {
     /// Emptied by moves whose copies still read it: it goes back to the device once they were
     /// submitted (`Pool::release_retiring`), and nothing is placed in it meanwhile.
     retiring: bool,
+    /// The evacuation that retired it (`Pool::retiring_generation`).
+    retired_in: u64,
     /// Made for one request larger than a shared page: never shared, never compacted, reused
     /// whole by a request of about its size.
     dedicated: bool,
@@ -166,6 +168,8 @@ pub struct CompactingPool {
     pages_emptied: u64,
     /// Bytes the pools may still take within their budget (`Pool::set_room`).
     room: u64,
+    /// Evacuations that retired pages so far.
+    evacuations: u64,
     /// Counts the changes that may make room (a range freed, a page added or returned): a
     /// compaction that failed is not tried again for as large a request until one happened.
     changes: u64,
@@ -204,6 +208,7 @@ impl CompactingPool {
             idle: IdlePages::new(release_after),
             pages_emptied: 0,
             room: u64::MAX,
+            evacuations: 0,
             changes: 0,
             failed_compaction: None,
             failed_evacuation: None,
@@ -515,6 +520,13 @@ impl CompactingPool {
         depth: u32,
         avoid: &mut Vec<(PageKey, u64, u64)>,
     ) -> Option<Block> {
+        // Only the request's own block takes memory its stream reuses: a moved block's new place
+        // holds none (the parked slice would outlive it in the pool's records).
+        let mut movable = |block: &Block| match movable(block) {
+            Movable::Reusable => Movable::No,
+            other => other,
+        };
+        let movable: &mut dyn FnMut(&Block) -> Movable = &mut movable;
         let mut runs = Vec::new();
         let keys: Vec<PageKey> = self.pages.keys().collect();
         for key in keys {
@@ -684,6 +696,7 @@ impl Pool for CompactingPool {
             idle: IdleMark::default(),
             emptied_at: 0,
             retiring: false,
+            retired_in: 0,
             dedicated,
         });
         self.report.page_added(size);
@@ -795,6 +808,8 @@ impl Pool for CompactingPool {
         if failed_before(self.failed_evacuation, self.changes, needed) {
             return 0;
         }
+        self.evacuations += 1;
+        let generation = self.evacuations;
         let mut pages: Vec<(u64, PageKey)> = (self.pages.iter())
             .filter(|(_, page)| !page.retiring && !page.dedicated && !page.live.is_empty())
             .map(|(key, page)| (page.live.values().sum::<u64>(), key))
@@ -827,6 +842,7 @@ impl Pool for CompactingPool {
             // The page's free ranges leave the index first: nothing moves into it.
             if let Some(page) = self.pages.get_mut(key) {
                 page.retiring = true;
+                page.retired_in = generation;
                 for (&offset, &len) in &page.free {
                     self.free.remove(&(len, key, offset));
                 }
@@ -868,15 +884,23 @@ impl Pool for CompactingPool {
         retired
     }
 
-    fn release_retiring(&mut self, backend: &mut dyn DeviceMemory) -> u64 {
+    fn release_retiring(&mut self, backend: &mut dyn DeviceMemory, through: u64) -> u64 {
         let retiring: Vec<PageKey> = (self.pages.iter())
-            .filter(|(_, page)| page.retiring)
+            .filter(|(_, page)| page.retiring && page.retired_in <= through)
             .map(|(key, _)| key)
             .collect();
         retiring
             .into_iter()
             .map(|key| self.remove_page(backend, key))
             .sum()
+    }
+
+    fn retiring_generation(&self) -> u64 {
+        (self.pages.values())
+            .filter(|page| page.retiring)
+            .map(|page| page.retired_in)
+            .max()
+            .unwrap_or(0)
     }
 
     fn retiring(&self) -> u64 {
@@ -1072,7 +1096,13 @@ mod tests {
             "nothing is placed in a retiring page"
         );
         assert!(pool.can_place(MIB));
-        assert_eq!(pool.release_retiring(&mut device), 8 * MIB);
+        assert_eq!(pool.retiring_generation(), 1);
+        assert_eq!(
+            pool.release_retiring(&mut device, 0),
+            0,
+            "retired by evacuation 1"
+        );
+        assert_eq!(pool.release_retiring(&mut device, 1), 8 * MIB);
         assert_eq!(pool.report().pages, 1);
         assert_eq!(pool.retiring(), 0);
     }

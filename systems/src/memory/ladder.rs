@@ -226,11 +226,18 @@ impl Pool for Ladder {
         retired
     }
 
-    fn release_retiring(&mut self, backend: &mut dyn DeviceMemory) -> u64 {
+    fn release_retiring(&mut self, backend: &mut dyn DeviceMemory, through: u64) -> u64 {
         self.pools
             .iter_mut()
-            .map(|pool| pool.release_retiring(backend))
+            .map(|pool| pool.release_retiring(backend, through))
             .sum()
+    }
+
+    fn retiring_generation(&self) -> u64 {
+        (self.pools.iter())
+            .map(|pool| pool.retiring_generation())
+            .max()
+            .unwrap_or(0)
     }
 
     fn retiring(&self) -> u64 {

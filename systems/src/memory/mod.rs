@@ -608,6 +608,9 @@ impl MemoryPool {
                 |block: &Block| place(block).map_or(Movable::No, |(_, movable)| movable);
             let block = ladder.compact(padded, size, &mut movable, &mut blocks);
             match block {
+                // Pages emptied before still go back: the request waits for them rather than
+                // empty more.
+                None if self.evacuates && ladder.retiring() > 0 => (None, ladder.retiring()),
                 None if self.evacuates => {
                     let retiring = ladder.evacuate(needed, &mut movable, &mut blocks);
                     (None, retiring)
@@ -680,10 +683,16 @@ impl MemoryPool {
         self.ladder.retiring()
     }
 
-    /// Returns pages emptied by moves to the device, once the copies reading them were
-    /// submitted (the backend keeps a buffer that submitted work uses until that work is done).
-    pub fn release_retiring<B: Backend>(&mut self, backend: &mut B) {
-        let freed = self.ladder.release_retiring(backend);
+    /// The latest evacuation whose emptied pages still wait to go back; 0 when none does.
+    pub fn retiring_generation(&self) -> u64 {
+        self.ladder.retiring_generation()
+    }
+
+    /// Returns the pages evacuations up to `through` emptied to the device: the caller has seen
+    /// the device finish every operation submitted before them (the copies reading them among
+    /// it).
+    pub fn release_retiring<B: Backend>(&mut self, backend: &mut B, through: u64) {
+        let freed = self.ladder.release_retiring(backend, through);
         if freed > 0 {
             self.recount_reserved();
             tracing::debug!(target: "gpuworld::memory", freed, reserved = self.usage.bytes_reserved, "emptied pages returned");

@@ -125,8 +125,13 @@ pub trait Pool: std::fmt::Debug + Send + Sync {
     ) -> u64 {
         0
     }
-    /// Returns retiring pages to the device; the bytes returned.
-    fn release_retiring(&mut self, _backend: &mut dyn DeviceMemory) -> u64 {
+    /// Returns the pages retired by evacuations up to `through` ([`Pool::retiring_generation`])
+    /// to the device; the bytes returned.
+    fn release_retiring(&mut self, _backend: &mut dyn DeviceMemory, _through: u64) -> u64 {
+        0
+    }
+    /// The latest evacuation whose pages still retire; 0 when none does.
+    fn retiring_generation(&self) -> u64 {
         0
     }
     /// Bytes of pages retiring.

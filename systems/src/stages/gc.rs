@@ -141,6 +141,9 @@ pub struct Gc<'w, 's, B: Backend> {
     cleanup_waits_for: Local<'s, bevy_ecs::entity::EntityHashSet>,
     /// Whether memory of `cleanup_waits_for` returned to the pool in this tick or the last.
     freed_for_cleanup: Local<'s, bool>,
+    /// Pages compactions emptied through an evacuation, waiting for these events (one per stream,
+    /// flushed once every queue was submitted) before they go back to the device.
+    retiring: Local<'s, Option<(u64, SmallVec<[DeviceEvent; 4]>)>>,
     queues: Query<'w, 's, &'static TaskQueue>,
     deferred: Res<'w, DeferredCommands>,
     left: ResMut<'w, TickLeft>,
@@ -299,6 +302,28 @@ impl<B: Backend> Gc<'_, '_, B> {
         self.replies.syncs.len() < before
     }
 
+    /// Returns pages a compaction emptied once the device is done with them: when every queue
+    /// has been submitted (the copies reading them are then submitted, as is every earlier use),
+    /// an event is flushed on every stream; the pages retired by then go back once all passed.
+    /// A request waiting for them asks again in a later tick.
+    fn release_retiring_pages(&mut self) {
+        if let Some((through, events)) = &*self.retiring {
+            if events.iter().all(|&event| self.device.0.event_done(event)) {
+                self.pool.release_retiring(&mut self.device.0, *through);
+                *self.retiring = None;
+            }
+            return;
+        }
+        let through = self.pool.retiring_generation();
+        if through == 0 || self.queues.iter().any(|queue| !queue.tasks.is_empty()) {
+            return;
+        }
+        let events = (self.streams.iter())
+            .map(|(info, _)| self.device.0.flush(info.device))
+            .collect();
+        *self.retiring = Some((through, events));
+    }
+
     /// Pins released handles whose last uses were submitted behind one event per using stream.
     fn pin_released_memory(&mut self) {
         let mut events: SmallVec<[(Entity, DeviceEvent); 4]> = SmallVec::new();
@@ -418,10 +443,7 @@ impl<B: Backend> Gc<'_, '_, B> {
     /// is left to the pool's policy (the fuzzer found memory left reserved when the device
     /// finished after the cleanup ran: issue 30).
     fn cleanup_memory(&mut self) {
-        // Pages a compaction emptied: the copies reading them were submitted this tick (a
-        // request waiting for memory has every queue submitted whole), and the device keeps a
-        // buffer submitted work uses (`DeviceProperties::slow_buffers`).
-        self.pool.release_retiring(&mut self.device.0);
+        self.release_retiring_pages();
         self.pool.periodic_cleanup(&mut self.device.0, self.tick.0);
         let requested = self.pool.take_cleanup_request();
         if requested || std::mem::take(&mut *self.freed_for_cleanup) {
