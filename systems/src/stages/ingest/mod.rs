@@ -272,7 +272,7 @@ impl Ingest<'_> {
                         }),
                     )
                 };
-                let retiring = pool.retiring() > 0;
+                let retiring = reserved.is_err() && pool.retiring() > 0;
                 if let Some(handles) = &movable {
                     self.apply_moves(world, stream, &moves, handles);
                 }
