@@ -47,8 +47,12 @@ test_main![
     cpu_with_sequential_scheduling_and_short_queues_matches_the_host_model,
     sim_matches_the_host_model,
     sim_with_latency_and_batching_matches_the_host_model,
+    cpu_with_compaction_matches_the_host_model,
+    sim_with_compaction_matches_the_host_model,
     #[cfg(feature = "wgpu")]
     wgpu_matches_the_host_model,
+    #[cfg(feature = "wgpu")]
+    wgpu_with_compaction_matches_the_host_model,
     #[cfg(feature = "wgpu")]
     wgpu_with_the_manual_driver_and_little_staging_matches_the_host_model,
     #[cfg(feature = "cuda")]
@@ -117,6 +121,9 @@ fn fuzz<B: Backend>(
                 let mut fuzzer = Fuzzer::new(client, seed, arithmetic, &log);
                 fuzzer.read_all_after_each_op = env_flag("GPUWORLD_FUZZ_READ_ALL");
                 let outcome = fuzzer.run(ops);
+                fuzzer.tally.moves = (fuzzer.client.memory_report().iter())
+                    .map(|pool| pool.blocks_moved)
+                    .sum();
                 tally.add(&fuzzer.tally);
                 outcome
             }));
@@ -262,6 +269,95 @@ fn sim_with_latency_and_batching_matches_the_host_model() -> Result<(), Skip> {
             );
             let config = RuntimeConfig::default().with_max_tasks(4);
             Ok(ComputeClient::new(backend, config, Driver::Manual))
+        },
+    )
+}
+
+/// Small requests in sliced pages, the rest in a compacting pool of 2 MiB pages: the fuzzer's
+/// sizes (up to 9 MiB, 48 MiB live) keep the pools at their budget, so requests move live
+/// allocations that streams still read and write, and reuse memory their stream parked.
+fn compacting_pools() -> gpuworld::MemoryConfig {
+    use gpuworld::{PoolConfig, PoolKind};
+    gpuworld::MemoryConfig::with_pools(vec![
+        PoolConfig::new(
+            PoolKind::Sliced {
+                page_size: 256 << 10,
+                max_slice: 8 << 10,
+                first_page: 64 << 10,
+            },
+            8 << 10,
+        ),
+        PoolConfig::new(
+            PoolKind::Compacting {
+                page_size: 2 << 20,
+                follow_peak: false,
+            },
+            u64::MAX,
+        ),
+    ])
+}
+
+fn cpu_with_compaction_matches_the_host_model() -> Result<(), Skip> {
+    fuzz(
+        "cpu (Driver::DeviceThread, compacting pool)",
+        "cpu_with_compaction",
+        Arithmetic::Host,
+        Defaults {
+            seeds: 2,
+            ops: 1500,
+        },
+        || {
+            Ok(ComputeClient::new(
+                CpuBackend::default(),
+                RuntimeConfig::default().with_memory(compacting_pools()),
+                Driver::DeviceThread,
+            ))
+        },
+    )
+}
+
+/// The sim with slow completions and a compacting pool: moves wait for work queued and in
+/// flight on every stream.
+fn sim_with_compaction_matches_the_host_model() -> Result<(), Skip> {
+    fuzz(
+        "sim (3 ticks of latency, compacting pool)",
+        "sim_with_compaction",
+        Arithmetic::Host,
+        Defaults {
+            seeds: 2,
+            ops: 1500,
+        },
+        || {
+            let backend = SimBackend::new(
+                SimConfig::default()
+                    .with_latency_ticks(3)
+                    .with_record(false),
+            );
+            let config = RuntimeConfig::default()
+                .with_max_tasks(4)
+                .with_memory(compacting_pools());
+            Ok(ComputeClient::new(backend, config, Driver::Manual))
+        },
+    )
+}
+
+/// wgpu with a compacting pool: moves within a buffer run the word-copy kernel, and pages an
+/// evacuation empties go back once the copies ran.
+#[cfg(feature = "wgpu")]
+fn wgpu_with_compaction_matches_the_host_model() -> Result<(), Skip> {
+    fuzz(
+        "wgpu (compacting pool)",
+        "wgpu_with_compaction",
+        Arithmetic::Gpu,
+        Defaults {
+            seeds: 1,
+            ops: 1000,
+        },
+        || {
+            let backend = common::wgpu_backend_or_skip()?;
+            use gpuworld::OpenBackend as _;
+            let config = gpuworld::WgpuBackend::runtime_defaults().with_memory(compacting_pools());
+            Ok(ComputeClient::new(backend, config, Driver::DeviceThread))
         },
     )
 }

@@ -60,6 +60,8 @@ pub struct Tally {
     pub refusals: u64,
     pub faults: u64,
     pub releases: u64,
+    /// Live allocations compactions moved.
+    pub moves: u64,
 }
 
 impl Tally {
@@ -71,6 +73,7 @@ impl Tally {
         self.refusals += other.refusals;
         self.faults += other.faults;
         self.releases += other.releases;
+        self.moves += other.moves;
     }
 }
 
@@ -79,13 +82,14 @@ impl std::fmt::Display for Tally {
         write!(
             f,
             "{} reads ({} MiB compared), {} launches, {} misuses refused, {} faults reported, \
-             {} handles released",
+             {} handles released, {} allocations moved",
             self.reads,
             self.bytes_compared >> 20,
             self.launches,
             self.refusals,
             self.faults,
-            self.releases
+            self.releases,
+            self.moves
         )
     }
 }
