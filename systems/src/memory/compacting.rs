@@ -542,7 +542,7 @@ impl CompactingPool {
             self.begin();
             let (mark, avoided) = (moves.len(), avoid.len());
             if self.clear(&run, movable, moves, depth, avoid) {
-                let (start, end) = self.settle(&run, len, &moves[mark..]);
+                let (start, end) = self.settle(&run, len);
                 self.commit();
                 return self.block(run.page, start, end - start);
             }
@@ -555,7 +555,7 @@ impl CompactingPool {
 
     /// Gives a cleared run to a block of `len` bytes: its moved blocks' old places and free
     /// ranges become the block's place (`Run::placement`), and the rest is free again.
-    fn settle(&mut self, run: &Run, len: u64, moved: &[(Block, Block)]) -> (u64, u64) {
+    fn settle(&mut self, run: &Run, len: u64) -> (u64, u64) {
         let (start, end) = run.placement(len);
         self.touch(run.page);
         let Some(page) = self.pages.get_mut(run.page) else {
@@ -563,7 +563,6 @@ impl CompactingPool {
         };
         // Left in the run: the old places of the blocks moved out, and memory the stream
         // reuses; all of it is the block's now.
-        let _ = moved;
         let inside: Vec<u64> = page
             .live
             .range(run.start..run.end)
@@ -945,7 +944,7 @@ impl Pool for CompactingPool {
                 moves.truncate(mark);
                 continue;
             }
-            let (start, end) = self.settle(&run, padded, &moves[mark..]);
+            let (start, end) = self.settle(&run, padded);
             self.commit();
             let moved: u64 = moves[mark..].iter().map(|(from, _)| from.len).sum();
             self.report.bytes_moved += moved;
