@@ -357,6 +357,63 @@ fn page_mapping_and_mapped_pools_come_from_the_file_or_the_environment() {
     );
 }
 
+#[test]
+fn the_compacting_pool_comes_from_the_file_or_the_environment() {
+    let device = gpuworld::DeviceProperties {
+        slow_buffers: true,
+        ..gpuworld::SimBackend::new(Default::default()).properties()
+    };
+    let pools = |settings: &Settings| {
+        let config = settings.runtime_config(&device, RuntimeConfig::default());
+        config.memory.resolve(&device)
+    };
+    let compacting = |pools: &[gpuworld::PoolConfig]| {
+        pools.iter().any(|pool| {
+            matches!(
+                pool.kind,
+                gpuworld::PoolKind::Compacting {
+                    follow_peak: true,
+                    ..
+                }
+            )
+        })
+    };
+    let dir = dir_with_config("compact_none", None);
+    let settings = load(&dir, &[]).unwrap();
+    assert!(settings.memory_compact.value, "on by default");
+    assert!(
+        compacting(&pools(&settings)),
+        "a device that makes buffers slowly gets a compacting pool"
+    );
+    let dir = dir_with_config("compact_off", Some("[memory]\ncompact = false\n"));
+    let settings = load(&dir, &[]).unwrap();
+    assert!(!compacting(&pools(&settings)));
+    assert!(settings.describe().contains("memory.compact = false"));
+    let settings = load(&dir, &[("GPUWORLD_MEMORY_COMPACT", "true")]).unwrap();
+    assert!(
+        compacting(&pools(&settings)),
+        "the variable wins over the file"
+    );
+    let error = load(&dir, &[("GPUWORLD_MEMORY_COMPACT", "maybe")])
+        .expect_err("not a boolean")
+        .to_string();
+    assert!(error.contains("GPUWORLD_MEMORY_COMPACT"), "{error}");
+    // A configured compacting pool keeps its fixed pages unless it follows the peak.
+    let file = "[memory]\npools = [{ kind = \"compacting\", max_alloc = 1099511627776, page_size = 8388608 }]\n";
+    let dir = dir_with_config("compacting_pool", Some(file));
+    let settings = load(&dir, &[]).unwrap();
+    match pools(&settings)[..] {
+        [pool] => assert_eq!(
+            pool.kind,
+            gpuworld::PoolKind::Compacting {
+                page_size: 8 << 20,
+                follow_peak: false
+            }
+        ),
+        ref other => panic!("{other:?}"),
+    }
+}
+
 /// Each bad file gives an error naming the file, the key and what is allowed.
 #[test]
 fn every_bad_file_is_an_error_naming_file_key_and_what_is_allowed() {
