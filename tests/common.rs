@@ -238,7 +238,9 @@ pub fn wait_for_read<B: gpuworld::Backend>(
         bytes = bytes.take().or_else(|| backend.take_read(ticket));
         bytes.is_some()
     });
-    bytes.map(|bytes| bytes.to_vec()).unwrap_or_default()
+    bytes
+        .map(|bytes| bytes.to_vec())
+        .expect("poll_until returns once the bytes arrived")
 }
 
 /// `Backend::copy` on `backend`, called directly: a copy within one buffer and one to another

@@ -104,8 +104,8 @@ pub struct Compaction<'a> {
     pub movable: &'a mut dyn FnMut(SliceKey) -> Movable,
     /// The slices moved, appended to.
     pub moves: &'a mut Vec<Moved>,
-    /// The allocating stream's entity: memory parked for it is free to the request
-    /// (`Movable::Reusable`). [`MemoryPool::reserve_moving`] sets it.
+    /// The allocating stream's entity, if any: memory parked for it is free to the request
+    /// (`Movable::Reusable`).
     pub stream: Option<Entity>,
 }
 
@@ -323,10 +323,6 @@ impl MemoryPool {
         entity: Entity,
         compaction: Option<Compaction<'_>>,
     ) -> Result<Reservation, MemoryError> {
-        let compaction = compaction.map(|c| Compaction {
-            stream: Some(entity),
-            ..c
-        });
         let mode = self.modes.current(stream);
         if mode == AllocationMode::Auto {
             if let Some(reservation) = self.take_parked(entity, size, false) {
@@ -342,7 +338,7 @@ impl MemoryPool {
                 return Ok(reservation);
             }
         }
-        self.reserve_inner(backend, size, mode, compaction)
+        self.reserve_with(backend, size, mode, compaction)
     }
 
     /// A slice `stream` parked that fits `size` bytes (wasting at most a fifth of it, or any
@@ -434,22 +430,12 @@ impl MemoryPool {
         size: u64,
         mode: AllocationMode,
     ) -> Result<Reservation, MemoryError> {
-        self.reserve_inner(backend, size, mode, None)
+        self.reserve_with(backend, size, mode, None)
     }
 
     /// [`MemoryPool::reserve`], where a request that would take the pools past their budget may
     /// first make room by moving live slices `compaction` lets go ([`MemoryPool::reserve_moving`]).
     pub fn reserve_with<B: Backend>(
-        &mut self,
-        backend: &mut B,
-        size: u64,
-        mode: AllocationMode,
-        compaction: Option<Compaction<'_>>,
-    ) -> Result<Reservation, MemoryError> {
-        self.reserve_inner(backend, size, mode, compaction)
-    }
-
-    fn reserve_inner<B: Backend>(
         &mut self,
         backend: &mut B,
         size: u64,

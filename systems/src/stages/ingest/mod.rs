@@ -774,6 +774,7 @@ impl Ingest<'_> {
                 continue;
             };
             let Some(entry) = self.index.get_mut(&handle) else {
+                tracing::error!(target: "gpuworld::memory", %handle, "a compaction moved a handle the index no longer holds");
                 continue;
             };
             let to = |region: Region| Region {
