@@ -55,6 +55,10 @@ struct Settings {
     /// moves it copies its bytes.
     written: bool,
     /// `GPUWORLD_TRACES_RAW=0`: no raw-wgpu table (it replays every trace twice more).
+    #[cfg_attr(
+        not(feature = "wgpu"),
+        allow(dead_code, reason = "read by the wgpu table only")
+    )]
     raw: bool,
 }
 

@@ -9,7 +9,10 @@
 //! cpu backend's), `SHAPE` (one shape by name; default all), `CACHE` (`SLACK,FIT`: the
 //! `CachePolicy` divisors; default the tight one, 512,8; `3,2` is `CachePolicy::ROOMY`),
 //! `PAGE` (bytes of a mapped page: the device maps pages, as CUDA does, and large requests go to
-//! a mapped pool; default none).
+//! a mapped pool; default none), `TICK` (buffers are written as they are made, so a freed one is
+//! parked for its stream, and the GC stage returns what a tick parked at the end of the next tick,
+//! a tick being this many events: the runtime's batched replay, modelled; default none: freed
+//! buffers return at once, as unwritten ones do).
 
 #[path = "../../benches/common/alloc_traces.rs"]
 mod alloc_traces;
@@ -17,7 +20,9 @@ mod alloc_traces;
 mod virtual_device;
 
 use alloc_traces::{Event, Shape};
+use bevy_ecs::entity::Entity;
 use gpuworld_systems::backend::Backend;
+use gpuworld_systems::ids::StreamId;
 use gpuworld_systems::memory::{
     AllocationMode, CachePolicy, Compaction, MemoryConfig, MemoryPool, Movable, SliceKey,
 };
@@ -89,10 +94,24 @@ fn main() {
             device.page_mapping = page;
             device.slow_buffers = slow;
             let mut pool = MemoryPool::new(&device.properties(), &config);
-            let mut live: HashMap<u32, SliceKey> = HashMap::new();
-            for event in &trace.events {
+            let mut live: HashMap<u32, (SliceKey, Entity)> = HashMap::new();
+            let tick = env_u64("TICK", 0);
+            let (mut parked, mut parked_before) = (Vec::new(), Vec::new());
+            for (index, event) in trace.events.iter().enumerate() {
+                if tick > 0 && (index as u64).is_multiple_of(tick) {
+                    // The GC stage: what the tick before parked is done on the device.
+                    pool.seal_parking();
+                    if env_u64("LAG", 1) == 0 {
+                        parked_before.append(&mut parked);
+                    }
+                    for key in std::mem::replace(&mut parked_before, std::mem::take(&mut parked)) {
+                        pool.release_parked(key, false)
+                            .unwrap_or_else(|error| panic!("release failed: {error}"));
+                    }
+                }
                 match *event {
-                    Event::Alloc { id, bytes, .. } => {
+                    Event::Alloc { id, bytes, stream } => {
+                        let entity = Entity::from_raw_u32(stream + 1).expect("a small index");
                         let unwritten = std::env::var("UNWRITTEN").is_ok();
                         let mut movable = |_: SliceKey| {
                             if unwritten {
@@ -103,16 +122,24 @@ fn main() {
                         };
                         let reservation = loop {
                             let mut moves = Vec::new();
-                            let reserved = pool.reserve_with(
-                                &mut device,
-                                bytes,
-                                AllocationMode::Auto,
-                                Some(Compaction {
-                                    movable: &mut movable,
-                                    moves: &mut moves,
-                                    stream: None,
-                                }),
-                            );
+                            let compaction = Some(Compaction {
+                                movable: &mut movable,
+                                moves: &mut moves,
+                                stream: Some(entity),
+                            });
+                            let reserved = if tick > 0 {
+                                let id = StreamId {
+                                    value: u64::from(stream),
+                                };
+                                pool.reserve_moving(&mut device, bytes, id, entity, compaction)
+                            } else {
+                                pool.reserve_with(
+                                    &mut device,
+                                    bytes,
+                                    AllocationMode::Auto,
+                                    compaction,
+                                )
+                            };
                             match reserved {
                                 Ok(reservation) => break reservation,
                                 // Pages emptied for the request: the runtime's next tick returns
@@ -123,12 +150,19 @@ fn main() {
                                 Err(error) => panic!("{bytes} bytes refused: {error}"),
                             }
                         };
-                        live.insert(id, reservation.slice);
+                        live.insert(id, (reservation.slice, entity));
                     }
                     Event::Free { id } => {
-                        let key = live.remove(&id).expect("the trace frees a live buffer");
-                        pool.release(key)
-                            .unwrap_or_else(|error| panic!("release failed: {error}"));
+                        let (key, entity) =
+                            live.remove(&id).expect("the trace frees a live buffer");
+                        if tick > 0 {
+                            pool.park(key, entity)
+                                .unwrap_or_else(|error| panic!("parking failed: {error}"));
+                            parked.push(key);
+                        } else {
+                            pool.release(key)
+                                .unwrap_or_else(|error| panic!("release failed: {error}"));
+                        }
                     }
                 }
             }

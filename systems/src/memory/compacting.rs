@@ -796,6 +796,46 @@ impl Pool for CompactingPool {
         self.idle.len()
     }
 
+    fn split(&mut self, block: &Block, at: u64) -> Option<Block> {
+        if at == 0 || at >= block.len || !self.splits(block) {
+            return None;
+        }
+        let page = self.pages.get_mut(block.page)?;
+        page.live.insert(block.offset, at);
+        page.live.insert(block.offset + at, block.len - at);
+        self.report.reserved(0);
+        Some(Block {
+            offset: block.offset + at,
+            len: block.len - at,
+            ..*block
+        })
+    }
+
+    /// Shared pages only: a page of its own is reused whole.
+    fn splits(&self, block: &Block) -> bool {
+        self.pages
+            .get(block.page)
+            .is_some_and(|page| !page.dedicated && page.live.get(&block.offset) == Some(&block.len))
+    }
+
+    fn join(&mut self, first: &Block, second: &Block) -> Option<Block> {
+        let page = self.pages.get_mut(first.page)?;
+        if first.page != second.page
+            || first.offset + first.len != second.offset
+            || page.live.get(&first.offset) != Some(&first.len)
+            || page.live.get(&second.offset) != Some(&second.len)
+        {
+            return None;
+        }
+        page.live.remove(&second.offset);
+        page.live.insert(first.offset, first.len + second.len);
+        self.report.released(0);
+        Some(Block {
+            len: first.len + second.len,
+            ..*first
+        })
+    }
+
     /// Pages with the fewest live bytes first, each only if every block moves to free ranges of
     /// pages that stay; the emptied pages retire.
     fn evacuate(

@@ -198,6 +198,31 @@ impl Pool for Ladder {
         self.pools.iter().map(|pool| pool.idle_entries()).sum()
     }
 
+    fn split(&mut self, block: &Block, at: u64) -> Option<Block> {
+        let index = self.owner(block).ok()?;
+        self.pools[index].split(block, at)
+    }
+
+    fn parked_growth(&mut self, block: &Block) {
+        if let Some(pool) = self.pools.get_mut(block.pool) {
+            pool.parked_growth(block);
+        }
+    }
+
+    fn splits(&self, block: &Block) -> bool {
+        self.pools
+            .get(block.pool)
+            .is_some_and(|pool| pool.splits(block))
+    }
+
+    fn join(&mut self, first: &Block, second: &Block) -> Option<Block> {
+        if first.pool != second.pool {
+            return None;
+        }
+        let index = self.owner(first).ok()?;
+        self.pools[index].join(first, second)
+    }
+
     /// The largest pools first.
     fn evacuate(
         &mut self,

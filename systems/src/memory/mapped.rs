@@ -541,4 +541,63 @@ impl Pool for MappedPool {
     fn idle_entries(&self) -> usize {
         self.idle.len() + self.stamped.len() + self.unstamped.len()
     }
+
+    /// The page where head and tail meet, if they share one, gains a user; every page stays
+    /// mapped.
+    fn split(&mut self, block: &Block, at: u64) -> Option<Block> {
+        if at == 0 || at >= block.len {
+            return None;
+        }
+        let (head, tail) = (
+            self.pages_of(block.offset, at),
+            self.pages_of(block.offset + at, block.len - at),
+        );
+        let range = self.ranges.get_mut(block.page)?;
+        if block.offset + block.len > range.size || range.live == 0 {
+            return None;
+        }
+        if head.end() == tail.start()
+            && let Some(page) = range.pages.get_mut(*tail.start())
+        {
+            page.users += 1;
+        }
+        range.live += 1;
+        self.report.reserved(0);
+        Some(Block {
+            offset: block.offset + at,
+            len: block.len - at,
+            ..*block
+        })
+    }
+
+    fn splits(&self, block: &Block) -> bool {
+        self.ranges.contains_key(block.page)
+    }
+
+    /// The page where the two met, if they shared one, loses a user (the joined block still
+    /// uses it).
+    fn join(&mut self, first: &Block, second: &Block) -> Option<Block> {
+        if first.page != second.page || first.offset + first.len != second.offset {
+            return None;
+        }
+        let (head, tail) = (
+            self.pages_of(first.offset, first.len),
+            self.pages_of(second.offset, second.len),
+        );
+        let range = self.ranges.get_mut(first.page)?;
+        if second.offset + second.len > range.size || range.live < 2 {
+            return None;
+        }
+        if head.end() == tail.start()
+            && let Some(page) = range.pages.get_mut(*tail.start())
+        {
+            page.users = page.users.saturating_sub(1);
+        }
+        range.live -= 1;
+        self.report.released(0);
+        Some(Block {
+            len: first.len + second.len,
+            ..*first
+        })
+    }
 }

@@ -47,6 +47,44 @@ new_key_type! {
     pub struct PageKey;
 }
 
+new_key_type! {
+    /// The slices one stream parked between two GC stages (`MemoryPool::seal_parking`).
+    struct GroupKey;
+}
+
+/// Slices one stream parked between two GC stages. Their memory joins and splits freely within
+/// the stream, so which handle's release frees which byte is lost: the group's memory returns to
+/// its pool once every handle parked in it was released by the GC stage.
+#[derive(Debug)]
+struct ParkGroup {
+    stream: Entity,
+    /// Handles parked in it whose release the GC stage has not reached yet.
+    pending: u32,
+    /// Handles parked in it.
+    handles: u64,
+    /// A cleanup waits for the memory of one of its handles.
+    awaited: bool,
+}
+
+/// What [`MemoryPool::release_parked`] returned to the pools.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ParkedReturn {
+    /// Handles whose memory went back now: every handle of the group, once its last one was
+    /// released; none while the group waits, or when its stream took all of its memory.
+    pub handles: u64,
+    /// Whether a cleanup waited for the memory of one of those handles.
+    pub awaited: bool,
+}
+
+/// Parked blocks a request tries, shortest first, for one it may take whole or split.
+const PARKED_TRIED: usize = 8;
+
+/// Ticks in a row a request may wait for parked memory rather than take the pools past their
+/// budget (`MemoryPool::waits_for_parked`).
+const PARKED_WAITS: u32 = 256;
+/// How long, at most, a request waits for parked memory (`MemoryPool::waits_for_parked`).
+const PARKED_WAIT: std::time::Duration = std::time::Duration::from_millis(2);
+
 /// Where a pool placed a request: a byte range of one of its pages.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Block {
@@ -93,6 +131,13 @@ pub struct Moved {
 /// Where a ladder block lies: its pool's position, its page, its offset.
 type Place = (usize, PageKey, u64);
 
+/// Which neighbour of a block.
+#[derive(Clone, Copy)]
+enum Side {
+    Before,
+    After,
+}
+
 /// A block a compaction moved (old, new) and, if a slice holds it, that slice and what it let
 /// happen.
 type MovedBlock = (Block, Block, Option<(SliceKey, Movable)>);
@@ -124,6 +169,8 @@ struct SliceRecord {
     requested: u64,
     /// The stream whose later allocations may take the slice (see `parked.rs`).
     parked_on: Option<Entity>,
+    /// The parking group of a parked slice.
+    group: Option<GroupKey>,
 }
 
 /// The memory of a runtime: the pool ladder, the persistent pool, every live slice, usage, and
@@ -143,6 +190,16 @@ pub struct MemoryPool {
     peak_reserved: u64,
     modes: AllocationModes,
     parked: ParkedSlices,
+    /// Parking groups, and each stream's open one (of this tick).
+    groups: SlotMap<GroupKey, ParkGroup>,
+    open_groups: Vec<(Entity, GroupKey)>,
+    /// Bytes parked since the groups were last sealed.
+    parked_open: u64,
+    /// Calls in a row `waits_for_parked` said wait, and when the first was.
+    parked_waits: u32,
+    parked_wait_since: Option<std::time::Instant>,
+    /// The group of each parked handle's key, until the GC stage releases the handle.
+    owed: FxHashMap<SliceKey, GroupKey>,
     /// The most in use over recent allocations: what idle memory is kept for (`budget.rs`).
     recent_peak: RecentPeak,
     /// A client asked for a cleanup, which the GC stage of this tick runs.
@@ -230,6 +287,12 @@ impl MemoryPool {
             peak_reserved: 0,
             modes: AllocationModes::default(),
             parked: ParkedSlices::default(),
+            groups: SlotMap::with_key(),
+            open_groups: Vec::new(),
+            parked_open: 0,
+            parked_waits: 0,
+            parked_wait_since: None,
+            owed: FxHashMap::default(),
             recent_peak: RecentPeak::new(cache.slack_divisor),
             cleanup_requested: false,
             evacuates: device.slow_buffers,
@@ -242,14 +305,21 @@ impl MemoryPool {
     }
 
     /// Every live slice, with the stream it is parked for if it is parked: what a leak check
-    /// compares with the slices the handles hold.
+    /// compares with the slices the handles hold. A parked slice is listed under the key of a
+    /// handle its group still waits for (parked slices join and split): that handle's release
+    /// returns it.
     ///
     /// An internal, behind the `internals` feature: no stability promise.
     #[cfg(any(test, feature = "internals"))]
     pub fn slices(&self) -> impl Iterator<Item = (SliceKey, Option<Entity>)> + '_ {
-        self.slices
-            .iter()
-            .map(|(key, record)| (key, record.parked_on))
+        let mut owed: FxHashMap<GroupKey, SliceKey> = FxHashMap::default();
+        for (&key, &group) in &self.owed {
+            owed.entry(group).or_insert(key);
+        }
+        self.slices.iter().map(move |(key, record)| {
+            let held = record.group.and_then(|group| owed.get(&group).copied());
+            (held.unwrap_or(key), record.parked_on)
+        })
     }
 
     /// Highest `bytes_in_use` seen.
@@ -324,34 +394,50 @@ impl MemoryPool {
         compaction: Option<Compaction<'_>>,
     ) -> Result<Reservation, MemoryError> {
         let mode = self.modes.current(stream);
-        if mode == AllocationMode::Auto {
-            if let Some(reservation) = self.take_parked(entity, size, false) {
-                return Ok(reservation);
-            }
-            // Parked memory cannot go back to the device before the device is done with it;
-            // rather than reserve more beside it, past the budget, take a larger parked block.
-            let padded = self.padded(size).unwrap_or(u64::MAX);
-            if self.over_budget(padded) > 0
-                && !self.can_place(padded)
-                && let Some(reservation) = self.take_parked(entity, size, true)
-            {
-                return Ok(reservation);
-            }
+        if mode == AllocationMode::Auto
+            && let Some(reservation) = self.take_parked(entity, size)
+        {
+            return Ok(reservation);
         }
         self.reserve_with(backend, size, mode, compaction)
     }
 
-    /// A slice `stream` parked that fits `size` bytes (wasting at most a fifth of it, or any
-    /// size with `any_larger`), under a new key (a released key stays dead).
-    fn take_parked(&mut self, stream: Entity, size: u64, any_larger: bool) -> Option<Reservation> {
-        let padded = self.padded(size)?;
-        let largest = if any_larger {
-            u64::MAX
-        } else {
-            largest_fit(padded)
+    /// The parked block `stream` would take for `padded` bytes: the shortest that holds them
+    /// and that its pool splits, or one at most a fifth longer (taken whole).
+    fn parked_fit(&self, stream: Entity, padded: u64) -> Option<SliceKey> {
+        let fit = largest_fit(padded);
+        let splits = |key: SliceKey| {
+            self.slices
+                .get(key)
+                .is_some_and(|record| self.pool(record.pool).splits(&record.block))
         };
-        let (old, _) = self.parked.take(stream, padded, largest)?;
-        let record = self.slices.remove(old)?;
+        (self.parked.fitting(stream, padded).take(PARKED_TRIED))
+            .find(|&(len, key)| len <= fit || splits(key))
+            .map(|(_, key)| key)
+    }
+
+    /// Memory `stream` parked for `size` bytes ([`MemoryPool::parked_fit`]), under a new key (a
+    /// released key stays dead). Of a block its pool splits, the request takes only its padded
+    /// size and the rest stays parked. The stream orders its own work, so any part of its
+    /// memory is free to it.
+    fn take_parked(&mut self, stream: Entity, size: u64) -> Option<Reservation> {
+        let padded = self.padded(size)?;
+        let old = self.parked_fit(stream, padded)?;
+        let mut record = self.slices.remove(old)?;
+        self.parked.remove(stream, record.pool, &record.block, old);
+        if record.block.len > padded
+            && let Some(rest) = self.pool_mut(record.pool).split(&record.block, padded)
+        {
+            record.block.len = padded;
+            let key = self.slices.insert(SliceRecord {
+                pool: record.pool,
+                block: rest,
+                requested: 0,
+                parked_on: Some(stream),
+                group: record.group,
+            });
+            self.parked.park(stream, record.pool, &rest, key);
+        }
         self.pool_mut(record.pool)
             .resized(&record.block, record.requested, size);
         let block = record.block;
@@ -360,6 +446,7 @@ impl MemoryPool {
             block,
             requested: size,
             parked_on: None,
+            group: None,
         });
         self.count_reserved(size, block.len);
         Some(Reservation {
@@ -376,29 +463,201 @@ impl MemoryPool {
     /// Parks a released slice whose every use was on `stream`: that stream's later allocations
     /// may take it at once; it returns to its pool by [`MemoryPool::release_parked`] once the
     /// device is proven done with it. It no longer counts as in use.
+    ///
+    /// Slices the stream parked since the last [`MemoryPool::seal_parking`] form one group: a
+    /// slice joins its parked neighbours of the group in its page, and the group's memory
+    /// returns to its pool once [`MemoryPool::release_parked`] was called for each of them.
     pub fn park(&mut self, key: SliceKey, stream: Entity) -> Result<(), MemoryError> {
-        let record = self
+        if self
             .slices
-            .get_mut(key)
-            .filter(|record| record.parked_on.is_none())
-            .ok_or_else(|| stale_slice(key))?;
+            .get(key)
+            .is_none_or(|record| record.parked_on.is_some())
+        {
+            return Err(stale_slice(key));
+        }
+        let group = self.open_group(stream);
+        let Some(record) = self.slices.get_mut(key) else {
+            return Err(stale_slice(key));
+        };
         record.parked_on = Some(stream);
+        record.group = Some(group);
         let (requested, len) = (record.requested, record.block.len);
-        self.parked.park(stream, len, key);
+        if let Some(entry) = self.groups.get_mut(group) {
+            entry.pending += 1;
+            entry.handles += 1;
+        }
+        self.owed.insert(key, group);
+        self.parked_open += len;
         self.count_released(requested, len);
+        let joined = self.join_parked(key, stream, group);
+        if let Some(record) = self.slices.get(joined) {
+            let (pool, block) = (record.pool, record.block);
+            self.parked.park(stream, pool, &block, joined);
+        }
         Ok(())
     }
 
-    /// Returns a parked slice to its pool; `Ok(false)` when its stream already took it for a
-    /// later allocation (then the key is dead and there is nothing to return).
-    pub fn release_parked(&mut self, key: SliceKey) -> Result<bool, MemoryError> {
-        match self.slices.get(key) {
-            None => Ok(false),
-            Some(record) if record.parked_on.is_some() => self.release(key).map(|()| true),
-            Some(_) => Err(MemoryError::StaleHandle {
-                what: format!("memory slice {key:?} (live, not parked)").into(),
-            }),
+    /// The group `stream` parks in now.
+    fn open_group(&mut self, stream: Entity) -> GroupKey {
+        if let Some(&(_, group)) = self.open_groups.iter().find(|(s, _)| *s == stream) {
+            return group;
         }
+        let group = self.groups.insert(ParkGroup {
+            stream,
+            pending: 0,
+            handles: 0,
+            awaited: false,
+        });
+        self.open_groups.push((stream, group));
+        group
+    }
+
+    /// Joins `key`, being parked, with the blocks of its group parked right before and after it
+    /// in its page, where its pool joins blocks; the key of the block it ends in.
+    fn join_parked(&mut self, key: SliceKey, stream: Entity, group: GroupKey) -> SliceKey {
+        let mut key = key;
+        for side in [Side::Before, Side::After] {
+            let Some(record) = self.slices.get(key) else {
+                return key;
+            };
+            let (pool, block) = (record.pool, record.block);
+            let neighbours = self.parked.neighbours(stream, pool, &block);
+            let neighbour = match side {
+                Side::Before => neighbours.0,
+                Side::After => neighbours.1,
+            };
+            let Some((other, other_record)) = neighbour
+                .and_then(|other| Some((other, self.slices.get(other)?)))
+                .filter(|(_, other)| other.group == Some(group) && other.pool == pool)
+            else {
+                continue;
+            };
+            let (other_block, other_requested) = (other_record.block, other_record.requested);
+            let (first, second) = match side {
+                Side::Before => (other_block, block),
+                Side::After => (block, other_block),
+            };
+            let Some(joined) = self.pool_mut(pool).join(&first, &second) else {
+                continue;
+            };
+            self.parked.remove(stream, pool, &other_block, other);
+            self.slices.remove(other);
+            let Some(record) = self.slices.remove(key) else {
+                return key;
+            };
+            key = self.slices.insert(SliceRecord {
+                pool,
+                block: joined,
+                requested: record.requested + other_requested,
+                parked_on: Some(stream),
+                group: Some(group),
+            });
+        }
+        key
+    }
+
+    /// Closes every stream's parking group: slices parked from now on join only each other. The
+    /// GC stage calls it once a tick, after pinning released memory behind events, so that a
+    /// group's handles are released together.
+    pub fn seal_parking(&mut self) {
+        self.open_groups.clear();
+        self.parked_open = 0;
+    }
+
+    /// Whether the streams parked as much since [`MemoryPool::seal_parking`] as a tick should: a
+    /// 32nd of the recent peak in use, at least 1 MiB. Parked memory goes back to its pool only
+    /// behind the events of the tick that parked it, so a tick that ingests thousands of
+    /// commands would hold everything they freed at once: ingest leaves the rest of its commands
+    /// to the next tick instead, and reserved memory then follows what is live, not how many
+    /// commands a tick takes.
+    pub fn parking_full(&self) -> bool {
+        self.parked_open > (self.recent_peak.peak() / 32).max(1 << 20)
+    }
+
+    /// Whether a request of `size` bytes by `stream` (whose entity is `entity`) should wait for
+    /// parked memory to come back rather than take the pools past their budget: no free memory
+    /// and no memory the stream parked holds it, while at least as much is parked, behind events
+    /// the GC stage will see pass. Ingest then leaves the request (and what follows it) to a
+    /// later tick, [`PARKED_WAITS`] ticks at most, so that the device, not the rate of ticks,
+    /// decides what is reserved: the memory returns as soon as the device is done with it.
+    pub fn waits_for_parked(&mut self, size: u64, stream: StreamId, entity: Entity) -> bool {
+        let waits = self.modes.current(stream) == AllocationMode::Auto
+            && self.parked_waits < PARKED_WAITS
+            && self
+                .parked_wait_since
+                .is_none_or(|since| since.elapsed() < PARKED_WAIT)
+            && self.padded(size).is_some_and(|padded| {
+                padded >= self.worth_waiting_for()
+                    && self.parked.bytes() >= padded
+                    && self.over_budget(padded) > 0
+                    && !self.can_place(padded)
+                    && self.parked_fit(entity, padded).is_none()
+            });
+        if waits {
+            self.parked_waits += 1;
+            self.parked_wait_since
+                .get_or_insert_with(std::time::Instant::now);
+        } else {
+            self.parked_waits = 0;
+            self.parked_wait_since = None;
+        }
+        waits
+    }
+
+    /// The smallest request that waits for parked memory: a 64th of the recent peak in use, at
+    /// least 1 MiB. A smaller one grows the pools by little, and waiting would hold up the
+    /// commands behind it for nothing.
+    fn worth_waiting_for(&self) -> u64 {
+        (self.recent_peak.peak() / 64).max(1 << 20)
+    }
+
+    /// Counts a parked handle (`key`) released by the GC stage, whose memory a cleanup waits for
+    /// if `awaited`: once every handle of its group was, the group's memory returns to its pool.
+    pub fn release_parked(
+        &mut self,
+        key: SliceKey,
+        awaited: bool,
+    ) -> Result<ParkedReturn, MemoryError> {
+        let Some(group) = self.owed.remove(&key) else {
+            return match self.slices.get(key) {
+                Some(record) if record.parked_on.is_none() => Err(MemoryError::StaleHandle {
+                    what: format!("memory slice {key:?} (live, not parked)").into(),
+                }),
+                _ => Err(stale_slice(key)),
+            };
+        };
+        let Some(entry) = self.groups.get_mut(group) else {
+            return Err(stale_slice(key));
+        };
+        entry.pending = entry.pending.saturating_sub(1);
+        entry.awaited |= awaited;
+        if entry.pending > 0 {
+            return Ok(ParkedReturn::default());
+        }
+        let Some(ParkGroup {
+            stream,
+            handles,
+            awaited,
+            ..
+        }) = self.groups.remove(group)
+        else {
+            return Err(stale_slice(key));
+        };
+        self.open_groups.retain(|&(_, open)| open != group);
+        let members: Vec<SliceKey> = (self.parked.of_stream(stream).into_iter())
+            .filter(|&member| {
+                self.slices
+                    .get(member)
+                    .is_some_and(|record| record.group == Some(group))
+            })
+            .collect();
+        if members.is_empty() {
+            return Ok(ParkedReturn::default());
+        }
+        for member in members {
+            self.release(member)?;
+        }
+        Ok(ParkedReturn { handles, awaited })
     }
 
     /// Slices parked by their streams, and their bytes (padding included).
@@ -475,6 +734,7 @@ impl MemoryPool {
             block,
             requested: size,
             parked_on: None,
+            group: None,
         });
         self.count_reserved(size, block.len);
         Ok(Reservation {
@@ -532,6 +792,16 @@ impl MemoryPool {
                 (None, retiring) if retiring > 0 => return Err(self.out_of_memory(size)),
                 (None, _) => {}
             }
+        }
+        // A buffer that grows is released parked (its stream wrote it) before its next size is
+        // asked for: the pool gives it room as it would for an idle page of the last size.
+        if let Some((_, key)) = self.parked.longest_below(padded)
+            && let Some(record) = self.slices.get(key)
+            && record.pool == PoolIndex::Ladder
+            && padded <= record.block.len + record.block.len / sliced::GROWTH_DIVISOR
+        {
+            let block = record.block;
+            self.ladder.parked_growth(&block);
         }
         self.make_room(backend, padded);
         let room = self
@@ -611,7 +881,7 @@ impl MemoryPool {
             .collect();
         // Memory parked for the stream that the request's block took: its slices end here (the
         // GC stage finds their keys dead, as when the stream takes parked memory).
-        let reused: Vec<(SliceKey, u64)> = match (block, &by_place) {
+        let reused: Vec<SliceKey> = match (block, &by_place) {
             (Some(block), Some(places)) => (places.values())
                 .filter(|(_, movable)| *movable == Movable::Reusable)
                 .filter_map(|&(key, _)| {
@@ -620,14 +890,14 @@ impl MemoryPool {
                         && record.block.page == block.page
                         && record.block.offset >= block.offset
                         && record.block.offset < block.offset + block.len;
-                    inside.then_some((key, record.block.len))
+                    inside.then_some(key)
                 })
                 .collect(),
             _ => Vec::new(),
         };
-        for (key, len) in reused {
+        for key in reused {
             if let (Some(record), Some(stream)) = (self.slices.remove(key), stream) {
-                self.parked.remove(stream, len, key);
+                self.parked.remove(stream, record.pool, &record.block, key);
                 debug_assert_eq!(record.parked_on, Some(stream));
             }
             *copies = true;
@@ -772,7 +1042,7 @@ impl MemoryPool {
         let record = self.slices.remove(key).ok_or_else(|| stale_slice(key))?;
         match record.parked_on {
             Some(stream) => {
-                self.parked.remove(stream, record.block.len, key);
+                self.parked.remove(stream, record.pool, &record.block, key);
             }
             None => self.count_released(record.requested, record.block.len),
         }

@@ -1,70 +1,154 @@
 //! Parked slices: memory of released handles whose every use was on one stream. That stream runs
-//! its work in order, so its own later allocations may take the memory at once (what PyTorch's
-//! caching allocator and cubecl do); every other stream waits until the GC stage has seen an
-//! event prove the device is done, and releases the slice into its pool.
+//! its work in order, so its own later allocations may take the memory at once, whole or in part
+//! (what PyTorch's caching allocator and cubecl do); every other stream waits until the GC stage
+//! has seen an event prove the device is done, and releases the slice into its pool.
+//!
+//! Each stream's parked blocks form a free list of its own: by length for best fit, and by place
+//! so that neighbours parked in the same tick join (`MemoryPool::park`).
 
 use crate::memory::SliceKey;
+use crate::memory::{Block, PageKey, PoolIndex};
 use bevy_ecs::entity::Entity;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+use std::ops::Bound;
 
-/// Parked slices by stream, then by block length (padding included).
+/// Where a parked block lies: persistent pool or not, its ladder pool, page and offset.
+type Place = (bool, usize, PageKey, u64);
+
+/// The place of `block`, held by the pool `pool` names.
+fn place(pool: PoolIndex, block: &Block) -> Place {
+    (
+        pool == PoolIndex::Persistent,
+        block.pool,
+        block.page,
+        block.offset,
+    )
+}
+
+/// One stream's parked blocks.
+#[derive(Debug)]
+struct Stream {
+    stream: Entity,
+    /// By length (padding included), then key: best fit is the first at or after a request.
+    by_len: BTreeSet<(u64, SliceKey)>,
+    /// By place: a block's neighbours in its page.
+    by_place: BTreeMap<Place, (u64, SliceKey)>,
+}
+
+/// Parked blocks by stream.
 #[derive(Debug, Default)]
 pub struct ParkedSlices {
-    streams: Vec<(Entity, BTreeMap<u64, Vec<SliceKey>>)>,
+    streams: Vec<Stream>,
     count: usize,
     bytes: u64,
 }
 
 impl ParkedSlices {
-    /// Parks `key`, a block of `len` bytes, for reuse by `stream`.
-    pub fn park(&mut self, stream: Entity, len: u64, key: SliceKey) {
-        let index = match self.streams.iter().position(|(s, _)| *s == stream) {
+    fn stream(&self, stream: Entity) -> Option<&Stream> {
+        self.streams.iter().find(|s| s.stream == stream)
+    }
+
+    /// Parks `key`, whose block `block` the pool `pool` holds, for reuse by `stream`.
+    pub fn park(&mut self, stream: Entity, pool: PoolIndex, block: &Block, key: SliceKey) {
+        let index = match self.streams.iter().position(|s| s.stream == stream) {
             Some(index) => index,
             None => {
-                self.streams.push((stream, BTreeMap::new()));
+                self.streams.push(Stream {
+                    stream,
+                    by_len: BTreeSet::new(),
+                    by_place: BTreeMap::new(),
+                });
                 self.streams.len() - 1
             }
         };
-        self.streams[index].1.entry(len).or_default().push(key);
+        let parked = &mut self.streams[index];
+        parked.by_len.insert((block.len, key));
+        parked.by_place.insert(place(pool, block), (block.len, key));
         self.count += 1;
-        self.bytes += len;
+        self.bytes += block.len;
     }
 
-    /// Takes the smallest block parked by `stream` that holds `padded` bytes and is at most
-    /// `largest` bytes long; returns its key and length.
-    pub fn take(&mut self, stream: Entity, padded: u64, largest: u64) -> Option<(SliceKey, u64)> {
-        if self.count == 0 {
-            return None;
+    /// Removes `key`, parked by `stream` at `block` of the pool `pool` names; whether it was
+    /// parked.
+    pub fn remove(
+        &mut self,
+        stream: Entity,
+        pool: PoolIndex,
+        block: &Block,
+        key: SliceKey,
+    ) -> bool {
+        let Some(parked) = self.streams.iter_mut().find(|s| s.stream == stream) else {
+            return false;
+        };
+        if !parked.by_len.remove(&(block.len, key)) {
+            return false;
         }
-        let blocks = &mut self.streams.iter_mut().find(|(s, _)| *s == stream)?.1;
-        let (&len, keys) = blocks.range_mut(padded..=largest).next()?;
-        let key = keys.pop()?;
-        if keys.is_empty() {
-            blocks.remove(&len);
-        }
+        parked.by_place.remove(&place(pool, block));
         self.count -= 1;
-        self.bytes -= len;
-        Some((key, len))
-    }
-
-    /// Removes `key`, a block of `len` bytes parked by `stream`; whether it was parked.
-    pub fn remove(&mut self, stream: Entity, len: u64, key: SliceKey) -> bool {
-        let Some((_, blocks)) = self.streams.iter_mut().find(|(s, _)| *s == stream) else {
-            return false;
-        };
-        let Some(keys) = blocks.get_mut(&len) else {
-            return false;
-        };
-        let Some(index) = keys.iter().position(|&k| k == key) else {
-            return false;
-        };
-        keys.swap_remove(index);
-        if keys.is_empty() {
-            blocks.remove(&len);
-        }
-        self.count -= 1;
-        self.bytes -= len;
+        self.bytes -= block.len;
         true
+    }
+
+    /// The blocks `stream` parked that hold `padded` bytes, shortest first: `(length, key)`.
+    pub fn fitting(&self, stream: Entity, padded: u64) -> impl Iterator<Item = (u64, SliceKey)> {
+        self.stream(stream)
+            .into_iter()
+            .flat_map(move |parked| {
+                // The null key orders after every key in use: start past the last shorter block.
+                let shorter = (padded.saturating_sub(1), SliceKey::default());
+                parked
+                    .by_len
+                    .range((Bound::Excluded(shorter), Bound::Unbounded))
+            })
+            .copied()
+    }
+
+    /// The blocks `stream` parked right before and right after `block` in its page.
+    pub fn neighbours(
+        &self,
+        stream: Entity,
+        pool: PoolIndex,
+        block: &Block,
+    ) -> (Option<SliceKey>, Option<SliceKey>) {
+        let Some(parked) = self.stream(stream) else {
+            return (None, None);
+        };
+        let at = place(pool, block);
+        let before = parked
+            .by_place
+            .range(..at)
+            .next_back()
+            .filter(|((persistent, index, page, offset), (len, _))| {
+                (*persistent, *index, *page) == (at.0, at.1, at.2) && offset + len == at.3
+            })
+            .map(|(_, &(_, key))| key);
+        let after = parked
+            .by_place
+            .get(&(at.0, at.1, at.2, at.3 + block.len))
+            .map(|&(_, key)| key);
+        (before, after)
+    }
+
+    /// The longest block any stream parked that is shorter than `padded` bytes: `(length, key)`.
+    pub fn longest_below(&self, padded: u64) -> Option<(u64, SliceKey)> {
+        self.streams
+            .iter()
+            .filter_map(|parked| {
+                parked
+                    .by_len
+                    // The null key orders after every key in use.
+                    .range(..=(padded.checked_sub(1)?, SliceKey::default()))
+                    .next_back()
+                    .copied()
+            })
+            .max()
+    }
+
+    /// Every block `stream` parked.
+    pub fn of_stream(&self, stream: Entity) -> Vec<SliceKey> {
+        self.stream(stream)
+            .map(|parked| parked.by_len.iter().map(|&(_, key)| key).collect())
+            .unwrap_or_default()
     }
 
     /// Number of parked slices.

@@ -109,6 +109,28 @@ pub trait Pool: std::fmt::Debug + Send + Sync {
     fn resized(&mut self, block: &Block, before: u64, requested: u64);
     /// Entries waiting in the idle queue.
     fn idle_entries(&self) -> usize;
+    /// Splits the live `block` after its first `at` bytes (a multiple of the alignment, shorter
+    /// than the block) into two live blocks: `block` keeps the head, and the tail is returned,
+    /// counted as an allocation of no bytes. `None`, with nothing changed, where the pool keeps
+    /// one block per buffer.
+    fn split(&mut self, _block: &Block, _at: u64) -> Option<Block> {
+        None
+    }
+    /// Whether [`Pool::split`] splits the live `block`, and the pool wants it split: a page made
+    /// for one large request is not shared, so a small part of it is not taken.
+    fn splits(&self, _block: &Block) -> bool {
+        false
+    }
+    /// Joins the live `first` and the live `second` right after it in the same page into one
+    /// live block, counted as one allocation of both blocks' bytes; `None`, with nothing
+    /// changed, where the pool keeps one block per buffer.
+    fn join(&mut self, _first: &Block, _second: &Block) -> Option<Block> {
+        None
+    }
+    /// Tells the pool that the live `block`, parked by a stream, is the last size of a buffer
+    /// that grows: a pool that gives a growing buffer room (`SlicedPool::dedicated_page`) counts
+    /// it as it counts an idle page of that size.
+    fn parked_growth(&mut self, _block: &Block) {}
     /// Tells the pool how many bytes the pools may still take from the device within their
     /// budget, before a [`Pool::grow`]: a pool whose pages are larger than its requests keeps
     /// its next page within it where it can.

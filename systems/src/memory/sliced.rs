@@ -39,7 +39,7 @@ fn largest_dedicated_fit(padded: u64, divisor: u64) -> u64 {
 /// buffer (see `SlicedPool::dedicated_page`): a 64th. A seventh also took the batch changes of
 /// the training shape for growth and raised its peak reserved / peak in use at scale 1 from 1.008
 /// to 1.070.
-const GROWTH_DIVISOR: u64 = 64;
+pub(crate) const GROWTH_DIVISOR: u64 = 64;
 
 #[derive(Debug)]
 struct Page {
@@ -520,5 +520,48 @@ impl Pool for SlicedPool {
     /// Entries waiting in the idle queue (bounded by pages freed per tick times the delay).
     fn idle_entries(&self) -> usize {
         self.idle.len()
+    }
+
+    /// A page keeps no record of its live slices, only of its free ranges: the tail is live
+    /// bytes of the same page.
+    fn split(&mut self, block: &Block, at: u64) -> Option<Block> {
+        if at == 0 || at >= block.len || !self.splits(block) {
+            return None;
+        }
+        self.report.reserved(0);
+        Some(Block {
+            offset: block.offset + at,
+            len: block.len - at,
+            ..*block
+        })
+    }
+
+    /// Shared pages only: a page of its own is reused whole.
+    fn splits(&self, block: &Block) -> bool {
+        self.pages
+            .get(block.page)
+            .is_some_and(|page| !page.dedicated)
+    }
+
+    fn parked_growth(&mut self, block: &Block) {
+        if let Some(page) = self.pages.get(block.page)
+            && page.dedicated
+        {
+            self.returned_dedicated.push(page.size);
+        }
+    }
+
+    fn join(&mut self, first: &Block, second: &Block) -> Option<Block> {
+        if first.page != second.page
+            || first.offset + first.len != second.offset
+            || !self.pages.contains_key(first.page)
+        {
+            return None;
+        }
+        self.report.released(0);
+        Some(Block {
+            len: first.len + second.len,
+            ..*first
+        })
     }
 }

@@ -14,7 +14,7 @@ use crate::backend::{Backend, DeviceEvent};
 use crate::bytes::HostBytes;
 use crate::error::Result;
 use crate::inbox::{ReadReply, Reply};
-use crate::memory::MemoryPool;
+use crate::memory::{MemoryPool, ParkedReturn};
 use crate::published::InFlight;
 use crate::snapshot::Capture;
 use crate::stages::ingest::DeferredCommands;
@@ -170,6 +170,8 @@ pub fn reclaim_and_reply<B: Backend>(mut gc: Gc<B>) {
     gc.reclaimed.clear();
     gc.poll_device();
     gc.pin_released_memory();
+    // What ingest parks from the next tick on is released apart from what it parked so far.
+    gc.pool.seal_parking();
     gc.reclaim_finished_gc();
     gc.cleanup_memory();
     gc.await_replies();
@@ -413,19 +415,24 @@ impl<B: Backend> Gc<'_, '_, B> {
             }
         }
         for &handle in &gc.handles {
-            let released = match self.handles.get(handle) {
-                Ok(Allocation::Slice { slice, .. }) => self.pool.release(*slice).map(|()| true),
-                // Unless its stream already took it for a later allocation.
-                Ok(Allocation::Parked { slice }) => self.pool.release_parked(*slice),
-                _ => Ok(false),
-            };
             let awaited = self.cleanup_waits_for.remove(&handle);
-            match released {
-                Ok(true) => {
-                    self.stats.handles_reclaimed += 1;
-                    *self.freed_for_cleanup |= awaited;
+            let released = match self.handles.get(handle) {
+                Ok(Allocation::Slice { slice, .. }) => {
+                    (self.pool.release(*slice)).map(|()| ParkedReturn {
+                        handles: 1,
+                        awaited,
+                    })
                 }
-                Ok(false) => {}
+                // Once the GC stage released every handle parked with it, unless its stream took
+                // all of their memory for later allocations.
+                Ok(Allocation::Parked { slice }) => self.pool.release_parked(*slice, awaited),
+                _ => Ok(ParkedReturn::default()),
+            };
+            match released {
+                Ok(returned) => {
+                    self.stats.handles_reclaimed += returned.handles;
+                    *self.freed_for_cleanup |= returned.awaited;
+                }
                 Err(error) => {
                     tracing::error!(target: "gpuworld::memory", %error, "reclaiming a slice failed");
                 }

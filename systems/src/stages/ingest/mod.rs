@@ -53,7 +53,7 @@ pub struct DeferredCommands {
     /// that ingests and submits everything queued behind it (issue 31: with 32 callers, a read's
     /// p99 was two whole drains). `ingest_commands` keeps whether any wait in a local, so a tick
     /// with none does not look the resource up.
-    pub carried: Vec<crate::inbox::Command>,
+    pub carried: VecDeque<crate::inbox::Command>,
 }
 
 /// A drain ends at its first read or sync after this many commands; the rest is carried to the
@@ -86,22 +86,30 @@ pub fn ingest_commands<B: Backend>(
         let inbox = world.resource::<InboxQueue>().0.clone();
         (inbox.clone(), crate::inbox::InboxWaker::waker(inbox))
     });
-    let mut drained = std::mem::take(&mut *scratch);
-    if std::mem::take(&mut *carried_waiting) {
-        drained.append(&mut world.resource_mut::<DeferredCommands>().carried);
-    }
-    let carried_in = drained.len();
-    inbox.drain_into(&mut drained);
+    let mut fresh = std::mem::take(&mut *scratch);
+    inbox.drain_into(&mut fresh);
+    // Carried commands come first. A deque of them is taken as it is and a vector of new ones
+    // becomes one in place, so neither is copied whatever the backlog.
+    let (mut drained, carried_in) = if std::mem::take(&mut *carried_waiting) {
+        let mut carried = std::mem::take(&mut world.resource_mut::<DeferredCommands>().carried);
+        let carried_in = carried.len();
+        carried.extend(fresh.drain(..));
+        *scratch = fresh;
+        (carried, carried_in)
+    } else {
+        (VecDeque::from(fresh), 0)
+    };
     if world.contains_resource::<crate::inbox::CommandTap>() {
         let tick = world.resource::<TickCounter>().0;
         let mut tap = world.resource_mut::<crate::inbox::CommandTap>();
-        (drained[carried_in..].iter()).for_each(|command| (tap.0)(tick, command));
+        (drained.range(carried_in..)).for_each(|command| (tap.0)(tick, command));
     }
     // The commands carried from the last tick are taken whole: a tick takes at least what the
     // one before left, so a backlog never outgrows one drain however many callers queue.
     let from = CUT_FROM.max(carried_in);
-    if let Some(cut) = (drained.get(from..))
-        .and_then(|late| late.iter().position(Command::may_block_a_caller))
+    if let Some(cut) = (from < drained.len())
+        .then(|| drained.range(from..).position(Command::may_block_a_caller))
+        .flatten()
         .map(|at| from + at + 1)
         .filter(|&cut| cut < drained.len())
     {
@@ -114,7 +122,9 @@ pub fn ingest_commands<B: Backend>(
         VecDeque::new()
     };
     if drained.is_empty() && deferred.is_empty() {
-        *scratch = drained;
+        if scratch.capacity() == 0 {
+            *scratch = Vec::from(drained);
+        }
         return;
     }
     let (next_seq, tasks, spare) = {
@@ -144,13 +154,25 @@ pub fn ingest_commands<B: Backend>(
             deferred.push_front(waiting);
             break;
         }
+        if taken.parking_full() {
+            // As below: the rest waits for the memory this tick parked.
+            break;
+        }
     }
     if deferred.is_empty() {
-        let mut commands = drained.drain(..);
-        while let Some(command) = commands.next() {
+        while let Some(command) = drained.pop_front() {
             if let Some(waiting) = ingest.one(world, &mut taken, command) {
                 deferred.push_back(waiting);
-                deferred.extend(commands.by_ref());
+                deferred.extend(drained.drain(..));
+                break;
+            }
+            if taken.parking_full() && !drained.is_empty() {
+                // Memory freed this tick comes back only behind this tick's events: the rest
+                // waits for the next tick, whose GC stage may have it back (`parking_full`).
+                let mut deferred_commands = world.resource_mut::<DeferredCommands>();
+                drained.append(&mut deferred_commands.carried);
+                deferred_commands.carried = std::mem::take(&mut drained);
+                *carried_waiting = true;
                 break;
             }
         }
@@ -161,7 +183,9 @@ pub fn ingest_commands<B: Backend>(
     if ingest.reclaimed > 0 {
         world.resource_mut::<Stats>().handles_reclaimed += ingest.reclaimed;
     }
-    *scratch = drained;
+    if scratch.capacity() == 0 {
+        *scratch = Vec::from(drained);
+    }
     *deferred_waiting = !deferred.is_empty();
     if *deferred_waiting {
         tracing::trace!(target: "gpuworld::memory", commands = deferred.len(), "commands wait for memory or another runtime");
@@ -201,6 +225,11 @@ impl<B: Backend> DeviceAndPool<B> {
             )
         });
         (&mut device.0, pool)
+    }
+
+    /// Whether the pool, if taken, parked as much as a tick should (`MemoryPool::parking_full`).
+    fn parking_full(&self) -> bool {
+        self.0.as_ref().is_some_and(|(_, pool)| pool.parking_full())
     }
 
     fn put_back(self, world: &mut World) {
@@ -248,6 +277,14 @@ impl Ingest<'_> {
             } => {
                 let stream = self.stream_entity(world, taken, stream_id);
                 let (device, pool) = taken.get(world);
+                if pool.waits_for_parked(size, stream_id, stream) {
+                    return Some(Command::Create {
+                        handle,
+                        size,
+                        data,
+                        stream: stream_id,
+                    });
+                }
                 // Live handles a compaction may move, looked up only if one runs.
                 let mut movable: Option<FxHashMap<SliceKey, (HandleId, Movable)>> = None;
                 let mut moves = Vec::new();
