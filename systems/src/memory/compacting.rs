@@ -804,11 +804,7 @@ impl Pool for CompactingPool {
         page.live.insert(block.offset, at);
         page.live.insert(block.offset + at, block.len - at);
         self.report.reserved(0);
-        Some(Block {
-            offset: block.offset + at,
-            len: block.len - at,
-            ..*block
-        })
+        Some(block.tail(at))
     }
 
     /// Shared pages only: a page of its own is reused whole.
@@ -830,10 +826,7 @@ impl Pool for CompactingPool {
         page.live.remove(&second.offset);
         page.live.insert(first.offset, first.len + second.len);
         self.report.released(0);
-        Some(Block {
-            len: first.len + second.len,
-            ..*first
-        })
+        Some(first.joined(second))
     }
 
     /// Pages with the fewest live bytes first, each only if every block moves to free ranges of

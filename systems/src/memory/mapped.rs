@@ -563,11 +563,7 @@ impl Pool for MappedPool {
         }
         range.live += 1;
         self.report.reserved(0);
-        Some(Block {
-            offset: block.offset + at,
-            len: block.len - at,
-            ..*block
-        })
+        Some(block.tail(at))
     }
 
     fn splits(&self, block: &Block) -> bool {
@@ -595,9 +591,6 @@ impl Pool for MappedPool {
         }
         range.live -= 1;
         self.report.released(0);
-        Some(Block {
-            len: first.len + second.len,
-            ..*first
-        })
+        Some(first.joined(second))
     }
 }

@@ -101,6 +101,25 @@ pub struct Block {
     pub pool: usize,
 }
 
+impl Block {
+    /// The part of the block from `at` bytes on (what `Pool::split` hands out).
+    pub(crate) fn tail(&self, at: u64) -> Block {
+        Block {
+            offset: self.offset + at,
+            len: self.len - at,
+            ..*self
+        }
+    }
+
+    /// This block and `next`, right after it in its page, as one (what `Pool::join` hands out).
+    pub(crate) fn joined(&self, next: &Block) -> Block {
+        Block {
+            len: self.len + next.len,
+            ..*self
+        }
+    }
+}
+
 /// A reserved allocation: its key and the device bytes it may use.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Reservation {

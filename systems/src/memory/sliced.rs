@@ -529,11 +529,7 @@ impl Pool for SlicedPool {
             return None;
         }
         self.report.reserved(0);
-        Some(Block {
-            offset: block.offset + at,
-            len: block.len - at,
-            ..*block
-        })
+        Some(block.tail(at))
     }
 
     /// Shared pages only: a page of its own is reused whole.
@@ -559,9 +555,6 @@ impl Pool for SlicedPool {
             return None;
         }
         self.report.released(0);
-        Some(Block {
-            len: first.len + second.len,
-            ..*first
-        })
+        Some(first.joined(second))
     }
 }
