@@ -12,7 +12,9 @@
 //! a mapped pool; default none), `TICK` (buffers are written as they are made, so a freed one is
 //! parked for its stream, and the GC stage returns what a tick parked at the end of the next tick,
 //! a tick being this many events: the runtime's batched replay, modelled; default none: freed
-//! buffers return at once, as unwritten ones do).
+//! buffers return at once, as unwritten ones do), `LAG=0` (with `TICK`: at the end of the same
+//! tick), `SLOW=1` (the device makes buffers slowly, as wgpu: large requests go to a compacting
+//! pool), `UNWRITTEN` (a compaction moves blocks without copying), `MEMORY_GIB` (default 8).
 
 #[path = "../../benches/common/alloc_traces.rs"]
 mod alloc_traces;
@@ -73,6 +75,9 @@ fn main() {
     let config = MemoryConfig::default().with_cache(cache);
     // `SLOW=1`: the device makes buffers slowly (wgpu): large requests go to a compacting pool.
     let slow = std::env::var("SLOW").is_ok_and(|v| v == "1");
+    let unwritten = std::env::var("UNWRITTEN").is_ok();
+    let (tick, same_tick) = (env_u64("TICK", 0), env_u64("LAG", 1) == 0);
+    let memory = env_u64("MEMORY_GIB", 8) << 30;
     let page = std::env::var("PAGE").ok().map(|page| {
         page.trim()
             .parse::<u64>()
@@ -90,18 +95,17 @@ fn main() {
         let mut per_seed = Vec::new();
         for &seed in &seeds {
             let trace = shape.generate(seed, scale);
-            let mut device = VirtualDevice::unbounded(env_u64("MEMORY_GIB", 8) << 30, alignment);
+            let mut device = VirtualDevice::unbounded(memory, alignment);
             device.page_mapping = page;
             device.slow_buffers = slow;
             let mut pool = MemoryPool::new(&device.properties(), &config);
             let mut live: HashMap<u32, (SliceKey, Entity)> = HashMap::new();
-            let tick = env_u64("TICK", 0);
             let (mut parked, mut parked_before) = (Vec::new(), Vec::new());
             for (index, event) in trace.events.iter().enumerate() {
                 if tick > 0 && (index as u64).is_multiple_of(tick) {
                     // The GC stage: what the tick before parked is done on the device.
                     pool.seal_parking();
-                    if env_u64("LAG", 1) == 0 {
+                    if same_tick {
                         parked_before.append(&mut parked);
                     }
                     for key in std::mem::replace(&mut parked_before, std::mem::take(&mut parked)) {
@@ -112,7 +116,6 @@ fn main() {
                 match *event {
                     Event::Alloc { id, bytes, stream } => {
                         let entity = Entity::from_raw_u32(stream + 1).expect("a small index");
-                        let unwritten = std::env::var("UNWRITTEN").is_ok();
                         let mut movable = |_: SliceKey| {
                             if unwritten {
                                 Movable::Unwritten

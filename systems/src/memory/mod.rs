@@ -150,13 +150,6 @@ pub struct Moved {
 /// Where a ladder block lies: its pool's position, its page, its offset.
 type Place = (usize, PageKey, u64);
 
-/// Which neighbour of a block.
-#[derive(Clone, Copy)]
-enum Side {
-    Before,
-    After,
-}
-
 /// A block a compaction moved (old, new) and, if a slice holds it, that slice and what it let
 /// happen.
 type MovedBlock = (Block, Block, Option<(SliceKey, Movable)>);
@@ -534,27 +527,27 @@ impl MemoryPool {
     /// Joins `key`, being parked, with the blocks of its group parked right before and after it
     /// in its page, where its pool joins blocks; the key of the block it ends in.
     fn join_parked(&mut self, key: SliceKey, stream: Entity, group: GroupKey) -> SliceKey {
+        let Some(record) = self.slices.get(key) else {
+            return key;
+        };
+        let pool = record.pool;
+        // Joining the block before leaves the end where it was: both neighbours are found once.
+        let (before, after) = self.parked.neighbours(stream, pool, &record.block);
         let mut key = key;
-        for side in [Side::Before, Side::After] {
-            let Some(record) = self.slices.get(key) else {
-                return key;
+        for (neighbour, neighbour_first) in [(before, true), (after, false)] {
+            let (Some(other), Some(block)) = (neighbour, self.slices.get(key).map(|r| r.block))
+            else {
+                continue;
             };
-            let (pool, block) = (record.pool, record.block);
-            let neighbours = self.parked.neighbours(stream, pool, &block);
-            let neighbour = match side {
-                Side::Before => neighbours.0,
-                Side::After => neighbours.1,
-            };
-            let Some((other, other_record)) = neighbour
-                .and_then(|other| Some((other, self.slices.get(other)?)))
-                .filter(|(_, other)| other.group == Some(group) && other.pool == pool)
+            let Some(other_record) = (self.slices.get(other))
+                .filter(|other| other.group == Some(group) && other.pool == pool)
             else {
                 continue;
             };
             let (other_block, other_requested) = (other_record.block, other_record.requested);
-            let (first, second) = match side {
-                Side::Before => (other_block, block),
-                Side::After => (block, other_block),
+            let (first, second) = match neighbour_first {
+                true => (other_block, block),
+                false => (block, other_block),
             };
             let Some(joined) = self.pool_mut(pool).join(&first, &second) else {
                 continue;
@@ -600,18 +593,19 @@ impl MemoryPool {
     /// later tick, [`PARKED_WAITS`] ticks at most, so that the device, not the rate of ticks,
     /// decides what is reserved: the memory returns as soon as the device is done with it.
     pub fn waits_for_parked(&mut self, size: u64, stream: StreamId, entity: Entity) -> bool {
-        let waits = self.modes.current(stream) == AllocationMode::Auto
-            && self.parked_waits < PARKED_WAITS
-            && self
-                .parked_wait_since
-                .is_none_or(|since| since.elapsed() < PARKED_WAIT)
-            && self.padded(size).is_some_and(|padded| {
-                padded >= self.worth_waiting_for()
-                    && self.parked.bytes() >= padded
-                    && self.over_budget(padded) > 0
-                    && !self.can_place(padded)
-                    && self.parked_fit(entity, padded).is_none()
-            });
+        // Ingest asks for every allocation: what rules most of them out comes first.
+        let waits = self.padded(size).is_some_and(|padded| {
+            self.parked.bytes() >= padded
+                && padded >= self.worth_waiting_for()
+                && self.parked_waits < PARKED_WAITS
+                && self
+                    .parked_wait_since
+                    .is_none_or(|since| since.elapsed() < PARKED_WAIT)
+                && self.modes.current(stream) == AllocationMode::Auto
+                && self.over_budget(padded) > 0
+                && !self.can_place(padded)
+                && self.parked_fit(entity, padded).is_none()
+        });
         if waits {
             self.parked_waits += 1;
             self.parked_wait_since
@@ -663,7 +657,7 @@ impl MemoryPool {
             return Err(stale_slice(key));
         };
         self.open_groups.retain(|&(_, open)| open != group);
-        let members: Vec<SliceKey> = (self.parked.of_stream(stream).into_iter())
+        let members: Vec<SliceKey> = (self.parked.of_stream(stream))
             .filter(|&member| {
                 self.slices
                     .get(member)
@@ -813,11 +807,10 @@ impl MemoryPool {
             }
         }
         // A buffer that grows is released parked (its stream wrote it) before its next size is
-        // asked for: the pool gives it room as it would for an idle page of the last size.
+        // asked for: the pool decides, as for an idle page, whether its page was the last size.
         if let Some((_, key)) = self.parked.longest_below(padded)
             && let Some(record) = self.slices.get(key)
             && record.pool == PoolIndex::Ladder
-            && padded <= record.block.len + record.block.len / sliced::GROWTH_DIVISOR
         {
             let block = record.block;
             self.ladder.parked_growth(&block);

@@ -145,10 +145,9 @@ impl ParkedSlices {
     }
 
     /// Every block `stream` parked.
-    pub fn of_stream(&self, stream: Entity) -> Vec<SliceKey> {
-        self.stream(stream)
-            .map(|parked| parked.by_len.iter().map(|&(_, key)| key).collect())
-            .unwrap_or_default()
+    pub fn of_stream(&self, stream: Entity) -> impl Iterator<Item = SliceKey> {
+        (self.stream(stream).into_iter())
+            .flat_map(|parked| parked.by_len.iter().map(|&(_, key)| key))
     }
 
     /// Number of parked slices.

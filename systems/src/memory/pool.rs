@@ -127,9 +127,9 @@ pub trait Pool: std::fmt::Debug + Send + Sync {
     fn join(&mut self, _first: &Block, _second: &Block) -> Option<Block> {
         None
     }
-    /// Tells the pool that the live `block`, parked by a stream, is the last size of a buffer
-    /// that grows: a pool that gives a growing buffer room (`SlicedPool::dedicated_page`) counts
-    /// it as it counts an idle page of that size.
+    /// Tells the pool, before it grows, that the live `block` is parked by a stream and is the
+    /// longest parked block shorter than the request: a pool that gives a growing buffer room
+    /// (`SlicedPool::dedicated_page`) weighs it as an idle page of that size.
     fn parked_growth(&mut self, _block: &Block) {}
     /// Tells the pool how many bytes the pools may still take from the device within their
     /// budget, before a [`Pool::grow`]: a pool whose pages are larger than its requests keeps

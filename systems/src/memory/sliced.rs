@@ -39,7 +39,7 @@ fn largest_dedicated_fit(padded: u64, divisor: u64) -> u64 {
 /// buffer (see `SlicedPool::dedicated_page`): a 64th. A seventh also took the batch changes of
 /// the training shape for growth and raised its peak reserved / peak in use at scale 1 from 1.008
 /// to 1.070.
-pub(crate) const GROWTH_DIVISOR: u64 = 64;
+const GROWTH_DIVISOR: u64 = 64;
 
 #[derive(Debug)]
 struct Page {
@@ -539,6 +539,8 @@ impl Pool for SlicedPool {
             .is_some_and(|page| !page.dedicated)
     }
 
+    /// Evidence for `dedicated_page`, which takes it as it takes a page of that size just
+    /// returned: room only if the page is just smaller than the request.
     fn parked_growth(&mut self, block: &Block) {
         if let Some(page) = self.pages.get(block.page)
             && page.dedicated
