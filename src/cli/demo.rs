@@ -70,6 +70,14 @@ pub struct DemoArgs {
     /// cuda), checked on rank 0 against its one-device run bit for bit
     #[arg(long, conflicts_with = "devices")]
     pub distributed: bool,
+    /// Capture a pair of steps of the split run (launches and halo transfers on every device)
+    /// once as one graph (`Graph::capture_group`) and replay it, instead of issuing every step
+    #[arg(long, conflicts_with = "distributed")]
+    pub graph: bool,
+    /// cuda: put every device's runtime on GPU 0 (the split's runtime overhead, measured on a
+    /// machine with one GPU)
+    #[arg(long, conflicts_with = "distributed")]
+    pub same_gpu: bool,
 }
 
 impl Default for DemoArgs {
@@ -87,6 +95,8 @@ impl Default for DemoArgs {
             trace: None,
             devices: 1,
             distributed: false,
+            graph: false,
+            same_gpu: false,
         }
     }
 }
@@ -144,7 +154,7 @@ pub fn run(args: &DemoArgs) -> Result<(), CliError> {
     if args.distributed {
         return super::demo_processes::run(args);
     }
-    if args.devices > 1 {
+    if args.devices > 1 || args.graph {
         return super::demo_devices::run(args, trace_path(args, &settings));
     }
     match args.backend {

@@ -34,6 +34,7 @@ pub fn run(args: &DemoArgs, trace: Option<PathBuf>) -> Result<(), CliError> {
             let driver = args.driver.unwrap_or(DriverKind::DeviceThread);
             let backends = (0..n)
                 .map(|device| {
+                    let device = if args.same_gpu { 0 } else { device };
                     gpuworld::CudaBackend::new(gpuworld::CudaConfig::default().with_device(device))
                 })
                 .collect::<Result<Vec<_>, _>>()?;
@@ -68,7 +69,11 @@ fn run_on<B: Backend>(
         clients.iter().for_each(ComputeClient::start_trace);
     }
     let progress = progress_bar(args.ticks, args.quiet);
-    let result = problem.simulate_on_devices(&clients, args.ticks, &progress);
+    let result = if args.graph {
+        problem.simulate_on_devices_replayed(&clients, args.ticks, &progress)
+    } else {
+        problem.simulate_on_devices(&clients, args.ticks, &progress)
+    };
     progress.finish_and_clear();
     let result = result?;
     if let Some(path) = &trace {

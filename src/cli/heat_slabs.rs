@@ -6,7 +6,7 @@
 use super::CliError;
 use super::heat::{HeatProblem, HeatResult};
 use gpuworld::collective::{ElemType, ReduceOp};
-use gpuworld::{Backend, Bindings, ComputeClient, CubeCount, Driver, Handle, library};
+use gpuworld::{Backend, Bindings, ComputeClient, CubeCount, Driver, Graph, Handle, library};
 use indicatif::ProgressBar;
 use std::time::Instant;
 
@@ -58,6 +58,29 @@ impl HeatProblem {
         steps: u64,
         progress: &ProgressBar,
     ) -> Result<HeatResult, CliError> {
+        self.simulate_split(clients, steps, progress, false)
+    }
+
+    /// [`HeatProblem::simulate_on_devices`] with its steps replayed: the first two (a step swaps
+    /// each slab's buffers, so two bring them back) are captured over every device as one graph
+    /// (`Graph::capture_group`: the stencils and the halo transfers), which the later pairs
+    /// replay; an odd last step runs eagerly. The same field bit for bit.
+    pub fn simulate_on_devices_replayed<B: Backend>(
+        &self,
+        clients: &[ComputeClient<B>],
+        steps: u64,
+        progress: &ProgressBar,
+    ) -> Result<HeatResult, CliError> {
+        self.simulate_split(clients, steps, progress, true)
+    }
+
+    fn simulate_split<B: Backend>(
+        &self,
+        clients: &[ComputeClient<B>],
+        steps: u64,
+        progress: &ProgressBar,
+        replay: bool,
+    ) -> Result<HeatResult, CliError> {
         let (width, rows) = (self.side as usize, self.side as usize);
         if clients.len() > rows {
             return Err(CliError::TooManyDevices {
@@ -84,51 +107,32 @@ impl HeatProblem {
             client.sync()?;
         }
         let steps_start = Instant::now();
-        for _ in 0..steps {
-            for ((client, slab), (src, dst)) in clients.iter().zip(&slabs).zip(&buffers) {
-                let bindings = Bindings::new()
-                    .buffer(src)
-                    .buffer(dst)
-                    .scalar_u32(self.side)
-                    .scalar_u32(slab.held_rows() as u32)
-                    .scalar_f32(self.alpha);
-                let count = CubeCount::covering_2d(
-                    self.side,
-                    slab.held_rows() as u32,
-                    library::STENCIL_TILE,
-                );
-                client.launch(&library::STENCIL, count, bindings)?;
-            }
-            for (src, dst) in &mut buffers {
-                std::mem::swap(src, dst);
-            }
-            // Each slab's edge rows become its neighbours' halos for the next step.
-            for k in 0..clients.len() {
-                let (slab, src) = (&slabs[k], &buffers[k].0);
-                if k > 0 {
-                    let (above, above_src) = (&slabs[k - 1], &buffers[k - 1].0);
-                    let first = slab.owned.0;
-                    clients[k].to_client_into(
-                        &row_of(src, slab, first, width),
-                        &clients[k - 1],
-                        &row_of(above_src, above, first, width),
-                    )?;
-                }
-                if k + 1 < clients.len() {
-                    let (below, below_src) = (&slabs[k + 1], &buffers[k + 1].0);
-                    let last = slab.owned.1 - 1;
-                    clients[k].to_client_into(
-                        &row_of(src, slab, last, width),
-                        &clients[k + 1],
-                        &row_of(below_src, below, last, width),
-                    )?;
-                }
-            }
+        let tick = || {
             for client in clients {
                 if client.driver() == Driver::Manual {
                     client.tick();
                 }
             }
+        };
+        let mut done = 0;
+        if replay && steps >= 2 {
+            let pair = Graph::capture_group(clients, |clients| {
+                self.step_on_devices(clients, &slabs, &mut buffers)?;
+                self.step_on_devices(clients, &slabs, &mut buffers)
+            })?;
+            tick();
+            progress.inc(2);
+            done = 2;
+            while done + 2 <= steps {
+                pair.replay()?;
+                tick();
+                progress.inc(2);
+                done += 2;
+            }
+        }
+        for _ in done..steps {
+            self.step_on_devices(clients, &slabs, &mut buffers)?;
+            tick();
             progress.inc(1);
         }
         for client in clients {
@@ -156,6 +160,56 @@ impl HeatProblem {
             elapsed,
             steps_elapsed,
         })
+    }
+}
+
+impl HeatProblem {
+    /// One step over the slabs: every device's stencil, then each slab's edge rows to its
+    /// neighbours' halos for the next step (`buffers` swap: the field is in the first of each).
+    fn step_on_devices<B: Backend>(
+        &self,
+        clients: &[ComputeClient<B>],
+        slabs: &[Slab],
+        buffers: &mut [(Handle, Handle)],
+    ) -> Result<(), gpuworld::Error> {
+        let width = self.side as usize;
+        for ((client, slab), (src, dst)) in clients.iter().zip(slabs).zip(buffers.iter()) {
+            let bindings = Bindings::new()
+                .buffer(src)
+                .buffer(dst)
+                .scalar_u32(self.side)
+                .scalar_u32(slab.held_rows() as u32)
+                .scalar_f32(self.alpha);
+            let count =
+                CubeCount::covering_2d(self.side, slab.held_rows() as u32, library::STENCIL_TILE);
+            client.launch(&library::STENCIL, count, bindings)?;
+        }
+        for (src, dst) in buffers.iter_mut() {
+            std::mem::swap(src, dst);
+        }
+        // Each slab's edge rows become its neighbours' halos for the next step.
+        for k in 0..clients.len() {
+            let (slab, src) = (&slabs[k], &buffers[k].0);
+            if k > 0 {
+                let (above, above_src) = (&slabs[k - 1], &buffers[k - 1].0);
+                let first = slab.owned.0;
+                clients[k].to_client_into(
+                    &row_of(src, slab, first, width),
+                    &clients[k - 1],
+                    &row_of(above_src, above, first, width),
+                )?;
+            }
+            if k + 1 < clients.len() {
+                let (below, below_src) = (&slabs[k + 1], &buffers[k + 1].0);
+                let last = slab.owned.1 - 1;
+                clients[k].to_client_into(
+                    &row_of(src, slab, last, width),
+                    &clients[k + 1],
+                    &row_of(below_src, below, last, width),
+                )?;
+            }
+        }
+        Ok(())
     }
 }
 

@@ -7,32 +7,57 @@
 
 use super::ComputeClient;
 use gpuworld_systems::error::{Error, GraphError};
-use gpuworld_systems::graph::Recorded;
+use gpuworld_systems::graph::{CaptureOrder, Recorded, Recording};
 use gpuworld_systems::inbox::Command;
 use gpuworld_systems::kernel::{Elem, ExecutionMode};
 use gpuworld_systems::{Backend, HandleId, Result};
+use std::ops::Range;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Numbers graphs for traces.
 static NEXT_GRAPH: AtomicU64 = AtomicU64::new(1);
 
-/// Work captured from one client's runtime, to be replayed as one unit. Holds every buffer its
-/// commands use until it is dropped.
+/// Work captured from one client's runtime (or several, [`Graph::capture_group`]), to be
+/// replayed as one unit. Holds every buffer its commands use until it is dropped.
 pub struct Graph<B: Backend> {
-    client: ComputeClient<B>,
+    /// The runtimes it replays on, one client each; the capturing one first.
+    clients: Vec<ComputeClient<B>>,
     id: u64,
     /// Updates made so far: a replay carries it, so a backend's compiled form of an older
     /// version is never launched.
     version: u64,
+    /// Every command, in the order it was issued across runtimes.
     commands: Arc<Vec<Recorded>>,
-    pinned: Vec<HandleId>,
+    /// How a replay issues them.
+    parts: Vec<Part>,
+    /// The handles pinned, by index into `clients`.
+    pinned: Vec<(usize, HandleId)>,
+}
+
+/// A run of a graph's commands that a replay issues at once.
+#[derive(Debug)]
+enum Part {
+    /// Consecutive commands of one runtime: one replay command there.
+    Replay {
+        /// Index into the graph's clients.
+        client: usize,
+        /// Its number, for the runtime's plans and traces: the graph's own for the first part.
+        id: u64,
+        /// Which of the graph's commands.
+        nodes: Range<usize>,
+        /// Those commands.
+        commands: Arc<Vec<Recorded>>,
+    },
+    /// A transfer to another runtime, which its target issues: command `0` of the graph.
+    Transfer(usize),
 }
 
 impl<B: Backend> std::fmt::Debug for Graph<B> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Graph")
             .field("id", &self.id)
+            .field("runtimes", &self.clients.len())
             .field("commands", &self.commands.len())
             .field("buffers", &self.pinned.len())
             .finish()
@@ -40,13 +65,14 @@ impl<B: Backend> std::fmt::Debug for Graph<B> {
 }
 
 impl<B: Backend> ComputeClient<B> {
-    /// Runs `record` once on this client and captures the launches, writes and flushes it
-    /// queues from this thread (on this client's stream or others', through clones made with
-    /// `with_stream`) into a [`Graph`]. The run is the warm-up: buffers it creates are made now
-    /// and kept by the graph, so a replay allocates nothing. A `read`, `sync`, `mark`,
-    /// collective or transfer inside `record` fails with `GraphError::NotCapturable` (the read
-    /// or sync itself returns it, and so does the capture); so does an error `record` returns.
-    /// One capture at a time per runtime: `GraphError::NestedCapture` otherwise.
+    /// Runs `record` once on this client and captures the launches, writes, flushes and
+    /// transfers to other runtimes (`to_client_into`) it queues from this thread (on this
+    /// client's stream or others', through clones made with `with_stream`) into a [`Graph`]. The
+    /// run is the warm-up: buffers it creates are made now and kept by the graph, so a replay
+    /// allocates nothing. A `read`, `sync`, `mark`, collective or transfer from another runtime
+    /// into this one inside `record` fails with `GraphError::NotCapturable` (the read or sync
+    /// itself returns it, and so does the capture); so does an error `record` returns. One
+    /// capture at a time per runtime: `GraphError::NestedCapture` otherwise.
     ///
     /// ```
     /// use gpuworld::{library, Bindings, CubeCount, Driver};
@@ -67,40 +93,193 @@ impl<B: Backend> ComputeClient<B> {
         &self,
         record: impl FnOnce(&ComputeClient<B>) -> Result<()>,
     ) -> Result<Graph<B>> {
-        self.shared.inbox.begin_capture()?;
-        let result = record(self);
-        let Some(recording) = self.shared.inbox.end_capture() else {
-            return Err(Error::Graph(GraphError::NestedCapture));
-        };
-        let graph = Graph {
-            client: self.clone(),
-            id: NEXT_GRAPH.fetch_add(1, Ordering::Relaxed),
-            version: 0,
-            commands: Arc::new(recording.commands),
-            pinned: recording.pinned,
-        };
-        // A failed capture drops the graph, whose pins go with it.
-        if let Some(refused) = recording.refused {
-            return Err(refused);
-        }
-        result?;
-        tracing::debug!(target: "gpuworld::graph", graph = graph.id, commands = graph.commands.len(), buffers = graph.pinned.len(), "captured");
-        Ok(graph)
+        Graph::capture_group(std::slice::from_ref(self), |clients| record(&clients[0]))
     }
 }
 
 impl<B: Backend> Graph<B> {
-    /// Queues the captured commands again, in order, as one command: after everything queued
-    /// before it on their streams and before everything queued after. Only enqueues, like a
-    /// launch (under `Driver::Manual` the next tick runs it).
+    /// Runs `record` once over `clients` (runtimes of one backend, such as the devices of a
+    /// split run) and captures what it queues on all of them from this thread, as
+    /// [`ComputeClient::capture`] does on one, into one graph: a replay issues the commands in
+    /// the order `record` issued them across the runtimes, each runtime's consecutive commands
+    /// as one replay command there, and each transfer between them (`to_client_into`, peer
+    /// copies on CUDA) as `to_client_into` would. Clients of one runtime count once.
+    ///
+    /// ```
+    /// use gpuworld::{Bindings, CubeCount, Driver, Graph, library};
+    ///
+    /// let a = gpuworld::cpu_client(Driver::DeviceThread)?;
+    /// let b = gpuworld::cpu_client(Driver::DeviceThread)?;
+    /// let (x, y) = (a.create_from_pod(&[1.0f32; 64]), b.create_from_pod(&[0.0f32; 64]));
+    /// let step = Graph::capture_group(&[a.clone(), b.clone()], |clients| {
+    ///     let doubled = Bindings::new().buffer(&x).buffer(&x).buffer(&x);
+    ///     clients[0].launch(&library::ADD, CubeCount::new_1d(1), doubled)?;
+    ///     clients[0].to_client_into(&x, &clients[1], &y)
+    /// })?;
+    /// step.replay()?;
+    /// assert_eq!(b.read_one_as::<f32>(&y)?[0], 4.0);
+    /// # Ok::<(), gpuworld::Error>(())
+    /// ```
+    pub fn capture_group(
+        clients: &[ComputeClient<B>],
+        record: impl FnOnce(&[ComputeClient<B>]) -> Result<()>,
+    ) -> Result<Graph<B>> {
+        let mut runtimes: Vec<ComputeClient<B>> = Vec::with_capacity(clients.len());
+        for client in clients {
+            if !runtimes.iter().any(|c| c.shared.id == client.shared.id) {
+                runtimes.push(client.clone());
+            }
+        }
+        let order = CaptureOrder::default();
+        for (opened, client) in runtimes.iter().enumerate() {
+            if let Err(error) = client.shared.inbox.begin_ordered_capture(order.clone()) {
+                for client in &runtimes[..opened] {
+                    if let Some(recording) = client.shared.inbox.end_capture() {
+                        unpin_recorded(client, &recording.pinned);
+                    }
+                }
+                return Err(error);
+            }
+        }
+        let result = record(clients);
+        let mut recordings = Vec::with_capacity(runtimes.len());
+        let mut nested = false;
+        for client in &runtimes {
+            match client.shared.inbox.end_capture() {
+                Some(recording) => recordings.push(recording),
+                None => nested = true,
+            }
+        }
+        let refused = recordings.iter_mut().find_map(|r| r.refused.take());
+        // A failed capture drops the graph, whose pins go with it.
+        let graph = Graph::from_recordings(runtimes, recordings);
+        if nested {
+            return Err(Error::Graph(GraphError::NestedCapture));
+        }
+        if let Some(refused) = refused {
+            return Err(refused);
+        }
+        result?;
+        tracing::debug!(target: "gpuworld::graph", graph = graph.id, runtimes = graph.clients.len(), commands = graph.commands.len(), buffers = graph.pinned.len(), "captured");
+        Ok(graph)
+    }
+
+    /// The graph of `recordings` (one per client, in order), their commands merged in the
+    /// order they were issued.
+    fn from_recordings(clients: Vec<ComputeClient<B>>, recordings: Vec<Recording>) -> Graph<B> {
+        let mut merged: Vec<(u64, usize, Recorded)> = Vec::new();
+        let mut pinned = Vec::new();
+        for (client, recording) in recordings.into_iter().enumerate() {
+            pinned.extend(recording.pinned.iter().map(|&handle| (client, handle)));
+            let numbered = recording.order.into_iter().zip(recording.commands);
+            merged.extend(numbered.map(|(number, command)| (number, client, command)));
+        }
+        merged.sort_by_key(|(number, ..)| *number);
+        let owners: Vec<usize> = merged.iter().map(|(_, client, _)| *client).collect();
+        let commands = Arc::new(merged.into_iter().map(|(.., command)| command).collect());
+        let id = NEXT_GRAPH.fetch_add(1, Ordering::Relaxed);
+        let parts = Graph::<B>::parts(id, &commands, &owners);
+        Graph {
+            clients,
+            id,
+            version: 0,
+            commands,
+            parts,
+            pinned,
+        }
+    }
+
+    /// How a replay issues `commands`, each issued on runtime `owners[i]`: runs of one runtime's
+    /// commands between transfers as replay commands, the graph's first with the graph's number.
+    fn parts(id: u64, commands: &Arc<Vec<Recorded>>, owners: &[usize]) -> Vec<Part> {
+        let mut parts = Vec::new();
+        let mut run: Option<(usize, usize)> = None;
+        let close = |run: &mut Option<(usize, usize)>, end: usize, parts: &mut Vec<Part>| {
+            if let Some((client, start)) = run.take() {
+                let first = !parts.iter().any(|p| matches!(p, Part::Replay { .. }));
+                let whole = start == 0 && end == commands.len();
+                parts.push(Part::Replay {
+                    client,
+                    id: if first {
+                        id
+                    } else {
+                        NEXT_GRAPH.fetch_add(1, Ordering::Relaxed)
+                    },
+                    nodes: start..end,
+                    commands: if whole {
+                        commands.clone()
+                    } else {
+                        Arc::new(commands[start..end].to_vec())
+                    },
+                });
+            }
+        };
+        for (node, command) in commands.iter().enumerate() {
+            if let Recorded::Transfer { .. } = command {
+                close(&mut run, node, &mut parts);
+                parts.push(Part::Transfer(node));
+                continue;
+            }
+            match run {
+                Some((client, _)) if client == owners[node] => {}
+                _ => {
+                    close(&mut run, node, &mut parts);
+                    run = Some((owners[node], node));
+                }
+            }
+        }
+        close(&mut run, commands.len(), &mut parts);
+        parts
+    }
+
+    /// Queues the captured commands again, in order: on each runtime, its commands between two
+    /// transfers as one command, after everything queued before it on their streams and before
+    /// everything queued after; each transfer as `to_client_into` queues it. Only enqueues,
+    /// like a launch (under `Driver::Manual` the next tick runs it).
     pub fn replay(&self) -> Result<()> {
-        self.client.make_room();
-        self.client.shared.inbox.push(Command::Replay {
-            graph: self.id,
-            version: self.version,
-            commands: self.commands.clone(),
-        });
+        for part in &self.parts {
+            match part {
+                Part::Replay {
+                    client,
+                    id,
+                    commands,
+                    ..
+                } => {
+                    let client = &self.clients[*client];
+                    client.make_room();
+                    client.shared.inbox.push(Command::Replay {
+                        graph: *id,
+                        version: self.version,
+                        commands: commands.clone(),
+                    });
+                }
+                Part::Transfer(node) => {
+                    if let Some(Recorded::Transfer { target, .. }) = self.commands.get(*node) {
+                        target.issue()?;
+                    }
+                }
+            }
+        }
         Ok(())
+    }
+
+    /// Copies command `node`, changed by an update, into the part that replays it.
+    fn refresh(&mut self, node: usize) {
+        let all = self.commands.clone();
+        for part in &mut self.parts {
+            if let Part::Replay {
+                nodes, commands, ..
+            } = part
+                && nodes.contains(&node)
+            {
+                *commands = if nodes.len() == all.len() {
+                    all
+                } else {
+                    Arc::new(all[nodes.clone()].to_vec())
+                };
+                return;
+            }
+        }
     }
 
     /// How many commands the graph holds.
@@ -185,6 +364,7 @@ impl<B: Backend> Graph<B> {
         }
         *slot = bits;
         self.version += 1;
+        self.refresh(node);
         Ok(())
     }
 
@@ -215,6 +395,7 @@ impl<B: Backend> Graph<B> {
         }
         *data = gpuworld_systems::HostBytes::from_vec(bytes.to_vec());
         self.version += 1;
+        self.refresh(node);
         Ok(())
     }
 }
@@ -222,9 +403,18 @@ impl<B: Backend> Graph<B> {
 impl<B: Backend> Drop for Graph<B> {
     /// Lets go of the graph's buffers: those the user released already go back to the pool.
     fn drop(&mut self) {
-        for &handle in &self.pinned {
-            self.client.shared.inbox.push(Command::Unpin { handle });
+        for &(client, handle) in &self.pinned {
+            if let Some(client) = self.clients.get(client) {
+                client.shared.inbox.push(Command::Unpin { handle });
+            }
         }
+    }
+}
+
+/// Lets go of pins a capture made on `client` that no graph took over.
+fn unpin_recorded<B: Backend>(client: &ComputeClient<B>, pinned: &[HandleId]) {
+    for &handle in pinned {
+        client.shared.inbox.push(Command::Unpin { handle });
     }
 }
 
@@ -319,17 +509,24 @@ impl<B: Backend> FrameGraph<B> {
             return Ok(FrameMode::Replayed);
         }
         tracing::debug!(target: "gpuworld::graph", graph = graph.id, "the frame changed: eager until it repeats");
+        let mut issued = Ok(());
         for command in recording.commands.iter().cloned() {
             self.client.make_room();
+            if let Recorded::Transfer { target, .. } = &command {
+                issued = issued.and_then(|()| target.issue());
+                continue;
+            }
             // SAFETY: each command is one this frame's closure just issued, unchecked launches
             // vouched for by its own `unsafe` code.
-            inbox.push(unsafe { command.into_command() });
+            if let Some(command) = unsafe { command.into_command() } {
+                inbox.push(command);
+            }
         }
         unpin(&recording.pinned);
         self.graph = None;
         self.previous = Some(recording.commands);
         self.same = 1;
-        Ok(FrameMode::Changed)
+        issued.map(|()| FrameMode::Changed)
     }
 
     fn run_eager(

@@ -10,14 +10,19 @@
 //! is a write of the arriving bytes on the destination client's stream: ingest holds it, with every
 //! command after it, until the bytes are there, so every later use on the destination sees them.
 //! Both calls return at once.
+//!
+//! Inside a capture on the source's client, the transfer is recorded ([`TransferTo`]) and runs
+//! once as the warm-up; every replay of the graph issues it again the same way. The destination
+//! range is pinned on its runtime while the graph can replay into it.
 
 use super::{ComputeClient, Shared};
 use futures_channel::oneshot;
 use gpuworld_systems::arriving::{Arriving, ArrivingSource};
 use gpuworld_systems::cross_device::Drive;
+use gpuworld_systems::graph::TransferOut;
 use gpuworld_systems::inbox::{Command, ReadReply};
 use gpuworld_systems::staging::StagingAllocator;
-use gpuworld_systems::{Backend, Binding, Error, Handle, HostBytes, Result};
+use gpuworld_systems::{Backend, Binding, Error, Handle, HostBytes, Result, RuntimeId};
 use std::any::TypeId;
 use std::future::Future;
 use std::pin::Pin;
@@ -93,6 +98,31 @@ impl<B: Backend> ComputeClient<B> {
         let dst_range = dst_range.into();
         let (start, end) = src.validate(self.shared.id)?;
         dst.check_write(&dst_range, (end - start) as usize)?;
+        if self.shared.inbox.capturing_here() {
+            let target = Arc::new(TransferTo::new(self, src, dst, dst_range));
+            let run = self
+                .shared
+                .inbox
+                .record_transfer(src, self.stream_id(), target);
+            // A dry capture records the transfer without running it.
+            if run == Some(false) {
+                return Ok(());
+            }
+            return self.transfer_now(src, dst, dst_range, Past::Capture);
+        }
+        self.transfer_now(src, dst, dst_range, Past::Nothing)
+    }
+
+    /// Queues the parts of a checked transfer: a peer copy between runtimes of a backend that
+    /// has them, a read and an arriving write otherwise; `past` says whether they skip a
+    /// capture open on either runtime (a graph's transfer).
+    fn transfer_now<C: Backend>(
+        &self,
+        src: Binding,
+        dst: &ComputeClient<C>,
+        dst_range: Binding,
+        past: Past,
+    ) -> Result<()> {
         // Between two runtimes of one backend that copies between its devices itself (CUDA's
         // peer copies), the copy stays on the devices. `TypeId` only tells whether both clients
         // are of one backend, which the backend's parts assume; nothing is downcast.
@@ -100,15 +130,19 @@ impl<B: Backend> ComputeClient<B> {
             && let Some(peer) = B::peer_transfer(self.drive(), dst.drive())
         {
             // Each part is pushed after the part it waits for.
-            dst.push_native(peer.destination, smallvec::smallvec![dst_range]);
-            self.push_native(peer.copy, smallvec::smallvec![src]);
-            dst.push_native(peer.arrival, smallvec::smallvec![dst_range]);
+            dst.push_native_past(peer.destination, smallvec::smallvec![dst_range], past);
+            self.push_native_past(peer.copy, smallvec::smallvec![src], past);
+            dst.push_native_past(peer.arrival, smallvec::smallvec![dst_range], past);
             return Ok(());
         }
         // The read lands in the destination's staging where the source backend copies to host
         // memory itself (cpu): page-locked on CUDA, which then uploads it with no host copy.
-        let read = self.read_from_other_runtime(&[src], Some(dst.shared.staging.clone()))?;
-        dst.write_arriving(dst_range, Arriving::new(ReadArrival(read)));
+        let receiver = self.enqueue_read_past(&[src], Some(dst.shared.staging.clone()), past)?;
+        let read = FromRead {
+            receiver,
+            drive: self.drive(),
+        };
+        dst.write_arriving_past(dst_range, Arriving::new(ReadArrival(read)), past);
         Ok(())
     }
 
@@ -129,11 +163,19 @@ impl<B: Backend> ComputeClient<B> {
     /// Queues a write of `bytes` into `dst` (already checked) on this client's stream, held at
     /// ingest until they arrive.
     pub(crate) fn write_arriving(&self, dst: Binding, bytes: Arriving) {
-        self.shared.inbox.push(Command::WriteArriving {
-            dst,
-            bytes,
-            stream: self.stream_id(),
-        });
+        self.write_arriving_past(dst, bytes, Past::Nothing);
+    }
+
+    /// [`ComputeClient::write_arriving`], past a capture open here where `past` says so.
+    fn write_arriving_past(&self, dst: Binding, bytes: Arriving, past: Past) {
+        self.push_past(
+            Command::WriteArriving {
+                dst,
+                bytes,
+                stream: self.stream_id(),
+            },
+            past,
+        );
     }
 
     /// Queues `work`, which the backend runs itself over `buffers` (already checked), on this
@@ -143,11 +185,32 @@ impl<B: Backend> ComputeClient<B> {
         work: gpuworld_systems::backend::NativeWork,
         buffers: smallvec::SmallVec<[Binding; 4]>,
     ) {
-        self.shared.inbox.push(Command::Native {
-            work,
-            buffers,
-            stream: self.stream_id(),
-        });
+        self.push_native_past(work, buffers, Past::Nothing);
+    }
+
+    /// [`ComputeClient::push_native`], past a capture open here where `past` says so.
+    fn push_native_past(
+        &self,
+        work: gpuworld_systems::backend::NativeWork,
+        buffers: smallvec::SmallVec<[Binding; 4]>,
+        past: Past,
+    ) {
+        self.push_past(
+            Command::Native {
+                work,
+                buffers,
+                stream: self.stream_id(),
+            },
+            past,
+        );
+    }
+
+    /// Queues `command`, past a capture open on this inbox where `past` says so.
+    fn push_past(&self, command: Command, past: Past) {
+        match past {
+            Past::Nothing => self.shared.inbox.push(command),
+            Past::Capture => self.shared.inbox.push_uncaptured(command),
+        }
     }
 
     /// Ticks this runtime when it is driven by hand and nobody holds it: a destination waiting on
@@ -162,5 +225,76 @@ impl<B: Backend> ComputeClient<B> {
                 runtime.tick();
             }
         })
+    }
+}
+
+/// Whether a command skips a capture open on its inbox.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Past {
+    /// Recorded by a capture like any command.
+    Nothing,
+    /// Queued past it: a part of a transfer a graph issues.
+    Capture,
+}
+
+/// A transfer captured in a graph, as its replays issue it again: the source client (with the
+/// capturing stream), the source range, and the destination client and range, which it keeps
+/// pinned on the destination's runtime while it lives.
+struct TransferTo<B: Backend, C: Backend> {
+    source: ComputeClient<B>,
+    src: Binding,
+    dst: ComputeClient<C>,
+    dst_range: Binding,
+}
+
+impl<B: Backend, C: Backend> TransferTo<B, C> {
+    /// The transfer of `src` into `dst_range` of `dst`, its destination pinned from now.
+    fn new(
+        source: &ComputeClient<B>,
+        src: Binding,
+        dst: &ComputeClient<C>,
+        dst_range: Binding,
+    ) -> TransferTo<B, C> {
+        let handle = dst_range.handle();
+        dst.shared.inbox.push_uncaptured(Command::Pin { handle });
+        TransferTo {
+            source: source.clone(),
+            src,
+            dst: dst.clone(),
+            dst_range,
+        }
+    }
+}
+
+impl<B: Backend, C: Backend> std::fmt::Debug for TransferTo<B, C> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TransferTo")
+            .field("src", &self.src)
+            .field("dst_runtime", &self.dst.shared.id)
+            .field("dst_range", &self.dst_range)
+            .finish()
+    }
+}
+
+impl<B: Backend, C: Backend> TransferOut for TransferTo<B, C> {
+    fn issue(&self) -> Result<()> {
+        self.source.make_room();
+        self.source
+            .transfer_now(self.src, &self.dst, self.dst_range, Past::Capture)
+    }
+
+    fn destination(&self) -> (RuntimeId, Binding) {
+        (self.dst.shared.id, self.dst_range)
+    }
+}
+
+impl<B: Backend, C: Backend> Drop for TransferTo<B, C> {
+    /// The graph is gone: the destination range may be reused once the user lets go of it.
+    fn drop(&mut self) {
+        let handle = self.dst_range.handle();
+        self.dst
+            .shared
+            .inbox
+            .push_uncaptured(Command::Unpin { handle });
     }
 }

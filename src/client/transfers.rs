@@ -200,17 +200,32 @@ impl<B: Backend> ComputeClient<B> {
         sources: &[Binding],
         staging: Option<Arc<dyn StagingAllocator>>,
     ) -> Result<oneshot::Receiver<ReadReply>> {
+        self.enqueue_read_past(sources, staging, super::to_client::Past::Nothing)
+    }
+
+    /// [`ComputeClient::enqueue_read_into`], queued past a capture open here where `past` says
+    /// so (the source part of a graph's transfer).
+    pub(super) fn enqueue_read_past(
+        &self,
+        sources: &[Binding],
+        staging: Option<Arc<dyn StagingAllocator>>,
+        past: super::to_client::Past,
+    ) -> Result<oneshot::Receiver<ReadReply>> {
         for source in sources {
             source.validate(self.shared.id)?;
         }
         let (reply, receiver) = oneshot::channel();
         self.make_room();
-        self.shared.inbox.push(Command::Read {
+        let read = Command::Read {
             sources: sources.iter().copied().collect(),
             stream: self.stream_id(),
             reply,
             staging,
-        });
+        };
+        match past {
+            super::to_client::Past::Nothing => self.shared.inbox.push(read),
+            super::to_client::Past::Capture => self.shared.inbox.push_uncaptured(read),
+        }
         Ok(receiver)
     }
 }

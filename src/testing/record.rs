@@ -488,5 +488,12 @@ fn record_captured(command: &Recorded, cap: u64) -> RecordedOp {
         Recorded::Flush { stream } => RecordedOp::Flush {
             stream: stream.value,
         },
+        // A graph issues its transfers as `to_client_into` does (never inside a replay
+        // command); recorded as the work on another runtime it is.
+        Recorded::Transfer { src, stream, .. } => RecordedOp::Native {
+            name: "transfer to another runtime".to_string(),
+            buffers: vec![RecordedBinding::of(src)],
+            stream: stream.value,
+        },
     }
 }

@@ -3,7 +3,7 @@
 //! unit ([`PlannedLaunch`], `Backend::graph_replay`: a CUDA graph), with the lanes of a replay
 //! over several streams ([`ReplayLaneEnd`]).
 
-pub use crate::inbox::capture::{Recorded, Recording};
+pub use crate::inbox::capture::{CaptureOrder, Recorded, Recording, TransferOut};
 use crate::kernel::{ExecutionMode, Kernel};
 use smallvec::SmallVec;
 

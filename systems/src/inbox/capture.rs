@@ -7,9 +7,15 @@
 //!
 //! Every handle a recorded command uses is pinned ([`crate::inbox::Command::Pin`]) as soon as it is
 //! recorded: a release by the user while the graph lives takes effect only when the graph goes,
-//! so its memory is never reused under a replay. A host read, a sync, a mark, a collective or a
-//! transfer from another runtime cannot be replayed and is refused with
+//! so its memory is never reused under a replay. A transfer to another runtime is recorded as
+//! [`Recorded::Transfer`]: its [`TransferOut`] issues it again at every replay, as `to_client_into`
+//! would. A host read, a sync, a mark, a collective or a transfer *from* another runtime (which
+//! the source's capture must record) cannot be replayed and is refused with
 //! [`GraphError::NotCapturable`] naming the call.
+//!
+//! Captures of several runtimes opened together share a [`CaptureOrder`]: every command recorded
+//! on any of them takes the next number of it, so the graph replays their commands in the order
+//! they were issued across runtimes.
 
 use super::Command;
 use crate::binding::Binding;
@@ -18,7 +24,31 @@ use crate::error::{Error, GraphError};
 use crate::ids::{HandleId, RuntimeId, StreamId};
 use crate::kernel::{CubeCount, ExecutionMode, Kernel};
 use smallvec::SmallVec;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread::ThreadId;
+
+/// A transfer to another runtime recorded in a capture (`to_client_into` from the capturing
+/// client): the client layer implements it over both clients, so a replay can issue it again.
+pub trait TransferOut: Send + Sync + std::fmt::Debug {
+    /// Queues the transfer once more, exactly as `to_client_into` queues it: its part on the
+    /// source's stream and its parts on the destination's, bypassing any capture open on
+    /// either runtime (the transfer belongs to the graph that recorded it).
+    fn issue(&self) -> Result<(), Error>;
+    /// The destination runtime and range.
+    fn destination(&self) -> (RuntimeId, Binding);
+}
+
+/// The order of the commands recorded by captures opened together on several runtimes.
+#[derive(Clone, Debug, Default)]
+pub struct CaptureOrder(Arc<AtomicU64>);
+
+impl CaptureOrder {
+    /// The next number, for a command recorded now.
+    fn next(&self) -> u64 {
+        self.0.fetch_add(1, Ordering::Relaxed)
+    }
+}
 
 /// One command of a captured graph, as a replay issues it again.
 #[derive(Clone, Debug)]
@@ -51,6 +81,16 @@ pub enum Recorded {
     Flush {
         /// The stream.
         stream: StreamId,
+    },
+    /// A copy of `src` into another runtime's buffer (`to_client_into` inside the capture),
+    /// issued again through `target` at every replay; never part of a [`Command::Replay`].
+    Transfer {
+        /// The source range, on the capturing runtime.
+        src: Binding,
+        /// The source's stream.
+        stream: StreamId,
+        /// The destination, and the way to issue the transfer again.
+        target: Arc<dyn TransferOut>,
     },
 }
 
@@ -93,19 +133,32 @@ impl PartialEq for Recorded {
                 },
             ) => dst == d && stream == st && data == bytes,
             (Recorded::Flush { stream }, Recorded::Flush { stream: st }) => stream == st,
+            (
+                Recorded::Transfer {
+                    src,
+                    stream,
+                    target,
+                },
+                Recorded::Transfer {
+                    src: s,
+                    stream: st,
+                    target: t,
+                },
+            ) => src == s && stream == st && target.destination() == t.destination(),
             _ => false,
         }
     }
 }
 
 impl Recorded {
-    /// The command it was recorded from, to issue eagerly.
+    /// The command it was recorded from, to issue eagerly; `None` for a transfer, which its
+    /// target issues ([`TransferOut::issue`]).
     ///
     /// # Safety
     /// An unchecked launch is issued unchecked again: the caller vouches for it as for the
     /// launch it was recorded from (the same bindings, count and scalars).
-    pub unsafe fn into_command(self) -> Command {
-        match self {
+    pub unsafe fn into_command(self) -> Option<Command> {
+        Some(match self {
             Recorded::Launch {
                 kernel,
                 count,
@@ -127,15 +180,17 @@ impl Recorded {
             },
             Recorded::Write { dst, data, stream } => Command::Write { dst, data, stream },
             Recorded::Flush { stream } => Command::Flush { stream },
-        }
+            Recorded::Transfer { .. } => return None,
+        })
     }
 
-    /// What the command is, for listings: `launch`, `write` or `flush`.
+    /// What the command is, for listings: `launch`, `write`, `flush` or `transfer`.
     pub fn kind(&self) -> &'static str {
         match self {
             Recorded::Launch { .. } => "launch",
             Recorded::Write { .. } => "write",
             Recorded::Flush { .. } => "flush",
+            Recorded::Transfer { .. } => "transfer",
         }
     }
 
@@ -160,6 +215,20 @@ impl Recorded {
                 dst.handle()
             ),
             Recorded::Flush { stream } => format!("flush {stream}"),
+            Recorded::Transfer {
+                src,
+                stream,
+                target,
+            } => {
+                let (runtime, dst) = target.destination();
+                format!(
+                    "transfer {} bytes of handle {} on {stream} to handle {} of runtime {}",
+                    src.size(),
+                    src.handle(),
+                    dst.handle(),
+                    runtime.0
+                )
+            }
         }
     }
 }
@@ -170,6 +239,10 @@ pub struct Recording {
     thread: ThreadId,
     /// The commands recorded, in order.
     pub commands: Vec<Recorded>,
+    /// The number each of `commands` took from the capture's order, for merging the captures
+    /// of several runtimes.
+    pub order: Vec<u64>,
+    numbers: CaptureOrder,
     /// The handles pinned for the graph, each once, in the order they were pinned.
     pub pinned: Vec<HandleId>,
     pinned_set: rustc_hash::FxHashSet<HandleId>,
@@ -183,9 +256,17 @@ pub struct Recording {
 impl Recording {
     /// A recording of what the calling thread queues.
     pub fn on_this_thread() -> Recording {
+        Recording::ordered_by(CaptureOrder::default())
+    }
+
+    /// A recording of what the calling thread queues, its commands numbered by `order`, which
+    /// captures of other runtimes opened together share.
+    pub fn ordered_by(order: CaptureOrder) -> Recording {
         Recording {
             thread: std::thread::current().id(),
             commands: Vec::new(),
+            order: Vec::new(),
+            numbers: order,
             pinned: Vec::new(),
             pinned_set: Default::default(),
             refused: None,
@@ -234,7 +315,7 @@ impl Recording {
                 if let CubeCount::Dynamic(binding) = &count {
                     handles.push(binding.handle());
                 }
-                self.commands.push(Recorded::Launch {
+                self.record(Recorded::Launch {
                     kernel,
                     count,
                     buffers: buffers.clone(),
@@ -255,7 +336,7 @@ impl Recording {
                 self.pin(&handles, &mut queue);
             }
             Command::Write { dst, data, stream } => {
-                self.commands.push(Recorded::Write {
+                self.record(Recorded::Write {
                     dst,
                     data: data.clone(),
                     stream,
@@ -273,7 +354,7 @@ impl Recording {
             } => {
                 // Made once, in this warm-up; a replay writes its initial contents again.
                 if let Some(data) = &data {
-                    self.commands.push(Recorded::Write {
+                    self.record(Recorded::Write {
                         dst: Binding::of_handle(handle, runtime, 0, 0, size),
                         data: data.clone(),
                         stream,
@@ -288,7 +369,7 @@ impl Recording {
                 self.pin(&[handle], &mut queue);
             }
             Command::Flush { stream } => {
-                self.commands.push(Recorded::Flush { stream });
+                self.record(Recorded::Flush { stream });
                 if !self.dry {
                     queue.push(Command::Flush { stream });
                 }
@@ -309,7 +390,10 @@ impl Recording {
                 refuse(self, work.name());
             }
             Command::WriteArriving { .. } => {
-                refuse(self, "a transfer from another runtime");
+                refuse(
+                    self,
+                    "a transfer from another runtime (capture it on the source's client)",
+                );
             }
             Command::Replay { .. } => {
                 refuse(self, "replay");
@@ -318,6 +402,31 @@ impl Recording {
             other => queue.push(other),
         }
         queue
+    }
+
+    /// Appends `command`, numbered by the capture's order.
+    fn record(&mut self, command: Recorded) {
+        self.commands.push(command);
+        self.order.push(self.numbers.next());
+    }
+
+    /// Records a transfer to another runtime from the capturing thread, and returns the pin of
+    /// `src`'s handle if it is the first command to use it; whether the transfer must run now too
+    /// (a dry recording only records it).
+    pub fn record_transfer(
+        &mut self,
+        src: Binding,
+        stream: StreamId,
+        target: Arc<dyn TransferOut>,
+    ) -> (SmallVec<[Command; 4]>, bool) {
+        self.record(Recorded::Transfer {
+            src,
+            stream,
+            target,
+        });
+        let mut pins = SmallVec::new();
+        self.pin(&[src.handle()], &mut pins);
+        (pins, !self.dry)
     }
 
     /// Pins each of `handles` not pinned yet, behind the command that uses it.

@@ -251,6 +251,47 @@ impl Inbox {
         self.begin(capture::Recording::on_this_thread())
     }
 
+    /// Opens a capture of what the calling thread pushes, numbered by `order`, which the
+    /// captures of other runtimes opened with it share; `GraphError::NestedCapture` when one is
+    /// open already.
+    pub fn begin_ordered_capture(&self, order: capture::CaptureOrder) -> Result<(), Error> {
+        self.begin(capture::Recording::ordered_by(order))
+    }
+
+    /// Whether the calling thread has a capture open on this inbox.
+    pub fn capturing_here(&self) -> bool {
+        self.capturing.load(Ordering::Acquire)
+            && self
+                .capture
+                .lock()
+                .as_ref()
+                .is_some_and(|r| r.is_this_thread())
+    }
+
+    /// Records a transfer to another runtime in the calling thread's capture and pins its
+    /// source; whether it must also run now (the warm-up), `None` when this thread has no capture
+    /// open here.
+    pub fn record_transfer(
+        &self,
+        src: Binding,
+        stream: StreamId,
+        target: std::sync::Arc<dyn capture::TransferOut>,
+    ) -> Option<bool> {
+        let mut capture = self.capture.lock();
+        let recording = capture.as_mut().filter(|r| r.is_this_thread())?;
+        let (pins, run) = recording.record_transfer(src, stream, target);
+        for pin in pins {
+            self.push_now(pin);
+        }
+        Some(run)
+    }
+
+    /// Queues a command past any capture open on this inbox: the parts of a transfer a graph
+    /// issues, which belong to that graph and not to a capture here.
+    pub fn push_uncaptured(&self, command: Command) {
+        self.push_now(command);
+    }
+
     /// Opens a dry capture: what the calling thread pushes is recorded, and its launches,
     /// writes and flushes are not queued (see [`capture::Recording::dry_on_this_thread`]).
     pub fn begin_dry_capture(&self) -> Result<(), Error> {

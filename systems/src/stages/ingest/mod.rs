@@ -12,7 +12,7 @@
 
 mod handle_index;
 
-use crate::error::{BindingError, Error, MemoryError};
+use crate::error::{BindingError, Error, GraphError, MemoryError};
 pub(super) use handle_index::snapshot_lines;
 pub use handle_index::{HandleEntry, HandleIndex, HandleState, UsedOn};
 use handle_index::{region_in, release, spawn_handle};
@@ -648,6 +648,19 @@ impl Ingest<'_> {
             Recorded::Flush { stream } => {
                 let stream = self.stream_entity(world, taken, *stream);
                 self.spawn_task(stream, TaskWork::Flush, SmallVec::new());
+            }
+            // A graph issues its transfers itself, between the replays of the commands around
+            // them (`Graph::replay`); one inside a replay command came from elsewhere, and is the
+            // stream's fault rather than a silent skip.
+            Recorded::Transfer { stream, .. } => {
+                let stream = self.stream_entity(world, taken, *stream);
+                let call = "a transfer inside a replay command (a graph issues it itself)";
+                tracing::warn!(target: "gpuworld::graph", call, "not replayed");
+                record_fault(
+                    world,
+                    stream,
+                    Error::Graph(GraphError::NotCapturable { call }),
+                );
             }
         }
     }
