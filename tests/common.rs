@@ -4,6 +4,8 @@
 #![allow(dead_code)]
 
 // A path from `tests/`: this file is a test crate's root too (`cargo test --test common`).
+#[path = "common/halo.rs"]
+pub mod halo;
 #[path = "common/harness.rs"]
 pub mod harness;
 #[cfg(feature = "cuda")]

@@ -6,6 +6,7 @@
 
 mod common;
 
+use common::halo::{Pair, replay_equals_eager};
 use common::{Skip, add_chain, cuda_client_or_skip, floats};
 use gpuworld::{Bindings, ComputeClient, CubeCount, CudaBackend, StreamId, library};
 
@@ -13,6 +14,7 @@ test_main![
     a_replay_runs_as_one_cuda_graph_with_the_eager_runs_bytes,
     an_update_changes_the_cuda_graph_in_place_and_writes_between_replays_are_seen,
     a_replay_over_two_streams_is_one_cuda_graph_with_a_lane_per_stream,
+    a_halo_exchange_of_peer_copies_captured_over_two_runtimes_replays_to_the_eager_bytes,
 ];
 
 const N: usize = 1 << 12;
@@ -160,5 +162,26 @@ fn a_replay_over_two_streams_is_one_cuda_graph_with_a_lane_per_stream() -> Resul
     other.sync().unwrap();
     assert_eq!(floats(&client, &y), vec![61.0; N]);
     assert_eq!(executables(&client), 1);
+    Ok(())
+}
+
+/// Peer copies (`cuMemcpyPeerAsync` with events on both sides) inside a graph captured over two
+/// runtimes: between two clients of one GPU, and between two GPUs where there are two.
+fn a_halo_exchange_of_peer_copies_captured_over_two_runtimes_replays_to_the_eager_bytes()
+-> Result<(), Skip> {
+    let pair = || -> Result<Pair<CudaBackend>, Skip> {
+        Ok(Pair::new(cuda_client_or_skip()?, cuda_client_or_skip()?))
+    };
+    replay_equals_eager(pair()?, pair()?);
+    if let Ok(gpus) = common::cuda_clients_or_skip(2) {
+        let mut more = common::cuda_clients_or_skip(2)?.into_iter();
+        let mut gpus = gpus.into_iter();
+        let (Some(a), Some(b), Some(c), Some(d)) =
+            (gpus.next(), gpus.next(), more.next(), more.next())
+        else {
+            return Ok(());
+        };
+        replay_equals_eager(Pair::new(a, b), Pair::new(c, d));
+    }
     Ok(())
 }
