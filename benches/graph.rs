@@ -11,8 +11,13 @@
 //! raw graph again over two buffers of the runtime's pool (`graph/cuda_raw_pool`), which isolates
 //! what the buffers' placement costs. PyTorch's side is `benches/graph_torch.py`.
 //!
+//! `graph/split_*` is a split run's step over two runtimes (two cpu devices; on CUDA two clients
+//! of GPU 0, and GPUs 0 and 1 where there are two): `K` chained `ADD`s on each, then a halo of 16
+//! floats each way (`to_client_into`: peer copies on CUDA), then a `sync` of both; eager, and
+//! captured once over both runtimes (`Graph::capture_group`) and replayed.
+//!
 //! `cargo bench --bench graph [--features wgpu,cuda]`; `GPUWORLD_GRAPH_KERNELS=100,1000` sets the
-//! step sizes. A third row runs the step through a `FrameGraph` (captured after two identical
+//! step sizes (`GPUWORLD_GRAPH_SPLIT_KERNELS=1,10,100` the split step's). A third row runs the step through a `FrameGraph` (captured after two identical
 //! frames; the closure runs every frame in a dry capture, a frame like the graph is one replay).
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
@@ -173,10 +178,92 @@ fn bench_backend<B: Backend>(c: &mut Criterion, name: &str, client: ComputeClien
     group.finish();
 }
 
+/// Words each runtime of a split step sends the other.
+const HALO: usize = 16;
+
+/// A split step: `k` chained `x += ones` on each runtime, then each sends its first `HALO`
+/// floats into the other's last ones.
+fn split_step<B: Backend>(
+    clients: &[ComputeClient<B>],
+    state: &[(Handle, Handle); 2],
+    k: usize,
+) -> gpuworld::Result<()> {
+    for (client, (x, ones)) in clients.iter().zip(state) {
+        step(client, x, ones, k);
+    }
+    let words = |x: &Handle, start: usize| {
+        x.clone()
+            .offset_start((start * 4) as u64)
+            .offset_end(((FLOATS - start - HALO) * 4) as u64)
+    };
+    let ((xa, _), (xb, _)) = (&state[0], &state[1]);
+    clients[0].to_client_into(&words(xa, 0), &clients[1], &words(xb, FLOATS - HALO))?;
+    clients[1].to_client_into(&words(xb, 0), &clients[0], &words(xa, FLOATS - HALO))
+}
+
+fn bench_split<B: Backend>(c: &mut Criterion, name: &str, clients: [ComputeClient<B>; 2]) {
+    let mut group = bench_group(c, &format!("graph/split_{name}"));
+    let sizes = std::env::var("GPUWORLD_GRAPH_SPLIT_KERNELS")
+        .ok()
+        .map(|list| {
+            list.split(',')
+                .map(|k| k.trim().parse().expect("GPUWORLD_GRAPH_SPLIT_KERNELS"))
+                .collect()
+        })
+        .unwrap_or_else(|| vec![1, 10, 100]);
+    let sync = || clients.iter().for_each(|c| c.sync().expect("sync"));
+    for k in sizes {
+        let state = [0, 1].map(|i| {
+            (
+                clients[i].create_from_pod(&[0.0f32; FLOATS]),
+                clients[i].create_from_pod(&[1.0f32; FLOATS]),
+            )
+        });
+        let mut steps = 0u64;
+        group.throughput(Throughput::Elements(1));
+        group.bench_function(format!("eager/{k}"), |b| {
+            b.iter(|| {
+                split_step(&clients, &state, k).expect("step");
+                sync();
+                steps += 1;
+            })
+        });
+        let capture_start = std::time::Instant::now();
+        let graph = gpuworld::Graph::capture_group(&clients, |c| split_step(c, &state, k))
+            .expect("capture");
+        sync();
+        let capture = capture_start.elapsed();
+        steps += 1;
+        group.bench_function(format!("replay/{k}"), |b| {
+            b.iter(|| {
+                graph.replay().expect("replay");
+                sync();
+                steps += 1;
+            })
+        });
+        // Every step added `k` to the words nobody overwrote.
+        let middle = clients[0].read_one_as::<f32>(&state[0].0).expect("read")[HALO];
+        assert_eq!(middle as u64, steps * k as u64, "every step ran once");
+        eprintln!(
+            "graph/split_{name}/{k}: capture (warm-up step included) {:.1} µs; reserved {} B and {} B",
+            capture.as_secs_f64() * 1e6,
+            clients[0].memory_usage().bytes_reserved,
+            clients[1].memory_usage().bytes_reserved,
+        );
+    }
+    group.finish();
+}
+
 fn graphs(c: &mut Criterion) {
     match gpuworld::cpu_client(Driver::DeviceThread) {
         Ok(client) => bench_backend(c, "cpu", client),
         Err(error) => eprintln!("SKIPPED cpu: {error}"),
+    }
+    let mut cpus = gpuworld::CpuBackend::with_devices(2)
+        .into_iter()
+        .map(|b| ComputeClient::new(b, gpuworld::RuntimeConfig::default(), Driver::DeviceThread));
+    if let (Some(a), Some(b)) = (cpus.next(), cpus.next()) {
+        bench_split(c, "cpu", [a, b]);
     }
     #[cfg(feature = "wgpu")]
     match gpuworld::wgpu_client(gpuworld::WgpuConfig::default()) {
@@ -191,6 +278,15 @@ fn graphs(c: &mut Criterion) {
         Ok(client) => {
             bench_backend(c, "cuda", client.clone());
             raw_cuda::bench(c, &client);
+            let config = |device| gpuworld::CudaConfig::default().with_device(device);
+            match gpuworld::cuda_client(config(0)) {
+                Ok(other) => bench_split(c, "cuda_one_gpu", [client.clone(), other]),
+                Err(error) => eprintln!("SKIPPED cuda split on one GPU: {error}"),
+            }
+            match gpuworld::cuda_client(config(1)) {
+                Ok(other) => bench_split(c, "cuda_two_gpus", [client, other]),
+                Err(error) => eprintln!("SKIPPED cuda split on two GPUs: {error}"),
+            }
         }
         Err(error) => eprintln!("SKIPPED cuda: {error}"),
     }
