@@ -191,7 +191,7 @@ fn a_group_capture_over_a_runtime_capturing_already_is_refused() {
     assert!(outcome.is_ok(), "{outcome:?}");
     // `b`'s capture was closed again: a capture there works.
     let x = b.create_from_pod(&[1.0f32; N]);
-    let graph = Graph::capture_group(&[b.clone()], |clients| {
+    let graph = Graph::capture_group(std::slice::from_ref(&b), |clients| {
         let doubled = Bindings::new().buffer(&x).buffer(&x).buffer(&x);
         clients[0].launch(&library::ADD, CubeCount::new_1d(4), doubled)
     })
