@@ -7,7 +7,10 @@
 //!
 //! `GPUWORLD_GRAPH_FUZZ_SEEDS=N` runs seeds `1..=N` (default 12), on cpu, the sim and CUDA (wgpu:
 //! at most 4); on cpu, wgpu and CUDA each seed also runs frames of launches on one stream and on
-//! both, which those backends replay as one unit.
+//! both, which those backends replay as one unit. Every backend also runs frames across two
+//! runtimes: launches and writes on either, and transfers between them (`to_client_into`: peer
+//! copies on CUDA), captured over both at once (`Graph::capture_group`), with eager transfers
+//! between replays too.
 
 #[path = "fuzz/rng.rs"]
 #[allow(dead_code)]
@@ -30,37 +33,106 @@ struct View {
 /// One command of a frame.
 #[derive(Clone, Debug)]
 enum Op {
-    Fill { out: View, value: f32 },
-    Copy { src: View, dst: View },
-    Add { a: View, b: View, out: View },
-    Scale { x: View, out: View, factor: f32 },
-    Write { dst: View, data: Vec<f32> },
+    Fill {
+        out: View,
+        value: f32,
+    },
+    Copy {
+        src: View,
+        dst: View,
+    },
+    Add {
+        a: View,
+        b: View,
+        out: View,
+    },
+    Scale {
+        x: View,
+        out: View,
+        factor: f32,
+    },
+    Write {
+        dst: View,
+        data: Vec<f32>,
+    },
+    /// `src` of the op's runtime into `dst` of runtime `to`.
+    Send {
+        src: View,
+        dst: View,
+        to: usize,
+    },
 }
 
-/// A frame: its ops, each on stream 0 or 1.
-type Frame = Vec<(Op, u64)>;
+/// A frame: its ops, each on stream 0 or 1 of runtime 0 or 1.
+type Frame = Vec<(Op, u64, usize)>;
 
+/// The buffers of one side, over one runtime or two.
 struct Side<B: Backend> {
+    runtimes: Vec<Runtime<B>>,
+}
+
+/// One runtime of a side: its client, its two streams, the buffers' handles.
+struct Runtime<B: Backend> {
     client: ComputeClient<B>,
     streams: [ComputeClient<B>; 2],
-    /// The buffers' handles.
     frame_handles: Vec<Handle>,
 }
 
 impl<B: Backend> Side<B> {
-    fn new(client: ComputeClient<B>, sizes: &[usize]) -> Side<B> {
-        let streams = [0, 1].map(|value| client.with_stream(StreamId { value }));
-        let buffers: Vec<Handle> = sizes
-            .iter()
-            .map(|&words| client.create_from_pod(&vec![0.0f32; words]))
+    fn new(make: &impl Fn() -> ComputeClient<B>, sizes: &[usize], runtimes: usize) -> Side<B> {
+        let runtimes = (0..runtimes)
+            .map(|_| {
+                let client = make();
+                let streams = [0, 1].map(|value| client.with_stream(StreamId { value }));
+                let frame_handles = sizes
+                    .iter()
+                    .map(|&words| client.create_from_pod(&vec![0.0f32; words]))
+                    .collect();
+                Runtime {
+                    client,
+                    streams,
+                    frame_handles,
+                }
+            })
             .collect();
-        Side {
-            frame_handles: buffers,
-            streams,
-            client,
-        }
+        Side { runtimes }
     }
 
+    fn run(&self, op: &Op, stream: u64, runtime: usize) -> gpuworld::Result<()> {
+        let here = &self.runtimes[runtime];
+        if let Op::Send { src, dst, to } = op {
+            let there = &self.runtimes[*to];
+            return here.streams[stream as usize].to_client_into(
+                &here.view(*src),
+                &there.streams[stream as usize],
+                &there.view(*dst),
+            );
+        }
+        here.run(op, stream)
+    }
+
+    fn frame(&self, frame: &Frame) -> gpuworld::Result<()> {
+        frame
+            .iter()
+            .try_for_each(|(op, stream, runtime)| self.run(op, *stream, *runtime))
+    }
+
+    fn contents(&self) -> Vec<Vec<u8>> {
+        self.runtimes
+            .iter()
+            .flat_map(|runtime| {
+                (runtime.frame_handles.iter())
+                    .map(|h| runtime.client.read_one(h).expect("read").into_vec())
+            })
+            .collect()
+    }
+
+    fn tick(&self) {
+        self.runtimes.iter().for_each(|r| r.client.tick());
+    }
+}
+
+impl<B: Backend> Runtime<B> {
     fn view(&self, view: View) -> Handle {
         let handle = &self.frame_handles[view.buffer];
         let end = handle.capacity() - ((view.start + view.words) * 4) as u64;
@@ -103,20 +175,8 @@ impl<B: Backend> Side<B> {
                     .scalar_f32(*factor),
             ),
             Op::Write { dst, data } => c.write(&self.view(*dst), bytemuck::cast_slice(data)),
+            Op::Send { .. } => unreachable!("a side runs its transfers"),
         }
-    }
-
-    fn frame(&self, frame: &Frame) -> gpuworld::Result<()> {
-        frame
-            .iter()
-            .try_for_each(|(op, stream)| self.run(op, *stream))
-    }
-
-    fn contents(&self) -> Vec<Vec<u8>> {
-        self.frame_handles
-            .iter()
-            .map(|h| self.client.read_one(h).expect("read").into_vec())
-            .collect()
     }
 }
 
@@ -159,6 +219,21 @@ fn random_op(rng: &mut Rng, sizes: &[usize]) -> Op {
 /// A random launch (no write).
 fn random_launch(rng: &mut Rng, sizes: &[usize]) -> Op {
     random_op_of(rng, sizes, 4)
+}
+
+/// An op on runtime `runtime` of two: a launch, a write or a transfer to the other.
+fn random_op_across(rng: &mut Rng, sizes: &[usize], runtime: usize) -> Op {
+    if !rng.chance(300) {
+        return random_op(rng, sizes);
+    }
+    let src = random_view(rng, sizes, None);
+    let dst = random_view(rng, sizes, Some(src.words));
+    let words = src.words.min(dst.words);
+    Op::Send {
+        src: View { words, ..src },
+        dst: View { words, ..dst },
+        to: 1 - runtime,
+    }
 }
 
 /// One of the first `kinds` kinds of op: the launches, then the write.
@@ -209,6 +284,8 @@ enum FrameShape {
     /// Launches on both streams: one unit with a lane per stream (a CUDA graph's lanes; on cpu
     /// and wgpu the frame's order on the first stream).
     LaunchesOnTwoStreams,
+    /// Launches, writes and transfers on two runtimes, captured over both.
+    AcrossRuntimes,
 }
 
 fn run_seed<B: Backend>(seed: u64, make: impl Fn() -> ComputeClient<B>, manual: bool) {
@@ -223,17 +300,34 @@ fn run_seed_shaped<B: Backend>(
 ) {
     let mut rng = Rng::new(seed);
     let sizes: Vec<usize> = (0..4).map(|_| rng.between(1, 2048) as usize).collect();
-    let (eager, replayed) = (Side::new(make(), &sizes), Side::new(make(), &sizes));
+    let runtimes = if shape == FrameShape::AcrossRuntimes {
+        2
+    } else {
+        1
+    };
+    let (eager, replayed) = (
+        Side::new(&make, &sizes, runtimes),
+        Side::new(&make, &sizes, runtimes),
+    );
     let tick = |side: &Side<B>| {
         if manual {
-            side.client.tick();
+            side.tick();
         }
+    };
+    // An op for eager work, or for a frame of the mixed shapes.
+    let mixed = |rng: &mut Rng| {
+        let runtime = rng.index(runtimes);
+        let op = match shape {
+            FrameShape::AcrossRuntimes => random_op_across(rng, &sizes, runtime),
+            _ => random_op(rng, &sizes),
+        };
+        (op, rng.below(2), runtime)
     };
     let mut frame: Frame = (0..rng.between(1, 12))
         .map(|_| match shape {
-            FrameShape::Mixed => (random_op(&mut rng, &sizes), rng.below(2)),
-            FrameShape::LaunchesOnOneStream => (random_launch(&mut rng, &sizes), 0),
-            FrameShape::LaunchesOnTwoStreams => (random_launch(&mut rng, &sizes), rng.below(2)),
+            FrameShape::Mixed | FrameShape::AcrossRuntimes => mixed(&mut rng),
+            FrameShape::LaunchesOnOneStream => (random_launch(&mut rng, &sizes), 0, 0),
+            FrameShape::LaunchesOnTwoStreams => (random_launch(&mut rng, &sizes), rng.below(2), 0),
         })
         .collect();
     eager.frame(&frame).expect("the eager frame");
@@ -244,9 +338,9 @@ fn run_seed_shaped<B: Backend>(
     for round in 0..rng.between(1, 8) {
         // Eager work between frames, the same on both sides.
         for _ in 0..rng.below(4) {
-            let (op, stream) = (random_op(&mut rng, &sizes), rng.below(2));
-            eager.run(&op, stream).expect("eager op");
-            replayed.run(&op, stream).expect("eager op");
+            let (op, stream, runtime) = mixed(&mut rng);
+            eager.run(&op, stream, runtime).expect("eager op");
+            replayed.run(&op, stream, runtime).expect("eager op");
         }
         // Updates: a scalar or a write's bytes, made to the eager frame and to the graph.
         if rng.chance(500) {
@@ -285,7 +379,9 @@ fn run_seed_shaped<B: Backend>(
 
 impl<B: Backend> Side<B> {
     fn capture(&self, frame: &Frame) -> gpuworld::Result<Graph<B>> {
-        self.client.capture(|_| self.frame(frame))
+        let clients: Vec<ComputeClient<B>> =
+            self.runtimes.iter().map(|r| r.client.clone()).collect();
+        Graph::capture_group(&clients, |_| self.frame(frame))
     }
 }
 
@@ -307,6 +403,7 @@ fn replays_do_what_eager_frames_do_on_cpu() {
         for shape in [
             FrameShape::LaunchesOnOneStream,
             FrameShape::LaunchesOnTwoStreams,
+            FrameShape::AcrossRuntimes,
         ] {
             run_seed_shaped(
                 seed,
@@ -320,18 +417,16 @@ fn replays_do_what_eager_frames_do_on_cpu() {
 
 #[test]
 fn replays_do_what_eager_frames_do_on_the_sim() {
+    let sim = || {
+        ComputeClient::new(
+            SimBackend::new(SimConfig::default().with_latency_ticks(2)),
+            gpuworld::RuntimeConfig::default(),
+            Driver::Manual,
+        )
+    };
     for seed in 1..=seeds() {
-        run_seed(
-            seed,
-            || {
-                ComputeClient::new(
-                    SimBackend::new(SimConfig::default().with_latency_ticks(2)),
-                    gpuworld::RuntimeConfig::default(),
-                    Driver::Manual,
-                )
-            },
-            true,
-        );
+        run_seed(seed, sim, true);
+        run_seed_shaped(seed, sim, true, FrameShape::AcrossRuntimes);
     }
 }
 
@@ -355,6 +450,7 @@ fn replays_do_what_eager_frames_do_on_wgpu() {
         for shape in [
             FrameShape::LaunchesOnOneStream,
             FrameShape::LaunchesOnTwoStreams,
+            FrameShape::AcrossRuntimes,
         ] {
             run_seed_shaped(
                 seed,
@@ -385,6 +481,7 @@ fn replays_do_what_eager_frames_do_on_cuda() {
         for shape in [
             FrameShape::LaunchesOnOneStream,
             FrameShape::LaunchesOnTwoStreams,
+            FrameShape::AcrossRuntimes,
         ] {
             run_seed_shaped(
                 seed,
