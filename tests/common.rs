@@ -570,3 +570,20 @@ pub fn add_chain<B: gpuworld::Backend>(
             .unwrap();
     }
 }
+
+/// A snapshot without the graph's holds, which the eager run has not.
+pub fn without_holds(snapshot: &str) -> String {
+    snapshot
+        .lines()
+        .map(|line| match line.find(", held by") {
+            Some(at) => {
+                // `, held by N graph(s)`, then whatever later stages add.
+                let rest = &line[at + 2..];
+                let end = rest.find(", ").map_or(line.len(), |e| at + 2 + e);
+                format!("{}{}", &line[..at], &line[end..])
+            }
+            None => line.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}

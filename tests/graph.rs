@@ -4,6 +4,9 @@
 //! scalars and written bytes change between replays through explicit updates; a read, a sync or
 //! a nested capture inside a capture is a typed error and the runtime goes on.
 
+mod common;
+
+use common::without_holds;
 use gpuworld::error::GraphError;
 use gpuworld::{
     Bindings, ComputeClient, CubeCount, Driver, Error, Graph, Handle, SimBackend, SimConfig,
@@ -49,23 +52,6 @@ fn frame<B: gpuworld::Backend>(
         Bindings::new().buffer(y).buffer(x).buffer(z),
     )?;
     Ok(())
-}
-
-/// A snapshot without the graph's holds, which the eager run has not.
-fn without_holds(snapshot: &str) -> String {
-    snapshot
-        .lines()
-        .map(|line| match line.find(", held by") {
-            Some(at) => {
-                // `, held by N graph(s)`, then whatever later stages add.
-                let rest = &line[at + 2..];
-                let end = rest.find(", ").map_or(line.len(), |e| at + 2 + e);
-                format!("{}{}", &line[..at], &line[end..])
-            }
-            None => line.to_string(),
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
 }
 
 #[test]

@@ -9,6 +9,7 @@
 mod common;
 
 use common::halo::{N, Pair, replay_equals_eager};
+use common::without_holds;
 use gpuworld::error::GraphError;
 use gpuworld::{
     Backend, Bindings, ComputeClient, CubeCount, Driver, Error, FrameGraph, FrameMode, Graph,
@@ -55,22 +56,6 @@ fn a_halo_exchange_captured_over_two_wgpu_runtimes_replays_to_the_eager_runs_byt
         return;
     };
     replay_equals_eager(Pair::new(a, b), Pair::new(c, d));
-}
-
-/// A snapshot without the graph's holds, which the eager run has not.
-fn without_holds(snapshot: &str) -> String {
-    snapshot
-        .lines()
-        .map(|line| match line.find(", held by") {
-            Some(at) => {
-                let rest = &line[at + 2..];
-                let end = rest.find(", ").map_or(line.len(), |e| at + 2 + e);
-                format!("{}{}", &line[..at], &line[end..])
-            }
-            None => line.to_string(),
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
 }
 
 #[test]

@@ -69,11 +69,7 @@ fn run_on<B: Backend>(
         clients.iter().for_each(ComputeClient::start_trace);
     }
     let progress = progress_bar(args.ticks, args.quiet);
-    let result = if args.graph {
-        problem.simulate_on_devices_replayed(&clients, args.ticks, &progress)
-    } else {
-        problem.simulate_on_devices(&clients, args.ticks, &progress)
-    };
+    let result = problem.simulate_on_devices(&clients, args.ticks, &progress, args.graph);
     progress.finish_and_clear();
     let result = result?;
     if let Some(path) = &trace {

@@ -51,30 +51,12 @@ fn row_of(handle: &Handle, slab: &Slab, row: usize, width: usize) -> Handle {
 
 impl HeatProblem {
     /// Runs `steps` diffusion steps with the field split over `clients`, one slab each, and
-    /// reads the final field back; `Error::TooManyDevices` when a slab would get no row.
+    /// reads the final field back; `Error::TooManyDevices` when a slab would get no row. With
+    /// `replay`, the first two steps (a step swaps each slab's buffers, so two bring them back)
+    /// are captured over every device as one graph (`Graph::capture_group`: the stencils and the
+    /// halo transfers), which the later pairs replay, an odd last step running eagerly: the same
+    /// field bit for bit.
     pub fn simulate_on_devices<B: Backend>(
-        &self,
-        clients: &[ComputeClient<B>],
-        steps: u64,
-        progress: &ProgressBar,
-    ) -> Result<HeatResult, CliError> {
-        self.simulate_split(clients, steps, progress, false)
-    }
-
-    /// [`HeatProblem::simulate_on_devices`] with its steps replayed: the first two (a step swaps
-    /// each slab's buffers, so two bring them back) are captured over every device as one graph
-    /// (`Graph::capture_group`: the stencils and the halo transfers), which the later pairs
-    /// replay; an odd last step runs eagerly. The same field bit for bit.
-    pub fn simulate_on_devices_replayed<B: Backend>(
-        &self,
-        clients: &[ComputeClient<B>],
-        steps: u64,
-        progress: &ProgressBar,
-    ) -> Result<HeatResult, CliError> {
-        self.simulate_split(clients, steps, progress, true)
-    }
-
-    fn simulate_split<B: Backend>(
         &self,
         clients: &[ComputeClient<B>],
         steps: u64,
