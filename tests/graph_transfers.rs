@@ -99,6 +99,7 @@ fn a_transfer_between_backends_inside_a_capture_replays() {
         })
         .expect("the capture");
     assert_eq!(graph.len(), 2);
+    assert_eq!(graph.buffers(), 2, "`x` on the cpu, `y` on the sim");
     let listing = graph.commands();
     assert!(
         listing[1].starts_with("1: transfer 4096 bytes of handle"),

@@ -301,9 +301,20 @@ impl<B: Backend> Graph<B> {
             .collect()
     }
 
-    /// How many buffers the graph holds.
+    /// How many buffers the graph holds, on the runtimes it replays on and those its transfers
+    /// write to.
     pub fn buffers(&self) -> usize {
-        self.pinned.len()
+        let mut held = rustc_hash::FxHashSet::default();
+        for &(client, handle) in &self.pinned {
+            held.insert((self.clients[client].shared.id, handle));
+        }
+        for command in self.commands.iter() {
+            if let Recorded::Transfer { target, .. } = command {
+                let (runtime, range) = target.destination();
+                held.insert((runtime, range.handle()));
+            }
+        }
+        held.len()
     }
 
     /// Sets scalar `index` of launch `node` (an index into [`Graph::commands`]) to `value` for
