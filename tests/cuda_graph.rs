@@ -15,6 +15,7 @@ test_main![
     an_update_changes_the_cuda_graph_in_place_and_writes_between_replays_are_seen,
     a_replay_over_two_streams_is_one_cuda_graph_with_a_lane_per_stream,
     a_halo_exchange_of_peer_copies_captured_over_two_runtimes_replays_to_the_eager_bytes,
+    the_runs_of_launches_between_writes_replay_as_one_cuda_graph_each,
 ];
 
 const N: usize = 1 << 12;
@@ -183,5 +184,34 @@ fn a_halo_exchange_of_peer_copies_captured_over_two_runtimes_replays_to_the_eage
         };
         replay_equals_eager(Pair::new(a, b), Pair::new(c, d));
     }
+    Ok(())
+}
+
+/// A frame with writes between two chains: each chain is one CUDA graph, made once; the writes
+/// land between them, and an update to a write's bytes is seen by the next replay.
+fn the_runs_of_launches_between_writes_replay_as_one_cuda_graph_each() -> Result<(), Skip> {
+    let client = cuda_client_or_skip()?;
+    let x = client.create_from_pod(&[0.0f32; N]);
+    let ones = client.create_from_pod(&[1.0f32; N]);
+    let mut graph = client
+        .capture(|c| {
+            c.write(&x, bytemuck::cast_slice(&[10.0f32; N]))?;
+            add_chain(c, &x, &ones, 20);
+            c.write(&ones, bytemuck::cast_slice(&[2.0f32; N]))?;
+            add_chain(c, &x, &ones, 5);
+            c.write(&ones, bytemuck::cast_slice(&[1.0f32; N]))
+        })
+        .unwrap();
+    assert_eq!(floats(&client, &x), vec![40.0; N], "the capture's run");
+    for _ in 0..3 {
+        graph.replay().unwrap();
+        assert_eq!(floats(&client, &x), vec![40.0; N]);
+    }
+    assert_eq!(executables(&client), 2, "one CUDA graph for each chain");
+    graph
+        .set_data(0, bytemuck::cast_slice(&[100.0f32; N]))
+        .unwrap();
+    graph.replay().unwrap();
+    assert_eq!(floats(&client, &x), vec![130.0; N]);
     Ok(())
 }

@@ -2,7 +2,8 @@
 //! its first replay (pipelines, bind groups, the scalars in a buffer of the plan's own), with the
 //! bytes of the eager run; an update makes a new plan; eager writes between replays are seen by
 //! the next one; a view that cannot be bound in place replays launch by launch, as correct; a
-//! replay over two streams is one plan, and the second stream's later work follows it.
+//! replay over two streams is one plan, and the second stream's later work follows it; in a
+//! frame with writes, each run of launches between them is one plan.
 
 mod common;
 
@@ -14,6 +15,7 @@ test_main![
     an_update_makes_a_new_plan_and_writes_between_replays_are_seen,
     a_view_not_bound_in_place_replays_launch_by_launch,
     a_replay_over_two_streams_is_one_plan_and_the_second_stream_follows_it,
+    the_runs_of_launches_between_writes_replay_as_one_plan_each,
 ];
 
 const N: usize = 1 << 10;
@@ -176,5 +178,36 @@ fn a_replay_over_two_streams_is_one_plan_and_the_second_stream_follows_it() -> R
         .unwrap();
     other.sync().unwrap();
     assert_eq!(floats(&client, &y), vec![31.0; N]);
+    Ok(())
+}
+
+/// A frame that writes its input, runs a chain, writes again and runs another: each chain is one
+/// plan, the writes land between them, and an update to a write's bytes is seen by the next
+/// replay.
+fn the_runs_of_launches_between_writes_replay_as_one_plan_each() -> Result<(), Skip> {
+    let client = wgpu_client_or_skip()?;
+    let x = client.create_from_pod(&[0.0f32; N]);
+    let ones = client.create_from_pod(&[1.0f32; N]);
+    let mut graph = client
+        .capture(|c| {
+            c.write(&x, bytemuck::cast_slice(&[10.0f32; N]))?;
+            add_chain(c, &x, &ones, 20);
+            c.write(&ones, bytemuck::cast_slice(&[2.0f32; N]))?;
+            add_chain(c, &x, &ones, 5);
+            // Back to ones for the next replay's first chain.
+            c.write(&ones, bytemuck::cast_slice(&[1.0f32; N]))
+        })
+        .unwrap();
+    assert_eq!(floats(&client, &x), vec![40.0; N], "the capture's run");
+    for _ in 0..3 {
+        graph.replay().unwrap();
+        assert_eq!(floats(&client, &x), vec![40.0; N]);
+    }
+    assert_eq!(plans(&client), 2, "one plan for each chain, made once");
+    graph
+        .set_data(0, bytemuck::cast_slice(&[100.0f32; N]))
+        .unwrap();
+    graph.replay().unwrap();
+    assert_eq!(floats(&client, &x), vec![130.0; N]);
     Ok(())
 }

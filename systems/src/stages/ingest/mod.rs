@@ -522,9 +522,7 @@ impl Ingest<'_> {
                         .replayed(tick, graph, lines);
                 }
                 if !self.replay_as_one(world, taken, graph, version, &commands) {
-                    for recorded in commands.iter() {
-                        self.replay_one(world, taken, recorded);
-                    }
+                    self.replay_in_runs(world, taken, graph, version, &commands);
                 }
             }
             Command::MemoryCleanup => taken.get(world).1.request_cleanup(),
@@ -612,6 +610,48 @@ impl Ingest<'_> {
             self.spawn_task(entity, TaskWork::Native(Box::new(ReplayLaneEnd)), ends);
         }
         true
+    }
+
+    /// A replay that is not all launches (writes, flushes, dynamic grids among them): each run
+    /// of two or more launches with static grids between the other commands is one unit as in
+    /// [`Self::replay_as_one`], planned under its own key (the graph's number with the run's
+    /// index in the top bits); every other command is issued as it was captured.
+    fn replay_in_runs<B: Backend>(
+        &mut self,
+        world: &mut World,
+        taken: &mut DeviceAndPool<B>,
+        graph: u64,
+        version: u64,
+        commands: &[Recorded],
+    ) {
+        let unit = |command: &Recorded| {
+            matches!(
+                command,
+                Recorded::Launch {
+                    count: CubeCount::Static(..),
+                    ..
+                }
+            )
+        };
+        let (mut start, mut run) = (0, 0u64);
+        while start < commands.len() {
+            let end = start + commands[start..].iter().take_while(|c| unit(c)).count();
+            if end - start >= 2 && B::replays_graphs() {
+                run += 1;
+                let key = graph ^ (run << RUN_KEY_SHIFT);
+                if self.replay_as_one(world, taken, key, version, &commands[start..end]) {
+                    start = end;
+                    continue;
+                }
+            }
+            // The launches one by one (none, or a run that cannot be one unit), then the
+            // command that ended the run.
+            let stop = (end + 1).min(commands.len());
+            for recorded in &commands[start..stop] {
+                self.replay_one(world, taken, recorded);
+            }
+            start = stop;
+        }
     }
 
     /// One command of a replayed graph, as the command it was captured from.
@@ -882,6 +922,10 @@ impl Ingest<'_> {
         }
     }
 }
+
+/// Where a run of launches inside a replay puts its index in the key it is planned under: graph
+/// numbers stay far below 2^48.
+const RUN_KEY_SHIFT: u32 = 48;
 
 /// Replays run as one unit, planned at their first replay, by graph and version (the most
 /// recently made last; a graph keeps its latest version only).
