@@ -17,7 +17,8 @@
 //! captured once over both runtimes (`Graph::capture_group`) and replayed.
 //!
 //! `cargo bench --bench graph [--features wgpu,cuda]`; `GPUWORLD_GRAPH_KERNELS=100,1000` sets the
-//! step sizes (`GPUWORLD_GRAPH_SPLIT_KERNELS=1,10,100` the split step's). A third row runs the step through a `FrameGraph` (captured after two identical
+//! step sizes (`GPUWORLD_GRAPH_SPLIT_KERNELS=1,10,100` the split step's). `write_*` rows run the
+//! step after a 1 KiB write of its input, as a frame that uploads its parameters first. A third row runs the step through a `FrameGraph` (captured after two identical
 //! frames; the closure runs every frame in a dry capture, a frame like the graph is one replay).
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
@@ -96,6 +97,39 @@ fn bench_backend<B: Backend>(c: &mut Criterion, name: &str, client: ComputeClien
                 issued += k as u64;
             })
         });
+        // The step after a write of its input (the ones again, 1 KiB), as a frame uploading its
+        // parameters: eager, and replayed (the launches after the write one unit). Over a sum of
+        // its own: one f32 counts every kernel exactly only up to 2^24.
+        let frame_input = [1.0f32; FLOATS];
+        let sum = client.create_from_pod(&[0.0f32; FLOATS]);
+        let mut summed = 0u64;
+        let written_step = |c: &ComputeClient<B>| -> gpuworld::Result<()> {
+            c.write(&ones, bytemuck::cast_slice(&frame_input))?;
+            step(c, &sum, &ones, k);
+            Ok(())
+        };
+        group.bench_function(format!("write_eager/{k}"), |b| {
+            b.iter(|| {
+                written_step(&client).expect("step");
+                client.sync().expect("sync");
+                summed += k as u64;
+            })
+        });
+        let written = client.capture(written_step).expect("capture");
+        summed += k as u64;
+        group.bench_function(format!("write_replay/{k}"), |b| {
+            b.iter(|| {
+                written.replay().expect("replay");
+                client.sync().expect("sync");
+                summed += k as u64;
+            })
+        });
+        drop(written);
+        let value = client.read_one_as::<f32>(&sum).expect("read")[0];
+        assert!(
+            summed >= 1 << 24 || value as u64 == summed,
+            "every kernel after a write ran once: {value} against {summed}"
+        );
         // A step of `k` scalings (`x *= 1.0`) whose first scalar is set before every replay, as a
         // time step that changes each frame: a new version of the graph each time (on CUDA the
         // executable updated in place, one node; before, a new capture).
