@@ -174,6 +174,35 @@ fn a_halo_exchange_of_peer_copies_captured_over_two_runtimes_replays_to_the_eage
         Ok(Pair::new(cuda_client_or_skip()?, cuda_client_or_skip()?))
     };
     replay_equals_eager(pair()?, pair()?);
+    // Runtimes only their owner ticks: the copies wait on the host for the destination's part.
+    let manual = || -> Result<ComputeClient<CudaBackend>, Skip> {
+        // Skips (or fails under GPUWORLD_REQUIRE_CUDA) where there is no driver.
+        drop(cuda_client_or_skip()?);
+        let backend = CudaBackend::new(gpuworld::CudaConfig::default())
+            .map_err(|error| Skip(format!("{error}")))?;
+        Ok(ComputeClient::new(
+            backend,
+            gpuworld::RuntimeConfig::default(),
+            gpuworld::Driver::Manual,
+        ))
+    };
+    replay_equals_eager(
+        Pair::new(manual()?, manual()?),
+        Pair::new(manual()?, manual()?),
+    );
+    // Graphs made, replayed and dropped one after another: each transfer's channel returns its
+    // flag words, which the next takes.
+    let (a, b) = (cuda_client_or_skip()?, cuda_client_or_skip()?);
+    let x = a.create_from_pod(&[1.0f32; N]);
+    let y = b.create_from_pod(&[0.0f32; N]);
+    for round in 0..20u32 {
+        let graph = a.capture(|c| c.to_client_into(&x, &b, &y)).unwrap();
+        a.write(&x, bytemuck::cast_slice(&[round as f32; N]))
+            .unwrap();
+        graph.replay().unwrap();
+        graph.replay().unwrap();
+        assert_eq!(floats(&b, &y), vec![round as f32; N], "round {round}");
+    }
     if let Ok(gpus) = common::cuda_clients_or_skip(2) {
         let mut more = common::cuda_clients_or_skip(2)?.into_iter();
         let mut gpus = gpus.into_iter();

@@ -5,6 +5,7 @@
 //! `library`) compiled by NVRTC and cached.
 //! No method blocks: completion is noticed by `poll` through event queries.
 
+mod channel;
 mod compiler;
 mod copies;
 mod cuda_c;
@@ -418,6 +419,12 @@ impl Backend for CudaBackend {
         })
     }
 
+    /// A channel whose runs the devices order among themselves through flag words
+    /// (`channel.rs`).
+    fn peer_channel() -> Option<Arc<dyn gpuworld_systems::cross_device::PeerChannel>> {
+        Some(Arc::new(channel::Channel::default()))
+    }
+
     /// NCCL communicators over the group's devices (`nccl.rs`).
     fn device_collectives(devices: &[u32]) -> Option<Result<Arc<dyn DeviceCollectives>, Error>> {
         Some(communicators(devices).map(|comms| Arc::new(NcclGroup(comms)) as _))
@@ -622,6 +629,9 @@ impl Backend for CudaBackend {
         }
         self.bind();
         if let Some(result) = self.run_peer(s, buffers, &work) {
+            return result;
+        }
+        if let Some(result) = self.run_channel(s, buffers, &work) {
             return result;
         }
         if let Some(replay) = graphs::as_graph_replay(&work) {
