@@ -15,6 +15,8 @@ test_main![
     an_update_changes_the_cuda_graph_in_place_and_writes_between_replays_are_seen,
     a_replay_over_two_streams_is_one_cuda_graph_with_a_lane_per_stream,
     a_halo_exchange_of_peer_copies_captured_over_two_runtimes_replays_to_the_eager_bytes,
+    a_halo_exchange_over_manual_runtimes_replays_to_the_eager_bytes,
+    graphs_of_transfers_made_and_dropped_one_after_another_reuse_their_flags,
     the_runs_of_launches_between_writes_replay_as_one_cuda_graph_each,
 ];
 
@@ -166,15 +168,30 @@ fn a_replay_over_two_streams_is_one_cuda_graph_with_a_lane_per_stream() -> Resul
     Ok(())
 }
 
-/// Peer copies (`cuMemcpyPeerAsync` with events on both sides) inside a graph captured over two
-/// runtimes: between two clients of one GPU, and between two GPUs where there are two.
+/// Peer copies inside a graph captured over two runtimes: between two clients of one GPU, and
+/// between two GPUs where there are two. Replays run through peer channels (flag words).
 fn a_halo_exchange_of_peer_copies_captured_over_two_runtimes_replays_to_the_eager_bytes()
 -> Result<(), Skip> {
     let pair = || -> Result<Pair<CudaBackend>, Skip> {
         Ok(Pair::new(cuda_client_or_skip()?, cuda_client_or_skip()?))
     };
     replay_equals_eager(pair()?, pair()?);
-    // Runtimes only their owner ticks: the copies wait on the host for the destination's part.
+    if let Ok(gpus) = common::cuda_clients_or_skip(2) {
+        let mut more = common::cuda_clients_or_skip(2)?.into_iter();
+        let mut gpus = gpus.into_iter();
+        let (Some(a), Some(b), Some(c), Some(d)) =
+            (gpus.next(), gpus.next(), more.next(), more.next())
+        else {
+            return Ok(());
+        };
+        replay_equals_eager(Pair::new(a, b), Pair::new(c, d));
+    }
+    Ok(())
+}
+
+/// The same over runtimes only their owner ticks: each side waits on the host for the other's
+/// part, as an eager peer copy does.
+fn a_halo_exchange_over_manual_runtimes_replays_to_the_eager_bytes() -> Result<(), Skip> {
     let manual = || -> Result<ComputeClient<CudaBackend>, Skip> {
         // Skips (or fails under GPUWORLD_REQUIRE_CUDA) where there is no driver.
         drop(cuda_client_or_skip()?);
@@ -190,8 +207,12 @@ fn a_halo_exchange_of_peer_copies_captured_over_two_runtimes_replays_to_the_eage
         Pair::new(manual()?, manual()?),
         Pair::new(manual()?, manual()?),
     );
-    // Graphs made, replayed and dropped one after another: each transfer's channel returns its
-    // flag words, which the next takes.
+    Ok(())
+}
+
+/// Graphs made, replayed and dropped one after another: each transfer's channel returns its
+/// flag words, which the next takes.
+fn graphs_of_transfers_made_and_dropped_one_after_another_reuse_their_flags() -> Result<(), Skip> {
     let (a, b) = (cuda_client_or_skip()?, cuda_client_or_skip()?);
     let x = a.create_from_pod(&[1.0f32; N]);
     let y = b.create_from_pod(&[0.0f32; N]);
@@ -202,16 +223,6 @@ fn a_halo_exchange_of_peer_copies_captured_over_two_runtimes_replays_to_the_eage
         graph.replay().unwrap();
         graph.replay().unwrap();
         assert_eq!(floats(&b, &y), vec![round as f32; N], "round {round}");
-    }
-    if let Ok(gpus) = common::cuda_clients_or_skip(2) {
-        let mut more = common::cuda_clients_or_skip(2)?.into_iter();
-        let mut gpus = gpus.into_iter();
-        let (Some(a), Some(b), Some(c), Some(d)) =
-            (gpus.next(), gpus.next(), more.next(), more.next())
-        else {
-            return Ok(());
-        };
-        replay_equals_eager(Pair::new(a, b), Pair::new(c, d));
     }
     Ok(())
 }

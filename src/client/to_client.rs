@@ -132,7 +132,11 @@ impl<B: Backend> ComputeClient<B> {
         let peer = if TypeId::of::<B>() != TypeId::of::<C>() {
             None
         } else if let Some(channel) = channel {
-            Some(channel.next(self.drive(), dst.drive(), dst.driver() == Driver::Manual))
+            Some(channel.next(
+                self.drive(),
+                dst.drive(),
+                [self.driver(), dst.driver()].map(|d| d == Driver::Manual),
+            ))
         } else {
             B::peer_transfer(self.drive(), dst.drive())
         };

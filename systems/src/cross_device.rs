@@ -31,10 +31,11 @@ pub struct PeerTransfer {
 /// address, and flags the devices write instead of events the hosts exchange), so a run needs
 /// no exchange between the two runtimes' threads.
 pub trait PeerChannel: Send + Sync + std::fmt::Debug {
-    /// The parts of the next run, queued as [`PeerTransfer`]'s are. `destination_manual`: the
-    /// destination's runtime is ticked by its owner only (`Driver::Manual`), so a device must
-    /// not wait for its part before its runtime has queued it.
-    fn next(&self, source: Drive, destination: Drive, destination_manual: bool) -> PeerTransfer;
+    /// The parts of the next run, queued as [`PeerTransfer`]'s are. `manual` says, for the
+    /// source and the destination, whether that runtime is ticked by its owner only
+    /// (`Driver::Manual`): a device must not wait for a part before its runtime has queued it,
+    /// so the other side waits for that part on the host, driving its runtime.
+    fn next(&self, source: Drive, destination: Drive, manual: [bool; 2]) -> PeerTransfer;
 }
 
 /// The reduction of an `all_reduce` or `reduce_scatter`.

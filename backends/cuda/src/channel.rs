@@ -10,9 +10,9 @@
 //! - the destination's stream waits for `copied` before its later work.
 //!
 //! The waits mirror the holds of an eager peer copy (`peer.rs`), queued in the same order, so
-//! they cannot form a cycle the eager copy would not. Where the destination's runtime is ticked
-//! by its owner only (`Driver::Manual`), the copy still waits on the host until that runtime has
-//! queued its part (driving it, as an eager copy does): a device must not wait for work nobody
+//! they cannot form a cycle the eager copy would not. Where a runtime is ticked by its owner
+//! only (`Driver::Manual`), the other side's part still waits on the host until that runtime has
+//! queued its own (driving it, as an eager copy does): a device must not wait for work nobody
 //! will queue. Run numbers come from one process-wide
 //! counter and words are compared cyclically, so a word only counts up. A part dropped unrun
 //! raises its word from the host, so the other stream never waits forever; a failed part is its
@@ -159,10 +159,11 @@ struct State {
     last: AtomicU32,
     /// A copy's failure, for the destination's next arrival to report.
     failed: Mutex<Option<Error>>,
-    /// The number of the destination's last part run (or dropped unrun), on the host.
-    queued: AtomicU32,
-    /// A copy waiting on the host for its destination's part.
-    waiter: Mutex<Option<std::task::Waker>>,
+    /// The number of the last destination part and the last copy run (or dropped unrun), on
+    /// the host.
+    queued: [AtomicU32; 2],
+    /// A copy and an arrival waiting on the host for the other side's part.
+    waiters: [Mutex<Option<std::task::Waker>>; 2],
 }
 
 impl State {
@@ -177,17 +178,32 @@ impl State {
         }
     }
 
-    /// Whether the destination's part of run `n` ran (or was dropped) on the host.
-    fn queued(&self, n: u32) -> bool {
-        (self.queued.load(Ordering::Acquire).wrapping_sub(n) as i32) >= 0
+    /// Whether part `which` (0 the destination's, 1 the copy) of run `n` ran (or was dropped)
+    /// on the host.
+    fn queued(&self, which: usize, n: u32) -> bool {
+        (self.queued[which].load(Ordering::Acquire).wrapping_sub(n) as i32) >= 0
     }
 
-    /// The destination's part of run `n` ran or was dropped: a copy waiting for it goes on.
-    fn mark_queued(&self, n: u32) {
-        raise(&self.queued, n);
-        if let Some(waiter) = self.waiter.lock().take() {
+    /// Part `which` of run `n` ran or was dropped: the part waiting for it goes on.
+    fn mark_queued(&self, which: usize, n: u32) {
+        raise(&self.queued[which], n);
+        if let Some(waiter) = self.waiters[which].lock().take() {
             waiter.wake();
         }
+    }
+
+    /// Ready once part `which` of run `n` was queued by the other runtime, driving it with
+    /// `drive` meanwhile.
+    fn wait_queued(&self, which: usize, n: u32, drive: &Drive, cx: &mut Context<'_>) -> Poll<()> {
+        if self.queued(which, n) {
+            return Poll::Ready(());
+        }
+        drive();
+        *self.waiters[which].lock() = Some(cx.waker().clone());
+        if self.queued(which, n) {
+            return Poll::Ready(());
+        }
+        Poll::Pending
     }
 }
 
@@ -218,11 +234,13 @@ impl std::fmt::Debug for Channel {
 }
 
 impl PeerChannel for Channel {
-    fn next(&self, _source: Drive, destination: Drive, destination_manual: bool) -> PeerTransfer {
+    fn next(&self, source: Drive, destination: Drive, manual: [bool; 2]) -> PeerTransfer {
         let n = SEQUENCE.fetch_add(1, Ordering::Relaxed);
         // Counting starts just below the first run: cyclic comparisons hold within 2^31 runs.
         if self.0.last.swap(n, Ordering::AcqRel) == 0 {
-            self.0.queued.store(n.wrapping_sub(1), Ordering::Release);
+            for queued in &self.0.queued {
+                queued.store(n.wrapping_sub(1), Ordering::Release);
+            }
         }
         let part = || Part {
             state: self.0.clone(),
@@ -234,9 +252,13 @@ impl PeerChannel for Channel {
             copy: Box::new(ChannelCopy {
                 part: part(),
                 drive: destination,
-                wait_on_host: destination_manual,
+                wait_on_host: manual[1],
             }),
-            arrival: Box::new(ChannelArrival(part())),
+            arrival: Box::new(ChannelArrival {
+                part: part(),
+                drive: source,
+                wait_on_host: manual[0],
+            }),
         }
     }
 }
@@ -262,7 +284,13 @@ pub struct ChannelCopy {
 }
 
 /// The destination's part after the copy: waits for `copied`.
-pub struct ChannelArrival(Part);
+pub struct ChannelArrival {
+    part: Part,
+    /// Drives the source's runtime while the arrival waits for it.
+    drive: Drive,
+    /// Whether the arrival waits on the host for the copy (a source only its owner ticks).
+    wait_on_host: bool,
+}
 
 macro_rules! channel_op {
     ($type:ty, $name:literal) => {
@@ -310,7 +338,7 @@ impl Drop for ChannelDestination {
         if !self.0.ran.load(Ordering::Acquire) {
             publish(&self.0.state.destination, || Err(never_ran("destination")));
             self.0.state.release(0, self.0.n);
-            self.0.state.mark_queued(self.0.n);
+            self.0.state.mark_queued(0, self.0.n);
         }
     }
 }
@@ -324,15 +352,7 @@ impl ChannelCopy {
         if !matches!(known, Poll::Ready(Ok(()))) || !self.wait_on_host {
             return known;
         }
-        if state.queued(self.part.n) {
-            return Poll::Ready(Ok(()));
-        }
-        (self.drive)();
-        *state.waiter.lock() = Some(cx.waker().clone());
-        if state.queued(self.part.n) {
-            return Poll::Ready(Ok(()));
-        }
-        Poll::Pending
+        state.wait_queued(0, self.part.n, &self.drive, cx).map(Ok)
     }
 
     /// Its stream reports the error, and the destination's next arrival too.
@@ -349,13 +369,19 @@ impl Drop for ChannelCopy {
             failed.get_or_insert_with(|| never_ran("source"));
             drop(failed);
             self.part.state.release(1, self.part.n);
+            self.part.state.mark_queued(1, self.part.n);
         }
     }
 }
 
 impl ChannelArrival {
-    fn ready(&self, _: &mut Context<'_>) -> Poll<Result<(), Error>> {
-        Poll::Ready(Ok(()))
+    /// Ready at once, or, where the source is ticked by its owner only, once its copy was queued.
+    fn ready(&self, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
+        if !self.wait_on_host {
+            return Poll::Ready(Ok(()));
+        }
+        let state = &self.part.state;
+        state.wait_queued(1, self.part.n, &self.drive, cx).map(Ok)
     }
 
     /// Nobody waits for the arrival: its stream reports the error.
@@ -384,7 +410,7 @@ impl CudaBackend {
             if result.is_err() {
                 part.state.release(0, part.n);
             }
-            part.state.mark_queued(part.n);
+            part.state.mark_queued(0, part.n);
             return Some(result);
         }
         if let Some(ChannelCopy { part, .. }) = any.downcast_ref::<ChannelCopy>() {
@@ -394,9 +420,10 @@ impl CudaBackend {
                 *part.state.failed.lock() = Some(error.clone());
                 part.state.release(1, part.n);
             }
+            part.state.mark_queued(1, part.n);
             return Some(result);
         }
-        if let Some(ChannelArrival(part)) = any.downcast_ref::<ChannelArrival>() {
+        if let Some(ChannelArrival { part, .. }) = any.downcast_ref::<ChannelArrival>() {
             part.ran.store(true, Ordering::Release);
             return Some(self.channel_arrival(s, part));
         }

@@ -421,8 +421,12 @@ impl Backend for CudaBackend {
 
     /// A channel whose runs the devices order among themselves through flag words
     /// (`channel.rs`).
+    /// `GPUWORLD_PEER_CHANNELS=0` turns them off: every run is then an eager peer copy.
     fn peer_channel() -> Option<Arc<dyn gpuworld_systems::cross_device::PeerChannel>> {
-        Some(Arc::new(channel::Channel::default()))
+        static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        let on =
+            *ON.get_or_init(|| std::env::var("GPUWORLD_PEER_CHANNELS").map_or(true, |v| v != "0"));
+        on.then(|| Arc::new(channel::Channel::default()) as _)
     }
 
     /// NCCL communicators over the group's devices (`nccl.rs`).
