@@ -16,7 +16,7 @@ test_main![
     a_replay_over_two_streams_is_one_cuda_graph_with_a_lane_per_stream,
     a_halo_exchange_of_peer_copies_captured_over_two_runtimes_replays_to_the_eager_bytes,
     a_halo_exchange_over_manual_runtimes_replays_to_the_eager_bytes,
-    graphs_of_transfers_made_and_dropped_one_after_another_reuse_their_flags,
+    graphs_of_transfers_made_and_dropped_one_after_another_replay_their_bytes,
     the_runs_of_launches_between_writes_replay_as_one_cuda_graph_each,
 ];
 
@@ -168,8 +168,8 @@ fn a_replay_over_two_streams_is_one_cuda_graph_with_a_lane_per_stream() -> Resul
     Ok(())
 }
 
-/// Peer copies inside a graph captured over two runtimes: between two clients of one GPU, and
-/// between two GPUs where there are two. Replays run through peer channels (flag words).
+/// Peer copies (`cuMemcpyPeerAsync` with events on both sides) inside a graph captured over two
+/// runtimes: between two clients of one GPU, and between two GPUs where there are two.
 fn a_halo_exchange_of_peer_copies_captured_over_two_runtimes_replays_to_the_eager_bytes()
 -> Result<(), Skip> {
     let pair = || -> Result<Pair<CudaBackend>, Skip> {
@@ -189,8 +189,8 @@ fn a_halo_exchange_of_peer_copies_captured_over_two_runtimes_replays_to_the_eage
     Ok(())
 }
 
-/// The same over runtimes only their owner ticks: each side waits on the host for the other's
-/// part, as an eager peer copy does.
+/// The same over runtimes only their owner ticks: a part waiting for the other runtime's drives
+/// it, so a read on either side finishes the replay.
 fn a_halo_exchange_over_manual_runtimes_replays_to_the_eager_bytes() -> Result<(), Skip> {
     let manual = || -> Result<ComputeClient<CudaBackend>, Skip> {
         // Skips (or fails under GPUWORLD_REQUIRE_CUDA) where there is no driver.
@@ -210,9 +210,9 @@ fn a_halo_exchange_over_manual_runtimes_replays_to_the_eager_bytes() -> Result<(
     Ok(())
 }
 
-/// Graphs made, replayed and dropped one after another: each transfer's channel returns its
-/// flag words, which the next takes.
-fn graphs_of_transfers_made_and_dropped_one_after_another_reuse_their_flags() -> Result<(), Skip> {
+/// Graphs of one transfer made, replayed twice and dropped, one after another: each replays
+/// exactly its run's bytes, and the destination's pins come and go.
+fn graphs_of_transfers_made_and_dropped_one_after_another_replay_their_bytes() -> Result<(), Skip> {
     let (a, b) = (cuda_client_or_skip()?, cuda_client_or_skip()?);
     let x = a.create_from_pod(&[1.0f32; N]);
     let y = b.create_from_pod(&[0.0f32; N]);

@@ -255,7 +255,7 @@ impl<B: Backend> Graph<B> {
                 }
                 Part::Transfer(node) => {
                     if let Some(Recorded::Transfer { target, .. }) = self.commands.get(*node) {
-                        target.issue(true)?;
+                        target.issue()?;
                     }
                 }
             }
@@ -524,7 +524,7 @@ impl<B: Backend> FrameGraph<B> {
         for command in recording.commands.iter().cloned() {
             self.client.make_room();
             if let Recorded::Transfer { target, .. } = &command {
-                issued = issued.and_then(|()| target.issue(false));
+                issued = issued.and_then(|()| target.issue());
                 continue;
             }
             // SAFETY: each command is one this frame's closure just issued, unchecked launches

@@ -16,10 +16,9 @@
 //! range is pinned on its runtime while the graph can replay into it.
 
 use super::{ComputeClient, Shared};
-use crate::Driver;
 use futures_channel::oneshot;
 use gpuworld_systems::arriving::{Arriving, ArrivingSource};
-use gpuworld_systems::cross_device::{Drive, PeerChannel};
+use gpuworld_systems::cross_device::Drive;
 use gpuworld_systems::graph::TransferOut;
 use gpuworld_systems::inbox::{Command, ReadReply};
 use gpuworld_systems::staging::StagingAllocator;
@@ -109,38 +108,27 @@ impl<B: Backend> ComputeClient<B> {
             if run == Some(false) {
                 return Ok(());
             }
-            return self.transfer_now(src, dst, dst_range, Past::Capture, None);
+            return self.transfer_now(src, dst, dst_range, Past::Capture);
         }
-        self.transfer_now(src, dst, dst_range, Past::Nothing, None)
+        self.transfer_now(src, dst, dst_range, Past::Nothing)
     }
 
     /// Queues the parts of a checked transfer: a peer copy between runtimes of a backend that
-    /// has them (through `channel`, a graph's, where there is one), a read and an arriving write
-    /// otherwise; `past` says whether they skip a capture open on either runtime (a graph's
-    /// transfer).
+    /// has them, a read and an arriving write otherwise; `past` says whether they skip a
+    /// capture open on either runtime (a graph's transfer).
     fn transfer_now<C: Backend>(
         &self,
         src: Binding,
         dst: &ComputeClient<C>,
         dst_range: Binding,
         past: Past,
-        channel: Option<&dyn PeerChannel>,
     ) -> Result<()> {
         // Between two runtimes of one backend that copies between its devices itself (CUDA's
         // peer copies), the copy stays on the devices. `TypeId` only tells whether both clients
         // are of one backend, which the backend's parts assume; nothing is downcast.
-        let peer = if TypeId::of::<B>() != TypeId::of::<C>() {
-            None
-        } else if let Some(channel) = channel {
-            Some(channel.next(
-                self.drive(),
-                dst.drive(),
-                [self.driver(), dst.driver()].map(|d| d == Driver::Manual),
-            ))
-        } else {
-            B::peer_transfer(self.drive(), dst.drive())
-        };
-        if let Some(peer) = peer {
+        if TypeId::of::<B>() == TypeId::of::<C>()
+            && let Some(peer) = B::peer_transfer(self.drive(), dst.drive())
+        {
             // Each part is pushed after the part it waits for.
             dst.push_native_past(peer.destination, smallvec::smallvec![dst_range], past);
             self.push_native_past(peer.copy, smallvec::smallvec![src], past);
@@ -257,8 +245,6 @@ struct TransferTo<B: Backend, C: Backend> {
     src: Binding,
     dst: ComputeClient<C>,
     dst_range: Binding,
-    /// The backend's channel for the replays, made at the first (`None` inside: it has none).
-    channel: std::sync::OnceLock<Option<Arc<dyn PeerChannel>>>,
 }
 
 impl<B: Backend, C: Backend> TransferTo<B, C> {
@@ -276,7 +262,6 @@ impl<B: Backend, C: Backend> TransferTo<B, C> {
             src,
             dst: dst.clone(),
             dst_range,
-            channel: std::sync::OnceLock::new(),
         }
     }
 }
@@ -292,16 +277,10 @@ impl<B: Backend, C: Backend> std::fmt::Debug for TransferTo<B, C> {
 }
 
 impl<B: Backend, C: Backend> TransferOut for TransferTo<B, C> {
-    fn issue(&self, repeated: bool) -> Result<()> {
+    fn issue(&self) -> Result<()> {
         self.source.make_room();
-        // A channel between runtimes of one backend only, made once: a dry capture's transfers
-        // (a frame graph's every frame) never ask for one.
-        let channel = repeated && TypeId::of::<B>() == TypeId::of::<C>();
-        let channel = channel
-            .then(|| self.channel.get_or_init(B::peer_channel).as_deref())
-            .flatten();
         self.source
-            .transfer_now(self.src, &self.dst, self.dst_range, Past::Capture, channel)
+            .transfer_now(self.src, &self.dst, self.dst_range, Past::Capture)
     }
 
     fn destination(&self) -> (RuntimeId, Binding) {

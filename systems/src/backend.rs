@@ -524,14 +524,6 @@ pub trait Backend: Send + Sync + 'static {
     {
         None
     }
-    /// A channel for one transfer between two runtimes of this backend that a graph repeats
-    /// (`PeerChannel`); `None` by default, and every run is a [`Backend::peer_transfer`].
-    fn peer_channel() -> Option<Arc<dyn crate::cross_device::PeerChannel>>
-    where
-        Self: Sized,
-    {
-        None
-    }
     /// Collectives over the devices `devices` (one per rank, in rank order) run on the devices
     /// themselves, or the error that prevents them; `None` by default, and collectives are
     /// combined on the host.

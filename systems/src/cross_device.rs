@@ -26,18 +26,6 @@ pub struct PeerTransfer {
     pub arrival: NativeWork,
 }
 
-/// The same transfer between two runtimes of one backend, issued again and again (a graph's
-/// replays): the backend may keep what one run learnt for the next (CUDA's: the destination's
-/// address, and flags the devices write instead of events the hosts exchange), so a run needs
-/// no exchange between the two runtimes' threads.
-pub trait PeerChannel: Send + Sync + std::fmt::Debug {
-    /// The parts of the next run, queued as [`PeerTransfer`]'s are. `manual` says, for the
-    /// source and the destination, whether that runtime is ticked by its owner only
-    /// (`Driver::Manual`): a device must not wait for a part before its runtime has queued it,
-    /// so the other side waits for that part on the host, driving its runtime.
-    fn next(&self, source: Drive, destination: Drive, manual: [bool; 2]) -> PeerTransfer;
-}
-
 /// The reduction of an `all_reduce` or `reduce_scatter`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ReduceOp {

@@ -5,7 +5,6 @@
 //! `library`) compiled by NVRTC and cached.
 //! No method blocks: completion is noticed by `poll` through event queries.
 
-mod channel;
 mod compiler;
 mod copies;
 mod cuda_c;
@@ -419,16 +418,6 @@ impl Backend for CudaBackend {
         })
     }
 
-    /// A channel whose runs the devices order among themselves through flag words
-    /// (`channel.rs`).
-    /// `GPUWORLD_PEER_CHANNELS=0` turns them off: every run is then an eager peer copy.
-    fn peer_channel() -> Option<Arc<dyn gpuworld_systems::cross_device::PeerChannel>> {
-        static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-        let on =
-            *ON.get_or_init(|| std::env::var("GPUWORLD_PEER_CHANNELS").map_or(true, |v| v != "0"));
-        on.then(|| Arc::new(channel::Channel::default()) as _)
-    }
-
     /// NCCL communicators over the group's devices (`nccl.rs`).
     fn device_collectives(devices: &[u32]) -> Option<Result<Arc<dyn DeviceCollectives>, Error>> {
         Some(communicators(devices).map(|comms| Arc::new(NcclGroup(comms)) as _))
@@ -633,9 +622,6 @@ impl Backend for CudaBackend {
         }
         self.bind();
         if let Some(result) = self.run_peer(s, buffers, &work) {
-            return result;
-        }
-        if let Some(result) = self.run_channel(s, buffers, &work) {
             return result;
         }
         if let Some(replay) = graphs::as_graph_replay(&work) {

@@ -51,8 +51,8 @@ struct Place {
 type Copied = Recorded;
 
 /// One side's answer to the other, and the waker of the runtime waiting for it.
-pub(crate) struct Slot<T> {
-    pub(crate) value: Option<Result<T, Error>>,
+struct Slot<T> {
+    value: Option<Result<T, Error>>,
     waiter: Option<Waker>,
 }
 
@@ -67,7 +67,7 @@ impl<T> Default for Slot<T> {
 
 /// Publishes `value` into `slot` unless it holds one already, then wakes the runtime waiting
 /// for it, so a sleeping device thread takes the waiting part at once.
-pub(crate) fn publish<T>(slot: &Mutex<Slot<T>>, value: impl FnOnce() -> Result<T, Error>) {
+fn publish<T>(slot: &Mutex<Slot<T>>, value: impl FnOnce() -> Result<T, Error>) {
     let waiter = {
         let mut slot = slot.lock();
         if slot.value.is_none() {
@@ -121,7 +121,7 @@ impl Drop for PeerLink {
 
 /// What a part waiting for `what` reports when that part was dropped without running and
 /// without failing: its runtime went away with it still queued.
-pub(crate) fn never_ran(what: &str) -> Error {
+fn never_ran(what: &str) -> Error {
     tracing::debug!(target: "gpuworld::stream", "the {what} of a peer copy never ran: its runtime is gone");
     Error::Disconnected
 }
@@ -245,7 +245,7 @@ impl PeerArrival {
 /// Whether the other side has published `slot` (its error if it failed); while it has not,
 /// drives the other side's runtime once and looks again, and leaves `cx`'s waker for the
 /// publisher to wake.
-pub(crate) fn published<T>(
+fn published<T>(
     slot: &Mutex<Slot<T>>,
     drive: &Drive,
     cx: &mut Context<'_>,
@@ -314,11 +314,7 @@ impl CudaBackend {
     }
 
     /// The device pointer of the task's one binding.
-    pub(crate) fn peer_pointer(
-        &self,
-        s: usize,
-        buffers: &[Region],
-    ) -> Result<sys::CUdeviceptr, Error> {
+    fn peer_pointer(&self, s: usize, buffers: &[Region]) -> Result<sys::CUdeviceptr, Error> {
         buffers
             .first()
             .and_then(|region| self.region_pointer(*region))
@@ -364,7 +360,16 @@ impl CudaBackend {
         let size = buffers.first().map_or(0, |r| r.size) as usize;
         self.bind();
         let stream = self.work_stream(s);
-        self.enable_peer(destination.ready.context);
+        let peer = destination.ready.context as usize;
+        if destination.ready.context != self.context && !self.peers_enabled.contains(&peer) {
+            // Direct access where the GPUs offer it, asked once per peer (the call costs tens
+            // of microseconds even when access is on); the copy works (staged by the driver)
+            // either way, so a refusal is no error.
+            // SAFETY: the destination's context is alive (its backend published it and holds
+            // its retain); enabling access twice only returns "already enabled".
+            unsafe { sys::cuCtxEnablePeerAccess(destination.ready.context, 0) };
+            self.peers_enabled.push(peer);
+        }
         // SAFETY: the destination's event lives until the link drops, after this call; waiting
         // on another context's event is allowed. Both pointers are live allocations of at least
         // `size` bytes (the client checked the sizes; each runtime keeps its side alive until
@@ -385,25 +390,8 @@ impl CudaBackend {
         self.record_peer_event(s)
     }
 
-    /// Direct access to `peer`'s memory where the GPUs offer it, asked once per peer (the call
-    /// costs tens of microseconds even when access is on); a copy works (staged by the driver)
-    /// either way, so a refusal is no error. The context must be bound.
-    pub(crate) fn enable_peer(&mut self, peer: sys::CUcontext) {
-        if peer != self.context && !self.peers_enabled.contains(&(peer as usize)) {
-            // SAFETY: the peer's context is alive (its backend published it and holds its
-            // retain); enabling access twice only returns "already enabled".
-            unsafe { sys::cuCtxEnablePeerAccess(peer, 0) };
-            self.peers_enabled.push(peer as usize);
-        }
-    }
-
     /// `Ok`, or the failed call as the stream's error; a sticky one poisons the context.
-    pub(crate) fn check_peer(
-        &mut self,
-        s: usize,
-        code: sys::CUresult,
-        what: &str,
-    ) -> Result<(), Error> {
+    fn check_peer(&mut self, s: usize, code: sys::CUresult, what: &str) -> Result<(), Error> {
         let Err(error) = code.result() else {
             return Ok(());
         };

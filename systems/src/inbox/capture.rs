@@ -33,10 +33,8 @@ use std::thread::ThreadId;
 pub trait TransferOut: Send + Sync + std::fmt::Debug {
     /// Queues the transfer once more, exactly as `to_client_into` queues it: its part on the
     /// source's stream and its parts on the destination's, bypassing any capture open on
-    /// either runtime (the transfer belongs to the graph that recorded it). `repeated` says it
-    /// is one of many runs (a graph's replay), which a backend may serve through a channel it
-    /// keeps between runs ([`crate::cross_device::PeerChannel`]).
-    fn issue(&self, repeated: bool) -> Result<(), Error>;
+    /// either runtime (the transfer belongs to the graph that recorded it).
+    fn issue(&self) -> Result<(), Error>;
     /// The destination runtime and range.
     fn destination(&self) -> (RuntimeId, Binding);
 }
