@@ -16,6 +16,7 @@ test_main![
     a_view_not_bound_in_place_replays_launch_by_launch,
     a_replay_over_two_streams_is_one_plan_and_the_second_stream_follows_it,
     the_runs_of_launches_between_writes_replay_as_one_plan_each,
+    an_update_to_one_runtimes_commands_leaves_the_other_runtimes_plan,
 ];
 
 const N: usize = 1 << 10;
@@ -209,5 +210,41 @@ fn the_runs_of_launches_between_writes_replay_as_one_plan_each() -> Result<(), S
         .unwrap();
     graph.replay().unwrap();
     assert_eq!(floats(&client, &x), vec![130.0; N]);
+    Ok(())
+}
+
+/// A graph captured over two runtimes: each runtime's launches are one plan there, and an update
+/// to a launch on one runtime makes a new plan on that runtime only.
+fn an_update_to_one_runtimes_commands_leaves_the_other_runtimes_plan() -> Result<(), Skip> {
+    let (a, b) = (wgpu_client_or_skip()?, wgpu_client_or_skip()?);
+    let x = a.create_from_pod(&[1.0f32; N]);
+    let (y, ones) = (
+        b.create_from_pod(&[0.0f32; N]),
+        b.create_from_pod(&[1.0f32; N]),
+    );
+    let scale = |c: &ComputeClient<WgpuBackend>, factor: f32| {
+        let bindings = Bindings::new().buffer(&x).buffer(&x).scalar_f32(factor);
+        c.launch(&library::SCALE, cubes(), bindings)
+    };
+    let mut graph = gpuworld::Graph::capture_group(&[a.clone(), b.clone()], |clients| {
+        scale(&clients[0], 2.0)?;
+        scale(&clients[0], 1.0)?;
+        add_chain(&clients[1], &y, &ones, 3);
+        Ok(())
+    })
+    .unwrap();
+    graph.replay().unwrap();
+    assert_eq!(floats(&a, &x), vec![4.0; N]);
+    assert_eq!(floats(&b, &y), vec![6.0; N]);
+    assert_eq!((plans(&a), plans(&b)), (1, 1), "a plan on each runtime");
+    graph.set_scalar_f32(0, 0, 3.0).unwrap();
+    graph.replay().unwrap();
+    assert_eq!(floats(&a, &x), vec![12.0; N]);
+    assert_eq!(floats(&b, &y), vec![9.0; N]);
+    assert_eq!(
+        (plans(&a), plans(&b)),
+        (2, 1),
+        "a new plan on the updated runtime only"
+    );
     Ok(())
 }

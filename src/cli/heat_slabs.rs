@@ -146,6 +146,25 @@ impl HeatProblem {
 }
 
 impl HeatProblem {
+    /// One step of `slab` on `client`: the stencil from `src` into `dst`, its halo rows kept.
+    fn launch_stencil<B: Backend>(
+        &self,
+        client: &ComputeClient<B>,
+        slab: &Slab,
+        src: &Handle,
+        dst: &Handle,
+    ) -> Result<(), gpuworld::Error> {
+        let bindings = Bindings::new()
+            .buffer(src)
+            .buffer(dst)
+            .scalar_u32(self.side)
+            .scalar_u32(slab.held_rows() as u32)
+            .scalar_f32(self.alpha);
+        let count =
+            CubeCount::covering_2d(self.side, slab.held_rows() as u32, library::STENCIL_TILE);
+        client.launch(&library::STENCIL, count, bindings)
+    }
+
     /// One step over the slabs: every device's stencil, then each slab's edge rows to its
     /// neighbours' halos for the next step (`buffers` swap: the field is in the first of each).
     fn step_on_devices<B: Backend>(
@@ -156,15 +175,7 @@ impl HeatProblem {
     ) -> Result<(), gpuworld::Error> {
         let width = self.side as usize;
         for ((client, slab), (src, dst)) in clients.iter().zip(slabs).zip(buffers.iter()) {
-            let bindings = Bindings::new()
-                .buffer(src)
-                .buffer(dst)
-                .scalar_u32(self.side)
-                .scalar_u32(slab.held_rows() as u32)
-                .scalar_f32(self.alpha);
-            let count =
-                CubeCount::covering_2d(self.side, slab.held_rows() as u32, library::STENCIL_TILE);
-            client.launch(&library::STENCIL, count, bindings)?;
+            self.launch_stencil(client, slab, src, dst)?;
         }
         for (src, dst) in buffers.iter_mut() {
             std::mem::swap(src, dst);
@@ -264,15 +275,7 @@ impl HeatProblem {
         client.sync()?;
         let steps_start = Instant::now();
         for _ in 0..steps {
-            let bindings = Bindings::new()
-                .buffer(&src)
-                .buffer(&dst)
-                .scalar_u32(self.side)
-                .scalar_u32(slab.held_rows() as u32)
-                .scalar_f32(self.alpha);
-            let count =
-                CubeCount::covering_2d(self.side, slab.held_rows() as u32, library::STENCIL_TILE);
-            client.launch(&library::STENCIL, count, bindings)?;
+            self.launch_stencil(client, slab, &src, &dst)?;
             std::mem::swap(&mut src, &mut dst);
             exchange(group, &src)?;
             if client.driver() == Driver::Manual {

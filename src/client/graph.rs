@@ -24,9 +24,6 @@ pub struct Graph<B: Backend> {
     /// The runtimes it replays on, one client each; the capturing one first.
     clients: Vec<ComputeClient<B>>,
     id: u64,
-    /// Updates made so far: a replay carries it, so a backend's compiled form of an older
-    /// version is never launched.
-    version: u64,
     /// Every command, in the order it was issued across runtimes.
     commands: Arc<Vec<Recorded>>,
     /// How a replay issues them.
@@ -46,6 +43,9 @@ enum Part {
         id: u64,
         /// Which of the graph's commands.
         nodes: Range<usize>,
+        /// Updates made to those commands: a replay carries it, so a backend's compiled form
+        /// of an older version is never launched (an update elsewhere leaves it as it is).
+        version: u64,
         /// Those commands.
         commands: Arc<Vec<Recorded>>,
     },
@@ -182,7 +182,6 @@ impl<B: Backend> Graph<B> {
         Graph {
             clients,
             id,
-            version: 0,
             commands,
             parts,
             pinned,
@@ -206,6 +205,7 @@ impl<B: Backend> Graph<B> {
                         NEXT_GRAPH.fetch_add(1, Ordering::Relaxed)
                     },
                     nodes: start..end,
+                    version: 0,
                     commands: if whole {
                         commands.clone()
                     } else {
@@ -243,13 +243,14 @@ impl<B: Backend> Graph<B> {
                     client,
                     id,
                     commands,
+                    version,
                     ..
                 } => {
                     let client = &self.clients[*client];
                     client.make_room();
                     client.shared.inbox.push(Command::Replay {
                         graph: *id,
-                        version: self.version,
+                        version: *version,
                         commands: commands.clone(),
                     });
                 }
@@ -263,15 +264,20 @@ impl<B: Backend> Graph<B> {
         Ok(())
     }
 
-    /// Copies command `node`, changed by an update, into the part that replays it.
+    /// Copies command `node`, changed by an update, into the part that replays it, whose
+    /// version it bumps.
     fn refresh(&mut self, node: usize) {
         let all = self.commands.clone();
         for part in &mut self.parts {
             if let Part::Replay {
-                nodes, commands, ..
+                nodes,
+                commands,
+                version,
+                ..
             } = part
                 && nodes.contains(&node)
             {
+                *version += 1;
                 *commands = if nodes.len() == all.len() {
                     all
                 } else {
@@ -374,7 +380,6 @@ impl<B: Backend> Graph<B> {
             )));
         }
         *slot = bits;
-        self.version += 1;
         self.refresh(node);
         Ok(())
     }
@@ -405,7 +410,6 @@ impl<B: Backend> Graph<B> {
             }));
         }
         *data = gpuworld_systems::HostBytes::from_vec(bytes.to_vec());
-        self.version += 1;
         self.refresh(node);
         Ok(())
     }
