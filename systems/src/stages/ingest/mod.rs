@@ -521,9 +521,7 @@ impl Ingest<'_> {
                         .resource_mut::<crate::trace::TraceRecorder>()
                         .replayed(tick, graph, lines);
                 }
-                if !self.replay_as_one(world, taken, graph, version, &commands) {
-                    self.replay_in_runs(world, taken, graph, version, &commands);
-                }
+                self.replay_in_runs(world, taken, graph, version, &commands);
             }
             Command::MemoryCleanup => taken.get(world).1.request_cleanup(),
             Command::OpenAllocationMode { stream, mode } => {
@@ -612,10 +610,10 @@ impl Ingest<'_> {
         true
     }
 
-    /// A replay that is not all launches (writes, flushes, dynamic grids among them): each run
-    /// of two or more launches with static grids between the other commands is one unit as in
-    /// [`Self::replay_as_one`], planned under its own key (the graph's number with the run's
-    /// index in the top bits); every other command is issued as it was captured.
+    /// A replay: each run of two or more launches with static grids is one unit as in
+    /// [`Self::replay_as_one`] (a replay of launches only is one run), and every other command is
+    /// issued as it was captured. Run `r` is planned under the graph's number with `r` in its top
+    /// bits (the first run under the graph's own); a run past [`MAX_RUNS`] runs launch by launch.
     fn replay_in_runs<B: Backend>(
         &mut self,
         world: &mut World,
@@ -636,10 +634,12 @@ impl Ingest<'_> {
         let (mut start, mut run) = (0, 0u64);
         while start < commands.len() {
             let end = start + commands[start..].iter().take_while(|c| unit(c)).count();
-            if end - start >= 2 && B::replays_graphs() {
-                run += 1;
+            if end - start >= 2 {
                 let key = graph ^ (run << RUN_KEY_SHIFT);
-                if self.replay_as_one(world, taken, key, version, &commands[start..end]) {
+                run += 1;
+                if run <= MAX_RUNS
+                    && self.replay_as_one(world, taken, key, version, &commands[start..end])
+                {
                     start = end;
                     continue;
                 }
@@ -926,6 +926,10 @@ impl Ingest<'_> {
 /// Where a run of launches inside a replay puts its index in the key it is planned under: graph
 /// numbers stay far below 2^48.
 const RUN_KEY_SHIFT: u32 = 48;
+
+/// Runs of launches a replay plans as units: their indices fit above [`RUN_KEY_SHIFT`], so no
+/// two runs share a key.
+const MAX_RUNS: u64 = 1 << (64 - RUN_KEY_SHIFT);
 
 /// Replays run as one unit, planned at their first replay, by graph and version (the most
 /// recently made last; a graph keeps its latest version only).
