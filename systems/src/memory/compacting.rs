@@ -797,7 +797,7 @@ impl Pool for CompactingPool {
     }
 
     fn split(&mut self, block: &Block, at: u64) -> Option<Block> {
-        if at == 0 || at >= block.len || !self.splits(block) {
+        if !block.cuts_at(at) || !self.splits(block) {
             return None;
         }
         let page = self.pages.get_mut(block.page)?;
@@ -816,8 +816,7 @@ impl Pool for CompactingPool {
 
     fn join(&mut self, first: &Block, second: &Block) -> Option<Block> {
         let page = self.pages.get_mut(first.page)?;
-        if first.page != second.page
-            || first.offset + first.len != second.offset
+        if !first.meets(second)
             || page.live.get(&first.offset) != Some(&first.len)
             || page.live.get(&second.offset) != Some(&second.len)
         {

@@ -545,7 +545,7 @@ impl Pool for MappedPool {
     /// The page where head and tail meet, if they share one, gains a user; every page stays
     /// mapped.
     fn split(&mut self, block: &Block, at: u64) -> Option<Block> {
-        if at == 0 || at >= block.len {
+        if !block.cuts_at(at) {
             return None;
         }
         let (head, tail) = (
@@ -573,7 +573,7 @@ impl Pool for MappedPool {
     /// The page where the two met, if they shared one, loses a user (the joined block still
     /// uses it).
     fn join(&mut self, first: &Block, second: &Block) -> Option<Block> {
-        if first.page != second.page || first.offset + first.len != second.offset {
+        if !first.meets(second) {
             return None;
         }
         let (head, tail) = (

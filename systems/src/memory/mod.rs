@@ -111,6 +111,16 @@ impl Block {
         }
     }
 
+    /// Whether `at` bytes cut the block in two non-empty parts (what `Pool::split` takes).
+    pub(crate) fn cuts_at(&self, at: u64) -> bool {
+        at > 0 && at < self.len
+    }
+
+    /// Whether `next` starts right where this block ends, in the same page.
+    pub(crate) fn meets(&self, next: &Block) -> bool {
+        self.page == next.page && self.offset + self.len == next.offset
+    }
+
     /// This block and `next`, right after it in its page, as one (what `Pool::join` hands out).
     pub(crate) fn joined(&self, next: &Block) -> Block {
         Block {

@@ -525,7 +525,7 @@ impl Pool for SlicedPool {
     /// A page keeps no record of its live slices, only of its free ranges: the tail is live
     /// bytes of the same page.
     fn split(&mut self, block: &Block, at: u64) -> Option<Block> {
-        if at == 0 || at >= block.len || !self.splits(block) {
+        if !block.cuts_at(at) || !self.splits(block) {
             return None;
         }
         self.report.reserved(0);
@@ -550,10 +550,7 @@ impl Pool for SlicedPool {
     }
 
     fn join(&mut self, first: &Block, second: &Block) -> Option<Block> {
-        if first.page != second.page
-            || first.offset + first.len != second.offset
-            || !self.pages.contains_key(first.page)
-        {
+        if !first.meets(second) || !self.pages.contains_key(first.page) {
             return None;
         }
         self.report.released(0);
