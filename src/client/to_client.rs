@@ -130,9 +130,9 @@ impl<B: Backend> ComputeClient<B> {
             && let Some(peer) = B::peer_transfer(self.drive(), dst.drive())
         {
             // Each part is pushed after the part it waits for.
-            dst.push_native_past(peer.destination, smallvec::smallvec![dst_range], past);
-            self.push_native_past(peer.copy, smallvec::smallvec![src], past);
-            dst.push_native_past(peer.arrival, smallvec::smallvec![dst_range], past);
+            dst.push_past(dst.native(peer.destination, dst_range), past);
+            self.push_past(self.native(peer.copy, src), past);
+            dst.push_past(dst.native(peer.arrival, dst_range), past);
             return Ok(());
         }
         // The read lands in the destination's staging where the source backend copies to host
@@ -142,7 +142,8 @@ impl<B: Backend> ComputeClient<B> {
             receiver,
             drive: self.drive(),
         };
-        dst.write_arriving_past(dst_range, Arriving::new(ReadArrival(read)), past);
+        let bytes = Arriving::new(ReadArrival(read));
+        dst.push_past(dst.arriving(dst_range, bytes), past);
         Ok(())
     }
 
@@ -163,19 +164,16 @@ impl<B: Backend> ComputeClient<B> {
     /// Queues a write of `bytes` into `dst` (already checked) on this client's stream, held at
     /// ingest until they arrive.
     pub(crate) fn write_arriving(&self, dst: Binding, bytes: Arriving) {
-        self.write_arriving_past(dst, bytes, Past::Nothing);
+        self.shared.inbox.push(self.arriving(dst, bytes));
     }
 
-    /// [`ComputeClient::write_arriving`], past a capture open here where `past` says so.
-    fn write_arriving_past(&self, dst: Binding, bytes: Arriving, past: Past) {
-        self.push_past(
-            Command::WriteArriving {
-                dst,
-                bytes,
-                stream: self.stream_id(),
-            },
-            past,
-        );
+    /// The write of arriving `bytes` into `dst` on this client's stream.
+    fn arriving(&self, dst: Binding, bytes: Arriving) -> Command {
+        Command::WriteArriving {
+            dst,
+            bytes,
+            stream: self.stream_id(),
+        }
     }
 
     /// Queues `work`, which the backend runs itself over `buffers` (already checked), on this
@@ -185,28 +183,24 @@ impl<B: Backend> ComputeClient<B> {
         work: gpuworld_systems::backend::NativeWork,
         buffers: smallvec::SmallVec<[Binding; 4]>,
     ) {
-        self.push_native_past(work, buffers, Past::Nothing);
+        self.shared.inbox.push(Command::Native {
+            work,
+            buffers,
+            stream: self.stream_id(),
+        });
     }
 
-    /// [`ComputeClient::push_native`], past a capture open here where `past` says so.
-    fn push_native_past(
-        &self,
-        work: gpuworld_systems::backend::NativeWork,
-        buffers: smallvec::SmallVec<[Binding; 4]>,
-        past: Past,
-    ) {
-        self.push_past(
-            Command::Native {
-                work,
-                buffers,
-                stream: self.stream_id(),
-            },
-            past,
-        );
+    /// One part of a peer transfer over `binding`, on this client's stream.
+    fn native(&self, work: gpuworld_systems::backend::NativeWork, binding: Binding) -> Command {
+        Command::Native {
+            work,
+            buffers: smallvec::smallvec![binding],
+            stream: self.stream_id(),
+        }
     }
 
     /// Queues `command`, past a capture open on this inbox where `past` says so.
-    fn push_past(&self, command: Command, past: Past) {
+    pub(super) fn push_past(&self, command: Command, past: Past) {
         match past {
             Past::Nothing => self.shared.inbox.push(command),
             Past::Capture => self.shared.inbox.push_uncaptured(command),

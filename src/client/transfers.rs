@@ -222,10 +222,7 @@ impl<B: Backend> ComputeClient<B> {
             reply,
             staging,
         };
-        match past {
-            super::to_client::Past::Nothing => self.shared.inbox.push(read),
-            super::to_client::Past::Capture => self.shared.inbox.push_uncaptured(read),
-        }
+        self.push_past(read, past);
         Ok(receiver)
     }
 }
