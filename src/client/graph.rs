@@ -49,7 +49,8 @@ enum Part {
         /// Those commands.
         commands: Arc<Vec<Recorded>>,
     },
-    /// A transfer to another runtime, which its target issues: command `0` of the graph.
+    /// A transfer to another runtime, which its target issues: the graph's command at this
+    /// index.
     Transfer(usize),
 }
 
@@ -191,44 +192,30 @@ impl<B: Backend> Graph<B> {
     /// How a replay issues `commands`, each issued on runtime `owners[i]`: runs of one runtime's
     /// commands between transfers as replay commands, the graph's first with the graph's number.
     fn parts(id: u64, commands: &Arc<Vec<Recorded>>, owners: &[usize]) -> Vec<Part> {
-        let mut parts = Vec::new();
-        let mut run: Option<(usize, usize)> = None;
-        let close = |run: &mut Option<(usize, usize)>, end: usize, parts: &mut Vec<Part>| {
-            if let Some((client, start)) = run.take() {
-                let first = !parts.iter().any(|p| matches!(p, Part::Replay { .. }));
-                let whole = start == 0 && end == commands.len();
-                parts.push(Part::Replay {
-                    client,
-                    id: if first {
-                        id
-                    } else {
-                        NEXT_GRAPH.fetch_add(1, Ordering::Relaxed)
-                    },
-                    nodes: start..end,
-                    version: 0,
-                    commands: if whole {
-                        commands.clone()
-                    } else {
-                        Arc::new(commands[start..end].to_vec())
-                    },
-                });
-            }
-        };
-        for (node, command) in commands.iter().enumerate() {
-            if let Recorded::Transfer { .. } = command {
-                close(&mut run, node, &mut parts);
-                parts.push(Part::Transfer(node));
+        let transfer = |node: usize| matches!(commands[node], Recorded::Transfer { .. });
+        let (mut parts, mut own_id) = (Vec::new(), Some(id));
+        let mut start = 0;
+        while start < commands.len() {
+            if transfer(start) {
+                parts.push(Part::Transfer(start));
+                start += 1;
                 continue;
             }
-            match run {
-                Some((client, _)) if client == owners[node] => {}
-                _ => {
-                    close(&mut run, node, &mut parts);
-                    run = Some((owners[node], node));
-                }
-            }
+            let client = owners[start];
+            let end = (start..commands.len())
+                .find(|&node| transfer(node) || owners[node] != client)
+                .unwrap_or(commands.len());
+            parts.push(Part::Replay {
+                client,
+                id: own_id
+                    .take()
+                    .unwrap_or_else(|| NEXT_GRAPH.fetch_add(1, Ordering::Relaxed)),
+                commands: nodes_of(commands, start..end),
+                nodes: start..end,
+                version: 0,
+            });
+            start = end;
         }
-        close(&mut run, commands.len(), &mut parts);
         parts
     }
 
@@ -278,11 +265,7 @@ impl<B: Backend> Graph<B> {
                 && nodes.contains(&node)
             {
                 *version += 1;
-                *commands = if nodes.len() == all.len() {
-                    all
-                } else {
-                    Arc::new(all[nodes.clone()].to_vec())
-                };
+                *commands = nodes_of(&all, nodes.clone());
                 return;
             }
         }
@@ -423,6 +406,15 @@ impl<B: Backend> Drop for Graph<B> {
                 client.shared.inbox.push(Command::Unpin { handle });
             }
         }
+    }
+}
+
+/// Commands `nodes` of `all`: the same list where they are all of it.
+fn nodes_of(all: &Arc<Vec<Recorded>>, nodes: Range<usize>) -> Arc<Vec<Recorded>> {
+    if nodes.len() == all.len() {
+        all.clone()
+    } else {
+        Arc::new(all[nodes].to_vec())
     }
 }
 
