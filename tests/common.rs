@@ -587,3 +587,48 @@ pub fn without_holds(snapshot: &str) -> String {
         .collect::<Vec<_>>()
         .join("\n")
 }
+
+/// A sim client on stream 0, one tick of latency, driven by hand (a thread's own stream may have
+/// any number: snapshots would vary).
+pub fn sim_on_stream_0() -> gpuworld::ComputeClient<gpuworld::SimBackend> {
+    gpuworld::ComputeClient::new(
+        gpuworld::SimBackend::new(gpuworld::SimConfig::default().with_latency_ticks(1)),
+        gpuworld::RuntimeConfig::default(),
+        gpuworld::Driver::Manual,
+    )
+    .with_stream(gpuworld::StreamId { value: 0 })
+}
+
+/// A frame of write, chain of 20 `x += ones`, write, chain of 5, write, captured on `client` and
+/// replayed: the eager bytes every time, `units` (what the backend made to run the chains as
+/// one unit each: CUDA graphs, wgpu plans) at 2 after the replays, and a `set_data` of the first
+/// write seen by the next replay.
+pub fn write_chain_frame_replays<B: gpuworld::Backend>(
+    client: &gpuworld::ComputeClient<B>,
+    units: impl Fn(&gpuworld::ComputeClient<B>) -> u64,
+) {
+    const N: usize = 1 << 10;
+    let x = client.create_from_pod(&[0.0f32; N]);
+    let ones = client.create_from_pod(&[1.0f32; N]);
+    let mut graph = client
+        .capture(|c| {
+            c.write(&x, bytemuck::cast_slice(&[10.0f32; N]))?;
+            add_chain(c, &x, &ones, 20);
+            c.write(&ones, bytemuck::cast_slice(&[2.0f32; N]))?;
+            add_chain(c, &x, &ones, 5);
+            // Back to ones for the next replay's first chain.
+            c.write(&ones, bytemuck::cast_slice(&[1.0f32; N]))
+        })
+        .unwrap();
+    assert_eq!(floats(client, &x), vec![40.0; N], "the capture's run");
+    for _ in 0..3 {
+        graph.replay().unwrap();
+        assert_eq!(floats(client, &x), vec![40.0; N]);
+    }
+    assert_eq!(units(client), 2, "one unit for each chain, made once");
+    graph
+        .set_data(0, bytemuck::cast_slice(&[100.0f32; N]))
+        .unwrap();
+    graph.replay().unwrap();
+    assert_eq!(floats(client, &x), vec![130.0; N]);
+}

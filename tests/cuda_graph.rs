@@ -231,27 +231,6 @@ fn graphs_of_transfers_made_and_dropped_one_after_another_replay_their_bytes() -
 /// land between them, and an update to a write's bytes is seen by the next replay.
 fn the_runs_of_launches_between_writes_replay_as_one_cuda_graph_each() -> Result<(), Skip> {
     let client = cuda_client_or_skip()?;
-    let x = client.create_from_pod(&[0.0f32; N]);
-    let ones = client.create_from_pod(&[1.0f32; N]);
-    let mut graph = client
-        .capture(|c| {
-            c.write(&x, bytemuck::cast_slice(&[10.0f32; N]))?;
-            add_chain(c, &x, &ones, 20);
-            c.write(&ones, bytemuck::cast_slice(&[2.0f32; N]))?;
-            add_chain(c, &x, &ones, 5);
-            c.write(&ones, bytemuck::cast_slice(&[1.0f32; N]))
-        })
-        .unwrap();
-    assert_eq!(floats(&client, &x), vec![40.0; N], "the capture's run");
-    for _ in 0..3 {
-        graph.replay().unwrap();
-        assert_eq!(floats(&client, &x), vec![40.0; N]);
-    }
-    assert_eq!(executables(&client), 2, "one CUDA graph for each chain");
-    graph
-        .set_data(0, bytemuck::cast_slice(&[100.0f32; N]))
-        .unwrap();
-    graph.replay().unwrap();
-    assert_eq!(floats(&client, &x), vec![130.0; N]);
+    common::write_chain_frame_replays(&client, |c| executables(c) as u64);
     Ok(())
 }

@@ -6,24 +6,13 @@
 
 mod common;
 
-use common::without_holds;
+use common::{sim_on_stream_0 as sim, without_holds};
 use gpuworld::error::GraphError;
 use gpuworld::{
-    Bindings, ComputeClient, CubeCount, Driver, Error, Graph, Handle, SimBackend, SimConfig,
-    StreamId, library,
+    Bindings, ComputeClient, CubeCount, Driver, Error, Graph, Handle, SimBackend, StreamId, library,
 };
 
 const N: usize = 512;
-
-/// A sim client on stream 0 (a thread's own stream may have any number: snapshots would vary).
-fn sim() -> ComputeClient<SimBackend> {
-    ComputeClient::new(
-        SimBackend::new(SimConfig::default().with_latency_ticks(1)),
-        gpuworld::RuntimeConfig::default(),
-        Driver::Manual,
-    )
-    .with_stream(StreamId { value: 0 })
-}
 
 fn floats(client: &ComputeClient<impl gpuworld::Backend>, handle: &Handle) -> Vec<f32> {
     client.read_one_as::<f32>(handle).expect("read")

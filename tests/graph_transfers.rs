@@ -9,21 +9,12 @@
 mod common;
 
 use common::halo::{N, Pair, replay_equals_eager};
-use common::without_holds;
+use common::{sim_on_stream_0 as sim, without_holds};
 use gpuworld::error::GraphError;
 use gpuworld::{
     Backend, Bindings, ComputeClient, CubeCount, Driver, Error, FrameGraph, FrameMode, Graph,
-    Handle, SimBackend, SimConfig, StreamId, library,
+    Handle, SimBackend, library,
 };
-
-fn sim() -> ComputeClient<SimBackend> {
-    ComputeClient::new(
-        SimBackend::new(SimConfig::default().with_latency_ticks(1)),
-        gpuworld::RuntimeConfig::default(),
-        Driver::Manual,
-    )
-    .with_stream(StreamId { value: 0 })
-}
 
 fn cpu() -> ComputeClient<gpuworld::CpuBackend> {
     gpuworld::cpu_client(Driver::DeviceThread).expect("a cpu client")

@@ -187,29 +187,7 @@ fn a_replay_over_two_streams_is_one_plan_and_the_second_stream_follows_it() -> R
 /// replay.
 fn the_runs_of_launches_between_writes_replay_as_one_plan_each() -> Result<(), Skip> {
     let client = wgpu_client_or_skip()?;
-    let x = client.create_from_pod(&[0.0f32; N]);
-    let ones = client.create_from_pod(&[1.0f32; N]);
-    let mut graph = client
-        .capture(|c| {
-            c.write(&x, bytemuck::cast_slice(&[10.0f32; N]))?;
-            add_chain(c, &x, &ones, 20);
-            c.write(&ones, bytemuck::cast_slice(&[2.0f32; N]))?;
-            add_chain(c, &x, &ones, 5);
-            // Back to ones for the next replay's first chain.
-            c.write(&ones, bytemuck::cast_slice(&[1.0f32; N]))
-        })
-        .unwrap();
-    assert_eq!(floats(&client, &x), vec![40.0; N], "the capture's run");
-    for _ in 0..3 {
-        graph.replay().unwrap();
-        assert_eq!(floats(&client, &x), vec![40.0; N]);
-    }
-    assert_eq!(plans(&client), 2, "one plan for each chain, made once");
-    graph
-        .set_data(0, bytemuck::cast_slice(&[100.0f32; N]))
-        .unwrap();
-    graph.replay().unwrap();
-    assert_eq!(floats(&client, &x), vec![130.0; N]);
+    common::write_chain_frame_replays(&client, plans);
     Ok(())
 }
 
