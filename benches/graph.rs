@@ -16,29 +16,37 @@
 //! floats each way (`to_client_into`: peer copies on CUDA), then a `sync` of both; eager, and
 //! captured once over both runtimes (`Graph::capture_group`) and replayed.
 //!
+//! Beside `eager` and `replay`: `write_*` rows run the step after a 1 KiB write of its input, as a
+//! frame that uploads its parameters first; `update_replay` sets a scalar before every replay;
+//! `frame_graph` runs the step through a `FrameGraph` (captured after two identical frames; the
+//! closure runs every frame in a dry capture, a frame like the graph is one replay); `two_streams_*`
+//! runs two chains of `K/2`, one per stream.
+//!
 //! `cargo bench --bench graph [--features wgpu,cuda]`; `GPUWORLD_GRAPH_KERNELS=100,1000` sets the
-//! step sizes (`GPUWORLD_GRAPH_SPLIT_KERNELS=1,10,100` the split step's). `write_*` rows run the
-//! step after a 1 KiB write of its input, as a frame that uploads its parameters first. A third row runs the step through a `FrameGraph` (captured after two identical
-//! frames; the closure runs every frame in a dry capture, a frame like the graph is one replay).
+//! step sizes, `GPUWORLD_GRAPH_SPLIT_KERNELS=1,10,100` the split step's.
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use gpuworld::{Backend, Bindings, ComputeClient, CubeCount, Driver, Handle, library};
 
 const FLOATS: usize = 256;
 
+/// The step sizes `GPUWORLD_GRAPH_KERNELS` lists (100 and 1,000 by default).
 fn kernels() -> Vec<usize> {
-    std::env::var("GPUWORLD_GRAPH_KERNELS")
-        .ok()
-        .map(|list| {
-            list.split(',')
-                .map(|k| {
-                    k.trim()
-                        .parse()
-                        .expect("GPUWORLD_GRAPH_KERNELS: whole numbers")
-                })
-                .collect()
-        })
-        .unwrap_or_else(|| vec![100, 1000])
+    sizes("GPUWORLD_GRAPH_KERNELS", &[100, 1000])
+}
+
+/// The whole numbers the environment variable `var` lists, comma-separated, or `default`.
+fn sizes(var: &str, default: &[usize]) -> Vec<usize> {
+    match std::env::var(var) {
+        Ok(list) => (list.split(','))
+            .map(|k| {
+                k.trim()
+                    .parse()
+                    .unwrap_or_else(|_| panic!("{var}: whole numbers"))
+            })
+            .collect(),
+        Err(_) => default.to_vec(),
+    }
 }
 
 /// The step: `k` chained `x += ones`.
@@ -237,16 +245,8 @@ fn split_step<B: Backend>(
 
 fn bench_split<B: Backend>(c: &mut Criterion, name: &str, clients: [ComputeClient<B>; 2]) {
     let mut group = bench_group(c, &format!("graph/split_{name}"));
-    let sizes = std::env::var("GPUWORLD_GRAPH_SPLIT_KERNELS")
-        .ok()
-        .map(|list| {
-            list.split(',')
-                .map(|k| k.trim().parse().expect("GPUWORLD_GRAPH_SPLIT_KERNELS"))
-                .collect()
-        })
-        .unwrap_or_else(|| vec![1, 10, 100]);
     let sync = || clients.iter().for_each(|c| c.sync().expect("sync"));
-    for k in sizes {
+    for k in sizes("GPUWORLD_GRAPH_SPLIT_KERNELS", &[1, 10, 100]) {
         let state = [0, 1].map(|i| {
             (
                 clients[i].create_from_pod(&[0.0f32; FLOATS]),
