@@ -1,10 +1,4 @@
-//! `#[gpuworld::kernel]`: one Rust function in a documented subset, compiled at build time to
-//! the three source conventions of gpuworld — a CPU function (cpu and sim backends), WGSL (wgpu)
-//! and CUDA C (cuda) — and emitted as a `static KernelDef` of the function's name.
-//!
-//! The subset, its semantics (the same bits on every backend outside transcendental functions)
-//! and its errors are documented on `gpuworld::kernel` (the attribute's re-export) and in
-//! `docs/kernels.md`.
+#![doc = include_str!("../README.md")]
 
 mod cpu;
 mod cuda;

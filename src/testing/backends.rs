@@ -2,14 +2,14 @@
 //! wgpu and CUDA. A backend that is absent is skipped loudly: a line on stderr and a [`Skipped`]
 //! that a harness reports as ignored, never a silent pass.
 
-use crate::{Backend, ComputeClient, Driver, SimConfig};
+use crate::{Backend, ComputeClient, SimConfig};
 
 /// A test body generic over the backend, run by [`TestBackend::run`] and
 /// [`run_on_every_backend`] (the [`on_every_backend!`](crate::on_every_backend) macro writes one
 /// from a block).
 pub trait BackendTest {
     /// Runs the test on `client`, the client of a new runtime ticked by hand
-    /// ([`Driver::Manual`]); a failure panics, as in any test.
+    /// ([`Driver::Manual`](crate::Driver::Manual)); a failure panics, as in any test.
     fn run<B: Backend>(&self, client: &ComputeClient<B>);
 }
 
@@ -17,7 +17,7 @@ pub trait BackendTest {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum TestBackend {
-    /// The CPU backend (always present).
+    /// The CPU backend (feature `cpu`, on by default).
     Cpu,
     /// The deterministic sim (always present).
     Sim,
@@ -81,7 +81,7 @@ impl TestBackend {
     /// when the backend cannot open although [`TestBackend::required`].
     pub fn run(self, test: &impl BackendTest) -> Result<(), Skipped> {
         let opened = match self {
-            TestBackend::Cpu => crate::cpu_client(Driver::Manual).map(|c| test.run(&c)),
+            TestBackend::Cpu => return self.run_cpu(test),
             TestBackend::Sim => crate::sim_client(SimConfig::default()).map(|c| test.run(&c)),
             TestBackend::Wgpu => return self.run_wgpu(test),
             TestBackend::Cuda => return self.run_cuda(test),
@@ -89,9 +89,21 @@ impl TestBackend {
         opened.map_err(|error| self.missing(format!("it did not open: {error}")))
     }
 
+    #[cfg(feature = "cpu")]
+    fn run_cpu(self, test: &impl BackendTest) -> Result<(), Skipped> {
+        crate::cpu_client(crate::Driver::Manual)
+            .map(|client| test.run(&client))
+            .map_err(|error| self.missing(format!("it did not open: {error}")))
+    }
+
+    #[cfg(not(feature = "cpu"))]
+    fn run_cpu(self, _test: &impl BackendTest) -> Result<(), Skipped> {
+        Err(self.not_built())
+    }
+
     #[cfg(feature = "wgpu")]
     fn run_wgpu(self, test: &impl BackendTest) -> Result<(), Skipped> {
-        crate::wgpu_client_with(crate::WgpuConfig::default(), Driver::Manual)
+        crate::wgpu_client_with(crate::WgpuConfig::default(), crate::Driver::Manual)
             .map(|client| test.run(&client))
             .map_err(|error| self.missing(format!("no wgpu adapter: {error}")))
     }
@@ -103,7 +115,7 @@ impl TestBackend {
 
     #[cfg(feature = "cuda")]
     fn run_cuda(self, test: &impl BackendTest) -> Result<(), Skipped> {
-        crate::cuda_client_with(crate::CudaConfig::default(), Driver::Manual)
+        crate::cuda_client_with(crate::CudaConfig::default(), crate::Driver::Manual)
             .map(|client| test.run(&client))
             .map_err(|error| self.missing(format!("no CUDA driver: {error}")))
     }

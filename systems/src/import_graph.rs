@@ -1,7 +1,8 @@
-//! A test that keeps the crate's modules free of import cycles: every `crate::` and `super::`
-//! path in `src/` (outside `#[cfg(test)] mod tests`) is an edge from its file's module to the
-//! module it names, and no set of modules may reach each other. A module and its own parent or
-//! child do not count: a parent re-exports its children, a child uses its parent's items.
+//! A test that keeps every crate's modules free of import cycles: every `crate::`, `super::`,
+//! `self::` and child-module path (outside `#[cfg(test)] mod tests`) is an edge from its file's
+//! module to the module that defines what it names, following re-exports (`pub use`), and no
+//! set of modules may reach each other. A parent and its child count as any two modules; a
+//! re-export alone is not a use.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -90,35 +91,125 @@ fn use_tree(src: &[u8], mut at: usize, prefix: &mut Module, out: &mut Vec<Module
     }
 }
 
-/// The modules each module names, parents and children left out.
-fn imports(modules: &BTreeMap<Module, String>) -> BTreeMap<Module, BTreeSet<Module>> {
-    let mut edges: BTreeMap<Module, BTreeSet<Module>> = BTreeMap::new();
-    for (module, text) in modules {
-        let src = code(text);
-        let src = src.as_bytes();
-        let mut paths = Vec::new();
-        for at in 0..src.len() {
-            if at > 0 && (is_ident(src[at - 1]) || src[at - 1] == b':') {
-                continue;
-            }
-            let mut prefix = if src[at..].starts_with(b"crate::") {
-                Vec::new()
-            } else if src[at..].starts_with(b"super::") && !module.is_empty() {
-                module[..module.len() - 1].to_vec()
-            } else {
-                continue;
-            };
-            use_tree(src, at + 7, &mut prefix, &mut paths);
+/// Where a path starts, seen from `module`: `crate::`, `super::` (repeated), `self::`, or the
+/// name of one of `module`'s own children; the module path it starts from and the bytes it takes.
+fn path_start(
+    src: &[u8],
+    at: usize,
+    module: &Module,
+    modules: &BTreeMap<Module, String>,
+) -> Option<(Module, usize)> {
+    if src[at..].starts_with(b"crate::") {
+        return Some((Vec::new(), 7));
+    }
+    if src[at..].starts_with(b"self::") {
+        return Some((module.clone(), 6));
+    }
+    if src[at..].starts_with(b"super::") {
+        let (mut base, mut len) = (module.clone(), 0);
+        while src[at + len..].starts_with(b"super::") {
+            base.pop()?;
+            len += 7;
         }
-        for path in paths {
-            let Some(target) = (1..=path.len())
-                .rev()
-                .map(|n| path[..n].to_vec())
-                .find(|prefix| modules.contains_key(prefix))
-            else {
+        return Some((base, len));
+    }
+    let end = at + src[at..].iter().take_while(|b| is_ident(**b)).count();
+    if end == at || !src[end..].starts_with(b"::") {
+        return None;
+    }
+    let mut child = module.clone();
+    child.push(String::from_utf8_lossy(&src[at..end]).into_owned());
+    modules.contains_key(&child).then_some((module.clone(), 0))
+}
+
+/// Whether the use statement around `at` re-exports (`pub use`, `pub(crate) use`, ...).
+fn in_reexport(src: &[u8], at: usize) -> bool {
+    let line_start = src[..at]
+        .iter()
+        .rposition(|b| *b == b';' || *b == b'}')
+        .map_or(0, |p| p + 1);
+    let head = String::from_utf8_lossy(&src[line_start..at]);
+    let head = head.trim_start();
+    head.starts_with("pub use") || (head.starts_with("pub(") && head.contains(") use"))
+}
+
+/// Every path each module names (its re-exports apart), and every name it re-exports with the
+/// path the name comes from.
+type Paths = (Vec<Module>, Vec<(String, Module)>);
+
+fn paths(module: &Module, text: &str, modules: &BTreeMap<Module, String>) -> Paths {
+    let src = code(text);
+    let src = src.as_bytes();
+    let (mut uses, mut reexports) = (Vec::new(), Vec::new());
+    let mut at = 0;
+    while at < src.len() {
+        if at > 0 && (is_ident(src[at - 1]) || src[at - 1] == b':') {
+            at += 1;
+            continue;
+        }
+        let Some((mut prefix, skip)) = path_start(src, at, module, modules) else {
+            at += 1;
+            continue;
+        };
+        let mut found = Vec::new();
+        let end = use_tree(src, at + skip, &mut prefix, &mut found);
+        if in_reexport(src, at) {
+            reexports.extend(
+                found
+                    .into_iter()
+                    .filter_map(|p| p.last().cloned().map(|name| (name, p))),
+            );
+        } else {
+            uses.extend(found);
+        }
+        at = end.max(at + 1);
+    }
+    (uses, reexports)
+}
+
+/// The module that defines what `path` names: the longest module prefix of the path, followed
+/// through that module's re-export of the next name (`crate::error::BindingError` is defined in
+/// `error::domains` when `error` re-exports it from there).
+fn defining_module(
+    path: &Module,
+    modules: &BTreeMap<Module, String>,
+    reexports: &BTreeMap<Module, BTreeMap<String, Module>>,
+    depth: usize,
+) -> Option<Module> {
+    let target = (1..=path.len())
+        .rev()
+        .map(|n| path[..n].to_vec())
+        .find(|prefix| modules.contains_key(prefix))
+        .or_else(|| modules.contains_key(&Vec::new()).then(Vec::new))?;
+    let Some(name) = path.get(target.len()) else {
+        return Some(target);
+    };
+    match reexports.get(&target).and_then(|names| names.get(name)) {
+        Some(source) if depth < 16 && source != path => {
+            defining_module(source, modules, reexports, depth + 1).or(Some(target))
+        }
+        _ => Some(target),
+    }
+}
+
+/// The modules each module uses items of, resolved to the module defining each item: a module's
+/// own parent and children count as any other (a parent that only declares and re-exports its
+/// children names none of them; a child that uses its parent's own items depends on it).
+fn imports(modules: &BTreeMap<Module, String>) -> BTreeMap<Module, BTreeSet<Module>> {
+    let mut uses = BTreeMap::new();
+    let mut reexports: BTreeMap<Module, BTreeMap<String, Module>> = BTreeMap::new();
+    for (module, text) in modules {
+        let (used, exported) = paths(module, text, modules);
+        uses.insert(module.clone(), used);
+        reexports.insert(module.clone(), exported.into_iter().collect());
+    }
+    let mut edges: BTreeMap<Module, BTreeSet<Module>> = BTreeMap::new();
+    for (module, used) in &uses {
+        for path in used {
+            let Some(target) = defining_module(path, modules, &reexports, 0) else {
                 continue;
             };
-            if !target.starts_with(module) && !module.starts_with(&target) {
+            if &target != module {
                 edges.entry(module.clone()).or_default().insert(target);
             }
         }
@@ -173,27 +264,166 @@ fn cycles(edges: &BTreeMap<Module, BTreeSet<Module>>) -> Vec<Vec<String>> {
     search.found
 }
 
+/// The cycles among the modules of the crate whose source root is `dir`.
+fn cycles_in(dir: &Path) -> (BTreeMap<Module, BTreeSet<Module>>, Vec<Vec<String>>) {
+    let mut all = BTreeMap::new();
+    modules(dir, &mut Vec::new(), &mut all);
+    assert!(!all.is_empty(), "no modules found under {}", dir.display());
+    let edges = imports(&all);
+    let found = cycles(&edges);
+    (edges, found)
+}
+
+/// Cycles that were there when this test began to count parent↔child edges and to follow
+/// re-exports (2026-12-06), by crate: each is debt to pay by moving the shared fact to its
+/// owner. A cycle found outside these sets (a new module in one, or a new cycle) fails the
+/// test, so the list only shrinks; a set that no longer forms a cycle must be removed from it.
+const KNOWN_CYCLES: &[(&str, &[&str])] = &[
+    ("systems/src", &["inbox", "inbox::capture"]),
+    (
+        "systems/src",
+        &[
+            "memory",
+            "memory::parked",
+            "memory::pool",
+            "memory::persistent",
+            "memory::exclusive",
+            "memory::idle",
+        ],
+    ),
+    (
+        "systems/src",
+        &[
+            "stages",
+            "stages::gc",
+            "stages::ingest",
+            "stages::ingest::handle_index",
+            "stages::interleave",
+            "stages::scheduling",
+        ],
+    ),
+    ("systems/src", &["sim", "sim::faults"]),
+    (
+        "src",
+        &[
+            "",
+            "devices",
+            "client",
+            "client::drivers",
+            "client::frames",
+            "client::transfers",
+            "client::replies",
+            "client::to_client",
+        ],
+    ),
+    ("src", &["bevy", "bevy::readback"]),
+    (
+        "src",
+        &[
+            "cli",
+            "cli::config",
+            "cli::demo",
+            "cli::demo_devices",
+            "cli::heat",
+            "cli::demo_processes",
+            "cli::info",
+            "cli::replay",
+        ],
+    ),
+    ("src", &["config", "tune::cache", "tune::tuner"]),
+    ("src", &["distributed", "distributed::on_device"]),
+    (
+        "backends/wgpu/src",
+        &[
+            "",
+            "bind_groups",
+            "wgsl",
+            "library",
+            "library::matmul",
+            "library::reduce",
+            "marks",
+            "pipelines",
+            "replay",
+            "launch",
+            "stream",
+        ],
+    ),
+    (
+        "backends/cuda/src",
+        &[
+            "",
+            "compiler",
+            "cuda_c",
+            "copies",
+            "faults",
+            "graphs",
+            "library",
+            "library::matmul",
+            "library::reduce",
+            "mapping",
+            "nccl",
+            "watch",
+        ],
+    ),
+];
+
 #[test]
 fn the_crates_modules_import_each_other_one_way() {
-    let mut all = BTreeMap::new();
-    modules(
-        &Path::new(env!("CARGO_MANIFEST_DIR")).join("src"),
-        &mut Vec::new(),
-        &mut all,
-    );
-    let edges = imports(&all);
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let (edges, _) = cycles_in(&root.join("src"));
     let gc: Module = vec!["stages".into(), "gc".into()];
     // The parser sees imports at all: the GC stage returns memory to the pool.
     assert!(
         edges
             .get(&gc)
-            .is_some_and(|e| e.contains(&vec!["memory".to_string()])),
+            .is_some_and(|e| e.iter().any(|m| m.first().is_some_and(|m| m == "memory"))),
         "no import of memory found in stages::gc: the parser is broken"
     );
-    let found = cycles(&edges);
+}
+
+#[test]
+fn every_workspace_crates_modules_import_each_other_one_way() {
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut new = Vec::new();
+    let mut paid = Vec::new();
+    for dir in [
+        "systems/src",
+        "src",
+        "macros/src",
+        "backends/cpu/src",
+        "backends/wgpu/src",
+        "backends/cuda/src",
+    ] {
+        let (_, found) = cycles_in(&workspace.join(dir));
+        let known: Vec<&[&str]> = KNOWN_CYCLES
+            .iter()
+            .filter(|(crate_dir, _)| *crate_dir == dir)
+            .map(|(_, members)| *members)
+            .collect();
+        for cycle in &found {
+            let listed = known
+                .iter()
+                .any(|members| cycle.iter().all(|m| members.contains(&m.as_str())));
+            if !listed {
+                new.push(format!("{dir}: {cycle:?}"));
+            }
+        }
+        for members in known {
+            if !found
+                .iter()
+                .any(|c| members.iter().any(|m| c.contains(&m.to_string())))
+            {
+                paid.push(format!("{dir}: {members:?}"));
+            }
+        }
+    }
     assert!(
-        found.is_empty(),
-        "modules that import each other (move the shared fact to its owner): {found:?}"
+        new.is_empty(),
+        "modules that import each other (move the shared fact to its owner): {new:?}"
+    );
+    assert!(
+        paid.is_empty(),
+        "these known cycles are gone: remove them from KNOWN_CYCLES: {paid:?}"
     );
 }
 
@@ -210,4 +440,39 @@ fn a_cycle_between_two_modules_is_found() {
     );
     all.insert(vec!["b".to_string(), "c".to_string()], String::new());
     assert_eq!(cycles(&imports(&all)), vec![vec!["a", "b"]]);
+}
+
+#[test]
+fn a_cycle_through_a_reexport_and_a_child_is_found() {
+    // a -> e (re-exported from e::d) -> k -> a: the re-export resolves to e::d.
+    let mut all = BTreeMap::new();
+    all.insert(Vec::new(), "mod a; mod e; mod k;".to_string());
+    all.insert(vec!["a".to_string()], "use crate::e::Error;".to_string());
+    all.insert(
+        vec!["e".to_string()],
+        "mod d;\npub use d::Error;".to_string(),
+    );
+    all.insert(
+        vec!["e".to_string(), "d".to_string()],
+        "use crate::k::Elem; pub struct Error;".to_string(),
+    );
+    all.insert(vec!["k".to_string()], "use crate::a::Binding;".to_string());
+    assert_eq!(cycles(&imports(&all)), vec![vec!["a", "e::d", "k"]]);
+}
+
+#[test]
+fn a_parent_and_child_that_use_each_others_items_are_a_cycle() {
+    let mut all = BTreeMap::new();
+    all.insert(
+        vec!["p".to_string()],
+        "mod c;\nfn f() { c::g() }".to_string(),
+    );
+    all.insert(
+        vec!["p".to_string(), "c".to_string()],
+        "use super::Item;".to_string(),
+    );
+    assert_eq!(cycles(&imports(&all)), vec![vec!["p", "p::c"]]);
+    // A parent that only re-exports its child is not a use.
+    all.insert(vec!["p".to_string()], "mod c;\npub use c::g;".to_string());
+    assert!(cycles(&imports(&all)).is_empty());
 }

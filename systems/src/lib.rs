@@ -1,5 +1,4 @@
-//! gpuworld-systems: the world model of gpuworld (components, resources, backend traits), the
-//! seven ordered tick stages, and the deterministic sim backend. No GPU dependency.
+#![doc = include_str!("../README.md")]
 
 pub mod arriving;
 pub mod backend;

@@ -1,7 +1,4 @@
-//! gpuworld-cpu: the embedded default backend. Memory is host memory; each stream is a worker
-//! thread running its work in order; events are per-stream completion counts; a kernel is a Rust
-//! function run once per cube, cubes spread over rayon's worker threads. Its memory is limited,
-//! by default to a share of physical memory ([`default_memory_limit`]).
+#![doc = include_str!("../README.md")]
 
 mod memory_limit;
 mod worker;

@@ -1,9 +1,4 @@
-//! gpuworld-cuda: the backend for NVIDIA GPUs through the CUDA driver API (cudarc, loaded at run
-//! time, so it builds and fails cleanly without CUDA). One primary context per device, one
-//! non-blocking stream per stream slot, CUDA events for the runtime's events; uploads and
-//! readbacks go through a pinned staging pool; kernels are CUDA C (`CudaSource`; the library's in
-//! `library`) compiled by NVRTC and cached.
-//! No method blocks: completion is noticed by `poll` through event queries.
+#![doc = include_str!("../README.md")]
 
 mod compiler;
 mod copies;

@@ -1,11 +1,4 @@
-//! gpuworld-wgpu: the backend for Vulkan, Metal and DX12 through wgpu. Storage is one wgpu
-//! buffer per allocation; kernels are WGSL (`WgslSource`; the library's in `library`) compiled
-//! once per kernel id; each stream records into a command encoder of its own, submitted on flush
-//! (an event is the submission's sequence number) or by the tick's poll; a mark's submission
-//! also writes device timestamps (`marks`).
-//! wgpu has a single queue, so submissions run in order and an event wait needs no device work.
-//! No method blocks: completion (submissions, read maps) is noticed by `poll`, through wgpu's
-//! callbacks.
+#![doc = include_str!("../README.md")]
 
 mod adapter;
 mod bind_groups;

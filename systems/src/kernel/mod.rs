@@ -8,12 +8,15 @@
 //! (its declarations, prelude and compiler). A backend may also define a source type of its own.
 
 mod cpu;
+mod elem;
 pub mod ops;
 
 pub use cpu::{
     BufferIo, CpuBuffer, CpuKernelFn, CpuSource, CubeContext, KernelIo, ReadOnlyStore,
     panic_message,
 };
+
+pub use elem::Elem;
 
 use crate::error::LaunchError;
 use std::any::Any;
@@ -42,36 +45,6 @@ impl KernelSource for WgslSource {}
 pub struct CudaSource(pub &'static str);
 
 impl KernelSource for CudaSource {}
-
-/// The type of a buffer's elements or of a scalar: a 32-bit word read as a float or an integer.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Elem {
-    /// `f32`.
-    F32,
-    /// `u32`.
-    U32,
-}
-
-impl Elem {
-    /// Bytes of one element.
-    pub const fn size(self) -> u64 {
-        4
-    }
-
-    /// Its name in Rust, as errors show it.
-    pub const fn name(self) -> &'static str {
-        match self {
-            Elem::F32 => "f32",
-            Elem::U32 => "u32",
-        }
-    }
-}
-
-impl fmt::Display for Elem {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
 
 /// How a kernel accesses a buffer binding: what the runtime orders it after (a reader waits for
 /// the last writer on another stream; a writer waits for every other stream's readers and

@@ -600,7 +600,7 @@ impl MemoryPool {
     /// parked memory to come back rather than take the pools past their budget: no free memory
     /// and no memory the stream parked holds it, while at least as much is parked, behind events
     /// the GC stage will see pass. Ingest then leaves the request (and what follows it) to a
-    /// later tick, [`PARKED_WAITS`] ticks at most, so that the device, not the rate of ticks,
+    /// later tick, `PARKED_WAITS` ticks at most, so that the device, not the rate of ticks,
     /// decides what is reserved: the memory returns as soon as the device is done with it.
     pub fn waits_for_parked(&mut self, size: u64, stream: StreamId, entity: Entity) -> bool {
         // Ingest asks for every allocation: what rules most of them out comes first.
