@@ -120,6 +120,8 @@ struct Shared<B: Backend> {
     last_kernel_with_source: AtomicPtr<KernelDef>,
     /// Fences of the frames ended and not yet seen finished (`frames.rs`).
     frames: Mutex<frames::FrameFences>,
+    /// Alive while a user holds a client of this runtime (a graph's own clones do not count).
+    user_clients: std::sync::Weak<()>,
 }
 
 impl<B: Backend> Shared<B> {
@@ -147,6 +149,9 @@ pub struct ComputeClient<B: Backend> {
     _lifetime: Arc<drivers::Lifetime>,
     shared: Arc<Shared<B>>,
     stream: Option<StreamId>,
+    /// Held by every clone a user has; not by the clones a [`Graph`] keeps, so a graph knows
+    /// when no client is left to read what its replays write.
+    user: Option<Arc<()>>,
 }
 
 impl<B: Backend> std::fmt::Debug for ComputeClient<B> {
@@ -165,6 +170,7 @@ impl<B: Backend> Clone for ComputeClient<B> {
             shared: self.shared.clone(),
             stream: self.stream,
             _lifetime: self._lifetime.clone(),
+            user: self.user.clone(),
         }
     }
 }
@@ -174,7 +180,9 @@ impl<B: Backend> ComputeClient<B> {
     pub fn new(backend: B, config: RuntimeConfig, driver: Driver) -> ComputeClient<B> {
         let inbox = Arc::new(Inbox::new(RuntimeId::fresh()));
         let runtime = Runtime::with_inbox(backend, config, inbox.clone());
+        let user = Arc::new(());
         let shared = Arc::new(Shared {
+            user_clients: Arc::downgrade(&user),
             id: runtime.id(),
             properties: runtime.properties().clone(),
             device_index: runtime.backend().device_index(),
@@ -210,11 +218,26 @@ impl<B: Backend> ComputeClient<B> {
         ComputeClient {
             shared,
             stream: None,
+            user: Some(user),
             _lifetime: Arc::new(drivers::Lifetime {
                 inbox,
                 thread: Mutex::new(thread),
             }),
         }
+    }
+
+    /// A clone for the runtime's own holders (a graph, a captured transfer): it keeps the
+    /// runtime alive but is not a user's client. Never ticks.
+    pub(crate) fn held_by_graph(&self) -> ComputeClient<B> {
+        ComputeClient {
+            user: None,
+            ..self.clone()
+        }
+    }
+
+    /// Whether a user still holds a client of this runtime (a graph's clones do not count).
+    pub(crate) fn has_user_client(&self) -> bool {
+        self.shared.user_clients.strong_count() > 0
     }
 
     /// The stream this client works on: its override, else the calling thread's. Never ticks.

@@ -273,6 +273,12 @@ const MISUSES: &[Misuse] = &[
         "at once, by the update; the graph is unchanged",
         a_graph_update_that_does_not_fit_is_an_error
     ),
+    misuse!(
+        ErrorKind::NoClientLeft,
+        "Replaying a graph after every client of its runtime was dropped",
+        "at once, by `replay`, which queues nothing",
+        replaying_a_graph_with_no_client_left_is_an_error
+    ),
 ];
 
 /// Errors the catalogue has no case for: they need a device this machine may lack, or no
@@ -1433,5 +1439,22 @@ fn a_graph_update_that_does_not_fit_is_an_error() -> Option<Error> {
     assert!(error.to_string().contains("not U32"), "{error}");
     graph.replay().unwrap();
     still_works(&client, &x, &[5.0; 256]);
+    Some(error)
+}
+
+fn replaying_a_graph_with_no_client_left_is_an_error() -> Option<Error> {
+    let client = cpu();
+    let x = client.create(bytes_of(&[0.0; 256]));
+    let graph = fill_graph(&client, &x);
+    graph.replay().expect("a replay while a client is held");
+    let other = client.clone();
+    drop(client);
+    graph.replay().expect("a replay while a clone is held");
+    drop(other);
+    let error = graph.replay().unwrap_err();
+    assert!(matches!(
+        error,
+        Error::Graph(GraphError::NoClientLeft { .. })
+    ));
     Some(error)
 }

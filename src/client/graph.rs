@@ -128,7 +128,7 @@ impl<B: Backend> Graph<B> {
         let mut runtimes: Vec<ComputeClient<B>> = Vec::with_capacity(clients.len());
         for client in clients {
             if !runtimes.iter().any(|c| c.shared.id == client.shared.id) {
-                runtimes.push(client.clone());
+                runtimes.push(client.held_by_graph());
             }
         }
         let order = CaptureOrder::default();
@@ -223,7 +223,14 @@ impl<B: Backend> Graph<B> {
     /// transfers as one command, after everything queued before it on their streams and before
     /// everything queued after; each transfer as `to_client_into` queues it. Only enqueues,
     /// like a launch (under `Driver::Manual` the next tick runs it).
+    /// [`GraphError::NoClientLeft`] when a user holds no client of a runtime it replays on (the
+    /// graph's own clones keep the runtime alive, but nothing could read the result).
     pub fn replay(&self) -> Result<()> {
+        if let Some(orphan) = self.clients.iter().find(|c| !c.has_user_client()) {
+            return Err(Error::Graph(GraphError::NoClientLeft {
+                runtime: orphan.shared.id,
+            }));
+        }
         for part in &self.parts {
             match part {
                 Part::Replay {

@@ -252,9 +252,9 @@ impl<B: Backend, C: Backend> TransferTo<B, C> {
         let handle = dst_range.handle();
         dst.shared.inbox.push_uncaptured(Command::Pin { handle });
         TransferTo {
-            source: source.clone(),
+            source: source.held_by_graph(),
             src,
-            dst: dst.clone(),
+            dst: dst.held_by_graph(),
             dst_range,
         }
     }

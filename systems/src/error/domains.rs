@@ -431,4 +431,14 @@ pub enum GraphError {
         /// What does not fit.
         reason: Arc<str>,
     },
+    /// A graph was replayed after every client of a runtime it replays on was dropped: nothing
+    /// could ever read what the replay writes.
+    #[error(
+        "no client of {runtime} is left: a replay there could never be read; keep a client \
+         of every runtime the graph replays on, or drop the graph"
+    )]
+    NoClientLeft {
+        /// The runtime without a client.
+        runtime: RuntimeId,
+    },
 }

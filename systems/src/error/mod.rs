@@ -142,7 +142,7 @@ error_kinds! {
     Autotune(AutotuneError) { AllCandidatesFailed }
     Layout(LayoutError) { ElementSize, InvalidTensor }
     Profile(ProfileError) { TimingUnavailable, TraceNotStarted }
-    Graph(GraphError) { NotCapturable, NestedCapture, NoSuchNode, UpdateRefused }
+    Graph(GraphError) { NotCapturable, NestedCapture, NoSuchNode, UpdateRefused, NoClientLeft }
 }
 
 impl std::fmt::Display for ErrorKind {
