@@ -231,8 +231,16 @@ fn a_user_kernel_must_be_registered_to_be_replayed() {
         .replay(&sim, |_| {})
         .unwrap_err();
     assert_eq!(
-        error.to_string(),
-        "the recording launches kernel `test.negate`, which is not in gpuworld's library: register it with Replayer::kernel"
+        error,
+        gpuworld::testing::ReplayError::UnknownKernel {
+            kernel: "test.negate".into()
+        }
+    );
+    // The message says what to run instead, since the CLI cannot register a kernel.
+    let message = error.to_string();
+    assert!(
+        message.contains("`test.negate`") && message.contains(".kernel(&KERNEL)"),
+        "{message}"
     );
     let report = Replayer::new(recording)
         .kernel(&NEGATE)

@@ -23,7 +23,10 @@ pub const MAX_DRAIN_TICKS: u64 = 100_000;
 pub enum ReplayError {
     /// A launch names a kernel that is neither in the library nor registered.
     #[error(
-        "the recording launches kernel `{kernel}`, which is not in gpuworld's library: register it with Replayer::kernel"
+        "the recording launches kernel `{kernel}`, which is not in gpuworld's library; a kernel \
+         is code, not data, so `gpuworld replay` knows only the library's: replay it from the \
+         crate that defines it, with `Replayer::new(Recording::load(path)?).kernel(&KERNEL)` \
+         and `.replay(&client, |_| {{}})` (docs/testing.md, \"Record and replay\")"
     )]
     UnknownKernel {
         /// The kernel's id.
