@@ -14,10 +14,13 @@
 //! (tens of microseconds; the device thread a quarter of a millisecond where cores are
 //! plentiful), because the next command or reply usually comes soon after the last.
 
+mod policy;
+
 use super::{ComputeClient, Shared};
 use futures_channel::oneshot;
 use gpuworld_systems::inbox::Inbox;
 use gpuworld_systems::{Backend, Error, Result};
+pub(crate) use policy::DriverPolicy;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::OnceLock;
@@ -38,57 +41,6 @@ pub enum Driver {
     DeviceThread,
 }
 
-/// Longest the manual driver blocks on the device between two ticks, holding the runtime lock;
-/// short, because other threads may want to tick meanwhile.
-pub(super) const MANUAL_DEVICE_WAIT: Duration = Duration::from_micros(200);
-
-/// Beside a device thread, longest whoever ticks (the device thread or a blocking caller) blocks
-/// on the device between ticks, holding the runtime lock: commands that arrive meanwhile wait at
-/// most this long before a tick ingests them.
-const DEVICE_WAIT_SLICE: Duration = Duration::from_micros(50);
-
-/// How long a blocking caller spins for its reply while another thread holds the runtime,
-/// before it sleeps (waking a sleeping thread costs several microseconds).
-const CALLER_SPIN: Duration = Duration::from_micros(50);
-
-/// On fewer than [`SPIN_WHILE_DRIVEN_CORES`] cores, how long the device thread spins for new
-/// commands after activity before it sleeps.
-const DEVICE_THREAD_SPIN: Duration = Duration::from_micros(50);
-
-/// While callers drive, and after they drove until the next command, how often the device
-/// thread looks at the runtime: it parks in between instead of spinning. Spinning beside a lone
-/// caller kept the lines it writes (the driving count, the inbox's flag) moving between the two
-/// cores: the CUDA round trip took 1.31–1.33x raw with the device thread against 1.25–1.27x
-/// manual, and 1.23–1.30x with this poll (issue 31, paired runs on one H200 host). A caller that
-/// leaves work behind wakes it at once.
-const QUIET_POLL: Duration = Duration::from_micros(50);
-
-/// How long the device thread spins for new commands after activity on
-/// [`SPIN_WHILE_DRIVEN_CORES`] cores or more, before it sleeps; an idle runtime costs nothing
-/// beyond this. Longer than a round trip's gap in a loop of them: a command that finds the device
-/// thread asleep pays the wake-up (a futex call, 2–4 µs on the H100 host) on the caller's thread.
-const DEVICE_THREAD_SPIN_SPARE_CORES: Duration = Duration::from_micros(250);
-
-/// The fewest cores on which the device thread spins, rather than parks, while callers drive.
-const SPIN_WHILE_DRIVEN_CORES: usize = 4;
-
-/// How long the device thread holds back from fresh commands for a blocking caller to take them
-/// (see `run_device_thread`); a batch of non-blocking commands starts this much later.
-const DEVICE_THREAD_LINGER: Duration = Duration::from_micros(5);
-
-/// How long the idle device thread sleeps when nothing wakes it, so a lost wake-up costs at
-/// most this.
-const DEVICE_THREAD_IDLE: Duration = Duration::from_millis(20);
-
-/// Where cores are plentiful, how long after two blocking callers last waited at once that
-/// callers leave every tick to the device thread (see `Drivers::shared_until`).
-const SHARED_HOLD: Duration = Duration::from_millis(2);
-
-/// How long a blocking caller that leaves ticking to the device thread spins for its reply,
-/// where cores are plentiful, before it sleeps: a round trip the device thread answers takes
-/// tens of microseconds, and a wake-up costs several.
-const REPLY_SPIN: Duration = Duration::from_micros(200);
-
 /// What the device thread and blocking callers share so that one thread at a time drives the
 /// runtime: a blocking caller ticks itself from its command to its reply (no handoff on the
 /// way), and the device thread stays out of its way meanwhile. Aligned to a cache-line pair: the
@@ -101,33 +53,17 @@ pub(super) struct Drivers {
     waiting: AtomicUsize,
     /// The device thread, woken when the last driving caller leaves.
     device_thread: OnceLock<Thread>,
-    /// Whether the host has [`SPIN_WHILE_DRIVEN_CORES`] cores or more: the device thread then
-    /// spins rather than parks while callers drive, and spins longer for work.
-    spare_cores: bool,
-    /// How many blocking callers may drive (or spin to drive) at once: one where cores are few;
-    /// where they are plentiful, one per [`CORES_PER_DRIVER`] cores, so that a second caller
-    /// spins for the runtime instead of sleeping for its reply (a wake-up per round trip made two
-    /// callers slower than one on CUDA: issue 31).
-    max_drivers: usize,
-    /// Where cores are plentiful: until when (nanoseconds since `epoch`) callers leave every tick
-    /// to the device thread, [`SHARED_HOLD`] after two last waited at once. Callers that took
-    /// turns at ticking moved the runtime's state from core to core with every tick: on CUDA,
-    /// two callers did 0.8–0.9x one caller's round trips however they waited, and 1.0–1.05x
-    /// with every tick on the device thread (issue 31). A caller alone still drives: the device
-    /// thread's tick then costs a handoff per round trip (0.7x).
+    /// When to spin, park or sleep, for this host's cores.
+    pub(super) policy: DriverPolicy,
+    /// With spare cores: until when (nanoseconds since `epoch`) callers leave every tick to the
+    /// device thread, `policy.shared_hold` after two last waited at once. A caller alone still
+    /// drives: the device thread's tick then costs a handoff per round trip (0.7x).
     shared_until: AtomicU64,
     /// The origin of `shared_until`.
     epoch: Instant,
-    /// Callers spinning for a reply the device thread will send (see [`REPLY_SPIN`]).
+    /// Callers spinning for a reply the device thread will send (see `policy.reply_spin`).
     spinning: AtomicUsize,
-    /// The most callers that may spin for their replies at once: a quarter of the cores, so that
-    /// spinners leave the device thread (and the cpu backend's stream workers) their cores. With
-    /// 32 callers each spinning, the cpu backend on 16 cores did half the round trips.
-    max_spinning: usize,
 }
-
-/// Cores per blocking caller that may drive the runtime at once (see `Drivers::max_drivers`).
-const CORES_PER_DRIVER: usize = 8;
 
 /// Makes every runtime made afterwards take the path of a host with spare cores, so that the
 /// unit tests run it on CI's two cores too.
@@ -136,28 +72,21 @@ static FORCE_SPARE_CORES: std::sync::atomic::AtomicBool = std::sync::atomic::Ato
 
 impl Default for Drivers {
     fn default() -> Drivers {
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let spare_cores = cores >= SPIN_WHILE_DRIVEN_CORES;
+        let policy = DriverPolicy::for_this_host();
         #[cfg(test)]
-        let (spare_cores, cores) = if FORCE_SPARE_CORES.load(Ordering::Relaxed) {
-            (true, cores.max(2 * CORES_PER_DRIVER))
+        let policy = if FORCE_SPARE_CORES.load(Ordering::Relaxed) {
+            DriverPolicy::for_cores(2 * DriverPolicy::CORES_PER_DRIVER)
         } else {
-            (spare_cores, cores)
+            policy
         };
         Drivers {
             driving: AtomicUsize::new(0),
             waiting: AtomicUsize::new(0),
             device_thread: OnceLock::new(),
-            spare_cores,
-            max_drivers: if spare_cores {
-                (cores / CORES_PER_DRIVER).max(1)
-            } else {
-                1
-            },
+            policy,
             shared_until: AtomicU64::new(0),
             epoch: Instant::now(),
             spinning: AtomicUsize::new(0),
-            max_spinning: if spare_cores { (cores / 4).max(1) } else { 0 },
         }
     }
 }
@@ -168,16 +97,16 @@ impl Drivers {
         u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX)
     }
 
-    /// Spins up to [`REPLY_SPIN`] for the reply on `receiver`, if fewer than `max_spinning`
-    /// callers spin already; the reply, if it came.
+    /// Spins up to `policy.reply_spin` for the reply on `receiver`, if fewer than
+    /// `policy.max_spinning` callers spin already; the reply, if it came.
     fn spin_for<T>(&self, receiver: &mut oneshot::Receiver<Result<T>>) -> Option<Result<T>> {
-        if self.spinning.fetch_add(1, Ordering::AcqRel) >= self.max_spinning {
+        if self.spinning.fetch_add(1, Ordering::AcqRel) >= self.policy.max_spinning {
             self.spinning.fetch_sub(1, Ordering::AcqRel);
             return None;
         }
         let start = Instant::now();
         let mut reply = None;
-        while reply.is_none() && start.elapsed() < REPLY_SPIN {
+        while reply.is_none() && start.elapsed() < self.policy.reply_spin {
             reply = ready(receiver);
             std::hint::spin_loop();
         }
@@ -187,7 +116,7 @@ impl Drivers {
 
     /// Whether callers leave every tick to the device thread now (see `Drivers::shared_until`).
     fn shared(&self) -> bool {
-        self.spare_cores && self.now() < self.shared_until.load(Ordering::Relaxed)
+        self.policy.spare_cores && self.now() < self.shared_until.load(Ordering::Relaxed)
     }
 }
 
@@ -197,7 +126,7 @@ struct Driving<'a> {
     drivers: &'a Drivers,
     /// Whether the device thread may have work once this caller leaves (the default): the last
     /// driver to leave then wakes it. Where cores are plentiful, a caller that leaves nothing in
-    /// flight and nothing queued lets it sleep out its `QUIET_POLL` instead (a wake-up is a futex
+    /// flight and nothing queued lets it sleep out its `policy.quiet_poll` instead (a wake-up is a futex
     /// call on the caller's thread).
     work_left: bool,
 }
@@ -217,7 +146,7 @@ impl Drop for Driving<'_> {
         // Where cores are few the device thread parks for long while callers drive (it does not
         // poll): it is always woken.
         if self.drivers.driving.fetch_sub(1, Ordering::AcqRel) == 1
-            && (self.work_left || !self.drivers.spare_cores)
+            && (self.work_left || !self.drivers.policy.spare_cores)
             && let Some(thread) = self.drivers.device_thread.get()
         {
             thread.unpark();
@@ -237,13 +166,14 @@ struct Waiting<'a> {
 impl<'a> Waiting<'a> {
     fn enter(drivers: &'a Drivers) -> Waiting<'a> {
         let others = drivers.waiting.fetch_add(1, Ordering::AcqRel);
-        if others > 0 && drivers.spare_cores {
-            let until = drivers.now().saturating_add(SHARED_HOLD.as_nanos() as u64);
+        if others > 0 && drivers.policy.spare_cores {
+            let hold = drivers.policy.shared_hold.as_nanos() as u64;
+            let until = drivers.now().saturating_add(hold);
             drivers.shared_until.fetch_max(until, Ordering::Relaxed);
         }
         Waiting {
             drivers,
-            may_drive: others < drivers.max_drivers && !drivers.shared(),
+            may_drive: others < drivers.policy.max_drivers && !drivers.shared(),
         }
     }
 }
@@ -264,7 +194,7 @@ impl Drop for Lifetime {
     fn drop(&mut self) {
         // Through the inbox, which the device thread checks under its lock before it sleeps: a
         // stop flag beside it and a plain wake-up were missed by a thread between its check and
-        // its wait, which then slept out `DEVICE_THREAD_IDLE` (the loom model in `systems/loom`).
+        // its wait, which then slept out `policy.device_thread_idle` (the loom model in `systems/loom`).
         self.inbox.stop_device_thread();
         if let Some(thread) = self.thread.lock().take() {
             thread.thread().unpark();
@@ -284,25 +214,22 @@ pub(super) fn run_device_thread<B: Backend>(shared: &Shared<B>) {
     let callers_drive = || drivers.driving.load(Ordering::Acquire) > 0;
     // With few cores, a spinning device thread takes the core that the device's own work (the
     // cpu backend's workers) or the caller needs.
-    let spare_cores = drivers.spare_cores;
-    let spin_for_work = if spare_cores {
-        DEVICE_THREAD_SPIN_SPARE_CORES
-    } else {
-        DEVICE_THREAD_SPIN
-    };
+    let policy = drivers.policy;
+    let spare_cores = policy.spare_cores;
+    let spin_for_work = policy.device_thread_spin;
     // Whether our last tick left work in flight.
     let mut busy = false;
     // Whether others ticked, or nothing did, since our last tick.
     let mut away = false;
     while !inbox.device_thread_stopped() {
         if callers_drive() {
-            // Stay out of the callers' way: park, looking again every `QUIET_POLL` where cores
+            // Stay out of the callers' way: park, looking again every `policy.quiet_poll` where cores
             // are plentiful; the last one to leave unparks us if it left work (an unpark before
             // the park makes it return).
             std::thread::park_timeout(if spare_cores {
-                QUIET_POLL
+                policy.quiet_poll
             } else {
-                DEVICE_THREAD_IDLE
+                policy.device_thread_idle
             });
             (busy, away) = (false, true);
             continue;
@@ -311,17 +238,17 @@ pub(super) fn run_device_thread<B: Backend>(shared: &Shared<B>) {
         if had_commands && !busy && !drivers.shared() {
             // A command is often followed at once by a blocking call (a launch, then its read)
             // whose caller ticks itself: give that caller a moment to take both in one tick.
-            if spin_until(DEVICE_THREAD_LINGER, callers_drive) {
+            if spin_until(policy.device_thread_linger, callers_drive) {
                 continue;
             }
         } else if away && !had_commands {
             // Back after callers drove, or after a sleep: what is left in flight is memory behind
             // events (a reply someone waits for comes with a tick request, which is work). It
             // needs a tick, not at once, and the next blocking call often ticks it first. Where
-            // cores are plentiful, look every `QUIET_POLL` rather than spin beside the caller.
+            // cores are plentiful, look every `policy.quiet_poll` rather than spin beside the caller.
             let ready = || inbox.has_work() || callers_drive();
             let found = if spare_cores {
-                poll_until(spin_for_work, ready)
+                poll_until(spin_for_work, policy.quiet_poll, ready)
             } else {
                 spin_until(spin_for_work, ready)
             };
@@ -336,7 +263,7 @@ pub(super) fn run_device_thread<B: Backend>(shared: &Shared<B>) {
             let busy = runtime.has_work_in_flight();
             if busy && !inbox.has_work() && !callers_drive() {
                 // A blocking caller that comes meanwhile takes the runtime at once.
-                runtime.release_and_wait_for_device(DEVICE_WAIT_SLICE, &|| {
+                runtime.release_and_wait_for_device(policy.device_wait_slice, &|| {
                     inbox.has_work() || callers_drive()
                 });
             }
@@ -350,13 +277,13 @@ pub(super) fn run_device_thread<B: Backend>(shared: &Shared<B>) {
         if did_work && spin_until(spin_for_work, || inbox.has_work() || callers_drive()) {
             continue;
         }
-        inbox.wait_for_work(DEVICE_THREAD_IDLE);
+        inbox.wait_for_work(policy.device_thread_idle);
         away = true;
     }
 }
 
 /// Looks at `ready` until it holds or `limit` passed, with `pause` between looks; whether ready.
-fn wait_until(limit: Duration, pause: fn(), mut ready: impl FnMut() -> bool) -> bool {
+fn wait_until(limit: Duration, mut pause: impl FnMut(), mut ready: impl FnMut() -> bool) -> bool {
     let start = Instant::now();
     loop {
         if ready() {
@@ -374,9 +301,9 @@ fn spin_until(limit: Duration, ready: impl FnMut() -> bool) -> bool {
     wait_until(limit, std::thread::yield_now, ready)
 }
 
-/// [`wait_until`] parked [`QUIET_POLL`] at a time between looks.
-fn poll_until(limit: Duration, ready: impl FnMut() -> bool) -> bool {
-    wait_until(limit, || std::thread::park_timeout(QUIET_POLL), ready)
+/// [`wait_until`] parked `quiet_poll` at a time between looks.
+fn poll_until(limit: Duration, quiet_poll: Duration, ready: impl FnMut() -> bool) -> bool {
+    wait_until(limit, || std::thread::park_timeout(quiet_poll), ready)
 }
 
 impl<B: Backend> ComputeClient<B> {
@@ -419,7 +346,7 @@ impl<B: Backend> ComputeClient<B> {
                     if let Some(reply) = ready(&mut receiver) {
                         return Poll::Ready(reply);
                     }
-                    runtime.tick_awaiting_replies(MANUAL_DEVICE_WAIT);
+                    runtime.tick_awaiting_replies(shared.drivers.policy.manual_device_wait);
                     // Checked before waiting on the device: work of others (memory pinned behind an
                     // event) may still be in flight after our reply came.
                     if let Some(reply) = ready(&mut receiver) {
@@ -430,9 +357,10 @@ impl<B: Backend> ComputeClient<B> {
                     }
                     // Other callers submit meanwhile; then back to the top, where the runtime may
                     // be held by another caller, whose tick answers us.
-                    runtime.release_and_wait_for_device(MANUAL_DEVICE_WAIT, &|| {
-                        shared.inbox.needs_tick()
-                    });
+                    runtime.release_and_wait_for_device(
+                        shared.drivers.policy.manual_device_wait,
+                        &|| shared.inbox.needs_tick(),
+                    );
                     break;
                 }
             }
@@ -444,7 +372,7 @@ impl<B: Backend> ComputeClient<B> {
     /// does (one thread from command to reply is the shortest path), while the device thread
     /// stays out of the way; while another thread holds the runtime it spins briefly for the
     /// reply, then hands over to the device thread and sleeps until the reply wakes it. A caller
-    /// that finds others already waiting (`Drivers::max_drivers` of them: one where cores are
+    /// that finds others already waiting (`policy.max_drivers` of them: one where cores are
     /// few) does not drive: the tick that answers them (theirs, or the device thread's) takes its
     /// command too, and it sleeps until its reply; taking turns at the runtime, callers on few
     /// cores spun and queued for ticks nobody needed (issue 31).
@@ -478,7 +406,7 @@ impl<B: Backend> ComputeClient<B> {
                 if let Some(reply) = ready(&mut receiver) {
                     return reply;
                 }
-                runtime.tick_awaiting_replies(DEVICE_WAIT_SLICE);
+                runtime.tick_awaiting_replies(drivers.policy.device_wait_slice);
                 let in_flight = runtime.has_work_in_flight();
                 if let Some(reply) = ready(&mut receiver) {
                     let replies_in_flight = in_flight && runtime.has_replies_in_flight();
@@ -496,7 +424,9 @@ impl<B: Backend> ComputeClient<B> {
                 if in_flight {
                     // Another caller submits its work meanwhile, and its tick may answer us.
                     let inbox = &self.shared.inbox;
-                    runtime.release_and_wait_for_device(DEVICE_WAIT_SLICE, &|| inbox.needs_tick());
+                    runtime.release_and_wait_for_device(drivers.policy.device_wait_slice, &|| {
+                        inbox.needs_tick()
+                    });
                 }
                 spin_start = Instant::now();
                 continue;
@@ -506,7 +436,7 @@ impl<B: Backend> ComputeClient<B> {
                 self.shared.inbox.request_tick();
                 requested = true;
             }
-            if spin_start.elapsed() < CALLER_SPIN {
+            if spin_start.elapsed() < drivers.policy.caller_spin {
                 std::thread::yield_now();
                 continue;
             }
@@ -590,7 +520,7 @@ mod tests {
         FORCE_SPARE_CORES.store(true, Ordering::Relaxed);
         let client = crate::cpu_client(Driver::DeviceThread).unwrap();
         FORCE_SPARE_CORES.store(false, Ordering::Relaxed);
-        assert!(client.shared.drivers.spare_cores);
+        assert!(client.shared.drivers.policy.spare_cores);
         client
     }
 
@@ -617,7 +547,7 @@ mod tests {
             "within the hold, a caller alone does not drive"
         );
         drop(soon_after);
-        std::thread::sleep(SHARED_HOLD * 2);
+        std::thread::sleep(drivers.policy.shared_hold * 2);
         assert!(!drivers.shared());
         assert!(
             Waiting::enter(drivers).may_drive,

@@ -6,7 +6,7 @@
 //! `block_on(read_async(..))` completes instead of hanging mute, while a host loop that ticks
 //! between its polls is never ticked behind its back.
 
-use super::{Shared, drivers};
+use super::Shared;
 use futures_channel::oneshot;
 use gpuworld_systems::{Backend, Error, HostBytes, Result};
 use parking_lot::Mutex;
@@ -150,11 +150,11 @@ impl<B: Backend> DriveOnPoll for Shared<B> {
             self.inbox.request_tick();
             return false;
         };
-        runtime.tick_awaiting_replies(drivers::MANUAL_DEVICE_WAIT);
+        let wait = self.drivers.policy.manual_device_wait;
+        runtime.tick_awaiting_replies(wait);
         if runtime.has_replies_in_flight() {
             let inbox = &self.inbox;
-            runtime
-                .release_and_wait_for_device(drivers::MANUAL_DEVICE_WAIT, &|| inbox.needs_tick());
+            runtime.release_and_wait_for_device(wait, &|| inbox.needs_tick());
         }
         true
     }
