@@ -248,7 +248,10 @@ impl<B: Backend> ComputeClient<B> {
         if needed > free {
             return Err(CheckpointError::TooLargeForDevice {
                 path: opened.path.clone(),
-                what: format!("its {} buffers", buffers.len()).into(),
+                what: match buffers.len() {
+                    1 => "its buffer".into(),
+                    n => format!("its {n} buffers together").into(),
+                },
                 needed,
                 limit: free,
                 limit_name: "the device memory free",

@@ -470,7 +470,7 @@ pub enum CheckpointError {
     },
     /// The file ends before its last byte: a copy or write cut short.
     #[error(
-        "checkpoint {path} is truncated: it ends at byte {len}, inside {section}, which needs {needed} bytes"
+        "checkpoint {path} is truncated: it ends at byte {len}, inside {section}, which runs to byte {needed}"
     )]
     Truncated {
         /// The file.
@@ -479,7 +479,7 @@ pub enum CheckpointError {
         len: u64,
         /// The part of the file it ends in (`the header`, `buffer 2 ("vel")`, ...).
         section: Arc<str>,
-        /// Bytes the file needs up to the end of that part.
+        /// The byte that part runs to: the file needs at least this many bytes.
         needed: u64,
     },
     /// A part of the file does not match its checksum, or is not what its header says.
@@ -494,14 +494,14 @@ pub enum CheckpointError {
     },
     /// The checkpoint's buffers do not fit the device it is restored on; nothing was allocated.
     #[error(
-        "checkpoint {path} does not fit the device: {what} needs {}, but {limit_name} is {}",
+        "checkpoint {path} does not fit the device: {what}: {} needed, but {limit_name} is {}",
         ReadableBytes(*needed),
         ReadableBytes(*limit)
     )]
     TooLargeForDevice {
         /// The file.
         path: Arc<str>,
-        /// What does not fit (`buffer 1 ("field")`, `its 3 buffers`).
+        /// What does not fit (`buffer 1 ("field")`, `its 3 buffers together`).
         what: Arc<str>,
         /// Bytes it needs.
         needed: u64,
