@@ -457,9 +457,7 @@ pub enum CheckpointError {
         found: Vec<u8>,
     },
     /// The file is a checkpoint of a format version this build does not read.
-    #[error(
-        "checkpoint {path} has format version {version}; this build reads version {supported}"
-    )]
+    #[error("checkpoint {path} has format version {version}; this build reads version {supported}")]
     UnsupportedVersion {
         /// The file.
         path: Arc<str>,

@@ -5,8 +5,7 @@ mod domains;
 
 pub use domains::{
     AutotuneError, BindingError, CandidateFailure, CheckpointError, CollectiveError, ConfigError,
-    DeviceError,
-    ExecutionError, GraphError, LaunchError, LayoutError, MemoryError, ProfileError,
+    DeviceError, ExecutionError, GraphError, LaunchError, LayoutError, MemoryError, ProfileError,
 };
 
 use crate::ids::StreamId;
