@@ -76,10 +76,15 @@ fn describe(info: &CheckpointInfo) -> String {
     text
 }
 
-/// `n bytes: hex…`, the hex cut after 32 bytes.
+/// `n bytes: "text"` for printable text, else `n bytes: hex…` with the hex cut after 32 bytes.
 fn bytes_line(bytes: &[u8]) -> String {
     if bytes.is_empty() {
         return "none".into();
+    }
+    if let Ok(text) = std::str::from_utf8(bytes)
+        && text.chars().all(|c| !c.is_control())
+    {
+        return format!("{} bytes: {text:?}", bytes.len());
     }
     let shown: String = bytes.iter().take(32).map(|b| format!("{b:02x}")).collect();
     let more = if bytes.len() > 32 { "…" } else { "" };
