@@ -120,7 +120,7 @@ fn run<B: Backend>(client: ComputeClient<B>, settings: &Settings) {
         .map(|i| BUFFER_BYTES.min(bytes - i * BUFFER_BYTES))
         .collect();
     let host: Vec<u8> = (0..BUFFER_BYTES.min(bytes))
-        .map(|i| (i * 2_654_435_761 >> 13) as u8)
+        .map(|i| ((i * 2_654_435_761) >> 13) as u8)
         .collect();
     let state: Vec<Handle> = sizes
         .iter()
