@@ -100,6 +100,10 @@ fn main() -> ExitCode {
             crash::a_child_killed_while_writing_always_leaves_a_checkpoint_that_resumes,
         ),
         trial(
+            "the_worked_example_of_docs_checkpoints_md_runs",
+            the_worked_example_of_docs_checkpoints_md_runs,
+        ),
+        trial(
             "rolling_back_8_frames_and_resimulating_gives_the_same_bits",
             rolling_back_8_frames_and_resimulating_gives_the_same_bits,
         ),
@@ -763,4 +767,51 @@ mod crash {
         );
         assert!(last_tick > 0, "no checkpoint was ever completed");
     }
+}
+
+/// The worked example of `docs/checkpoints.md`, in a temporary directory
+/// (`GPUWORLD_KEEP_EXAMPLE=PATH` copies its file there, for the page's `inspect` output).
+fn the_worked_example_of_docs_checkpoints_md_runs() {
+    use gpuworld::library;
+    let dir = tempfile::tempdir().unwrap();
+    let run = || -> Result<(), Error> {
+        // A run on the cpu backend: a field scaled every tick.
+        let client = gpuworld::cpu_client(Driver::Manual)?;
+        let field = client.create_from_pod(&[1.0f32, 2.0, 3.0, 4.0]);
+        let scratch = client.empty(16);
+        for _ in 0..3 {
+            let bindings = Bindings::new()
+                .buffer(&field)
+                .buffer(&scratch)
+                .scalar_f32(2.0);
+            client.launch(&library::SCALE, CubeCount::new_1d(1), bindings)?;
+            let bindings = Bindings::new().buffer(&scratch).buffer(&field);
+            client.launch(&library::COPY, CubeCount::new_1d(1), bindings)?;
+        }
+        let path = dir.path().join("example.ckpt");
+        let meta = CheckpointMeta::at_tick(3).with_rng_state(42u64.to_le_bytes());
+        let summary =
+            client.checkpoint(&path, Checkpoint::new().buffer("field", &field).meta(meta))?;
+        assert_eq!(summary.buffer_bytes, 16);
+
+        // Later, in another process, on any backend (here the sim): the same handles and
+        // metadata.
+        let sim = gpuworld::sim_client(gpuworld::SimConfig::default())?;
+        let restored = sim.restore(&path)?;
+        assert_eq!(restored.meta.tick, 3);
+        let field = restored.handle("field").expect("saved above");
+        assert_eq!(sim.read_one_as::<f32>(field)?, [8.0, 16.0, 24.0, 32.0]);
+
+        // Rollback in device memory: keep 8 frames, go back to frame 3.
+        let mut ring = sim.rollback_ring([field], 8)?;
+        ring.save(3)?;
+        sim.write(field, bytemuck::cast_slice(&[0.0f32; 4]))?;
+        ring.rollback(3)?;
+        assert_eq!(sim.read_one_as::<f32>(field)?, [8.0, 16.0, 24.0, 32.0]);
+        if let Some(keep) = std::env::var_os("GPUWORLD_KEEP_EXAMPLE") {
+            std::fs::copy(&path, keep).unwrap();
+        }
+        Ok(())
+    };
+    run().unwrap();
 }
