@@ -100,6 +100,14 @@ fn main() -> ExitCode {
             crash::a_child_killed_while_writing_always_leaves_a_checkpoint_that_resumes,
         ),
         trial(
+            "many_small_buffers_on_several_streams_round_trip",
+            many_small_buffers_on_several_streams_round_trip,
+        ),
+        trial(
+            "saving_and_rolling_back_never_tick",
+            saving_and_rolling_back_never_tick,
+        ),
+        trial(
             "the_worked_example_of_docs_checkpoints_md_runs",
             the_worked_example_of_docs_checkpoints_md_runs,
         ),
@@ -814,4 +822,68 @@ fn the_worked_example_of_docs_checkpoints_md_runs() {
         Ok(())
     };
     run().unwrap();
+}
+
+fn many_small_buffers_on_several_streams_round_trip() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("many.ckpt");
+    for_each_manual_backend(|first, second| {
+        let contents: Vec<Vec<u8>> = (0..300u32)
+            .map(|i| (0..(i * 37) % 1000).map(|j| (i ^ j) as u8).collect())
+            .collect();
+        let streams: Vec<gpuworld::StreamId> = (0..300u64)
+            .map(|i| gpuworld::StreamId { value: i % 3 })
+            .collect();
+        let handles: Vec<Handle> = contents
+            .iter()
+            .zip(&streams)
+            .map(|(bytes, &stream)| first.with_stream(stream).create(bytes.clone()))
+            .collect();
+        let mut checkpoint = Checkpoint::new();
+        for (i, (handle, &stream)) in handles.iter().zip(&streams).enumerate() {
+            checkpoint = checkpoint.buffer_on(format!("b{i}"), handle, stream);
+        }
+        first.checkpoint(&path, checkpoint).unwrap();
+        let restored = second(&path);
+        assert_eq!(restored.len(), 300);
+        for (i, (stream, bytes)) in restored.iter().enumerate() {
+            assert_eq!(*stream, streams[i], "buffer {i}");
+            assert_eq!(bytes, &contents[i], "buffer {i}");
+        }
+    });
+}
+
+/// Runs `test` with a cpu writer and, as the restorer, a cpu and a sim client (each restores
+/// and reads back every buffer's stream and bytes).
+fn for_each_manual_backend(
+    test: impl Fn(&ComputeClient<CpuBackend>, &dyn Fn(&Path) -> Vec<(gpuworld::StreamId, Vec<u8>)>),
+) {
+    fn restore_on<B: Backend>(
+        client: &ComputeClient<B>,
+        path: &Path,
+    ) -> Vec<(gpuworld::StreamId, Vec<u8>)> {
+        let restored = client.restore(path).unwrap();
+        restored
+            .buffers
+            .iter()
+            .map(|b| (b.stream, client.read_one(&b.handle).unwrap().into_vec()))
+            .collect()
+    }
+    let writer = cpu();
+    test(&writer, &|path| restore_on(&cpu(), path));
+    test(&writer, &|path| restore_on(&sim_backend(), path));
+}
+
+fn saving_and_rolling_back_never_tick() {
+    let client = sim_backend();
+    let state = client.create(vec![1u8; 4096]);
+    client.sync().unwrap();
+    let before = client.tick_count();
+    let mut ring = client.rollback_ring([&state], 3).unwrap();
+    for frame in 0..5 {
+        ring.save(frame).unwrap();
+    }
+    ring.rollback(3).unwrap();
+    assert_eq!(client.tick_count(), before, "the ring ticked the runtime");
+    assert_eq!(client.read_one(&state).unwrap().into_vec(), vec![1u8; 4096]);
 }

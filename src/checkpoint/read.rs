@@ -167,12 +167,13 @@ impl<B: Backend> ComputeClient<B> {
         let bytes_total = opened.metadata.buffers.iter().map(|b| b.len).sum();
         let mut buffers: Vec<RestoredBuffer> = Vec::with_capacity(count);
         let mut crcs = Vec::with_capacity(count);
-        let mut writes: VecDeque<ReplyFuture<()>> = VecDeque::new();
+        let mut writes = BoundedWrites::default();
         let mut bytes_done = 0;
         for index in 0..count {
             let entry = opened.metadata.buffers[index].clone();
             let stream = stream_of(entry.stream);
             let client = self.with_stream(stream);
+            writes.switch_to(&client)?;
             let len = opened.read_len(index)?;
             let handle = client.empty(len);
             let mut hasher = crc32fast::Hasher::new();
@@ -186,12 +187,7 @@ impl<B: Backend> ComputeClient<B> {
                 opened.read_into(index, &mut staging)?;
                 hasher.update(&staging);
                 client.write_bytes(part, staging)?;
-                writes.push_back(client.sync_async());
-                if writes.len() >= WRITES_IN_FLIGHT
-                    && let Some(oldest) = writes.pop_front()
-                {
-                    futures_executor::block_on(oldest)?;
-                }
+                writes.wrote(&client, size as u64)?;
                 bytes_done += size as u64;
                 progress(Progress {
                     bytes_done,
@@ -208,9 +204,7 @@ impl<B: Backend> ComputeClient<B> {
             });
         }
         opened.finish(&crcs)?;
-        for write in writes {
-            futures_executor::block_on(write)?;
-        }
+        writes.finish()?;
         // Every stream written is synced: the buffers' bytes are on the device.
         let mut streams: Vec<StreamId> = buffers.iter().map(|b| b.stream).collect();
         streams.sort_by_key(|stream| stream.value);
@@ -256,6 +250,59 @@ impl<B: Backend> ComputeClient<B> {
                 limit: free,
                 limit_name: "the device memory free",
             });
+        }
+        Ok(())
+    }
+}
+
+/// The writes of a restore in flight, bounded: a sync follows every chunk's worth of bytes
+/// written on a stream (and the last writes of a stream the restore leaves), and at most
+/// `WRITES_IN_FLIGHT` of those syncs are waited for at once, so staging memory holds a few
+/// chunks while small buffers still go out many at a time.
+#[derive(Default)]
+struct BoundedWrites {
+    syncs: VecDeque<ReplyFuture<()>>,
+    unsynced: u64,
+    stream: Option<StreamId>,
+}
+
+impl BoundedWrites {
+    /// Syncs the writes of the stream left, before those on `client`'s.
+    fn switch_to<B: Backend>(&mut self, client: &ComputeClient<B>) -> Result<()> {
+        if let Some(previous) = self.stream
+            && previous != client.stream_id()
+            && self.unsynced > 0
+        {
+            self.push(client.with_stream(previous).sync_async())?;
+        }
+        self.stream = Some(client.stream_id());
+        Ok(())
+    }
+
+    /// Counts `bytes` written on `client`'s stream.
+    fn wrote<B: Backend>(&mut self, client: &ComputeClient<B>, bytes: u64) -> Result<()> {
+        self.unsynced += bytes;
+        if self.unsynced >= CHUNK {
+            self.push(client.sync_async())?;
+        }
+        Ok(())
+    }
+
+    fn push(&mut self, sync: ReplyFuture<()>) -> Result<()> {
+        self.unsynced = 0;
+        self.syncs.push_back(sync);
+        if self.syncs.len() >= WRITES_IN_FLIGHT
+            && let Some(oldest) = self.syncs.pop_front()
+        {
+            futures_executor::block_on(oldest)?;
+        }
+        Ok(())
+    }
+
+    /// Waits for every sync pushed.
+    fn finish(self) -> Result<()> {
+        for sync in self.syncs {
+            futures_executor::block_on(sync)?;
         }
         Ok(())
     }

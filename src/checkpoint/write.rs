@@ -7,7 +7,7 @@ use super::format::{self, BufferEntry, Metadata};
 use super::{CheckpointMeta, Progress};
 use crate::client::{ComputeClient, ReplyFuture};
 use gpuworld_systems::error::CheckpointError;
-use gpuworld_systems::{Backend, Binding, HostBytes, Result, StreamId};
+use gpuworld_systems::{Backend, Binding, Error, HostBytes, Result, StreamId};
 use std::collections::VecDeque;
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -19,8 +19,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// in flight.
 pub(super) const CHUNK: u64 = 16 << 20;
 
-/// Reads in flight at once while a checkpoint is written.
+/// Chunks' worth of bytes read ahead at once while a checkpoint is written.
 const READS_IN_FLIGHT: usize = 2;
+
+/// Reads queued ahead at once (of small buffers, many fit in the bytes above).
+const READS_QUEUED: usize = 64;
 
 /// What to save: named buffers (each read on its stream), the user's metadata, and a progress
 /// callback; written by `ComputeClient::checkpoint`.
@@ -150,21 +153,23 @@ impl<B: Backend> ComputeClient<B> {
         let mut file = TempFile::create(path, &shown)?;
         file.write(&format::encode_header(&metadata))?;
         file.write(&metadata)?;
+        // Every chunk of every buffer in file order, read ahead across buffers so that many
+        // small buffers cost one round trip between them, not one each.
+        let mut plan = Vec::new();
+        for (_, binding, stream) in &buffers {
+            let client = self.with_stream(stream.unwrap_or_else(|| self.stream_id()));
+            for chunk in binding.chunks(CHUNK)? {
+                plan.push((client.clone(), chunk));
+            }
+        }
+        let mut reads = ReadAhead::new(plan.into_iter());
         let mut checksums = Vec::with_capacity(buffers.len());
         let mut bytes_done = 0;
-        for (index, (_, binding, stream)) in buffers.iter().enumerate() {
-            let client = self.with_stream(stream.unwrap_or_else(|| self.stream_id()));
+        for (index, (_, binding, _)) in buffers.iter().enumerate() {
             file.write(&binding.size().to_le_bytes())?;
             let mut hasher = crc32fast::Hasher::new();
-            let mut chunks = binding.chunks(CHUNK)?;
-            let mut reads: VecDeque<ReplyFuture<Vec<HostBytes>>> = VecDeque::new();
-            loop {
-                while reads.len() < READS_IN_FLIGHT {
-                    let Some(chunk) = chunks.next() else { break };
-                    reads.push_back(client.read_async(&[chunk]));
-                }
-                let Some(read) = reads.pop_front() else { break };
-                for bytes in futures_executor::block_on(read)? {
+            for _ in 0..binding.size().div_ceil(CHUNK) {
+                for bytes in reads.next()? {
                     hasher.update(&bytes);
                     file.write(&bytes)?;
                     bytes_done += bytes.len() as u64;
@@ -190,6 +195,42 @@ impl<B: Backend> ComputeClient<B> {
             buffer_bytes: bytes_done,
             checksums,
         })
+    }
+}
+
+/// The reads of a checkpoint's chunks, queued ahead of the one the file takes next: up to
+/// `READS_IN_FLIGHT` chunks' bytes and `READS_QUEUED` reads at once.
+struct ReadAhead<B: Backend, I: Iterator<Item = (ComputeClient<B>, Binding)>> {
+    plan: std::iter::Peekable<I>,
+    queued: VecDeque<(ReplyFuture<Vec<HostBytes>>, u64)>,
+    bytes_queued: u64,
+}
+
+impl<B: Backend, I: Iterator<Item = (ComputeClient<B>, Binding)>> ReadAhead<B, I> {
+    fn new(plan: I) -> Self {
+        ReadAhead {
+            plan: plan.peekable(),
+            queued: VecDeque::new(),
+            bytes_queued: 0,
+        }
+    }
+
+    /// The bytes of the next chunk in the plan, once read.
+    fn next(&mut self) -> Result<Vec<HostBytes>> {
+        while let Some((_, chunk)) = self.plan.peek() {
+            let size = chunk.size();
+            let room = self.bytes_queued + size <= READS_IN_FLIGHT as u64 * CHUNK;
+            if !self.queued.is_empty() && (!room || self.queued.len() >= READS_QUEUED) {
+                break;
+            }
+            if let Some((client, chunk)) = self.plan.next() {
+                self.queued.push_back((client.read_async(&[chunk]), size));
+                self.bytes_queued += size;
+            }
+        }
+        let (read, size) = self.queued.pop_front().ok_or(Error::Disconnected)?;
+        self.bytes_queued -= size;
+        futures_executor::block_on(read)
     }
 }
 
