@@ -63,6 +63,16 @@ fn main() -> ExitCode {
             "a_cpu_run_continues_on_cuda_to_the_same_bits",
             gpus::a_cpu_run_continues_on_cuda_to_the_same_bits,
         ),
+        #[cfg(feature = "cuda")]
+        trial(
+            "a_restart_on_cuda_continues_to_the_same_bits",
+            gpus::a_restart_on_cuda_continues_to_the_same_bits,
+        ),
+        #[cfg(feature = "cuda")]
+        trial(
+            "rolling_back_on_cuda_gives_the_same_bits",
+            gpus::rolling_back_on_cuda_gives_the_same_bits,
+        ),
         trial(
             "names_metadata_streams_and_order_come_back_as_saved",
             names_metadata_streams_and_order_come_back_as_saved,
@@ -353,6 +363,21 @@ mod gpus {
     #[cfg(feature = "cuda")]
     pub fn a_cpu_run_continues_on_cuda_to_the_same_bits() -> Result<(), Skip> {
         restart(cpu(), common::cuda_client_or_skip()?);
+        Ok(())
+    }
+
+    #[cfg(feature = "cuda")]
+    pub fn a_restart_on_cuda_continues_to_the_same_bits() -> Result<(), Skip> {
+        restart(
+            common::cuda_client_or_skip()?,
+            common::cuda_client_or_skip()?,
+        );
+        Ok(())
+    }
+
+    #[cfg(feature = "cuda")]
+    pub fn rolling_back_on_cuda_gives_the_same_bits() -> Result<(), Skip> {
+        rollback_and_resimulate(common::cuda_client_or_skip()?);
         Ok(())
     }
 }

@@ -106,8 +106,8 @@ impl<B: Backend> ComputeClient<B> {
     /// Writes `checkpoint` to `path`, replacing the file there only once the new one is whole
     /// and synced. Each buffer is read on its stream, so it holds every write and launch queued
     /// before this call (by any stream) and nothing queued after; work other threads queue
-    /// while it runs races with it, as with any read. Host memory holds two chunks of 16 MiB at
-    /// most. May tick: a blocking call.
+    /// while it runs races with it, as with any read. Host memory holds three chunks of 16 MiB
+    /// at most. May tick: a blocking call.
     pub fn checkpoint(
         &self,
         path: impl AsRef<Path>,
@@ -121,8 +121,9 @@ impl<B: Backend> ComputeClient<B> {
         let path = path.as_ref();
         let shown: Arc<str> = path.display().to_string().into();
         let mut entries = Vec::with_capacity(buffers.len());
-        for (index, (name, binding, stream)) in buffers.iter().enumerate() {
-            if buffers[..index].iter().any(|(other, _, _)| other == name) {
+        let mut names = std::collections::HashSet::with_capacity(buffers.len());
+        for (name, binding, stream) in &buffers {
+            if !names.insert(name.as_str()) {
                 return Err(CheckpointError::DuplicateName {
                     name: name.as_str().into(),
                 }
