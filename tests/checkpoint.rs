@@ -749,6 +749,7 @@ mod crash {
         let mut rng = Seeded(0xc0ffee);
         let mut last_tick = 0;
         let mut mid_write = 0;
+        let mut most_temps = 0;
         for kill in 0..kills() {
             let mut child = Command::new(&exe)
                 .env(CHILD, dir.path())
@@ -762,14 +763,19 @@ mod crash {
             }
             child.kill().unwrap();
             child.wait().unwrap();
-            let temps = std::fs::read_dir(dir.path())
+            let temps: Vec<String> = std::fs::read_dir(dir.path())
                 .unwrap()
                 .filter_map(|e| e.ok())
-                .filter(|e| e.file_name().to_string_lossy().contains(".tmp."))
-                .count();
-            if temps > mid_write {
-                mid_write = temps;
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|name| name.contains(".tmp."))
+                .collect();
+            if temps
+                .iter()
+                .any(|name| name.contains(&format!(".tmp.{}.", child.id())))
+            {
+                mid_write += 1;
             }
+            most_temps = most_temps.max(temps.len());
             if !path.exists() {
                 continue;
             }
@@ -795,10 +801,16 @@ mod crash {
             );
         }
         eprintln!(
-            "{} kills; the last checkpoint was of tick {last_tick}; {mid_write} temporary files left by kills mid-write",
+            "{} kills; the last checkpoint was of tick {last_tick}; {mid_write} kills mid-write; \
+             at most {most_temps} temporary files at once",
             kills()
         );
         assert!(last_tick > 0, "no checkpoint was ever completed");
+        // Each writer removes the files of the writers killed before it.
+        assert!(
+            most_temps < 10,
+            "{most_temps} temporary files of killed writers piled up"
+        );
     }
 }
 

@@ -240,7 +240,8 @@ static TEMP_FILES: AtomicU64 = AtomicU64::new(0);
 
 /// The file a checkpoint is written to before it replaces its target; removed when dropped
 /// unpersisted (a failed write leaves nothing behind; a killed process leaves it, named
-/// `.NAME.tmp.PID.N`, and the target untouched).
+/// `.NAME.tmp.PID.N`, and the target untouched, until the next checkpoint of the target removes
+/// it).
 struct TempFile {
     file: Option<BufWriter<File>>,
     temp: PathBuf,
@@ -300,8 +301,52 @@ impl TempFile {
         })?;
         // Renamed: nothing left to remove.
         self.temp = PathBuf::new();
-        sync_directory_of(&self.target, &self.shown)
+        sync_directory_of(&self.target, &self.shown)?;
+        remove_files_of_dead_writers(&self.target);
+        Ok(())
     }
+}
+
+/// Removes the temporary files that writers of `target` killed mid-write left beside it (a job
+/// preempted again and again would otherwise fill the disk with partial checkpoints): those
+/// named `.NAME.tmp.PID.N` whose process is gone. Best effort, and only where the system says
+/// which processes run (Linux's `/proc`); a live writer's file, or a reused PID's, stays.
+fn remove_files_of_dead_writers(target: &Path) {
+    #[cfg(target_os = "linux")]
+    {
+        let (Some(dir), Some(name)) = (target.parent(), target.file_name()) else {
+            return;
+        };
+        let dir = if dir.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            dir
+        };
+        let prefix = format!(".{}.tmp.", name.to_string_lossy());
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let file_name = entry.file_name();
+            let file_name = file_name.to_string_lossy();
+            let Some(rest) = file_name.strip_prefix(&prefix) else {
+                continue;
+            };
+            let Some(pid) = rest
+                .split('.')
+                .next()
+                .and_then(|pid| pid.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            let alive = Path::new("/proc").join(pid.to_string()).exists();
+            if pid != std::process::id() && !alive {
+                let _ = std::fs::remove_file(entry.path());
+            }
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = target;
 }
 
 impl Drop for TempFile {
