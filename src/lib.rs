@@ -16,6 +16,7 @@
 
 #[cfg(feature = "bevy")]
 pub mod bevy;
+pub mod checkpoint;
 mod client;
 pub mod collective;
 pub mod config;

@@ -8,9 +8,10 @@
 mod common;
 
 use common::{Skip, bytes_of, f32s};
+use gpuworld::checkpoint::{Checkpoint, CheckpointMeta};
 use gpuworld::error::{
-    AutotuneError, BindingError, CollectiveError, DeviceError, ExecutionError, GraphError,
-    LaunchError, LayoutError, MemoryError, ProfileError,
+    AutotuneError, BindingError, CheckpointError, CollectiveError, DeviceError, ExecutionError,
+    GraphError, LaunchError, LayoutError, MemoryError, ProfileError,
 };
 use gpuworld::kernel::{CpuSource, CubeContext, KernelIo, KernelSource, Param, Signature};
 use gpuworld::tune::{CacheLocation, TunableSet, TuneKey, Tuner, TunerConfig};
@@ -279,6 +280,60 @@ const MISUSES: &[Misuse] = &[
         "at once, by `replay`, which queues nothing",
         replaying_a_graph_with_no_client_left_is_an_error
     ),
+    misuse!(
+        ErrorKind::Io,
+        "Restoring a checkpoint file that does not exist (or cannot be read or written)",
+        "at once, by `restore` (or `checkpoint`, which leaves the previous file as it was)",
+        restoring_a_missing_checkpoint_is_an_error
+    ),
+    misuse!(
+        ErrorKind::NotACheckpoint,
+        "Restoring a file that is not a checkpoint",
+        "at once, by `restore` or `inspect`; nothing is allocated",
+        restoring_a_file_that_is_not_a_checkpoint_is_an_error
+    ),
+    misuse!(
+        ErrorKind::UnsupportedVersion,
+        "Restoring a checkpoint of a format version this build does not read",
+        "at once, by `restore` or `inspect`; nothing is allocated",
+        restoring_a_checkpoint_of_another_version_is_an_error
+    ),
+    misuse!(
+        ErrorKind::Truncated,
+        "Restoring a checkpoint cut short (a partial copy)",
+        "at once, by `restore` or `inspect`, naming where it ends; nothing is allocated",
+        restoring_a_truncated_checkpoint_is_an_error
+    ),
+    misuse!(
+        ErrorKind::Corrupted,
+        "Restoring a checkpoint whose bytes changed",
+        "by `restore` or `inspect`, naming the part whose checksum fails; every handle made is dropped",
+        restoring_a_corrupted_checkpoint_is_an_error
+    ),
+    misuse!(
+        ErrorKind::TooLargeForDevice,
+        "Restoring a checkpoint larger than the device's free memory or largest buffer",
+        "at once, by `restore`; nothing is allocated",
+        restoring_a_checkpoint_too_large_for_the_device_is_an_error
+    ),
+    misuse!(
+        ErrorKind::DuplicateName,
+        "Giving two buffers of a checkpoint the same name",
+        "at once, by `checkpoint`; no file is written",
+        a_checkpoint_naming_two_buffers_alike_is_an_error
+    ),
+    misuse!(
+        ErrorKind::NotWholeWords,
+        "A rollback ring over a buffer that is not whole 4-byte words",
+        "at once, by `rollback_ring`; nothing is allocated",
+        a_rollback_ring_over_a_buffer_of_odd_bytes_is_an_error
+    ),
+    misuse!(
+        ErrorKind::FrameNotHeld,
+        "Rolling back to a frame the ring does not hold (never saved, overwritten, or rolled past)",
+        "at once, by `rollback`; nothing is copied",
+        rolling_back_to_a_frame_no_longer_held_is_an_error
+    ),
 ];
 
 /// Errors the catalogue has no case for: they need a device this machine may lack, or no
@@ -488,6 +543,10 @@ fn render_catalogue(outcomes: &[(&Misuse, Error)]) -> String {
 /// spaces (an editor would strip them, and the file would no longer match).
 fn message(error: &Error) -> String {
     let text = renumber_runtimes(&error.to_string());
+    let text = match CHECKPOINT_DIR.get() {
+        Some(dir) => text.replace(&dir.path().display().to_string(), "DIR"),
+        None => text,
+    };
     let lines: Vec<&str> = text.trim_end().lines().map(str::trim_end).collect();
     lines.join("\n")
 }
@@ -1456,5 +1515,215 @@ fn replaying_a_graph_with_no_client_left_is_an_error() -> Option<Error> {
         error,
         Error::Graph(GraphError::NoClientLeft { .. })
     ));
+    Some(error)
+}
+
+/// Where the checkpoint cases write their files; shown as `DIR` in the catalogue.
+static CHECKPOINT_DIR: std::sync::OnceLock<tempfile::TempDir> = std::sync::OnceLock::new();
+
+/// A file of the checkpoint cases' directory.
+fn checkpoint_path(name: &str) -> std::path::PathBuf {
+    let dir = CHECKPOINT_DIR.get_or_init(|| tempfile::tempdir().unwrap());
+    dir.path().join(name)
+}
+
+/// A checkpoint of one 16-byte buffer named `state`, written by `client`: its path and bytes.
+fn a_checkpoint(client: &ComputeClient<CpuBackend>, name: &str) -> (std::path::PathBuf, Vec<u8>) {
+    let path = checkpoint_path(name);
+    let state = client.create(bytes_of(&[0.5; 4]));
+    let checkpoint = Checkpoint::new()
+        .buffer("state", &state)
+        .meta(CheckpointMeta::at_tick(7));
+    client.checkpoint(&path, checkpoint).unwrap();
+    let bytes = std::fs::read(&path).unwrap();
+    (path, bytes)
+}
+
+fn restoring_a_missing_checkpoint_is_an_error() -> Option<Error> {
+    let client = cpu();
+    let kept = client.create(bytes_of(&[2.0; 4]));
+    let error = client.restore(checkpoint_path("missing.ckpt")).unwrap_err();
+    assert!(
+        matches!(error, Error::Checkpoint(CheckpointError::Io { .. })),
+        "{error:?}"
+    );
+    still_works(&client, &kept, &[2.0; 4]);
+    Some(error)
+}
+
+fn restoring_a_file_that_is_not_a_checkpoint_is_an_error() -> Option<Error> {
+    let client = cpu();
+    let kept = client.create(bytes_of(&[2.0; 4]));
+    let path = checkpoint_path("notes.txt");
+    std::fs::write(&path, "tick 7, all is well").unwrap();
+    let error = client.restore(&path).unwrap_err();
+    assert!(
+        matches!(&error, Error::Checkpoint(CheckpointError::NotACheckpoint { found, .. }) if found == b"tick 7, "),
+        "{error:?}"
+    );
+    still_works(&client, &kept, &[2.0; 4]);
+    Some(error)
+}
+
+fn restoring_a_checkpoint_of_another_version_is_an_error() -> Option<Error> {
+    let client = cpu();
+    let kept = client.create(bytes_of(&[2.0; 4]));
+    let (path, mut bytes) = a_checkpoint(&client, "version.ckpt");
+    bytes[8..12].copy_from_slice(&2u32.to_le_bytes());
+    let crc = crc32fast::hash(&bytes[0..28]);
+    bytes[28..32].copy_from_slice(&crc.to_le_bytes());
+    std::fs::write(&path, &bytes).unwrap();
+    let error = client.restore(&path).unwrap_err();
+    assert!(
+        matches!(
+            error,
+            Error::Checkpoint(CheckpointError::UnsupportedVersion {
+                version: 2,
+                supported: 1,
+                ..
+            })
+        ),
+        "{error:?}"
+    );
+    still_works(&client, &kept, &[2.0; 4]);
+    Some(error)
+}
+
+fn restoring_a_truncated_checkpoint_is_an_error() -> Option<Error> {
+    let client = cpu();
+    let kept = client.create(bytes_of(&[2.0; 4]));
+    let (path, bytes) = a_checkpoint(&client, "cut.ckpt");
+    std::fs::write(&path, &bytes[..bytes.len() - 30]).unwrap();
+    client.sync().unwrap();
+    let in_use = client.memory_usage().bytes_in_use;
+    let error = client.restore(&path).unwrap_err();
+    assert!(
+        matches!(error, Error::Checkpoint(CheckpointError::Truncated { .. })),
+        "{error:?}"
+    );
+    assert!(
+        error.to_string().contains("buffer 0 (\"state\")"),
+        "{error}"
+    );
+    client.sync().unwrap();
+    assert_eq!(client.memory_usage().bytes_in_use, in_use);
+    still_works(&client, &kept, &[2.0; 4]);
+    Some(error)
+}
+
+fn restoring_a_corrupted_checkpoint_is_an_error() -> Option<Error> {
+    let client = cpu();
+    let kept = client.create(bytes_of(&[2.0; 4]));
+    let (path, mut bytes) = a_checkpoint(&client, "flipped.ckpt");
+    // A bit of the buffer's last byte, just before its checksum and the 24-byte trailer.
+    let at = bytes.len() - 24 - 4 - 1;
+    bytes[at] ^= 0x10;
+    std::fs::write(&path, &bytes).unwrap();
+    client.sync().unwrap();
+    let in_use = client.memory_usage().bytes_in_use;
+    let error = client.restore(&path).unwrap_err();
+    assert!(
+        matches!(error, Error::Checkpoint(CheckpointError::Corrupted { .. })),
+        "{error:?}"
+    );
+    assert!(
+        error.to_string().contains("buffer 0 (\"state\")"),
+        "{error}"
+    );
+    client.sync().unwrap();
+    client.sync().unwrap();
+    assert_eq!(
+        client.memory_usage().bytes_in_use,
+        in_use,
+        "the restored handle was dropped"
+    );
+    still_works(&client, &kept, &[2.0; 4]);
+    Some(error)
+}
+
+fn restoring_a_checkpoint_too_large_for_the_device_is_an_error() -> Option<Error> {
+    let path = checkpoint_path("large.ckpt");
+    let writer = cpu();
+    let state = writer.create(vec![0u8; 4096]);
+    writer
+        .checkpoint(&path, Checkpoint::new().buffer("state", &state))
+        .unwrap();
+    let backend = CpuBackend::with_capacity(Some(1024));
+    let client = ComputeClient::new(backend, Default::default(), Driver::Manual);
+    let kept = client.create(bytes_of(&[2.0; 4]));
+    client.sync().unwrap();
+    let error = client.restore(&path).unwrap_err();
+    assert!(
+        matches!(
+            error,
+            Error::Checkpoint(CheckpointError::TooLargeForDevice {
+                needed: 4096,
+                limit: 1008,
+                ..
+            })
+        ),
+        "{error:?}"
+    );
+    still_works(&client, &kept, &[2.0; 4]);
+    Some(error)
+}
+
+fn a_checkpoint_naming_two_buffers_alike_is_an_error() -> Option<Error> {
+    let client = cpu();
+    let kept = client.create(bytes_of(&[2.0; 4]));
+    let path = checkpoint_path("twice.ckpt");
+    let checkpoint = Checkpoint::new()
+        .buffer("state", &kept)
+        .buffer("state", &kept);
+    let error = client.checkpoint(&path, checkpoint).unwrap_err();
+    assert!(
+        matches!(
+            error,
+            Error::Checkpoint(CheckpointError::DuplicateName { .. })
+        ),
+        "{error:?}"
+    );
+    assert!(!path.exists());
+    still_works(&client, &kept, &[2.0; 4]);
+    Some(error)
+}
+
+fn a_rollback_ring_over_a_buffer_of_odd_bytes_is_an_error() -> Option<Error> {
+    let client = cpu();
+    let kept = client.create(bytes_of(&[2.0; 4]));
+    let error = client
+        .rollback_ring([&kept.clone().offset_end(2)], 4)
+        .unwrap_err();
+    assert!(
+        matches!(
+            error,
+            Error::Checkpoint(CheckpointError::NotWholeWords {
+                index: 0,
+                size: 14,
+                offset: 0
+            })
+        ),
+        "{error:?}"
+    );
+    still_works(&client, &kept, &[2.0; 4]);
+    Some(error)
+}
+
+fn rolling_back_to_a_frame_no_longer_held_is_an_error() -> Option<Error> {
+    let client = cpu();
+    let kept = client.create(bytes_of(&[2.0; 4]));
+    let mut ring = client.rollback_ring([&kept], 2).unwrap();
+    for frame in 10..13 {
+        ring.save(frame).unwrap();
+    }
+    let error = ring.rollback(10).unwrap_err();
+    assert!(
+        matches!(
+            error,
+            Error::Checkpoint(CheckpointError::FrameNotHeld { frame: 10, .. })
+        ),
+        "{error:?}"
+    );
+    still_works(&client, &kept, &[2.0; 4]);
     Some(error)
 }

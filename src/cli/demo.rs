@@ -4,7 +4,7 @@
 use super::CliError;
 use super::backends::{BackendKind, DeviceTypeArg, sim_config};
 use super::field_stats::FieldStats;
-use super::heat::HeatProblem;
+use super::heat::{HeatProblem, Persistence};
 use super::heatmap;
 use super::kernel_table::KernelTable;
 use super::summary::RunSummary;
@@ -78,6 +78,17 @@ pub struct DemoArgs {
     /// machine with one GPU)
     #[arg(long, conflicts_with = "distributed")]
     pub same_gpu: bool,
+    /// Save the field every N steps to `--checkpoint` (crash-safe: the previous file stays
+    /// whole until the new one is)
+    #[arg(long, value_name = "N", requires = "checkpoint",
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub checkpoint_every: Option<u64>,
+    /// Where to save the field (after the last step, or every `--checkpoint-every` steps)
+    #[arg(long, value_name = "PATH", conflicts_with_all = ["devices", "distributed", "graph"])]
+    pub checkpoint: Option<PathBuf>,
+    /// Continue from a checkpoint of this demo (same size and alpha) up to `--ticks` steps in all
+    #[arg(long, value_name = "PATH", conflicts_with_all = ["devices", "distributed", "graph"])]
+    pub resume: Option<PathBuf>,
 }
 
 impl Default for DemoArgs {
@@ -97,6 +108,9 @@ impl Default for DemoArgs {
             distributed: false,
             graph: false,
             same_gpu: false,
+            checkpoint_every: None,
+            checkpoint: None,
+            resume: None,
         }
     }
 }
@@ -224,7 +238,12 @@ fn run_on<B: Backend>(
         alpha: args.alpha,
     };
     let progress = progress_bar(args.ticks, args.quiet);
-    let result = problem.simulate(&client, args.ticks, &progress);
+    let persistence = Persistence {
+        every: args.checkpoint_every,
+        path: args.checkpoint.clone(),
+        resume: args.resume.clone(),
+    };
+    let result = problem.simulate_with(&client, args.ticks, &progress, &persistence);
     progress.finish_and_clear();
     let result = result?;
     if let Some(path) = &trace_path {
@@ -269,7 +288,7 @@ pub(super) fn progress_bar(steps: u64, quiet: bool) -> ProgressBar {
     }
     // The template is fixed text, so a parse failure is a bug here; a plain bar still works.
     let style = ProgressStyle::with_template(
-        "{spinner} heat diffusion [{wide_bar}] {pos}/{len} steps, eta {eta}",
+        "{spinner} heat diffusion [{wide_bar}] {pos}/{len} steps, eta {eta} {msg}",
     )
     .map(|style| style.progress_chars("=> "))
     .unwrap_or_else(|_| ProgressStyle::default_bar());

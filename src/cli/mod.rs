@@ -2,6 +2,7 @@
 //! with, which also decides the process exit code.
 
 mod backends;
+mod checkpoint;
 mod config;
 mod demo;
 mod demo_devices;
@@ -49,6 +50,8 @@ pub enum Command {
     Config,
     /// Start one process per device with torchrun's variables set, and stop all if one fails
     Launch(launch::LaunchArgs),
+    /// Inspect a checkpoint file written by `demo --checkpoint` or `ComputeClient::checkpoint`
+    Checkpoint(checkpoint::CheckpointArgs),
 }
 
 /// Why a subcommand failed.
@@ -124,6 +127,14 @@ pub enum CliError {
     /// `gpuworld launch` refused its arguments or a rank failed.
     #[error(transparent)]
     Launch(#[from] launch::LaunchError),
+    /// `--resume` named a checkpoint that is not of this demo's field.
+    #[error("cannot resume from {path}: {reason}", path = .path.display())]
+    ResumeMismatch {
+        /// The checkpoint.
+        path: PathBuf,
+        /// How it differs from the run asked for.
+        reason: String,
+    },
     /// Standard output could not be written.
     #[error("cannot write to stdout: {0}")]
     Stdout(#[from] std::io::Error),
@@ -150,5 +161,6 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
         Some(Command::Replay(args)) => replay::run(&args),
         Some(Command::Config) => config::run(),
         Some(Command::Launch(args)) => Ok(launch::run(&args)?),
+        Some(Command::Checkpoint(args)) => checkpoint::run(&args),
     }
 }

@@ -442,3 +442,107 @@ pub enum GraphError {
         runtime: RuntimeId,
     },
 }
+
+/// A checkpoint file cannot be written or restored, or a rollback ring cannot do what was
+/// asked; returned by the call, with nothing restored (`gpuworld::checkpoint`).
+#[derive(thiserror::Error, Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum CheckpointError {
+    /// The file system refused a read, write, sync or rename.
+    #[error("checkpoint {path}: cannot {operation}: {reason}")]
+    Io {
+        /// The file or directory.
+        path: Arc<str>,
+        /// What was being done (`create the temporary file`, `read`, ...).
+        operation: &'static str,
+        /// What the operating system said.
+        reason: Arc<str>,
+    },
+    /// The file does not start with the checkpoint magic: it is not a checkpoint.
+    #[error("{path} is not a gpuworld checkpoint: it starts with {found:02x?}, not `GPUWCKPT`")]
+    NotACheckpoint {
+        /// The file.
+        path: Arc<str>,
+        /// Its first bytes (up to 8).
+        found: Vec<u8>,
+    },
+    /// The file is a checkpoint of a format version this build does not read.
+    #[error("checkpoint {path} has format version {version}; this build reads version {supported}")]
+    UnsupportedVersion {
+        /// The file.
+        path: Arc<str>,
+        /// The version the file declares.
+        version: u32,
+        /// The version this build reads and writes.
+        supported: u32,
+    },
+    /// The file ends before its last byte: a copy or write cut short.
+    #[error(
+        "checkpoint {path} is truncated: it ends at byte {len}, inside {section}, which runs to byte {needed}"
+    )]
+    Truncated {
+        /// The file.
+        path: Arc<str>,
+        /// The file's length in bytes.
+        len: u64,
+        /// The part of the file it ends in (`the header`, `buffer 2 ("vel")`, ...).
+        section: Arc<str>,
+        /// The byte that part runs to: the file needs at least this many bytes.
+        needed: u64,
+    },
+    /// A part of the file does not match its checksum, or is not what its header says.
+    #[error("checkpoint {path} is corrupted: {section} {problem}")]
+    Corrupted {
+        /// The file.
+        path: Arc<str>,
+        /// The part that is wrong (`the header`, `the metadata`, `buffer 0 ("pos")`, ...).
+        section: Arc<str>,
+        /// What is wrong with it (a checksum mismatch with both values, a bad field).
+        problem: Arc<str>,
+    },
+    /// The checkpoint's buffers do not fit the device it is restored on; nothing was allocated.
+    #[error(
+        "checkpoint {path} does not fit the device: {what}: {} needed, but {limit_name} is {}",
+        ReadableBytes(*needed),
+        ReadableBytes(*limit)
+    )]
+    TooLargeForDevice {
+        /// The file.
+        path: Arc<str>,
+        /// What does not fit (`buffer 1 ("field")`, `its 3 buffers together`).
+        what: Arc<str>,
+        /// Bytes it needs.
+        needed: u64,
+        /// Bytes the device gives it.
+        limit: u64,
+        /// Which limit that is (`the device's largest buffer`, `the device memory free`).
+        limit_name: &'static str,
+    },
+    /// Two buffers of one checkpoint have the same name.
+    #[error("checkpoint buffer name `{name}` is given twice: names must be unique")]
+    DuplicateName {
+        /// The name.
+        name: Arc<str>,
+    },
+    /// A rollback ring cannot copy a buffer on the device: it is not whole 4-byte words.
+    #[error(
+        "rollback ring buffer {index} covers {size} bytes from byte {offset}: a device copy needs whole 4-byte words from a 4-byte offset"
+    )]
+    NotWholeWords {
+        /// The buffer's position in the ring.
+        index: usize,
+        /// Its size in bytes.
+        size: u64,
+        /// Its offset in its handle.
+        offset: u64,
+    },
+    /// A rollback asked for a frame the ring does not hold (never saved, overwritten, or after
+    /// a frame rolled back to).
+    #[error("frame {frame} is not held by the rollback ring (it holds {held})")]
+    FrameNotHeld {
+        /// The frame asked for.
+        frame: u64,
+        /// The frames the ring holds, as text (`12..=19`, `none`).
+        held: Arc<str>,
+    },
+}

@@ -4,8 +4,8 @@
 mod domains;
 
 pub use domains::{
-    AutotuneError, BindingError, CandidateFailure, CollectiveError, ConfigError, DeviceError,
-    ExecutionError, GraphError, LaunchError, LayoutError, MemoryError, ProfileError,
+    AutotuneError, BindingError, CandidateFailure, CheckpointError, CollectiveError, ConfigError,
+    DeviceError, ExecutionError, GraphError, LaunchError, LayoutError, MemoryError, ProfileError,
 };
 
 use crate::ids::StreamId;
@@ -64,6 +64,9 @@ pub enum Error {
     /// Profiling or tracing cannot give what was asked.
     #[error(transparent)]
     Profile(#[from] ProfileError),
+    /// A checkpoint cannot be written or restored, or a rollback cannot be done.
+    #[error(transparent)]
+    Checkpoint(#[from] CheckpointError),
     /// The runtime was shut down before the request completed.
     #[error("the runtime shut down before the request completed")]
     Disconnected,
@@ -143,6 +146,10 @@ error_kinds! {
     Layout(LayoutError) { ElementSize, InvalidTensor }
     Profile(ProfileError) { TimingUnavailable, TraceNotStarted }
     Graph(GraphError) { NotCapturable, NestedCapture, NoSuchNode, UpdateRefused, NoClientLeft }
+    Checkpoint(CheckpointError) {
+        Io, NotACheckpoint, UnsupportedVersion, Truncated, Corrupted, TooLargeForDevice,
+        DuplicateName, NotWholeWords, FrameNotHeld,
+    }
 }
 
 impl std::fmt::Display for ErrorKind {
