@@ -1,7 +1,8 @@
 //! Parked slices: memory of released handles whose every use was on one stream. That stream runs
 //! its work in order, so its own later allocations may take the memory at once, whole or in part
-//! (what PyTorch's caching allocator and cubecl do); every other stream waits until the GC stage
-//! has seen an event prove the device is done, and releases the slice into its pool.
+//! (what PyTorch's caching allocator and cubecl do); every other stream waits until an event
+//! proved the device is done (`stages/lifetime.rs` decides when: its steps 1 and 4; this file
+//! only keeps the books).
 //!
 //! Each stream's parked blocks form a free list of its own: by length for best fit, and by place
 //! so that neighbours parked in the same tick join (`MemoryPool::park`).

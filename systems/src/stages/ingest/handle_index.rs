@@ -1,6 +1,6 @@
 //! The ingest stage's index of live handles: a handle's facts live in its entry until a task
-//! first uses it (handles no work uses cost no entity), then on its entity; and how a release
-//! returns, parks or hands its memory to the GC stage.
+//! first uses it (handles no work uses cost no entity), then on its entity. A release hands the
+//! handle's memory to the lifetime's step 1 (`stages/lifetime.rs`).
 
 use super::DeferredCommands;
 use crate::backend::Region;
@@ -10,6 +10,7 @@ use crate::ids::HandleId;
 use crate::memory::{MemoryPool, SliceKey};
 use crate::snapshot::{Capture, HandleLine};
 use crate::stages::alignment::{Owner, Uses};
+use crate::stages::lifetime::{self, UsedOn};
 use crate::world::*;
 use bevy_ecs::prelude::*;
 
@@ -52,29 +53,6 @@ pub enum HandleState {
         /// reading it from the entity instead cost ~80 instructions per binding (measured).
         region: Region,
     },
-}
-
-/// The streams that used a handle's memory, as far as its release needs to know.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum UsedOn {
-    /// No work: the memory goes back to its pool when the handle is released.
-    Nothing,
-    /// Work of one stream only: that stream's later allocations may reuse it at once.
-    One(Entity),
-    /// Several streams: reuse waits for an event on each.
-    Several,
-}
-
-impl UsedOn {
-    /// Adds a use on `stream`.
-    #[inline]
-    pub fn record(&mut self, stream: Entity) {
-        *self = match *self {
-            UsedOn::Nothing => UsedOn::One(stream),
-            UsedOn::One(s) if s == stream => UsedOn::One(s),
-            _ => UsedOn::Several,
-        };
-    }
 }
 
 /// Live handles by id (ids are dense integers: a multiply-hash is enough); an entry goes when
@@ -165,11 +143,9 @@ pub(super) fn spawn_handle(
         .id()
 }
 
-/// Releases a handle the user dropped, in arrival order: memory no work used returns to its
-/// pool now; memory only one stream used is parked for that stream's later allocations; the
-/// rest is marked `Released` for the GC stage, which returns it once events prove the device is
-/// done (parked memory included, unless its stream took it first). Whether the memory went back
-/// now.
+/// Releases a handle the user dropped, in arrival order, through the lifetime's step 1
+/// (`lifetime::release`); a failed allocation holds no memory, and only its entity goes. Whether
+/// the memory went back now.
 pub(super) fn release(
     world: &mut World,
     pool: &mut MemoryPool,
@@ -179,50 +155,21 @@ pub(super) fn release(
     let (slice, entity) = match &entry.state {
         HandleState::Unspawned { memory, .. } => match memory {
             Ok((slice, _)) => (*slice, None),
-            // A failed allocation holds no memory.
             Err(_) => return false,
         },
         HandleState::Spawned { entity, .. } => match world.get::<Allocation>(*entity) {
             Some(Allocation::Slice { slice, .. }) => (*slice, Some(*entity)),
-            // A failed allocation holds no memory (a live handle is never parked).
+            // A live handle is never parked.
             _ => {
                 world.despawn(*entity);
                 return false;
             }
         },
     };
-    if entry.used_on == UsedOn::Nothing {
-        if let Err(error) = pool.release(slice) {
-            tracing::error!(target: "gpuworld::memory", %error, "releasing unused memory failed");
-        }
-        if let Some(entity) = entity {
-            world.despawn(entity);
-        }
-        return true;
-    }
-    let entity = match entity {
-        Some(entity) => entity,
-        None => spawn_handle(world, id, entry.state, entry.used_on),
-    };
-    match entry.used_on {
-        UsedOn::One(stream) => {
-            let parked = pool.park(slice, stream);
-            let mut handle = world.entity_mut(entity);
-            match parked {
-                Ok(()) => {
-                    handle.insert((Allocation::Parked { slice }, Released));
-                }
-                Err(error) => {
-                    tracing::error!(target: "gpuworld::memory", %error, "parking released memory failed");
-                    handle.insert(Released);
-                }
-            }
-        }
-        UsedOn::Nothing | UsedOn::Several => {
-            world.entity_mut(entity).insert(Released);
-        }
-    }
-    false
+    let used_on = entry.used_on;
+    lifetime::release(world, pool, slice, entity, used_on, |world| {
+        spawn_handle(world, id, entry.state, used_on)
+    })
 }
 
 /// The commands waiting, and the lines of the handles no work used yet: they have no entity,

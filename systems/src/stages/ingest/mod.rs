@@ -12,9 +12,10 @@
 
 mod handle_index;
 
+pub use super::lifetime::UsedOn;
 use crate::error::{BindingError, Error, GraphError, MemoryError};
 pub(super) use handle_index::snapshot_lines;
-pub use handle_index::{HandleEntry, HandleIndex, HandleState, UsedOn};
+pub use handle_index::{HandleEntry, HandleIndex, HandleState};
 use handle_index::{region_in, release, spawn_handle};
 
 use super::alignment::Owner;
