@@ -87,9 +87,10 @@ pub fn reclaim_and_reply<B: Backend>(mut gc: Gc<B>) {
     gc.lifetime.begin_tick();
     gc.poll_device();
     let (device, pool, tick) = (&mut gc.device.0, &mut *gc.pool, gc.tick.0);
-    gc.lifetime.pin_released_memory(device, pool);
+    gc.lifetime.pin_released_memory(device, pool, &gc.streams);
     gc.lifetime.reclaim_finished_gc(device, pool);
-    gc.lifetime.cleanup_memory(device, pool, tick);
+    let streams = (&gc.streams, &gc.queues);
+    gc.lifetime.cleanup_memory(device, pool, tick, streams);
     gc.await_replies();
     let answered = gc.answer_replies();
     // The answered work may have been the last use of released memory, pinned in an earlier tick
@@ -117,7 +118,7 @@ impl<B: Backend> Gc<'_, '_, B> {
     fn note_what_is_left(&mut self) {
         *self.left = TickLeft {
             in_flight: InFlight {
-                deferred_commands: self.deferred.waiting.len() + self.deferred.carried.len(),
+                deferred_commands: self.deferred.len(),
                 queued_tasks: self.queues.iter().map(|q| q.tasks.len()).sum(),
                 reads: self.replies.reads(),
                 syncs: self.replies.syncs(),

@@ -23,6 +23,7 @@
 //!    memory, and again as memory released before the request comes back.
 
 use super::alignment::Uses;
+use super::replies::StreamFaults;
 use crate::backend::{Backend, DeviceEvent};
 use crate::memory::{MemoryPool, ParkedReturn, SliceKey};
 use crate::snapshot::Capture;
@@ -118,48 +119,56 @@ pub fn build(world: &mut World) {
     world.init_resource::<PinnedHandles>();
 }
 
+/// What a release did with a handle's memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Freed {
+    /// It went back to its pool at once.
+    Now,
+    /// It is parked or marked `Released`: the later steps return it.
+    Later,
+    /// The handle held none (its allocation failed).
+    NothingHeld,
+}
+
 /// Step 1: releases a handle the user dropped, whose memory is `slice`, in arrival order: memory
 /// no work used returns to `pool` now (its entity, if any, despawned); memory only one stream
 /// used is parked for that stream's later allocations; the rest is marked `Released` for steps
-/// 3–4. A handle that must wait gets an entity (`spawn` makes one if it has none yet). Whether
-/// the memory went back now.
+/// 3–4. A handle that must wait gets an entity (`spawn` makes one if it has none yet).
 pub fn release(
-    world: &mut World,
+    commands: &mut Commands,
     pool: &mut MemoryPool,
     slice: SliceKey,
     entity: Option<Entity>,
     used_on: UsedOn,
-    spawn: impl FnOnce(&mut World) -> Entity,
-) -> bool {
+    spawn: impl FnOnce(&mut Commands) -> Entity,
+) -> Freed {
     if used_on == UsedOn::Nothing {
         if let Err(error) = pool.release(slice) {
             tracing::error!(target: "gpuworld::memory", %error, "releasing unused memory failed");
         }
         if let Some(entity) = entity {
-            world.despawn(entity);
+            commands.entity(entity).despawn();
         }
-        return true;
+        return Freed::Now;
     }
-    let entity = entity.unwrap_or_else(|| spawn(world));
+    let entity = entity.unwrap_or_else(|| spawn(commands));
     match used_on {
-        UsedOn::One(stream) => {
-            let parked = pool.park(slice, stream);
-            let mut handle = world.entity_mut(entity);
-            match parked {
-                Ok(()) => {
-                    handle.insert((Allocation::Parked { slice }, Released));
-                }
-                Err(error) => {
-                    tracing::error!(target: "gpuworld::memory", %error, "parking released memory failed");
-                    handle.insert(Released);
-                }
+        UsedOn::One(stream) => match pool.park(slice, stream) {
+            Ok(()) => {
+                commands
+                    .entity(entity)
+                    .insert((Allocation::Parked { slice }, Released));
             }
-        }
+            Err(error) => {
+                tracing::error!(target: "gpuworld::memory", %error, "parking released memory failed");
+                commands.entity(entity).insert(Released);
+            }
+        },
         UsedOn::Nothing | UsedOn::Several => {
-            world.entity_mut(entity).insert(Released);
+            commands.entity(entity).insert(Released);
         }
     }
-    false
+    Freed::Later
 }
 
 /// Released handles not yet pinned behind events.
@@ -171,9 +180,7 @@ pub struct Lifetime<'w, 's> {
     commands: Commands<'w, 's>,
     pinned: ResMut<'w, PinnedHandles>,
     stats: ResMut<'w, Stats>,
-    streams: Query<'w, 's, &'static Stream>,
     submitted: Query<'w, 's, &'static SubmittedCursor>,
-    queues: Query<'w, 's, &'static TaskQueue>,
     released: Query<'w, 's, (Entity, &'static Uses), ReleasedUnpinned>,
     gcs: Query<'w, 's, (Entity, &'static PendingGc)>,
     handles: Query<'w, 's, &'static Allocation>,
@@ -219,7 +226,12 @@ impl Lifetime<'_, '_> {
 
     /// Step 3: pins released handles whose last uses were submitted behind one event per using
     /// stream. What ingest parks from then on is released apart from what it parked so far.
-    pub fn pin_released_memory<B: Backend>(&mut self, device: &mut B, pool: &mut MemoryPool) {
+    pub fn pin_released_memory<B: Backend>(
+        &mut self,
+        device: &mut B,
+        pool: &mut MemoryPool,
+        streams: &StreamFaults,
+    ) {
         let mut events: SmallVec<[(Entity, DeviceEvent); 4]> = SmallVec::new();
         let mut handles = Vec::new();
         for (entity, uses) in &self.released {
@@ -236,7 +248,7 @@ impl Lifetime<'_, '_> {
                 if events.iter().any(|(s, _)| *s == stream) {
                     continue;
                 }
-                if let Ok(info) = self.streams.get(stream) {
+                if let Ok((info, _)) = streams.get(stream) {
                     events.push((stream, device.flush(info.device)));
                 }
             }
@@ -342,8 +354,14 @@ impl Lifetime<'_, '_> {
     /// a cleanup, gets the memory back however late the device finishes; memory released later
     /// is left to the pool's policy (the fuzzer found memory left reserved when the device
     /// finished after the cleanup ran: issue 30).
-    pub fn cleanup_memory<B: Backend>(&mut self, device: &mut B, pool: &mut MemoryPool, tick: u64) {
-        self.release_retiring_pages(device, pool);
+    pub fn cleanup_memory<B: Backend>(
+        &mut self,
+        device: &mut B,
+        pool: &mut MemoryPool,
+        tick: u64,
+        streams: (&StreamFaults, &Query<&TaskQueue>),
+    ) {
+        self.release_retiring_pages(device, pool, streams);
         pool.periodic_cleanup(device, tick);
         let requested = pool.take_cleanup_request();
         if requested || std::mem::take(&mut *self.freed_for_cleanup) {
@@ -367,7 +385,12 @@ impl Lifetime<'_, '_> {
     /// has been submitted (the copies reading them are then submitted, as is every earlier use),
     /// an event is flushed on every stream; the pages retired by then go back once all passed.
     /// A request waiting for them asks again in a later tick.
-    fn release_retiring_pages<B: Backend>(&mut self, device: &mut B, pool: &mut MemoryPool) {
+    fn release_retiring_pages<B: Backend>(
+        &mut self,
+        device: &mut B,
+        pool: &mut MemoryPool,
+        (streams, queues): (&StreamFaults, &Query<&TaskQueue>),
+    ) {
         if let Some((through, events)) = &*self.retiring {
             if events.iter().all(|&event| device.event_done(event)) {
                 pool.release_retiring(device, *through);
@@ -376,11 +399,11 @@ impl Lifetime<'_, '_> {
             return;
         }
         let through = pool.retiring_generation();
-        if through == 0 || self.queues.iter().any(|queue| !queue.tasks.is_empty()) {
+        if through == 0 || queues.iter().any(|queue| !queue.tasks.is_empty()) {
             return;
         }
-        let events = (self.streams.iter())
-            .map(|info| device.flush(info.device))
+        let events = (streams.iter())
+            .map(|(info, _)| device.flush(info.device))
             .collect();
         *self.retiring = Some((through, events));
     }

@@ -1,64 +1,45 @@
 //! Stage 1, ingest: drains the client inbox, in arrival order, into handle entities, tasks and
 //! releases. Owns `HandleIndex` (`handle_index.rs`: a handle's facts until a task first uses it,
-//! then only its entity) and `DeferredCommands`; fills `NewTasks`; creates stream entities on first
-//! use. Releases take effect in arrival order, so an allocation after a release can reuse its
-//! memory in the same tick: memory no work used goes back to its pool at once; memory that only one
-//! stream used is parked for that stream's later allocations; the rest waits for the GC stage. An
-//! allocation that finds no memory while released memory is still retiring waits, with every
-//! command after it, for a later tick. It is an exclusive system because every later stage works on
-//! the entities it creates. The resources it touches per command are taken out of the world once
-//! per drain, the device and the pool only by drains that need them: ingest is on every launch's
-//! path.
+//! then only its entity) and `DeferredCommands` (`deferred.rs`); fills `NewTasks`; creates stream
+//! entities on first use. Releases take effect in arrival order through the lifetime's step 1
+//! (`stages/lifetime.rs`), so an allocation after a release can reuse its memory in the same
+//! tick. An allocation that finds no memory while released memory is still retiring waits, with
+//! every command after it, for a later tick. Its one system declares what it touches
+//! ([`IngestAccess`]); the entities it spawns apply before alignment runs.
 
+mod deferred;
 mod handle_index;
 
-pub use super::lifetime::UsedOn;
+use super::lifetime::Freed;
 use crate::error::{BindingError, Error, GraphError, MemoryError};
-pub(super) use handle_index::snapshot_lines;
+pub use deferred::DeferredCommands;
 pub use handle_index::{HandleEntry, HandleIndex, HandleState};
 use handle_index::{region_in, release, spawn_handle};
 
 use super::alignment::Owner;
+pub use super::lifetime::UsedOn;
 use super::tick::TickStage;
 use crate::backend::{Backend, LaunchCount, Region};
 use crate::binding::Binding;
 use crate::bytes::HostBytes;
 use crate::graph::{PlannedLaunch, Recorded, ReplayLaneEnd};
 use crate::ids::{HandleId, StreamId};
-use crate::inbox::{Command, Inbox};
+use crate::inbox::{Command, CommandTap, Inbox};
 use crate::kernel::{CubeCount, ExecutionMode, Kernel};
 use crate::memory::{Compaction, MemoryPool, Movable, Moved, SliceKey};
 use crate::outbox::Outbox;
+use crate::trace::TraceRecorder;
 use crate::world::*;
 use bevy_ecs::prelude::*;
+use bevy_ecs::system::SystemParam;
 use rustc_hash::FxHashMap;
 use smallvec::SmallVec;
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::task::{Context, Waker};
 
-/// Commands ingest did not take in the tick that drained them, in arrival order.
-#[derive(Debug, Resource, Default)]
-pub struct DeferredCommands {
-    /// Commands ingest could not take yet: an allocation that found no memory while released
-    /// memory was still on its way back, or a command waiting for another runtime (bytes
-    /// arriving, a peer copy's other part), and every command after it. Ingest retries them
-    /// first at the next tick, from the front, and appends what arrives meanwhile, so a long
-    /// wait costs each tick only the commands it takes; meanwhile every queue is submitted so
-    /// that released memory can retire.
-    pub waiting: VecDeque<crate::inbox::Command>,
-    /// Commands drained behind the first one a caller may block on (a read, a sync) from the
-    /// [`CUT_FROM`]th on (or past the commands carried into the tick, if more): the next tick
-    /// takes them first, and whole. A tick then takes a bounded share of what many callers
-    /// queued, and a reply comes from a tick that ends soon after its command instead of one
-    /// that ingests and submits everything queued behind it (issue 31: with 32 callers, a read's
-    /// p99 was two whole drains). `ingest_commands` keeps whether any wait in a local, so a tick
-    /// with none does not look the resource up.
-    pub carried: VecDeque<crate::inbox::Command>,
-}
-
 /// A drain ends at its first read or sync after this many commands; the rest is carried to the
-/// next tick ([`DeferredCommands::carried`]). Smaller drains are taken whole, so that a tick
+/// next tick (`DeferredCommands::carried`). Smaller drains are taken whole, so that a tick
 /// still amortises its cost over many callers' commands.
 pub const CUT_FROM: usize = 64;
 
@@ -66,33 +47,111 @@ pub const CUT_FROM: usize = 64;
 pub fn build<B: Backend>(world: &mut World, schedule: &mut Schedule) {
     world.init_resource::<HandleIndex>();
     world.init_resource::<DeferredCommands>();
-    world.init_resource::<ReplayPlans>();
     schedule.add_systems(ingest_commands::<B>.in_set(TickStage::Ingest));
+}
+
+/// The commands waiting, and the lines of the handles no work used yet.
+pub(super) fn snapshot_lines(world: &mut World, capture: &mut crate::snapshot::Capture<'_>) {
+    deferred::snapshot_lines(world, capture);
+    handle_index::snapshot_lines(world, capture);
+}
+
+/// What ingest reads and writes. Entities it creates (streams, handles a task first uses) are
+/// spawned through `Commands`, which reserve their ids at once: the tasks of this drain name
+/// them, and they exist from the sync point after ingest, before alignment reads them. What this
+/// drain learns about them before then (a fault on a stream it opened, a handle released to the
+/// lifetime) it keeps itself.
+#[derive(SystemParam)]
+pub struct IngestAccess<'w, 's, B: Backend> {
+    commands: Commands<'w, 's>,
+    tick: Res<'w, TickCounter>,
+    tap: Option<ResMut<'w, CommandTap>>,
+    deferred: ResMut<'w, DeferredCommands>,
+    new: ResMut<'w, NewTasks>,
+    index: ResMut<'w, HandleIndex>,
+    streams: ResMut<'w, StreamTable>,
+    device: ResMut<'w, Device<B>>,
+    pool: ResMut<'w, MemoryPool>,
+    stats: ResMut<'w, Stats>,
+    outbox: ResMut<'w, Outbox>,
+    recorder: Option<ResMut<'w, TraceRecorder>>,
+    stream_states: StreamStates<'w, 's>,
+    released: Query<'w, 's, (), With<Released>>,
+    /// The client inbox and the waker that asks it for a tick, cloned once: whatever waits for
+    /// another runtime is polled with the waker.
+    inbox: Local<'s, InboxHandle>,
+    /// Replays planned as units: ingest's alone.
+    plans: Local<'s, ReplayPlans>,
+}
+
+/// The cursor and fault of each stream.
+type StreamStates<'w, 's> = Query<'w, 's, (&'static StreamCursor, &'static mut StreamFault)>;
+
+/// The client inbox, held by ingest from its first tick (`InboxQueue` holds the same one), with
+/// the waker that asks it for a tick.
+pub struct InboxHandle {
+    inbox: Arc<Inbox>,
+    waker: Waker,
+}
+
+impl std::fmt::Debug for InboxHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("InboxHandle").finish_non_exhaustive()
+    }
+}
+
+impl FromWorld for InboxHandle {
+    fn from_world(world: &mut World) -> InboxHandle {
+        let inbox = world.resource::<InboxQueue>().0.clone();
+        InboxHandle {
+            waker: crate::inbox::InboxWaker::waker(inbox.clone()),
+            inbox,
+        }
+    }
+}
+
+impl<B: Backend> std::fmt::Debug for IngestAccess<'_, '_, B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("IngestAccess")
+            .field("handles", &self.index.0.len())
+            .finish_non_exhaustive()
+    }
 }
 
 /// Drains the commands deferred last tick, then the inbox, into entities.
 pub fn ingest_commands<B: Backend>(
-    world: &mut World,
+    access: IngestAccess<B>,
     mut scratch: Local<Vec<Command>>,
-    mut inbox: Local<Option<(Arc<Inbox>, Waker)>>,
     mut deferred_waiting: Local<bool>,
     mut carried_waiting: Local<bool>,
 ) {
     let _span = tracing::trace_span!(target: "gpuworld::stream", "ingest").entered();
-    // Every lookup here delays the tick's first submission: the inbox (and the waker that asks
-    // it for a tick, which whatever waits for another runtime is polled with) is looked up
-    // once, for good (`Runtime::tick` has told the device the tick began), and the deferred
-    // commands only when this system left some (it alone writes them during ticks).
-    let (inbox, waker) = inbox.get_or_insert_with(|| {
-        let inbox = world.resource::<InboxQueue>().0.clone();
-        (inbox.clone(), crate::inbox::InboxWaker::waker(inbox))
-    });
+    let IngestAccess {
+        mut commands,
+        tick,
+        mut tap,
+        mut deferred,
+        mut new,
+        mut index,
+        mut streams,
+        mut device,
+        mut pool,
+        mut stats,
+        mut outbox,
+        mut recorder,
+        mut stream_states,
+        released,
+        inbox,
+        mut plans,
+    } = access;
+    // The deferred commands are touched only when this system left some (it alone writes them
+    // during ticks).
     let mut fresh = std::mem::take(&mut *scratch);
-    inbox.drain_into(&mut fresh);
+    inbox.inbox.drain_into(&mut fresh);
     // Carried commands come first. A deque of them is taken as it is and a vector of new ones
     // becomes one in place, so neither is copied whatever the backlog.
     let (mut drained, carried_in) = if std::mem::take(&mut *carried_waiting) {
-        let mut carried = std::mem::take(&mut world.resource_mut::<DeferredCommands>().carried);
+        let mut carried = std::mem::take(&mut deferred.carried);
         let carried_in = carried.len();
         carried.extend(fresh.drain(..));
         *scratch = fresh;
@@ -100,10 +159,8 @@ pub fn ingest_commands<B: Backend>(
     } else {
         (VecDeque::from(fresh), 0)
     };
-    if world.contains_resource::<crate::inbox::CommandTap>() {
-        let tick = world.resource::<TickCounter>().0;
-        let mut tap = world.resource_mut::<crate::inbox::CommandTap>();
-        (drained.range(carried_in..)).for_each(|command| (tap.0)(tick, command));
+    if let Some(tap) = &mut tap {
+        (drained.range(carried_in..)).for_each(|command| (tap.0)(tick.0, command));
     }
     // The commands carried from the last tick are taken whole: a tick takes at least what the
     // one before left, so a backlog never outgrows one drain however many callers queue.
@@ -114,144 +171,111 @@ pub fn ingest_commands<B: Backend>(
         .map(|at| from + at + 1)
         .filter(|&cut| cut < drained.len())
     {
-        world.resource_mut::<DeferredCommands>().carried = drained.split_off(cut);
+        deferred.carried = drained.split_off(cut);
         *carried_waiting = true;
     }
-    let mut deferred = if *deferred_waiting {
-        std::mem::take(&mut world.resource_mut::<DeferredCommands>().waiting)
+    let mut waiting = if *deferred_waiting {
+        std::mem::take(&mut deferred.waiting)
     } else {
         VecDeque::new()
     };
-    if drained.is_empty() && deferred.is_empty() {
+    if drained.is_empty() && waiting.is_empty() {
         if scratch.capacity() == 0 {
             *scratch = Vec::from(drained);
         }
         return;
     }
-    let (next_seq, tasks, spare) = {
-        let mut new = world.resource_mut::<NewTasks>();
-        let new = &mut *new;
-        (
-            new.next_seq,
-            std::mem::take(&mut new.tasks),
-            std::mem::take(&mut new.spare),
-        )
-    };
+    let new = &mut *new;
     let mut ingest = Ingest {
-        index: std::mem::take(&mut world.resource_mut::<HandleIndex>().0),
-        slots: std::mem::take(&mut world.resource_mut::<StreamTable>().slots),
-        next_seq,
-        tasks,
-        spare,
+        index: &mut index.0,
+        slots: &mut streams.slots,
+        next_seq: new.next_seq,
+        tasks: &mut new.tasks,
+        spare: &mut new.spare,
+        commands: &mut commands,
+        device: &mut device.0,
+        pool: &mut pool,
+        outbox: &mut outbox,
+        plans: &mut plans,
+        recorder: recorder.as_deref_mut(),
+        tick: tick.0,
+        stream_states: &mut stream_states,
+        released: &released,
+        released_to_lifetime: false,
         spawned: SmallVec::new(),
         reclaimed: 0,
-        waker,
+        waker: &inbox.waker,
     };
-    let mut taken = DeviceAndPool::<B>(None);
     // The deferred commands first, from the front, until one must still wait; the new ones go
     // behind whatever still waits.
-    while let Some(command) = deferred.pop_front() {
-        if let Some(waiting) = ingest.one(world, &mut taken, command) {
-            deferred.push_front(waiting);
+    while let Some(command) = waiting.pop_front() {
+        if let Some(still_waiting) = ingest.one(command) {
+            waiting.push_front(still_waiting);
             break;
         }
-        if taken.parking_full() {
+        if ingest.pool.parking_full() {
             // As below: the rest waits for the memory this tick parked.
             break;
         }
     }
-    if deferred.is_empty() {
+    if waiting.is_empty() {
         while let Some(command) = drained.pop_front() {
-            if let Some(waiting) = ingest.one(world, &mut taken, command) {
-                deferred.push_back(waiting);
-                deferred.extend(drained.drain(..));
+            if let Some(still_waiting) = ingest.one(command) {
+                waiting.push_back(still_waiting);
+                waiting.extend(drained.drain(..));
                 break;
             }
-            if taken.parking_full() && !drained.is_empty() {
+            if ingest.pool.parking_full() && !drained.is_empty() {
                 // Memory freed this tick comes back only behind this tick's events: the rest
                 // waits for the next tick, whose GC stage may have it back (`parking_full`).
-                let mut deferred_commands = world.resource_mut::<DeferredCommands>();
-                drained.append(&mut deferred_commands.carried);
-                deferred_commands.carried = std::mem::take(&mut drained);
+                drained.append(&mut deferred.carried);
+                deferred.carried = std::mem::take(&mut drained);
                 *carried_waiting = true;
                 break;
             }
         }
     } else {
-        deferred.extend(drained.drain(..));
+        waiting.extend(drained.drain(..));
     }
-    taken.put_back(world);
-    if ingest.reclaimed > 0 {
-        world.resource_mut::<Stats>().handles_reclaimed += ingest.reclaimed;
+    let (next_seq, reclaimed) = (ingest.next_seq, ingest.reclaimed);
+    new.next_seq = next_seq;
+    if reclaimed > 0 {
+        stats.handles_reclaimed += reclaimed;
     }
     if scratch.capacity() == 0 {
         *scratch = Vec::from(drained);
     }
-    *deferred_waiting = !deferred.is_empty();
+    *deferred_waiting = !waiting.is_empty();
     if *deferred_waiting {
-        tracing::trace!(target: "gpuworld::memory", commands = deferred.len(), "commands wait for memory or another runtime");
-        world.resource_mut::<DeferredCommands>().waiting = deferred;
-    }
-    let Ingest {
-        index,
-        slots,
-        next_seq,
-        tasks,
-        spare,
-        ..
-    } = ingest;
-    world.resource_mut::<HandleIndex>().0 = index;
-    world.resource_mut::<StreamTable>().slots = slots;
-    let mut new = world.resource_mut::<NewTasks>();
-    new.next_seq = next_seq;
-    new.tasks = tasks;
-    new.spare = spare;
-}
-
-/// The device and the pool while a drain needs them: taken out of the world at the first command
-/// that does (an allocation, a release, a stream's first use) and put back when the drain ends,
-/// so a drain of launches and reads leaves them in place (moving a resource out of the world and
-/// back costs more than ingesting a launch).
-struct DeviceAndPool<B: Backend>(Option<(Device<B>, MemoryPool)>);
-
-impl<B: Backend> DeviceAndPool<B> {
-    fn get(&mut self, world: &mut World) -> (&mut B, &mut MemoryPool) {
-        let (device, pool) = self.0.get_or_insert_with(|| {
-            let device = world.remove_resource::<Device<B>>();
-            let pool = world.remove_resource::<MemoryPool>();
-            // Both are inserted when the runtime is built and only ever taken here.
-            (
-                device.expect("the runtime holds its device"),
-                pool.expect("the runtime holds its memory pool"),
-            )
-        });
-        (&mut device.0, pool)
-    }
-
-    /// Whether the pool, if taken, parked as much as a tick should (`MemoryPool::parking_full`).
-    fn parking_full(&self) -> bool {
-        self.0.as_ref().is_some_and(|(_, pool)| pool.parking_full())
-    }
-
-    fn put_back(self, world: &mut World) {
-        if let Some((device, pool)) = self.0 {
-            world.insert_resource(device);
-            world.insert_resource(pool);
-        }
+        tracing::trace!(target: "gpuworld::memory", commands = waiting.len(), "commands wait for memory or another runtime");
+        deferred.waiting = waiting;
     }
 }
 
-/// What ingest holds while it drains: the handle index, the slot table, and the new tasks.
-struct Ingest<'a> {
-    index: rustc_hash::FxHashMap<HandleId, HandleEntry>,
-    slots: Vec<Option<Entity>>,
+/// What ingest holds while it drains: its access, borrowed field by field, and what the drain
+/// learned that the world shows only once the drain's commands apply.
+struct Ingest<'a, 'w, 's, B: Backend> {
+    index: &'a mut FxHashMap<HandleId, HandleEntry>,
+    slots: &'a mut Vec<Option<Entity>>,
     next_seq: u64,
     #[allow(
         clippy::vec_box,
         reason = "stages move a task's box, not the task (measured)"
     )]
-    tasks: Vec<Box<Task>>,
-    spare: SpareTasks,
+    tasks: &'a mut Vec<Box<Task>>,
+    spare: &'a mut SpareTasks,
+    commands: &'a mut Commands<'w, 's>,
+    device: &'a mut B,
+    pool: &'a mut MemoryPool,
+    outbox: &'a mut Outbox,
+    plans: &'a mut ReplayPlans,
+    recorder: Option<&'a mut TraceRecorder>,
+    tick: u64,
+    stream_states: &'a mut StreamStates<'w, 's>,
+    released: &'a Query<'w, 's, (), With<Released>>,
+    /// Whether this drain handed released memory to the lifetime's later steps (its `Released`
+    /// marker applies only after the drain).
+    released_to_lifetime: bool,
     /// Tasks created this drain per stream: alignment gives them cursors after `StreamCursor`.
     spawned: SmallVec<[(Entity, u64); 4]>,
     /// Handles whose memory went back to the pool at release.
@@ -261,14 +285,9 @@ struct Ingest<'a> {
     waker: &'a Waker,
 }
 
-impl Ingest<'_> {
+impl<B: Backend> Ingest<'_, '_, '_, B> {
     /// Takes one command; gives it back when it must wait for released memory to retire.
-    fn one<B: Backend>(
-        &mut self,
-        world: &mut World,
-        taken: &mut DeviceAndPool<B>,
-        command: Command,
-    ) -> Option<Command> {
+    fn one(&mut self, command: Command) -> Option<Command> {
         match command {
             Command::Create {
                 handle,
@@ -276,9 +295,8 @@ impl Ingest<'_> {
                 data,
                 stream: stream_id,
             } => {
-                let stream = self.stream_entity(world, taken, stream_id);
-                let (device, pool) = taken.get(world);
-                if pool.waits_for_parked(size, stream_id, stream) {
+                let stream = self.stream_entity(stream_id);
+                if self.pool.waits_for_parked(size, stream_id, stream) {
                     return Some(Command::Create {
                         handle,
                         size,
@@ -290,16 +308,15 @@ impl Ingest<'_> {
                 let mut movable: Option<FxHashMap<SliceKey, (HandleId, Movable)>> = None;
                 let mut moves = Vec::new();
                 let reserved = {
-                    let index = &self.index;
-                    let world = &*world;
+                    let index = &*self.index;
                     let mut allows = |slice: SliceKey| {
-                        let handles = movable.get_or_insert_with(|| movable_handles(world, index));
+                        let handles = movable.get_or_insert_with(|| movable_handles(index));
                         handles
                             .get(&slice)
                             .map_or(Movable::No, |&(_, movable)| movable)
                     };
-                    pool.reserve_moving(
-                        device,
+                    self.pool.reserve_moving(
+                        self.device,
                         size,
                         stream_id,
                         stream,
@@ -310,13 +327,13 @@ impl Ingest<'_> {
                         }),
                     )
                 };
-                let retiring = reserved.is_err() && pool.retiring() > 0;
+                let retiring = reserved.is_err() && self.pool.retiring() > 0;
                 if let Some(handles) = &movable {
-                    self.apply_moves(world, stream, &moves, handles);
+                    self.apply_moves(stream, &moves, handles);
                 }
                 let parked_by_stream = reserved.as_ref().is_ok_and(|r| r.parked_by_stream);
                 if matches!(reserved, Err(MemoryError::OutOfMemory { .. }))
-                    && (retiring || memory_retiring(world))
+                    && (retiring || self.memory_retiring())
                 {
                     return Some(Command::Create {
                         handle,
@@ -327,7 +344,7 @@ impl Ingest<'_> {
                 }
                 // The cursor of the stream's last task so far, this drain's included: a later
                 // user of the handle on another stream waits for everything before its creation.
-                let cursor = self.cursor_now(world, stream);
+                let cursor = self.cursor_now(stream);
                 let memory = reserved.map(|r| (r.slice, r.region)).map_err(Error::from);
                 let mut used_on = UsedOn::Nothing;
                 match &memory {
@@ -346,10 +363,21 @@ impl Ingest<'_> {
                     memory,
                     created: Owner { stream, cursor },
                 };
-                let entity = match (&data, region) {
-                    (Some(_), Some(region)) => {
-                        let entity = spawn_handle(world, handle, state, used_on);
-                        state = HandleState::Spawned { entity, region };
+                let entity = match (&data, &state) {
+                    (
+                        Some(_),
+                        HandleState::Unspawned {
+                            memory: Ok((slice, region)),
+                            ..
+                        },
+                    ) => {
+                        let (slice, region) = (*slice, *region);
+                        let entity = spawn_handle(self.commands, handle, state, used_on);
+                        state = HandleState::Spawned {
+                            entity,
+                            slice,
+                            region,
+                        };
                         used_on.record(stream);
                         Some(entity)
                     }
@@ -378,8 +406,8 @@ impl Ingest<'_> {
                 }
             }
             Command::Write { dst, data, stream } => {
-                let stream = self.stream_entity(world, taken, stream);
-                self.write(world, stream, &dst, data);
+                let stream = self.stream_entity(stream);
+                self.write(stream, &dst, data);
             }
             Command::WriteArriving {
                 dst,
@@ -387,11 +415,11 @@ impl Ingest<'_> {
                 stream,
             } => match bytes.poll_bytes(&mut Context::from_waker(self.waker)) {
                 std::task::Poll::Ready(Ok(data)) => {
-                    return self.one(world, taken, Command::Write { dst, data, stream });
+                    return self.one(Command::Write { dst, data, stream });
                 }
                 std::task::Poll::Ready(Err(error)) => {
-                    let stream = self.stream_entity(world, taken, stream);
-                    record_fault(world, stream, error);
+                    let stream = self.stream_entity(stream);
+                    self.record_fault(stream, error);
                 }
                 std::task::Poll::Pending => {
                     return Some(Command::WriteArriving { dst, bytes, stream });
@@ -410,22 +438,22 @@ impl Ingest<'_> {
                         stream,
                     });
                 }
-                let stream = self.stream_entity(world, taken, stream);
+                let stream = self.stream_entity(stream);
                 if let std::task::Poll::Ready(Err(error)) = ready {
                     if !work.pass_on(&error) {
-                        record_fault(world, stream, error);
+                        self.record_fault(stream, error);
                     }
                     return None;
                 }
                 let resolved: Result<SmallVec<[TaskBinding; 4]>, Error> = buffers
                     .iter()
-                    .map(|b| self.resolve(world, b, true, stream))
+                    .map(|b| self.resolve(b, true, stream))
                     .collect();
                 match resolved {
                     Ok(bindings) => self.spawn_task(stream, TaskWork::Native(work), bindings),
                     Err(error) => {
                         if !work.pass_on(&error) {
-                            record_fault(world, stream, error);
+                            self.record_fault(stream, error);
                         }
                     }
                 }
@@ -438,9 +466,9 @@ impl Ingest<'_> {
                 mode,
                 stream,
             } => {
-                let stream = self.stream_entity(world, taken, stream);
+                let stream = self.stream_entity(stream);
                 let mode = mode.execution_mode();
-                self.launch(world, stream, kernel, count, &buffers, scalars, mode);
+                self.launch(stream, kernel, count, &buffers, scalars, mode);
             }
             Command::Read {
                 sources,
@@ -448,12 +476,12 @@ impl Ingest<'_> {
                 reply,
                 staging,
             } => {
-                let stream = self.stream_entity(world, taken, stream);
+                let stream = self.stream_entity(stream);
                 // A loop, not `collect`: collecting into a `SmallVec` costs hundreds of
                 // instructions for the one or two sources a read has.
                 let mut bindings = SmallVec::<[TaskBinding; 4]>::new();
                 let resolved = sources.iter().try_for_each(|b| {
-                    bindings.push(self.resolve(world, b, false, stream)?);
+                    bindings.push(self.resolve(b, false, stream)?);
                     Ok(())
                 });
                 match resolved.map(|()| bindings) {
@@ -462,20 +490,20 @@ impl Ingest<'_> {
                         self.spawn_task(stream, read, bindings);
                     }
                     Err(error) => {
-                        world.resource_mut::<Outbox>().read(reply, Err(error));
+                        self.outbox.read(reply, Err(error));
                     }
                 }
             }
             Command::Flush { stream } => {
-                let stream = self.stream_entity(world, taken, stream);
+                let stream = self.stream_entity(stream);
                 self.spawn_task(stream, TaskWork::Flush, SmallVec::new());
             }
             Command::Sync { stream, reply } => {
-                let stream = self.stream_entity(world, taken, stream);
+                let stream = self.stream_entity(stream);
                 self.spawn_task(stream, TaskWork::Sync(reply), SmallVec::new());
             }
             Command::Mark { stream, reply } => {
-                let stream = self.stream_entity(world, taken, stream);
+                let stream = self.stream_entity(stream);
                 self.spawn_task(stream, TaskWork::Mark(reply), SmallVec::new());
             }
             Command::Release { handle } => {
@@ -489,8 +517,7 @@ impl Ingest<'_> {
                         self.index.insert(handle, entry);
                         return None;
                     }
-                    let pool = taken.get(world).1;
-                    self.reclaimed += u64::from(release(world, pool, handle, entry));
+                    self.release_entry(handle, entry);
                 }
             }
             Command::Pin { handle } => {
@@ -502,7 +529,7 @@ impl Ingest<'_> {
                 if let Some(entry) = self.index.get_mut(&handle) {
                     entry.graph_pins = entry.graph_pins.saturating_sub(1);
                     if entry.graph_pins == 0 && entry.released_while_pinned {
-                        self.release(world, taken, handle);
+                        self.release(handle);
                     }
                 }
             }
@@ -512,24 +539,20 @@ impl Ingest<'_> {
                 commands,
             } => {
                 tracing::trace!(target: "gpuworld::graph", graph, commands = commands.len(), "replay");
-                let traced = world
-                    .get_resource::<crate::trace::TraceRecorder>()
-                    .is_some_and(|recorder| recorder.is_tracing());
-                if traced {
+                if let Some(recorder) = self.recorder.as_deref_mut()
+                    && recorder.is_tracing()
+                {
                     let lines = commands.iter().map(Recorded::describe).collect();
-                    let tick = world.resource::<TickCounter>().0;
-                    world
-                        .resource_mut::<crate::trace::TraceRecorder>()
-                        .replayed(tick, graph, lines);
+                    recorder.replayed(self.tick, graph, lines);
                 }
-                self.replay_in_runs(world, taken, graph, version, &commands);
+                self.replay_in_runs(graph, version, &commands);
             }
-            Command::MemoryCleanup => taken.get(world).1.request_cleanup(),
+            Command::MemoryCleanup => self.pool.request_cleanup(),
             Command::OpenAllocationMode { stream, mode } => {
-                taken.get(world).1.modes_mut().push(stream, mode);
+                self.pool.modes_mut().push(stream, mode);
             }
             Command::CloseAllocationMode { stream } => {
-                if !taken.get(world).1.modes_mut().pop(stream) {
+                if !self.pool.modes_mut().pop(stream) {
                     tracing::warn!(target: "gpuworld::memory", %stream, "closing an allocation mode window that is not open");
                 }
             }
@@ -538,15 +561,41 @@ impl Ingest<'_> {
     }
 
     /// Releases `handle`'s memory: back to the pool, parked for its stream, or to the GC stage.
-    fn release<B: Backend>(
-        &mut self,
-        world: &mut World,
-        taken: &mut DeviceAndPool<B>,
-        handle: HandleId,
-    ) {
+    fn release(&mut self, handle: HandleId) {
         if let Some(entry) = self.index.remove(&handle) {
-            let pool = taken.get(world).1;
-            self.reclaimed += u64::from(release(world, pool, handle, entry));
+            self.release_entry(handle, entry);
+        }
+    }
+
+    /// Hands a released handle's memory to the lifetime's step 1, counting what went back now.
+    fn release_entry(&mut self, handle: HandleId, entry: HandleEntry) {
+        match release(self.commands, self.pool, handle, entry) {
+            Freed::Now => self.reclaimed += 1,
+            Freed::Later => self.released_to_lifetime = true,
+            Freed::NothingHeld => {}
+        }
+    }
+
+    /// Whether released memory is still on its way back to the pools: an allocation that found
+    /// none may succeed once it has retired.
+    fn memory_retiring(&self) -> bool {
+        self.released_to_lifetime || !self.released.is_empty()
+    }
+
+    /// Keeps the first fault of a stream until a read or sync reports it; a stream this drain
+    /// opened gets it once it exists.
+    fn record_fault(&mut self, stream: Entity, error: Error) {
+        match self.stream_states.get_mut(stream) {
+            Ok((_, mut fault)) => fault.record(error),
+            Err(_) => {
+                self.commands
+                    .entity(stream)
+                    .queue(move |mut entity: EntityWorldMut| {
+                        if let Some(mut fault) = entity.get_mut::<StreamFault>() {
+                            fault.record(error);
+                        }
+                    });
+            }
         }
     }
 
@@ -557,18 +606,11 @@ impl Ingest<'_> {
     /// follows, and each other stream gets a [`ReplayLaneEnd`] after it. The plan of a graph at
     /// a version is made at its first replay and kept ([`ReplayPlans`]): a replay resolves the
     /// frame's distinct bindings and shares the launches. Whether it was.
-    fn replay_as_one<B: Backend>(
-        &mut self,
-        world: &mut World,
-        taken: &mut DeviceAndPool<B>,
-        graph: u64,
-        version: u64,
-        commands: &[Recorded],
-    ) -> bool {
+    fn replay_as_one(&mut self, graph: u64, version: u64, commands: &[Recorded]) -> bool {
         if !B::replays_graphs() || commands.len() < 2 {
             return false;
         }
-        let plan = match world.resource::<ReplayPlans>().get(graph, version) {
+        let plan = match self.plans.get(graph, version) {
             Some(plan) => plan,
             None => {
                 let Some(plan) = ReplayPlan::make(commands, B::replays_graphs_across_streams())
@@ -576,17 +618,15 @@ impl Ingest<'_> {
                     return false;
                 };
                 let plan = Arc::new(plan);
-                world
-                    .resource_mut::<ReplayPlans>()
-                    .insert(graph, version, plan.clone());
+                self.plans.insert(graph, version, plan.clone());
                 plan
             }
         };
-        let stream = self.stream_entity(world, taken, plan.lanes[0]);
+        let stream = self.stream_entity(plan.lanes[0]);
         let mut bindings = SmallVec::<[TaskBinding; 4]>::new();
         for (binding, writes) in &plan.bindings {
             // A binding that does not resolve: the launches one by one report it.
-            let Ok(resolved) = self.resolve(world, binding, *writes, stream) else {
+            let Ok(resolved) = self.resolve(binding, *writes, stream) else {
                 return false;
             };
             bindings.push(resolved);
@@ -598,12 +638,12 @@ impl Ingest<'_> {
         // Each other lane's stream follows the replay where its launches wrote: a lane end
         // binding those buffers, after the replay task that wrote them.
         for (lane_stream, written) in plan.lanes.iter().skip(1).zip(&plan.lane_writes) {
-            let entity = self.stream_entity(world, taken, *lane_stream);
+            let entity = self.stream_entity(*lane_stream);
             // The same handles resolved for the replay task just above: none fails here.
             let ends = (written.iter())
                 .filter_map(|&i| {
                     let (binding, _) = &plan.bindings[usize::from(i)];
-                    self.resolve(world, binding, true, entity).ok()
+                    self.resolve(binding, true, entity).ok()
                 })
                 .collect();
             self.spawn_task(entity, TaskWork::Native(Box::new(ReplayLaneEnd)), ends);
@@ -615,14 +655,7 @@ impl Ingest<'_> {
     /// [`Self::replay_as_one`] (a replay of launches only is one run), and every other command is
     /// issued as it was captured. Run `r` is planned under the graph's number with `r` in its top
     /// bits (the first run under the graph's own); a run past [`MAX_RUNS`] runs launch by launch.
-    fn replay_in_runs<B: Backend>(
-        &mut self,
-        world: &mut World,
-        taken: &mut DeviceAndPool<B>,
-        graph: u64,
-        version: u64,
-        commands: &[Recorded],
-    ) {
+    fn replay_in_runs(&mut self, graph: u64, version: u64, commands: &[Recorded]) {
         let unit = |command: &Recorded| {
             matches!(
                 command,
@@ -638,9 +671,7 @@ impl Ingest<'_> {
             if end - start >= 2 {
                 let key = graph ^ (run << RUN_KEY_SHIFT);
                 run += 1;
-                if run <= MAX_RUNS
-                    && self.replay_as_one(world, taken, key, version, &commands[start..end])
-                {
+                if run <= MAX_RUNS && self.replay_as_one(key, version, &commands[start..end]) {
                     start = end;
                     continue;
                 }
@@ -649,19 +680,14 @@ impl Ingest<'_> {
             // command that ended the run.
             let stop = (end + 1).min(commands.len());
             for recorded in &commands[start..stop] {
-                self.replay_one(world, taken, recorded);
+                self.replay_one(recorded);
             }
             start = stop;
         }
     }
 
     /// One command of a replayed graph, as the command it was captured from.
-    fn replay_one<B: Backend>(
-        &mut self,
-        world: &mut World,
-        taken: &mut DeviceAndPool<B>,
-        recorded: &Recorded,
-    ) {
+    fn replay_one(&mut self, recorded: &Recorded) {
         match recorded {
             Recorded::Launch {
                 kernel,
@@ -671,50 +697,38 @@ impl Ingest<'_> {
                 mode,
                 stream,
             } => {
-                let stream = self.stream_entity(world, taken, *stream);
-                self.launch(
-                    world,
-                    stream,
-                    kernel,
-                    *count,
-                    buffers,
-                    scalars.clone(),
-                    *mode,
-                );
+                let stream = self.stream_entity(*stream);
+                self.launch(stream, kernel, *count, buffers, scalars.clone(), *mode);
             }
             Recorded::Write { dst, data, stream } => {
-                let stream = self.stream_entity(world, taken, *stream);
-                self.write(world, stream, dst, data.clone());
+                let stream = self.stream_entity(*stream);
+                self.write(stream, dst, data.clone());
             }
             Recorded::Flush { stream } => {
-                let stream = self.stream_entity(world, taken, *stream);
+                let stream = self.stream_entity(*stream);
                 self.spawn_task(stream, TaskWork::Flush, SmallVec::new());
             }
             // A graph issues its transfers itself, between the replays of the commands around
             // them (`Graph::replay`); one inside a replay command came from elsewhere, and is the
             // stream's fault rather than a silent skip.
             Recorded::Transfer { stream, .. } => {
-                let stream = self.stream_entity(world, taken, *stream);
+                let stream = self.stream_entity(*stream);
                 let call = "a transfer inside a replay command (a graph issues it itself)";
                 tracing::warn!(target: "gpuworld::graph", call, "not replayed");
-                record_fault(
-                    world,
-                    stream,
-                    Error::Graph(GraphError::NotCapturable { call }),
-                );
+                self.record_fault(stream, Error::Graph(GraphError::NotCapturable { call }));
             }
         }
     }
 
     /// A write's task on `stream`, or its binding's error as the stream's fault.
-    fn write(&mut self, world: &mut World, stream: Entity, dst: &Binding, data: HostBytes) {
-        match self.resolve(world, dst, true, stream) {
+    fn write(&mut self, stream: Entity, dst: &Binding, data: HostBytes) {
+        match self.resolve(dst, true, stream) {
             Ok(binding) => self.spawn_task(
                 stream,
                 TaskWork::Write(data),
                 SmallVec::from_elem(binding, 1),
             ),
-            Err(error) => record_fault(world, stream, error),
+            Err(error) => self.record_fault(stream, error),
         }
     }
 
@@ -722,7 +736,6 @@ impl Ingest<'_> {
     #[allow(clippy::too_many_arguments, reason = "a launch's parts")]
     fn launch(
         &mut self,
-        world: &mut World,
         stream: Entity,
         kernel: Kernel,
         count: CubeCount,
@@ -740,15 +753,14 @@ impl Ingest<'_> {
             .enumerate()
             .try_for_each(|(i, b)| {
                 let writes = params.get(i).is_none_or(|p| p.access.writes());
-                self.resolve(world, b, writes, stream)
-                    .map(|tb| bindings.push(tb))
+                self.resolve(b, writes, stream).map(|tb| bindings.push(tb))
             })
             .and_then(|()| match count {
                 CubeCount::Static(x, y, z) => {
                     launch_count = LaunchCount::Static([x, y, z]);
                     Ok(())
                 }
-                CubeCount::Dynamic(b) => self.resolve(world, &b, false, stream).map(|tb| {
+                CubeCount::Dynamic(b) => self.resolve(&b, false, stream).map(|tb| {
                     launch_count = LaunchCount::Dynamic(tb.region);
                     bindings.push(tb);
                 }),
@@ -764,13 +776,13 @@ impl Ingest<'_> {
                 },
                 bindings,
             ),
-            Err(error) => record_fault(world, stream, error),
+            Err(error) => self.record_fault(stream, error),
         }
     }
 
     /// The cursor `stream`'s last task will have once alignment has numbered this drain's tasks.
-    fn cursor_now(&self, world: &World, stream: Entity) -> u64 {
-        let assigned = world.get::<StreamCursor>(stream).map_or(0, |c| c.0);
+    fn cursor_now(&self, stream: Entity) -> u64 {
+        let assigned = self.stream_states.get(stream).map_or(0, |(c, _)| c.0);
         let pending = self
             .spawned
             .iter()
@@ -780,19 +792,14 @@ impl Ingest<'_> {
     }
 
     /// The stream entity of `id`'s slot, created with its device stream on first use.
-    fn stream_entity<B: Backend>(
-        &mut self,
-        world: &mut World,
-        taken: &mut DeviceAndPool<B>,
-        id: StreamId,
-    ) -> Entity {
+    fn stream_entity(&mut self, id: StreamId) -> Entity {
         let slot = (id.value % self.slots.len() as u64) as usize;
         if let Some(entity) = self.slots[slot] {
             return entity;
         }
-        let device = taken.get(world).0.create_stream(id);
+        let device = self.device.create_stream(id);
         let ordinal = self.slots.iter().filter(|s| s.is_some()).count() as u64;
-        let entity = world
+        let entity = (self.commands)
             .spawn(Stream {
                 id,
                 slot,
@@ -810,7 +817,6 @@ impl Ingest<'_> {
     #[inline]
     fn resolve(
         &mut self,
-        world: &mut World,
         binding: &Binding,
         writes: bool,
         stream: Entity,
@@ -823,19 +829,24 @@ impl Ingest<'_> {
         ))?;
         let (entity, memory) = match &entry.state {
             // The common case, a handle used before.
-            HandleState::Spawned { entity, region } => (*entity, *region),
+            HandleState::Spawned { entity, region, .. } => (*entity, *region),
             HandleState::Unspawned { memory, .. } => {
-                let region = memory.as_ref().map_err(Clone::clone)?.1;
+                let (slice, region) = *memory.as_ref().map_err(Clone::clone)?;
                 // The facts move to the entity; the entry keeps the entity and the region.
                 let state = std::mem::replace(
                     &mut entry.state,
                     HandleState::Spawned {
                         entity: Entity::PLACEHOLDER,
+                        slice,
                         region,
                     },
                 );
-                let entity = spawn_handle(world, binding.handle(), state, entry.used_on);
-                entry.state = HandleState::Spawned { entity, region };
+                let entity = spawn_handle(self.commands, binding.handle(), state, entry.used_on);
+                entry.state = HandleState::Spawned {
+                    entity,
+                    slice,
+                    region,
+                };
                 (entity, region)
             }
         };
@@ -854,7 +865,6 @@ impl Ingest<'_> {
     /// before every later one.
     fn apply_moves(
         &mut self,
-        world: &mut World,
         stream: Entity,
         moves: &[Moved],
         handles: &FxHashMap<SliceKey, (HandleId, Movable)>,
@@ -879,14 +889,19 @@ impl Ingest<'_> {
                         *region = to(*region);
                     }
                 }
-                HandleState::Spawned { entity, region } => {
+                HandleState::Spawned {
+                    entity,
+                    slice,
+                    region,
+                } => {
                     let entity = *entity;
                     *region = to(*region);
-                    if let Some(mut allocation) = world.get_mut::<Allocation>(entity)
-                        && let Allocation::Slice { region, .. } = &mut *allocation
-                    {
-                        *region = to(*region);
-                    }
+                    // The entity's allocation covers the entry's bytes (it may be spawned in
+                    // this drain: the insert applies after its spawn).
+                    (self.commands.entity(entity)).insert(Allocation::Slice {
+                        slice: *slice,
+                        region: *region,
+                    });
                     if moved.copied {
                         entry.used_on.record(stream);
                         let bindings = SmallVec::from_slice(&[
@@ -934,7 +949,7 @@ const MAX_RUNS: u64 = 1 << (64 - RUN_KEY_SHIFT);
 
 /// Replays run as one unit, planned at their first replay, by graph and version (the most
 /// recently made last; a graph keeps its latest version only).
-#[derive(Resource, Default)]
+#[derive(Default)]
 pub(crate) struct ReplayPlans {
     plans: Vec<(u64, u64, Arc<ReplayPlan>)>,
 }
@@ -1102,22 +1117,11 @@ fn lane_dependencies(
     after
 }
 
-/// Whether released memory is still on its way back to the pools: an allocation that found none
-/// may succeed once it has retired.
-fn memory_retiring(world: &mut World) -> bool {
-    world
-        .query_filtered::<(), With<Released>>()
-        .iter(world)
-        .next()
-        .is_some()
-}
-
 /// What each live handle's slice lets a compaction do: a handle no work used yet moves without
 /// a copy; one work used moves with a copy, unless a captured graph holds it (its replays keep
 /// the old place); a failed allocation, or one that inherited another stream's use of parked
 /// memory without using it, stays.
 fn movable_handles(
-    world: &World,
     index: &FxHashMap<HandleId, HandleEntry>,
 ) -> FxHashMap<SliceKey, (HandleId, Movable)> {
     let mut handles = FxHashMap::default();
@@ -1132,22 +1136,13 @@ fn movable_handles(
             } if entry.used_on == UsedOn::Nothing => {
                 handles.insert(*slice, (handle, Movable::Unwritten));
             }
-            HandleState::Spawned { entity, .. } => {
-                if let Some(Allocation::Slice { slice, .. }) = world.get::<Allocation>(*entity) {
-                    handles.insert(*slice, (handle, Movable::Copied));
-                }
+            HandleState::Spawned { slice, .. } => {
+                handles.insert(*slice, (handle, Movable::Copied));
             }
             _ => {}
         }
     }
     handles
-}
-
-/// Keeps the first fault of a stream until a read or sync reports it.
-fn record_fault(world: &mut World, stream: Entity, error: Error) {
-    if let Some(mut fault) = world.get_mut::<StreamFault>(stream) {
-        fault.record(error);
-    }
 }
 
 #[cfg(test)]
