@@ -154,26 +154,8 @@ impl<B: Backend> Submitter<'_, '_, '_, B> {
         let shared = std::mem::take(&mut task.shared);
         let bindings = &task.bindings;
         let waited = !waits.is_empty();
-        for &(origin, origin_cursor) in &waits {
-            self.submit_through(origin, origin_cursor);
-            if let Ok((_, origin_info, ..)) = self.streams.get(origin) {
-                let _span = tracing::trace_span!(target: "gpuworld::stream", "wait", origin = origin_info.slot).entered();
-                tracing::debug!(
-                    target: "gpuworld::stream",
-                    consumer = ?device_stream, origin = origin_info.slot, through = origin_cursor,
-                    "flushing origin: the consumer's next task uses what it wrote"
-                );
-                let event = self.device.flush(origin_info.device);
-                self.device.wait_event(device_stream, event);
-                tracing::debug!(
-                    target: "gpuworld::stream",
-                    consumer = ?device_stream, origin = origin_info.slot, ?event,
-                    "stream waits on origin's event"
-                );
-                if let Some(recorder) = self.recorder.as_deref_mut() {
-                    recorder.waited(origin_info.device, device_stream);
-                }
-            }
+        if waited {
+            self.wait_for_origins(&waits, device_stream);
         }
         let timed = self.recorder.is_some().then(std::time::Instant::now);
         let mut submitted: Option<(OpKind, u64)> = None;
@@ -265,8 +247,35 @@ impl<B: Backend> Submitter<'_, '_, '_, B> {
         self.spare.recycle(task);
     }
 
-    /// Pins `shared` until the consumer's work so far has passed (the lifetime's step 2). (An event of a stream of the
-    /// runtime's own that waited on the consumer's used to stand in between: it proved nothing
+    /// Makes `device_stream` wait for each origin's work through the cursor it needs: that work
+    /// is submitted first, then flushed to an event the consumer waits on.
+    fn wait_for_origins(&mut self, waits: &[(Entity, u64)], device_stream: DeviceStream) {
+        for &(origin, origin_cursor) in waits {
+            self.submit_through(origin, origin_cursor);
+            if let Ok((_, origin_info, ..)) = self.streams.get(origin) {
+                let _span = tracing::trace_span!(target: "gpuworld::stream", "wait", origin = origin_info.slot).entered();
+                tracing::debug!(
+                    target: "gpuworld::stream",
+                    consumer = ?device_stream, origin = origin_info.slot, through = origin_cursor,
+                    "flushing origin: the consumer's next task uses what it wrote"
+                );
+                let event = self.device.flush(origin_info.device);
+                self.device.wait_event(device_stream, event);
+                tracing::debug!(
+                    target: "gpuworld::stream",
+                    consumer = ?device_stream, origin = origin_info.slot, ?event,
+                    "stream waits on origin's event"
+                );
+                if let Some(recorder) = self.recorder.as_deref_mut() {
+                    recorder.waited(origin_info.device, device_stream);
+                }
+            }
+        }
+    }
+
+    /// Pins `shared` until the consumer's work so far has passed (the lifetime's step 2). (An
+    /// event of a stream of the runtime's own that waited on the consumer's used to stand in
+    /// between: it proved nothing
     /// more, and a caller that synced every stream still found memory pinned behind it, which a
     /// manual driver's next tick might never free: issue 30's leak.)
     fn pin_shared(&mut self, consumer: DeviceStream, shared: Vec<Entity>) {
