@@ -58,8 +58,7 @@ impl<B: Backend> Drop for Runtime<B> {
     fn drop(&mut self) {
         // Every command still queued, or waiting for memory, is answered: nothing will run it.
         // Replies of reads and syncs in flight go with the world (their futures see Disconnected).
-        let deferred = std::mem::take(&mut *self.world.resource_mut::<DeferredCommands>());
-        let left = deferred.waiting.into_iter().chain(deferred.carried);
+        let left = self.world.resource_mut::<DeferredCommands>().take_all();
         for command in left.chain(self.inbox.close()) {
             command.fail(crate::error::Error::Disconnected);
         }

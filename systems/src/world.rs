@@ -1,7 +1,9 @@
 //! The state every stage shares: streams, handles and tasks, the backend, the config and the
 //! counters. What only one stage keeps (a handle's `Owner` and `Uses`, a stream's `LastSynced`,
-//! the reads, syncs and pending GCs in flight, the handle index, the tune cache) lives in that
-//! stage's module and is registered by its `build`.
+//! the handle index, the tune cache) lives in that stage's module and is registered by its
+//! `build`; what several stages act on has one owner they call: a handle's life after release
+//! (`stages/lifetime.rs`: pins, pending GCs) and the reads and syncs in flight
+//! (`stages/replies.rs`).
 
 use crate::backend::{Backend, DeviceEvent, DeviceStream, LaunchCount, Region, StagingAllocator};
 use crate::bytes::HostBytes;
@@ -91,8 +93,8 @@ pub enum Allocation {
         /// The requested bytes inside the backend buffer (a slice may start past byte 0).
         region: Region,
     },
-    /// A released slice parked for its stream's later allocations (`memory/parked.rs`); the GC
-    /// stage returns it to its pool unless that stream took it first.
+    /// A released slice parked for its stream's later allocations (`memory/parked.rs`); the
+    /// lifetime's step 4 returns it to its pool unless that stream took it first.
     Parked {
         /// The pool key (dead once the stream took the memory).
         slice: SliceKey,

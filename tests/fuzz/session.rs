@@ -14,8 +14,9 @@ use super::report::{OpLog, Tally};
 use super::rng::Rng;
 use gpuworld::{Backend, Binding, ComputeClient, Handle, HandleId, HostRecords, StreamId};
 use gpuworld_systems::memory::MemoryPool;
-use gpuworld_systems::stages::gc::{PendingReplies, PinnedHandles};
 use gpuworld_systems::stages::ingest::{HandleIndex, HandleState};
+use gpuworld_systems::stages::lifetime::PinnedHandles;
+use gpuworld_systems::stages::replies::PendingReplies;
 use gpuworld_systems::world::{Allocation as HandleMemory, Stream};
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::time::{Duration, Instant};
@@ -455,8 +456,8 @@ impl<'log, B: Backend> Fuzzer<'log, B> {
             let replies = world.resource::<PendingReplies>();
             Lingering {
                 entities: other_entities(world),
-                pins: world.resource::<PinnedHandles>().0.len(),
-                replies: replies.reads.len() + replies.syncs.len(),
+                pins: world.resource::<PinnedHandles>().len(),
+                replies: replies.len(),
             }
         });
         let expected = Lingering {

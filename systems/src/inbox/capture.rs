@@ -293,14 +293,6 @@ impl Recording {
     /// it.
     pub fn take(&mut self, runtime: RuntimeId, command: Command) -> SmallVec<[Command; 4]> {
         let mut queue = SmallVec::new();
-        let refuse = |this: &mut Recording, call: &'static str| {
-            let error = Error::Graph(GraphError::NotCapturable { call });
-            tracing::warn!(target: "gpuworld::graph", call, "refused inside a capture");
-            if this.refused.is_none() {
-                this.refused = Some(error.clone());
-            }
-            error
-        };
         match command {
             Command::Launch {
                 kernel,
@@ -374,34 +366,59 @@ impl Recording {
                     queue.push(Command::Flush { stream });
                 }
             }
-            Command::Read { reply, .. } => {
-                let error = refuse(self, "read");
-                let _ = reply.send(Err(error));
-            }
-            Command::Sync { reply, .. } => {
-                let error = refuse(self, "sync");
-                let _ = reply.send(Err(error));
-            }
-            Command::Mark { reply, .. } => {
-                let error = refuse(self, "mark");
-                let _ = reply.send(Err(error));
-            }
-            Command::Native { work, .. } => {
-                refuse(self, work.name());
-            }
-            Command::WriteArriving { .. } => {
-                refuse(
-                    self,
-                    "a transfer from another runtime (capture it on the source's client)",
-                );
-            }
-            Command::Replay { .. } => {
-                refuse(self, "replay");
-            }
+            Command::Read { .. }
+            | Command::Sync { .. }
+            | Command::Mark { .. }
+            | Command::Native { .. }
+            | Command::WriteArriving { .. }
+            | Command::Replay { .. } => queue.extend(self.refuse(command)),
             // Releases, pins, cleanups and allocation modes act now and are not replayed.
             other => queue.push(other),
         }
         queue
+    }
+
+    /// Refuses a command a graph cannot replay: a read, sync or mark is answered with the error,
+    /// the first refusal is kept for the capture's end, each is logged; any other command comes
+    /// back.
+    fn refuse(&mut self, command: Command) -> Option<Command> {
+        match command {
+            Command::Read { reply, .. } => {
+                let error = self.refuse_call("read");
+                let _ = reply.send(Err(error));
+            }
+            Command::Sync { reply, .. } => {
+                let error = self.refuse_call("sync");
+                let _ = reply.send(Err(error));
+            }
+            Command::Mark { reply, .. } => {
+                let error = self.refuse_call("mark");
+                let _ = reply.send(Err(error));
+            }
+            Command::Native { work, .. } => {
+                self.refuse_call(work.name());
+            }
+            Command::WriteArriving { .. } => {
+                self.refuse_call(
+                    "a transfer from another runtime (capture it on the source's client)",
+                );
+            }
+            Command::Replay { .. } => {
+                self.refuse_call("replay");
+            }
+            other => return Some(other),
+        }
+        None
+    }
+
+    /// The error refusing `call` inside a capture, kept if it is the capture's first.
+    fn refuse_call(&mut self, call: &'static str) -> Error {
+        let error = Error::Graph(GraphError::NotCapturable { call });
+        tracing::warn!(target: "gpuworld::graph", call, "refused inside a capture");
+        if self.refused.is_none() {
+            self.refused = Some(error.clone());
+        }
+        error
     }
 
     /// Appends `command`, numbered by the capture's order.

@@ -32,8 +32,20 @@ impl Uses {
     }
 }
 
+/// The `Owner` and `Uses` a handle entity starts with, which ingest spawns it with (a one-way
+/// handoff: alignment alone changes them afterwards): its creation, at `created`'s cursor, is its
+/// first write; memory it took parked from `inherited` counts as that stream's use at the same
+/// cursor, since that stream's earlier work may still touch it.
+pub fn first_owner_and_uses(created: Owner, inherited: Option<Entity>) -> (Owner, Uses) {
+    let mut uses = Uses::default();
+    if let Some(stream) = inherited {
+        uses.record(stream, created.cursor);
+    }
+    (created, uses)
+}
+
 /// Registers the alignment stage's system (`Owner` and `Uses` come with the handle entities
-/// ingest spawns).
+/// ingest spawns, from [`first_owner_and_uses`]).
 pub fn build(_world: &mut World, schedule: &mut Schedule) {
     schedule.add_systems(analyze_alignment.in_set(TickStage::AlignmentAnalysis));
 }

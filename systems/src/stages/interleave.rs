@@ -2,13 +2,13 @@
 //! task per stream) or `Sequential` (stream after stream). Before a task that must wait on
 //! another stream, that stream's work up to the needed cursor is submitted and flushed to an
 //! event the consumer waits on; after it, the shared bindings are pinned behind an event of the
-//! consumer. Owns `SubmittedCursor`; turns reads and syncs into the GC stage's `PendingReplies`
-//! and pins into pending-GC entities.
+//! consumer. Owns `SubmittedCursor`; starts reads and syncs through `replies.rs` and pins
+//! shared bindings through `lifetime.rs` (its step 2).
 
-use super::gc::{PendingGc, PendingRead, PendingReplies, PendingSync, PinnedHandles};
+use super::lifetime::{PendingGc, PinnedHandles};
+use super::replies::PendingReplies;
 use super::tick::TickStage;
 use crate::backend::{Backend, DeviceStream, Region};
-use crate::bytes::HostBytes;
 use crate::outbox::Outbox;
 use crate::trace::{OpKind, TraceRecorder};
 use crate::world::*;
@@ -154,26 +154,8 @@ impl<B: Backend> Submitter<'_, '_, '_, B> {
         let shared = std::mem::take(&mut task.shared);
         let bindings = &task.bindings;
         let waited = !waits.is_empty();
-        for &(origin, origin_cursor) in &waits {
-            self.submit_through(origin, origin_cursor);
-            if let Ok((_, origin_info, ..)) = self.streams.get(origin) {
-                let _span = tracing::trace_span!(target: "gpuworld::stream", "wait", origin = origin_info.slot).entered();
-                tracing::debug!(
-                    target: "gpuworld::stream",
-                    consumer = ?device_stream, origin = origin_info.slot, through = origin_cursor,
-                    "flushing origin: the consumer's next task uses what it wrote"
-                );
-                let event = self.device.flush(origin_info.device);
-                self.device.wait_event(device_stream, event);
-                tracing::debug!(
-                    target: "gpuworld::stream",
-                    consumer = ?device_stream, origin = origin_info.slot, ?event,
-                    "stream waits on origin's event"
-                );
-                if let Some(recorder) = self.recorder.as_deref_mut() {
-                    recorder.waited(origin_info.device, device_stream);
-                }
-            }
+        if waited {
+            self.wait_for_origins(&waits, device_stream);
         }
         let timed = self.recorder.is_some().then(std::time::Instant::now);
         let mut submitted: Option<(OpKind, u64)> = None;
@@ -222,14 +204,7 @@ impl<B: Backend> Submitter<'_, '_, '_, B> {
                     }));
                 }
                 submitted = Some((OpKind::Read, bindings.iter().map(|b| b.region.size).sum()));
-                self.replies.reads.push(PendingRead {
-                    stream,
-                    tickets,
-                    bytes: std::iter::repeat_with(HostBytes::default)
-                        .take(bindings.len())
-                        .collect(),
-                    reply: Some(reply),
-                });
+                self.replies.await_read(stream, tickets, reply);
             }
             Some(TaskWork::Move) => {
                 if let [from, to] = bindings[..] {
@@ -256,11 +231,7 @@ impl<B: Backend> Submitter<'_, '_, '_, B> {
             }
             Some(TaskWork::Sync(reply)) => {
                 let event = self.device.flush(device_stream);
-                self.replies.syncs.push(PendingSync {
-                    stream,
-                    event,
-                    reply: Some(reply),
-                });
+                self.replies.await_sync(stream, event, reply);
             }
             None => {}
         }
@@ -276,20 +247,41 @@ impl<B: Backend> Submitter<'_, '_, '_, B> {
         self.spare.recycle(task);
     }
 
-    /// Pins `shared` until the consumer's work so far has passed. (An event of a stream of the
-    /// runtime's own that waited on the consumer's used to stand in between: it proved nothing
+    /// Makes `device_stream` wait for each origin's work through the cursor it needs: that work
+    /// is submitted first, then flushed to an event the consumer waits on.
+    fn wait_for_origins(&mut self, waits: &[(Entity, u64)], device_stream: DeviceStream) {
+        for &(origin, origin_cursor) in waits {
+            self.submit_through(origin, origin_cursor);
+            if let Ok((_, origin_info, ..)) = self.streams.get(origin) {
+                let _span = tracing::trace_span!(target: "gpuworld::stream", "wait", origin = origin_info.slot).entered();
+                tracing::debug!(
+                    target: "gpuworld::stream",
+                    consumer = ?device_stream, origin = origin_info.slot, through = origin_cursor,
+                    "flushing origin: the consumer's next task uses what it wrote"
+                );
+                let event = self.device.flush(origin_info.device);
+                self.device.wait_event(device_stream, event);
+                tracing::debug!(
+                    target: "gpuworld::stream",
+                    consumer = ?device_stream, origin = origin_info.slot, ?event,
+                    "stream waits on origin's event"
+                );
+                if let Some(recorder) = self.recorder.as_deref_mut() {
+                    recorder.waited(origin_info.device, device_stream);
+                }
+            }
+        }
+    }
+
+    /// Pins `shared` until the consumer's work so far has passed (the lifetime's step 2). (An
+    /// event of a stream of the runtime's own that waited on the consumer's used to stand in
+    /// between: it proved nothing
     /// more, and a caller that synced every stream still found memory pinned behind it, which a
     /// manual driver's next tick might never free: issue 30's leak.)
     fn pin_shared(&mut self, consumer: DeviceStream, shared: Vec<Entity>) {
         let consumer_event = self.device.flush(consumer);
-        for &handle in &shared {
-            *self.pinned.0.entry(handle).or_default() += 1;
-        }
         tracing::trace!(target: "gpuworld::memory", pins = shared.len(), "shared bindings pinned behind their consumer's event");
-        self.pins.push(PendingGc {
-            events: SmallVec::from_elem(consumer_event, 1),
-            handles: Vec::new(),
-            pins: shared,
-        });
+        self.pins
+            .push(self.pinned.pin_behind(consumer_event, shared));
     }
 }

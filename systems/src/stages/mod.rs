@@ -9,6 +9,8 @@ pub mod flush_wait;
 pub mod gc;
 pub mod ingest;
 pub mod interleave;
+pub mod lifetime;
+pub mod replies;
 pub mod scheduling;
 pub mod tick;
 pub mod tune;

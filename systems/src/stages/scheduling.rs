@@ -51,7 +51,7 @@ pub fn queue_tasks(
             mark_flush(&mut queue, through);
         }
     }
-    if !deferred.waiting.is_empty() {
+    if deferred.wait_for_memory() {
         for mut queue in &mut queues {
             if let Some(last) = queue.tasks.back().map(|t| t.cursor) {
                 mark_flush(&mut queue, last);

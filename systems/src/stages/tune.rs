@@ -169,17 +169,24 @@ pub fn build(world: &mut World, schedule: &mut Schedule) {
     schedule.add_systems(ingest_tune_results.in_set(TickStage::TuneIngestion));
 }
 
-/// Moves arrived messages into the cache. An exclusive system holding its own handle on the
-/// queue: a tick without messages (nearly all of them) looks up no resource, and the tick of a
-/// blocked caller runs this stage after its reply, where every lookup adds to the round trip.
-pub fn ingest_tune_results(world: &mut World, mut queue: Local<Option<TuneResults>>) {
+/// The stage's handle on [`TuneResults`], cloned when the tick is built.
+#[derive(Debug)]
+pub struct TuneQueue(TuneResults);
+
+impl FromWorld for TuneQueue {
+    fn from_world(world: &mut World) -> TuneQueue {
+        TuneQueue(world.resource::<TuneResults>().clone())
+    }
+}
+
+/// Moves arrived messages into the cache. The queue is a shared handle, cloned at the system's
+/// first run: a tick without messages (nearly all of them) reads only it.
+pub fn ingest_tune_results(queue: Local<TuneQueue>, mut cache: ResMut<TuneCache>) {
     let _span = tracing::trace_span!(target: "gpuworld::tune", "tune ingestion").entered();
-    let queue = queue.get_or_insert_with(|| world.resource::<TuneResults>().clone());
-    let messages = std::mem::take(&mut *queue.0.lock());
+    let messages = std::mem::take(&mut *queue.0.0.lock());
     if messages.is_empty() {
         return;
     }
-    let mut cache = world.resource_mut::<TuneCache>();
     for message in messages {
         match &message {
             TuneMessage::Pending { set, key } => {

@@ -1,15 +1,15 @@
 //! The ingest stage's index of live handles: a handle's facts live in its entry until a task
-//! first uses it (handles no work uses cost no entity), then on its entity; and how a release
-//! returns, parks or hands its memory to the GC stage.
+//! first uses it (handles no work uses cost no entity), then on its entity. A release hands the
+//! handle's memory to the lifetime's step 1 (`stages/lifetime.rs`).
 
-use super::DeferredCommands;
 use crate::backend::Region;
 use crate::binding::Binding;
 use crate::error::{BindingError, Error};
 use crate::ids::HandleId;
 use crate::memory::{MemoryPool, SliceKey};
 use crate::snapshot::{Capture, HandleLine};
-use crate::stages::alignment::{Owner, Uses};
+use crate::stages::alignment::{self, Owner};
+use crate::stages::lifetime::{self, Freed, UsedOn};
 use crate::world::*;
 use bevy_ecs::prelude::*;
 
@@ -47,34 +47,14 @@ pub enum HandleState {
     Spawned {
         /// The entity.
         entity: Entity,
+        /// Its pool slice, as in its `Allocation` (which changes only at release): what the
+        /// release hands to the lifetime, known even while the entity's spawn is pending.
+        slice: SliceKey,
         /// The bytes its slice covers, read by every binding of the handle: fixed while the
         /// handle lives (its `Allocation` changes only at release, when the entry goes), and
         /// reading it from the entity instead cost ~80 instructions per binding (measured).
         region: Region,
     },
-}
-
-/// The streams that used a handle's memory, as far as its release needs to know.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum UsedOn {
-    /// No work: the memory goes back to its pool when the handle is released.
-    Nothing,
-    /// Work of one stream only: that stream's later allocations may reuse it at once.
-    One(Entity),
-    /// Several streams: reuse waits for an event on each.
-    Several,
-}
-
-impl UsedOn {
-    /// Adds a use on `stream`.
-    #[inline]
-    pub fn record(&mut self, stream: Entity) {
-        *self = match *self {
-            UsedOn::Nothing => UsedOn::One(stream),
-            UsedOn::One(s) if s == stream => UsedOn::One(s),
-            _ => UsedOn::Several,
-        };
-    }
 }
 
 /// Live handles by id (ids are dense integers: a multiply-hash is enough); an entry goes when
@@ -139,7 +119,7 @@ pub(super) fn region_in(
 /// allocation, first owner, and the use it inherits from memory its stream parked (that
 /// stream's earlier work may still touch it). An entity's state spawns nothing new.
 pub(super) fn spawn_handle(
-    world: &mut World,
+    commands: &mut Commands,
     id: HandleId,
     state: HandleState,
     used_on: UsedOn,
@@ -156,80 +136,42 @@ pub(super) fn spawn_handle(
         Ok((slice, region)) => Allocation::Slice { slice, region },
         Err(error) => Allocation::Failed(error),
     };
-    let mut uses = Uses::default();
-    if let UsedOn::One(stream) = used_on {
-        uses.record(stream, created.cursor);
-    }
-    world
-        .spawn((HandleRecord { id, size }, allocation, created, uses))
+    let inherited = match used_on {
+        UsedOn::One(stream) => Some(stream),
+        UsedOn::Nothing | UsedOn::Several => None,
+    };
+    let (owner, uses) = alignment::first_owner_and_uses(created, inherited);
+    commands
+        .spawn((HandleRecord { id, size }, allocation, owner, uses))
         .id()
 }
 
-/// Releases a handle the user dropped, in arrival order: memory no work used returns to its
-/// pool now; memory only one stream used is parked for that stream's later allocations; the
-/// rest is marked `Released` for the GC stage, which returns it once events prove the device is
-/// done (parked memory included, unless its stream took it first). Whether the memory went back
-/// now.
+/// Releases a handle the user dropped, in arrival order, through the lifetime's step 1
+/// (`lifetime::release`); a failed allocation holds no memory, and only its entity goes. Whether
+/// the memory went back now.
 pub(super) fn release(
-    world: &mut World,
+    commands: &mut Commands,
     pool: &mut MemoryPool,
     id: HandleId,
     entry: HandleEntry,
-) -> bool {
+) -> Freed {
     let (slice, entity) = match &entry.state {
         HandleState::Unspawned { memory, .. } => match memory {
             Ok((slice, _)) => (*slice, None),
-            // A failed allocation holds no memory.
-            Err(_) => return false,
+            Err(_) => return Freed::NothingHeld,
         },
-        HandleState::Spawned { entity, .. } => match world.get::<Allocation>(*entity) {
-            Some(Allocation::Slice { slice, .. }) => (*slice, Some(*entity)),
-            // A failed allocation holds no memory (a live handle is never parked).
-            _ => {
-                world.despawn(*entity);
-                return false;
-            }
-        },
+        // A spawned handle's allocation succeeded: only a use spawns it.
+        HandleState::Spawned { entity, slice, .. } => (*slice, Some(*entity)),
     };
-    if entry.used_on == UsedOn::Nothing {
-        if let Err(error) = pool.release(slice) {
-            tracing::error!(target: "gpuworld::memory", %error, "releasing unused memory failed");
-        }
-        if let Some(entity) = entity {
-            world.despawn(entity);
-        }
-        return true;
-    }
-    let entity = match entity {
-        Some(entity) => entity,
-        None => spawn_handle(world, id, entry.state, entry.used_on),
-    };
-    match entry.used_on {
-        UsedOn::One(stream) => {
-            let parked = pool.park(slice, stream);
-            let mut handle = world.entity_mut(entity);
-            match parked {
-                Ok(()) => {
-                    handle.insert((Allocation::Parked { slice }, Released));
-                }
-                Err(error) => {
-                    tracing::error!(target: "gpuworld::memory", %error, "parking released memory failed");
-                    handle.insert(Released);
-                }
-            }
-        }
-        UsedOn::Nothing | UsedOn::Several => {
-            world.entity_mut(entity).insert(Released);
-        }
-    }
-    false
+    let used_on = entry.used_on;
+    lifetime::release(commands, pool, slice, entity, used_on, |commands| {
+        spawn_handle(commands, id, entry.state, used_on)
+    })
 }
 
-/// The commands waiting, and the lines of the handles no work used yet: they have no entity,
-/// their index entry holds what the line shows.
-pub(in crate::stages) fn snapshot_lines(world: &mut World, capture: &mut Capture<'_>) {
-    let deferred = world.resource::<DeferredCommands>();
-    capture.set_deferred_commands(deferred.waiting.len() + deferred.carried.len());
+/// The lines of the handles no work used yet: they have no entity, their index entry holds what
+/// the line shows.
+pub(super) fn snapshot_lines(world: &mut World, capture: &mut Capture<'_>) {
     let pinned: Vec<(HandleId, u32, bool)> = world
         .resource::<HandleIndex>()
         .0
