@@ -232,7 +232,7 @@ impl Gen<'_> {
                 let place = self.local(*id, At::Unit);
                 quote! { #place = #value; }
             }
-            Stmt::Assign(Place::Buffer(b, _), value) if self.fast.get(*b) == Some(&true) => {
+            Stmt::Assign(Place::Buffer(b, _, _), value) if self.fast.get(*b) == Some(&true) => {
                 let words = format_ident!("gw_w{}", b);
                 let value = self.expr(value, At::Unit);
                 let bits = match self.kernel.buffers[*b].elem {
@@ -241,7 +241,7 @@ impl Gen<'_> {
                 };
                 quote! { #words[gw_u as usize].store(#bits, ::core::sync::atomic::Ordering::Relaxed); }
             }
-            Stmt::Assign(Place::Buffer(b, index), value) => {
+            Stmt::Assign(Place::Buffer(b, index, _), value) => {
                 let name = buffer_ident(*b);
                 let index = self.expr(index, At::Unit);
                 let value = self.expr(value, At::Unit);
@@ -469,7 +469,7 @@ fn aligned_buffers(kernel: &Kernel) -> Vec<bool> {
                 Stmt::Let(_, value) => walk_expr(value, aligned, state),
                 Stmt::Assign(place, value) => {
                     match place {
-                        Place::Buffer(b, index) => {
+                        Place::Buffer(b, index, _) => {
                             let ok =
                                 matches!(index.kind, ExprKind::Local(id) if aligned.contains(&id));
                             state[*b] = Some(state[*b].unwrap_or(true) && ok);
@@ -576,7 +576,7 @@ impl Walk {
             Stmt::Assign(place, value) => {
                 match place {
                     Place::Local(id) => self.used[*id].push(phase),
-                    Place::Buffer(_, index) | Place::Shared(_, index) => self.expr(index, phase),
+                    Place::Buffer(_, index, _) | Place::Shared(_, index) => self.expr(index, phase),
                 }
                 self.expr(value, phase);
             }

@@ -154,7 +154,7 @@ impl Gen<'_> {
                     self.expr(value)
                 );
             }
-            Stmt::Assign(Place::Buffer(b, index), value) => {
+            Stmt::Assign(Place::Buffer(b, index, _), value) => {
                 let name = &self.kernel.buffers[*b].name;
                 let _ = writeln!(
                     out,

@@ -240,8 +240,9 @@ pub enum ExprKind {
 #[derive(Debug)]
 pub enum Place {
     Local(LocalId),
-    /// A store: dropped out of bounds in checked launches.
-    Buffer(usize, Expr),
+    /// A store: dropped out of bounds in checked launches. The span is the store's, for the race
+    /// check (`race`).
+    Buffer(usize, Expr, Span),
     /// A store to a shared array: dropped out of bounds.
     Shared(usize, Expr),
 }

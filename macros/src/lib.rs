@@ -10,6 +10,7 @@ mod cpu;
 mod cuda;
 mod ir;
 mod parse;
+mod race;
 mod wgsl;
 
 use proc_macro::TokenStream;
@@ -109,6 +110,7 @@ fn expand(
     let options = options(attr)?;
     let function: syn::ItemFn = syn::parse2(item)?;
     let mut kernel = parse::kernel(&function, options.cube_dim)?;
+    race::check(&kernel)?;
     let krate = &options.krate;
     let cpu = match &options.cpu {
         Some(path) => quote!(#path),

@@ -847,7 +847,7 @@ impl Parser {
                         if buffer.elem != value_ty {
                             return Err(mismatch(value_tokens, buffer.elem, value_ty));
                         }
-                        Ok(Place::Buffer(b, position))
+                        Ok(Place::Buffer(b, position, target.span()))
                     }
                     Array::Shared(s) => {
                         if self.shared[s].elem != value_ty {
@@ -924,8 +924,20 @@ impl Parser {
                 }
             }
             SynExpr::Index(index) => {
-                let (_, array, position) = self.element(index)?;
+                let (ident, array, position) = self.element(index)?;
                 match array {
+                    Array::Buffer(b) if self.buffers[b].access == Access::Write => {
+                        let elem = self.buffers[b].elem.name();
+                        Err(Error::new_spanned(
+                            expr,
+                            format!(
+                                "`{ident}` is `#[write_only]`: the kernel only stores to it, and a \
+                                 load would read contents the runtime did not order before this \
+                                 launch. Declare it `{ident}: &mut [{elem}]` (without \
+                                 `#[write_only]`) to read it"
+                            ),
+                        ))
+                    }
                     Array::Buffer(b) => Ok(Expr {
                         ty: self.buffers[b].elem,
                         kind: ExprKind::Load(b, Box::new(position)),
