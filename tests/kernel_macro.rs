@@ -20,6 +20,10 @@ test_main![
     cases::integer_and_conversion_edges_on_sim,
     cases::integer_and_conversion_edges_on_wgpu,
     cases::integer_and_conversion_edges_on_cuda,
+    cases::signed_integers_wrap_and_convert_on_cpu,
+    cases::signed_integers_wrap_and_convert_on_sim,
+    cases::signed_integers_wrap_and_convert_on_wgpu,
+    cases::signed_integers_wrap_and_convert_on_cuda,
     cases::tree_sum_with_barriers_on_cpu,
     cases::tree_sum_with_barriers_on_sim,
     cases::tree_sum_with_barriers_on_wgpu,
@@ -79,6 +83,36 @@ fn edges(xs: &[u32], fs: &[f32], out: &mut [u32]) {
         };
         out[k + 14] = (f != f) as u32 + 2 * ((x == 0) as u32);
         out[k + 15] = f32::from_bits(x | 0x3f800000).to_bits() + (f as u32 % 7);
+    }
+}
+
+/// i32 at its edges, 16 results per input: wrapping arithmetic, division and remainder by zero
+/// and of `i32::MIN` by -1, arithmetic shifts, conversions, comparisons, typed literals.
+#[gpuworld::kernel(cube_dim = 32)]
+fn signed(xs: &[i32], ys: &[i32], fs: &[f32], out: &mut [i32], bias: i32) {
+    let i = global_index();
+    if i < xs.len() {
+        let x = xs[i];
+        let y = ys[i];
+        let f = fs[i];
+        let k = 16 * i;
+        let d: i32 = -3;
+        out[k] = x + y * bias;
+        out[k + 1] = x - y;
+        out[k + 2] = x * y;
+        out[k + 3] = x / y;
+        out[k + 4] = x % y;
+        out[k + 5] = x >> (y as u32);
+        out[k + 6] = x << ((y as u32) % 40);
+        out[k + 7] = -x;
+        out[k + 8] = f as i32;
+        out[k + 9] = (x as f32).to_bits() as i32;
+        out[k + 10] = ((x as u32) >> 3) as i32;
+        out[k + 11] = if x < y { x.min(d) } else { y.max(-100) };
+        out[k + 12] = (x == y) as i32 + 2 * ((x > 0) as i32) + 4 * ((x <= d) as i32);
+        out[k + 13] = !x ^ (x & y | 7);
+        out[k + 14] = x / d + -2147483648 / (d + 2);
+        out[k + 15] = (f * 1000.0) as i32 % 7 - d;
     }
 }
 
@@ -318,6 +352,100 @@ mod cases {
         }
         out
     }
+
+    /// The host's `signed`, word by word, through the semantics of `gpuworld::kernel::ops`.
+    fn signed_on_host(xs: &[i32], ys: &[i32], fs: &[f32], bias: i32) -> Vec<u32> {
+        let mut out = Vec::new();
+        for ((&x, &y), &f) in xs.iter().zip(ys).zip(fs) {
+            let d = -3i32;
+            out.extend(
+                [
+                    x.wrapping_add(y.wrapping_mul(bias)),
+                    x.wrapping_sub(y),
+                    x.wrapping_mul(y),
+                    ops::div_i32(x, y),
+                    ops::rem_i32(x, y),
+                    x.wrapping_shr(y as u32),
+                    x.wrapping_shl((y as u32) % 40),
+                    x.wrapping_neg(),
+                    ops::f32_to_i32(f),
+                    (x as f32).to_bits() as i32,
+                    ((x as u32) >> 3) as i32,
+                    if x < y { x.min(d) } else { y.max(-100) },
+                    i32::from(x == y) + 2 * i32::from(x > 0) + 4 * i32::from(x <= d),
+                    !x ^ (x & y | 7),
+                    ops::div_i32(x, d).wrapping_add(ops::div_i32(i32::MIN, d + 2)),
+                    ops::rem_i32(ops::f32_to_i32(f * 1000.0), 7).wrapping_sub(d),
+                ]
+                .map(|v| v as u32),
+            );
+        }
+        out
+    }
+
+    pub struct Signed;
+    impl BackendTest for Signed {
+        fn run<B: Backend>(&self, client: &ComputeClient<B>) {
+            let n = 300;
+            let mut xs: Vec<i32> = words(n, 5).into_iter().map(|w| w as i32).collect();
+            let mut ys: Vec<i32> = words(n, 6)
+                .into_iter()
+                .map(|w| (w as i32) >> (w % 31))
+                .collect();
+            let mut fs = floats(n, 7);
+            // The edges: `i32::MIN / -1`, by zero, past i32's range, NaN.
+            let corners = [
+                (i32::MIN, -1, f32::NAN),
+                (i32::MIN, 0, f32::INFINITY),
+                (i32::MAX, -1, -3e9),
+                (-7, 2, 3e9),
+                (7, -2, -2.9),
+                (-1, 31, -2147483648.0),
+                (0, -31, 2147483648.0),
+            ];
+            for (k, (x, y, f)) in corners.into_iter().enumerate() {
+                (xs[k], ys[k], fs[k]) = (x, y, f);
+            }
+            let bias = -7;
+            let inputs = [
+                upload(client, &xs),
+                upload(client, &ys),
+                upload(client, &fs),
+            ];
+            let out = client.empty(4 * 16 * n as u64);
+            let bindings = Bindings::new()
+                .buffer(&inputs[0])
+                .buffer(&inputs[1])
+                .buffer(&inputs[2])
+                .buffer(&out)
+                .scalar_i32(bias);
+            client
+                .launch(&signed, CubeCount::covering(n as u64, 32), bindings)
+                .unwrap();
+            let got = read_words(client, &out);
+            let expected = signed_on_host(&xs, &ys, &fs, bias);
+            for (k, (g, e)) in got.iter().zip(&expected).enumerate() {
+                assert_eq!(
+                    g,
+                    e,
+                    "{} signed: result {} of input {} (x {}, y {}, f {})",
+                    B::NAME,
+                    k % 16,
+                    k / 16,
+                    xs[k / 16],
+                    ys[k / 16],
+                    fs[k / 16]
+                );
+            }
+        }
+    }
+    on_each_backend!(
+        Signed,
+        signed_integers_wrap_and_convert_on_cpu,
+        signed_integers_wrap_and_convert_on_sim,
+        signed_integers_wrap_and_convert_on_wgpu,
+        signed_integers_wrap_and_convert_on_cuda
+    );
 
     pub struct Edges;
     impl BackendTest for Edges {

@@ -27,6 +27,7 @@ pub fn source(kernel: &mut Kernel, krate: &TokenStream) -> TokenStream {
         let name = Ident::new(&scalar.name, Span::call_site());
         match scalar.ty {
             Ty::F32 => quote! { let #name: f32 = gw_io.scalar_f32(#j); },
+            Ty::I32 => quote! { let #name: i32 = gw_io.scalar_u32(#j) as i32; },
             _ => quote! { let #name: u32 = gw_io.scalar_u32(#j); },
         }
     });
@@ -115,6 +116,7 @@ fn rust_type(ty: Ty) -> (TokenStream, TokenStream) {
     match ty {
         Ty::F32 => (quote!(f32), quote!(0.0f32)),
         Ty::U32 => (quote!(u32), quote!(0u32)),
+        Ty::I32 => (quote!(i32), quote!(0i32)),
         Ty::Bool => (quote!(bool), quote!(false)),
     }
 }
@@ -237,6 +239,7 @@ impl Gen<'_> {
                 let value = self.expr(value, At::Unit);
                 let bits = match self.kernel.buffers[*b].elem {
                     Ty::F32 => quote! { f32::to_bits(#value) },
+                    Ty::I32 => quote! { ((#value) as u32) },
                     _ => quote! { #value },
                 };
                 quote! { #words[gw_u as usize].store(#bits, ::core::sync::atomic::Ordering::Relaxed); }
@@ -247,6 +250,7 @@ impl Gen<'_> {
                 let value = self.expr(value, At::Unit);
                 match self.kernel.buffers[*b].elem {
                     Ty::F32 => quote! { #name.store_f32((#index) as usize, #value); },
+                    Ty::I32 => quote! { #name.store_u32((#index) as usize, (#value) as u32); },
                     _ => quote! { #name.store_u32((#index) as usize, #value); },
                 }
             }
@@ -306,6 +310,7 @@ impl Gen<'_> {
                 quote! { f32::from_bits(#bits) }
             }
             ExprKind::U32(value) => quote! { #value },
+            ExprKind::I32(value) => quote! { (#value) },
             ExprKind::Bool(value) => quote! { #value },
             ExprKind::Local(id) => self.local(*id, at),
             ExprKind::Scalar(j) => {
@@ -318,6 +323,7 @@ impl Gen<'_> {
                     quote! { #words[gw_u as usize].load(::core::sync::atomic::Ordering::Relaxed) };
                 match self.kernel.buffers[*b].elem {
                     Ty::F32 => quote! { f32::from_bits(#bits) },
+                    Ty::I32 => quote! { ((#bits) as i32) },
                     _ => bits,
                 }
             }
@@ -326,6 +332,7 @@ impl Gen<'_> {
                 let index = self.expr(index, at);
                 match self.kernel.buffers[*b].elem {
                     Ty::F32 => quote! { #name.load_f32((#index) as usize) },
+                    Ty::I32 => quote! { (#name.load_u32((#index) as usize) as i32) },
                     _ => quote! { #name.load_u32((#index) as usize) },
                 }
             }
@@ -366,6 +373,7 @@ impl Gen<'_> {
             ExprKind::Unary(op, operand) => {
                 let operand = self.expr(operand, at);
                 match op {
+                    UnOp::Neg if expr.ty == Ty::I32 => quote! { (#operand).wrapping_neg() },
                     UnOp::Neg => quote! { (-(#operand)) },
                     UnOp::Not => quote! { (!(#operand)) },
                 }
@@ -380,6 +388,11 @@ impl Gen<'_> {
                     (BinOp::Mul, Ty::U32) => quote! { (#a).wrapping_mul(#b) },
                     (BinOp::Div, Ty::U32) => quote! { #ops::div_u32(#a, #b) },
                     (BinOp::Rem, Ty::U32) => quote! { #ops::rem_u32(#a, #b) },
+                    (BinOp::Add, Ty::I32) => quote! { (#a).wrapping_add(#b) },
+                    (BinOp::Sub, Ty::I32) => quote! { (#a).wrapping_sub(#b) },
+                    (BinOp::Mul, Ty::I32) => quote! { (#a).wrapping_mul(#b) },
+                    (BinOp::Div, Ty::I32) => quote! { #ops::div_i32(#a, #b) },
+                    (BinOp::Rem, Ty::I32) => quote! { #ops::rem_i32(#a, #b) },
                     (BinOp::Shl, _) => quote! { (#a).wrapping_shl(#b) },
                     (BinOp::Shr, _) => quote! { (#a).wrapping_shr(#b) },
                     _ => {
@@ -394,7 +407,9 @@ impl Gen<'_> {
                 match (from, expr.ty) {
                     (_, Ty::F32) => quote! { ((#inner) as f32) },
                     // Saturating, NaN to 0: Rust's `as`, which `ops::f32_to_u32` documents.
+                    (Ty::F32, Ty::I32) => quote! { #ops::f32_to_i32(#inner) },
                     (Ty::F32, _) => quote! { #ops::f32_to_u32(#inner) },
+                    (_, Ty::I32) => quote! { ((#inner) as i32) },
                     _ => quote! { ((#inner) as u32) },
                 }
             }
@@ -405,6 +420,8 @@ impl Gen<'_> {
                     Func::Abs => quote! { #ops::abs_f32(#(#a),*) },
                     Func::Min if ty == Some(Ty::F32) => quote! { #ops::min_f32(#(#a),*) },
                     Func::Max if ty == Some(Ty::F32) => quote! { #ops::max_f32(#(#a),*) },
+                    Func::Min if ty == Some(Ty::I32) => quote! { ::core::cmp::min(#(#a),*) },
+                    Func::Max if ty == Some(Ty::I32) => quote! { ::core::cmp::max(#(#a),*) },
                     Func::Min => quote! { #ops::min_u32(#(#a),*) },
                     Func::Max => quote! { #ops::max_u32(#(#a),*) },
                     Func::Floor => quote! { #ops::floor_f32(#(#a),*) },

@@ -4,11 +4,12 @@
 
 use proc_macro2::Span;
 
-/// A value's type: the subset has 32-bit floats and unsigned integers, and booleans.
+/// A value's type: the subset has 32-bit floats, unsigned and signed integers, and booleans.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Ty {
     F32,
     U32,
+    I32,
     Bool,
 }
 
@@ -17,6 +18,7 @@ impl Ty {
         match self {
             Ty::F32 => "f32",
             Ty::U32 => "u32",
+            Ty::I32 => "i32",
             Ty::Bool => "bool",
         }
     }
@@ -30,7 +32,7 @@ pub enum Access {
     ReadWrite,
 }
 
-/// A buffer parameter: `&[f32]`, `&mut [u32]`, ...
+/// A buffer parameter: `&[f32]`, `&mut [u32]`, `&[i32]`, ...
 #[derive(Debug)]
 pub struct Buffer {
     pub name: String,
@@ -38,7 +40,7 @@ pub struct Buffer {
     pub access: Access,
 }
 
-/// A scalar parameter: `f32` or `u32`.
+/// A scalar parameter: `f32`, `u32` or `i32`.
 #[derive(Debug)]
 pub struct Scalar {
     pub name: String,
@@ -102,9 +104,9 @@ impl Builtin {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum UnOp {
-    /// `-x` (f32).
+    /// `-x`: the sign bit flipped (f32), wrapping (i32).
     Neg,
-    /// `!x`: logical on bool, bitwise on u32.
+    /// `!x`: logical on bool, bitwise on u32 and i32.
     Not,
 }
 
@@ -217,6 +219,7 @@ impl Expr {
 pub enum ExprKind {
     F32(f32),
     U32(u32),
+    I32(i32),
     Bool(bool),
     Local(LocalId),
     Scalar(usize),
@@ -229,7 +232,7 @@ pub enum ExprKind {
     Builtin(Builtin),
     Unary(UnOp, Box<Expr>),
     Binary(BinOp, Box<Expr>, Box<Expr>),
-    /// `e as f32` / `e as u32` (from any of the three types).
+    /// `e as f32` / `e as u32` / `e as i32` (from any of the four types but bool to f32).
     Cast(Box<Expr>),
     Call(Func, Vec<Expr>),
     /// `if c { a } else { b }` as a value: both sides are pure, so every target may evaluate

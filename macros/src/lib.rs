@@ -131,6 +131,7 @@ fn expand(
     };
     let elem = |ty: ir::Ty| match ty {
         ir::Ty::F32 => quote!(#krate::kernel::Elem::F32),
+        ir::Ty::I32 => quote!(#krate::kernel::Elem::I32),
         _ => quote!(#krate::kernel::Elem::U32),
     };
     let buffers = kernel.buffers.iter().map(|buffer| {

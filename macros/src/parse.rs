@@ -167,7 +167,7 @@ pub fn kernel(function: &syn::ItemFn, cube_dim: [u32; 3]) -> Result<Kernel> {
     if !signature.generics.params.is_empty() {
         return Err(Error::new_spanned(
             &signature.generics,
-            "a kernel has no generic parameters: its types are f32, u32 and bool",
+            "a kernel has no generic parameters: its types are f32, u32, i32 and bool",
         ));
     }
     if let syn::ReturnType::Type(_, ty) = &signature.output {
@@ -234,7 +234,7 @@ fn check_name(ident: &syn::Ident) -> Result<()> {
     Ok(())
 }
 
-/// The element type named by `ty` (`f32` or `u32`), if it is one.
+/// The element type named by `ty` (`f32`, `u32` or `i32`), if it is one.
 fn elem_type(ty: &syn::Type) -> Option<Ty> {
     match ty {
         syn::Type::Path(path) if path.qself.is_none() => {
@@ -242,6 +242,7 @@ fn elem_type(ty: &syn::Type) -> Option<Ty> {
             match ident.to_string().as_str() {
                 "f32" => Some(Ty::F32),
                 "u32" => Some(Ty::U32),
+                "i32" => Some(Ty::I32),
                 _ => None,
             }
         }
@@ -251,7 +252,7 @@ fn elem_type(ty: &syn::Type) -> Option<Ty> {
     }
 }
 
-/// The type named by `ty` for a local: `f32`, `u32` or `bool`.
+/// The type named by `ty` for a local: `f32`, `u32`, `i32` or `bool`.
 fn local_type(ty: &syn::Type) -> Option<Ty> {
     if let syn::Type::Path(path) = ty
         && path.path.is_ident("bool")
@@ -311,13 +312,13 @@ impl Parser {
                 let syn::Type::Slice(slice) = &*reference.elem else {
                     return Err(Error::new_spanned(
                         &typed.ty,
-                        "a buffer parameter is a slice: `&[f32]`, `&[u32]`, `&mut [f32]` or `&mut [u32]`",
+                        "a buffer parameter is a slice of f32, u32 or i32: `&[f32]`, `&mut [u32]`, ...",
                     ));
                 };
                 let Some(elem) = elem_type(&slice.elem) else {
                     return Err(Error::new_spanned(
                         &slice.elem,
-                        "a buffer holds `f32` or `u32`",
+                        "a buffer holds `f32`, `u32` or `i32`",
                     ));
                 };
                 if reference.lifetime.is_some() {
@@ -357,7 +358,7 @@ impl Parser {
                     return Err(Error::new_spanned(
                         ty,
                         "a kernel parameter is a buffer (`&[f32]`, `&mut [u32]`, ...) or a scalar \
-                         (`f32` or `u32`)",
+                         (`f32`, `u32` or `i32`)",
                     ));
                 };
                 self.scopes[0].insert(name.clone(), Name::Scalar(self.scalars.len()));
@@ -510,11 +511,15 @@ impl Parser {
             // Nothing to run here: the array is declared once per cube.
             return Ok(None);
         }
-        let value = self.expr(&init.expr)?;
+        let mut value = self.expr(&init.expr)?;
         if let Some(ty) = annotated {
             let Some(declared) = local_type(ty) else {
-                return Err(Error::new_spanned(ty, "a local is `f32`, `u32` or `bool`"));
+                return Err(Error::new_spanned(
+                    ty,
+                    "a local is `f32`, `u32`, `i32` or `bool`",
+                ));
             };
+            value = coerce(value, declared);
             expect(&value, declared, &init.expr)?;
         }
         let uniform = !mutable && self.uniform(&value);
@@ -569,7 +574,10 @@ impl Parser {
     fn expr_stmt(&mut self, expr: &SynExpr) -> Result<Option<Stmt>> {
         match expr {
             SynExpr::Assign(assign) => {
-                let value = self.expr(&assign.right)?;
+                let mut value = self.expr(&assign.right)?;
+                if let Some(ty) = self.place_type(&assign.left) {
+                    value = coerce(value, ty);
+                }
                 let place = self.place(&assign.left, value.ty, &assign.right)?;
                 Ok(Some(Stmt::Assign(place, value)))
             }
@@ -796,6 +804,26 @@ impl Parser {
         })
     }
 
+    /// The type of what `target` names (a local, or an array's element), if it names one.
+    fn place_type(&self, target: &SynExpr) -> Option<Ty> {
+        match target {
+            SynExpr::Path(path) => match self.lookup(&path.path.get_ident()?.to_string())? {
+                Name::Local(id) => Some(self.locals[id].ty),
+                _ => None,
+            },
+            SynExpr::Index(index) => match &*index.expr {
+                SynExpr::Path(path) => match self.lookup(&path.path.get_ident()?.to_string())? {
+                    Name::Buffer(b) => Some(self.buffers[b].elem),
+                    Name::Shared(s) => Some(self.shared[s].elem),
+                    _ => None,
+                },
+                _ => None,
+            },
+            SynExpr::Paren(paren) => self.place_type(&paren.expr),
+            _ => None,
+        }
+    }
+
     /// Where an assignment stores: a mutable local, a writable buffer's element, a shared
     /// array's element; `value_ty` must be its type.
     fn place(&mut self, target: &SynExpr, value_ty: Ty, value_tokens: &SynExpr) -> Result<Place> {
@@ -950,22 +978,35 @@ impl Parser {
             }
             SynExpr::Unary(unary) => {
                 let operand = self.expr(&unary.expr)?;
-                match (&unary.op, operand.ty) {
-                    (syn::UnOp::Neg(_), Ty::F32) => Ok(Expr {
-                        kind: ExprKind::Unary(UnOp::Neg, Box::new(operand)),
-                        ty: Ty::F32,
+                match (&unary.op, &operand.kind, operand.ty) {
+                    // `-3` is an i32 literal, as Rust infers it; `-2147483648` is `i32::MIN`.
+                    (syn::UnOp::Neg(_), ExprKind::U32(value), _) if *value <= 1 << 31 => Ok(Expr {
+                        kind: ExprKind::I32((-i64::from(*value)) as i32),
+                        ty: Ty::I32,
                     }),
-                    (syn::UnOp::Neg(_), ty) => Err(Error::new_spanned(
+                    (syn::UnOp::Neg(_), ExprKind::I32(value), _) => Ok(Expr {
+                        kind: ExprKind::I32(value.wrapping_neg()),
+                        ty: Ty::I32,
+                    }),
+                    (syn::UnOp::Neg(_), _, ty @ (Ty::F32 | Ty::I32)) => Ok(Expr {
+                        kind: ExprKind::Unary(UnOp::Neg, Box::new(operand)),
+                        ty,
+                    }),
+                    (syn::UnOp::Neg(_), _, ty) => Err(Error::new_spanned(
                         expr,
-                        format!("`-` on {}: the subset's integers are unsigned", ty.name()),
+                        format!(
+                            "`-` on {}: negate an f32 or an i32 (`(x as i32)`; a literal `-3` is \
+                             an i32)",
+                            ty.name()
+                        ),
                     )),
-                    (syn::UnOp::Not(_), ty @ (Ty::Bool | Ty::U32)) => Ok(Expr {
+                    (syn::UnOp::Not(_), _, ty @ (Ty::Bool | Ty::U32 | Ty::I32)) => Ok(Expr {
                         kind: ExprKind::Unary(UnOp::Not, Box::new(operand)),
                         ty,
                     }),
-                    (syn::UnOp::Not(_), ty) => Err(Error::new_spanned(
+                    (syn::UnOp::Not(_), _, ty) => Err(Error::new_spanned(
                         expr,
-                        format!("`!` on {}: it takes bool or u32", ty.name()),
+                        format!("`!` on {}: it takes bool, u32 or i32", ty.name()),
                     )),
                     _ => Err(Error::new_spanned(
                         expr,
@@ -989,7 +1030,7 @@ impl Parser {
                 let Some(target) = elem_type(&cast.ty) else {
                     return Err(Error::new_spanned(
                         &cast.ty,
-                        "cast with `as f32` or `as u32`",
+                        "cast with `as f32`, `as u32` or `as i32`",
                     ));
                 };
                 match (value.ty, target) {
@@ -1019,6 +1060,8 @@ impl Parser {
                     nested @ SynExpr::If(_) => self.expr(nested)?,
                     other => return Err(Error::new_spanned(other, "expected a block")),
                 };
+                let then = coerce(then, els.ty);
+                let els = coerce(els, then.ty);
                 if then.ty != els.ty {
                     return Err(Error::new_spanned(
                         expr,
@@ -1058,8 +1101,17 @@ impl Parser {
     }
 
     fn binary(&self, op: BinOp, left: Expr, right: Expr, span: Span) -> Result<Expr> {
-        let (lt, rt) = (left.ty, right.ty);
         let refuse = |why: String| Err(Error::new(span, why));
+        if matches!(op, BinOp::Shl | BinOp::Shr) && left.ty == Ty::I32 && right.ty == Ty::U32 {
+            // As in Rust and WGSL, an i32 shifts by a u32 amount.
+            return Ok(Expr {
+                kind: ExprKind::Binary(op, Box::new(left), Box::new(right)),
+                ty: Ty::I32,
+            });
+        }
+        let left = coerce(left, right.ty);
+        let right = coerce(right, left.ty);
+        let (lt, rt) = (left.ty, right.ty);
         if lt != rt {
             let literal = match (&left.kind, &right.kind) {
                 (ExprKind::U32(value), _) if rt == Ty::F32 => Some(value),
@@ -1084,24 +1136,33 @@ impl Parser {
         }
         let ty = match op {
             BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div => match lt {
-                Ty::F32 | Ty::U32 => lt,
+                Ty::F32 | Ty::U32 | Ty::I32 => lt,
                 Ty::Bool => return refuse(format!("`{}` on bool", op.symbol())),
             },
             BinOp::Rem => match lt {
-                Ty::U32 => lt,
+                Ty::U32 | Ty::I32 => lt,
                 _ => {
                     return refuse(format!(
-                        "`%` on {}: the subset has it for u32 only (its meaning for f32 differs \
-                         between backends)",
+                        "`%` on {}: the subset has it for u32 and i32 only (its meaning for f32 \
+                         differs between backends)",
                         lt.name()
                     ));
                 }
             },
             BinOp::BitAnd | BinOp::BitOr | BinOp::BitXor | BinOp::Shl | BinOp::Shr => match lt {
                 Ty::U32 => lt,
+                Ty::I32 if !matches!(op, BinOp::Shl | BinOp::Shr) => lt,
+                Ty::I32 => {
+                    return refuse(format!(
+                        "`{}` of an i32 by an i32: the amount of a shift is a u32 (`x {} (k as \
+                         u32)`)",
+                        op.symbol(),
+                        op.symbol()
+                    ));
+                }
                 _ => {
                     return refuse(format!(
-                        "`{}` on {}: bit operations take u32 (`&&` and `||` for bool; \
+                        "`{}` on {}: bit operations take u32 or i32 (`&&` and `||` for bool; \
                          `x.to_bits()` for an f32's bits)",
                         op.symbol(),
                         lt.name()
@@ -1126,9 +1187,6 @@ impl Parser {
 
     fn method(&mut self, call: &syn::ExprMethodCall) -> Result<Expr> {
         let method = call.method.to_string();
-        if call.turbofish.is_some() {
-            return Err(Error::new_spanned(call, "no turbofish on methods"));
-        }
         if method == "len" {
             let receiver = match &*call.receiver {
                 SynExpr::Path(path) => single_ident(path)?,
@@ -1159,7 +1217,7 @@ impl Parser {
             };
         }
         let receiver = self.expr(&call.receiver)?;
-        let args = call
+        let mut args = call
             .args
             .iter()
             .map(|arg| self.expr(arg))
@@ -1182,12 +1240,14 @@ impl Parser {
             (Ty::F32, "to_bits") => (Func::ToBits, &[], Ty::U32),
             (Ty::U32, "min") => (Func::Min, &[Ty::U32], Ty::U32),
             (Ty::U32, "max") => (Func::Max, &[Ty::U32], Ty::U32),
+            (Ty::I32, "min") => (Func::Min, &[Ty::I32], Ty::I32),
+            (Ty::I32, "max") => (Func::Max, &[Ty::I32], Ty::I32),
             (ty, _) => {
                 let offer = match ty {
                     Ty::F32 => {
                         "abs, floor, ceil, trunc, sqrt, min, max, mul_add, to_bits, exp, ln, sin, cos, tanh, powf"
                     }
-                    Ty::U32 => "min, max",
+                    Ty::U32 | Ty::I32 => "min, max",
                     Ty::Bool => "none",
                 };
                 return Err(Error::new_spanned(
@@ -1199,6 +1259,7 @@ impl Parser {
                 ));
             }
         };
+        coerce_args(&mut args, params);
         check_args(&call.method, &method, &args, params, &call.args)?;
         let mut all = vec![receiver];
         all.extend(args);
@@ -1284,6 +1345,35 @@ impl Parser {
     }
 }
 
+/// Integer literals among `args` as the i32 their parameters take.
+fn coerce_args(args: &mut Vec<Expr>, params: &[Ty]) {
+    let taken = std::mem::take(args);
+    args.extend(
+        taken
+            .into_iter()
+            .enumerate()
+            .map(|(k, arg)| match params.get(k) {
+                Some(&ty) => coerce(arg, ty),
+                None => arg,
+            }),
+    );
+}
+
+/// `value` as `ty` where it is an integer literal that `ty` holds (`3` where an i32 is
+/// expected); otherwise `value` as it is.
+fn coerce(value: Expr, ty: Ty) -> Expr {
+    match (&value.kind, ty) {
+        (ExprKind::U32(literal), Ty::I32) => match i32::try_from(*literal) {
+            Ok(literal) => Expr {
+                kind: ExprKind::I32(literal),
+                ty: Ty::I32,
+            },
+            Err(_) => value,
+        },
+        _ => value,
+    }
+}
+
 fn check_args(
     at: &dyn quote::ToTokens,
     name: &str,
@@ -1346,6 +1436,9 @@ fn mismatch(at: &SynExpr, expected: Ty, found: Ty) -> Error {
                 (Ty::F32, Ty::U32) =>
                     ": convert with `as f32` (write `2.0`, not `2`, for a float literal)",
                 (Ty::U32, Ty::F32) => ": convert with `as u32`",
+                (Ty::I32, Ty::F32 | Ty::U32) => ": convert with `as i32`",
+                (Ty::U32, Ty::I32) => ": convert with `as u32`",
+                (Ty::F32, Ty::I32) => ": convert with `as f32`",
                 _ => "",
             }
         ),
@@ -1372,10 +1465,22 @@ fn literal(lit: &syn::Lit) -> Result<Expr> {
                     ty: Ty::U32,
                 })
             }
+            "i32" => {
+                let value = int.base10_parse::<i32>().map_err(|_| {
+                    Error::new_spanned(
+                        int,
+                        "an i32 literal is 0 to 2147483647 (negate it: `-5i32`)",
+                    )
+                })?;
+                Ok(Expr {
+                    kind: ExprKind::I32(value),
+                    ty: Ty::I32,
+                })
+            }
             "f32" => float(int.base10_parse::<f32>(), lit),
             suffix => Err(Error::new_spanned(
                 int,
-                format!("`{suffix}` literals are not in the subset: its integers are u32"),
+                format!("`{suffix}` literals are not in the subset: its integers are u32 and i32"),
             )),
         },
         syn::Lit::Float(value) => match value.suffix() {

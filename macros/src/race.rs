@@ -156,7 +156,7 @@ fn stores(stmts: &[Stmt], kernel: &Kernel, locals: &[Origin]) -> Result<()> {
                 };
                 let name = &buffer.name;
                 let atomics = match buffer.elem {
-                    Ty::U32 => format!(
+                    Ty::U32 | Ty::I32 => format!(
                         "declare the buffer `#[atomic] {name}: &mut [{}]` and use its atomic \
                          operations (`{name}.atomic_add(k, 1)`)",
                         buffer.elem.name()
