@@ -24,6 +24,14 @@ test_main![
     cases::signed_integers_wrap_and_convert_on_sim,
     cases::signed_integers_wrap_and_convert_on_wgpu,
     cases::signed_integers_wrap_and_convert_on_cuda,
+    cases::a_histogram_with_atomics_counts_exactly_on_cpu,
+    cases::a_histogram_with_atomics_counts_exactly_on_sim,
+    cases::a_histogram_with_atomics_counts_exactly_on_wgpu,
+    cases::a_histogram_with_atomics_counts_exactly_on_cuda,
+    cases::atomic_operations_give_their_final_values_on_cpu,
+    cases::atomic_operations_give_their_final_values_on_sim,
+    cases::atomic_operations_give_their_final_values_on_wgpu,
+    cases::atomic_operations_give_their_final_values_on_cuda,
     cases::tree_sum_with_barriers_on_cpu,
     cases::tree_sum_with_barriers_on_sim,
     cases::tree_sum_with_barriers_on_wgpu,
@@ -41,6 +49,7 @@ test_main![
     cases::transcendentals_within_tolerance_on_wgpu,
     cases::transcendentals_within_tolerance_on_cuda,
     the_generated_sources_declare_the_signature,
+    an_atomic_buffer_is_declared_atomic_and_reached_through_atomic_functions,
 ];
 
 /// `y[i] = a * x[i] + b`: a multiply and an add, each rounded (no contraction into a fused
@@ -113,6 +122,55 @@ fn signed(xs: &[i32], ys: &[i32], fs: &[f32], out: &mut [i32], bias: i32) {
         out[k + 13] = !x ^ (x & y | 7);
         out[k + 14] = x / d + -2147483648 / (d + 2);
         out[k + 15] = (f * 1000.0) as i32 % 7 - d;
+    }
+}
+
+/// Counts the items of each cell: the histogram that `counts[cell[i]] += 1` would race on.
+#[gpuworld::kernel(cube_dim = 256)]
+fn histogram(cell: &[u32], #[atomic] counts: &mut [u32]) {
+    let i = global_index();
+    if i < cell.len() {
+        counts.atomic_add(cell[i], 1);
+    }
+}
+
+/// Every atomic operation: the commutative ones from every unit into one element each (their
+/// final values are deterministic), exchange and compare-exchange on an element of each unit's
+/// own (their old values too), and one out of bounds (nothing, 0).
+#[gpuworld::kernel(cube_dim = 64)]
+fn atomics(
+    values: &[i32],
+    #[atomic] words: &mut [u32],
+    #[atomic] ints: &mut [i32],
+    #[write_only] olds: &mut [u32],
+) {
+    let i = global_index();
+    if i < values.len() {
+        let v = values[i];
+        let u = v as u32;
+        words.atomic_add(0, u);
+        words.atomic_sub(1, u);
+        words.atomic_min(2, u);
+        words.atomic_max(3, u);
+        words.atomic_and(4, u | 0xff00ff00);
+        words.atomic_or(5, u & 0x00ff00ff);
+        words.atomic_xor(6, u);
+        ints.atomic_add(0, v);
+        ints.atomic_sub(1, v);
+        ints.atomic_min(2, v);
+        ints.atomic_max(3, v);
+        ints.atomic_and(4, v | -256);
+        ints.atomic_or(5, v & 0xff);
+        ints.atomic_xor(6, v);
+        let old = words.atomic_exchange(8 + i, u);
+        let seen = ints.atomic_compare_exchange(8 + i, 7, v);
+        let now = ints.atomic_load(8 + i);
+        let mut far = 5;
+        far = words.atomic_add(words.len() + i, 1);
+        olds[4 * i] = old;
+        olds[4 * i + 1] = seen as u32;
+        olds[4 * i + 2] = now as u32;
+        olds[4 * i + 3] = far;
     }
 }
 
@@ -447,6 +505,112 @@ mod cases {
         signed_integers_wrap_and_convert_on_cuda
     );
 
+    pub struct Histogram;
+    impl BackendTest for Histogram {
+        fn run<B: Backend>(&self, client: &ComputeClient<B>) {
+            let n = 100_000;
+            let cells: Vec<u32> = words(n, 8).into_iter().map(|w| w % 10).collect();
+            let mut expected = [0u32; 10];
+            for &cell in &cells {
+                expected[cell as usize] += 1;
+            }
+            let input = upload(client, &cells);
+            let counts = upload(client, &[0u32; 10]);
+            let bindings = Bindings::new().buffer(&input).buffer(&counts);
+            client
+                .launch(&histogram, CubeCount::covering(n as u64, 256), bindings)
+                .unwrap();
+            assert_eq!(
+                read_words(client, &counts),
+                expected,
+                "{} histogram",
+                B::NAME
+            );
+        }
+    }
+    on_each_backend!(
+        Histogram,
+        a_histogram_with_atomics_counts_exactly_on_cpu,
+        a_histogram_with_atomics_counts_exactly_on_sim,
+        a_histogram_with_atomics_counts_exactly_on_wgpu,
+        a_histogram_with_atomics_counts_exactly_on_cuda
+    );
+
+    pub struct Atomics;
+    impl BackendTest for Atomics {
+        fn run<B: Backend>(&self, client: &ComputeClient<B>) {
+            let n = 1000;
+            let values: Vec<i32> = words(n, 9).into_iter().map(|w| w as i32).collect();
+            let mut unsigned = vec![5, 1000, u32::MAX, 0, u32::MAX, 0, 0, 0];
+            unsigned.extend((0..n as u32).map(|i| i * 3));
+            let mut ints = vec![5, 1000, i32::MAX, i32::MIN, -1, 0, 0, 0];
+            ints.extend((0..n).map(|i| if i % 2 == 0 { 7 } else { 0 }));
+            let buffers = [
+                upload(client, &values),
+                upload(client, &unsigned),
+                upload(client, &ints),
+            ];
+            let olds = client.empty(4 * 4 * n as u64);
+            let bindings = Bindings::new()
+                .buffer(&buffers[0])
+                .buffer(&buffers[1])
+                .buffer(&buffers[2])
+                .buffer(&olds);
+            client
+                .launch(&atomics, CubeCount::covering(n as u64, 64), bindings)
+                .unwrap();
+            let mut want_unsigned = unsigned.clone();
+            let mut want_signed = ints.clone();
+            let mut want_olds = Vec::new();
+            for (i, &v) in values.iter().enumerate() {
+                let u = v as u32;
+                want_unsigned[0] = want_unsigned[0].wrapping_add(u);
+                want_unsigned[1] = want_unsigned[1].wrapping_sub(u);
+                want_unsigned[2] = want_unsigned[2].min(u);
+                want_unsigned[3] = want_unsigned[3].max(u);
+                want_unsigned[4] &= u | 0xff00_ff00;
+                want_unsigned[5] |= u & 0x00ff_00ff;
+                want_unsigned[6] ^= u;
+                want_signed[0] = want_signed[0].wrapping_add(v);
+                want_signed[1] = want_signed[1].wrapping_sub(v);
+                want_signed[2] = want_signed[2].min(v);
+                want_signed[3] = want_signed[3].max(v);
+                want_signed[4] &= v | -256;
+                want_signed[5] |= v & 0xff;
+                want_signed[6] ^= v;
+                let old = want_unsigned[8 + i];
+                want_unsigned[8 + i] = u;
+                let seen = want_signed[8 + i];
+                if seen == 7 {
+                    want_signed[8 + i] = v;
+                }
+                want_olds.extend([old, seen as u32, want_signed[8 + i] as u32, 0]);
+            }
+            assert_eq!(
+                read_words(client, &buffers[1]),
+                want_unsigned,
+                "{} u32",
+                B::NAME
+            );
+            let got_signed: Vec<u32> = read_words(client, &buffers[2]);
+            let want_signed: Vec<u32> = want_signed.iter().map(|&v| v as u32).collect();
+            assert_eq!(got_signed, want_signed, "{} i32", B::NAME);
+            assert_eq!(
+                read_words(client, &olds),
+                want_olds,
+                "{} old values",
+                B::NAME
+            );
+        }
+    }
+    on_each_backend!(
+        Atomics,
+        atomic_operations_give_their_final_values_on_cpu,
+        atomic_operations_give_their_final_values_on_sim,
+        atomic_operations_give_their_final_values_on_wgpu,
+        atomic_operations_give_their_final_values_on_cuda
+    );
+
     pub struct Edges;
     impl BackendTest for Edges {
         fn run<B: Backend>(&self, client: &ComputeClient<B>) {
@@ -735,4 +899,35 @@ fn the_generated_sources_declare_the_signature() {
     assert!(cuda.contains("__fmul_rn"), "no contraction: {cuda}");
     assert_eq!(tree_sum.signature.cube_dim, [256, 1, 1]);
     assert_eq!(heat.signature.scalars.len(), 3);
+}
+
+fn an_atomic_buffer_is_declared_atomic_and_reached_through_atomic_functions() {
+    use gpuworld::kernel::{Access, CudaSource, Elem, WgslSource};
+    let buffers: Vec<_> = (atomics.signature.buffers.iter())
+        .map(|p| (p.name, p.elem, p.access))
+        .collect();
+    assert_eq!(
+        buffers,
+        [
+            ("values", Elem::I32, Access::Read),
+            ("words", Elem::U32, Access::Atomic),
+            ("ints", Elem::I32, Access::Atomic),
+            ("olds", Elem::U32, Access::Write)
+        ]
+    );
+    let wgsl = atomics.source::<WgslSource>().expect("a WGSL source").0;
+    assert!(wgsl.contains("atomicAdd(&words[gw_i], gw_v)"), "{wgsl}");
+    assert!(
+        wgsl.contains("atomicCompareExchangeWeak(&ints[gw_i]"),
+        "{wgsl}"
+    );
+    let cuda = atomics.source::<CudaSource>().expect("a CUDA source").0;
+    for call in [
+        "atomicAdd(&words[0u], gw_u_",
+        "atomicSub(&ints[1u]",
+        "atomicCAS(&ints[(8u + gw_i_",
+        "*((volatile int *)&ints[(8u + gw_i_",
+    ] {
+        assert!(cuda.contains(call), "{call} in {cuda}");
+    }
 }

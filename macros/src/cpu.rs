@@ -298,6 +298,10 @@ impl Gen<'_> {
             Stmt::Return => quote! { continue 'gw_units; },
             // Phases end at barriers (`level`); none stands inside a phase.
             Stmt::Barrier => quote! {},
+            Stmt::Atomic(op) => {
+                let op = self.expr(op, At::Unit);
+                quote! { let _ = #op; }
+            }
         }
     }
 
@@ -445,6 +449,81 @@ impl Gen<'_> {
                 let els = self.expr(els, at);
                 quote! { (if #cond { #then } else { #els }) }
             }
+            ExprKind::Atomic(op, b, args) => self.atomic(*op, *b, args, at),
+        }
+    }
+
+    /// An atomic operation on the host's words (`AtomicU32`), relaxed as on the GPUs; out of
+    /// bounds it does nothing and gives 0, in checked and unchecked launches alike.
+    fn atomic(&self, op: AtomicOp, b: usize, args: &[Expr], at: At) -> TokenStream {
+        let name = buffer_ident(b);
+        let signed = self.kernel.buffers[b].elem == Ty::I32;
+        let index = self.expr(&args[0], at);
+        let operands: Vec<TokenStream> = args[1..]
+            .iter()
+            .map(|arg| {
+                let value = self.expr(arg, at);
+                if signed {
+                    quote! { ((#value) as u32) }
+                } else {
+                    value
+                }
+            })
+            .collect();
+        let relaxed = quote! { ::core::sync::atomic::Ordering::Relaxed };
+        let v = operands.first();
+        let bits = match op {
+            AtomicOp::Load => quote! { gw_w.load(#relaxed) },
+            AtomicOp::Add => quote! { gw_w.fetch_add(#v, #relaxed) },
+            AtomicOp::Sub => quote! { gw_w.fetch_sub(#v, #relaxed) },
+            AtomicOp::And => quote! { gw_w.fetch_and(#v, #relaxed) },
+            AtomicOp::Or => quote! { gw_w.fetch_or(#v, #relaxed) },
+            AtomicOp::Xor => quote! { gw_w.fetch_xor(#v, #relaxed) },
+            AtomicOp::Exchange => quote! { gw_w.swap(#v, #relaxed) },
+            AtomicOp::Min if !signed => quote! { gw_w.fetch_min(#v, #relaxed) },
+            AtomicOp::Max if !signed => quote! { gw_w.fetch_max(#v, #relaxed) },
+            AtomicOp::Min | AtomicOp::Max => {
+                let pick = if op == AtomicOp::Min {
+                    quote!(min)
+                } else {
+                    quote!(max)
+                };
+                quote! {
+                    {
+                        let gw_v = #v as i32;
+                        match gw_w.fetch_update(#relaxed, #relaxed, |gw_old| {
+                            Some(::core::cmp::#pick(gw_old as i32, gw_v) as u32)
+                        }) {
+                            Ok(gw_old) | Err(gw_old) => gw_old,
+                        }
+                    }
+                }
+            }
+            AtomicOp::CompareExchange => {
+                let new = &operands[1];
+                quote! {
+                    match gw_w.compare_exchange(#v, #new, #relaxed, #relaxed) {
+                        Ok(gw_old) | Err(gw_old) => gw_old,
+                    }
+                }
+            }
+        };
+        let old = quote! {
+            match #name
+                .words({
+                    let gw_k = (#index) as usize;
+                    gw_k..gw_k + 1
+                })
+                .and_then(|gw_s| gw_s.first())
+            {
+                Some(gw_w) => #bits,
+                None => 0u32,
+            }
+        };
+        if signed {
+            quote! { ((#old) as i32) }
+        } else {
+            quote! { (#old) }
         }
     }
 }
@@ -473,17 +552,19 @@ fn aligned_buffers(kernel: &Kernel) -> Vec<bool> {
     }
     /// Records each access of `expr` to a buffer: `Some(true)` while all are aligned.
     fn walk_expr(e: &Expr, aligned: &[LocalId], state: &mut [Option<bool>]) {
-        e.visit(&mut |e| {
-            if let ExprKind::Load(b, index) = &e.kind {
+        e.visit(&mut |e| match &e.kind {
+            ExprKind::Load(b, index) => {
                 let ok = matches!(index.kind, ExprKind::Local(id) if aligned.contains(&id));
                 state[*b] = Some(state[*b].unwrap_or(true) && ok);
             }
+            ExprKind::Atomic(_, b, _) => state[*b] = Some(false),
+            _ => {}
         });
     }
     fn walk_stmts(list: &[Stmt], aligned: &[LocalId], state: &mut [Option<bool>]) {
         for stmt in list {
             match stmt {
-                Stmt::Let(_, value) => walk_expr(value, aligned, state),
+                Stmt::Let(_, value) | Stmt::Atomic(value) => walk_expr(value, aligned, state),
                 Stmt::Assign(place, value) => {
                     match place {
                         Place::Buffer(b, index, _) => {
@@ -623,6 +704,7 @@ impl Walk {
                     self.stmt(stmt, phase);
                 }
             }
+            Stmt::Atomic(value) => self.expr(value, phase),
             Stmt::Break | Stmt::Continue | Stmt::Return | Stmt::Barrier => {}
         }
     }

@@ -237,6 +237,9 @@ impl Gen<'_> {
             // The cube loop of a dynamic count continues with the block's next cube.
             Stmt::Return => out.push_str("goto gw_next_cube;\n"),
             Stmt::Barrier => out.push_str("__syncthreads();\n"),
+            Stmt::Atomic(op) => {
+                let _ = writeln!(out, "(void){};", self.expr(op));
+            }
         }
     }
 
@@ -375,6 +378,33 @@ impl Gen<'_> {
                 self.expr(then),
                 self.expr(els)
             ),
+            ExprKind::Atomic(op, b, args) => {
+                // Relaxed, as CUDA's `atomic*` functions are; out of bounds nothing, 0.
+                let buffer = &self.kernel.buffers[*b];
+                let name = &buffer.name;
+                let a: Vec<String> = args.iter().map(|arg| self.expr(arg)).collect();
+                let element = format!("&{name}[{}]", a[0]);
+                let call = |function: &str| format!("{function}({element}, {})", a[1..].join(", "));
+                let value = match op {
+                    AtomicOp::Load => {
+                        format!("*((volatile {} *){element})", c_type(buffer.elem))
+                    }
+                    AtomicOp::Add => call("atomicAdd"),
+                    AtomicOp::Sub => call("atomicSub"),
+                    AtomicOp::Min => call("atomicMin"),
+                    AtomicOp::Max => call("atomicMax"),
+                    AtomicOp::And => call("atomicAnd"),
+                    AtomicOp::Or => call("atomicOr"),
+                    AtomicOp::Xor => call("atomicXor"),
+                    AtomicOp::Exchange => call("atomicExch"),
+                    AtomicOp::CompareExchange => call("atomicCAS"),
+                };
+                format!(
+                    "(GW_IN_BOUNDS({}, {name}_len) ? {value} : {})",
+                    a[0],
+                    zero(buffer.elem)
+                )
+            }
         }
     }
 }

@@ -30,6 +30,50 @@ pub enum Access {
     Read,
     Write,
     ReadWrite,
+    /// `#[atomic]`: only through atomic operations.
+    Atomic,
+}
+
+/// An atomic operation on an element of a `#[atomic]` buffer (`counts.atomic_add(k, 1)`): it
+/// returns the element's old value; relaxed on every backend.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AtomicOp {
+    Load,
+    Add,
+    Sub,
+    Min,
+    Max,
+    And,
+    Or,
+    Xor,
+    Exchange,
+    /// `(k, expected, new)`: stores `new` where the element is `expected`.
+    CompareExchange,
+}
+
+impl AtomicOp {
+    /// Every operation, by its method's name.
+    pub const ALL: [(&'static str, AtomicOp); 10] = [
+        ("atomic_load", AtomicOp::Load),
+        ("atomic_add", AtomicOp::Add),
+        ("atomic_sub", AtomicOp::Sub),
+        ("atomic_min", AtomicOp::Min),
+        ("atomic_max", AtomicOp::Max),
+        ("atomic_and", AtomicOp::And),
+        ("atomic_or", AtomicOp::Or),
+        ("atomic_xor", AtomicOp::Xor),
+        ("atomic_exchange", AtomicOp::Exchange),
+        ("atomic_compare_exchange", AtomicOp::CompareExchange),
+    ];
+
+    /// Its operands after the index.
+    pub fn operands(self) -> usize {
+        match self {
+            AtomicOp::Load => 0,
+            AtomicOp::CompareExchange => 2,
+            _ => 1,
+        }
+    }
 }
 
 /// A buffer parameter: `&[f32]`, `&mut [u32]`, `&[i32]`, ...
@@ -200,7 +244,7 @@ impl Expr {
             | ExprKind::Unary(_, a)
             | ExprKind::Cast(a) => vec![a],
             ExprKind::Binary(_, a, b) => vec![a, b],
-            ExprKind::Call(_, args) => args.iter().collect(),
+            ExprKind::Call(_, args) | ExprKind::Atomic(_, _, args) => args.iter().collect(),
             ExprKind::Select(c, a, b) => vec![c, a, b],
             _ => Vec::new(),
         }
@@ -238,6 +282,11 @@ pub enum ExprKind {
     /// `if c { a } else { b }` as a value: both sides are pure, so every target may evaluate
     /// both.
     Select(Box<Expr>, Box<Expr>, Box<Expr>),
+    /// `buffer.atomic_<op>(index, operands..)`, its arguments in that order: the one expression
+    /// with an effect, so the parser admits it only as a whole statement or the whole value of
+    /// a `let` or an assignment to a local (never evaluated twice, or in an order a target
+    /// language leaves open).
+    Atomic(AtomicOp, usize, Vec<Expr>),
 }
 
 #[derive(Debug)]
@@ -271,6 +320,8 @@ pub enum Stmt {
     Return,
     /// `sync_cube()`: every unit of the cube reaches it before any goes on.
     Barrier,
+    /// An atomic operation (`ExprKind::Atomic`) whose old value is not used.
+    Atomic(Expr),
 }
 
 /// A whole kernel.

@@ -141,6 +141,7 @@ fn expand(
             ir::Access::Read => quote!(#krate::kernel::Access::Read),
             ir::Access::Write => quote!(#krate::kernel::Access::Write),
             ir::Access::ReadWrite => quote!(#krate::kernel::Access::ReadWrite),
+            ir::Access::Atomic => quote!(#krate::kernel::Access::Atomic),
         };
         quote! { #krate::kernel::Param { name: #param, elem: #elem, access: #access } }
     });

@@ -297,13 +297,16 @@ impl Parser {
             ));
         }
         let mut write_only = false;
+        let mut atomic = None;
         for attr in &typed.attrs {
             if attr.path().is_ident("write_only") {
                 write_only = true;
+            } else if attr.path().is_ident("atomic") {
+                atomic = Some(attr);
             } else {
                 return Err(Error::new_spanned(
                     attr,
-                    "the only attribute of a kernel parameter is `#[write_only]`",
+                    "the attributes of a kernel parameter are `#[write_only]` and `#[atomic]`",
                 ));
             }
         }
@@ -327,7 +330,17 @@ impl Parser {
                         "a buffer parameter takes no lifetime",
                     ));
                 }
+                if let Some(attr) = atomic
+                    && (write_only || reference.mutability.is_none() || elem == Ty::F32)
+                {
+                    return Err(Error::new_spanned(
+                        attr,
+                        "`#[atomic]` is for a `&mut [u32]` or `&mut [i32]` buffer (not \
+                         `#[write_only]`): `#[atomic] counts: &mut [u32]`",
+                    ));
+                }
                 let access = match (reference.mutability.is_some(), write_only) {
+                    _ if atomic.is_some() => Access::Atomic,
                     (false, false) => Access::Read,
                     (false, true) => {
                         return Err(Error::new_spanned(
@@ -348,6 +361,12 @@ impl Parser {
                 self.buffers.push(Buffer { name, elem, access });
             }
             ty => {
+                if let Some(attr) = atomic {
+                    return Err(Error::new_spanned(
+                        attr,
+                        "`#[atomic]` is for a `&mut [u32]` or `&mut [i32]` buffer",
+                    ));
+                }
                 if write_only {
                     return Err(Error::new_spanned(
                         ty,
@@ -511,7 +530,10 @@ impl Parser {
             // Nothing to run here: the array is declared once per cube.
             return Ok(None);
         }
-        let mut value = self.expr(&init.expr)?;
+        let mut value = match atomic_call(&init.expr) {
+            Some(call) => self.atomic(call)?,
+            None => self.expr(&init.expr)?,
+        };
         if let Some(ty) = annotated {
             let Some(declared) = local_type(ty) else {
                 return Err(Error::new_spanned(
@@ -574,7 +596,21 @@ impl Parser {
     fn expr_stmt(&mut self, expr: &SynExpr) -> Result<Option<Stmt>> {
         match expr {
             SynExpr::Assign(assign) => {
-                let mut value = self.expr(&assign.right)?;
+                let mut value = match atomic_call(&assign.right) {
+                    Some(call) => {
+                        let to_local = matches!(&*assign.left, SynExpr::Path(_))
+                            && self.place_type(&assign.left).is_some();
+                        if !to_local {
+                            return Err(Error::new_spanned(
+                                &assign.right,
+                                "the old value of an atomic operation goes to a local (`let old = \
+                                 counts.atomic_add(k, 1);`), or nowhere (`counts.atomic_add(k, 1);`)",
+                            ));
+                        }
+                        self.atomic(call)?
+                    }
+                    None => self.expr(&assign.right)?,
+                };
                 if let Some(ty) = self.place_type(&assign.left) {
                     value = coerce(value, ty);
                 }
@@ -659,6 +695,9 @@ impl Parser {
                     frame.barrier = true;
                 }
                 Ok(Some(Stmt::Barrier))
+            }
+            SynExpr::MethodCall(call) if atomic_call(expr).is_some() => {
+                Ok(Some(Stmt::Atomic(self.atomic(call)?)))
             }
             SynExpr::Paren(paren) => self.expr_stmt(&paren.expr),
             SynExpr::Group(group) => self.expr_stmt(&group.expr),
@@ -862,6 +901,9 @@ impl Parser {
                 match array {
                     Array::Buffer(b) => {
                         let buffer = &self.buffers[b];
+                        if buffer.access == Access::Atomic {
+                            return Err(atomic_element(ident));
+                        }
                         if buffer.access == Access::Read {
                             return Err(Error::new_spanned(
                                 target,
@@ -920,7 +962,7 @@ impl Parser {
     fn uniform(&self, expr: &Expr) -> bool {
         match &expr.kind {
             ExprKind::Local(id) => self.locals[*id].uniform,
-            ExprKind::Load(..) | ExprKind::SharedLoad(..) => false,
+            ExprKind::Load(..) | ExprKind::SharedLoad(..) | ExprKind::Atomic(..) => false,
             ExprKind::Builtin(builtin) => builtin.uniform(),
             _ => expr.children().into_iter().all(|child| self.uniform(child)),
         }
@@ -954,6 +996,9 @@ impl Parser {
             SynExpr::Index(index) => {
                 let (ident, array, position) = self.element(index)?;
                 match array {
+                    Array::Buffer(b) if self.buffers[b].access == Access::Atomic => {
+                        Err(atomic_element(ident))
+                    }
                     Array::Buffer(b) if self.buffers[b].access == Access::Write => {
                         let elem = self.buffers[b].elem.name();
                         Err(Error::new_spanned(
@@ -1185,8 +1230,82 @@ impl Parser {
         })
     }
 
+    /// `buffer.atomic_<op>(index, operands..)` (the caller has checked that it stands where an
+    /// atomic operation may).
+    fn atomic(&mut self, call: &syn::ExprMethodCall) -> Result<Expr> {
+        let method = call.method.to_string();
+        let Some(&(_, op)) = AtomicOp::ALL.iter().find(|(name, _)| *name == method) else {
+            let names: Vec<&str> = AtomicOp::ALL.iter().map(|(name, _)| *name).collect();
+            return Err(Error::new_spanned(
+                &call.method,
+                format!(
+                    "`{method}` is not an atomic operation of the subset (it has: {})",
+                    names.join(", ")
+                ),
+            ));
+        };
+        if call.turbofish.is_some() {
+            return Err(Error::new_spanned(call, "no turbofish on methods"));
+        }
+        let receiver = match &*call.receiver {
+            SynExpr::Path(path) => single_ident(path)?,
+            other => {
+                return Err(Error::new_spanned(
+                    other,
+                    "an atomic operation is a method of a `#[atomic]` buffer, by name: \
+                     `counts.atomic_add(k, 1)`",
+                ));
+            }
+        };
+        let b = match self.lookup(&receiver.to_string()) {
+            Some(Name::Buffer(b)) if self.buffers[b].access == Access::Atomic => b,
+            Some(Name::Buffer(b)) => {
+                let elem = self.buffers[b].elem.name();
+                return Err(Error::new_spanned(
+                    receiver,
+                    format!(
+                        "`{receiver}` is not `#[atomic]`: declare it `#[atomic] {receiver}: &mut \
+                         [{elem}]` (of u32 or i32) for its atomic operations"
+                    ),
+                ));
+            }
+            Some(_) => {
+                return Err(Error::new_spanned(
+                    receiver,
+                    "an atomic operation is a method of a `#[atomic]` buffer",
+                ));
+            }
+            None => return Err(unknown(receiver)),
+        };
+        let elem = self.buffers[b].elem;
+        let mut args = call
+            .args
+            .iter()
+            .map(|arg| self.expr(arg))
+            .collect::<Result<Vec<_>>>()?;
+        let mut params = vec![Ty::U32];
+        params.extend(std::iter::repeat_n(elem, op.operands()));
+        coerce_args(&mut args, &params);
+        check_args(&call.method, &method, &args, &params, &call.args)?;
+        Ok(Expr {
+            kind: ExprKind::Atomic(op, b, args),
+            ty: elem,
+        })
+    }
+
     fn method(&mut self, call: &syn::ExprMethodCall) -> Result<Expr> {
         let method = call.method.to_string();
+        if method.starts_with("atomic_") {
+            return Err(Error::new_spanned(
+                call,
+                "an atomic operation stands alone: as a statement (`counts.atomic_add(k, 1);`) \
+                 or as the whole value of a `let` or an assignment to a local (`let old = \
+                 counts.atomic_add(k, 1);`), so that no backend runs it twice or in another order",
+            ));
+        }
+        if call.turbofish.is_some() {
+            return Err(Error::new_spanned(call, "no turbofish on methods"));
+        }
         if method == "len" {
             let receiver = match &*call.receiver {
                 SynExpr::Path(path) => single_ident(path)?,
@@ -1343,6 +1462,28 @@ impl Parser {
             ty: result,
         })
     }
+}
+
+/// The method call of `expr`, if it is an atomic operation's (`counts.atomic_add(k, 1)`).
+fn atomic_call(expr: &SynExpr) -> Option<&syn::ExprMethodCall> {
+    match expr {
+        SynExpr::MethodCall(call) if call.method.to_string().starts_with("atomic_") => Some(call),
+        SynExpr::Paren(paren) => atomic_call(&paren.expr),
+        _ => None,
+    }
+}
+
+/// Indexing a `#[atomic]` buffer.
+fn atomic_element(ident: &syn::Ident) -> Error {
+    Error::new_spanned(
+        ident,
+        format!(
+            "`{ident}` is `#[atomic]`: its elements are reached through its atomic operations, \
+             each returning the old value — `{ident}.atomic_load(k)`, `atomic_add(k, v)`, \
+             `atomic_sub`, `atomic_min`, `atomic_max`, `atomic_and`, `atomic_or`, `atomic_xor`, \
+             `atomic_exchange(k, v)`, `atomic_compare_exchange(k, expected, new)`"
+        ),
+    )
 }
 
 /// Integer literals among `args` as the i32 their parameters take.

@@ -101,7 +101,7 @@ fn assigned(stmts: &[Stmt], locals: &mut [Origin]) {
 fn origin(expr: &Expr, locals: &[Origin]) -> Origin {
     match &expr.kind {
         ExprKind::Local(id) => locals[*id],
-        ExprKind::Load(..) | ExprKind::SharedLoad(..) => Origin {
+        ExprKind::Load(..) | ExprKind::SharedLoad(..) | ExprKind::Atomic(..) => Origin {
             loaded: true,
             ..PLAIN
         },

@@ -16,6 +16,10 @@ pub fn source(kernel: &Kernel) -> String {
     out.push_str(HELPERS);
     for buffer in &kernel.buffers {
         let (ty, zero) = wgsl_type(buffer.elem);
+        if buffer.access == Access::Atomic {
+            atomic_helpers(&buffer.name, ty, zero, &mut out);
+            continue;
+        }
         let _ = writeln!(
             out,
             "fn gw_load_{name}(i: u32) -> {ty} {{\n    if i < arrayLength(&{name}) {{\n        return {name}[i];\n    }}\n    return {zero};\n}}\n",
@@ -53,6 +57,61 @@ fn main(
     }
     out.push_str("}\n");
     out
+}
+
+/// The atomic operations of a `#[atomic]` buffer `name` of `ty`, checked: out of bounds they do
+/// nothing and give 0. WGSL's atomics are relaxed; its compare-exchange may fail spuriously, so
+/// it is retried until it stores or sees another value.
+fn atomic_helpers(name: &str, ty: &str, zero: &str, out: &mut String) {
+    for (op, _) in AtomicOp::ALL {
+        let (params, body) = match op {
+            "atomic_load" => (String::new(), format!("atomicLoad(&{name}[gw_i])")),
+            "atomic_compare_exchange" => {
+                let _ = writeln!(
+                    out,
+                    "fn gw_{op}_{name}(gw_i: u32, gw_expected: {ty}, gw_new: {ty}) -> {ty} {{
+    if gw_i < arrayLength(&{name}) {{
+        loop {{
+            let gw_r = atomicCompareExchangeWeak(&{name}[gw_i], gw_expected, gw_new);
+            if gw_r.exchanged || gw_r.old_value != gw_expected {{
+                return gw_r.old_value;
+            }}
+        }}
+    }}
+    return {zero};
+}}
+"
+                );
+                continue;
+            }
+            _ => {
+                let call = match op {
+                    "atomic_add" => "atomicAdd",
+                    "atomic_sub" => "atomicSub",
+                    "atomic_min" => "atomicMin",
+                    "atomic_max" => "atomicMax",
+                    "atomic_and" => "atomicAnd",
+                    "atomic_or" => "atomicOr",
+                    "atomic_xor" => "atomicXor",
+                    _ => "atomicExchange",
+                };
+                (
+                    format!(", gw_v: {ty}"),
+                    format!("{call}(&{name}[gw_i], gw_v)"),
+                )
+            }
+        };
+        let _ = writeln!(
+            out,
+            "fn gw_{op}_{name}(gw_i: u32{params}) -> {ty} {{
+    if gw_i < arrayLength(&{name}) {{
+        return {body};
+    }}
+    return {zero};
+}}
+"
+        );
+    }
 }
 
 /// The subset's semantics where WGSL's own differ or leave a choice (see
@@ -316,6 +375,9 @@ impl Gen<'_> {
             Stmt::Continue => out.push_str("continue;\n"),
             Stmt::Return => out.push_str("return;\n"),
             Stmt::Barrier => out.push_str("workgroupBarrier();\n"),
+            Stmt::Atomic(op) => {
+                let _ = writeln!(out, "_ = {};", self.expr(op));
+            }
         }
     }
 
@@ -460,6 +522,18 @@ impl Gen<'_> {
                 self.expr(then),
                 self.expr(cond)
             ),
+            ExprKind::Atomic(op, b, args) => {
+                let name = AtomicOp::ALL
+                    .iter()
+                    .find(|(_, each)| each == op)
+                    .map_or("atomic_load", |(name, _)| name);
+                let args: Vec<String> = args.iter().map(|arg| self.expr(arg)).collect();
+                format!(
+                    "gw_{name}_{}({})",
+                    self.kernel.buffers[*b].name,
+                    args.join(", ")
+                )
+            }
         }
     }
 }

@@ -90,6 +90,10 @@ pub enum Access {
     Write,
     /// Loads and stores.
     ReadWrite,
+    /// Atomic operations on `u32` or `i32` elements (relaxed): ordered as a write; WGSL declares
+    /// the buffer `array<atomic<u32 | i32>>` (so every access goes through `atomicLoad`,
+    /// `atomicAdd`, ...), CUDA a plain pointer for `atomicAdd`, ....
+    Atomic,
 }
 
 impl Access {
@@ -143,6 +147,14 @@ impl Param {
     pub const fn read_only(self) -> Param {
         Param {
             access: Access::Read,
+            ..self
+        }
+    }
+
+    /// This buffer, accessed through atomic operations only: `Param::u32("counts").atomic()`.
+    pub const fn atomic(self) -> Param {
+        Param {
+            access: Access::Atomic,
             ..self
         }
     }
