@@ -32,6 +32,10 @@ test_main![
     cases::atomic_operations_give_their_final_values_on_sim,
     cases::atomic_operations_give_their_final_values_on_wgpu,
     cases::atomic_operations_give_their_final_values_on_cuda,
+    cases::vectors_compute_component_by_component_on_cpu,
+    cases::vectors_compute_component_by_component_on_sim,
+    cases::vectors_compute_component_by_component_on_wgpu,
+    cases::vectors_compute_component_by_component_on_cuda,
     cases::tree_sum_with_barriers_on_cpu,
     cases::tree_sum_with_barriers_on_sim,
     cases::tree_sum_with_barriers_on_wgpu,
@@ -171,6 +175,48 @@ fn atomics(
         olds[4 * i + 1] = seen as u32;
         olds[4 * i + 2] = now as u32;
         olds[4 * i + 3] = far;
+    }
+}
+
+/// Vectors of f32, u32 and i32: construction, components, `+ - *`, scalar `*`, `dot`,
+/// `length`, `normalize`, `if` of vectors, assignment to a vector and to a component; 8 f32, 2
+/// u32 and 2 i32 results per unit.
+#[gpuworld::kernel(cube_dim = 64)]
+fn vectors(
+    xs: &[f32],
+    us: &[u32],
+    is: &[i32],
+    out_f: &mut [f32],
+    out_u: &mut [u32],
+    out_i: &mut [i32],
+) {
+    let i = global_index();
+    if i < us.len() {
+        let p = vec3(xs[3 * i], xs[3 * i + 1], xs[3 * i + 2]);
+        let mut v = vec3(xs[3 * i + 2], -1.5, 0.25);
+        v = v * 0.5 + p;
+        v -= vec3(0.125, 0.0, 1.0);
+        v.y = v.y * 3.0;
+        let n = normalize(p);
+        let q = if p.x < 0.0 { -n } else { n * 2.0 };
+        let w = 2.0 * vec4(1.0, 2.0, 3.0, 4.0) * q.z;
+        let mut s = vec2(v.x, v.y);
+        s = vec2(s.y, s.x);
+        let k = 8 * i;
+        out_f[k] = v.x;
+        out_f[k + 1] = v.y;
+        out_f[k + 2] = v.z;
+        out_f[k + 3] = dot(p, v);
+        out_f[k + 4] = length(v);
+        out_f[k + 5] = n.x + n.y + n.z;
+        out_f[k + 6] = q.y + w.w;
+        out_f[k + 7] = s.x - s.y;
+        let a = vec2(us[i], 7) * 3 + vec2(1, us[i]);
+        out_u[2 * i] = a.x;
+        out_u[2 * i + 1] = dot(a, a);
+        let b = vec2(is[i], -4) * vec2(2, -3) - vec2(is[i], 1);
+        out_i[2 * i] = b.y;
+        out_i[2 * i + 1] = dot(b, b);
     }
 }
 
@@ -609,6 +655,95 @@ mod cases {
         atomic_operations_give_their_final_values_on_sim,
         atomic_operations_give_their_final_values_on_wgpu,
         atomic_operations_give_their_final_values_on_cuda
+    );
+
+    /// The host's `vectors`: each component as the kernel's subset defines it.
+    fn vectors_on_host(xs: &[f32], us: &[u32], is: &[i32]) -> (Vec<u32>, Vec<u32>, Vec<u32>) {
+        let (mut f, mut u, mut s) = (Vec::new(), Vec::new(), Vec::new());
+        let dot3 = |a: [f32; 3], b: [f32; 3]| (a[0] * b[0] + a[1] * b[1]) + a[2] * b[2];
+        for i in 0..us.len() {
+            let p = [xs[3 * i], xs[3 * i + 1], xs[3 * i + 2]];
+            let mut v = [xs[3 * i + 2], -1.5, 0.25];
+            v = [0, 1, 2].map(|c| v[c] * 0.5 + p[c]);
+            v = [0, 1, 2].map(|c| v[c] - [0.125, 0.0, 1.0][c]);
+            v[1] *= 3.0;
+            let len = dot3(p, p).sqrt();
+            let n = p.map(|c| c / len);
+            let q = if p[0] < 0.0 {
+                n.map(|c| -c)
+            } else {
+                n.map(|c| c * 2.0)
+            };
+            let w = [1.0f32, 2.0, 3.0, 4.0].map(|c| 2.0 * c * q[2]);
+            let sw = [v[1], v[0]];
+            f.extend(
+                [
+                    v[0],
+                    v[1],
+                    v[2],
+                    dot3(p, v),
+                    dot3(v, v).sqrt(),
+                    n[0] + n[1] + n[2],
+                    q[1] + w[3],
+                    sw[0] - sw[1],
+                ]
+                .map(f32::to_bits),
+            );
+            let a = [
+                us[i].wrapping_mul(3).wrapping_add(1),
+                7u32.wrapping_mul(3).wrapping_add(us[i]),
+            ];
+            u.extend([
+                a[0],
+                a[0].wrapping_mul(a[0])
+                    .wrapping_add(a[1].wrapping_mul(a[1])),
+            ]);
+            let b = [
+                is[i].wrapping_mul(2).wrapping_sub(is[i]),
+                (-4i32).wrapping_mul(-3).wrapping_sub(1),
+            ];
+            s.extend([
+                b[1] as u32,
+                b[0].wrapping_mul(b[0])
+                    .wrapping_add(b[1].wrapping_mul(b[1])) as u32,
+            ]);
+        }
+        (f, u, s)
+    }
+
+    pub struct Vectors;
+    impl BackendTest for Vectors {
+        fn run<B: Backend>(&self, client: &ComputeClient<B>) {
+            let n = 500;
+            let xs = floats(3 * n, 10);
+            let us = words(n, 11);
+            let is: Vec<i32> = words(n, 12).into_iter().map(|w| w as i32).collect();
+            let inputs = [
+                upload(client, &xs),
+                upload(client, &us),
+                upload(client, &is),
+            ];
+            let outs = [
+                client.empty(4 * 8 * n as u64),
+                client.empty(4 * 2 * n as u64),
+                client.empty(4 * 2 * n as u64),
+            ];
+            let bindings = (inputs.iter().chain(&outs)).fold(Bindings::new(), Bindings::buffer);
+            client
+                .launch(&vectors, CubeCount::covering(n as u64, 64), bindings)
+                .unwrap();
+            let (f, u, s) = vectors_on_host(&xs, &us, &is);
+            assert_same_f32(B::NAME, "f32 vectors", &read_words(client, &outs[0]), &f);
+            assert_eq!(read_words(client, &outs[1]), u, "{} u32 vectors", B::NAME);
+            assert_eq!(read_words(client, &outs[2]), s, "{} i32 vectors", B::NAME);
+        }
+    }
+    on_each_backend!(
+        Vectors,
+        vectors_compute_component_by_component_on_cpu,
+        vectors_compute_component_by_component_on_sim,
+        vectors_compute_component_by_component_on_wgpu,
+        vectors_compute_component_by_component_on_cuda
     );
 
     pub struct Edges;

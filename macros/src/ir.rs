@@ -229,7 +229,7 @@ pub enum Func {
     Powf,
 }
 
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct Expr {
     pub kind: ExprKind,
     pub ty: Ty,
@@ -259,7 +259,7 @@ impl Expr {
     }
 }
 
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub enum ExprKind {
     F32(f32),
     U32(u32),

@@ -1,6 +1,8 @@
 //! From the Rust function to the typed kernel (`ir`): every construct outside the subset, every
 //! type mismatch and every barrier some units could skip is a compile error at its span.
 
+mod vector;
+
 use crate::ir::*;
 use proc_macro2::Span;
 use std::collections::HashMap;
@@ -118,6 +120,8 @@ enum Name {
     Buffer(usize),
     Scalar(usize),
     Shared(usize),
+    /// A vector local (`Parser::vectors`).
+    Vector(usize),
 }
 
 /// An array a kernel indexes.
@@ -145,6 +149,9 @@ pub struct Parser {
     scalars: Vec<Scalar>,
     shared: Vec<Shared>,
     locals: Vec<Local>,
+    vectors: Vec<vector::VectorLocal>,
+    /// Statements a statement being parsed expands to before itself (a vector's components).
+    pending: Vec<Stmt>,
     scopes: Vec<HashMap<String, Name>>,
     loops: Vec<LoopFrame>,
     barrier_place: BarrierPlace,
@@ -183,6 +190,8 @@ pub fn kernel(function: &syn::ItemFn, cube_dim: [u32; 3]) -> Result<Kernel> {
         scalars: Vec::new(),
         shared: Vec::new(),
         locals: Vec::new(),
+        vectors: Vec::new(),
+        pending: Vec::new(),
         scopes: vec![HashMap::new()],
         loops: Vec::new(),
         barrier_place: BarrierPlace::Allowed,
@@ -418,15 +427,40 @@ impl Parser {
         Ok(id)
     }
 
+    /// A local the generated code needs and the kernel does not name (a vector's component, a
+    /// temporary).
+    fn hidden(&mut self, name: &str, ty: Ty, mutable: bool, uniform: bool) -> LocalId {
+        let id = self.locals.len();
+        self.locals.push(Local {
+            name: format!("gw_{name}_{id}"),
+            ty,
+            mutable,
+            uniform,
+            per_unit_array: false,
+        });
+        id
+    }
+
     /// Parses statements in a scope of their own.
     fn block(&mut self, stmts: &[syn::Stmt]) -> Result<Vec<Stmt>> {
         self.scopes.push(HashMap::new());
-        let result = stmts
-            .iter()
-            .map(|stmt| self.stmt(stmt))
-            .collect::<Result<Vec<_>>>();
+        let mut out = Vec::new();
+        let mut result = Ok(());
+        for stmt in stmts {
+            match self.stmt(stmt) {
+                Ok(parsed) => {
+                    out.append(&mut self.pending);
+                    out.extend(parsed);
+                }
+                Err(error) => {
+                    result = Err(error);
+                    break;
+                }
+            }
+        }
+        self.pending.clear();
         self.scopes.pop();
-        Ok(result?.into_iter().flatten().collect())
+        result.map(|()| out)
     }
 
     /// Parses the statements of a nested block (`if`, a loop) under `place`.
@@ -530,6 +564,18 @@ impl Parser {
             // Nothing to run here: the array is declared once per cube.
             return Ok(None);
         }
+        if self.is_vector(&init.expr) {
+            if let Some(ty) = annotated {
+                return Err(Error::new_spanned(
+                    ty,
+                    "a vector local takes its type from its value: `let v = vec2(x, y);`",
+                ));
+            }
+            let value = self.vector(&init.expr)?;
+            let stmts = self.vector_let(ident, mutable, value)?;
+            self.pending.extend(stmts);
+            return Ok(None);
+        }
         let mut value = match atomic_call(&init.expr) {
             Some(call) => self.atomic(call)?,
             None => self.expr(&init.expr)?,
@@ -595,6 +641,24 @@ impl Parser {
     /// A statement written as an expression: assignments, control flow, barriers.
     fn expr_stmt(&mut self, expr: &SynExpr) -> Result<Option<Stmt>> {
         match expr {
+            SynExpr::Assign(assign) if self.is_vector(&assign.left) => {
+                let SynExpr::Path(path) = &*assign.left else {
+                    return Err(Error::new_spanned(&assign.left, "assign to a vector local"));
+                };
+                let target = single_ident(path)?;
+                let value = self.vector(&assign.right)?;
+                let stmts = self.vector_assign(target, value, &assign.right)?;
+                self.pending.extend(stmts);
+                Ok(None)
+            }
+            SynExpr::Binary(binary)
+                if compound(&binary.op).is_some() && self.is_vector(&binary.left) =>
+            {
+                let op = compound(&binary.op).expect("checked above");
+                let stmts = self.vector_compound(op, binary)?;
+                self.pending.extend(stmts);
+                Ok(None)
+            }
             SynExpr::Assign(assign) => {
                 let mut value = match atomic_call(&assign.right) {
                     Some(call) => {
@@ -859,6 +923,7 @@ impl Parser {
                 _ => None,
             },
             SynExpr::Paren(paren) => self.place_type(&paren.expr),
+            SynExpr::Field(field) => self.component(field).ok().map(|(_, ty)| ty),
             _ => None,
         }
     }
@@ -892,6 +957,10 @@ impl Parser {
                     Some(Name::Buffer(_)) | Some(Name::Shared(_)) => Err(Error::new_spanned(
                         target,
                         format!("store to an element: `{ident}[i] = ..`"),
+                    )),
+                    Some(Name::Vector(_)) => Err(Error::new_spanned(
+                        value_tokens,
+                        format!("`{ident}` is a vector: assign it a vector"),
                     )),
                     None => Err(unknown(ident)),
                 }
@@ -928,6 +997,19 @@ impl Parser {
                 }
             }
             SynExpr::Paren(paren) => self.place(&paren.expr, value_ty, value_tokens),
+            SynExpr::Field(field) => {
+                let (id, ty) = self.component(field)?;
+                if !self.locals[id].mutable {
+                    return Err(Error::new_spanned(
+                        target,
+                        "this vector is not `mut`: declare it `let mut`",
+                    ));
+                }
+                if ty != value_ty {
+                    return Err(mismatch(value_tokens, ty, value_ty));
+                }
+                Ok(Place::Local(id))
+            }
             other => Err(Error::new_spanned(
                 other,
                 "assign to a `mut` local, a buffer element or a shared array element",
@@ -969,7 +1051,21 @@ impl Parser {
     }
 
     fn expr(&mut self, expr: &SynExpr) -> Result<Expr> {
+        if self.is_vector(expr) {
+            return Err(Error::new_spanned(
+                expr,
+                "a vector where a scalar is expected: take a component (`v.x`), `dot(a, b)` or \
+                 `length(v)`",
+            ));
+        }
         match expr {
+            SynExpr::Field(field) => {
+                let (id, ty) = self.component(field)?;
+                Ok(Expr {
+                    kind: ExprKind::Local(id),
+                    ty,
+                })
+            }
             SynExpr::Lit(lit) => literal(&lit.lit),
             SynExpr::Paren(paren) => self.expr(&paren.expr),
             SynExpr::Group(group) => self.expr(&group.expr),
@@ -989,6 +1085,10 @@ impl Parser {
                         format!(
                             "`{ident}` is an array: read an element (`{ident}[i]`) or its length (`{ident}.len()`)"
                         ),
+                    )),
+                    Some(Name::Vector(_)) => Err(Error::new_spanned(
+                        expr,
+                        format!("`{ident}` is a vector: take a component (`{ident}.x`)"),
                     )),
                     None => Err(unknown(ident)),
                 }
@@ -1124,7 +1224,10 @@ impl Parser {
                 })
             }
             SynExpr::MethodCall(call) => self.method(call),
-            SynExpr::Call(call) => self.call(call),
+            SynExpr::Call(call) => match self.vector_scalar_call(call)? {
+                Some(value) => Ok(value),
+                None => self.call(call),
+            },
             other => Err(Error::new_spanned(
                 other,
                 "this expression is not in the kernel subset (literals, names, `a[i]`, \
