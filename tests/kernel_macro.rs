@@ -36,6 +36,10 @@ test_main![
     cases::vectors_compute_component_by_component_on_sim,
     cases::vectors_compute_component_by_component_on_wgpu,
     cases::vectors_compute_component_by_component_on_cuda,
+    cases::module_constants_and_functions_inline_on_cpu,
+    cases::module_constants_and_functions_inline_on_sim,
+    cases::module_constants_and_functions_inline_on_wgpu,
+    cases::module_constants_and_functions_inline_on_cuda,
     cases::tree_sum_with_barriers_on_cpu,
     cases::tree_sum_with_barriers_on_sim,
     cases::tree_sum_with_barriers_on_wgpu,
@@ -217,6 +221,45 @@ fn vectors(
         let b = vec2(is[i], -4) * vec2(2, -3) - vec2(is[i], 1);
         out_i[2 * i] = b.y;
         out_i[2 * i + 1] = dot(b, b);
+    }
+}
+
+/// A kernel that uses its module's constants and `#[gpuworld::func]` helpers, which stay plain
+/// Rust for the host (the test computes the expected values with the very same functions).
+#[gpuworld::kernels]
+mod shaping {
+    /// Values per unit.
+    pub const PER_UNIT: u32 = 3;
+    pub const SCALE: f32 = 0.75;
+    pub const OFFSET: i32 = -40;
+
+    /// `a` moved toward `b` by `t`.
+    #[gpuworld::func]
+    pub fn lerp(a: f32, b: f32, t: f32) -> f32 {
+        let d = b - a;
+        a + d * t
+    }
+
+    /// `x` clamped to `[lo, hi]`, through `lerp`'s neighbour `pick`.
+    #[gpuworld::func]
+    pub fn clamp_i(x: i32, lo: i32, hi: i32) -> i32 {
+        pick(x < lo, lo, pick(x > hi, hi, x))
+    }
+
+    #[gpuworld::func]
+    pub fn pick(c: bool, a: i32, b: i32) -> i32 {
+        if c { a } else { b }
+    }
+
+    #[gpuworld::kernel(cube_dim = 32)]
+    pub fn shape(xs: &[f32], is: &[i32], out: &mut [u32]) {
+        let i = global_index();
+        if i < is.len() {
+            let k = PER_UNIT * i;
+            out[k] = lerp(xs[i], SCALE, xs[i] * SCALE).to_bits();
+            out[k + 1] = clamp_i(is[i] / 1000, OFFSET, 40) as u32;
+            out[k + 2] = (lerp(1.0, 2.0, SCALE) + OFFSET as f32).to_bits();
+        }
     }
 }
 
@@ -744,6 +787,42 @@ mod cases {
         vectors_compute_component_by_component_on_sim,
         vectors_compute_component_by_component_on_wgpu,
         vectors_compute_component_by_component_on_cuda
+    );
+
+    pub struct Shaping;
+    impl BackendTest for Shaping {
+        fn run<B: Backend>(&self, client: &ComputeClient<B>) {
+            use shaping::*;
+            let n = 400;
+            let xs = floats(n, 13);
+            let is: Vec<i32> = words(n, 14).into_iter().map(|w| (w as i32) >> 8).collect();
+            let inputs = [upload(client, &xs), upload(client, &is)];
+            let out = client.empty(4 * 3 * n as u64);
+            let bindings = Bindings::new()
+                .buffer(&inputs[0])
+                .buffer(&inputs[1])
+                .buffer(&out);
+            client
+                .launch(&shape, CubeCount::covering(n as u64, 32), bindings)
+                .unwrap();
+            let expected: Vec<u32> = (0..n)
+                .flat_map(|i| {
+                    [
+                        lerp(xs[i], SCALE, xs[i] * SCALE).to_bits(),
+                        clamp_i(is[i] / 1000, OFFSET, 40) as u32,
+                        (lerp(1.0, 2.0, SCALE) + OFFSET as f32).to_bits(),
+                    ]
+                })
+                .collect();
+            assert_same_f32(B::NAME, "shape", &read_words(client, &out), &expected);
+        }
+    }
+    on_each_backend!(
+        Shaping,
+        module_constants_and_functions_inline_on_cpu,
+        module_constants_and_functions_inline_on_sim,
+        module_constants_and_functions_inline_on_wgpu,
+        module_constants_and_functions_inline_on_cuda
     );
 
     pub struct Edges;

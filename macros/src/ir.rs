@@ -335,6 +335,8 @@ pub struct Kernel {
     pub locals: Vec<Local>,
     pub body: Vec<Stmt>,
     pub has_barrier: bool,
+    /// The names of the module's constants and functions it uses (`#[gpuworld::kernels]`).
+    pub uses: Vec<String>,
     /// The span of the function, for errors that have no better place.
     #[allow(dead_code)]
     pub span: Span,

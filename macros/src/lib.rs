@@ -9,6 +9,7 @@
 mod cpu;
 mod cuda;
 mod ir;
+mod module;
 mod parse;
 mod race;
 mod wgsl;
@@ -27,10 +28,37 @@ use syn::{Error, Result};
 /// give the same bits).
 #[proc_macro_attribute]
 pub fn kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
-    match expand(attr.into(), item.into()) {
+    match expand(attr.into(), item.into(), Default::default()) {
         Ok(tokens) => tokens.into(),
         Err(error) => error.to_compile_error().into(),
     }
+}
+
+/// A module whose `#[gpuworld::kernel]` functions see its other items: its `const`s of f32, u32,
+/// i32 or bool, its `#[gpuworld::func]` helpers and its `#[repr(C)]` structs of f32, u32 and i32
+/// fields (as buffer elements and locals). Every item stays as written for host code.
+#[proc_macro_attribute]
+pub fn kernels(attr: TokenStream, item: TokenStream) -> TokenStream {
+    if !attr.is_empty() {
+        return Error::new(
+            proc_macro2::Span::call_site(),
+            "`#[gpuworld::kernels]` takes no options (each kernel takes its own)",
+        )
+        .to_compile_error()
+        .into();
+    }
+    match module::expand(item.into()) {
+        Ok(tokens) => tokens.into(),
+        Err(error) => error.to_compile_error().into(),
+    }
+}
+
+/// A helper function a kernel of the same `#[gpuworld::kernels]` module may call (inlined where
+/// it is called; scalar parameters and result; `let`s then one value); for the host it stays
+/// the plain Rust function.
+#[proc_macro_attribute]
+pub fn func(_attr: TokenStream, item: TokenStream) -> TokenStream {
+    item
 }
 
 /// The attribute's options.
@@ -106,10 +134,11 @@ fn cube_dim(value: &syn::Expr) -> Result<[u32; 3]> {
 fn expand(
     attr: proc_macro2::TokenStream,
     item: proc_macro2::TokenStream,
+    context: std::rc::Rc<module::Context>,
 ) -> Result<proc_macro2::TokenStream> {
     let options = options(attr)?;
     let function: syn::ItemFn = syn::parse2(item)?;
-    let mut kernel = parse::kernel(&function, options.cube_dim)?;
+    let mut kernel = parse::kernel(&function, options.cube_dim, context)?;
     race::check(&kernel)?;
     let krate = &options.krate;
     let cpu = match &options.cpu {
@@ -151,7 +180,13 @@ fn expand(
         quote! { #krate::kernel::Param { name: #param, elem: #elem, access: #krate::kernel::Access::Read } }
     });
     let [dx, dy, dz] = kernel.cube_dim;
+    // The module's items the kernel inlined are used, as far as the host's lints see.
+    let uses = kernel
+        .uses
+        .iter()
+        .map(|name| proc_macro2::Ident::new(name, proc_macro2::Span::call_site()));
     Ok(quote! {
+        const _: () = { #(let _ = #uses;)* };
         #(#docs)*
         #[allow(non_upper_case_globals)]
         #vis static #name: #krate::kernel::KernelDef = #krate::kernel::KernelDef {

@@ -1,11 +1,14 @@
 //! From the Rust function to the typed kernel (`ir`): every construct outside the subset, every
 //! type mismatch and every barrier some units could skip is a compile error at its span.
 
+mod inline;
 mod vector;
 
 use crate::ir::*;
+use crate::module::Context;
 use proc_macro2::Span;
 use std::collections::HashMap;
+use std::rc::Rc;
 use syn::spanned::Spanned;
 use syn::{Error, Expr as SynExpr, Result};
 
@@ -122,6 +125,9 @@ enum Name {
     Shared(usize),
     /// A vector local (`Parser::vectors`).
     Vector(usize),
+    /// A parameter or `let` of a `#[gpuworld::func]` being inlined: its value
+    /// (`Parser::aliases`).
+    Alias(usize),
 }
 
 /// An array a kernel indexes.
@@ -152,6 +158,13 @@ pub struct Parser {
     vectors: Vec<vector::VectorLocal>,
     /// Statements a statement being parsed expands to before itself (a vector's components).
     pending: Vec<Stmt>,
+    /// The module's items beside the kernel (`#[gpuworld::kernels]`).
+    context: Rc<Context>,
+    aliases: Vec<Expr>,
+    /// The constants and functions being expanded, innermost last (recursion is refused).
+    inlining: Vec<String>,
+    /// The module's constants and functions the kernel uses.
+    uses: std::collections::BTreeSet<String>,
     scopes: Vec<HashMap<String, Name>>,
     loops: Vec<LoopFrame>,
     barrier_place: BarrierPlace,
@@ -163,7 +176,7 @@ pub struct Parser {
 }
 
 /// Parses `function` into a kernel of `cube_dim` units per cube.
-pub fn kernel(function: &syn::ItemFn, cube_dim: [u32; 3]) -> Result<Kernel> {
+pub fn kernel(function: &syn::ItemFn, cube_dim: [u32; 3], context: Rc<Context>) -> Result<Kernel> {
     let signature = &function.sig;
     if let Some(token) = &signature.asyncness {
         return Err(Error::new_spanned(token, "a kernel is not `async`"));
@@ -192,6 +205,10 @@ pub fn kernel(function: &syn::ItemFn, cube_dim: [u32; 3]) -> Result<Kernel> {
         locals: Vec::new(),
         vectors: Vec::new(),
         pending: Vec::new(),
+        context,
+        aliases: Vec::new(),
+        inlining: Vec::new(),
+        uses: Default::default(),
         scopes: vec![HashMap::new()],
         loops: Vec::new(),
         barrier_place: BarrierPlace::Allowed,
@@ -221,6 +238,7 @@ pub fn kernel(function: &syn::ItemFn, cube_dim: [u32; 3]) -> Result<Kernel> {
         locals: parser.locals,
         body,
         has_barrier: parser.has_barrier,
+        uses: parser.uses.into_iter().collect(),
         span: function.sig.ident.span(),
     })
 }
@@ -244,7 +262,7 @@ fn check_name(ident: &syn::Ident) -> Result<()> {
 }
 
 /// The element type named by `ty` (`f32`, `u32` or `i32`), if it is one.
-fn elem_type(ty: &syn::Type) -> Option<Ty> {
+pub fn elem_type(ty: &syn::Type) -> Option<Ty> {
     match ty {
         syn::Type::Path(path) if path.qself.is_none() => {
             let ident = path.path.get_ident()?;
@@ -262,7 +280,7 @@ fn elem_type(ty: &syn::Type) -> Option<Ty> {
 }
 
 /// The type named by `ty` for a local: `f32`, `u32`, `i32` or `bool`.
-fn local_type(ty: &syn::Type) -> Option<Ty> {
+pub fn local_type(ty: &syn::Type) -> Option<Ty> {
     if let syn::Type::Path(path) = ty
         && path.path.is_ident("bool")
     {
@@ -962,6 +980,12 @@ impl Parser {
                         value_tokens,
                         format!("`{ident}` is a vector: assign it a vector"),
                     )),
+                    Some(Name::Alias(_)) => Err(Error::new_spanned(
+                        target,
+                        format!(
+                            "`{ident}` is a value of a `#[gpuworld::func]`: it is not assigned"
+                        ),
+                    )),
                     None => Err(unknown(ident)),
                 }
             }
@@ -1090,7 +1114,8 @@ impl Parser {
                         expr,
                         format!("`{ident}` is a vector: take a component (`{ident}.x`)"),
                     )),
-                    None => Err(unknown(ident)),
+                    Some(Name::Alias(a)) => Ok(self.aliases[a].clone()),
+                    None => self.constant(ident),
                 }
             }
             SynExpr::Index(index) => {
@@ -1533,6 +1558,9 @@ impl Parser {
                 ty: Ty::U32,
             });
         }
+        if let Some(function) = self.context.funcs.get(&name).cloned() {
+            return self.inline(call, &function, args);
+        }
         let (func, params, result): (Func, &[Ty], Ty) = match name.as_str() {
             "fma" => (Func::Fma, &[Ty::F32, Ty::F32, Ty::F32], Ty::F32),
             "f32::from_bits" => (Func::FromBits, &[Ty::U32], Ty::F32),
@@ -1554,7 +1582,8 @@ impl Parser {
                     format!(
                         "`{name}` is not a function of the kernel subset (it has: unit, unit_x/y/z, \
                          cube, cube_x/y/z, cube_count_x/y/z, units_per_cube, global_index, \
-                         sync_cube, fma, f32::from_bits, shared::<T, N>)"
+                         sync_cube, fma, f32::from_bits, shared::<T, N>, dot, length, and the \
+                         `#[gpuworld::func]` helpers of the kernel's `#[gpuworld::kernels]` module)"
                     ),
                 ));
             }
