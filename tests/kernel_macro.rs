@@ -40,6 +40,10 @@ test_main![
     cases::module_constants_and_functions_inline_on_sim,
     cases::module_constants_and_functions_inline_on_wgpu,
     cases::module_constants_and_functions_inline_on_cuda,
+    cases::struct_buffers_move_their_fields_bits_on_cpu,
+    cases::struct_buffers_move_their_fields_bits_on_sim,
+    cases::struct_buffers_move_their_fields_bits_on_wgpu,
+    cases::struct_buffers_move_their_fields_bits_on_cuda,
     cases::tree_sum_with_barriers_on_cpu,
     cases::tree_sum_with_barriers_on_sim,
     cases::tree_sum_with_barriers_on_wgpu,
@@ -259,6 +263,55 @@ mod shaping {
             out[k] = lerp(xs[i], SCALE, xs[i] * SCALE).to_bits();
             out[k + 1] = clamp_i(is[i] / 1000, OFFSET, 40) as u32;
             out[k + 2] = (lerp(1.0, 2.0, SCALE) + OFFSET as f32).to_bits();
+        }
+    }
+}
+
+/// A particle step over a buffer of `#[repr(C)]` structs: whole elements loaded into a struct
+/// local and stored back, single fields read, written and updated in place, a struct literal.
+#[gpuworld::kernels]
+mod particles {
+    /// One particle, as host code and the kernel both see it.
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
+    pub struct Particle {
+        pub x: f32,
+        pub y: f32,
+        pub vx: f32,
+        pub vy: f32,
+        pub cell: u32,
+        pub bounces: i32,
+    }
+
+    pub const WIDTH: f32 = 10.0;
+
+    #[gpuworld::kernel(cube_dim = 64)]
+    pub fn step(ps: &mut [Particle], #[write_only] moved: &mut [Particle], dt: f32) {
+        let i = global_index();
+        if i < ps.len() {
+            let mut p = ps[i];
+            let v = vec2(p.vx, p.vy) * dt;
+            p.x = p.x + v.x;
+            p.y += v.y;
+            if p.x > WIDTH {
+                p.x = WIDTH - (p.x - WIDTH);
+                p.vx = -p.vx;
+                p.bounces += 1;
+            }
+            p.cell = (p.x as u32) + 16 * (p.y as u32);
+            moved[i] = p;
+            ps[i].bounces -= 2;
+            ps[i].vy = ps[i].vy * 0.5;
+            if i == 0 {
+                moved[i] = Particle {
+                    x: 1.0,
+                    y: 2.0,
+                    vx: 3.0,
+                    vy: 4.0,
+                    cell: ps.len(),
+                    bounces: -7,
+                };
+            }
         }
     }
 }
@@ -823,6 +876,75 @@ mod cases {
         module_constants_and_functions_inline_on_sim,
         module_constants_and_functions_inline_on_wgpu,
         module_constants_and_functions_inline_on_cuda
+    );
+
+    pub struct Particles;
+    impl BackendTest for Particles {
+        fn run<B: Backend>(&self, client: &ComputeClient<B>) {
+            use particles::*;
+            let n = 300;
+            let f = floats(4 * n, 15);
+            let ps: Vec<Particle> = (0..n)
+                .map(|i| Particle {
+                    x: f[4 * i].abs() * 8.0 + 5.0,
+                    y: f[4 * i + 1].abs(),
+                    vx: f[4 * i + 2] * 40.0,
+                    vy: f[4 * i + 3],
+                    cell: 0,
+                    bounces: i as i32 - 100,
+                })
+                .collect();
+            let dt = 0.0625f32;
+            let input = upload(client, &ps);
+            let moved = client.empty((std::mem::size_of::<Particle>() * n) as u64);
+            let bindings = Bindings::new().buffer(&input).buffer(&moved).scalar_f32(dt);
+            client
+                .launch(&step, CubeCount::covering(n as u64, 64), bindings)
+                .unwrap();
+            let mut want_ps = ps.clone();
+            let mut want_moved = Vec::new();
+            for (i, q) in want_ps.iter_mut().enumerate() {
+                let mut p = *q;
+                let v = [p.vx * dt, p.vy * dt];
+                p.x += v[0];
+                p.y += v[1];
+                if p.x > WIDTH {
+                    p.x = WIDTH - (p.x - WIDTH);
+                    p.vx = -p.vx;
+                    p.bounces += 1;
+                }
+                p.cell = (p.x as u32).wrapping_add(16u32.wrapping_mul(p.y as u32));
+                want_moved.push(if i == 0 {
+                    Particle {
+                        x: 1.0,
+                        y: 2.0,
+                        vx: 3.0,
+                        vy: 4.0,
+                        cell: n as u32,
+                        bounces: -7,
+                    }
+                } else {
+                    p
+                });
+                q.bounces -= 2;
+                q.vy *= 0.5;
+            }
+            let words = |values: &[Particle]| -> Vec<u32> { bytemuck::cast_slice(values).to_vec() };
+            assert_same_f32(B::NAME, "ps", &read_words(client, &input), &words(&want_ps));
+            assert_same_f32(
+                B::NAME,
+                "moved",
+                &read_words(client, &moved),
+                &words(&want_moved),
+            );
+        }
+    }
+    on_each_backend!(
+        Particles,
+        struct_buffers_move_their_fields_bits_on_cpu,
+        struct_buffers_move_their_fields_bits_on_sim,
+        struct_buffers_move_their_fields_bits_on_wgpu,
+        struct_buffers_move_their_fields_bits_on_cuda
     );
 
     pub struct Edges;

@@ -2,6 +2,7 @@
 //! type mismatch and every barrier some units could skip is a compile error at its span.
 
 mod inline;
+mod structs;
 mod vector;
 
 use crate::ir::*;
@@ -128,6 +129,8 @@ enum Name {
     /// A parameter or `let` of a `#[gpuworld::func]` being inlined: its value
     /// (`Parser::aliases`).
     Alias(usize),
+    /// A struct local (`Parser::struct_locals`).
+    Struct(usize),
 }
 
 /// An array a kernel indexes.
@@ -161,6 +164,10 @@ pub struct Parser {
     /// The module's items beside the kernel (`#[gpuworld::kernels]`).
     context: Rc<Context>,
     aliases: Vec<Expr>,
+    struct_types: Vec<structs::StructType>,
+    struct_locals: Vec<structs::StructLocal>,
+    /// The struct type of each struct buffer's elements, by buffer.
+    buffer_structs: HashMap<usize, usize>,
     /// The constants and functions being expanded, innermost last (recursion is refused).
     inlining: Vec<String>,
     /// The module's constants and functions the kernel uses.
@@ -207,6 +214,9 @@ pub fn kernel(function: &syn::ItemFn, cube_dim: [u32; 3], context: Rc<Context>) 
         pending: Vec::new(),
         context,
         aliases: Vec::new(),
+        struct_types: Vec::new(),
+        struct_locals: Vec::new(),
+        buffer_structs: HashMap::new(),
         inlining: Vec::new(),
         uses: Default::default(),
         scopes: vec![HashMap::new()],
@@ -345,12 +355,30 @@ impl Parser {
                         "a buffer parameter is a slice of f32, u32 or i32: `&[f32]`, `&mut [u32]`, ...",
                     ));
                 };
-                let Some(elem) = elem_type(&slice.elem) else {
-                    return Err(Error::new_spanned(
-                        &slice.elem,
-                        "a buffer holds `f32`, `u32` or `i32`",
-                    ));
+                let layout = match elem_type(&slice.elem) {
+                    Some(_) => None,
+                    None => match self.struct_type(&slice.elem)? {
+                        Some(layout) => Some(layout),
+                        None => {
+                            return Err(Error::new_spanned(
+                                &slice.elem,
+                                "a buffer holds `f32`, `u32`, `i32`, or a `#[repr(C)]` struct \
+                                 declared in the kernel's `#[gpuworld::kernels]` module",
+                            ));
+                        }
+                    },
                 };
+                // A struct buffer is words to the generated code.
+                let elem = elem_type(&slice.elem).unwrap_or(Ty::U32);
+                if let (Some(attr), Some(_)) = (atomic, layout) {
+                    return Err(Error::new_spanned(
+                        attr,
+                        "`#[atomic]` is for a `&mut [u32]` or `&mut [i32]` buffer, not one of structs",
+                    ));
+                }
+                if let Some(layout) = layout {
+                    self.buffer_structs.insert(self.buffers.len(), layout);
+                }
                 if reference.lifetime.is_some() {
                     return Err(Error::new_spanned(
                         reference,
@@ -582,6 +610,17 @@ impl Parser {
             // Nothing to run here: the array is declared once per cube.
             return Ok(None);
         }
+        if self.is_struct_value(&init.expr) {
+            if let Some(ty) = annotated {
+                return Err(Error::new_spanned(
+                    ty,
+                    "a struct local takes its type from its value: `let q = p[i];`",
+                ));
+            }
+            let stmts = self.struct_let(ident, mutable, &init.expr)?;
+            self.pending.extend(stmts);
+            return Ok(None);
+        }
         if self.is_vector(&init.expr) {
             if let Some(ty) = annotated {
                 return Err(Error::new_spanned(
@@ -659,6 +698,31 @@ impl Parser {
     /// A statement written as an expression: assignments, control flow, barriers.
     fn expr_stmt(&mut self, expr: &SynExpr) -> Result<Option<Stmt>> {
         match expr {
+            SynExpr::Assign(assign) if self.is_struct_store(&assign.left) => {
+                let stmts = match &*assign.left {
+                    SynExpr::Field(field) => {
+                        let value = self.expr(&assign.right)?;
+                        vec![self.store_field(field, value, &assign.right)?]
+                    }
+                    whole => self.store_element(whole, &assign.right)?,
+                };
+                self.pending.extend(stmts);
+                Ok(None)
+            }
+            SynExpr::Binary(binary)
+                if compound(&binary.op).is_some()
+                    && matches!(&*binary.left, SynExpr::Field(_))
+                    && self.is_struct_store(&binary.left) =>
+            {
+                let op = compound(&binary.op).expect("checked above");
+                let SynExpr::Field(field) = &*binary.left else {
+                    return Err(Error::new_spanned(&binary.left, "expected a field"));
+                };
+                let current = self.expr(&binary.left)?;
+                let operand = self.expr(&binary.right)?;
+                let value = self.binary(op, current, operand, binary.op.span())?;
+                Ok(Some(self.store_field(field, value, expr)?))
+            }
             SynExpr::Assign(assign) if self.is_vector(&assign.left) => {
                 let SynExpr::Path(path) = &*assign.left else {
                     return Err(Error::new_spanned(&assign.left, "assign to a vector local"));
@@ -941,7 +1005,11 @@ impl Parser {
                 _ => None,
             },
             SynExpr::Paren(paren) => self.place_type(&paren.expr),
-            SynExpr::Field(field) => self.component(field).ok().map(|(_, ty)| ty),
+            SynExpr::Field(field) => self
+                .component(field)
+                .ok()
+                .map(|(_, ty)| ty)
+                .or_else(|| self.local_field_type(field)),
             _ => None,
         }
     }
@@ -980,6 +1048,10 @@ impl Parser {
                         value_tokens,
                         format!("`{ident}` is a vector: assign it a vector"),
                     )),
+                    Some(Name::Struct(_)) => Err(Error::new_spanned(
+                        target,
+                        format!("`{ident}` is a struct: assign its fields (`{ident}.x = ..`)"),
+                    )),
                     Some(Name::Alias(_)) => Err(Error::new_spanned(
                         target,
                         format!(
@@ -991,6 +1063,7 @@ impl Parser {
             }
             SynExpr::Index(index) => {
                 let (ident, array, position) = self.element(index)?;
+                self.whole_element(array, target)?;
                 match array {
                     Array::Buffer(b) => {
                         let buffer = &self.buffers[b];
@@ -1022,11 +1095,13 @@ impl Parser {
             }
             SynExpr::Paren(paren) => self.place(&paren.expr, value_ty, value_tokens),
             SynExpr::Field(field) => {
-                let (id, ty) = self.component(field)?;
+                let structs::Field::Local(id, ty) = self.field(field)? else {
+                    return Err(Error::new_spanned(target, "assign to a field of a local"));
+                };
                 if !self.locals[id].mutable {
                     return Err(Error::new_spanned(
                         target,
-                        "this vector is not `mut`: declare it `let mut`",
+                        "this vector or struct is not `mut`: declare it `let mut`",
                     ));
                 }
                 if ty != value_ty {
@@ -1083,13 +1158,13 @@ impl Parser {
             ));
         }
         match expr {
-            SynExpr::Field(field) => {
-                let (id, ty) = self.component(field)?;
-                Ok(Expr {
+            SynExpr::Field(field) => match self.field(field)? {
+                structs::Field::Local(id, ty) => Ok(Expr {
                     kind: ExprKind::Local(id),
                     ty,
-                })
-            }
+                }),
+                structs::Field::Word(b, word, ty) => self.load_field(b, word, ty, expr),
+            },
             SynExpr::Lit(lit) => literal(&lit.lit),
             SynExpr::Paren(paren) => self.expr(&paren.expr),
             SynExpr::Group(group) => self.expr(&group.expr),
@@ -1115,11 +1190,16 @@ impl Parser {
                         format!("`{ident}` is a vector: take a component (`{ident}.x`)"),
                     )),
                     Some(Name::Alias(a)) => Ok(self.aliases[a].clone()),
+                    Some(Name::Struct(_)) => Err(Error::new_spanned(
+                        expr,
+                        format!("`{ident}` is a struct: take a field (`{ident}.x`)"),
+                    )),
                     None => self.constant(ident),
                 }
             }
             SynExpr::Index(index) => {
                 let (ident, array, position) = self.element(index)?;
+                self.whole_element(array, expr)?;
                 match array {
                     Array::Buffer(b) if self.buffers[b].access == Access::Atomic => {
                         Err(atomic_element(ident))
@@ -1448,6 +1528,19 @@ impl Parser {
                 return Err(Error::new_spanned(call, "`.len()` takes no arguments"));
             }
             return match self.lookup(&receiver.to_string()) {
+                // Of a struct buffer: whole elements.
+                Some(Name::Buffer(b)) if self.buffer_structs.contains_key(&b) => {
+                    let fields = self.struct_types[self.buffer_structs[&b]].fields.len();
+                    let words = Expr {
+                        kind: ExprKind::Len(b),
+                        ty: Ty::U32,
+                    };
+                    let fields = Expr {
+                        kind: ExprKind::U32(fields as u32),
+                        ty: Ty::U32,
+                    };
+                    self.binary(BinOp::Div, words, fields, call.span())
+                }
                 Some(Name::Buffer(b)) => Ok(Expr {
                     kind: ExprKind::Len(b),
                     ty: Ty::U32,
