@@ -44,6 +44,10 @@ test_main![
     cases::struct_buffers_move_their_fields_bits_on_sim,
     cases::struct_buffers_move_their_fields_bits_on_wgpu,
     cases::struct_buffers_move_their_fields_bits_on_cuda,
+    cases::a_generic_kernel_has_one_static_per_instance_on_cpu,
+    cases::a_generic_kernel_has_one_static_per_instance_on_sim,
+    cases::a_generic_kernel_has_one_static_per_instance_on_wgpu,
+    cases::a_generic_kernel_has_one_static_per_instance_on_cuda,
     cases::tree_sum_with_barriers_on_cpu,
     cases::tree_sum_with_barriers_on_sim,
     cases::tree_sum_with_barriers_on_wgpu,
@@ -313,6 +317,22 @@ mod particles {
                 };
             }
         }
+    }
+}
+
+/// One generic kernel, three instances: `x[i]` added to itself `N` times, in each element type.
+#[gpuworld::kernel(
+    cube_dim = 64,
+    instances(times_f32 = (f32, 3), times_u32 = (u32, 5), times_i32 = (i32, 7))
+)]
+fn times<T, const N: u32>(x: &[T], out: &mut [T]) {
+    let i = global_index();
+    if i < x.len() {
+        let mut total = x[i];
+        for _k in 0..N {
+            total = total + x[i];
+        }
+        out[i] = total;
     }
 }
 
@@ -945,6 +965,49 @@ mod cases {
         struct_buffers_move_their_fields_bits_on_sim,
         struct_buffers_move_their_fields_bits_on_wgpu,
         struct_buffers_move_their_fields_bits_on_cuda
+    );
+
+    pub struct Generic;
+    impl BackendTest for Generic {
+        fn run<B: Backend>(&self, client: &ComputeClient<B>) {
+            let n = 200;
+            let launch = |kernel: &'static gpuworld::KernelDef, words: &[u32]| {
+                let input = upload(client, words);
+                let out = client.empty(4 * n as u64);
+                let bindings = Bindings::new().buffer(&input).buffer(&out);
+                client
+                    .launch(kernel, CubeCount::covering(n as u64, 64), bindings)
+                    .unwrap();
+                read_words(client, &out)
+            };
+            let fs = floats(n, 16);
+            let us = words(n, 17);
+            let want_f: Vec<u32> = (fs.iter())
+                .map(|&x| (0..3).fold(x, |total, _| total + x).to_bits())
+                .collect();
+            let f_words: Vec<u32> = fs.iter().map(|x| x.to_bits()).collect();
+            assert_same_f32(B::NAME, "times_f32", &launch(&times_f32, &f_words), &want_f);
+            let want_u: Vec<u32> = (us.iter())
+                .map(|&x| (0..5).fold(x, |total, _| total.wrapping_add(x)))
+                .collect();
+            assert_eq!(launch(&times_u32, &us), want_u, "{} times_u32", B::NAME);
+            let want_i: Vec<u32> = (us.iter())
+                .map(|&x| (0..7).fold(x as i32, |total, _| total.wrapping_add(x as i32)) as u32)
+                .collect();
+            assert_eq!(launch(&times_i32, &us), want_i, "{} times_i32", B::NAME);
+            assert_eq!(
+                times_i32.signature.buffers[0].elem,
+                gpuworld::kernel::Elem::I32
+            );
+            assert_eq!(times_f32.id, "kernel_macro::times_f32");
+        }
+    }
+    on_each_backend!(
+        Generic,
+        a_generic_kernel_has_one_static_per_instance_on_cpu,
+        a_generic_kernel_has_one_static_per_instance_on_sim,
+        a_generic_kernel_has_one_static_per_instance_on_wgpu,
+        a_generic_kernel_has_one_static_per_instance_on_cuda
     );
 
     pub struct Edges;

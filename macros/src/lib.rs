@@ -8,6 +8,7 @@
 
 mod cpu;
 mod cuda;
+mod generic;
 mod ir;
 mod module;
 mod parse;
@@ -25,7 +26,8 @@ use syn::{Error, Result};
 /// default the module path and name), `crate` (the path of the crate that re-exports
 /// `kernel::KernelDef`; default `::gpuworld`), `cpu` (a hand-written `CpuKernelFn` used instead
 /// of the generated CPU source, where the generated one is too slow: keep a test that the two
-/// give the same bits).
+/// give the same bits), `instances` (of a generic kernel `fn f<T, const N: u32>`: one static per
+/// instance, `instances(f_f32 = (f32, 16), f_u32 = (u32, 16))`).
 #[proc_macro_attribute]
 pub fn kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
     match expand(attr.into(), item.into(), Default::default()) {
@@ -67,6 +69,8 @@ struct Options {
     id: Option<syn::LitStr>,
     krate: proc_macro2::TokenStream,
     cpu: Option<syn::Path>,
+    /// A generic kernel's instances.
+    instances: Vec<generic::Instance>,
 }
 
 fn options(attr: proc_macro2::TokenStream) -> Result<Options> {
@@ -75,6 +79,7 @@ fn options(attr: proc_macro2::TokenStream) -> Result<Options> {
         id: None,
         krate: quote!(::gpuworld),
         cpu: None,
+        instances: Vec::new(),
     };
     let parser = syn::meta::parser(|meta| {
         if meta.path.is_ident("cube_dim") {
@@ -87,12 +92,19 @@ fn options(attr: proc_macro2::TokenStream) -> Result<Options> {
         } else if meta.path.is_ident("cpu") {
             options.cpu = Some(meta.value()?.parse()?);
             Ok(())
+        } else if meta.path.is_ident("instances") {
+            meta.parse_nested_meta(|instance| {
+                options.instances.push(generic::instance(&instance)?);
+                Ok(())
+            })
         } else if meta.path.is_ident("crate") {
             let path: syn::Path = meta.value()?.parse()?;
             options.krate = quote!(#path);
             Ok(())
         } else {
-            Err(meta.error("unknown option: the options are `cube_dim`, `id`, `crate` and `cpu`"))
+            Err(meta.error(
+                "unknown option: the options are `cube_dim`, `id`, `crate`, `cpu` and `instances`",
+            ))
         }
     });
     parser.parse2(attr)?;
@@ -138,7 +150,43 @@ fn expand(
 ) -> Result<proc_macro2::TokenStream> {
     let options = options(attr)?;
     let function: syn::ItemFn = syn::parse2(item)?;
-    let mut kernel = parse::kernel(&function, options.cube_dim, context)?;
+    if function.sig.generics.params.is_empty() && options.instances.is_empty() {
+        return expand_one(&options, &function, context);
+    }
+    if options.instances.is_empty() {
+        return Err(Error::new_spanned(
+            &function.sig.generics,
+            "a generic kernel lists its instances, one static each: \
+             `#[kernel(instances(scale_f32 = (f32, 16), scale_u32 = (u32, 16)))]`",
+        ));
+    }
+    if let Some(id) = &options.id {
+        return Err(Error::new_spanned(
+            id,
+            "each instance of a generic kernel takes the id of its own name: no `id`",
+        ));
+    }
+    if let Some(cpu) = &options.cpu {
+        return Err(Error::new_spanned(
+            cpu,
+            "a generic kernel has no hand-written `cpu` source",
+        ));
+    }
+    let mut out = proc_macro2::TokenStream::new();
+    for instance in &options.instances {
+        let concrete = generic::instantiate(&function, instance)?;
+        out.extend(expand_one(&options, &concrete, context.clone())?);
+    }
+    Ok(out)
+}
+
+/// The `static KernelDef` of one (not generic) kernel function.
+fn expand_one(
+    options: &Options,
+    function: &syn::ItemFn,
+    context: std::rc::Rc<module::Context>,
+) -> Result<proc_macro2::TokenStream> {
+    let mut kernel = parse::kernel(function, options.cube_dim, context)?;
     race::check(&kernel)?;
     let krate = &options.krate;
     let cpu = match &options.cpu {

@@ -194,7 +194,7 @@ pub fn kernel(function: &syn::ItemFn, cube_dim: [u32; 3], context: Rc<Context>) 
     if !signature.generics.params.is_empty() {
         return Err(Error::new_spanned(
             &signature.generics,
-            "a kernel has no generic parameters: its types are f32, u32, i32 and bool",
+            "a kernel's generic parameters are given by its `instances(..)` option",
         ));
     }
     if let syn::ReturnType::Type(_, ty) = &signature.output {
