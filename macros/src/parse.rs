@@ -1,12 +1,14 @@
 //! From the Rust function to the typed kernel (`ir`): every construct outside the subset, every
 //! type mismatch and every barrier some units could skip is a compile error at its span.
 
+mod atomics;
 mod inline;
 mod structs;
 mod vector;
 
 use crate::ir::*;
 use crate::module::Context;
+use atomics::{atomic_call, atomic_element};
 use proc_macro2::Span;
 use std::collections::HashMap;
 use std::rc::Rc;
@@ -1438,69 +1440,6 @@ impl Parser {
         })
     }
 
-    /// `buffer.atomic_<op>(index, operands..)` (the caller has checked that it stands where an
-    /// atomic operation may).
-    fn atomic(&mut self, call: &syn::ExprMethodCall) -> Result<Expr> {
-        let method = call.method.to_string();
-        let Some(&(_, op)) = AtomicOp::ALL.iter().find(|(name, _)| *name == method) else {
-            let names: Vec<&str> = AtomicOp::ALL.iter().map(|(name, _)| *name).collect();
-            return Err(Error::new_spanned(
-                &call.method,
-                format!(
-                    "`{method}` is not an atomic operation of the subset (it has: {})",
-                    names.join(", ")
-                ),
-            ));
-        };
-        if call.turbofish.is_some() {
-            return Err(Error::new_spanned(call, "no turbofish on methods"));
-        }
-        let receiver = match &*call.receiver {
-            SynExpr::Path(path) => single_ident(path)?,
-            other => {
-                return Err(Error::new_spanned(
-                    other,
-                    "an atomic operation is a method of a `#[atomic]` buffer, by name: \
-                     `counts.atomic_add(k, 1)`",
-                ));
-            }
-        };
-        let b = match self.lookup(&receiver.to_string()) {
-            Some(Name::Buffer(b)) if self.buffers[b].access == Access::Atomic => b,
-            Some(Name::Buffer(b)) => {
-                let elem = self.buffers[b].elem.name();
-                return Err(Error::new_spanned(
-                    receiver,
-                    format!(
-                        "`{receiver}` is not `#[atomic]`: declare it `#[atomic] {receiver}: &mut \
-                         [{elem}]` (of u32 or i32) for its atomic operations"
-                    ),
-                ));
-            }
-            Some(_) => {
-                return Err(Error::new_spanned(
-                    receiver,
-                    "an atomic operation is a method of a `#[atomic]` buffer",
-                ));
-            }
-            None => return Err(unknown(receiver)),
-        };
-        let elem = self.buffers[b].elem;
-        let mut args = call
-            .args
-            .iter()
-            .map(|arg| self.expr(arg))
-            .collect::<Result<Vec<_>>>()?;
-        let mut params = vec![Ty::U32];
-        params.extend(std::iter::repeat_n(elem, op.operands()));
-        coerce_args(&mut args, &params);
-        check_args(&call.method, &method, &args, &params, &call.args)?;
-        Ok(Expr {
-            kind: ExprKind::Atomic(op, b, args),
-            ty: elem,
-        })
-    }
-
     fn method(&mut self, call: &syn::ExprMethodCall) -> Result<Expr> {
         let method = call.method.to_string();
         if method.starts_with("atomic_") {
@@ -1689,30 +1628,8 @@ impl Parser {
     }
 }
 
-/// The method call of `expr`, if it is an atomic operation's (`counts.atomic_add(k, 1)`).
-fn atomic_call(expr: &SynExpr) -> Option<&syn::ExprMethodCall> {
-    match expr {
-        SynExpr::MethodCall(call) if call.method.to_string().starts_with("atomic_") => Some(call),
-        SynExpr::Paren(paren) => atomic_call(&paren.expr),
-        _ => None,
-    }
-}
-
-/// Indexing a `#[atomic]` buffer.
-fn atomic_element(ident: &syn::Ident) -> Error {
-    Error::new_spanned(
-        ident,
-        format!(
-            "`{ident}` is `#[atomic]`: its elements are reached through its atomic operations, \
-             each returning the old value — `{ident}.atomic_load(k)`, `atomic_add(k, v)`, \
-             `atomic_sub`, `atomic_min`, `atomic_max`, `atomic_and`, `atomic_or`, `atomic_xor`, \
-             `atomic_exchange(k, v)`, `atomic_compare_exchange(k, expected, new)`"
-        ),
-    )
-}
-
 /// Integer literals among `args` as the i32 their parameters take.
-fn coerce_args(args: &mut Vec<Expr>, params: &[Ty]) {
+pub(super) fn coerce_args(args: &mut Vec<Expr>, params: &[Ty]) {
     let taken = std::mem::take(args);
     args.extend(
         taken
@@ -1727,7 +1644,7 @@ fn coerce_args(args: &mut Vec<Expr>, params: &[Ty]) {
 
 /// `value` as `ty` where it is an integer literal that `ty` holds (`3` where an i32 is
 /// expected); otherwise `value` as it is.
-fn coerce(value: Expr, ty: Ty) -> Expr {
+pub(super) fn coerce(value: Expr, ty: Ty) -> Expr {
     match (&value.kind, ty) {
         (ExprKind::U32(literal), Ty::I32) => match i32::try_from(*literal) {
             Ok(literal) => Expr {
@@ -1740,7 +1657,7 @@ fn coerce(value: Expr, ty: Ty) -> Expr {
     }
 }
 
-fn check_args(
+pub(super) fn check_args(
     at: &dyn quote::ToTokens,
     name: &str,
     args: &[Expr],
