@@ -2,9 +2,10 @@
 //! the three source conventions of gpuworld — a CPU function (cpu and sim backends), WGSL (wgpu)
 //! and CUDA C (cuda) — and emitted as a `static KernelDef` of the function's name.
 //!
-//! The subset, its semantics (the same bits on every backend outside transcendental functions)
-//! and its errors are documented on `gpuworld::kernel` (the attribute's re-export) and in
-//! `docs/kernels.md`.
+//! The subset (f32, u32, i32, bool, vectors, `#[atomic]` buffers; in a `#[gpuworld::kernels]`
+//! module also constants, `#[gpuworld::func]` helpers and `#[repr(C)]` structs; generic kernels
+//! by their `instances`), its semantics (the same bits on every backend outside transcendental
+//! functions), the race check (`race`) and its errors are documented in `docs/kernels.md`.
 
 mod cpu;
 mod cuda;
