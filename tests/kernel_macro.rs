@@ -259,6 +259,19 @@ mod shaping {
         if c { a } else { b }
     }
 
+    /// Units per cube, and the length of `reverse_tiles`' shared array.
+    pub const TILE: u32 = 32;
+
+    /// Each cube's inputs in reverse order, through a shared array of the module's length.
+    #[gpuworld::kernel(cube_dim = 32)]
+    pub fn reverse_tiles(xs: &[f32], out: &mut [f32]) {
+        let tile = shared::<f32, TILE>();
+        let i = global_index();
+        tile[unit()] = xs[i];
+        sync_cube();
+        out[i] = tile[TILE - 1 - unit()];
+    }
+
     #[gpuworld::kernel(cube_dim = 32)]
     pub fn shape(xs: &[f32], is: &[i32], out: &mut [u32]) {
         let i = global_index();
@@ -888,6 +901,28 @@ mod cases {
                 })
                 .collect();
             assert_same_f32(B::NAME, "shape", &read_words(client, &out), &expected);
+            let reversed = client.empty(4 * n as u64);
+            let bindings = Bindings::new().buffer(&inputs[0]).buffer(&reversed);
+            client
+                .launch(
+                    &reverse_tiles,
+                    CubeCount::covering(n as u64, TILE),
+                    bindings,
+                )
+                .unwrap();
+            let tile = TILE as usize;
+            let expected: Vec<u32> = (0..n)
+                .map(|i| {
+                    let from = i / tile * tile + tile - 1 - i % tile;
+                    xs.get(from).map_or(0, |x| x.to_bits())
+                })
+                .collect();
+            assert_same_f32(
+                B::NAME,
+                "reverse_tiles",
+                &read_words(client, &reversed),
+                &expected,
+            );
         }
     }
     on_each_backend!(

@@ -655,7 +655,7 @@ impl Parser {
     }
 
     /// `shared::<T, N>()`: the element type and length, if `expr` is that call.
-    fn shared_declaration(&self, expr: &SynExpr) -> Result<Option<(Ty, u32)>> {
+    fn shared_declaration(&mut self, expr: &SynExpr) -> Result<Option<(Ty, u32)>> {
         let SynExpr::Call(call) = expr else {
             return Ok(None);
         };
@@ -668,7 +668,8 @@ impl Parser {
         if segment.ident != "shared" || path.path.segments.len() != 1 {
             return Ok(None);
         }
-        let usage = "a shared array is `shared::<f32, 256>()` (or `u32`), with a literal length";
+        let usage = "a shared array is `shared::<f32, 256>()` (or `u32`, `i32`), with a literal \
+                     length or a constant of the kernel's module holding one";
         let syn::PathArguments::AngleBracketed(args) = &segment.arguments else {
             return Err(Error::new_spanned(expr, usage));
         };
@@ -684,7 +685,16 @@ impl Parser {
                 lit: syn::Lit::Int(int),
                 ..
             })) => int.base10_parse::<u32>().ok(),
-            syn::GenericArgument::Type(syn::Type::Path(_)) => None,
+            // A constant of the kernel's module whose value is a u32 literal.
+            syn::GenericArgument::Type(syn::Type::Path(path)) => match path.path.get_ident() {
+                Some(ident) if self.context.consts.contains_key(&ident.to_string()) => {
+                    match self.constant(ident)?.kind {
+                        ExprKind::U32(len) => Some(len),
+                        _ => None,
+                    }
+                }
+                _ => None,
+            },
             _ => None,
         };
         match (elem, len) {
