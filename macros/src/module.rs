@@ -113,6 +113,11 @@ fn struct_fields(item: &syn::ItemStruct) -> std::result::Result<Vec<(String, Ty)
             "`{name}` has no named fields: a kernel's struct names each field"
         ));
     };
+    if fields.named.is_empty() {
+        return Err(format!(
+            "`{name}` has no fields: a kernel's struct holds at least one"
+        ));
+    }
     fields
         .named
         .iter()
