@@ -1,7 +1,9 @@
 //! Generates random `#[gpuworld::kernel]`s for the differential fuzzer (`tests/kernel_fuzz.rs`):
-//! each kernel is a few random statements over the subset's f32, u32 and bool (locals, assignments,
+//! each kernel is a few random statements over the subset's f32, u32, i32 and bool (locals,
+//! assignments,
 //! `if`/`else`, small `for` and `while` loops, loads at random indices, some out of bounds) ending
-//! in stores to `out_f` and `out_u`, whose bits every backend must compute alike. Only operations
+//! in stores to `out_f` and `out_u` (an i32 as its bits), whose bits every backend must compute
+//! alike. Only operations
 //! the subset defines bit for bit on every backend are used: no `mul_add`/`fma`, no
 //! transcendentals, no f32 `/` or `sqrt` (a tolerance on wgpu), and `to_bits`
 //! only of a value that is not NaN (a NaN's sign and payload are the device's).
@@ -68,6 +70,7 @@ impl Rng {
 enum Ty {
     F32,
     U32,
+    I32,
     Bool,
 }
 
@@ -76,6 +79,7 @@ impl Ty {
         match self {
             Ty::F32 => "f32",
             Ty::U32 => "u32",
+            Ty::I32 => "i32",
             Ty::Bool => "bool",
         }
     }
@@ -250,6 +254,36 @@ impl Kernel<'_> {
         Text::atom(*self.rng.pick(FIXED))
     }
 
+    /// An i32 literal: negative ones as negated integers (`-7`, `-2147483648`), others with
+    /// their suffix (`7i32`), so that no literal is read as a u32.
+    fn i32_literal(&mut self) -> Text {
+        const FIXED: &[i32] = &[
+            0,
+            1,
+            -1,
+            2,
+            -3,
+            7,
+            -8,
+            31,
+            32,
+            1000,
+            -1000,
+            i32::MAX,
+            i32::MIN,
+        ];
+        let value = if self.rng.chance(1, 4) {
+            (self.rng.next() >> 32) as u32 as i32
+        } else {
+            *self.rng.pick(FIXED)
+        };
+        if value < 0 {
+            Text::compound(format!("-{}", value.unsigned_abs()))
+        } else {
+            Text::atom(format!("{value}i32"))
+        }
+    }
+
     /// A leaf of type `ty`: a name in scope, a literal, a scalar, a built-in id or a load.
     fn leaf(&mut self, ty: Ty) -> Text {
         let names = self.names(ty, false);
@@ -270,16 +304,21 @@ impl Kernel<'_> {
                 }
                 _ => self.u32_literal(),
             },
+            Ty::I32 => match self.rng.below(8) {
+                0..=2 if !names.is_empty() => Text::atom(self.rng.pick(&names).clone()),
+                3 => Text::compound(format!("{} as i32", self.load("ua", 0).text)),
+                4 => Text::compound(*self.rng.pick(&["t as i32", "i as i32"])),
+                _ => self.i32_literal(),
+            },
             Ty::Bool => match self.rng.below(4) {
                 0 | 1 if !names.is_empty() => Text::atom(self.rng.pick(&names).clone()),
                 0 => Text::atom(*self.rng.pick(&["true", "false"])),
                 _ => {
                     // A comparison of leaves.
-                    let (a, b) = if self.rng.chance(1, 2) {
-                        (self.leaf(Ty::F32), self.leaf(Ty::F32))
-                    } else {
-                        (self.leaf(Ty::U32), self.leaf(Ty::U32))
-                    };
+                    let operands = *self
+                        .rng
+                        .pick(&[Ty::F32, Ty::F32, Ty::U32, Ty::U32, Ty::I32]);
+                    let (a, b) = (self.leaf(operands), self.leaf(operands));
                     let op = *self.rng.pick(&["==", "!=", "<", "<=", ">", ">="]);
                     Text::compound(format!("{} {op} {}", a.operand(), b.operand()))
                 }
@@ -367,7 +406,8 @@ impl Kernel<'_> {
                     ))
                 }
                 11 | 12 => {
-                    let a = self.expr(Ty::U32, d);
+                    let from = *self.rng.pick(&[Ty::U32, Ty::U32, Ty::I32]);
+                    let a = self.expr(from, d);
                     Text::compound(format!("{} as f32", a.operand()))
                 }
                 13 if self.rng.chance(1, 2) => self.load("fa", d),
@@ -396,15 +436,47 @@ impl Kernel<'_> {
                     Text::compound(format!("{} as u32", a.operand()))
                 }
                 12 => {
-                    let a = self.expr(Ty::Bool, d);
+                    let from = *self.rng.pick(&[Ty::Bool, Ty::I32, Ty::I32]);
+                    let a = self.expr(from, d);
                     Text::compound(format!("{} as u32", a.operand()))
                 }
                 13 => self.load("ua", d),
                 _ => self.select(Ty::U32, d),
             },
+            Ty::I32 => match self.rng.below(16) {
+                0..=5 => {
+                    let op = *self
+                        .rng
+                        .pick(&["+", "-", "*", "/", "%", "&", "|", "^", "+", "-"]);
+                    let (a, b) = (self.expr(Ty::I32, d), self.expr(Ty::I32, d));
+                    Text::compound(format!("{} {op} {}", a.operand(), b.operand()))
+                }
+                6 => {
+                    // The amount of a shift is a u32 (its low five bits count).
+                    let op = *self.rng.pick(&["<<", ">>"]);
+                    let (a, b) = (self.expr(Ty::I32, d), self.expr(Ty::U32, d));
+                    Text::compound(format!("{} {op} {}", a.operand(), b.operand()))
+                }
+                7 => {
+                    let op = *self.rng.pick(&["-", "!"]);
+                    let a = self.expr(Ty::I32, d);
+                    Text::compound(format!("{op}{}", a.operand()))
+                }
+                8 => {
+                    let method = *self.rng.pick(&["min", "max"]);
+                    let (a, b) = (self.expr(Ty::I32, d), self.expr(Ty::I32, d));
+                    Text::atom(format!("{}.{method}({})", a.receiver(), b.text))
+                }
+                9..=11 => {
+                    let from = *self.rng.pick(&[Ty::F32, Ty::U32, Ty::Bool]);
+                    let a = self.expr(from, d);
+                    Text::compound(format!("{} as i32", a.operand()))
+                }
+                _ => self.select(Ty::I32, d),
+            },
             Ty::Bool => match self.rng.below(8) {
                 0..=3 => {
-                    let operands = *self.rng.pick(&[Ty::F32, Ty::U32, Ty::U32]);
+                    let operands = *self.rng.pick(&[Ty::F32, Ty::U32, Ty::U32, Ty::I32]);
                     let op = *self.rng.pick(&["==", "!=", "<", "<=", ">", ">="]);
                     let (a, b) = (self.expr(operands, d), self.expr(operands, d));
                     Text::compound(format!("{} {op} {}", a.operand(), b.operand()))
@@ -438,7 +510,7 @@ impl Kernel<'_> {
     fn any_ty(&mut self) -> Ty {
         *self
             .rng
-            .pick(&[Ty::F32, Ty::F32, Ty::U32, Ty::U32, Ty::Bool])
+            .pick(&[Ty::F32, Ty::F32, Ty::U32, Ty::U32, Ty::I32, Ty::Bool])
     }
 
     /// `n` random statements at `indent`, `nest` deep in `if`s and loops.
@@ -463,6 +535,7 @@ impl Kernel<'_> {
                 let name = self.fresh(match ty {
                     Ty::F32 => "x",
                     Ty::U32 => "n",
+                    Ty::I32 => "k",
                     Ty::Bool => "c",
                 });
                 let value = self.expr(ty, MAX_DEPTH);
@@ -493,8 +566,17 @@ impl Kernel<'_> {
                     Ty::U32 => *self.rng.pick(&[
                         "=", "=", "+=", "-=", "*=", "/=", "%=", "&=", "|=", "^=", "<<=", ">>=",
                     ]),
+                    Ty::I32 => *self.rng.pick(&[
+                        "=", "=", "+=", "-=", "*=", "/=", "%=", "&=", "|=", "^=", "<<=", ">>=",
+                    ]),
                 };
-                let value = self.expr(ty, MAX_DEPTH - 1);
+                // An i32 shifts by a u32.
+                let operand = if ty == Ty::I32 && op.starts_with(['<', '>']) {
+                    Ty::U32
+                } else {
+                    ty
+                };
+                let value = self.expr(operand, MAX_DEPTH - 1);
                 self.line(indent, &format!("{target} {op} {};", value.text));
             }
             11 | 12 if nested => {
@@ -543,10 +625,17 @@ impl Kernel<'_> {
             15 => {
                 // A store to this unit's own slot (a later store may overwrite it), or one past
                 // the end (dropped).
-                let (buffer, ty) = *self.rng.pick(&[("out_f", Ty::F32), ("out_u", Ty::U32)]);
+                let (buffer, ty) =
+                    *self
+                        .rng
+                        .pick(&[("out_f", Ty::F32), ("out_u", Ty::U32), ("out_u", Ty::I32)]);
                 let slot = *self.rng.pick(&["i * 2", "i * 2 + 1", "i * 2 + 4001"]);
                 let value = self.expr(ty, 3);
-                self.line(indent, &format!("{buffer}[{slot}] = {};", value.text));
+                let value = match ty {
+                    Ty::I32 => format!("{} as u32", value.operand()),
+                    _ => value.text,
+                };
+                self.line(indent, &format!("{buffer}[{slot}] = {value};"));
             }
             _ => {
                 // Another local, the most common statement.
@@ -581,8 +670,14 @@ fn kernel(rng: &mut Rng, seed: u64, k: u32) -> String {
     for (buffer, ty) in [("out_f", Ty::F32), ("out_u", Ty::U32)] {
         for slot in ["i * 2", "i * 2 + 1"] {
             if slot == "i * 2" || kernel.rng.chance(3, 4) {
-                let value = kernel.expr(ty, MAX_DEPTH);
-                kernel.line(2, &format!("{buffer}[{slot}] = {};", value.text));
+                // Half of `out_u`'s second slots hold an i32's bits.
+                let value = if ty == Ty::U32 && slot != "i * 2" && kernel.rng.chance(1, 2) {
+                    let value = kernel.expr(Ty::I32, MAX_DEPTH);
+                    format!("{} as u32", value.operand())
+                } else {
+                    kernel.expr(ty, MAX_DEPTH).text
+                };
+                kernel.line(2, &format!("{buffer}[{slot}] = {value};"));
             }
         }
     }

@@ -45,8 +45,8 @@ pub use gpuworld_systems::trace::{KernelStat, KernelTimes, Trace, TraceClock};
 pub use gpuworld_systems::{
     Backend, Binding, CpuSource, CubeCount, DeviceProperties, Error, ErrorKind, ExecutionMode,
     Handle, HandleId, HostBytes, HostRecords, Kernel, KernelDef, MemoryUsage, Param, Result,
-    Runtime, RuntimeConfig, RuntimeId, SchedulingStrategy, Signature, StreamId, StreamState,
-    kernel, library,
+    Runtime, RuntimeConfig, RuntimeId, SchedulingStrategy, Signature, StreamId, StreamState, func,
+    kernel, kernels, library,
 };
 pub use tune::{Tunable, TunableSet, TuneKey, TuneMode, TuneResult, Tuner, TunerConfig};
 

@@ -14,7 +14,8 @@
 //! infinite `x`) and NVIDIA's Vulkan driver flushes subnormals, the exceptions `ops` documents. Where such a value flows into a u32
 //! output, the campaign still reports it: seeds 2 and 3 (100 kernels each) gave 2 such kernels
 //! on lavapipe (`(x - x).to_bits()` of an infinite `x`; a division by `(u & 0) as f32`, which the
-//! compiler sees is 0), and no other difference.
+//! compiler sees is 0), and no other difference. Since the generator draws i32 too, seed 2 (150
+//! kernels) gave no difference on lavapipe.
 //!
 //! A longer campaign: nothing loads kernels at run time (`GPUWORLD_FUZZ_KERNEL_SEEDS` is not
 //! read). Generate other seeds into `tests/fuzz_kernels/`, include one in place of `seed_1.rs`
@@ -22,7 +23,7 @@
 //!
 //! ```sh
 //! cargo run --example gen_fuzz_kernels -- --seed 2 --count 200 > tests/fuzz_kernels/seed_2.rs
-//! # mod fuzz_kernels { include!("fuzz_kernels/seed_2.rs"); }
+//! # mod fuzz_kernels { include!("fuzz_kernels/seed_1.rs"); }
 //! cargo test --features wgpu --test kernel_fuzz
 //! ```
 //!

@@ -20,6 +20,34 @@ test_main![
     cases::integer_and_conversion_edges_on_sim,
     cases::integer_and_conversion_edges_on_wgpu,
     cases::integer_and_conversion_edges_on_cuda,
+    cases::signed_integers_wrap_and_convert_on_cpu,
+    cases::signed_integers_wrap_and_convert_on_sim,
+    cases::signed_integers_wrap_and_convert_on_wgpu,
+    cases::signed_integers_wrap_and_convert_on_cuda,
+    cases::a_histogram_with_atomics_counts_exactly_on_cpu,
+    cases::a_histogram_with_atomics_counts_exactly_on_sim,
+    cases::a_histogram_with_atomics_counts_exactly_on_wgpu,
+    cases::a_histogram_with_atomics_counts_exactly_on_cuda,
+    cases::atomic_operations_give_their_final_values_on_cpu,
+    cases::atomic_operations_give_their_final_values_on_sim,
+    cases::atomic_operations_give_their_final_values_on_wgpu,
+    cases::atomic_operations_give_their_final_values_on_cuda,
+    cases::vectors_compute_component_by_component_on_cpu,
+    cases::vectors_compute_component_by_component_on_sim,
+    cases::vectors_compute_component_by_component_on_wgpu,
+    cases::vectors_compute_component_by_component_on_cuda,
+    cases::module_constants_and_functions_inline_on_cpu,
+    cases::module_constants_and_functions_inline_on_sim,
+    cases::module_constants_and_functions_inline_on_wgpu,
+    cases::module_constants_and_functions_inline_on_cuda,
+    cases::struct_buffers_move_their_fields_bits_on_cpu,
+    cases::struct_buffers_move_their_fields_bits_on_sim,
+    cases::struct_buffers_move_their_fields_bits_on_wgpu,
+    cases::struct_buffers_move_their_fields_bits_on_cuda,
+    cases::a_generic_kernel_has_one_static_per_instance_on_cpu,
+    cases::a_generic_kernel_has_one_static_per_instance_on_sim,
+    cases::a_generic_kernel_has_one_static_per_instance_on_wgpu,
+    cases::a_generic_kernel_has_one_static_per_instance_on_cuda,
     cases::tree_sum_with_barriers_on_cpu,
     cases::tree_sum_with_barriers_on_sim,
     cases::tree_sum_with_barriers_on_wgpu,
@@ -37,6 +65,7 @@ test_main![
     cases::transcendentals_within_tolerance_on_wgpu,
     cases::transcendentals_within_tolerance_on_cuda,
     the_generated_sources_declare_the_signature,
+    an_atomic_buffer_is_declared_atomic_and_reached_through_atomic_functions,
 ];
 
 /// `y[i] = a * x[i] + b`: a multiply and an add, each rounded (no contraction into a fused
@@ -79,6 +108,244 @@ fn edges(xs: &[u32], fs: &[f32], out: &mut [u32]) {
         };
         out[k + 14] = (f != f) as u32 + 2 * ((x == 0) as u32);
         out[k + 15] = f32::from_bits(x | 0x3f800000).to_bits() + (f as u32 % 7);
+    }
+}
+
+/// i32 at its edges, 16 results per input: wrapping arithmetic, division and remainder by zero
+/// and of `i32::MIN` by -1, arithmetic shifts, conversions, comparisons, typed literals.
+#[gpuworld::kernel(cube_dim = 32)]
+fn signed(xs: &[i32], ys: &[i32], fs: &[f32], out: &mut [i32], bias: i32) {
+    let i = global_index();
+    if i < xs.len() {
+        let x = xs[i];
+        let y = ys[i];
+        let f = fs[i];
+        let k = 16 * i;
+        let d: i32 = -3;
+        out[k] = x + y * bias;
+        out[k + 1] = x - y;
+        out[k + 2] = x * y;
+        out[k + 3] = x / y;
+        out[k + 4] = x % y;
+        out[k + 5] = x >> (y as u32);
+        out[k + 6] = x << ((y as u32) % 40);
+        out[k + 7] = -x;
+        out[k + 8] = f as i32;
+        out[k + 9] = (x as f32).to_bits() as i32;
+        out[k + 10] = ((x as u32) >> 3) as i32;
+        out[k + 11] = if x < y { x.min(d) } else { y.max(-100) };
+        out[k + 12] = (x == y) as i32 + 2 * ((x > 0) as i32) + 4 * ((x <= d) as i32);
+        out[k + 13] = !x ^ (x & y | 7);
+        out[k + 14] = x / d + -2147483648 / (d + 2);
+        out[k + 15] = (f * 1000.0) as i32 % 7 - d;
+    }
+}
+
+/// Counts the items of each cell: the histogram that `counts[cell[i]] += 1` would race on.
+#[gpuworld::kernel(cube_dim = 256)]
+fn histogram(cell: &[u32], #[atomic] counts: &mut [u32]) {
+    let i = global_index();
+    if i < cell.len() {
+        counts.atomic_add(cell[i], 1);
+    }
+}
+
+/// Every atomic operation: the commutative ones from every unit into one element each (their
+/// final values are deterministic), exchange and compare-exchange on an element of each unit's
+/// own (their old values too), and one out of bounds (nothing, 0).
+#[gpuworld::kernel(cube_dim = 64)]
+fn atomics(
+    values: &[i32],
+    #[atomic] words: &mut [u32],
+    #[atomic] ints: &mut [i32],
+    #[write_only] olds: &mut [u32],
+) {
+    let i = global_index();
+    if i < values.len() {
+        let v = values[i];
+        let u = v as u32;
+        words.atomic_add(0, u);
+        words.atomic_sub(1, u);
+        words.atomic_min(2, u);
+        words.atomic_max(3, u);
+        words.atomic_and(4, u | 0xff00ff00);
+        words.atomic_or(5, u & 0x00ff00ff);
+        words.atomic_xor(6, u);
+        ints.atomic_add(0, v);
+        ints.atomic_sub(1, v);
+        ints.atomic_min(2, v);
+        ints.atomic_max(3, v);
+        ints.atomic_and(4, v | -256);
+        ints.atomic_or(5, v & 0xff);
+        ints.atomic_xor(6, v);
+        let old = words.atomic_exchange(8 + i, u);
+        let seen = ints.atomic_compare_exchange(8 + i, 7, v);
+        let now = ints.atomic_load(8 + i);
+        let mut far = 5;
+        far = words.atomic_add(words.len() + i, 1);
+        olds[4 * i] = old;
+        olds[4 * i + 1] = seen as u32;
+        olds[4 * i + 2] = now as u32;
+        olds[4 * i + 3] = far;
+    }
+}
+
+/// Vectors of f32, u32 and i32: construction, components, `+ - *`, scalar `*`, `dot`,
+/// `length`, `normalize`, `if` of vectors, assignment to a vector and to a component; 8 f32, 2
+/// u32 and 2 i32 results per unit.
+#[gpuworld::kernel(cube_dim = 64)]
+fn vectors(
+    xs: &[f32],
+    us: &[u32],
+    is: &[i32],
+    out_f: &mut [f32],
+    out_u: &mut [u32],
+    out_i: &mut [i32],
+) {
+    let i = global_index();
+    if i < us.len() {
+        let p = vec3(xs[3 * i], xs[3 * i + 1], xs[3 * i + 2]);
+        let mut v = vec3(xs[3 * i + 2], -1.5, 0.25);
+        v = v * 0.5 + p;
+        v -= vec3(0.125, 0.0, 1.0);
+        v.y = v.y * 3.0;
+        let n = normalize(p);
+        let q = if p.x < 0.0 { -n } else { n * 2.0 };
+        let w = 2.0 * vec4(1.0, 2.0, 3.0, 4.0) * q.z;
+        let mut s = vec2(v.x, v.y);
+        s = vec2(s.y, s.x);
+        let k = 8 * i;
+        out_f[k] = v.x;
+        out_f[k + 1] = v.y;
+        out_f[k + 2] = v.z;
+        out_f[k + 3] = dot(p, v);
+        out_f[k + 4] = length(v);
+        out_f[k + 5] = n.x + n.y + n.z;
+        out_f[k + 6] = q.y + w.w;
+        out_f[k + 7] = s.x - s.y;
+        let a = vec2(us[i], 7) * 3 + vec2(1, us[i]);
+        out_u[2 * i] = a.x;
+        out_u[2 * i + 1] = dot(a, a);
+        let b = vec2(is[i], -4) * vec2(2, -3) - vec2(is[i], 1);
+        out_i[2 * i] = b.y;
+        out_i[2 * i + 1] = dot(b, b);
+    }
+}
+
+/// A kernel that uses its module's constants and `#[gpuworld::func]` helpers, which stay plain
+/// Rust for the host (the test computes the expected values with the very same functions).
+#[gpuworld::kernels]
+mod shaping {
+    /// Values per unit.
+    pub const PER_UNIT: u32 = 3;
+    pub const SCALE: f32 = 0.75;
+    pub const OFFSET: i32 = -40;
+
+    /// `a` moved toward `b` by `t`.
+    #[gpuworld::func]
+    pub fn lerp(a: f32, b: f32, t: f32) -> f32 {
+        let d = b - a;
+        a + d * t
+    }
+
+    /// `x` clamped to `[lo, hi]`, through `lerp`'s neighbour `pick`.
+    #[gpuworld::func]
+    pub fn clamp_i(x: i32, lo: i32, hi: i32) -> i32 {
+        pick(x < lo, lo, pick(x > hi, hi, x))
+    }
+
+    #[gpuworld::func]
+    pub fn pick(c: bool, a: i32, b: i32) -> i32 {
+        if c { a } else { b }
+    }
+
+    /// Units per cube, and the length of `reverse_tiles`' shared array.
+    pub const TILE: u32 = 32;
+
+    /// Each cube's inputs in reverse order, through a shared array of the module's length.
+    #[gpuworld::kernel(cube_dim = 32)]
+    pub fn reverse_tiles(xs: &[f32], out: &mut [f32]) {
+        let tile = shared::<f32, TILE>();
+        let i = global_index();
+        tile[unit()] = xs[i];
+        sync_cube();
+        out[i] = tile[TILE - 1 - unit()];
+    }
+
+    #[gpuworld::kernel(cube_dim = 32)]
+    pub fn shape(xs: &[f32], is: &[i32], out: &mut [u32]) {
+        let i = global_index();
+        if i < is.len() {
+            let k = PER_UNIT * i;
+            out[k] = lerp(xs[i], SCALE, xs[i] * SCALE).to_bits();
+            out[k + 1] = clamp_i(is[i] / 1000, OFFSET, 40) as u32;
+            out[k + 2] = (lerp(1.0, 2.0, SCALE) + OFFSET as f32).to_bits();
+        }
+    }
+}
+
+/// A particle step over a buffer of `#[repr(C)]` structs: whole elements loaded into a struct
+/// local and stored back, single fields read, written and updated in place, a struct literal.
+#[gpuworld::kernels]
+mod particles {
+    /// One particle, as host code and the kernel both see it.
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
+    pub struct Particle {
+        pub x: f32,
+        pub y: f32,
+        pub vx: f32,
+        pub vy: f32,
+        pub cell: u32,
+        pub bounces: i32,
+    }
+
+    pub const WIDTH: f32 = 10.0;
+
+    #[gpuworld::kernel(cube_dim = 64)]
+    pub fn step(ps: &mut [Particle], #[write_only] moved: &mut [Particle], dt: f32) {
+        let i = global_index();
+        if i < ps.len() {
+            let mut p = ps[i];
+            let v = vec2(p.vx, p.vy) * dt;
+            p.x = p.x + v.x;
+            p.y += v.y;
+            if p.x > WIDTH {
+                p.x = WIDTH - (p.x - WIDTH);
+                p.vx = -p.vx;
+                p.bounces += 1;
+            }
+            p.cell = (p.x as u32) + 16 * (p.y as u32);
+            moved[i] = p;
+            ps[i].bounces -= 2;
+            ps[i].vy = ps[i].vy * 0.5;
+            if i == 0 {
+                moved[i] = Particle {
+                    x: 1.0,
+                    y: 2.0,
+                    vx: 3.0,
+                    vy: 4.0,
+                    cell: ps.len(),
+                    bounces: -7,
+                };
+            }
+        }
+    }
+}
+
+/// One generic kernel, three instances: `x[i]` added to itself `N` times, in each element type.
+#[gpuworld::kernel(
+    cube_dim = 64,
+    instances(times_f32 = (f32, 3), times_u32 = (u32, 5), times_i32 = (i32, 7))
+)]
+fn times<T, const N: u32>(x: &[T], out: &mut [T]) {
+    let i = global_index();
+    if i < x.len() {
+        let mut total = x[i];
+        for _k in 0..N {
+            total = total + x[i];
+        }
+        out[i] = total;
     }
 }
 
@@ -318,6 +585,465 @@ mod cases {
         }
         out
     }
+
+    /// The host's `signed`, word by word, through the semantics of `gpuworld::kernel::ops`.
+    fn signed_on_host(xs: &[i32], ys: &[i32], fs: &[f32], bias: i32) -> Vec<u32> {
+        let mut out = Vec::new();
+        for ((&x, &y), &f) in xs.iter().zip(ys).zip(fs) {
+            let d = -3i32;
+            out.extend(
+                [
+                    x.wrapping_add(y.wrapping_mul(bias)),
+                    x.wrapping_sub(y),
+                    x.wrapping_mul(y),
+                    ops::div_i32(x, y),
+                    ops::rem_i32(x, y),
+                    x.wrapping_shr(y as u32),
+                    x.wrapping_shl((y as u32) % 40),
+                    x.wrapping_neg(),
+                    ops::f32_to_i32(f),
+                    (x as f32).to_bits() as i32,
+                    ((x as u32) >> 3) as i32,
+                    if x < y { x.min(d) } else { y.max(-100) },
+                    i32::from(x == y) + 2 * i32::from(x > 0) + 4 * i32::from(x <= d),
+                    !x ^ (x & y | 7),
+                    ops::div_i32(x, d).wrapping_add(ops::div_i32(i32::MIN, d + 2)),
+                    ops::rem_i32(ops::f32_to_i32(f * 1000.0), 7).wrapping_sub(d),
+                ]
+                .map(|v| v as u32),
+            );
+        }
+        out
+    }
+
+    pub struct Signed;
+    impl BackendTest for Signed {
+        fn run<B: Backend>(&self, client: &ComputeClient<B>) {
+            let n = 300;
+            let mut xs: Vec<i32> = words(n, 5).into_iter().map(|w| w as i32).collect();
+            let mut ys: Vec<i32> = words(n, 6)
+                .into_iter()
+                .map(|w| (w as i32) >> (w % 31))
+                .collect();
+            let mut fs = floats(n, 7);
+            // The edges: `i32::MIN / -1`, by zero, past i32's range, NaN.
+            let corners = [
+                (i32::MIN, -1, f32::NAN),
+                (i32::MIN, 0, f32::INFINITY),
+                (i32::MAX, -1, -3e9),
+                (-7, 2, 3e9),
+                (7, -2, -2.9),
+                (-1, 31, -2147483648.0),
+                (0, -31, 2147483648.0),
+            ];
+            for (k, (x, y, f)) in corners.into_iter().enumerate() {
+                (xs[k], ys[k], fs[k]) = (x, y, f);
+            }
+            let bias = -7;
+            let inputs = [
+                upload(client, &xs),
+                upload(client, &ys),
+                upload(client, &fs),
+            ];
+            let out = client.empty(4 * 16 * n as u64);
+            let bindings = Bindings::new()
+                .buffer(&inputs[0])
+                .buffer(&inputs[1])
+                .buffer(&inputs[2])
+                .buffer(&out)
+                .scalar_i32(bias);
+            client
+                .launch(&signed, CubeCount::covering(n as u64, 32), bindings)
+                .unwrap();
+            let got = read_words(client, &out);
+            let expected = signed_on_host(&xs, &ys, &fs, bias);
+            for (k, (g, e)) in got.iter().zip(&expected).enumerate() {
+                assert_eq!(
+                    g,
+                    e,
+                    "{} signed: result {} of input {} (x {}, y {}, f {})",
+                    B::NAME,
+                    k % 16,
+                    k / 16,
+                    xs[k / 16],
+                    ys[k / 16],
+                    fs[k / 16]
+                );
+            }
+        }
+    }
+    on_each_backend!(
+        Signed,
+        signed_integers_wrap_and_convert_on_cpu,
+        signed_integers_wrap_and_convert_on_sim,
+        signed_integers_wrap_and_convert_on_wgpu,
+        signed_integers_wrap_and_convert_on_cuda
+    );
+
+    pub struct Histogram;
+    impl BackendTest for Histogram {
+        fn run<B: Backend>(&self, client: &ComputeClient<B>) {
+            let n = 100_000;
+            let cells: Vec<u32> = words(n, 8).into_iter().map(|w| w % 10).collect();
+            let mut expected = [0u32; 10];
+            for &cell in &cells {
+                expected[cell as usize] += 1;
+            }
+            let input = upload(client, &cells);
+            let counts = upload(client, &[0u32; 10]);
+            let bindings = Bindings::new().buffer(&input).buffer(&counts);
+            client
+                .launch(&histogram, CubeCount::covering(n as u64, 256), bindings)
+                .unwrap();
+            assert_eq!(
+                read_words(client, &counts),
+                expected,
+                "{} histogram",
+                B::NAME
+            );
+        }
+    }
+    on_each_backend!(
+        Histogram,
+        a_histogram_with_atomics_counts_exactly_on_cpu,
+        a_histogram_with_atomics_counts_exactly_on_sim,
+        a_histogram_with_atomics_counts_exactly_on_wgpu,
+        a_histogram_with_atomics_counts_exactly_on_cuda
+    );
+
+    pub struct Atomics;
+    impl BackendTest for Atomics {
+        fn run<B: Backend>(&self, client: &ComputeClient<B>) {
+            let n = 1000;
+            let values: Vec<i32> = words(n, 9).into_iter().map(|w| w as i32).collect();
+            let mut unsigned = vec![5, 1000, u32::MAX, 0, u32::MAX, 0, 0, 0];
+            unsigned.extend((0..n as u32).map(|i| i * 3));
+            let mut ints = vec![5, 1000, i32::MAX, i32::MIN, -1, 0, 0, 0];
+            ints.extend((0..n).map(|i| if i % 2 == 0 { 7 } else { 0 }));
+            let buffers = [
+                upload(client, &values),
+                upload(client, &unsigned),
+                upload(client, &ints),
+            ];
+            let olds = client.empty(4 * 4 * n as u64);
+            let bindings = Bindings::new()
+                .buffer(&buffers[0])
+                .buffer(&buffers[1])
+                .buffer(&buffers[2])
+                .buffer(&olds);
+            client
+                .launch(&atomics, CubeCount::covering(n as u64, 64), bindings)
+                .unwrap();
+            let mut want_unsigned = unsigned.clone();
+            let mut want_signed = ints.clone();
+            let mut want_olds = Vec::new();
+            for (i, &v) in values.iter().enumerate() {
+                let u = v as u32;
+                want_unsigned[0] = want_unsigned[0].wrapping_add(u);
+                want_unsigned[1] = want_unsigned[1].wrapping_sub(u);
+                want_unsigned[2] = want_unsigned[2].min(u);
+                want_unsigned[3] = want_unsigned[3].max(u);
+                want_unsigned[4] &= u | 0xff00_ff00;
+                want_unsigned[5] |= u & 0x00ff_00ff;
+                want_unsigned[6] ^= u;
+                want_signed[0] = want_signed[0].wrapping_add(v);
+                want_signed[1] = want_signed[1].wrapping_sub(v);
+                want_signed[2] = want_signed[2].min(v);
+                want_signed[3] = want_signed[3].max(v);
+                want_signed[4] &= v | -256;
+                want_signed[5] |= v & 0xff;
+                want_signed[6] ^= v;
+                let old = want_unsigned[8 + i];
+                want_unsigned[8 + i] = u;
+                let seen = want_signed[8 + i];
+                if seen == 7 {
+                    want_signed[8 + i] = v;
+                }
+                want_olds.extend([old, seen as u32, want_signed[8 + i] as u32, 0]);
+            }
+            assert_eq!(
+                read_words(client, &buffers[1]),
+                want_unsigned,
+                "{} u32",
+                B::NAME
+            );
+            let got_signed: Vec<u32> = read_words(client, &buffers[2]);
+            let want_signed: Vec<u32> = want_signed.iter().map(|&v| v as u32).collect();
+            assert_eq!(got_signed, want_signed, "{} i32", B::NAME);
+            assert_eq!(
+                read_words(client, &olds),
+                want_olds,
+                "{} old values",
+                B::NAME
+            );
+        }
+    }
+    on_each_backend!(
+        Atomics,
+        atomic_operations_give_their_final_values_on_cpu,
+        atomic_operations_give_their_final_values_on_sim,
+        atomic_operations_give_their_final_values_on_wgpu,
+        atomic_operations_give_their_final_values_on_cuda
+    );
+
+    /// The host's `vectors`: each component as the kernel's subset defines it.
+    fn vectors_on_host(xs: &[f32], us: &[u32], is: &[i32]) -> (Vec<u32>, Vec<u32>, Vec<u32>) {
+        let (mut f, mut u, mut s) = (Vec::new(), Vec::new(), Vec::new());
+        let dot3 = |a: [f32; 3], b: [f32; 3]| (a[0] * b[0] + a[1] * b[1]) + a[2] * b[2];
+        for i in 0..us.len() {
+            let p = [xs[3 * i], xs[3 * i + 1], xs[3 * i + 2]];
+            let mut v = [xs[3 * i + 2], -1.5, 0.25];
+            v = [0, 1, 2].map(|c| v[c] * 0.5 + p[c]);
+            v = [0, 1, 2].map(|c| v[c] - [0.125, 0.0, 1.0][c]);
+            v[1] *= 3.0;
+            let len = dot3(p, p).sqrt();
+            let n = p.map(|c| c / len);
+            let q = if p[0] < 0.0 {
+                n.map(|c| -c)
+            } else {
+                n.map(|c| c * 2.0)
+            };
+            let w = [1.0f32, 2.0, 3.0, 4.0].map(|c| 2.0 * c * q[2]);
+            let sw = [v[1], v[0]];
+            f.extend(
+                [
+                    v[0],
+                    v[1],
+                    v[2],
+                    dot3(p, v),
+                    dot3(v, v).sqrt(),
+                    n[0] + n[1] + n[2],
+                    q[1] + w[3],
+                    sw[0] - sw[1],
+                ]
+                .map(f32::to_bits),
+            );
+            let a = [
+                us[i].wrapping_mul(3).wrapping_add(1),
+                7u32.wrapping_mul(3).wrapping_add(us[i]),
+            ];
+            u.extend([
+                a[0],
+                a[0].wrapping_mul(a[0])
+                    .wrapping_add(a[1].wrapping_mul(a[1])),
+            ]);
+            let b = [
+                is[i].wrapping_mul(2).wrapping_sub(is[i]),
+                (-4i32).wrapping_mul(-3).wrapping_sub(1),
+            ];
+            s.extend([
+                b[1] as u32,
+                b[0].wrapping_mul(b[0])
+                    .wrapping_add(b[1].wrapping_mul(b[1])) as u32,
+            ]);
+        }
+        (f, u, s)
+    }
+
+    pub struct Vectors;
+    impl BackendTest for Vectors {
+        fn run<B: Backend>(&self, client: &ComputeClient<B>) {
+            let n = 500;
+            let xs = floats(3 * n, 10);
+            let us = words(n, 11);
+            let is: Vec<i32> = words(n, 12).into_iter().map(|w| w as i32).collect();
+            let inputs = [
+                upload(client, &xs),
+                upload(client, &us),
+                upload(client, &is),
+            ];
+            let outs = [
+                client.empty(4 * 8 * n as u64),
+                client.empty(4 * 2 * n as u64),
+                client.empty(4 * 2 * n as u64),
+            ];
+            let bindings = (inputs.iter().chain(&outs)).fold(Bindings::new(), Bindings::buffer);
+            client
+                .launch(&vectors, CubeCount::covering(n as u64, 64), bindings)
+                .unwrap();
+            let (f, u, s) = vectors_on_host(&xs, &us, &is);
+            assert_same_f32(B::NAME, "f32 vectors", &read_words(client, &outs[0]), &f);
+            assert_eq!(read_words(client, &outs[1]), u, "{} u32 vectors", B::NAME);
+            assert_eq!(read_words(client, &outs[2]), s, "{} i32 vectors", B::NAME);
+        }
+    }
+    on_each_backend!(
+        Vectors,
+        vectors_compute_component_by_component_on_cpu,
+        vectors_compute_component_by_component_on_sim,
+        vectors_compute_component_by_component_on_wgpu,
+        vectors_compute_component_by_component_on_cuda
+    );
+
+    pub struct Shaping;
+    impl BackendTest for Shaping {
+        fn run<B: Backend>(&self, client: &ComputeClient<B>) {
+            use shaping::*;
+            let n = 400;
+            let xs = floats(n, 13);
+            let is: Vec<i32> = words(n, 14).into_iter().map(|w| (w as i32) >> 8).collect();
+            let inputs = [upload(client, &xs), upload(client, &is)];
+            let out = client.empty(4 * 3 * n as u64);
+            let bindings = Bindings::new()
+                .buffer(&inputs[0])
+                .buffer(&inputs[1])
+                .buffer(&out);
+            client
+                .launch(&shape, CubeCount::covering(n as u64, 32), bindings)
+                .unwrap();
+            let expected: Vec<u32> = (0..n)
+                .flat_map(|i| {
+                    [
+                        lerp(xs[i], SCALE, xs[i] * SCALE).to_bits(),
+                        clamp_i(is[i] / 1000, OFFSET, 40) as u32,
+                        (lerp(1.0, 2.0, SCALE) + OFFSET as f32).to_bits(),
+                    ]
+                })
+                .collect();
+            assert_same_f32(B::NAME, "shape", &read_words(client, &out), &expected);
+            let reversed = client.empty(4 * n as u64);
+            let bindings = Bindings::new().buffer(&inputs[0]).buffer(&reversed);
+            client
+                .launch(
+                    &reverse_tiles,
+                    CubeCount::covering(n as u64, TILE),
+                    bindings,
+                )
+                .unwrap();
+            let tile = TILE as usize;
+            let expected: Vec<u32> = (0..n)
+                .map(|i| {
+                    let from = i / tile * tile + tile - 1 - i % tile;
+                    xs.get(from).map_or(0, |x| x.to_bits())
+                })
+                .collect();
+            assert_same_f32(
+                B::NAME,
+                "reverse_tiles",
+                &read_words(client, &reversed),
+                &expected,
+            );
+        }
+    }
+    on_each_backend!(
+        Shaping,
+        module_constants_and_functions_inline_on_cpu,
+        module_constants_and_functions_inline_on_sim,
+        module_constants_and_functions_inline_on_wgpu,
+        module_constants_and_functions_inline_on_cuda
+    );
+
+    pub struct Particles;
+    impl BackendTest for Particles {
+        fn run<B: Backend>(&self, client: &ComputeClient<B>) {
+            use particles::*;
+            let n = 300;
+            let f = floats(4 * n, 15);
+            let ps: Vec<Particle> = (0..n)
+                .map(|i| Particle {
+                    x: f[4 * i].abs() * 8.0 + 5.0,
+                    y: f[4 * i + 1].abs(),
+                    vx: f[4 * i + 2] * 40.0,
+                    vy: f[4 * i + 3],
+                    cell: 0,
+                    bounces: i as i32 - 100,
+                })
+                .collect();
+            let dt = 0.0625f32;
+            let input = upload(client, &ps);
+            let moved = client.empty((std::mem::size_of::<Particle>() * n) as u64);
+            let bindings = Bindings::new().buffer(&input).buffer(&moved).scalar_f32(dt);
+            client
+                .launch(&step, CubeCount::covering(n as u64, 64), bindings)
+                .unwrap();
+            let mut want_ps = ps.clone();
+            let mut want_moved = Vec::new();
+            for (i, q) in want_ps.iter_mut().enumerate() {
+                let mut p = *q;
+                let v = [p.vx * dt, p.vy * dt];
+                p.x += v[0];
+                p.y += v[1];
+                if p.x > WIDTH {
+                    p.x = WIDTH - (p.x - WIDTH);
+                    p.vx = -p.vx;
+                    p.bounces += 1;
+                }
+                p.cell = (p.x as u32).wrapping_add(16u32.wrapping_mul(p.y as u32));
+                want_moved.push(if i == 0 {
+                    Particle {
+                        x: 1.0,
+                        y: 2.0,
+                        vx: 3.0,
+                        vy: 4.0,
+                        cell: n as u32,
+                        bounces: -7,
+                    }
+                } else {
+                    p
+                });
+                q.bounces -= 2;
+                q.vy *= 0.5;
+            }
+            let words = |values: &[Particle]| -> Vec<u32> { bytemuck::cast_slice(values).to_vec() };
+            assert_same_f32(B::NAME, "ps", &read_words(client, &input), &words(&want_ps));
+            assert_same_f32(
+                B::NAME,
+                "moved",
+                &read_words(client, &moved),
+                &words(&want_moved),
+            );
+        }
+    }
+    on_each_backend!(
+        Particles,
+        struct_buffers_move_their_fields_bits_on_cpu,
+        struct_buffers_move_their_fields_bits_on_sim,
+        struct_buffers_move_their_fields_bits_on_wgpu,
+        struct_buffers_move_their_fields_bits_on_cuda
+    );
+
+    pub struct Generic;
+    impl BackendTest for Generic {
+        fn run<B: Backend>(&self, client: &ComputeClient<B>) {
+            let n = 200;
+            let launch = |kernel: &'static gpuworld::KernelDef, words: &[u32]| {
+                let input = upload(client, words);
+                let out = client.empty(4 * n as u64);
+                let bindings = Bindings::new().buffer(&input).buffer(&out);
+                client
+                    .launch(kernel, CubeCount::covering(n as u64, 64), bindings)
+                    .unwrap();
+                read_words(client, &out)
+            };
+            let fs = floats(n, 16);
+            let us = words(n, 17);
+            let want_f: Vec<u32> = (fs.iter())
+                .map(|&x| (0..3).fold(x, |total, _| total + x).to_bits())
+                .collect();
+            let f_words: Vec<u32> = fs.iter().map(|x| x.to_bits()).collect();
+            assert_same_f32(B::NAME, "times_f32", &launch(&times_f32, &f_words), &want_f);
+            let want_u: Vec<u32> = (us.iter())
+                .map(|&x| (0..5).fold(x, |total, _| total.wrapping_add(x)))
+                .collect();
+            assert_eq!(launch(&times_u32, &us), want_u, "{} times_u32", B::NAME);
+            let want_i: Vec<u32> = (us.iter())
+                .map(|&x| (0..7).fold(x as i32, |total, _| total.wrapping_add(x as i32)) as u32)
+                .collect();
+            assert_eq!(launch(&times_i32, &us), want_i, "{} times_i32", B::NAME);
+            assert_eq!(
+                times_i32.signature.buffers[0].elem,
+                gpuworld::kernel::Elem::I32
+            );
+            assert_eq!(times_f32.id, "kernel_macro::times_f32");
+        }
+    }
+    on_each_backend!(
+        Generic,
+        a_generic_kernel_has_one_static_per_instance_on_cpu,
+        a_generic_kernel_has_one_static_per_instance_on_sim,
+        a_generic_kernel_has_one_static_per_instance_on_wgpu,
+        a_generic_kernel_has_one_static_per_instance_on_cuda
+    );
 
     pub struct Edges;
     impl BackendTest for Edges {
@@ -607,4 +1333,35 @@ fn the_generated_sources_declare_the_signature() {
     assert!(cuda.contains("__fmul_rn"), "no contraction: {cuda}");
     assert_eq!(tree_sum.signature.cube_dim, [256, 1, 1]);
     assert_eq!(heat.signature.scalars.len(), 3);
+}
+
+fn an_atomic_buffer_is_declared_atomic_and_reached_through_atomic_functions() {
+    use gpuworld::kernel::{Access, CudaSource, Elem, WgslSource};
+    let buffers: Vec<_> = (atomics.signature.buffers.iter())
+        .map(|p| (p.name, p.elem, p.access))
+        .collect();
+    assert_eq!(
+        buffers,
+        [
+            ("values", Elem::I32, Access::Read),
+            ("words", Elem::U32, Access::Atomic),
+            ("ints", Elem::I32, Access::Atomic),
+            ("olds", Elem::U32, Access::Write)
+        ]
+    );
+    let wgsl = atomics.source::<WgslSource>().expect("a WGSL source").0;
+    assert!(wgsl.contains("atomicAdd(&words[gw_i], gw_v)"), "{wgsl}");
+    assert!(
+        wgsl.contains("atomicCompareExchangeWeak(&ints[gw_i]"),
+        "{wgsl}"
+    );
+    let cuda = atomics.source::<CudaSource>().expect("a CUDA source").0;
+    for call in [
+        "atomicAdd(&words[0u], gw_u_",
+        "atomicSub(&ints[1u]",
+        "atomicCAS(&ints[(8u + gw_i_",
+        "*((volatile int *)&ints[(8u + gw_i_",
+    ] {
+        assert!(cuda.contains(call), "{call} in {cuda}");
+    }
 }

@@ -27,6 +27,7 @@ pub fn source(kernel: &mut Kernel, krate: &TokenStream) -> TokenStream {
         let name = Ident::new(&scalar.name, Span::call_site());
         match scalar.ty {
             Ty::F32 => quote! { let #name: f32 = gw_io.scalar_f32(#j); },
+            Ty::I32 => quote! { let #name: i32 = gw_io.scalar_u32(#j) as i32; },
             _ => quote! { let #name: u32 = gw_io.scalar_u32(#j); },
         }
     });
@@ -115,6 +116,7 @@ fn rust_type(ty: Ty) -> (TokenStream, TokenStream) {
     match ty {
         Ty::F32 => (quote!(f32), quote!(0.0f32)),
         Ty::U32 => (quote!(u32), quote!(0u32)),
+        Ty::I32 => (quote!(i32), quote!(0i32)),
         Ty::Bool => (quote!(bool), quote!(false)),
     }
 }
@@ -232,21 +234,23 @@ impl Gen<'_> {
                 let place = self.local(*id, At::Unit);
                 quote! { #place = #value; }
             }
-            Stmt::Assign(Place::Buffer(b, _), value) if self.fast.get(*b) == Some(&true) => {
+            Stmt::Assign(Place::Buffer(b, _, _), value) if self.fast.get(*b) == Some(&true) => {
                 let words = format_ident!("gw_w{}", b);
                 let value = self.expr(value, At::Unit);
                 let bits = match self.kernel.buffers[*b].elem {
                     Ty::F32 => quote! { f32::to_bits(#value) },
+                    Ty::I32 => quote! { ((#value) as u32) },
                     _ => quote! { #value },
                 };
                 quote! { #words[gw_u as usize].store(#bits, ::core::sync::atomic::Ordering::Relaxed); }
             }
-            Stmt::Assign(Place::Buffer(b, index), value) => {
+            Stmt::Assign(Place::Buffer(b, index, _), value) => {
                 let name = buffer_ident(*b);
                 let index = self.expr(index, At::Unit);
                 let value = self.expr(value, At::Unit);
                 match self.kernel.buffers[*b].elem {
                     Ty::F32 => quote! { #name.store_f32((#index) as usize, #value); },
+                    Ty::I32 => quote! { #name.store_u32((#index) as usize, (#value) as u32); },
                     _ => quote! { #name.store_u32((#index) as usize, #value); },
                 }
             }
@@ -294,6 +298,10 @@ impl Gen<'_> {
             Stmt::Return => quote! { continue 'gw_units; },
             // Phases end at barriers (`level`); none stands inside a phase.
             Stmt::Barrier => quote! {},
+            Stmt::Atomic(op) => {
+                let op = self.expr(op, At::Unit);
+                quote! { let _ = #op; }
+            }
         }
     }
 
@@ -306,6 +314,7 @@ impl Gen<'_> {
                 quote! { f32::from_bits(#bits) }
             }
             ExprKind::U32(value) => quote! { #value },
+            ExprKind::I32(value) => quote! { (#value) },
             ExprKind::Bool(value) => quote! { #value },
             ExprKind::Local(id) => self.local(*id, at),
             ExprKind::Scalar(j) => {
@@ -318,6 +327,7 @@ impl Gen<'_> {
                     quote! { #words[gw_u as usize].load(::core::sync::atomic::Ordering::Relaxed) };
                 match self.kernel.buffers[*b].elem {
                     Ty::F32 => quote! { f32::from_bits(#bits) },
+                    Ty::I32 => quote! { ((#bits) as i32) },
                     _ => bits,
                 }
             }
@@ -326,6 +336,7 @@ impl Gen<'_> {
                 let index = self.expr(index, at);
                 match self.kernel.buffers[*b].elem {
                     Ty::F32 => quote! { #name.load_f32((#index) as usize) },
+                    Ty::I32 => quote! { (#name.load_u32((#index) as usize) as i32) },
                     _ => quote! { #name.load_u32((#index) as usize) },
                 }
             }
@@ -366,6 +377,7 @@ impl Gen<'_> {
             ExprKind::Unary(op, operand) => {
                 let operand = self.expr(operand, at);
                 match op {
+                    UnOp::Neg if expr.ty == Ty::I32 => quote! { (#operand).wrapping_neg() },
                     UnOp::Neg => quote! { (-(#operand)) },
                     UnOp::Not => quote! { (!(#operand)) },
                 }
@@ -380,6 +392,11 @@ impl Gen<'_> {
                     (BinOp::Mul, Ty::U32) => quote! { (#a).wrapping_mul(#b) },
                     (BinOp::Div, Ty::U32) => quote! { #ops::div_u32(#a, #b) },
                     (BinOp::Rem, Ty::U32) => quote! { #ops::rem_u32(#a, #b) },
+                    (BinOp::Add, Ty::I32) => quote! { (#a).wrapping_add(#b) },
+                    (BinOp::Sub, Ty::I32) => quote! { (#a).wrapping_sub(#b) },
+                    (BinOp::Mul, Ty::I32) => quote! { (#a).wrapping_mul(#b) },
+                    (BinOp::Div, Ty::I32) => quote! { #ops::div_i32(#a, #b) },
+                    (BinOp::Rem, Ty::I32) => quote! { #ops::rem_i32(#a, #b) },
                     (BinOp::Shl, _) => quote! { (#a).wrapping_shl(#b) },
                     (BinOp::Shr, _) => quote! { (#a).wrapping_shr(#b) },
                     _ => {
@@ -394,7 +411,9 @@ impl Gen<'_> {
                 match (from, expr.ty) {
                     (_, Ty::F32) => quote! { ((#inner) as f32) },
                     // Saturating, NaN to 0: Rust's `as`, which `ops::f32_to_u32` documents.
+                    (Ty::F32, Ty::I32) => quote! { #ops::f32_to_i32(#inner) },
                     (Ty::F32, _) => quote! { #ops::f32_to_u32(#inner) },
+                    (_, Ty::I32) => quote! { ((#inner) as i32) },
                     _ => quote! { ((#inner) as u32) },
                 }
             }
@@ -405,6 +424,8 @@ impl Gen<'_> {
                     Func::Abs => quote! { #ops::abs_f32(#(#a),*) },
                     Func::Min if ty == Some(Ty::F32) => quote! { #ops::min_f32(#(#a),*) },
                     Func::Max if ty == Some(Ty::F32) => quote! { #ops::max_f32(#(#a),*) },
+                    Func::Min if ty == Some(Ty::I32) => quote! { ::core::cmp::min(#(#a),*) },
+                    Func::Max if ty == Some(Ty::I32) => quote! { ::core::cmp::max(#(#a),*) },
                     Func::Min => quote! { #ops::min_u32(#(#a),*) },
                     Func::Max => quote! { #ops::max_u32(#(#a),*) },
                     Func::Floor => quote! { #ops::floor_f32(#(#a),*) },
@@ -428,6 +449,81 @@ impl Gen<'_> {
                 let els = self.expr(els, at);
                 quote! { (if #cond { #then } else { #els }) }
             }
+            ExprKind::Atomic(op, b, args) => self.atomic(*op, *b, args, at),
+        }
+    }
+
+    /// An atomic operation on the host's words (`AtomicU32`), relaxed as on the GPUs; out of
+    /// bounds it does nothing and gives 0, in checked and unchecked launches alike.
+    fn atomic(&self, op: AtomicOp, b: usize, args: &[Expr], at: At) -> TokenStream {
+        let name = buffer_ident(b);
+        let signed = self.kernel.buffers[b].elem == Ty::I32;
+        let index = self.expr(&args[0], at);
+        let operands: Vec<TokenStream> = args[1..]
+            .iter()
+            .map(|arg| {
+                let value = self.expr(arg, at);
+                if signed {
+                    quote! { ((#value) as u32) }
+                } else {
+                    value
+                }
+            })
+            .collect();
+        let relaxed = quote! { ::core::sync::atomic::Ordering::Relaxed };
+        let v = operands.first();
+        let bits = match op {
+            AtomicOp::Load => quote! { gw_w.load(#relaxed) },
+            AtomicOp::Add => quote! { gw_w.fetch_add(#v, #relaxed) },
+            AtomicOp::Sub => quote! { gw_w.fetch_sub(#v, #relaxed) },
+            AtomicOp::And => quote! { gw_w.fetch_and(#v, #relaxed) },
+            AtomicOp::Or => quote! { gw_w.fetch_or(#v, #relaxed) },
+            AtomicOp::Xor => quote! { gw_w.fetch_xor(#v, #relaxed) },
+            AtomicOp::Exchange => quote! { gw_w.swap(#v, #relaxed) },
+            AtomicOp::Min if !signed => quote! { gw_w.fetch_min(#v, #relaxed) },
+            AtomicOp::Max if !signed => quote! { gw_w.fetch_max(#v, #relaxed) },
+            AtomicOp::Min | AtomicOp::Max => {
+                let pick = if op == AtomicOp::Min {
+                    quote!(min)
+                } else {
+                    quote!(max)
+                };
+                quote! {
+                    {
+                        let gw_v = #v as i32;
+                        match gw_w.fetch_update(#relaxed, #relaxed, |gw_old| {
+                            Some(::core::cmp::#pick(gw_old as i32, gw_v) as u32)
+                        }) {
+                            Ok(gw_old) | Err(gw_old) => gw_old,
+                        }
+                    }
+                }
+            }
+            AtomicOp::CompareExchange => {
+                let new = &operands[1];
+                quote! {
+                    match gw_w.compare_exchange(#v, #new, #relaxed, #relaxed) {
+                        Ok(gw_old) | Err(gw_old) => gw_old,
+                    }
+                }
+            }
+        };
+        let old = quote! {
+            match #name
+                .words({
+                    let gw_k = (#index) as usize;
+                    gw_k..gw_k + 1
+                })
+                .and_then(|gw_s| gw_s.first())
+            {
+                Some(gw_w) => #bits,
+                None => 0u32,
+            }
+        };
+        if signed {
+            quote! { ((#old) as i32) }
+        } else {
+            quote! { (#old) }
         }
     }
 }
@@ -456,20 +552,22 @@ fn aligned_buffers(kernel: &Kernel) -> Vec<bool> {
     }
     /// Records each access of `expr` to a buffer: `Some(true)` while all are aligned.
     fn walk_expr(e: &Expr, aligned: &[LocalId], state: &mut [Option<bool>]) {
-        e.visit(&mut |e| {
-            if let ExprKind::Load(b, index) = &e.kind {
+        e.visit(&mut |e| match &e.kind {
+            ExprKind::Load(b, index) => {
                 let ok = matches!(index.kind, ExprKind::Local(id) if aligned.contains(&id));
                 state[*b] = Some(state[*b].unwrap_or(true) && ok);
             }
+            ExprKind::Atomic(_, b, _) => state[*b] = Some(false),
+            _ => {}
         });
     }
     fn walk_stmts(list: &[Stmt], aligned: &[LocalId], state: &mut [Option<bool>]) {
         for stmt in list {
             match stmt {
-                Stmt::Let(_, value) => walk_expr(value, aligned, state),
+                Stmt::Let(_, value) | Stmt::Atomic(value) => walk_expr(value, aligned, state),
                 Stmt::Assign(place, value) => {
                     match place {
-                        Place::Buffer(b, index) => {
+                        Place::Buffer(b, index, _) => {
                             let ok =
                                 matches!(index.kind, ExprKind::Local(id) if aligned.contains(&id));
                             state[*b] = Some(state[*b].unwrap_or(true) && ok);
@@ -576,7 +674,7 @@ impl Walk {
             Stmt::Assign(place, value) => {
                 match place {
                     Place::Local(id) => self.used[*id].push(phase),
-                    Place::Buffer(_, index) | Place::Shared(_, index) => self.expr(index, phase),
+                    Place::Buffer(_, index, _) | Place::Shared(_, index) => self.expr(index, phase),
                 }
                 self.expr(value, phase);
             }
@@ -606,6 +704,7 @@ impl Walk {
                     self.stmt(stmt, phase);
                 }
             }
+            Stmt::Atomic(value) => self.expr(value, phase),
             Stmt::Break | Stmt::Continue | Stmt::Return | Stmt::Barrier => {}
         }
     }

@@ -79,6 +79,26 @@ __device__ __forceinline__ unsigned int gw_to_u32(float x) {
     if (x >= 4294967296.0f) return 4294967295u;
     return (unsigned int)x;
 }
+__device__ __forceinline__ int gw_div_i32(int a, int b) {
+    if (b == 0) return 0;
+    if (a == (-2147483647 - 1) && b == -1) return a;
+    return a / b;
+}
+__device__ __forceinline__ int gw_rem_i32(int a, int b) {
+    return (b == 0 || b == -1) ? 0 : a % b;
+}
+__device__ __forceinline__ int gw_to_i32(float x) {
+    if (gw_is_nan(x)) return 0;
+    if (x >= 2147483648.0f) return 2147483647;
+    if (x <= -2147483648.0f) return (-2147483647 - 1);
+    return (int)x;
+}
+__device__ __forceinline__ int gw_min_i32(int a, int b) {
+    return a < b ? a : b;
+}
+__device__ __forceinline__ int gw_max_i32(int a, int b) {
+    return a > b ? a : b;
+}
 __device__ __forceinline__ unsigned int gw_min_u32(unsigned int a, unsigned int b) {
     return a < b ? a : b;
 }
@@ -92,6 +112,7 @@ fn c_type(ty: Ty) -> &'static str {
     match ty {
         Ty::F32 => "float",
         Ty::U32 => "unsigned int",
+        Ty::I32 => "int",
         Ty::Bool => "bool",
     }
 }
@@ -100,6 +121,7 @@ fn zero(ty: Ty) -> &'static str {
     match ty {
         Ty::F32 => "0.0f",
         Ty::U32 => "0u",
+        Ty::I32 => "0",
         Ty::Bool => "false",
     }
 }
@@ -154,7 +176,7 @@ impl Gen<'_> {
                     self.expr(value)
                 );
             }
-            Stmt::Assign(Place::Buffer(b, index), value) => {
+            Stmt::Assign(Place::Buffer(b, index, _), value) => {
                 let name = &self.kernel.buffers[*b].name;
                 let _ = writeln!(
                     out,
@@ -215,6 +237,9 @@ impl Gen<'_> {
             // The cube loop of a dynamic count continues with the block's next cube.
             Stmt::Return => out.push_str("goto gw_next_cube;\n"),
             Stmt::Barrier => out.push_str("__syncthreads();\n"),
+            Stmt::Atomic(op) => {
+                let _ = writeln!(out, "(void){};", self.expr(op));
+            }
         }
     }
 
@@ -222,6 +247,8 @@ impl Gen<'_> {
         match &expr.kind {
             ExprKind::F32(value) => float_literal(*value),
             ExprKind::U32(value) => format!("{value}u"),
+            ExprKind::I32(i32::MIN) => "(-2147483647 - 1)".to_string(),
+            ExprKind::I32(value) => format!("({value})"),
             ExprKind::Bool(value) => value.to_string(),
             ExprKind::Local(id) => self.kernel.locals[*id].name.clone(),
             ExprKind::Scalar(j) => self.kernel.scalars[*j].name.clone(),
@@ -268,12 +295,14 @@ impl Gen<'_> {
             ExprKind::Unary(op, operand) => {
                 let inner = self.expr(operand);
                 match (op, operand.ty) {
+                    // Wrapping, by its bits (a signed overflow is undefined in C++).
+                    (UnOp::Neg, Ty::I32) => format!("((int)(0u - (unsigned int)({inner})))"),
                     // The sign bit flipped, as Rust's `-x` (a fuzz kernel's negated zero came back +0.0 on
                     // CUDA with a plain `-x`; the bit flip leaves the compiler nothing to reinterpret).
                     (UnOp::Neg, _) => {
                         format!("__uint_as_float(__float_as_uint({inner}) ^ 0x80000000u)")
                     }
-                    (UnOp::Not, Ty::U32) => format!("(~{inner})"),
+                    (UnOp::Not, Ty::U32 | Ty::I32) => format!("(~{inner})"),
                     (UnOp::Not, _) => format!("(!{inner})"),
                 }
             }
@@ -286,7 +315,18 @@ impl Gen<'_> {
                     (BinOp::Div, Ty::F32) => format!("__fdiv_rn({a}, {b})"),
                     (BinOp::Div, Ty::U32) => format!("gw_div({a}, {b})"),
                     (BinOp::Rem, Ty::U32) => format!("gw_rem({a}, {b})"),
+                    (BinOp::Div, Ty::I32) => format!("gw_div_i32({a}, {b})"),
+                    (BinOp::Rem, Ty::I32) => format!("gw_rem_i32({a}, {b})"),
+                    // Wrapping by their bits: a signed overflow is undefined in C++.
+                    (BinOp::Add | BinOp::Sub | BinOp::Mul, Ty::I32) => format!(
+                        "((int)((unsigned int)({a}) {} (unsigned int)({b})))",
+                        op.symbol()
+                    ),
+                    (BinOp::Shl, Ty::I32) => {
+                        format!("((int)((unsigned int)({a}) << ({b} & 31u)))")
+                    }
                     (BinOp::Shl, _) => format!("({a} << ({b} & 31u))"),
+                    // Arithmetic for an i32, as NVCC defines `>>` of a negative int.
                     (BinOp::Shr, _) => format!("({a} >> ({b} & 31u))"),
                     _ => format!("({a} {} {b})", op.symbol()),
                 }
@@ -295,7 +335,11 @@ impl Gen<'_> {
                 let inner = self.expr(value);
                 match (value.ty, expr.ty) {
                     (Ty::U32, Ty::F32) => format!("__uint2float_rn({inner})"),
+                    (Ty::I32, Ty::F32) => format!("__int2float_rn({inner})"),
+                    (_, Ty::F32) => format!("((float)({inner}))"),
+                    (Ty::F32, Ty::I32) => format!("gw_to_i32({inner})"),
                     (Ty::F32, _) => format!("gw_to_u32({inner})"),
+                    (_, Ty::I32) => format!("((int)({inner}))"),
                     _ => format!("((unsigned int)({inner}))"),
                 }
             }
@@ -309,6 +353,8 @@ impl Gen<'_> {
                     }
                     Func::Min if ty == Some(Ty::F32) => call("gw_min"),
                     Func::Max if ty == Some(Ty::F32) => call("gw_max"),
+                    Func::Min if ty == Some(Ty::I32) => call("gw_min_i32"),
+                    Func::Max if ty == Some(Ty::I32) => call("gw_max_i32"),
                     Func::Min => call("gw_min_u32"),
                     Func::Max => call("gw_max_u32"),
                     Func::Floor => call("floorf"),
@@ -332,6 +378,33 @@ impl Gen<'_> {
                 self.expr(then),
                 self.expr(els)
             ),
+            ExprKind::Atomic(op, b, args) => {
+                // Relaxed, as CUDA's `atomic*` functions are; out of bounds nothing, 0.
+                let buffer = &self.kernel.buffers[*b];
+                let name = &buffer.name;
+                let a: Vec<String> = args.iter().map(|arg| self.expr(arg)).collect();
+                let element = format!("&{name}[{}]", a[0]);
+                let call = |function: &str| format!("{function}({element}, {})", a[1..].join(", "));
+                let value = match op {
+                    AtomicOp::Load => {
+                        format!("*((volatile {} *){element})", c_type(buffer.elem))
+                    }
+                    AtomicOp::Add => call("atomicAdd"),
+                    AtomicOp::Sub => call("atomicSub"),
+                    AtomicOp::Min => call("atomicMin"),
+                    AtomicOp::Max => call("atomicMax"),
+                    AtomicOp::And => call("atomicAnd"),
+                    AtomicOp::Or => call("atomicOr"),
+                    AtomicOp::Xor => call("atomicXor"),
+                    AtomicOp::Exchange => call("atomicExch"),
+                    AtomicOp::CompareExchange => call("atomicCAS"),
+                };
+                format!(
+                    "(GW_IN_BOUNDS({}, {name}_len) ? {value} : {})",
+                    a[0],
+                    zero(buffer.elem)
+                )
+            }
         }
     }
 }

@@ -4,11 +4,12 @@
 
 use proc_macro2::Span;
 
-/// A value's type: the subset has 32-bit floats and unsigned integers, and booleans.
+/// A value's type: the subset has 32-bit floats, unsigned and signed integers, and booleans.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Ty {
     F32,
     U32,
+    I32,
     Bool,
 }
 
@@ -17,6 +18,7 @@ impl Ty {
         match self {
             Ty::F32 => "f32",
             Ty::U32 => "u32",
+            Ty::I32 => "i32",
             Ty::Bool => "bool",
         }
     }
@@ -28,9 +30,53 @@ pub enum Access {
     Read,
     Write,
     ReadWrite,
+    /// `#[atomic]`: only through atomic operations.
+    Atomic,
 }
 
-/// A buffer parameter: `&[f32]`, `&mut [u32]`, ...
+/// An atomic operation on an element of a `#[atomic]` buffer (`counts.atomic_add(k, 1)`): it
+/// returns the element's old value; relaxed on every backend.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AtomicOp {
+    Load,
+    Add,
+    Sub,
+    Min,
+    Max,
+    And,
+    Or,
+    Xor,
+    Exchange,
+    /// `(k, expected, new)`: stores `new` where the element is `expected`.
+    CompareExchange,
+}
+
+impl AtomicOp {
+    /// Every operation, by its method's name.
+    pub const ALL: [(&'static str, AtomicOp); 10] = [
+        ("atomic_load", AtomicOp::Load),
+        ("atomic_add", AtomicOp::Add),
+        ("atomic_sub", AtomicOp::Sub),
+        ("atomic_min", AtomicOp::Min),
+        ("atomic_max", AtomicOp::Max),
+        ("atomic_and", AtomicOp::And),
+        ("atomic_or", AtomicOp::Or),
+        ("atomic_xor", AtomicOp::Xor),
+        ("atomic_exchange", AtomicOp::Exchange),
+        ("atomic_compare_exchange", AtomicOp::CompareExchange),
+    ];
+
+    /// Its operands after the index.
+    pub fn operands(self) -> usize {
+        match self {
+            AtomicOp::Load => 0,
+            AtomicOp::CompareExchange => 2,
+            _ => 1,
+        }
+    }
+}
+
+/// A buffer parameter: `&[f32]`, `&mut [u32]`, `&[i32]`, ...
 #[derive(Debug)]
 pub struct Buffer {
     pub name: String,
@@ -38,7 +84,7 @@ pub struct Buffer {
     pub access: Access,
 }
 
-/// A scalar parameter: `f32` or `u32`.
+/// A scalar parameter: `f32`, `u32` or `i32`.
 #[derive(Debug)]
 pub struct Scalar {
     pub name: String,
@@ -102,9 +148,9 @@ impl Builtin {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum UnOp {
-    /// `-x` (f32).
+    /// `-x`: the sign bit flipped (f32), wrapping (i32).
     Neg,
-    /// `!x`: logical on bool, bitwise on u32.
+    /// `!x`: logical on bool, bitwise on u32 and i32.
     Not,
 }
 
@@ -183,7 +229,7 @@ pub enum Func {
     Powf,
 }
 
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct Expr {
     pub kind: ExprKind,
     pub ty: Ty,
@@ -198,7 +244,7 @@ impl Expr {
             | ExprKind::Unary(_, a)
             | ExprKind::Cast(a) => vec![a],
             ExprKind::Binary(_, a, b) => vec![a, b],
-            ExprKind::Call(_, args) => args.iter().collect(),
+            ExprKind::Call(_, args) | ExprKind::Atomic(_, _, args) => args.iter().collect(),
             ExprKind::Select(c, a, b) => vec![c, a, b],
             _ => Vec::new(),
         }
@@ -213,10 +259,11 @@ impl Expr {
     }
 }
 
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub enum ExprKind {
     F32(f32),
     U32(u32),
+    I32(i32),
     Bool(bool),
     Local(LocalId),
     Scalar(usize),
@@ -229,19 +276,25 @@ pub enum ExprKind {
     Builtin(Builtin),
     Unary(UnOp, Box<Expr>),
     Binary(BinOp, Box<Expr>, Box<Expr>),
-    /// `e as f32` / `e as u32` (from any of the three types).
+    /// `e as f32` / `e as u32` / `e as i32` (from any of the four types but bool to f32).
     Cast(Box<Expr>),
     Call(Func, Vec<Expr>),
     /// `if c { a } else { b }` as a value: both sides are pure, so every target may evaluate
     /// both.
     Select(Box<Expr>, Box<Expr>, Box<Expr>),
+    /// `buffer.atomic_<op>(index, operands..)`, its arguments in that order: the one expression
+    /// with an effect, so the parser admits it only as a whole statement or the whole value of
+    /// a `let` or an assignment to a local (never evaluated twice, or in an order a target
+    /// language leaves open).
+    Atomic(AtomicOp, usize, Vec<Expr>),
 }
 
 #[derive(Debug)]
 pub enum Place {
     Local(LocalId),
-    /// A store: dropped out of bounds in checked launches.
-    Buffer(usize, Expr),
+    /// A store: dropped out of bounds in checked launches. The span is the store's, for the race
+    /// check (`race`).
+    Buffer(usize, Expr, Span),
     /// A store to a shared array: dropped out of bounds.
     Shared(usize, Expr),
 }
@@ -267,6 +320,8 @@ pub enum Stmt {
     Return,
     /// `sync_cube()`: every unit of the cube reaches it before any goes on.
     Barrier,
+    /// An atomic operation (`ExprKind::Atomic`) whose old value is not used.
+    Atomic(Expr),
 }
 
 /// A whole kernel.
@@ -280,6 +335,8 @@ pub struct Kernel {
     pub locals: Vec<Local>,
     pub body: Vec<Stmt>,
     pub has_barrier: bool,
+    /// The names of the module's constants and functions it uses (`#[gpuworld::kernels]`).
+    pub uses: Vec<String>,
     /// The span of the function, for errors that have no better place.
     #[allow(dead_code)]
     pub span: Span,

@@ -2,8 +2,11 @@
 
 mod cpu;
 mod cuda;
+mod generic;
 mod ir;
+mod module;
 mod parse;
+mod race;
 mod wgsl;
 
 use proc_macro::TokenStream;
@@ -17,13 +20,41 @@ use syn::{Error, Result};
 /// default the module path and name), `crate` (the path of the crate that re-exports
 /// `kernel::KernelDef`; default `::gpuworld`), `cpu` (a hand-written `CpuKernelFn` used instead
 /// of the generated CPU source, where the generated one is too slow: keep a test that the two
-/// give the same bits).
+/// give the same bits), `instances` (of a generic kernel `fn f<T, const N: u32>`: one static per
+/// instance, `instances(f_f32 = (f32, 16), f_u32 = (u32, 16))`).
 #[proc_macro_attribute]
 pub fn kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
-    match expand(attr.into(), item.into()) {
+    match expand(attr.into(), item.into(), Default::default()) {
         Ok(tokens) => tokens.into(),
         Err(error) => error.to_compile_error().into(),
     }
+}
+
+/// A module whose `#[gpuworld::kernel]` functions see its other items: its `const`s of f32, u32,
+/// i32 or bool, its `#[gpuworld::func]` helpers and its `#[repr(C)]` structs of f32, u32 and i32
+/// fields (as buffer elements and locals). Every item stays as written for host code.
+#[proc_macro_attribute]
+pub fn kernels(attr: TokenStream, item: TokenStream) -> TokenStream {
+    if !attr.is_empty() {
+        return Error::new(
+            proc_macro2::Span::call_site(),
+            "`#[gpuworld::kernels]` takes no options (each kernel takes its own)",
+        )
+        .to_compile_error()
+        .into();
+    }
+    match module::expand(item.into()) {
+        Ok(tokens) => tokens.into(),
+        Err(error) => error.to_compile_error().into(),
+    }
+}
+
+/// A helper function a kernel of the same `#[gpuworld::kernels]` module may call (inlined where
+/// it is called; scalar parameters and result; `let`s then one value); for the host it stays
+/// the plain Rust function.
+#[proc_macro_attribute]
+pub fn func(_attr: TokenStream, item: TokenStream) -> TokenStream {
+    item
 }
 
 /// The attribute's options.
@@ -32,6 +63,8 @@ struct Options {
     id: Option<syn::LitStr>,
     krate: proc_macro2::TokenStream,
     cpu: Option<syn::Path>,
+    /// A generic kernel's instances.
+    instances: Vec<generic::Instance>,
 }
 
 fn options(attr: proc_macro2::TokenStream) -> Result<Options> {
@@ -40,6 +73,7 @@ fn options(attr: proc_macro2::TokenStream) -> Result<Options> {
         id: None,
         krate: quote!(::gpuworld),
         cpu: None,
+        instances: Vec::new(),
     };
     let parser = syn::meta::parser(|meta| {
         if meta.path.is_ident("cube_dim") {
@@ -52,12 +86,19 @@ fn options(attr: proc_macro2::TokenStream) -> Result<Options> {
         } else if meta.path.is_ident("cpu") {
             options.cpu = Some(meta.value()?.parse()?);
             Ok(())
+        } else if meta.path.is_ident("instances") {
+            meta.parse_nested_meta(|instance| {
+                options.instances.push(generic::instance(&instance)?);
+                Ok(())
+            })
         } else if meta.path.is_ident("crate") {
             let path: syn::Path = meta.value()?.parse()?;
             options.krate = quote!(#path);
             Ok(())
         } else {
-            Err(meta.error("unknown option: the options are `cube_dim`, `id`, `crate` and `cpu`"))
+            Err(meta.error(
+                "unknown option: the options are `cube_dim`, `id`, `crate`, `cpu` and `instances`",
+            ))
         }
     });
     parser.parse2(attr)?;
@@ -99,10 +140,48 @@ fn cube_dim(value: &syn::Expr) -> Result<[u32; 3]> {
 fn expand(
     attr: proc_macro2::TokenStream,
     item: proc_macro2::TokenStream,
+    context: std::rc::Rc<module::Context>,
 ) -> Result<proc_macro2::TokenStream> {
     let options = options(attr)?;
     let function: syn::ItemFn = syn::parse2(item)?;
-    let mut kernel = parse::kernel(&function, options.cube_dim)?;
+    if function.sig.generics.params.is_empty() && options.instances.is_empty() {
+        return expand_one(&options, &function, context);
+    }
+    if options.instances.is_empty() {
+        return Err(Error::new_spanned(
+            &function.sig.generics,
+            "a generic kernel lists its instances, one static each: \
+             `#[kernel(instances(scale_f32 = (f32, 16), scale_u32 = (u32, 16)))]`",
+        ));
+    }
+    if let Some(id) = &options.id {
+        return Err(Error::new_spanned(
+            id,
+            "each instance of a generic kernel takes the id of its own name: no `id`",
+        ));
+    }
+    if let Some(cpu) = &options.cpu {
+        return Err(Error::new_spanned(
+            cpu,
+            "a generic kernel has no hand-written `cpu` source",
+        ));
+    }
+    let mut out = proc_macro2::TokenStream::new();
+    for instance in &options.instances {
+        let concrete = generic::instantiate(&function, instance)?;
+        out.extend(expand_one(&options, &concrete, context.clone())?);
+    }
+    Ok(out)
+}
+
+/// The `static KernelDef` of one (not generic) kernel function.
+fn expand_one(
+    options: &Options,
+    function: &syn::ItemFn,
+    context: std::rc::Rc<module::Context>,
+) -> Result<proc_macro2::TokenStream> {
+    let mut kernel = parse::kernel(function, options.cube_dim, context)?;
+    race::check(&kernel)?;
     let krate = &options.krate;
     let cpu = match &options.cpu {
         Some(path) => quote!(#path),
@@ -123,6 +202,7 @@ fn expand(
     };
     let elem = |ty: ir::Ty| match ty {
         ir::Ty::F32 => quote!(#krate::kernel::Elem::F32),
+        ir::Ty::I32 => quote!(#krate::kernel::Elem::I32),
         _ => quote!(#krate::kernel::Elem::U32),
     };
     let buffers = kernel.buffers.iter().map(|buffer| {
@@ -132,6 +212,7 @@ fn expand(
             ir::Access::Read => quote!(#krate::kernel::Access::Read),
             ir::Access::Write => quote!(#krate::kernel::Access::Write),
             ir::Access::ReadWrite => quote!(#krate::kernel::Access::ReadWrite),
+            ir::Access::Atomic => quote!(#krate::kernel::Access::Atomic),
         };
         quote! { #krate::kernel::Param { name: #param, elem: #elem, access: #access } }
     });
@@ -141,7 +222,13 @@ fn expand(
         quote! { #krate::kernel::Param { name: #param, elem: #elem, access: #krate::kernel::Access::Read } }
     });
     let [dx, dy, dz] = kernel.cube_dim;
+    // The module's items the kernel inlined are used, as far as the host's lints see.
+    let uses = kernel
+        .uses
+        .iter()
+        .map(|name| proc_macro2::Ident::new(name, proc_macro2::Span::call_site()));
     Ok(quote! {
+        const _: () = { #(let _ = #uses;)* };
         #(#docs)*
         #[allow(non_upper_case_globals)]
         #vis static #name: #krate::kernel::KernelDef = #krate::kernel::KernelDef {

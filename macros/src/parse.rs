@@ -1,9 +1,17 @@
 //! From the Rust function to the typed kernel (`ir`): every construct outside the subset, every
 //! type mismatch and every barrier some units could skip is a compile error at its span.
 
+mod atomics;
+mod inline;
+mod structs;
+mod vector;
+
 use crate::ir::*;
+use crate::module::Context;
+use atomics::{atomic_call, atomic_element};
 use proc_macro2::Span;
 use std::collections::HashMap;
+use std::rc::Rc;
 use syn::spanned::Spanned;
 use syn::{Error, Expr as SynExpr, Result};
 
@@ -118,6 +126,13 @@ enum Name {
     Buffer(usize),
     Scalar(usize),
     Shared(usize),
+    /// A vector local (`Parser::vectors`).
+    Vector(usize),
+    /// A parameter or `let` of a `#[gpuworld::func]` being inlined: its value
+    /// (`Parser::aliases`).
+    Alias(usize),
+    /// A struct local (`Parser::struct_locals`).
+    Struct(usize),
 }
 
 /// An array a kernel indexes.
@@ -145,6 +160,20 @@ pub struct Parser {
     scalars: Vec<Scalar>,
     shared: Vec<Shared>,
     locals: Vec<Local>,
+    vectors: Vec<vector::VectorLocal>,
+    /// Statements a statement being parsed expands to before itself (a vector's components).
+    pending: Vec<Stmt>,
+    /// The module's items beside the kernel (`#[gpuworld::kernels]`).
+    context: Rc<Context>,
+    aliases: Vec<Expr>,
+    struct_types: Vec<structs::StructType>,
+    struct_locals: Vec<structs::StructLocal>,
+    /// The struct type of each struct buffer's elements, by buffer.
+    buffer_structs: HashMap<usize, usize>,
+    /// The constants and functions being expanded, innermost last (recursion is refused).
+    inlining: Vec<String>,
+    /// The module's constants and functions the kernel uses.
+    uses: std::collections::BTreeSet<String>,
     scopes: Vec<HashMap<String, Name>>,
     loops: Vec<LoopFrame>,
     barrier_place: BarrierPlace,
@@ -156,7 +185,7 @@ pub struct Parser {
 }
 
 /// Parses `function` into a kernel of `cube_dim` units per cube.
-pub fn kernel(function: &syn::ItemFn, cube_dim: [u32; 3]) -> Result<Kernel> {
+pub fn kernel(function: &syn::ItemFn, cube_dim: [u32; 3], context: Rc<Context>) -> Result<Kernel> {
     let signature = &function.sig;
     if let Some(token) = &signature.asyncness {
         return Err(Error::new_spanned(token, "a kernel is not `async`"));
@@ -167,7 +196,7 @@ pub fn kernel(function: &syn::ItemFn, cube_dim: [u32; 3]) -> Result<Kernel> {
     if !signature.generics.params.is_empty() {
         return Err(Error::new_spanned(
             &signature.generics,
-            "a kernel has no generic parameters: its types are f32, u32 and bool",
+            "a kernel's generic parameters are given by its `instances(..)` option",
         ));
     }
     if let syn::ReturnType::Type(_, ty) = &signature.output {
@@ -183,6 +212,15 @@ pub fn kernel(function: &syn::ItemFn, cube_dim: [u32; 3]) -> Result<Kernel> {
         scalars: Vec::new(),
         shared: Vec::new(),
         locals: Vec::new(),
+        vectors: Vec::new(),
+        pending: Vec::new(),
+        context,
+        aliases: Vec::new(),
+        struct_types: Vec::new(),
+        struct_locals: Vec::new(),
+        buffer_structs: HashMap::new(),
+        inlining: Vec::new(),
+        uses: Default::default(),
         scopes: vec![HashMap::new()],
         loops: Vec::new(),
         barrier_place: BarrierPlace::Allowed,
@@ -212,6 +250,7 @@ pub fn kernel(function: &syn::ItemFn, cube_dim: [u32; 3]) -> Result<Kernel> {
         locals: parser.locals,
         body,
         has_barrier: parser.has_barrier,
+        uses: parser.uses.into_iter().collect(),
         span: function.sig.ident.span(),
     })
 }
@@ -234,14 +273,15 @@ fn check_name(ident: &syn::Ident) -> Result<()> {
     Ok(())
 }
 
-/// The element type named by `ty` (`f32` or `u32`), if it is one.
-fn elem_type(ty: &syn::Type) -> Option<Ty> {
+/// The element type named by `ty` (`f32`, `u32` or `i32`), if it is one.
+pub fn elem_type(ty: &syn::Type) -> Option<Ty> {
     match ty {
         syn::Type::Path(path) if path.qself.is_none() => {
             let ident = path.path.get_ident()?;
             match ident.to_string().as_str() {
                 "f32" => Some(Ty::F32),
                 "u32" => Some(Ty::U32),
+                "i32" => Some(Ty::I32),
                 _ => None,
             }
         }
@@ -251,8 +291,8 @@ fn elem_type(ty: &syn::Type) -> Option<Ty> {
     }
 }
 
-/// The type named by `ty` for a local: `f32`, `u32` or `bool`.
-fn local_type(ty: &syn::Type) -> Option<Ty> {
+/// The type named by `ty` for a local: `f32`, `u32`, `i32` or `bool`.
+pub fn local_type(ty: &syn::Type) -> Option<Ty> {
     if let syn::Type::Path(path) = ty
         && path.path.is_ident("bool")
     {
@@ -296,13 +336,16 @@ impl Parser {
             ));
         }
         let mut write_only = false;
+        let mut atomic = None;
         for attr in &typed.attrs {
             if attr.path().is_ident("write_only") {
                 write_only = true;
+            } else if attr.path().is_ident("atomic") {
+                atomic = Some(attr);
             } else {
                 return Err(Error::new_spanned(
                     attr,
-                    "the only attribute of a kernel parameter is `#[write_only]`",
+                    "the attributes of a kernel parameter are `#[write_only]` and `#[atomic]`",
                 ));
             }
         }
@@ -311,22 +354,50 @@ impl Parser {
                 let syn::Type::Slice(slice) = &*reference.elem else {
                     return Err(Error::new_spanned(
                         &typed.ty,
-                        "a buffer parameter is a slice: `&[f32]`, `&[u32]`, `&mut [f32]` or `&mut [u32]`",
+                        "a buffer parameter is a slice of f32, u32 or i32: `&[f32]`, `&mut [u32]`, ...",
                     ));
                 };
-                let Some(elem) = elem_type(&slice.elem) else {
+                let layout = match elem_type(&slice.elem) {
+                    Some(_) => None,
+                    None => match self.struct_type(&slice.elem)? {
+                        Some(layout) => Some(layout),
+                        None => {
+                            return Err(Error::new_spanned(
+                                &slice.elem,
+                                "a buffer holds `f32`, `u32`, `i32`, or a `#[repr(C)]` struct \
+                                 declared in the kernel's `#[gpuworld::kernels]` module",
+                            ));
+                        }
+                    },
+                };
+                // A struct buffer is words to the generated code.
+                let elem = elem_type(&slice.elem).unwrap_or(Ty::U32);
+                if let (Some(attr), Some(_)) = (atomic, layout) {
                     return Err(Error::new_spanned(
-                        &slice.elem,
-                        "a buffer holds `f32` or `u32`",
+                        attr,
+                        "`#[atomic]` is for a `&mut [u32]` or `&mut [i32]` buffer, not one of structs",
                     ));
-                };
+                }
+                if let Some(layout) = layout {
+                    self.buffer_structs.insert(self.buffers.len(), layout);
+                }
                 if reference.lifetime.is_some() {
                     return Err(Error::new_spanned(
                         reference,
                         "a buffer parameter takes no lifetime",
                     ));
                 }
+                if let Some(attr) = atomic
+                    && (write_only || reference.mutability.is_none() || elem == Ty::F32)
+                {
+                    return Err(Error::new_spanned(
+                        attr,
+                        "`#[atomic]` is for a `&mut [u32]` or `&mut [i32]` buffer (not \
+                         `#[write_only]`): `#[atomic] counts: &mut [u32]`",
+                    ));
+                }
                 let access = match (reference.mutability.is_some(), write_only) {
+                    _ if atomic.is_some() => Access::Atomic,
                     (false, false) => Access::Read,
                     (false, true) => {
                         return Err(Error::new_spanned(
@@ -347,6 +418,12 @@ impl Parser {
                 self.buffers.push(Buffer { name, elem, access });
             }
             ty => {
+                if let Some(attr) = atomic {
+                    return Err(Error::new_spanned(
+                        attr,
+                        "`#[atomic]` is for a `&mut [u32]` or `&mut [i32]` buffer",
+                    ));
+                }
                 if write_only {
                     return Err(Error::new_spanned(
                         ty,
@@ -357,7 +434,7 @@ impl Parser {
                     return Err(Error::new_spanned(
                         ty,
                         "a kernel parameter is a buffer (`&[f32]`, `&mut [u32]`, ...) or a scalar \
-                         (`f32` or `u32`)",
+                         (`f32`, `u32` or `i32`)",
                     ));
                 };
                 self.scopes[0].insert(name.clone(), Name::Scalar(self.scalars.len()));
@@ -398,15 +475,40 @@ impl Parser {
         Ok(id)
     }
 
+    /// A local the generated code needs and the kernel does not name (a vector's component, a
+    /// temporary).
+    fn hidden(&mut self, name: &str, ty: Ty, mutable: bool, uniform: bool) -> LocalId {
+        let id = self.locals.len();
+        self.locals.push(Local {
+            name: format!("gw_{name}_{id}"),
+            ty,
+            mutable,
+            uniform,
+            per_unit_array: false,
+        });
+        id
+    }
+
     /// Parses statements in a scope of their own.
     fn block(&mut self, stmts: &[syn::Stmt]) -> Result<Vec<Stmt>> {
         self.scopes.push(HashMap::new());
-        let result = stmts
-            .iter()
-            .map(|stmt| self.stmt(stmt))
-            .collect::<Result<Vec<_>>>();
+        let mut out = Vec::new();
+        let mut result = Ok(());
+        for stmt in stmts {
+            match self.stmt(stmt) {
+                Ok(parsed) => {
+                    out.append(&mut self.pending);
+                    out.extend(parsed);
+                }
+                Err(error) => {
+                    result = Err(error);
+                    break;
+                }
+            }
+        }
+        self.pending.clear();
         self.scopes.pop();
-        Ok(result?.into_iter().flatten().collect())
+        result.map(|()| out)
     }
 
     /// Parses the statements of a nested block (`if`, a loop) under `place`.
@@ -510,11 +612,41 @@ impl Parser {
             // Nothing to run here: the array is declared once per cube.
             return Ok(None);
         }
-        let value = self.expr(&init.expr)?;
+        if self.is_struct_value(&init.expr) {
+            if let Some(ty) = annotated {
+                return Err(Error::new_spanned(
+                    ty,
+                    "a struct local takes its type from its value: `let q = p[i];`",
+                ));
+            }
+            let stmts = self.struct_let(ident, mutable, &init.expr)?;
+            self.pending.extend(stmts);
+            return Ok(None);
+        }
+        if self.is_vector(&init.expr) {
+            if let Some(ty) = annotated {
+                return Err(Error::new_spanned(
+                    ty,
+                    "a vector local takes its type from its value: `let v = vec2(x, y);`",
+                ));
+            }
+            let value = self.vector(&init.expr)?;
+            let stmts = self.vector_let(ident, mutable, value)?;
+            self.pending.extend(stmts);
+            return Ok(None);
+        }
+        let mut value = match atomic_call(&init.expr) {
+            Some(call) => self.atomic(call)?,
+            None => self.expr(&init.expr)?,
+        };
         if let Some(ty) = annotated {
             let Some(declared) = local_type(ty) else {
-                return Err(Error::new_spanned(ty, "a local is `f32`, `u32` or `bool`"));
+                return Err(Error::new_spanned(
+                    ty,
+                    "a local is `f32`, `u32`, `i32` or `bool`",
+                ));
             };
+            value = coerce(value, declared);
             expect(&value, declared, &init.expr)?;
         }
         let uniform = !mutable && self.uniform(&value);
@@ -523,7 +655,7 @@ impl Parser {
     }
 
     /// `shared::<T, N>()`: the element type and length, if `expr` is that call.
-    fn shared_declaration(&self, expr: &SynExpr) -> Result<Option<(Ty, u32)>> {
+    fn shared_declaration(&mut self, expr: &SynExpr) -> Result<Option<(Ty, u32)>> {
         let SynExpr::Call(call) = expr else {
             return Ok(None);
         };
@@ -536,7 +668,8 @@ impl Parser {
         if segment.ident != "shared" || path.path.segments.len() != 1 {
             return Ok(None);
         }
-        let usage = "a shared array is `shared::<f32, 256>()` (or `u32`), with a literal length";
+        let usage = "a shared array is `shared::<f32, 256>()` (or `u32`, `i32`), with a literal \
+                     length or a constant of the kernel's module holding one";
         let syn::PathArguments::AngleBracketed(args) = &segment.arguments else {
             return Err(Error::new_spanned(expr, usage));
         };
@@ -552,7 +685,16 @@ impl Parser {
                 lit: syn::Lit::Int(int),
                 ..
             })) => int.base10_parse::<u32>().ok(),
-            syn::GenericArgument::Type(syn::Type::Path(_)) => None,
+            // A constant of the kernel's module whose value is a u32 literal.
+            syn::GenericArgument::Type(syn::Type::Path(path)) => match path.path.get_ident() {
+                Some(ident) if self.context.consts.contains_key(&ident.to_string()) => {
+                    match self.constant(ident)?.kind {
+                        ExprKind::U32(len) => Some(len),
+                        _ => None,
+                    }
+                }
+                _ => None,
+            },
             _ => None,
         };
         match (elem, len) {
@@ -568,8 +710,68 @@ impl Parser {
     /// A statement written as an expression: assignments, control flow, barriers.
     fn expr_stmt(&mut self, expr: &SynExpr) -> Result<Option<Stmt>> {
         match expr {
+            SynExpr::Assign(assign) if self.is_struct_store(&assign.left) => {
+                let stmts = match &*assign.left {
+                    SynExpr::Field(field) => {
+                        let value = self.expr(&assign.right)?;
+                        vec![self.store_field(field, value, &assign.right)?]
+                    }
+                    whole => self.store_element(whole, &assign.right)?,
+                };
+                self.pending.extend(stmts);
+                Ok(None)
+            }
+            SynExpr::Binary(binary)
+                if compound(&binary.op).is_some()
+                    && matches!(&*binary.left, SynExpr::Field(_))
+                    && self.is_struct_store(&binary.left) =>
+            {
+                let op = compound(&binary.op).expect("checked above");
+                let SynExpr::Field(field) = &*binary.left else {
+                    return Err(Error::new_spanned(&binary.left, "expected a field"));
+                };
+                let current = self.expr(&binary.left)?;
+                let operand = self.expr(&binary.right)?;
+                let value = self.binary(op, current, operand, binary.op.span())?;
+                Ok(Some(self.store_field(field, value, expr)?))
+            }
+            SynExpr::Assign(assign) if self.is_vector(&assign.left) => {
+                let SynExpr::Path(path) = &*assign.left else {
+                    return Err(Error::new_spanned(&assign.left, "assign to a vector local"));
+                };
+                let target = single_ident(path)?;
+                let value = self.vector(&assign.right)?;
+                let stmts = self.vector_assign(target, value, &assign.right)?;
+                self.pending.extend(stmts);
+                Ok(None)
+            }
+            SynExpr::Binary(binary)
+                if compound(&binary.op).is_some() && self.is_vector(&binary.left) =>
+            {
+                let op = compound(&binary.op).expect("checked above");
+                let stmts = self.vector_compound(op, binary)?;
+                self.pending.extend(stmts);
+                Ok(None)
+            }
             SynExpr::Assign(assign) => {
-                let value = self.expr(&assign.right)?;
+                let mut value = match atomic_call(&assign.right) {
+                    Some(call) => {
+                        let to_local = matches!(&*assign.left, SynExpr::Path(_))
+                            && self.place_type(&assign.left).is_some();
+                        if !to_local {
+                            return Err(Error::new_spanned(
+                                &assign.right,
+                                "the old value of an atomic operation goes to a local (`let old = \
+                                 counts.atomic_add(k, 1);`), or nowhere (`counts.atomic_add(k, 1);`)",
+                            ));
+                        }
+                        self.atomic(call)?
+                    }
+                    None => self.expr(&assign.right)?,
+                };
+                if let Some(ty) = self.place_type(&assign.left) {
+                    value = coerce(value, ty);
+                }
                 let place = self.place(&assign.left, value.ty, &assign.right)?;
                 Ok(Some(Stmt::Assign(place, value)))
             }
@@ -651,6 +853,9 @@ impl Parser {
                     frame.barrier = true;
                 }
                 Ok(Some(Stmt::Barrier))
+            }
+            SynExpr::MethodCall(call) if atomic_call(expr).is_some() => {
+                Ok(Some(Stmt::Atomic(self.atomic(call)?)))
             }
             SynExpr::Paren(paren) => self.expr_stmt(&paren.expr),
             SynExpr::Group(group) => self.expr_stmt(&group.expr),
@@ -796,6 +1001,31 @@ impl Parser {
         })
     }
 
+    /// The type of what `target` names (a local, or an array's element), if it names one.
+    fn place_type(&self, target: &SynExpr) -> Option<Ty> {
+        match target {
+            SynExpr::Path(path) => match self.lookup(&path.path.get_ident()?.to_string())? {
+                Name::Local(id) => Some(self.locals[id].ty),
+                _ => None,
+            },
+            SynExpr::Index(index) => match &*index.expr {
+                SynExpr::Path(path) => match self.lookup(&path.path.get_ident()?.to_string())? {
+                    Name::Buffer(b) => Some(self.buffers[b].elem),
+                    Name::Shared(s) => Some(self.shared[s].elem),
+                    _ => None,
+                },
+                _ => None,
+            },
+            SynExpr::Paren(paren) => self.place_type(&paren.expr),
+            SynExpr::Field(field) => self
+                .component(field)
+                .ok()
+                .map(|(_, ty)| ty)
+                .or_else(|| self.local_field_type(field)),
+            _ => None,
+        }
+    }
+
     /// Where an assignment stores: a mutable local, a writable buffer's element, a shared
     /// array's element; `value_ty` must be its type.
     fn place(&mut self, target: &SynExpr, value_ty: Ty, value_tokens: &SynExpr) -> Result<Place> {
@@ -826,14 +1056,32 @@ impl Parser {
                         target,
                         format!("store to an element: `{ident}[i] = ..`"),
                     )),
+                    Some(Name::Vector(_)) => Err(Error::new_spanned(
+                        value_tokens,
+                        format!("`{ident}` is a vector: assign it a vector"),
+                    )),
+                    Some(Name::Struct(_)) => Err(Error::new_spanned(
+                        target,
+                        format!("`{ident}` is a struct: assign its fields (`{ident}.x = ..`)"),
+                    )),
+                    Some(Name::Alias(_)) => Err(Error::new_spanned(
+                        target,
+                        format!(
+                            "`{ident}` is a value of a `#[gpuworld::func]`: it is not assigned"
+                        ),
+                    )),
                     None => Err(unknown(ident)),
                 }
             }
             SynExpr::Index(index) => {
                 let (ident, array, position) = self.element(index)?;
+                self.whole_element(array, target)?;
                 match array {
                     Array::Buffer(b) => {
                         let buffer = &self.buffers[b];
+                        if buffer.access == Access::Atomic {
+                            return Err(atomic_element(ident));
+                        }
                         if buffer.access == Access::Read {
                             return Err(Error::new_spanned(
                                 target,
@@ -847,7 +1095,7 @@ impl Parser {
                         if buffer.elem != value_ty {
                             return Err(mismatch(value_tokens, buffer.elem, value_ty));
                         }
-                        Ok(Place::Buffer(b, position))
+                        Ok(Place::Buffer(b, position, target.span()))
                     }
                     Array::Shared(s) => {
                         if self.shared[s].elem != value_ty {
@@ -858,6 +1106,21 @@ impl Parser {
                 }
             }
             SynExpr::Paren(paren) => self.place(&paren.expr, value_ty, value_tokens),
+            SynExpr::Field(field) => {
+                let structs::Field::Local(id, ty) = self.field(field)? else {
+                    return Err(Error::new_spanned(target, "assign to a field of a local"));
+                };
+                if !self.locals[id].mutable {
+                    return Err(Error::new_spanned(
+                        target,
+                        "this vector or struct is not `mut`: declare it `let mut`",
+                    ));
+                }
+                if ty != value_ty {
+                    return Err(mismatch(value_tokens, ty, value_ty));
+                }
+                Ok(Place::Local(id))
+            }
             other => Err(Error::new_spanned(
                 other,
                 "assign to a `mut` local, a buffer element or a shared array element",
@@ -892,14 +1155,28 @@ impl Parser {
     fn uniform(&self, expr: &Expr) -> bool {
         match &expr.kind {
             ExprKind::Local(id) => self.locals[*id].uniform,
-            ExprKind::Load(..) | ExprKind::SharedLoad(..) => false,
+            ExprKind::Load(..) | ExprKind::SharedLoad(..) | ExprKind::Atomic(..) => false,
             ExprKind::Builtin(builtin) => builtin.uniform(),
             _ => expr.children().into_iter().all(|child| self.uniform(child)),
         }
     }
 
     fn expr(&mut self, expr: &SynExpr) -> Result<Expr> {
+        if self.is_vector(expr) {
+            return Err(Error::new_spanned(
+                expr,
+                "a vector where a scalar is expected: take a component (`v.x`), `dot(a, b)` or \
+                 `length(v)`",
+            ));
+        }
         match expr {
+            SynExpr::Field(field) => match self.field(field)? {
+                structs::Field::Local(id, ty) => Ok(Expr {
+                    kind: ExprKind::Local(id),
+                    ty,
+                }),
+                structs::Field::Word(b, word, ty) => self.load_field(b, word, ty, expr),
+            },
             SynExpr::Lit(lit) => literal(&lit.lit),
             SynExpr::Paren(paren) => self.expr(&paren.expr),
             SynExpr::Group(group) => self.expr(&group.expr),
@@ -920,12 +1197,37 @@ impl Parser {
                             "`{ident}` is an array: read an element (`{ident}[i]`) or its length (`{ident}.len()`)"
                         ),
                     )),
-                    None => Err(unknown(ident)),
+                    Some(Name::Vector(_)) => Err(Error::new_spanned(
+                        expr,
+                        format!("`{ident}` is a vector: take a component (`{ident}.x`)"),
+                    )),
+                    Some(Name::Alias(a)) => Ok(self.aliases[a].clone()),
+                    Some(Name::Struct(_)) => Err(Error::new_spanned(
+                        expr,
+                        format!("`{ident}` is a struct: take a field (`{ident}.x`)"),
+                    )),
+                    None => self.constant(ident),
                 }
             }
             SynExpr::Index(index) => {
-                let (_, array, position) = self.element(index)?;
+                let (ident, array, position) = self.element(index)?;
+                self.whole_element(array, expr)?;
                 match array {
+                    Array::Buffer(b) if self.buffers[b].access == Access::Atomic => {
+                        Err(atomic_element(ident))
+                    }
+                    Array::Buffer(b) if self.buffers[b].access == Access::Write => {
+                        let elem = self.buffers[b].elem.name();
+                        Err(Error::new_spanned(
+                            expr,
+                            format!(
+                                "`{ident}` is `#[write_only]`: the kernel only stores to it, and a \
+                                 load would read contents the runtime did not order before this \
+                                 launch. Declare it `{ident}: &mut [{elem}]` (without \
+                                 `#[write_only]`) to read it"
+                            ),
+                        ))
+                    }
                     Array::Buffer(b) => Ok(Expr {
                         ty: self.buffers[b].elem,
                         kind: ExprKind::Load(b, Box::new(position)),
@@ -938,22 +1240,35 @@ impl Parser {
             }
             SynExpr::Unary(unary) => {
                 let operand = self.expr(&unary.expr)?;
-                match (&unary.op, operand.ty) {
-                    (syn::UnOp::Neg(_), Ty::F32) => Ok(Expr {
-                        kind: ExprKind::Unary(UnOp::Neg, Box::new(operand)),
-                        ty: Ty::F32,
+                match (&unary.op, &operand.kind, operand.ty) {
+                    // `-3` is an i32 literal, as Rust infers it; `-2147483648` is `i32::MIN`.
+                    (syn::UnOp::Neg(_), ExprKind::U32(value), _) if *value <= 1 << 31 => Ok(Expr {
+                        kind: ExprKind::I32((-i64::from(*value)) as i32),
+                        ty: Ty::I32,
                     }),
-                    (syn::UnOp::Neg(_), ty) => Err(Error::new_spanned(
+                    (syn::UnOp::Neg(_), ExprKind::I32(value), _) => Ok(Expr {
+                        kind: ExprKind::I32(value.wrapping_neg()),
+                        ty: Ty::I32,
+                    }),
+                    (syn::UnOp::Neg(_), _, ty @ (Ty::F32 | Ty::I32)) => Ok(Expr {
+                        kind: ExprKind::Unary(UnOp::Neg, Box::new(operand)),
+                        ty,
+                    }),
+                    (syn::UnOp::Neg(_), _, ty) => Err(Error::new_spanned(
                         expr,
-                        format!("`-` on {}: the subset's integers are unsigned", ty.name()),
+                        format!(
+                            "`-` on {}: negate an f32 or an i32 (`(x as i32)`; a literal `-3` is \
+                             an i32)",
+                            ty.name()
+                        ),
                     )),
-                    (syn::UnOp::Not(_), ty @ (Ty::Bool | Ty::U32)) => Ok(Expr {
+                    (syn::UnOp::Not(_), _, ty @ (Ty::Bool | Ty::U32 | Ty::I32)) => Ok(Expr {
                         kind: ExprKind::Unary(UnOp::Not, Box::new(operand)),
                         ty,
                     }),
-                    (syn::UnOp::Not(_), ty) => Err(Error::new_spanned(
+                    (syn::UnOp::Not(_), _, ty) => Err(Error::new_spanned(
                         expr,
-                        format!("`!` on {}: it takes bool or u32", ty.name()),
+                        format!("`!` on {}: it takes bool, u32 or i32", ty.name()),
                     )),
                     _ => Err(Error::new_spanned(
                         expr,
@@ -977,7 +1292,7 @@ impl Parser {
                 let Some(target) = elem_type(&cast.ty) else {
                     return Err(Error::new_spanned(
                         &cast.ty,
-                        "cast with `as f32` or `as u32`",
+                        "cast with `as f32`, `as u32` or `as i32`",
                     ));
                 };
                 match (value.ty, target) {
@@ -1007,6 +1322,8 @@ impl Parser {
                     nested @ SynExpr::If(_) => self.expr(nested)?,
                     other => return Err(Error::new_spanned(other, "expected a block")),
                 };
+                let then = coerce(then, els.ty);
+                let els = coerce(els, then.ty);
                 if then.ty != els.ty {
                     return Err(Error::new_spanned(
                         expr,
@@ -1024,7 +1341,10 @@ impl Parser {
                 })
             }
             SynExpr::MethodCall(call) => self.method(call),
-            SynExpr::Call(call) => self.call(call),
+            SynExpr::Call(call) => match self.vector_scalar_call(call)? {
+                Some(value) => Ok(value),
+                None => self.call(call),
+            },
             other => Err(Error::new_spanned(
                 other,
                 "this expression is not in the kernel subset (literals, names, `a[i]`, \
@@ -1046,8 +1366,17 @@ impl Parser {
     }
 
     fn binary(&self, op: BinOp, left: Expr, right: Expr, span: Span) -> Result<Expr> {
-        let (lt, rt) = (left.ty, right.ty);
         let refuse = |why: String| Err(Error::new(span, why));
+        if matches!(op, BinOp::Shl | BinOp::Shr) && left.ty == Ty::I32 && right.ty == Ty::U32 {
+            // As in Rust and WGSL, an i32 shifts by a u32 amount.
+            return Ok(Expr {
+                kind: ExprKind::Binary(op, Box::new(left), Box::new(right)),
+                ty: Ty::I32,
+            });
+        }
+        let left = coerce(left, right.ty);
+        let right = coerce(right, left.ty);
+        let (lt, rt) = (left.ty, right.ty);
         if lt != rt {
             let literal = match (&left.kind, &right.kind) {
                 (ExprKind::U32(value), _) if rt == Ty::F32 => Some(value),
@@ -1072,24 +1401,33 @@ impl Parser {
         }
         let ty = match op {
             BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div => match lt {
-                Ty::F32 | Ty::U32 => lt,
+                Ty::F32 | Ty::U32 | Ty::I32 => lt,
                 Ty::Bool => return refuse(format!("`{}` on bool", op.symbol())),
             },
             BinOp::Rem => match lt {
-                Ty::U32 => lt,
+                Ty::U32 | Ty::I32 => lt,
                 _ => {
                     return refuse(format!(
-                        "`%` on {}: the subset has it for u32 only (its meaning for f32 differs \
-                         between backends)",
+                        "`%` on {}: the subset has it for u32 and i32 only (its meaning for f32 \
+                         differs between backends)",
                         lt.name()
                     ));
                 }
             },
             BinOp::BitAnd | BinOp::BitOr | BinOp::BitXor | BinOp::Shl | BinOp::Shr => match lt {
                 Ty::U32 => lt,
+                Ty::I32 if !matches!(op, BinOp::Shl | BinOp::Shr) => lt,
+                Ty::I32 => {
+                    return refuse(format!(
+                        "`{}` of an i32 by an i32: the amount of a shift is a u32 (`x {} (k as \
+                         u32)`)",
+                        op.symbol(),
+                        op.symbol()
+                    ));
+                }
                 _ => {
                     return refuse(format!(
-                        "`{}` on {}: bit operations take u32 (`&&` and `||` for bool; \
+                        "`{}` on {}: bit operations take u32 or i32 (`&&` and `||` for bool; \
                          `x.to_bits()` for an f32's bits)",
                         op.symbol(),
                         lt.name()
@@ -1114,6 +1452,14 @@ impl Parser {
 
     fn method(&mut self, call: &syn::ExprMethodCall) -> Result<Expr> {
         let method = call.method.to_string();
+        if method.starts_with("atomic_") {
+            return Err(Error::new_spanned(
+                call,
+                "an atomic operation stands alone: as a statement (`counts.atomic_add(k, 1);`) \
+                 or as the whole value of a `let` or an assignment to a local (`let old = \
+                 counts.atomic_add(k, 1);`), so that no backend runs it twice or in another order",
+            ));
+        }
         if call.turbofish.is_some() {
             return Err(Error::new_spanned(call, "no turbofish on methods"));
         }
@@ -1131,6 +1477,19 @@ impl Parser {
                 return Err(Error::new_spanned(call, "`.len()` takes no arguments"));
             }
             return match self.lookup(&receiver.to_string()) {
+                // Of a struct buffer: whole elements.
+                Some(Name::Buffer(b)) if self.buffer_structs.contains_key(&b) => {
+                    let fields = self.struct_types[self.buffer_structs[&b]].fields.len();
+                    let words = Expr {
+                        kind: ExprKind::Len(b),
+                        ty: Ty::U32,
+                    };
+                    let fields = Expr {
+                        kind: ExprKind::U32(fields as u32),
+                        ty: Ty::U32,
+                    };
+                    self.binary(BinOp::Div, words, fields, call.span())
+                }
                 Some(Name::Buffer(b)) => Ok(Expr {
                     kind: ExprKind::Len(b),
                     ty: Ty::U32,
@@ -1147,7 +1506,7 @@ impl Parser {
             };
         }
         let receiver = self.expr(&call.receiver)?;
-        let args = call
+        let mut args = call
             .args
             .iter()
             .map(|arg| self.expr(arg))
@@ -1170,12 +1529,14 @@ impl Parser {
             (Ty::F32, "to_bits") => (Func::ToBits, &[], Ty::U32),
             (Ty::U32, "min") => (Func::Min, &[Ty::U32], Ty::U32),
             (Ty::U32, "max") => (Func::Max, &[Ty::U32], Ty::U32),
+            (Ty::I32, "min") => (Func::Min, &[Ty::I32], Ty::I32),
+            (Ty::I32, "max") => (Func::Max, &[Ty::I32], Ty::I32),
             (ty, _) => {
                 let offer = match ty {
                     Ty::F32 => {
                         "abs, floor, ceil, trunc, sqrt, min, max, mul_add, to_bits, exp, ln, sin, cos, tanh, powf"
                     }
-                    Ty::U32 => "min, max",
+                    Ty::U32 | Ty::I32 => "min, max",
                     Ty::Bool => "none",
                 };
                 return Err(Error::new_spanned(
@@ -1187,6 +1548,7 @@ impl Parser {
                 ));
             }
         };
+        coerce_args(&mut args, params);
         check_args(&call.method, &method, &args, params, &call.args)?;
         let mut all = vec![receiver];
         all.extend(args);
@@ -1238,6 +1600,9 @@ impl Parser {
                 ty: Ty::U32,
             });
         }
+        if let Some(function) = self.context.funcs.get(&name).cloned() {
+            return self.inline(call, &function, args);
+        }
         let (func, params, result): (Func, &[Ty], Ty) = match name.as_str() {
             "fma" => (Func::Fma, &[Ty::F32, Ty::F32, Ty::F32], Ty::F32),
             "f32::from_bits" => (Func::FromBits, &[Ty::U32], Ty::F32),
@@ -1259,7 +1624,8 @@ impl Parser {
                     format!(
                         "`{name}` is not a function of the kernel subset (it has: unit, unit_x/y/z, \
                          cube, cube_x/y/z, cube_count_x/y/z, units_per_cube, global_index, \
-                         sync_cube, fma, f32::from_bits, shared::<T, N>)"
+                         sync_cube, fma, f32::from_bits, shared::<T, N>, dot, length, and the \
+                         `#[gpuworld::func]` helpers of the kernel's `#[gpuworld::kernels]` module)"
                     ),
                 ));
             }
@@ -1272,7 +1638,36 @@ impl Parser {
     }
 }
 
-fn check_args(
+/// Integer literals among `args` as the i32 their parameters take.
+pub(super) fn coerce_args(args: &mut Vec<Expr>, params: &[Ty]) {
+    let taken = std::mem::take(args);
+    args.extend(
+        taken
+            .into_iter()
+            .enumerate()
+            .map(|(k, arg)| match params.get(k) {
+                Some(&ty) => coerce(arg, ty),
+                None => arg,
+            }),
+    );
+}
+
+/// `value` as `ty` where it is an integer literal that `ty` holds (`3` where an i32 is
+/// expected); otherwise `value` as it is.
+pub(super) fn coerce(value: Expr, ty: Ty) -> Expr {
+    match (&value.kind, ty) {
+        (ExprKind::U32(literal), Ty::I32) => match i32::try_from(*literal) {
+            Ok(literal) => Expr {
+                kind: ExprKind::I32(literal),
+                ty: Ty::I32,
+            },
+            Err(_) => value,
+        },
+        _ => value,
+    }
+}
+
+pub(super) fn check_args(
     at: &dyn quote::ToTokens,
     name: &str,
     args: &[Expr],
@@ -1334,6 +1729,9 @@ fn mismatch(at: &SynExpr, expected: Ty, found: Ty) -> Error {
                 (Ty::F32, Ty::U32) =>
                     ": convert with `as f32` (write `2.0`, not `2`, for a float literal)",
                 (Ty::U32, Ty::F32) => ": convert with `as u32`",
+                (Ty::I32, Ty::F32 | Ty::U32) => ": convert with `as i32`",
+                (Ty::U32, Ty::I32) => ": convert with `as u32`",
+                (Ty::F32, Ty::I32) => ": convert with `as f32`",
                 _ => "",
             }
         ),
@@ -1360,10 +1758,22 @@ fn literal(lit: &syn::Lit) -> Result<Expr> {
                     ty: Ty::U32,
                 })
             }
+            "i32" => {
+                let value = int.base10_parse::<i32>().map_err(|_| {
+                    Error::new_spanned(
+                        int,
+                        "an i32 literal is 0 to 2147483647 (negate it: `-5i32`)",
+                    )
+                })?;
+                Ok(Expr {
+                    kind: ExprKind::I32(value),
+                    ty: Ty::I32,
+                })
+            }
             "f32" => float(int.base10_parse::<f32>(), lit),
             suffix => Err(Error::new_spanned(
                 int,
-                format!("`{suffix}` literals are not in the subset: its integers are u32"),
+                format!("`{suffix}` literals are not in the subset: its integers are u32 and i32"),
             )),
         },
         syn::Lit::Float(value) => match value.suffix() {

@@ -16,6 +16,10 @@ pub fn source(kernel: &Kernel) -> String {
     out.push_str(HELPERS);
     for buffer in &kernel.buffers {
         let (ty, zero) = wgsl_type(buffer.elem);
+        if buffer.access == Access::Atomic {
+            atomic_helpers(&buffer.name, ty, zero, &mut out);
+            continue;
+        }
         let _ = writeln!(
             out,
             "fn gw_load_{name}(i: u32) -> {ty} {{\n    if i < arrayLength(&{name}) {{\n        return {name}[i];\n    }}\n    return {zero};\n}}\n",
@@ -53,6 +57,61 @@ fn main(
     }
     out.push_str("}\n");
     out
+}
+
+/// The atomic operations of a `#[atomic]` buffer `name` of `ty`, checked: out of bounds they do
+/// nothing and give 0. WGSL's atomics are relaxed; its compare-exchange may fail spuriously, so
+/// it is retried until it stores or sees another value.
+fn atomic_helpers(name: &str, ty: &str, zero: &str, out: &mut String) {
+    for (op, _) in AtomicOp::ALL {
+        let (params, body) = match op {
+            "atomic_load" => (String::new(), format!("atomicLoad(&{name}[gw_i])")),
+            "atomic_compare_exchange" => {
+                let _ = writeln!(
+                    out,
+                    "fn gw_{op}_{name}(gw_i: u32, gw_expected: {ty}, gw_new: {ty}) -> {ty} {{
+    if gw_i < arrayLength(&{name}) {{
+        loop {{
+            let gw_r = atomicCompareExchangeWeak(&{name}[gw_i], gw_expected, gw_new);
+            if gw_r.exchanged || gw_r.old_value != gw_expected {{
+                return gw_r.old_value;
+            }}
+        }}
+    }}
+    return {zero};
+}}
+"
+                );
+                continue;
+            }
+            _ => {
+                let call = match op {
+                    "atomic_add" => "atomicAdd",
+                    "atomic_sub" => "atomicSub",
+                    "atomic_min" => "atomicMin",
+                    "atomic_max" => "atomicMax",
+                    "atomic_and" => "atomicAnd",
+                    "atomic_or" => "atomicOr",
+                    "atomic_xor" => "atomicXor",
+                    _ => "atomicExchange",
+                };
+                (
+                    format!(", gw_v: {ty}"),
+                    format!("{call}(&{name}[gw_i], gw_v)"),
+                )
+            }
+        };
+        let _ = writeln!(
+            out,
+            "fn gw_{op}_{name}(gw_i: u32{params}) -> {ty} {{
+    if gw_i < arrayLength(&{name}) {{
+        return {body};
+    }}
+    return {zero};
+}}
+"
+        );
+    }
 }
 
 /// The subset's semantics where WGSL's own differ or leave a choice (see
@@ -102,6 +161,35 @@ fn gw_max(a: f32, b: f32) -> f32 {
     return a;
 }
 
+// Truncating division with the subset's edges: by zero gives 0, `i32::MIN / -1` wraps to
+// `i32::MIN` (SPIR-V's `OpSDiv` leaves both undefined).
+fn gw_div_i32(a: i32, b: i32) -> i32 {
+    if b == 0i || (a == bitcast<i32>(0x80000000u) && b == -1i) {
+        return select(0i, a, b != 0i);
+    }
+    return a / b;
+}
+
+fn gw_rem_i32(a: i32, b: i32) -> i32 {
+    if b == 0i || b == -1i {
+        return 0i;
+    }
+    return a % b;
+}
+
+fn gw_to_i32(x: f32) -> i32 {
+    if gw_is_nan(x) {
+        return 0i;
+    }
+    if x >= 2147483648.0 {
+        return 2147483647i;
+    }
+    if x <= -2147483648.0 {
+        return bitcast<i32>(0x80000000u);
+    }
+    return i32(x);
+}
+
 fn gw_to_u32(x: f32) -> u32 {
     if gw_is_nan(x) || !(x > 0.0) {
         return 0u;
@@ -144,6 +232,7 @@ fn wgsl_type(ty: Ty) -> (&'static str, &'static str) {
     match ty {
         Ty::F32 => ("f32", "0.0"),
         Ty::U32 => ("u32", "0u"),
+        Ty::I32 => ("i32", "0i"),
         Ty::Bool => ("bool", "false"),
     }
 }
@@ -161,7 +250,7 @@ pub fn float_literal(value: f32) -> String {
 /// Whether naga sees `expr` as a constant expression (float literals go through `gw_f`).
 fn constant(expr: &Expr) -> bool {
     match &expr.kind {
-        ExprKind::U32(_) | ExprKind::Bool(_) => true,
+        ExprKind::U32(_) | ExprKind::I32(_) | ExprKind::Bool(_) => true,
         ExprKind::Builtin(Builtin::UnitsPerCube) => true,
         ExprKind::Unary(..)
         | ExprKind::Cast(..)
@@ -177,6 +266,7 @@ fn opaque(text: &str, ty: Ty) -> String {
     match ty {
         Ty::F32 => format!("gw_f({text}, gw_z)"),
         Ty::U32 => format!("({text} + gw_z)"),
+        Ty::I32 => format!("({text} + bitcast<i32>(gw_z))"),
         Ty::Bool => format!("({text} != (gw_z != 0u))"),
     }
 }
@@ -220,7 +310,7 @@ impl Gen<'_> {
                     self.expr(value)
                 );
             }
-            Stmt::Assign(Place::Buffer(b, index), value) => {
+            Stmt::Assign(Place::Buffer(b, index, _), value) => {
                 let name = &self.kernel.buffers[*b].name;
                 let _ = writeln!(
                     out,
@@ -285,6 +375,9 @@ impl Gen<'_> {
             Stmt::Continue => out.push_str("continue;\n"),
             Stmt::Return => out.push_str("return;\n"),
             Stmt::Barrier => out.push_str("workgroupBarrier();\n"),
+            Stmt::Atomic(op) => {
+                let _ = writeln!(out, "_ = {};", self.expr(op));
+            }
         }
     }
 
@@ -292,6 +385,10 @@ impl Gen<'_> {
         match &expr.kind {
             ExprKind::F32(value) => format!("gw_f({}, gw_z)", float_literal(*value)),
             ExprKind::U32(value) => format!("{value}u"),
+            // Negative literals by their bits: WGSL reads `-2147483648i` as the negation of a
+            // literal out of range.
+            ExprKind::I32(value) if *value < 0 => format!("bitcast<i32>({}u)", *value as u32),
+            ExprKind::I32(value) => format!("{value}i"),
             ExprKind::Bool(value) => value.to_string(),
             ExprKind::Local(id) => self.kernel.locals[*id].name.clone(),
             ExprKind::Scalar(j) => format!("scalars.{}", self.kernel.scalars[*j].name),
@@ -329,11 +426,17 @@ impl Gen<'_> {
                 }
             }
             ExprKind::Unary(op, operand) => {
-                let inner = self.expr(operand);
+                let mut inner = self.expr(operand);
+                if operand.ty == Ty::I32 && constant(operand) {
+                    // naga refuses a constant negation that overflows (`-(-2147483648)`).
+                    inner = opaque(&inner, operand.ty);
+                }
                 match (op, operand.ty) {
+                    // Wrapping, by its bits.
+                    (UnOp::Neg, Ty::I32) => format!("bitcast<i32>(0u - bitcast<u32>({inner}))"),
                     // The sign bit flipped, as Rust's `-x`, whatever the compiler makes of `-x`.
                     (UnOp::Neg, _) => format!("bitcast<f32>(bitcast<u32>({inner}) ^ 0x80000000u)"),
-                    (UnOp::Not, Ty::U32) => format!("(~{inner})"),
+                    (UnOp::Not, Ty::U32 | Ty::I32) => format!("(~{inner})"),
                     (UnOp::Not, _) => format!("(!{inner})"),
                 }
             }
@@ -347,6 +450,17 @@ impl Gen<'_> {
                 match (op, left.ty) {
                     (BinOp::Div, Ty::U32) => format!("gw_div({a}, {b})"),
                     (BinOp::Rem, Ty::U32) => format!("gw_rem({a}, {b})"),
+                    (BinOp::Div, Ty::I32) => format!("gw_div_i32({a}, {b})"),
+                    (BinOp::Rem, Ty::I32) => format!("gw_rem_i32({a}, {b})"),
+                    // i32 `+ - *` and `<<` by their bits: WGSL's wrap too, but the bits leave no
+                    // driver a signed overflow to reason about.
+                    (BinOp::Add | BinOp::Sub | BinOp::Mul, Ty::I32) => format!(
+                        "bitcast<i32>(bitcast<u32>({a}) {} bitcast<u32>({b}))",
+                        op.symbol()
+                    ),
+                    (BinOp::Shl, Ty::I32) => {
+                        format!("bitcast<i32>(bitcast<u32>({a}) << ({b} & 31u))")
+                    }
                     (BinOp::Shl, _) => format!("({a} << ({b} & 31u))"),
                     (BinOp::Shr, _) => format!("({a} >> ({b} & 31u))"),
                     // A product the compiler cannot fuse with an add that uses it: SPIR-V from
@@ -366,8 +480,12 @@ impl Gen<'_> {
                 let inner = self.expr(value);
                 match (value.ty, expr.ty) {
                     (_, Ty::F32) => format!("f32({inner})"),
+                    (Ty::F32, Ty::I32) => format!("gw_to_i32({inner})"),
                     (Ty::F32, _) => format!("gw_to_u32({inner})"),
-                    _ => format!("select(0u, 1u, {inner})"),
+                    (Ty::Bool, Ty::I32) => format!("select(0i, 1i, {inner})"),
+                    (Ty::Bool, _) => format!("select(0u, 1u, {inner})"),
+                    (_, Ty::I32) => format!("bitcast<i32>({inner})"),
+                    _ => format!("bitcast<u32>({inner})"),
                 }
             }
             ExprKind::Call(func, args) => {
@@ -404,6 +522,18 @@ impl Gen<'_> {
                 self.expr(then),
                 self.expr(cond)
             ),
+            ExprKind::Atomic(op, b, args) => {
+                let name = AtomicOp::ALL
+                    .iter()
+                    .find(|(_, each)| each == op)
+                    .map_or("atomic_load", |(name, _)| name);
+                let args: Vec<String> = args.iter().map(|arg| self.expr(arg)).collect();
+                format!(
+                    "gw_{name}_{}({})",
+                    self.kernel.buffers[*b].name,
+                    args.join(", ")
+                )
+            }
         }
     }
 }

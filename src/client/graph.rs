@@ -319,6 +319,11 @@ impl<B: Backend> Graph<B> {
         self.set_scalar(node, index, Elem::U32, value)
     }
 
+    /// Sets scalar `index` of launch `node` to `value`; the kernel must declare it `i32`.
+    pub fn set_scalar_i32(&mut self, node: usize, index: usize, value: i32) -> Result<()> {
+        self.set_scalar(node, index, Elem::I32, value as u32)
+    }
+
     /// Sets scalar `index` of launch `node` to `value`; the kernel must declare it `f32`.
     pub fn set_scalar_f32(&mut self, node: usize, index: usize, value: f32) -> Result<()> {
         self.set_scalar(node, index, Elem::F32, value.to_bits())

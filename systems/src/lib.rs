@@ -51,6 +51,9 @@ pub use bytes::HostBytes;
 pub use error::{Error, ErrorKind, Result};
 /// `#[kernel]`: one Rust kernel compiled to every backend's source (see `gpuworld_macros`).
 pub use gpuworld_macros::kernel;
+/// `#[kernels] mod m { .. }` and `#[func]`: kernels that use their module's constants, helper
+/// functions and `#[repr(C)]` structs (see `gpuworld_macros`).
+pub use gpuworld_macros::{func, kernels};
 pub use handle::Handle;
 pub use ids::{HandleId, RuntimeId, StreamId};
 pub use kernel::{

@@ -6,53 +6,48 @@
 fn fuzz_1_0(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f32, t: u32) {
     let i = global_index();
     if i < out_f.len() {
-        let n0 = ((154.63397 - (i as f32)) * (-0.00029851712)) as u32;
-        let mut w1 = 0;
-        while w1 < 4 {
-            let n2: u32 = if fa[i] >= (-s) { (if (100.0).trunc() == (100.0).trunc() { (100.0).trunc() } else { 0.1 }).to_bits() } else { if (fa[(i * 7) % 1024] - s) > ((-0.0) - fa[(i * 3) % 1024]) { (fa[i] as u32).max(out_f.len()) } else { 4294967295 } };
-            let mut n3 = ua[i + 4096];
-            n3 %= 2139095040;
-            w1 += 1;
-        }
-        let mut y4 = ua[i];
-        let mut x5: f32 = fa[1000 % 1100];
-        let mut c6 = !((if x5 < s { ua[1000].min(cube()) } else { if x5 >= (-0.00078621827) { n0 } else { unit() } }) >= (if (y4 as f32) == (y4 as f32) { (y4 as f32) } else { 0.0 }).to_bits());
-        let mut c7: bool = (if !((fa[i] != s) != c6) { if 4023383027 <= 1 { ua[4294967295] } else { 1000 } } else { cube() }) <= y4;
-        let mut n8 = t | (if t >= ua[(i * 13) % 1024] { (if fa[i + 4096].trunc() == fa[i + 4096].trunc() { fa[i + 4096].trunc() } else { 1.0 }).to_bits() } else { (!t) ^ 1593518284 });
-        out_f[i * 2 + 1] = -3.75;
-        out_f[i * 2] = fa[4294967295];
-        out_f[i * 2 + 1] = (x5 * fa[t % 1000]) * f32::from_bits(((if (-1.4236835) == (-1.4236835) { (-1.4236835) } else { 0.0 }).to_bits() & 0xbfffffff) | 0x20000000).floor();
-        out_u[i * 2] = fa.len();
+        let n0 = ((154.63397 - (i as f32)) * f32::from_bits((2000 & 0xbfffffff) | 0x20000000).ceil()) as u32;
+        let n1: u32 = if i >= (if s < 100.0 { ua[(i * 13) % 1024] } else { if 0.0006871598 != fa[(i * 7) % 1024] { t } else { i } }) { (0xdeadbeef).max((s as u32) / out_f.len()) } else { 4294967295 };
+        let mut x2 = f32::from_bits((n0 & 0xbfffffff) | 0x20000000);
+        let mut x3 = fa[i];
+        let k4 = if (0.02315472 as u32) >= (if true { !n0 } else { 1 / 2139095040 }) { (ua[1000] as i32) + ((2147483647i32 << n0) + (0i32).max(31i32)) } else { ((1288751150 + 3240446752) < ((x2 >= fa[i]) as u32)) as i32 };
+        out_u[i * 2] = ((if (fa[4294967295] > x3) || (7i32 == k4) { (-8) | k4 } else { if false { -1963537593 } else { k4 } }) - (fa[i + 4096].trunc() as i32)) as u32;
+        let mut y5 = (!(if (5 as f32) == (5 as f32) { (5 as f32) } else { 2.7525651 }).to_bits()) ^ ua[4294967295];
+        let c6 = !(if k4 < k4 { ((-1.4236835) < x3) || true } else { (if true { 174821612i32 } else { 1137595350i32 }) > ((t as i32) << fa.len()) });
+        out_f[i * 2] = if (-3.75) != x2 { x3 } else { (if !c6 { 65535 | t } else { x3 as u32 }) as f32 };
+        out_f[i * 2 + 1] = -(-(255 as f32));
+        out_u[i * 2] = y5;
+        out_u[i * 2 + 1] = (if x2 < s { 7i32 } else { (t as i32) - (if (-8) > 1359772235i32 { k4 * k4 } else { if c6 { k4 } else { 2i32 } }) }) as u32;
     }
 }
 
 /// Generated kernel 1 of seed 1.
-#[gpuworld::kernel(cube_dim = 256)]
+#[gpuworld::kernel(cube_dim = 64)]
 fn fuzz_1_1(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f32, t: u32) {
     let i = global_index();
     if i < out_f.len() {
-        let mut y0 = f32::from_bits((ua[i] & 0xbfffffff) | 0x20000000);
-        if (i as f32) <= y0 {
-            let n1 = if y0 >= y0 { 2 } else { !((1000).min(cube()) >> (3 - i)) };
-            if ua[t % 1100] >= 65535 {
-                let x2 = y0;
-            } else {
-                let mut x3 = fa[t % 1100];
+        if fa[(i * 7) % 1024] <= fa[999] {
+            let mut k0 = (if (if (ua[i + 1] as i32) <= 32i32 { (-1) > (-1) } else { !(65536.0 < (-0.0)) }) { 0i32 } else { (if 1.0 > s { -2146526314 } else { 2i32 }) - ((-1561929274) - (-2147483648)) }) >> 5;
+            if !((0.5 as i32) != ((i as i32) * (i as i32))) {
+                let mut y1 = ua[t % 1100];
+                let mut y2 = (-8) >= (ua[i] as i32);
+                let mut y3 = if (!(!32)) < (((-1) as u32) ^ (3632293976 | 3022329714)) { 2086526780 } else { i };
             }
-            let n4: u32 = ua[if 0 == t { (n1 >> ua[i]).max(if true { ua[t % 1000] } else { 4211789612 }) } else { (i | n1) | (n1 << 16) }];
+            let n4 = (if s == s { s } else { 1.0 }).to_bits();
         } else {
-            let mut y5 = unit();
-            let mut n6 = (t + (if y0.ceil() == y0.ceil() { y0.ceil() } else { 1.0 }).to_bits()) * unit();
-            n6 &= if ((y0 >= y0) == true) && (!(fa[(i * 7) % 1024] > fa[(i * 7) % 1024])) { (ua[i] as f32) as u32 } else { (if (t as f32) == (t as f32) { (t as f32) } else { 65536.0 }).to_bits() };
+            let mut y5 = if false == (!((3.0 > (-6980.87)) == true)) { f32::from_bits(((ua[i] ^ 0) & 0xbfffffff) | 0x20000000).floor() } else { -((-0.0).min(fa[i]) * (100.0 - (-1.0))) };
+            y5 *= (if false == (i <= i) { (0.5).min(y5) } else { s - 3.0 }).max(y5.abs());
+            let n6 = (if (6.8442225).trunc() == (6.8442225).trunc() { (6.8442225).trunc() } else { -1.0 }).to_bits();
         }
-        let mut y7 = s;
-        let mut n8 = ua[t % 1100];
-        let mut x9 = (y0.min(fa[0]).max(y7 + y7) - ((!5) as f32)).ceil();
-        let mut y10 = 3022329714 as f32;
-        out_f[i * 2] = y7;
-        out_f[i * 2 + 1] = fa[i];
-        out_u[i * 2] = ((if false { s } else { y10 }).floor() * ((i / ua[1000]) as f32)) as u32;
-        out_u[i * 2 + 1] = out_f.len();
+        let mut x7 = 1.0e-3;
+        let mut y8 = global_index() == i;
+        out_f[i * 2] = fa[(i * 13) % 1024];
+        let mut n9 = 4294967296.0 as u32;
+        let c10 = y8;
+        out_f[i * 2] = (100.0).abs() - x7.max(-fa[(i * 7) % 1024]);
+        out_f[i * 2 + 1] = (y8 as u32) as f32;
+        out_u[i * 2] = 1178146276;
+        out_u[i * 2 + 1] = (if (if c10 { ua.len() } else { i }) < ua[i + 7] { (if c10 { 31 } else { i }) * ua[999] } else { if (if c10 { c10 } else { y8 }) { 1209692442i32 as u32 } else { n9 } }) << (((0.25 - x7) as u32) << (if !c10 { if c10 { 3400180062 } else { t } } else { n9 }));
     }
 }
 
@@ -61,261 +56,282 @@ fn fuzz_1_1(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f32
 fn fuzz_1_2(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f32, t: u32) {
     let i = global_index();
     if i < out_f.len() {
-        let mut y0 = t;
-        let mut y1 = out_f.len();
-        let c2 = !(t == ua.len());
-        let mut w3 = 0;
-        while w3 < 2 {
-            let mut w4 = 0;
-            while w4 < 4 {
-                let c5 = (if (if !c2 { i >= 7 } else { c2 || c2 }) { (if c2 { 1000 } else { global_index() }) | 2000 } else { ua[i + 999] }) <= ua[(if (fa[(i * 7) % 1024] + fa[0]) == (fa[(i * 7) % 1024] + fa[0]) { (fa[(i * 7) % 1024] + fa[0]) } else { 14.6996975 }).to_bits()];
-                w4 += 1;
-            }
-            let mut x6: f32 = 2.0;
-            w3 += 1;
-        }
-        if (-0.0) == fa[i] {
-            out_u[i * 2] = ua[(i * 13) % 1024];
-            let mut c7 = (f32::from_bits((32 & 0xbfffffff) | 0x20000000).trunc() as u32) == (!(0xdeadbeef + (!w3)));
-            let n8 = (if !(if fa[i + 500] != 405.8755 { c7 } else { c7 }) { 0.5 + fa[(i * 3) % 1024] } else { (0.25 as u32) as f32 }) as u32;
+        let mut y0 = if (ua[1000] as i32) == (ua[i] as i32) { (3 + (3748673218 >> 4294967295)) ^ ((141275102i32 as u32) * (if 7 == ua[999] { ua.len() } else { i })) } else { if s.min(-0.0048215766) != (-0.0002627347).min(s) { 1000 } else { i } };
+        let mut y1 = if s != ((-1889676588) as f32) { !(if i > i { (fa[999] < s) && (s < fa[i]) } else { (1.0e-3 > fa[i]) == ((-1.0) != 0.003502065) }) } else { if (2147483647i32 - 31i32) == (if t < y0 { -1 } else { -2147483648 }) { 2.0 >= 0.25 } else { y0 <= (y0 * 1999) } };
+        let mut y2 = ((if y1 { if 0.1 == fa[4294967295] { -1000 } else { -1 } } else { -1 }) as u32) * (if (1 % 1438494868) <= t { (i % 7) << (if fa[i + 500] == fa[i + 500] { fa[i + 500] } else { 3.0 }).to_bits() } else { t });
+        if (t as i32) != 2i32 {
+            let x3: f32 = fa[i].min(f32::from_bits(((2000).max(cube()) & 0xbfffffff) | 0x20000000) + (-1.0e-3).min(s));
+            let mut n4: u32 = ((((ua[0] as i32) <= 7i32) as u32) ^ (if y0 >= y2 { if (-2147483648) < (i as i32) { cube() } else { 16 } } else { i })) >> (if (if x3 != x3 { y1 } else { 0.5 > 2.0 }) { !(x3 as u32) } else { if y1 { unit() } else { 1826731452 } });
+            y1 = ((if fa[i + 7] <= x3 { 65535 } else { t }) as f32) >= (-f32::from_bits((ua[(i * 3) % 1024] & 0xbfffffff) | 0x20000000));
         } else {
-            let mut y9 = (1.0 + (3.0).floor().floor()).floor();
+            let mut w5 = 0;
+            while w5 < 4 {
+                let mut x6 = (ua[i + 500] | ua[i]) as f32;
+                let mut y7 = unit() <= 1593635232;
+                w5 += 1;
+            }
+            let mut c8: bool = y1;
+            let mut w9 = 0;
+            while w9 < 4 {
+                let mut y10 = (((c8 != (t >= t)) && (global_index() == 31)) as i32) / ((3 != w5) as i32);
+                w9 += 1;
+            }
         }
-        let mut y10 = (t != y0) == (!(((y0 != i) == (y0 < 3400180062)) == c2));
-        let x11 = (1.0).ceil();
-        let mut y12 = (if (if 1.0e-3 < x11 { x11 == (-3.75) } else { y1 < ua[(i * 13) % 1024] }) { s } else { f32::from_bits(((1999 * w3) & 0xbfffffff) | 0x20000000) }).max(fa[(x11 as u32) % 1100].abs());
-        out_f[i * 2] = x11;
-        out_u[i * 2] = x11 as u32;
-        out_u[i * 2 + 1] = y0;
+        let mut y11 = ((fa[i] as u32) << ((t ^ 4294967295) >> (if (i as i32) == (-36039231) { 4294967295 } else { t }))) as f32;
+        if (if s >= y11 { 16 } else { y0.min(cube()) }) < (((i as i32) | (-2025013246)) as u32) {
+            y2 += !ua[65535 * y2];
+        }
+        y1 = !y1;
+        if (fa.len() <= (if y1 { ua[(i * 7) % 1024] } else { 161300962 })) || (if (i as i32) > 2147483647i32 { y1 } else { ((-0.0) > fa[t % 1100]) && y1 }) {
+            let mut y12 = f32::from_bits((y0 & 0xbfffffff) | 0x20000000);
+            let mut y13 = !(!((if fa[1000] == fa[1000] { fa[1000] } else { 0.10850771 }).to_bits() != 4294967295));
+        }
+        out_f[i * 2] = y11;
+        out_u[i * 2] = (-1) as u32;
+        out_u[i * 2 + 1] = (-1938678489) as u32;
     }
 }
 
 /// Generated kernel 3 of seed 1.
-#[gpuworld::kernel(cube_dim = 32)]
+#[gpuworld::kernel(cube_dim = 256)]
 fn fuzz_1_3(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f32, t: u32) {
     let i = global_index();
     if i < out_f.len() {
-        if (191.07005).min(s).max(2405290708 as f32) >= f32::from_bits((i & 0xbfffffff) | 0x20000000).max(i as f32) {
-            let mut y0 = 1960674341;
-            let mut x1 = if true { ((y0 * t) as f32).ceil() } else { f32::from_bits(((if 1.0e-3 == 1.0e-3 { 1.0e-3 } else { 65536.0 }).to_bits() & 0xbfffffff) | 0x20000000) + (s.ceil() + fa[i].ceil()) };
-        } else {
-            out_u[i * 2 + 4001] = if (2147483648 != unit()) == (t < 32) { i ^ (i * 1999) } else { !(i * ua[(i * 13) % 1024]) };
-            if (if (global_index() * i) > (!i) { i > i } else { ((fa[i] >= fa[i + 1000]) == ((-9.653049) != 65536.0)) != (i < 2000) }) {
-                let mut y2 = 1665.9801 <= 3.0;
-                let mut c3: bool = (100.0 < (-0.014918952)) == ((if fa[(i * 3) % 1024] == fa[(i * 3) % 1024] { fa[(i * 3) % 1024] } else { 0.0 }).to_bits() >= t);
-            }
-        }
-        let mut y4 = (-(0.25 * 1.5).trunc()) == ((s * 0.25) * 1.1119765).max((3.0 + 0.5) - (i as f32));
-        let mut y5 = (((3.0 as u32) + (1.0 as u32)) % (if 65535 >= unit() { (if 0.1 == 0.1 { 0.1 } else { 0.1 }).to_bits() } else { (if 0.213438 == 0.213438 { 0.213438 } else { 0.0 }).to_bits() })) - i;
-        y5 = ((1999 / 1727011086) < (t + ua.len())) as u32;
-        let mut n6 = if (0xdeadbeef != unit()) && y4 { 65535 } else { fa[t % 1100].trunc() as u32 };
-        out_f[i * 2] = (t as f32) - s.max(fa[i].min(1.0 * 0.3391569));
-        out_f[i * 2 + 1] = fa[i].max(0.25 - 2.0);
-        out_u[i * 2] = fa[(i * 7) % 1024] as u32;
+        let mut y0 = (out_f.len() > ua[i]) && (ua[(i * 13) % 1024] >= unit());
+        out_u[i * 2 + 1] = (f32::from_bits((ua[i + 4096] & 0xbfffffff) | 0x20000000) - fa[i]) as u32;
+        let mut x1 = (-fa[t % 1100].min(0.5)).max(f32::from_bits((i & 0xbfffffff) | 0x20000000) - (i as f32)).abs();
+        let mut k2 = if (!(7 <= 382408269)) != (!((-8) <= (t as i32))) { (1999 <= 1) as i32 } else { 2147483647i32 };
+        let mut x3 = fa[i + 4096];
+        let mut y4 = ua[(if y0 { t ^ 2000 } else { i / t }) % 1100] == (if f32::from_bits((i & 0xbfffffff) | 0x20000000) == f32::from_bits((i & 0xbfffffff) | 0x20000000) { f32::from_bits((i & 0xbfffffff) | 0x20000000) } else { -1.0 }).to_bits();
+        out_f[i * 2] = ((-(x1 - x1)) - (fa[i + 4096] * (x3 * x1))).min(((32 >> 2139095040) as f32) + s.ceil());
+        out_u[i * 2] = (if (i as f32) == (i as f32) { (i as f32) } else { 1.5 }).to_bits();
+        out_u[i * 2 + 1] = if y0 { (ua[(i * 7) % 1024] | (i * global_index())) + (!t) } else { (if 0 < 1000 { i << i } else { i ^ 4294967295 }) * (if y0 { i } else { ua[i] * 3507011830 }) };
     }
 }
 
 /// Generated kernel 4 of seed 1.
-#[gpuworld::kernel(cube_dim = 128)]
+#[gpuworld::kernel(cube_dim = 64)]
 fn fuzz_1_4(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f32, t: u32) {
     let i = global_index();
     if i < out_f.len() {
-        let mut y0 = 1742844078;
-        let x1 = 2.0 - ((-0.0017368754) - (if 33 >= 16 { fa[(i * 3) % 1024] * s } else { 2.0 }));
-        let mut x2: f32 = x1;
-        let mut x3 = (((y0 - unit()) * (3 * 5)) as f32).ceil();
-        let mut y4 = (unit() as f32) == fa[999];
-        out_f[i * 2 + 4001] = x3;
-        out_f[i * 2] = (-x3.abs()).min((fa[i] + fa[t % 1100]) + s).floor();
-        out_f[i * 2 + 1] = s;
-        out_u[i * 2] = i * (if (4294967296.0 - s) == (4294967296.0 - s) { (4294967296.0 - s) } else { 3.0 }).to_bits();
-        out_u[i * 2 + 1] = if ((unit() | 0) << (t << i)) <= ((y0 * 32) / t) { 0 } else { i.max((y0 << y0) % y0) };
+        let x0: f32 = s;
+        let mut y1 = x0;
+        let mut n2 = ua[65535];
+        let mut k3 = (!(3797060849 as i32)) >> i;
+        let mut w4 = 0;
+        while w4 < 4 {
+            let mut k5 = !(((k3 * k3) - (if x0 <= 4294967296.0 { -1149428857 } else { k3 })) - (if (-1000) == (t as i32) { if (i as i32) < (i as i32) { k3 } else { 7i32 } } else { 2086832592i32 >> w4 }));
+            w4 += 1;
+        }
+        let mut y6 = (((n2 + n2) | ua[t % 1100]) as i32) | (if (if (-1000) != 2147483647i32 { ua[t % 1000] } else { n2 }) >= w4 { -(ua[t % 1000] as i32) } else { k3 });
+        let x7 = f32::from_bits((((ua.len() % (if y6 < (ua[i] as i32) { n2 } else { 4294967295 })) % (if 2142401072 < 0 { w4 } else { 33 })) & 0xbfffffff) | 0x20000000);
+        k3 *= -(if (if 31i32 > k3 { n2 != ua[i] } else { n2 != n2 }) { ua[i] as i32 } else { if 1700.6167 == (-5.546429) { i as i32 } else { ua[i + 999] as i32 } });
+        out_f[i * 2] = (2.0).abs();
+        out_f[i * 2 + 1] = x0 - fa[i];
+        out_u[i * 2] = (((65535 / 2) * (global_index() ^ i)) / (cube() << (y1 as u32))).min(fa.len() - ua[(if 3838805417 < 7 { 255 } else { i }) % 1100]);
+        out_u[i * 2 + 1] = y6 as u32;
     }
 }
 
 /// Generated kernel 5 of seed 1.
-#[gpuworld::kernel(cube_dim = 256)]
+#[gpuworld::kernel(cube_dim = 32)]
 fn fuzz_1_5(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f32, t: u32) {
     let i = global_index();
     if i < out_f.len() {
-        let mut x0 = if 1.1055425 != 3.0 { -0.0 } else { -(2.0).min(0.49619776 - s) };
-        for j1 in 0..1 {
-            let mut c2 = x0 > 0.1;
-            let mut n3 = (-(-1.0).ceil()) as u32;
-            let mut c4 = (((1 >> t) < (if c2 { j1 } else { out_f.len() })) == c2) != c2;
-            if (4.4720554).min(fa[i + 1]) == (t as f32) {
-                break;
-            }
-        }
-        out_f[i * 2 + 4001] = i as f32;
-        x0 = x0;
-        x0 *= -((-3.75) - (s * fa[i]));
-        let x5 = x0;
-        for j6 in 0..3 {
-            for j7 in 1..3 {
-                let mut y8 = -(f32::from_bits((t & 0xbfffffff) | 0x20000000).trunc() + (-(-(-3.75))));
-                x0 *= (j7 as f32) * (-((-223.67677) + 1.0e-3));
-            }
-            out_f[i * 2 + 1] = fa[i + 7];
-        }
-        out_f[i * 2] = fa[i].trunc();
-        out_f[i * 2 + 1] = (x5 - x0).max(ua[t % 1000] as f32).max(x5).min(x5);
-        out_u[i * 2] = if fa[(!255) % 1100] != (x5 + 12.695814).min(0.0) { (f32::from_bits((cube() & 0xbfffffff) | 0x20000000) == (fa[i] - x5)) as u32 } else { i };
-        out_u[i * 2 + 1] = ((if s == s { s } else { -1.0 }).to_bits() << (i | 2000)).min((if x0 == x0 { x0 } else { 4294967296.0 }).to_bits().max((32).min(i))) % ua[t % 1100];
+        let n0 = (fa.len() / (if 0.024791127 != (-0.0033899574) { global_index() | 33 } else { ua[999] })) + i;
+        let mut y1 = if 1 == 255 { -225815120 } else { ((2i32 / 7i32) >> (n0 ^ n0)) + ((65535 == 2147483648) as i32) };
+        let mut y2 = ua[((if fa[1000].min(fa[i + 500]) == fa[1000].min(fa[i + 500]) { fa[1000].min(fa[i + 500]) } else { -1.0 }).to_bits() * (if (1000 > 33) || ((-2147483648) != (-98684238)) { 5 % 31 } else { n0 + i })) % 1000];
+        let mut n3 = !(if (false && (out_f.len() <= t)) || (fa[i + 7] == fa[i]) { 2 } else { !out_f.len().min(2139095040) });
+        n3 |= ((3345.9268 + 1.0) * ((-857.8282) - 0.25)) as u32;
+        let k4 = (((if fa[i + 1] == fa[i + 1] { fa[i + 1] } else { 0.5 }).to_bits() == (1999 % i)) as i32) - (t as i32);
+        out_f[i * 2] = ((fa[i + 999] as u32) as f32).max((1.0 * 100.0) * (if true { s } else { 3.0 })) + (0.5).trunc();
+        out_u[i * 2] = (if fa[t % 1100] == fa[t % 1100] { fa[t % 1100] } else { 1.0 }).to_bits();
+        out_u[i * 2 + 1] = (if ((if 4294967296.0 != 1.5 { cube() } else { 1000 }) | (ua[i] * ua.len())) <= y2 { k4 } else { (if (0.25 == 4294967296.0) == (ua[t % 1000] != ua[(i * 13) % 1024]) { 16 & 2147483648 } else { ua[0] }) as i32 }) as u32;
     }
 }
 
 /// Generated kernel 6 of seed 1.
-#[gpuworld::kernel(cube_dim = 128)]
+#[gpuworld::kernel(cube_dim = 32)]
 fn fuzz_1_6(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f32, t: u32) {
     let i = global_index();
     if i < out_f.len() {
-        let mut y0 = (if s == s { s } else { -0.005132302 }).to_bits() % 3;
-        y0 += y0;
-        let mut w1 = 0;
-        while w1 < 2 {
-            let mut n2 = i;
-            let mut y3 = (-0.0).min((fa[i] as u32) as f32) + ((-3.75).max(2.0) + (i as f32)).min(ua.len().min(894858185) as f32);
-            let mut x4 = (if (1.5 - fa[i + 500]) == fa[i + 1000].max(0.5) { y0 - ((y3 < 111.713776) as u32) } else { 33 }) as f32;
-            w1 += 1;
-        }
-        let mut n5 = ((61.13855 - (3.0 - 15.495609)) as u32).min(3075650489 ^ (w1 | (7 - fa.len())));
-        let x6 = fa[i];
-        let mut w7 = 0;
-        while w7 < 2 {
-            let mut x8: f32 = fa[(i * 7) % 1024] - s.floor().floor();
-            w7 += 1;
-        }
-        out_f[i * 2] = ((w1 | 4294967295) as f32).min((x6 * (-3.75)).trunc()).trunc();
-        out_f[i * 2 + 1] = ((x6 + 3.2630215) * x6).ceil() + (0.0 + fa[4294967295]).floor().max(fa[i].trunc());
-        out_u[i * 2] = (((2147483648 + ua[i]) ^ (global_index() | 33)) | ua[999]) - w7;
+        let x0 = -(1.0e-3).max(4294967296.0).min((4294967296.0).ceil()).max(fa[(i * 13) % 1024].max(24.521627));
+        let c1: bool = (i as i32) >= (((-1) - ((t as i32) / 0i32)) + (32i32 * (-8)).min((2147483647i32 < (-2147483648)) as i32));
+        let k2 = ((-1) + (1070228067i32).max(ua[(i * 13) % 1024] as i32)).min((x0 + x0) as i32) >> ((if fa[i] == fa[i] { fa[i] } else { 1716.2987 }).to_bits() >> (2147483648 + t)).max((s as u32).max(i));
+        out_f[i * 2] = ((fa[i] + fa[i + 1000].min(x0)) - ((x0 * x0) + x0)) - ((s + fa[1000]).min(x0.max(x0)) + (1.213626).trunc().max(65536.0 + fa[i]));
+        out_f[i * 2 + 1] = (fa[i].floor() + x0).floor();
+        out_u[i * 2] = (if 0xdeadbeef > (if c1 { i } else { i }) { i } else { i * (1.0e-3 as u32) }) >> ((x0 as i32) as u32);
+        out_u[i * 2 + 1] = 2139095040;
     }
 }
 
 /// Generated kernel 7 of seed 1.
-#[gpuworld::kernel(cube_dim = 32)]
+#[gpuworld::kernel(cube_dim = 128)]
 fn fuzz_1_7(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f32, t: u32) {
     let i = global_index();
     if i < out_f.len() {
-        if true {
-            let mut y0 = t + (((3.0).min(214.03383) * 0.1) as u32);
-            for j1 in 0..3 {
-                let mut y2 = !((((-0.0) as u32) as f32) == (fa[i].ceil() + (fa[(i * 13) % 1024] * (-0.0874131))));
-                if !((1000 > 33) || y2) {
-                    continue;
-                }
-            }
+        let mut x0 = (if 65536.0 < (-1986.8287) { ua[ua[i + 500] % 2000] } else { (2.0 * fa[t % 1100]) as u32 }) as f32;
+        if (if true { false } else { i < i }) && (((i != unit()) as u32) == (i * global_index())) {
+            let mut y1 = 2000;
+            let c2 = (((t << 1173424378) * ua[i]) < ((16 << i) * (!0xdeadbeef))) || (((7i32).min(1000i32) < ((-3) - 31i32)) != ((y1 ^ 2147483648) <= t));
         }
-        let mut c3 = f32::from_bits(((if !(0.1 == 0.5) { i } else { 1 }) & 0xbfffffff) | 0x20000000) < (-((-3.75) * 0.25));
-        let x4: f32 = 0.5;
-        let mut n5 = if x4 == fa[i + 2] { if s <= s { if !c3 { 255 } else { !1093278322 } } else { (i | i) + (33 >> t) } } else { if i > (if 1551.9281 == 1551.9281 { 1551.9281 } else { 0.0 }).to_bits() { i } else { (3070838258 ^ i) - (fa[i + 999] as u32) } };
-        n5 *= ((unit() >> 7) & (if c3 { i } else { i })) - ((if (-33.682346) == (-33.682346) { (-33.682346) } else { 0.17751604 }).to_bits() * (i | cube()));
-        let mut y6 = ((1000).max(i) as f32).abs() * 3.0;
-        y6 = (-f32::from_bits((i & 0xbfffffff) | 0x20000000)) - (ua[i] as f32);
-        out_f[i * 2] = x4 * ((y6.min(fa[4294967295]) + (-s)) * ((fa[i] - 1.0e-3) + x4.floor()));
-        out_u[i * 2] = n5 & ((1 as f32) as u32);
-        out_u[i * 2 + 1] = ua[((if (ua[i + 4096] as f32) == (ua[i + 4096] as f32) { (ua[i + 4096] as f32) } else { 0.5 }).to_bits() ^ (if n5 != cube() { n5 } else { x4 as u32 })) % 1024];
+        let x3: f32 = fa[999];
+        out_f[i * 2] = f32::from_bits((i & 0xbfffffff) | 0x20000000) * (f32::from_bits(((if (-2147483648) != (-1000) { 1000 } else { i }) & 0xbfffffff) | 0x20000000) - ((cube() as f32) + (-x0)));
+        out_f[i * 2 + 1] = x0;
+        out_u[i * 2] = (if x0 >= fa[0] { i << unit() } else { !(if fa[i] == fa[i] { fa[i] } else { 3.0 }).to_bits() }) - 2139095040;
     }
 }
 
 /// Generated kernel 8 of seed 1.
-#[gpuworld::kernel(cube_dim = 64)]
+#[gpuworld::kernel(cube_dim = 128)]
 fn fuzz_1_8(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f32, t: u32) {
     let i = global_index();
     if i < out_f.len() {
-        if s < fa[i] {
-            if (if 0.25 < (-383.8559) { if ua[999] > 2000 { if i == 1190003458 { t < ua.len() } else { true } } else { s < (-0.012352559) } } else { (!i) <= (32 / 427528578) }) {
-                let mut y0 = ua[t % 1100] + 1892781371;
-                let mut y1 = if !(2 != y0) { if 0.010669033 >= fa[(i * 3) % 1024] { false } else { (fa.len() == ua[t % 1100]) == (global_index() == 3) } } else { 1.0 != s };
-                out_f[i * 2 + 1] = -0.0;
-            }
-            out_u[i * 2] = t;
+        if !(0.0006085005 <= (-0.00024800305)) {
+            let n0 = (111250981i32 as u32) << i;
+            let mut y1 = if true { (if (fa[i + 7] - 0.67794985) == (fa[i + 7] - 0.67794985) { (fa[i + 7] - 0.67794985) } else { 0.14102338 }).to_bits() + ((s as i32) as u32) } else { ua[i + 1000] };
         }
-        let x2 = fa[i].floor() + 0.0;
-        let mut n3 = if true { i } else { (if f32::from_bits((i & 0xbfffffff) | 0x20000000) == f32::from_bits((i & 0xbfffffff) | 0x20000000) { f32::from_bits((i & 0xbfffffff) | 0x20000000) } else { 7800.194 }).to_bits() };
-        out_f[i * 2 + 1] = if (2443487896 >= n3) == (if false { t != i } else { false }) { (1.5).min(s) } else { fa[t % 1000] };
-        out_f[i * 2] = (fa[i + 2] - ((-1.0) - 0.25).floor()).ceil();
-        out_f[i * 2 + 1] = (i as f32).trunc();
+        let mut y2 = if i < t { 7i32 } else { ((1.0 - fa[i]) - (-0.0)) as i32 };
+        out_u[i * 2 + 1] = if ua[t % 1100] == (y2 as u32) { if 0 < i { 65535 } else { (if 2.0 == 2.0 { 2.0 } else { 2.0 }).to_bits() } } else { (if cube() != i { i } else { 1000 }) >> (ua[i] * t) };
+        let c3: bool = 5 > 31;
         out_u[i * 2] = t;
-        out_u[i * 2 + 1] = if x2 == x2 { !(x2 as u32) } else { (if (t == n3) != (fa[i] <= 0.5) { 2000 } else { (if fa[(i * 13) % 1024] == fa[(i * 13) % 1024] { fa[(i * 13) % 1024] } else { -1.0 }).to_bits() }) * t };
+        for j4 in 0..2 {
+            let mut y5 = (fa[i].trunc() * 1.5).floor() * ((((255 < t) as u32) * (2.0 as u32)) as f32);
+            if y5 <= y5 {
+                let mut y6 = (((y2 < 2i32) as u32) >> (i ^ ua.len())) as i32;
+                let mut n7 = ((if (if c3 { y5 > fa[1000] } else { y5 > y5 }) { if fa[(i * 7) % 1024] < fa[0] { 1000 } else { j4 } } else { (if 1.0e-3 == 1.0e-3 { 1.0e-3 } else { 0.015868032 }).to_bits() }) << 0) % (((-0.5) + (y5 + s)) as u32);
+                let mut x8: f32 = y5;
+            } else {
+                let mut y9 = if c3 { !(fa[i] == (-fa[4294967295])) } else { (2912220980 >= (j4 >> unit())) == ((if c3 { 32i32 } else { 32i32 }) <= y2) };
+                let x10 = fa[i + 7].floor().abs();
+                let mut n11 = (4.9359083 - f32::from_bits((j4 & 0xbfffffff) | 0x20000000)).ceil() as u32;
+            }
+            if c3 {
+                break;
+            }
+        }
+        let mut y12 = (((if 2147483648 <= i { ua[999] } else { ua.len() }) | 4294967295) | (!ua[i + 999])) % (!(if s == s { s } else { 4294967296.0 }).to_bits()).max(2147483648);
+        out_f[i * 2] = 0.1;
+        out_f[i * 2 + 1] = fa[i].max((fa[i] - (s - 4294967296.0)) + (fa[4294967295].trunc() + (0.1 * 0.0)));
+        out_u[i * 2] = t;
+        out_u[i * 2 + 1] = (if ((t < 2) || ((-3.75) < 3.0)) == (100.0 == fa[(i * 13) % 1024]) { (0.1).max(1.0) as u32 } else { ua[999] }) & (((if c3 { ua[i + 1000] } else { 1572968712 }) | 255) << (!cube().max(0)));
     }
 }
 
 /// Generated kernel 9 of seed 1.
-#[gpuworld::kernel(cube_dim = 128)]
+#[gpuworld::kernel(cube_dim = 256)]
 fn fuzz_1_9(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f32, t: u32) {
     let i = global_index();
     if i < out_f.len() {
-        for j0 in 0..4 {
-            let mut y1 = (-s).trunc();
-        }
-        let c2: bool = fa[((i * i) ^ (5 * i)) % 1024] != (((!(1.5 >= fa[i])) as u32) as f32);
-        for j3 in 0..2 {
-            let n4 = if !c2 { 0 } else { t };
-        }
-        out_f[i * 2] = -(1.0e-3 - fa[i]).max(0.00048228598 + 1.0).max(-0.082136735);
-        out_f[i * 2 + 1] = fa[(i * 7) % 1024];
-        out_u[i * 2] = 2;
-        out_u[i * 2 + 1] = (t % ((2.0 as u32) - (if c2 { t } else { 7 }))) | ((!(if c2 { 65535 } else { ua[i + 999] })) / (i & (2000 + t)));
+        let mut y0 = (-(if ua[4294967295] <= ua[999] { fa[i + 4096] - 3.0 } else { 1.0e-3 * 4294967296.0 })).min((-3.75) + ((-18.456255) - 0.5));
+        let mut y1 = 0.0;
+        let mut n2 = (((i + cube()) as f32) * ((-0.0).trunc() * f32::from_bits((unit() & 0xbfffffff) | 0x20000000))) as u32;
+        y1 += y1 + s;
+        out_f[i * 2] = fa[(i * 3) % 1024];
+        out_u[i * 2] = ua[i + 2];
+        out_u[i * 2 + 1] = ua[(0 & n2).min(n2) % 1024] * (!(if false && (1000 < ua[i]) { 7 / i } else { if true { i } else { i } }));
     }
 }
 
 /// Generated kernel 10 of seed 1.
-#[gpuworld::kernel(cube_dim = 32)]
+#[gpuworld::kernel(cube_dim = 64)]
 fn fuzz_1_10(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f32, t: u32) {
     let i = global_index();
     if i < out_f.len() {
-        let mut x0 = (1.0e-3).max(fa[i]);
-        x0 = (i as f32) - (0.25).floor();
-        x0 = f32::from_bits(((if !(65535 <= 3) { i | i } else { 0 % 0 }) & 0xbfffffff) | 0x20000000);
-        let mut y1 = (if x0 == x0 { x0 } else { 0.00075568666 }).to_bits();
-        let mut x2 = -fa[t % 1100].min(-x0);
-        x0 = 1.5;
-        let mut x3 = (-x2).min((1 | ua[1000]) as f32) - s.max((1.0e-3).min(-3.75) - (-0.0));
-        let mut w4 = 0;
-        while w4 < 2 {
-            y1 -= t << ((1522057673 & w4) % (if s == s { s } else { -3.75 }).to_bits());
-            y1 -= 2190014538;
-            let mut y5 = ((if (s + fa[i + 1000]) == (s + fa[i + 1000]) { (s + fa[i + 1000]) } else { 65536.0 }).to_bits() ^ (!i)) < (((if y1 < ua[(i * 7) % 1024] { w4 } else { 2 }) as f32) as u32);
-            w4 += 1;
+        let k0: i32 = 1i32;
+        if false {
+            let mut n1 = 958080707;
+            let mut y2 = ((if (if true { (-0.0) < 100.0 } else { i < fa.len() }) { t } else { 3 + n1 }) % t) as f32;
         }
-        out_f[i * 2] = 0.0002775458;
-        out_f[i * 2 + 1] = s.floor();
-        out_u[i * 2] = i;
-        out_u[i * 2 + 1] = unit() - (((if y1 == 2000 { w4 } else { 0xdeadbeef }) << w4) % (if ua.len() <= 1000 { x3 as u32 } else { y1 | 2147483648 }));
+        if (-0.4560019) <= (out_f.len() as f32) {
+            let mut x3 = (if (if fa[i] == fa[i] { fa[i] } else { -17.912424 }).to_bits() < (i ^ cube()) { f32::from_bits((4294967295 & 0xbfffffff) | 0x20000000) as i32 } else { (fa[4294967295] * 0.1) as i32 }) as f32;
+            let mut y4 = i;
+        } else {
+            let mut k5 = if fa[0] < s { (if (1.0e-3 == 0.0007598542) && (fa[i + 1000] > 0.0) { if 0.61452925 >= 1.0 { ua[t % 1100] as i32 } else { k0 } } else { if true { k0 } else { -2104821266 } }) << ((if false { cube() } else { 32 }) * (!0xdeadbeef)) } else { (i <= 16) as i32 };
+        }
+        if false {
+            let mut y6 = f32::from_bits(((2281342039 >> (ua[i] / (1 + 3))) & 0xbfffffff) | 0x20000000);
+            let mut y7 = y6;
+            let mut n8: u32 = ((!4294967295) % ((if 33 > 7 { ua[t % 1000] as i32 } else { 2147483647i32 }) as u32)) << 31;
+        }
+        let mut n9: u32 = if fa[t % 1100] <= 0.0009479046 { 2147483648 } else { ((0 as i32) - (ua[0] as i32)) as u32 };
+        if ((if false { false } else { (-3.75) <= 0.0 }) && (fa[i + 1000] == 1.5)) && ((if 2139095040 >= t { i } else { unit() }) <= (if 0.5 < fa[i] { 2 } else { global_index() })) {
+            out_u[i * 2 + 4001] = (if 46683513 != i { (0.5 as i32).max(ua[t % 1100] as i32) } else { k0 }) as u32;
+            let mut y10 = ua[(1.0e-3 - 1.0e-3) as u32] as f32;
+            if (if 3494.2515 >= y10 { n9 >> ua[t % 1100] } else { n9 >> i }) < ((3.0 + 100.0) as u32) {
+                let mut y11 = (((16 <= t) || true) as u32) == ua.len();
+                y10 -= fa[i];
+            } else {
+                y10 *= if 0 >= 31 { y10.max(0.25).max((-28.766378) + y10) } else { s.min(if 5 != n9 { y10 } else { y10 }) };
+                let mut x12 = (31 as i32) as f32;
+            }
+        }
+        let k13 = k0;
+        out_f[i * 2] = f32::from_bits((((!(31 * ua[i])) & i) & 0xbfffffff) | 0x20000000);
+        out_f[i * 2 + 1] = (f32::from_bits(((3242611236 << n9) & 0xbfffffff) | 0x20000000) - (-fa[i])) + s.max(2.0);
+        out_u[i * 2] = !(if 1.5 == 1.5 { 1.5 } else { 0.0003280285 }).to_bits();
+        out_u[i * 2 + 1] = i;
     }
 }
 
 /// Generated kernel 11 of seed 1.
-#[gpuworld::kernel(cube_dim = 64)]
+#[gpuworld::kernel(cube_dim = 32)]
 fn fuzz_1_11(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f32, t: u32) {
     let i = global_index();
     if i < out_f.len() {
-        let mut y0 = (((-0.5) + (1798.569 + fa[t % 1000])) as u32) / (ua[i] + (!(1000 << 2139095040)));
-        let n1 = cube();
-        let c2 = (2912220980 >= ((!unit()) >> (cube() - ua.len()))) == ((t ^ (n1 + 3110767975)) != (fa[i + 500] as u32));
-        out_f[i * 2] = 100.0 * (4294967295 as f32).max((4294967296.0).trunc());
-        out_u[i * 2] = n1;
-        out_u[i * 2 + 1] = ((!(!31)) & (if (-10.835354) > fa[i] { 31 } else { !t })) >> (!ua[i + 999]);
+        let mut k0: i32 = t as i32;
+        let mut y1 = (if 0.1 >= 3.0 { (true as i32) | ((ua[i] as i32) ^ k0) } else { 32i32 }).max(-1000);
+        let n2 = 5;
+        if k0 <= (if true || (ua[t % 1100] < i) { !y1 } else { !y1 }) {
+            k0 >>= if (-1.0) < 0.1 { 33 } else { i };
+            let mut w3 = 0;
+            while w3 < 4 {
+                let mut y4 = ((((-1000) % (i as i32)) as u32) % 32) / (if (5 as f32) == (5 as f32) { (5 as f32) } else { 0.1 }).to_bits();
+                let mut n5 = n2 ^ (((ua[999] >> 4294967295) % 3) % ((n2 ^ t) & ((-1.8467699) as u32)));
+                w3 += 1;
+            }
+        } else {
+            let mut y6 = fa[t % 1100] as u32;
+        }
+        let mut y7 = if (if 0.25 < fa[i + 2] { (-0.0) <= 1.5 } else { if n2 < ua[(i * 13) % 1024] { ua[i + 999] > t } else { false } }) && ((i <= 255) || true) { 676931016i32 } else { ((fa[i] * fa[i]) as i32) << (((t as i32) > k0) as u32).max(i.min(n2)) };
+        let mut w8 = 0;
+        while w8 < 1 {
+            y7 |= if (if 0.5 >= 0.25 { 1999 } else { 7 }) != ((fa[i] != (-146.0788)) as u32) { (if 0 != w8 { 1000 == 16 } else { t != n2 }) as i32 } else { ua[(i * 3) % 1024] as i32 };
+            w8 += 1;
+        }
+        out_u[i * 2 + 4001] = ((((ua[999] as i32) as f32) as i32) << (if !(fa[(i * 3) % 1024] != fa[t % 1000]) { w8 & i } else { 2458887726 })) as u32;
+        let k9 = -1671269414;
+        out_f[i * 2] = (-1780971056) as f32;
+        out_f[i * 2 + 1] = (1.5 - fa[i].trunc()).max(-((1.0e-3 * 0.016717028) * f32::from_bits((7 & 0xbfffffff) | 0x20000000)));
+        out_u[i * 2] = (((cube() * cube()) + (fa.len() - t)) / w8) + (if s <= fa[i] { if (33 == w8) || true { if n2 >= 32 { 16 } else { global_index() } } else { 0.1 as u32 } } else { !((t >= w8) as u32) });
+        out_u[i * 2 + 1] = (if 1.5 == 1.5 { 1.5 } else { 1.0e-3 }).to_bits();
     }
 }
 
 /// Generated kernel 12 of seed 1.
-#[gpuworld::kernel(cube_dim = 256)]
+#[gpuworld::kernel(cube_dim = 32)]
 fn fuzz_1_12(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f32, t: u32) {
     let i = global_index();
     if i < out_f.len() {
-        let mut y0 = (31 & (i * out_f.len()).min(t)) * i;
-        y0 = 33;
-        let n1 = i;
-        let x2 = (0.5).abs().trunc();
-        out_f[i * 2 + 4001] = f32::from_bits(((t * 2) & 0xbfffffff) | 0x20000000) - (-0.0);
-        let n3: u32 = (ua[i] & ((1999 ^ n1) / (255 ^ 1999))) >> ((x2.ceil() as u32) ^ i);
-        let x4: f32 = fa[(if (if 2 >= 255 { n1 > ua[4294967295] } else { x2 <= 1.2440186 }) { if (1999 == i) == true { t / ua.len() } else { 255 } } else { global_index() }) % 1024];
-        out_f[i * 2] = ((0.1 as u32) / (if x2 <= (-1.0) { i } else { n3 })).max(2215227205) as f32;
-        out_f[i * 2 + 1] = f32::from_bits(((if (fa[i + 500] == x2) && ((i < ua[i + 2]) != (y0 >= i)) { (0 & y0).min(n3) } else { (if t == n3 { n1 } else { i }) >> (if false { fa.len() } else { 1 }) }) & 0xbfffffff) | 0x20000000);
-        out_u[i * 2] = 4168273580 + i;
-        out_u[i * 2 + 1] = (if !(n3 == 730713218) { (65535).max(n3) } else { if !(x4 != fa[i]) { i } else { unit() | 65535 } }) % (!(x4 as u32));
+        let mut y0 = (0.25).trunc();
+        let k1 = (if (!cube()) >= ((-0.0) as u32) { (31 as i32) - (1000i32 / (t as i32)) } else { 32i32 }) + (ua[4294967295] as i32);
+        if ((0.03747037 * y0) as u32) >= ((i | i) + (if 1999 != 1 { 16 } else { ua.len() })) {
+            let mut n2: u32 = i - ((cube() - (i * i)) - i);
+            if ((y0 + s) + (k1 as f32)) > f32::from_bits(((i >> n2) & 0xbfffffff) | 0x20000000) {
+                let x3 = ((if fa[i + 7] >= s { y0 - y0 } else { -y0 }) - ((y0 - y0) - (-3.75))).floor();
+                let mut y4 = i;
+                let mut y5 = if x3 != fa[(i * 13) % 1024] { if (!(n2 == unit())) || (fa[i] >= 1.0) { if (if true { y0 >= s } else { x3 == s }) { (-8) / (-8) } else { k1 << n2 } } else { (k1 | (ua[i] as i32)) & (i as i32) } } else { -8 };
+            }
+            let mut y6 = (if (i <= n2) || (!((t as i32) != (t as i32))) { (ua[i] as i32) ^ 7i32 } else { (n2 / 2000) as i32 }) & ((ua[999] as i32) + ((y0 > fa[i + 2]) as i32));
+        } else {
+            out_f[i * 2] = y0 - y0.abs().ceil();
+        }
+        let mut y7 = ua[(i * 3) % 1024] as i32;
+        let mut y8 = f32::from_bits(((if i < i { t ^ 0 } else { 3 }) & 0xbfffffff) | 0x20000000) - fa[((-2043197466) as u32).max(4294967295 + 0xdeadbeef)];
+        let mut k9: i32 = if i < 2139095040 { if (if fa[(i * 3) % 1024] == fa[(i * 13) % 1024] { i < cube() } else { if false { y0 >= (-1.0) } else { ua[999] != 2326841292 } }) { (t as i32) - (-8) } else { (i as i32) - (ua[i] as i32) } } else { ((-8) << 93713822).max((1000i32).min(true as i32)) };
+        out_f[i * 2] = y8;
+        out_u[i * 2] = !((if (i > i) != (y0 < fa[i]) { 4294967295 & i } else { (if y0 == y0 { y0 } else { 0.0 }).to_bits() }) / i);
+        out_u[i * 2 + 1] = (if y0 >= (if 100.0 < 3.0 { 4294967296.0 } else { -1.0 }).trunc() { (if (if i == t { 31i32 <= 291294426i32 } else { true }) { (-384307828) >> i } else { i as i32 }) + ((t as i32) + k1) } else { (if 100.0 > 65536.0 { if true { -8 } else { i as i32 } } else { y7 }) - k9 }) as u32;
     }
 }
 
@@ -324,12 +340,26 @@ fn fuzz_1_12(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f3
 fn fuzz_1_13(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f32, t: u32) {
     let i = global_index();
     if i < out_f.len() {
-        let mut y0 = f32::from_bits((ua[t % 1100] & 0xbfffffff) | 0x20000000);
-        let c1 = s > (-281.18784);
-        y0 *= f32::from_bits(((if (-0.0).min(y0) == (-0.0).min(y0) { (-0.0).min(y0) } else { 4294967296.0 }).to_bits() & 0xbfffffff) | 0x20000000);
-        let n2 = i;
-        out_f[i * 2] = y0;
-        out_u[i * 2] = if !(i > i) { if (out_f.len() as f32) != y0.abs() { n2.min(1000) | t } else { (4294967295).min(if c1 { out_f.len() } else { ua.len() }) } } else { n2 };
+        let mut y0 = if (ua[0] % (1232944012 + t)) <= (3 << (3888679106 & cube())) { 33 & ((2.0).trunc() as u32) } else { !(!(if 1.0e-3 <= 244.54652 { i } else { 2000 })) };
+        for j1 in 0..2 {
+            let x2 = y0 as f32;
+            out_u[i * 2] = (if x2 == x2 { x2 } else { 0.77776355 }).to_bits() ^ ((31i32 as u32) / (cube() + j1));
+            let mut n3: u32 = (t >= y0) as u32;
+        }
+        let mut w4 = 0;
+        while w4 < 2 {
+            let mut w5 = 0;
+            while w5 < 4 {
+                y0 ^= (if fa[i + 500] < s { (-1179591674).max(0i32) } else { 0i32 }) as u32;
+                let mut y6 = fa[i + 2];
+                w5 += 1;
+            }
+            y0 = fa[(i * 13) % 1024] as u32;
+            w4 += 1;
+        }
+        out_f[i * 2] = 65536.0;
+        out_u[i * 2] = i;
+        out_u[i * 2 + 1] = ((-(if ua[i + 1000] >= 0 { ua[i] as i32 } else { 1i32 % (-8) })) - (-1)) as u32;
     }
 }
 
@@ -338,31 +368,18 @@ fn fuzz_1_13(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f3
 fn fuzz_1_14(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f32, t: u32) {
     let i = global_index();
     if i < out_f.len() {
-        let n0: u32 = 357944263;
-        let mut y1 = f32::from_bits(((if fa[i] == fa[i] { fa[i] } else { -5.9007497 }).to_bits() & 0xbfffffff) | 0x20000000);
-        if true {
-            let x2 = (65536.0).floor().max(f32::from_bits(((if i != 7 { i } else { 2147483648 }) & 0xbfffffff) | 0x20000000)) * y1;
-            let mut y3 = (1297981285 - i) >= (((ua.len() * n0) >> (if x2 == x2 { x2 } else { 0.25 }).to_bits()) + ua[t % 1000]);
+        let x0: f32 = -f32::from_bits(((if (-8) != (ua[i] as i32) { i | unit() } else { i }) & 0xbfffffff) | 0x20000000);
+        let c1: bool = if (if x0 < x0 { (-207444386) - 7i32 } else { (-8) ^ 1i32 }) > ((7i32 <= (ua[999] as i32)) as i32) { (1957103265 + (global_index() ^ fa.len())) != ((if true { i } else { 5 }) * (t + i)) } else { ((ua[t % 1100] as i32) >> i).max((-8) + (-1)) < ((i >> ua[i]) as i32) };
+        let mut n2 = if i < t { if (i == ua[i]) && c1 { (1000 + 31) + (x0 as u32) } else { (s as u32) * ua[999].min(global_index()) } } else { (!(i - 1249871030)) * (if 975227958 == 3822564480 { i << i } else { cube().min(i) }) };
+        if cube() != ua[999] {
+            let mut x3 = s;
+            x3 = (s.min(-3.75) * x0) + x0;
         } else {
-            if (if 3540945818 <= 33 { t } else { 7 ^ n0 }) > ((fa[i] == 0.25) as u32) {
-                let mut y4 = fa[t % 1100] >= y1;
-            } else {
-                let mut y5 = (!(s != (-3.75))) != (fa[0] != 3.0);
-                let x6 = -1.0;
-                let mut x7 = ((-0.0010100519) - y1).abs().max((x6 - 0.25) + (0.0016393139 - y1)).trunc();
-            }
+            let mut k4 = ((-8) >> (((-848222456) < (-1000)) as u32)) << (((ua[0] as i32) % ((ua[t % 1100] as i32) << ua[i + 2])) as u32);
         }
-        if (if (if unit() != cube() { true } else { false }) { y1 > y1 } else { fa[i + 7] < fa[t % 1100] }) == false {
-            let mut y8 = if !(!(1.0e-3 != 1.0e-3)) { (1215.659 + fa[i + 500]).ceil() as u32 } else { (if (ua[i + 999] == n0) != false { if 3.0 > 100.0 { t } else { i } } else { i & 33 }) / ((!16) + i) };
-        } else {
-            let mut y9 = 0;
-        }
-        let mut x10: f32 = (!n0) as f32;
-        let n11 = (((2147483648).max(ua[i]) * (if 2397446539 <= out_f.len() { i } else { 4294967295 })) | (if y1 > 0.0041848193 { out_f.len() } else { 4294967295 % n0 })) >> 31;
-        let mut x12: f32 = f32::from_bits((((if (y1 * fa[i]) == (y1 * fa[i]) { (y1 * fa[i]) } else { 0.5 }).to_bits() ^ fa.len()) & 0xbfffffff) | 0x20000000);
-        out_f[i * 2] = x10;
-        out_f[i * 2 + 1] = fa[(i * 13) % 1024];
-        out_u[i * 2] = ua[i];
+        out_f[i * 2] = if (if (unit() <= n2) != (c1 || (global_index() >= i)) { (1.5).ceil() > (0.25).max(646.6371) } else { ((0.0 >= x0) as u32) == (if (-1445775692) <= 2i32 { 33 } else { i }) }) { (fa[999].min(x0) * (x0 * x0)) * (fa[t % 1000] - (-x0)) } else { (1.0e-3).abs() };
+        out_u[i * 2] = if c1 { (if (global_index() != 33) && (32 < global_index()) { (ua[4294967295] as i32) << unit() } else { -1 }) as u32 } else { (if fa[999] == fa[999] { fa[999] } else { 0.25 }).to_bits() };
+        out_u[i * 2 + 1] = (((-1363946410) + (((-3) | 31i32) - ((-2147483648) >> n2))) + ((1999).max(1999 % 255) as i32)) as u32;
     }
 }
 
@@ -371,115 +388,106 @@ fn fuzz_1_14(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f3
 fn fuzz_1_15(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f32, t: u32) {
     let i = global_index();
     if i < out_f.len() {
-        let x0 = (if fa[(i * 3) % 1024] > s { ua[i] } else { !(if 1.5 == 1.5 { 1.5 } else { 2.0 }).to_bits() }) as f32;
-        out_u[i * 2 + 4001] = ((if fa[t % 1000] == fa[t % 1000] { fa[t % 1000] } else { -429.1803 }).to_bits() * (i ^ i)) ^ 1775994272;
-        let mut n1 = (if i >= 255 { i } else { ua[4294967295] }) >> i;
-        let n2 = 5;
-        if t <= (if x0.min(fa[i]) == x0.min(fa[i]) { x0.min(fa[i]) } else { 1.0 }).to_bits() {
-            let mut y3 = (-((s + x0) - 4294967296.0)).max((x0 - x0) - f32::from_bits(((1999 + 1) & 0xbfffffff) | 0x20000000));
-            let mut n4 = !(((fa[(i * 3) % 1024] + fa[i]) > x0.min(y3)) as u32);
-        } else {
-            for j5 in 1..2 {
-                let mut x6 = -1.0;
-                let c7: bool = i >= n1;
-                let mut y8 = f32::from_bits((t & 0xbfffffff) | 0x20000000);
+        let n0: u32 = 16;
+        for j1 in 0..2 {
+            let mut n2 = if (-3) > ((ua[i + 2] as i32) << 33) { ua[unit() % 1100] } else { ((if 4294967296.0 == 4294967296.0 { 4294967296.0 } else { 65536.0 }).to_bits() << (5 ^ 1)) ^ ((if 2594860634 < 0 { global_index() } else { 32 }) | (if fa[i] < 27.463223 { ua[i + 7] } else { out_f.len() })) };
+            let mut y3 = -(if (-83.51473) == 0.1 { fa[i] } else { -1.0 }).ceil().floor();
+            if y3 < fa[4294967295] {
+                break;
             }
-            if (((-1.8467699) as u32) + (5 * ua[(i * 13) % 1024])) <= ua[t % 1000] {
-                let mut y9 = fa[i + 999].floor() - ((x0 + fa[i + 1000]) * (100.0 + s)).trunc();
-                let mut y10 = 1424660797;
-            }
-            n1 *= 3851084804;
         }
-        let mut x11: f32 = (-fa[i].min((-3.75).abs())).abs();
-        out_f[i * 2] = (((x11 + fa[t % 1000]) - x11) - x11).trunc();
-        out_f[i * 2 + 1] = x0 * x11;
-        out_u[i * 2] = ((if !(n1 >= 2000) { x11 as u32 } else { 7 }) ^ ((!(x11 > x0)) as u32)) * (((if x0 == x0 { x0 } else { 1263.5826 }).to_bits() >= (1000 + 16)) as u32);
-        out_u[i * 2 + 1] = (5 / n1) ^ (if (n1 as f32) != (fa[(i * 3) % 1024] - x11) { (cube() + fa.len()) + n1 } else { ua[t % 1000] });
+        let x4: f32 = s;
+        let mut c5 = false == (2147483648 < i);
+        if c5 {
+            let mut w6 = 0;
+            while w6 < 2 {
+                let mut y7 = 596182143i32 != (t as i32);
+                let mut c8 = c5;
+                let mut y9 = (!((-0.0011442004) <= s)) != (if (-0.0) != fa[i] { y7 } else { !(t != ua[(i * 7) % 1024]) });
+                w6 += 1;
+            }
+        } else {
+            let mut y10 = t;
+            y10 ^= (((-0.0) as u32) * y10).max((if (x4 * x4) == (x4 * x4) { (x4 * x4) } else { 0.1 }).to_bits());
+            let k11: i32 = ((1i32 >> (x4 as u32)) + (if ua[i + 1] >= n0 { 1364584649i32 } else { fa[(i * 3) % 1024] as i32 })).min(fa[(i * 13) % 1024] as i32);
+        }
+        for j12 in 1..4 {
+            let k13 = -73620455;
+            if (if t == 0 { n0 >= j12 } else { c5 != c5 }) {
+                break;
+            }
+        }
+        let mut k14 = (ua[i] as i32) * (if (n0 + n0) >= (if global_index() == 4031456096 { n0 } else { i }) { fa[i + 1000] as i32 } else { -316323848 });
+        out_f[i * 2] = (((ua[1000] << n0) % (n0 % 2579797811)) as f32) * f32::from_bits((((n0 - t) ^ (c5 as u32)) & 0xbfffffff) | 0x20000000);
+        out_f[i * 2 + 1] = ((n0.min(n0) / (t & i)) as f32) - (0.0 * (unit() as f32));
+        out_u[i * 2] = (255 & ((k14 | 0i32) as u32)) ^ t;
     }
 }
 
 /// Generated kernel 16 of seed 1.
-#[gpuworld::kernel(cube_dim = 128)]
+#[gpuworld::kernel(cube_dim = 64)]
 fn fuzz_1_16(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f32, t: u32) {
     let i = global_index();
     if i < out_f.len() {
-        let mut x0: f32 = (if s.floor() == s.floor() { s.floor() } else { 0.5 }).to_bits() as f32;
-        let x1 = (1.5 - fa[i].trunc()).max(-((x0 * x0) * (-1.0)));
-        let mut w2 = 0;
-        while w2 < 4 {
-            let mut y3 = ((-fa[i]) * x1.floor()).max((if (-13.369222) <= s { x1 } else { fa[1000] }) - (-(-1.0))).abs();
-            w2 += 1;
-        }
-        let mut n4 = 3;
-        x0 += fa[i];
-        let mut n5 = if !(s >= x0) { n4 * (if true || (0.1624484 > s) { 259362170 / 2147483648 } else { w2 }) } else { 3 };
-        for j6 in 0..2 {
-            let x7 = (-(x0 - 1.0).floor()).max(f32::from_bits((ua[999] & 0xbfffffff) | 0x20000000) + (if true { x0 } else { x1 }).trunc());
-            if i == 255 {
-                break;
+        let mut n0 = ua[i];
+        let x1 = (((if fa[i + 1] == fa[i + 1] { fa[i + 1] } else { 0.1 }).to_bits() << (7 - 16)) as f32) + (-3.75);
+        let mut y2 = f32::from_bits(((!((if x1 == x1 { x1 } else { 65536.0 }).to_bits() % fa.len().max(16))) & 0xbfffffff) | 0x20000000);
+        if (if (if i < n0 { 1528367379i32 < (-1) } else { i >= i }) { 7 != n0 } else { (32 < ua[(i * 3) % 1024]) != (32 < 3912311788) }) {
+            if i > 2769508987 {
+                let mut y3 = 5;
+            }
+            let mut y4 = (x1 != x1) as u32;
+            let mut x5 = (((!33) as f32) - s) * ((1.0 * (s - fa[999])) - ((-s) + (-y2)));
+        } else {
+            if (if ((-896629819) as f32) <= (if fa[i] < s { 2.0 } else { fa[i + 7] }) { ((-3.75) - x1) <= 0.002828219 } else { (0i32 == 0i32) || (fa[t % 1000] == fa[i]) }) {
+                let mut y6 = fa[t % 1000] as i32;
             }
         }
-        out_f[i * 2] = (if !(1999 != 1) { fa[i] } else { (i * 2139095040) as f32 }) * (-0.0009468185);
-        out_f[i * 2 + 1] = fa[((n5 & n5) % (n4 * i)) >> (if x0 == x0 { x0 } else { -0.0 }).to_bits()];
-        out_u[i * 2] = ((n4 >> (16 + 2000)) / ((if x0 == x0 { x0 } else { 0.06939986 }).to_bits() | ((-3.75) as u32))) ^ (if fa[999] == fa[999] { fa[999] } else { 0.5 }).to_bits();
-        out_u[i * 2 + 1] = (if (x1 - x1) == (x1 - x1) { (x1 - x1) } else { 0.2444533 }).to_bits();
+        let n7 = (if (!(0.0 == fa[i])) || (i >= i) { n0 } else { ua[i + 500] / 3 }) | ((if (ua[i] as i32) != (ua[i] as i32) { fa[(i * 3) % 1024] as u32 } else { x1 as u32 }) ^ (ua[(i * 3) % 1024] + (s as u32)));
+        y2 *= s.floor().trunc() - x1;
+        out_f[i * 2] = -(-(-0.0).floor()).ceil();
+        out_f[i * 2 + 1] = (0.0018823309 * ((-(-1.0)) - (y2 + fa[999]))) * s;
+        out_u[i * 2] = ua[3791781433 % 1100];
+        out_u[i * 2 + 1] = (ua[i + 1] as i32) as u32;
     }
 }
 
 /// Generated kernel 17 of seed 1.
-#[gpuworld::kernel(cube_dim = 128)]
+#[gpuworld::kernel(cube_dim = 64)]
 fn fuzz_1_17(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f32, t: u32) {
     let i = global_index();
     if i < out_f.len() {
-        let x0 = fa[t % 1100];
-        let mut x1: f32 = x0;
-        if (if !((i == i) == (1000 >= 2127520166)) { if t <= i { i >= global_index() } else { ua[i] != t } } else { 65535 == i }) {
-            let x2 = ua.len() as f32;
-            let mut n3 = i;
-            let mut n4: u32 = (-1.0) as u32;
-        } else {
-            let mut n5 = !(1999 ^ (2 % (i / ua[i])));
-            let mut y6 = (((3 | i) ^ (0 + ua[i])) ^ i) as f32;
-        }
-        let mut n7: u32 = ((out_f.len() as f32) + s) as u32;
-        let mut x8 = x0;
-        let x9 = fa[i];
-        out_f[i * 2] = fa[((32 > t) as u32).max(((s >= 3.0) && (i > ua[i + 1000])) as u32)];
-        out_f[i * 2 + 1] = (-(x8 - (100.0 - fa[999]))).trunc();
-        out_u[i * 2] = (if (if x1 == fa[(i * 3) % 1024] { fa[i + 500] } else { s }) == (if x1 == fa[(i * 3) % 1024] { fa[i + 500] } else { s }) { (if x1 == fa[(i * 3) % 1024] { fa[i + 500] } else { s }) } else { 0.028945046 }).to_bits();
-        out_u[i * 2 + 1] = (((if x1 <= fa[4294967295] { 2326841292 } else { n7 }) + (i | out_f.len())) / ((if i == 50951233 { i } else { i }) % i)) + ua[i];
+        let x0 = fa[i] * f32::from_bits(((7 / (i + i)) & 0xbfffffff) | 0x20000000);
+        let k1: i32 = 2147483647i32;
+        let mut x2 = i as f32;
+        let c3 = ua[(i * 13) % 1024] >= 2;
+        let n4: u32 = ((963015249i32).min(32i32 + (-26590464)) as u32) / 5;
+        x2 = (((-1) ^ (ua[i] as i32)) as f32).floor();
+        let mut y5 = -s;
+        let k6 = 2i32;
+        out_f[i * 2] = f32::from_bits((((2139095040 ^ 0) + ua[t % 1000]) & 0xbfffffff) | 0x20000000).abs();
+        out_f[i * 2 + 1] = s;
+        out_u[i * 2] = i;
+        out_u[i * 2 + 1] = (((((x2 >= 0.25) as u32) != (fa[(i * 7) % 1024] as u32)) as i32) - (((ua[(i * 3) % 1024] as i32) + (if c3 { i as i32 } else { k6 })) >> n4)) as u32;
     }
 }
 
 /// Generated kernel 18 of seed 1.
-#[gpuworld::kernel(cube_dim = 128)]
+#[gpuworld::kernel(cube_dim = 256)]
 fn fuzz_1_18(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f32, t: u32) {
     let i = global_index();
     if i < out_f.len() {
-        let mut y0 = 1;
-        let mut w1 = 0;
-        while w1 < 2 {
-            let mut y2 = fa[(i * 13) % 1024].trunc() - ((fa[i] - 1.0e-3).ceil() - 1.5);
-            if (if (-0.000315228) < 125.297005 { fa[t % 1000] as u32 } else { false as u32 }) >= ((w1 as f32) as u32) {
-                y2 = (if y2 >= 3.0 { y2 - 4294967296.0 } else { 1000 as f32 }).trunc();
-                let mut c3 = !(!false);
-                let mut y4 = y2.abs() + s;
-            }
-            let mut n5: u32 = ua[t % 1100] - ((fa[999] as u32) << ((y2 > y2) as u32));
-            w1 += 1;
-        }
-        let mut y6 = 1.0 * (116.73756 * (if fa[i] < 65536.0 { -0.0 } else { 100.0 }).abs());
-        for j7 in 0..2 {
-            y6 = fa[i + 999].trunc().trunc();
-        }
-        let mut x8: f32 = (y6 - y6.max(y0 as f32)).min(y6.min(fa[(i * 13) % 1024] - y6) - f32::from_bits((2000 & 0xbfffffff) | 0x20000000));
-        let x9 = fa[unit() % 1000].max((y0 ^ (i << t)) as f32);
-        let x10 = ((-fa[i + 1]) - (global_index() as f32)).abs();
-        let mut y11 = w1;
-        out_f[i * 2] = x8;
-        out_f[i * 2 + 1] = s;
-        out_u[i * 2] = (2147483648 + ((fa[i + 2] as u32) * (2614169435 * 2139095040))) << 0xdeadbeef;
-        out_u[i * 2 + 1] = (if f32::from_bits((y11 & 0xbfffffff) | 0x20000000) == f32::from_bits((y11 & 0xbfffffff) | 0x20000000) { f32::from_bits((y11 & 0xbfffffff) | 0x20000000) } else { 0.0 }).to_bits();
+        let c0: bool = (s < 65536.0) != ((i == 1078516738) == (out_f.len() <= 31));
+        let c1: bool = s > 2.0;
+        let x2 = ((i.min(i) - (i - i)) as f32) - (-0.25).floor().max((-fa[4294967295]).max(s.trunc()));
+        let x3: f32 = 2.0;
+        let mut x4 = fa[4294967295];
+        let mut y5 = x3;
+        let mut y6 = s;
+        let mut x7: f32 = (if (7 << i) != (unit() | ua[999]) { (31i32 << 2921962038).min((ua[i] as i32) << i) } else { -1 }) as f32;
+        out_f[i * 2] = (65536.0).max((if 2147483647i32 >= 32i32 { fa[4294967295] } else { 2000 as f32 }).max((x7 * x3) * (x7 - x3)));
+        out_u[i * 2] = ((1211986057i32 << i) as f32).min((fa[(i * 7) % 1024] + s).abs()) as u32;
+        out_u[i * 2 + 1] = 2147483647i32 as u32;
     }
 }
 
@@ -488,76 +496,93 @@ fn fuzz_1_18(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f3
 fn fuzz_1_19(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f32, t: u32) {
     let i = global_index();
     if i < out_f.len() {
-        let n0 = 0xdeadbeef;
-        let x1: f32 = -0.0;
-        let mut y2 = 1.0e-3 - (fa[i].max(x1) * (-f32::from_bits((2860920002 & 0xbfffffff) | 0x20000000)));
-        out_f[i * 2] = -(f32::from_bits(((i | unit()) & 0xbfffffff) | 0x20000000) + 1.0);
-        out_f[i * 2 + 1] = ((if i != 2000 { if 5 != n0 { i } else { ua[i] } } else { 16 }) as f32).trunc();
-        out_u[i * 2] = (if (fa[999] - fa[i]) <= (-1347.7483) { ua[(global_index() ^ fa.len()) % 1100] } else { if i > 5 { t + i } else { !32 } }) ^ 1000;
-        out_u[i * 2 + 1] = (if f32::from_bits((ua[i] & 0xbfffffff) | 0x20000000) == f32::from_bits((ua[i] & 0xbfffffff) | 0x20000000) { f32::from_bits((ua[i] & 0xbfffffff) | 0x20000000) } else { 1.0 }).to_bits();
+        let mut y0 = ((if (-0.0) == (-0.0) { (-0.0) } else { 3.0 }).to_bits() as f32).floor();
+        let mut c1: bool = !((i & 2000) >= i);
+        let n2 = if ((fa[i + 500] >= y0) != (y0 >= y0)) == (15.381528 == (-11.34254).min(y0)) { ((32 - i) + out_f.len()) % ((4294967296.0 as u32) >> 65535) } else { ua[i] / (if (if c1 { c1 } else { c1 }) { 7 & i } else { ua[i] }) };
+        y0 *= (fa[i] - s) + (f32::from_bits((ua[i] & 0xbfffffff) | 0x20000000) * (i as f32));
+        let mut y3 = (if (if c1 { 2.0 } else { s }) == (if c1 { 2.0 } else { s }) { (if c1 { 2.0 } else { s }) } else { 65536.0 }).to_bits() <= (if (if c1 { 1.0 } else { s }) <= (y0 + s) { 7 } else { (fa[i] as u32) >> 5 });
+        let mut y4 = (-(1.0).min(fa[i].trunc())) - (-f32::from_bits((n2 & 0xbfffffff) | 0x20000000).max(y0 * y0));
+        let mut y5 = if ((65536.0 * 0.0003107159) >= 1.5) && (!((-8) == (t as i32))) { if ua[i] == i { !(if 0.0 == 0.0 { 0.0 } else { 1024.3322 }).to_bits() } else { i.max(i) - (if c1 { n2 } else { 0xdeadbeef }) } } else { ua.len() };
+        let mut x6 = ((32i32).max((-1393939332) ^ (ua[t % 1000] as i32)) as f32) + y0;
+        out_f[i * 2] = if c1 { fa[i] + fa[i] } else { x6.floor() };
+        out_f[i * 2 + 1] = (-(2.0 + (x6 + x6))).max((s - x6).abs().floor());
+        out_u[i * 2] = !(((32i32).max(i as i32) as u32) + ((i * n2) * (31i32 as u32)));
+        out_u[i * 2 + 1] = (if y3 { 7 + y5 } else { n2 }).max((-1.0) as u32);
     }
 }
 
 /// Generated kernel 20 of seed 1.
-#[gpuworld::kernel(cube_dim = 128)]
+#[gpuworld::kernel(cube_dim = 32)]
 fn fuzz_1_20(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f32, t: u32) {
     let i = global_index();
     if i < out_f.len() {
-        let mut y0 = ((!(global_index() != 0xdeadbeef)) as u32) | ua.len();
-        let mut x1: f32 = fa[65535].ceil();
-        let x2 = ((fa[i + 2] - (s + 12.484742)) - ((x1 * s) - s.min(-3.75))) - 1.0e-3;
-        x1 = (if 2.512464 > x2 { if x2 >= x1 { ua[t % 1000] } else { y0 } } else { 5 }) as f32;
-        let n3 = ua[t % 1000] * ua[(i / i) | (i / i)];
-        if true {
-            let mut x4 = x1;
-            let mut y5 = (((!(0xdeadbeef != y0)) as u32) | (t | t).min((if fa[(i * 3) % 1024] == fa[(i * 3) % 1024] { fa[(i * 3) % 1024] } else { -5.3420577 }).to_bits())) as f32;
-            let mut n6 = 2677099975;
+        let mut w0 = 0;
+        while w0 < 1 {
+            let k1 = (((if 31i32 <= (-577414204) { 0i32 } else { 1194171441i32 }) + (if true { 2147483647i32 } else { -3 })) ^ (-31i32)) - (if fa[999] == s.min(0.0007683543) { t as i32 } else { if ((ua[(i * 13) % 1024] as i32) > 0i32) || (1 != t) { if (-1.0) == s { ua[i] as i32 } else { 0i32 } } else { (32 != ua[i]) as i32 } });
+            let mut w2 = 0;
+            while w2 < 2 {
+                out_u[i * 2 + 1] = i >> (637876095 ^ 255).min(if true { w2 } else { ua[i] });
+                w2 += 1;
+            }
+            let mut y3 = ua[out_f.len() | 3] | (((if i != 0 { 1999 } else { 2000 }) >> ((t <= 1307154365) as u32)) % ((w0 > w0) as u32));
+            w0 += 1;
         }
-        let n7 = (if (1999).max(global_index()) >= n3 { (!t) > (ua[t % 1100] << ua[i]) } else { if global_index() == y0 { x1 < fa[(i * 13) % 1024] } else { fa[i] < x2 } }) as u32;
-        out_f[i * 2] = (((x1 * 3.0) + x1.max(x2)) + 1.0e-3).max(fa[i]);
-        out_f[i * 2 + 1] = (-fa[i].max((2.0).max(fa[t % 1000]))) - (fa[(i * 13) % 1024].min(x1.min(65536.0)) - (s.min(0.0) * fa[i].max(s)));
-        out_u[i * 2] = ((if (x1 == fa[i]) != true { n3 - 1892074418 } else { n3 + 2 }) & (n7.min(n7) / t.max(1999))) | (((if (-3.75) == (-3.75) { (-3.75) } else { 0.015302698 }).to_bits() / (x1 as u32)) % (if ua[i + 999] > 2685391441 { x1 as u32 } else { (0xdeadbeef != global_index()) as u32 }));
-        out_u[i * 2 + 1] = (if ((-0.3768088) * s) == ((-0.3768088) * s) { ((-0.3768088) * s) } else { -1.0 }).to_bits();
+        let mut x4 = (-1.0) * (f32::from_bits((2147483648 & 0xbfffffff) | 0x20000000) - (fa[i + 2] - 2.0)).min(f32::from_bits(((1533668176i32 as u32) & 0xbfffffff) | 0x20000000));
+        let mut y5 = x4;
+        out_f[i * 2] = f32::from_bits(((2.0 as u32) & 0xbfffffff) | 0x20000000) + ((-((t as i32) - (-8))) as f32);
+        out_u[i * 2] = if !((if fa[i] == fa[i] { fa[i] } else { 4294967296.0 }).to_bits() < (ua[i] + 65535)) { cube() } else { ((0i32 > 1i32) as i32) as u32 };
+        out_u[i * 2 + 1] = fa.len();
     }
 }
 
 /// Generated kernel 21 of seed 1.
-#[gpuworld::kernel(cube_dim = 256)]
+#[gpuworld::kernel(cube_dim = 128)]
 fn fuzz_1_21(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f32, t: u32) {
     let i = global_index();
     if i < out_f.len() {
-        if (1752.0504 as u32) >= (4294967295 + (if 2594860634 < 0 { global_index() } else { 32 })) {
-            let mut y0 = fa[((out_f.len() - i) - (if cube() < unit() { 255 } else { ua[(i * 7) % 1024] })) % 1000] as u32;
-            let n1 = (global_index() == 933555770) as u32;
-            if ((if false { 0.1 } else { 0.5 }) - ((-0.03444504) - fa[999])) >= (-3.75) {
-                y0 <<= ((!t) * ua[i + 1]).max(!(1999 | 4294967295));
-                let n2 = 3 | (if 0.12447523 <= 65536.0 { (!(2.0 < (-3.75))) as u32 } else { n1 });
-                let mut n3 = if (t <= n2) != (32 > (if s == s { s } else { 0.00054476137 }).to_bits()) { ua[0].max((unit() * 379672697) & (0.009756434 as u32)) } else { if (!2000) <= (13.331567 as u32) { fa[(i * 13) % 1024] as u32 } else { 32 / (n2 - t) } };
-            }
+        let x0: f32 = fa[i].abs().floor();
+        let mut y1 = x0;
+        let mut y2 = (if (if i >= 0 { (-1000) >= (i as i32) } else { (ua[0] as i32) == (ua[i] as i32) }) { (-fa[i]) - x0.max(fa[i]) } else { (1.0e-3).floor() }) - (((if fa[i] == x0 { ua[i + 1] } else { 31 }) % 0xdeadbeef) as f32);
+        if 0i32 <= (((-581467371) % (-1000)) / (if 3469207022 == i { -1 } else { t as i32 })) {
+            let mut x3 = fa[0] + (f32::from_bits(((i % i) & 0xbfffffff) | 0x20000000) + f32::from_bits(((0.27213857 as u32) & 0xbfffffff) | 0x20000000));
+            let mut n4 = 3;
+        } else {
+            let mut y5 = (((!ua[i]) << (!i)) as f32) >= s.ceil().max(x0.min(-0.0)).min(f32::from_bits(((!i) & 0xbfffffff) | 0x20000000));
         }
-        let c4 = ((i >= i) && ((0.0 == 1.5) || (s <= (-94.46505)))) == (((if false { 964838994 } else { 4031456096 }) * (i % global_index())) > (if true { i } else { 1999 }));
-        out_u[i * 2] = ((i % ua[i]) << (2579797811 / 31)) % ((if fa[0] == fa[0] { fa[0] } else { 100.0 }).to_bits() ^ (t / i));
-        out_f[i * 2] = f32::from_bits((((unit() * cube()) % (i | t)) & 0xbfffffff) | 0x20000000).trunc();
-        out_u[i * 2] = ((!(c4 || (4294967296.0 < fa[i + 1]))) as u32).min((if (2147483648 as f32) == (2147483648 as f32) { (2147483648 as f32) } else { 65536.0 }).to_bits());
-        out_u[i * 2 + 1] = ua[t % 1100];
+        let mut y6 = (if i > (2147483648 << ua[i]) { y1.max(fa[i]) as i32 } else { -32i32 }) as f32;
+        let mut y7 = 4294967296.0 <= y1;
+        y7 = 32i32 == 7i32;
+        let mut y8 = i;
+        out_f[i * 2] = 7020.632;
+        out_f[i * 2 + 1] = ((y8 | y8) as f32).ceil() + s.abs();
+        out_u[i * 2] = fa[t % 1100] as u32;
+        out_u[i * 2 + 1] = (y7 as i32) as u32;
     }
 }
 
 /// Generated kernel 22 of seed 1.
-#[gpuworld::kernel(cube_dim = 64)]
+#[gpuworld::kernel(cube_dim = 128)]
 fn fuzz_1_22(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f32, t: u32) {
     let i = global_index();
     if i < out_f.len() {
-        let mut x0 = fa[(i * 3) % 1024].abs().min(fa[i]);
-        let n1 = (((2147483648 ^ i) ^ 0xdeadbeef) + (if (-3.0) == (-3.0) { (-3.0) } else { -3.75 }).to_bits()) ^ 0;
-        out_u[i * 2] = i;
-        let mut y2 = fa[1000];
-        let n3 = if fa[i + 4096] > fa[i] { ((-0.0) * x0) as u32 } else { ((-6.4276233) as u32) + n1 };
-        let c4 = 3953575686 <= 65535;
-        out_f[i * 2] = x0.min(y2 + fa[t % 1100]);
-        out_f[i * 2 + 1] = (5 as f32).trunc();
-        out_u[i * 2] = !(if s <= x0 { n1 } else { ((y2 != s) as u32) ^ (!33) });
-        out_u[i * 2 + 1] = ua[(if (fa[i] + s) == (fa[i] + s) { (fa[i] + s) } else { -0.0 }).to_bits()] + (!((2 % 16) + 2));
+        if true {
+            if !(((fa[1000] != 0.5) as i32) < ((-322892205) - (-1929382975))) {
+                let k0 = -(((t / 2139095040) % (31 % 4294967295)) as i32);
+                let mut c1 = (i as f32) < ((-3.75) + ((65536.0 as u32) as f32));
+                let mut y2 = (65536.0).min(((k0 % 31i32) as f32).trunc());
+            }
+            let mut y3 = if 1.0 <= s { (if 1.5 == 1.5 { 1.5 } else { 0.0006173754 }).to_bits() } else { 3542511855 };
+            out_f[i * 2 + 1] = ((0.1 + 100.0) * 1.5).max((fa[i] * 0.0).abs());
+        }
+        let mut c4: bool = (((0xdeadbeef ^ ua[i]) * 2147483648) as f32) >= (-(((-1000) & (-1)) as f32));
+        if 2147483648 < i {
+            let mut y5 = t;
+        } else {
+            let x6: f32 = s;
+        }
+        out_f[i * 2] = (((t as f32) - 0.1) * (fa[t % 1100].max(fa[(i * 3) % 1024]) + (fa[i] + fa[(i * 13) % 1024]))) * fa[t % 1000];
+        out_u[i * 2] = t;
+        out_u[i * 2 + 1] = (out_f.len() + (!(i >> i))) - out_f.len();
     }
 }
 
@@ -566,27 +591,18 @@ fn fuzz_1_22(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f3
 fn fuzz_1_23(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f32, t: u32) {
     let i = global_index();
     if i < out_f.len() {
-        out_u[i * 2 + 1] = 4294967295;
-        let mut y0 = !i;
-        if 2023654904 != ua[i] {
-            y0 &= i;
-            let mut w1 = 0;
-            while w1 < 1 {
-                let mut y2 = (65536.0 * (t as f32).floor()).max(fa[t % 1000]);
-                y2 -= (255 as f32).floor().ceil();
-                let x3: f32 = ((y2 - fa[i]).min(y2) - fa[i + 999]) - f32::from_bits((t & 0xbfffffff) | 0x20000000).max(f32::from_bits((w1 & 0xbfffffff) | 0x20000000)).abs();
-                w1 += 1;
-            }
-        } else {
-            y0 -= if (if 1725995739 <= y0 { if true { fa[i] > fa[(i * 3) % 1024] } else { i == 0xdeadbeef } } else { (0.5 < 0.5) == (4294967296.0 <= fa[i]) }) { (fa.len() ^ y0) + (32 * 31) } else { if (if 3.0 != fa[(i * 7) % 1024] { false } else { s <= s }) { if 0.1 <= 70.55648 { 0xdeadbeef } else { global_index() } } else { i } };
-        }
-        out_f[i * 2 + 1] = ((ua[i + 2] as f32) * (3.0).min(0.0)) * ((if fa[i] == fa[i] { fa[i] } else { 0.1 }).to_bits() as f32);
-        let mut y4 = 0.25;
-        let n5: u32 = cube();
-        out_f[i * 2 + 4001] = (if (if global_index() != unit() { y4 == (-0.0070326705) } else { s < (-1.8301697) }) { ua[(i * 7) % 1024] } else { cube() }) as f32;
-        out_f[i * 2] = -(ua[(i * 65535) % 1100] as f32);
-        out_u[i * 2] = 2000;
-        out_u[i * 2 + 1] = 32;
+        let mut c0 = (((!2147483648) ^ (0).min(t)) + (t % i).min(2139095040 + t)) < (if !true { 3.0 as u32 } else { (i * cube()) ^ i });
+        let mut y1 = i >> 4294967295;
+        let mut y2 = (-8) as u32;
+        let mut y3 = y1;
+        let mut y4 = (if (if t <= global_index() { c0 } else { s > 0.012257624 }) { (i as i32) as u32 } else { (ua[4294967295] * y2) ^ (t % 1460065187) }) != (!(y2.min(255) + (if c0 { i } else { y3 })));
+        let n5 = y3;
+        let mut c6 = y4;
+        let mut y7 = ua[(if (((-1) != 592147137i32) && (4294967296.0 >= 1.0)) != (!(100.0 > 0.0)) { (-1000) as u32 } else { ((ua[i] as i32) as u32) >> (255 * 32) }) % 1024];
+        out_f[i * 2] = f32::from_bits(((((5 ^ 7) / (4294967295 | t)) ^ (3 & 1774446830)) & 0xbfffffff) | 0x20000000);
+        out_f[i * 2 + 1] = 2.0 * (if (!c0) != ((y1 < y1) || c6) { fa[999].max(fa[t % 1100]) } else { (100.0 + 0.5).floor() });
+        out_u[i * 2] = (s.min(-1.0) + (100.0).floor()).max(-0.5) as u32;
+        out_u[i * 2 + 1] = if y4 { 4294967295 } else { t };
     }
 }
 
@@ -595,138 +611,121 @@ fn fuzz_1_23(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f3
 fn fuzz_1_24(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f32, t: u32) {
     let i = global_index();
     if i < out_f.len() {
-        let x0 = 1.0e-3;
-        for j1 in 0..2 {
-            let mut n2 = ua.len();
-            for j3 in 0..1 {
-                let mut y4 = fa[0];
-                let mut y5 = (if (if x0 != x0 { !(fa.len() != 7) } else { false == (j1 < i) }) { (fa[999] + 4294967296.0) as u32 } else { (y4 * 65536.0) as u32 }) as f32;
-            }
-            let mut w6 = 0;
-            while w6 < 1 {
-                let n7 = 2944423094;
-                let mut y8 = 233038898 as f32;
-                w6 += 1;
+        let n0 = if 0.5 < fa[t % 1100] { t } else { (unit() ^ (3).min(3444945522)).max(i) };
+        let c1: bool = (fa[i] as u32) > (((if 0.5 == 0.5 { 0.5 } else { 2.0 }).to_bits() / (t | n0)) >> 5);
+        if 385.24158 >= 1.0 {
+            for j2 in 0..4 {
+                let mut y3 = f32::from_bits(((cube() >> n0) & 0xbfffffff) | 0x20000000).min(if 31i32 == 31i32 { fa[i] * 3.0 } else { (-1.0) * (-1.0) }) as i32;
             }
         }
-        if !((ua.len() + t) > (cube() << i)) {
-            if (cube() + i).min(31 | 2) < (5 + (t & 1999)) {
-                out_u[i * 2 + 1] = !(1000 ^ (if x0 == x0 { x0 } else { -0.12027296 }).to_bits());
-            }
-            let mut y9 = i;
-        }
-        let c10 = ((s - x0).ceil() as u32) >= (((if unit() >= ua[999] { true } else { fa[i] <= fa[(i * 7) % 1024] }) as u32) + (if true != true { if false { 2000 } else { i } } else { if x0 <= fa[(i * 3) % 1024] { 1756642782 } else { i } }));
-        let mut w11 = 0;
-        while w11 < 1 {
-            out_u[i * 2] = 2000 * (65535 + i).min(c10 as u32);
-            w11 += 1;
-        }
-        out_f[i * 2] = (65536.0 + 47.359898).trunc() + ((-1.0) + x0).abs();
-        out_f[i * 2 + 1] = ((i as f32).floor() + (x0.min(x0) + fa[i])).floor();
-        out_u[i * 2] = if fa[t % 1000].max(0.25) >= x0 { out_f.len() } else { if (c10 != c10) == (i >= t) { f32::from_bits((ua[4294967295] & 0xbfffffff) | 0x20000000) as u32 } else { x0 as u32 } };
-        out_u[i * 2 + 1] = (!(!(s != x0))) as u32;
+        let mut y4 = (if !(fa[4294967295] < s) { if c1 { 0.5 } else { fa[t % 1100] } } else { (-0.84474987) + (4294967296.0).trunc() }).ceil();
+        out_f[i * 2] = (fa[1000] * 0.011634744).floor().max(s.min(-3.75).max(0.25 + y4)).min((y4.abs() * (3.4446278).abs()) + ((3.0 - fa[999]) - (fa[(i * 7) % 1024] - y4)));
+        out_f[i * 2 + 1] = ((t <= i.min(3)) as i32) as f32;
+        out_u[i * 2] = (if (!i) > ((-2009014643) as u32) { ua[i] } else { ua[i] }) - ua[t % 1000];
+        out_u[i * 2 + 1] = (((if c1 { ua[0] as i32 } else { 7i32 }) as u32) - (fa[i] as u32)) - (((i as f32) as u32) + (n0 ^ 0xdeadbeef));
     }
 }
 
 /// Generated kernel 25 of seed 1.
-#[gpuworld::kernel(cube_dim = 64)]
+#[gpuworld::kernel(cube_dim = 128)]
 fn fuzz_1_25(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f32, t: u32) {
     let i = global_index();
     if i < out_f.len() {
-        let mut y0 = 3.0;
-        let mut x1 = fa[((1638524333 << 2) >> (i % ua[(i * 13) % 1024])) % 1024] * ((7 << (32 | i)) as f32);
-        let mut y2 = (false as u32) ^ ua[i];
-        out_f[i * 2] = fa[ua[(i * 3) % 1024].max(i) * (x1 as u32)] - x1;
-        out_u[i * 2] = (if x1.floor() == x1.floor() { x1.floor() } else { 0.5 }).to_bits();
+        let x0 = 4294967296.0;
+        let mut y1 = fa[t % 1000] + ((x0.max(x0) * (fa[i] + x0)) + (if 1999 <= t { fa[i] - x0 } else { x0 }));
+        let mut n2: u32 = (if (t - ua[4294967295]) <= ua[i] { (t as i32) as u32 } else { (if (fa[(i * 13) % 1024] - fa[i]) == (fa[(i * 13) % 1024] - fa[i]) { (fa[(i * 13) % 1024] - fa[i]) } else { 65536.0 }).to_bits() }) / (f32::from_bits((2000 & 0xbfffffff) | 0x20000000) as u32);
+        out_f[i * 2 + 4001] = x0.max(fa[i + 2]).trunc() - y1;
+        if ((fa[t % 1000] + x0) + (global_index() as f32)) > (x0 * x0).min(fa[i + 2].abs()) {
+            y1 += (t as i32).min(-376679011) as f32;
+            let mut c3: bool = (((if 32 <= i { 259240001 } else { 2930927148 }) + 33) as f32) == (100.0).abs();
+            let k4: i32 = ((0.009132774).abs() as i32) * (y1 as i32);
+        }
+        out_f[i * 2] = fa[i];
+        out_f[i * 2 + 1] = if s < f32::from_bits((i & 0xbfffffff) | 0x20000000) { s.min(f32::from_bits(((16 ^ ua[i]) & 0xbfffffff) | 0x20000000)) } else { fa[(if false { i } else { unit() }) % 1024].ceil() };
+        out_u[i * 2] = ((0.0).floor().max((1.0).max(s)) - (-0.0042221686)) as u32;
+        out_u[i * 2 + 1] = 65535;
     }
 }
 
 /// Generated kernel 26 of seed 1.
-#[gpuworld::kernel(cube_dim = 128)]
+#[gpuworld::kernel(cube_dim = 32)]
 fn fuzz_1_26(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f32, t: u32) {
     let i = global_index();
     if i < out_f.len() {
-        if i == 255 {
-            let mut y0 = 7;
-        } else {
-            let mut y1 = 5 / ((i % 0).min(if t <= i { cube() } else { 2139095040 }) - ((5).max(2) + (2139095040 - i)));
+        for j0 in 0..4 {
+            for j1 in 0..3 {
+                let mut n2 = i / (if (j1 * ua[i]) != (if true { j1 } else { cube() }) { j1 } else { if (if false { (-1) != 32i32 } else { (ua[i + 1000] as i32) != 1932066908i32 }) { ua[(i * 3) % 1024] } else { t - i } });
+            }
+            let x3: f32 = (((444.3198 - fa[0]) + 58.816) + (t as f32)).trunc();
+            if (j0 ^ t) > (!32) {
+                continue;
+            }
         }
-        let mut y2 = s < fa[((ua[i] - ua[999]) * i) % 1024];
-        let mut y3 = (if (i as f32) == (i as f32) { (i as f32) } else { -1.0 }).to_bits();
-        let mut w4 = 0;
-        while w4 < 3 {
-            let mut x5 = (((y3 & 1) / (!ua[t % 1100])) as f32).max((-(65536.0 + 7777.2295)).ceil());
-            let n6 = 32;
-            let c7 = y2;
-            w4 += 1;
+        let k4: i32 = ((ua[i + 1000] as i32) + (i as i32)).max(1000i32);
+        let mut y5 = k4;
+        let mut w6 = 0;
+        while w6 < 1 {
+            let mut w7 = 0;
+            while w7 < 1 {
+                let x8 = (if (31i32 == (-3)) == (w7 < w6) { 0 as f32 } else { -(0.25 + fa[t % 1100]) }) - (fa[(i * 3) % 1024] - (65536.0 + 3.0)).min((0.1 + fa[999]) - fa[(i * 13) % 1024].trunc());
+                let mut y9 = x8.abs();
+                w7 += 1;
+            }
+            out_u[i * 2 + 1] = y5 as u32;
+            for j10 in 0..2 {
+                out_f[i * 2] = s;
+            }
+            w6 += 1;
         }
-        let x8: f32 = -s;
-        y3 *= i;
-        out_f[i * 2] = s;
-        out_f[i * 2 + 1] = x8;
-        out_u[i * 2] = (((fa[i + 1000] + (-3.75)) as u32) / (if 3338662694 >= ua[t % 1100] { w4 << t } else { 4264350698 ^ i })).min(cube());
+        let x11: f32 = f32::from_bits((ua[i] & 0xbfffffff) | 0x20000000).min(((3096815804 as f32) + 0.0) * (-(ua[i] as f32)));
+        let mut y12 = if ((fa[i + 4096] - x11) - (x11 * 0.25)) < (if !(fa[(i * 13) % 1024] >= (-71.11588)) { if s > x11 { 1.0 } else { x11 } } else { 1.0 - fa[(i * 13) % 1024] }) { ua[(i * 13) % 1024] * (i + 16) } else { i };
+        let mut y13 = 3 >= w6;
+        let mut y14 = ((if (if y13 { cube() > 2594222282 } else { 1 < i }) { i < i } else { w6 != 16 }) as i32) as f32;
+        out_f[i * 2] = f32::from_bits((y12 & 0xbfffffff) | 0x20000000) - f32::from_bits(((!(1 * t)) & 0xbfffffff) | 0x20000000);
+        out_u[i * 2] = 31;
+        out_u[i * 2 + 1] = (93716469i32 << (ua[i + 999] % (if y12 == y12 { i ^ 2 } else { ua[i + 7] + t }))) as u32;
     }
 }
 
 /// Generated kernel 27 of seed 1.
-#[gpuworld::kernel(cube_dim = 32)]
+#[gpuworld::kernel(cube_dim = 256)]
 fn fuzz_1_27(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f32, t: u32) {
     let i = global_index();
     if i < out_f.len() {
-        if (if fa[1000].ceil() == 65536.0 { (i >> global_index()) == (7 * 7) } else { true != (!true) }) {
-            let x0: f32 = (0.5).max(-3.0);
-        } else {
-            out_u[i * 2 + 4001] = i;
-            let mut y1 = (if (-3.75) > (-6.45571) { ua[(i * i) % 2000] } else { if (2 <= 2139095040) == (i <= 0xdeadbeef) { 0 } else { i } }) <= (if (-3.75).trunc() == (-3.75).trunc() { (-3.75).trunc() } else { 1.5 }).to_bits();
-        }
-        let mut y2 = (((2.0).min(0.0051438236) as u32) - (if global_index() > i { i } else { (731370296).min(637876095) })) as f32;
-        if false {
-            for j3 in 0..3 {
-                let mut x4 = (0.5).trunc() - fa[i];
-                let c5 = (if 2392034797 <= j3 { if i <= t { 3154077332 + 2000 } else { (281226640).min(unit()) } } else { j3 - (if fa[t % 1100] == fa[t % 1100] { fa[t % 1100] } else { 2.0 }).to_bits() }) == (((fa[i + 2] - y2) as u32) | i);
-                let mut y6 = c5;
-            }
-            let mut y7 = i;
-            if y7 == 1 {
-                let x8 = s * ((fa[t % 1100] as u32) as f32);
-                let mut n9 = ua[1000];
-                out_f[i * 2 + 1] = fa[i].min(fa[i + 7]).floor().max(2 as f32);
-            }
-        }
-        let mut n10 = (((s == fa[t % 1000]) != (i > 1548952049)) as u32).max((if y2 >= 2.0 { y2.trunc() } else { fa[t % 1100].max(fa[t % 1000]) }) as u32);
-        let mut y11 = (2549460965 as f32) == (-(-fa[999])).min(fa[i]);
-        out_f[i * 2] = (1.0e-3).floor();
-        out_f[i * 2 + 1] = fa[ua[(7).max(if y11 { 7 } else { ua[(i * 13) % 1024] }) % 2000]];
-        out_u[i * 2] = if (if (if y2 != y2 { y2 <= s } else { y11 }) { y2 + y2 } else { y2 }) != ((fa[i] + fa[t % 1100]) + (0.5).floor()) { (if (0.0 - fa[i]) == (0.0 - fa[i]) { (0.0 - fa[i]) } else { 0.27213857 }).to_bits() } else { (if fa[i + 999] == fa[i + 999] { fa[i + 999] } else { 761.5505 }).to_bits() };
-        out_u[i * 2 + 1] = (!((y2 <= 1.0) != (2.0 > y2))) as u32;
+        let mut y0 = 0.1;
+        let mut y1 = ((if 2147483648 <= unit() { 3246365097 <= unit() } else { !(i > 2) }) || (if (fa[(i * 13) % 1024] < s) == (y0 != y0) { 2.0 >= 0.1 } else { 1.0 > fa[i] })) as i32;
+        let mut n2 = ((if (if y0 == fa[i] { false } else { ua[i] != ua[t % 1100] }) { if true { t } else { out_f.len() } } else { if y0 < y0 { i } else { i } }) & ((if fa[999] == 1.5 { 1000 } else { 31 }) ^ (cube() - i))) | i;
+        out_f[i * 2] = fa[t % 1000];
+        out_f[i * 2 + 1] = y0;
+        out_u[i * 2] = (((1.5 * y0) + (if true { s } else { s })) as u32) % 5;
     }
 }
 
 /// Generated kernel 28 of seed 1.
-#[gpuworld::kernel(cube_dim = 32)]
+#[gpuworld::kernel(cube_dim = 64)]
 fn fuzz_1_28(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f32, t: u32) {
     let i = global_index();
     if i < out_f.len() {
-        let mut y0 = (if (65536.0).min(0.0030982853) == (65536.0).min(0.0030982853) { (65536.0).min(0.0030982853) } else { 0.34306863 }).to_bits();
-        if ((fa[t % 1100] as u32) + (2147483648 << ua[i])) != ((2.0).min(fa[i]) as u32) {
-            out_f[i * 2 + 1] = 1000 as f32;
-            out_u[i * 2 + 1] = ((i >> y0) - (if 32 > unit() { unit() } else { fa.len() })) << t;
-            let mut n1: u32 = 4294967295;
+        let mut y0 = ((515690732i32 & ((-3) - (t as i32))) - 1000i32) | (-3);
+        let mut y1 = (((65535).min(32) % (i * i)) as i32) - (-(((-182.72221) - (-0.0)) as i32));
+        let c2 = (y0 & ((-(ua[i + 2] as i32)) - y1)) >= (!(if t > i { (-8) & (-349547456) } else { !2090679739i32 }));
+        if (if !(0.9800543 >= (-3.75)) { (c2 != (65536.0 <= (-1.0))) || ((-1.546332) == (-0.0)) } else { c2 }) {
+            let mut y3 = (if (fa[4294967295] as u32) == (3.0 as u32) { if cube() < i { (100.0 <= fa[t % 1100]) as i32 } else { y1.min(y0) } } else { ua[i] as i32 }) & (((y0 * (t as i32)) + (if c2 { y1 } else { y1 })) / 2i32);
+            let mut y4 = s;
+            y3 -= (!(fa[i] as i32)) % (if (-2147483648) <= (-2147483648) { ua[i + 1] as i32 } else { (ua[1000] as i32) + y0 });
         }
-        if (ua[i] ^ 5) < 3330220154 {
-            for j2 in 1..3 {
-                let mut x3 = 0.03648658;
-                if (32 == 2139095040) != (if 0 <= y0 { false } else { fa[i] != 0.25 }) {
-                    continue;
-                }
-            }
+        if (s.ceil() as i32) < ((y1 + y0) - (y0 % 1998079122i32)) {
+            let x5 = ((889145716 as f32) * fa[(i * 13) % 1024]).abs() * ((s as i32) as f32);
+            let x6: f32 = (ua[i] as f32) + (s * x5).trunc();
         }
-        let x4 = (65536.0).ceil();
-        y0 = (if x4 == x4 { x4 } else { 42.16822 }).to_bits();
-        let mut x5 = 2139095040 as f32;
-        out_f[i * 2] = -3.75;
-        out_f[i * 2 + 1] = (((x5 as u32) ^ (i ^ 2139095040)) >> ((ua[1000] >> 1) + (if s < 718.6892 { y0 } else { cube() }))) as f32;
-        out_u[i * 2] = (if (1.0 * s) == (1.0 * s) { (1.0 * s) } else { 4294967296.0 }).to_bits() ^ 3542511855;
+        if (ua[4294967295] == ua.len()) == (!(i < 1)) {
+            let c7 = ((if unit() < t { 65535 } else { if fa[t % 1000] < fa[0] { 0xdeadbeef } else { i } }) | ((ua[4294967295] % i) & (i >> 1999))) <= (if s == s { s } else { 100.0 }).to_bits();
+        }
+        out_f[i * 2] = 0.25;
+        out_f[i * 2] = (((-1.0) + 1.0e-3).min(37.728054) - f32::from_bits(((out_f.len() + out_f.len()) & 0xbfffffff) | 0x20000000)).max(1.0e-3);
+        out_f[i * 2 + 1] = 1.7685413;
+        out_u[i * 2] = ua[(i * 7) % 1024];
+        out_u[i * 2 + 1] = if (!(3643.3833 as u32)) >= t { (if (65536.0 < 86.76505) == (2147483648 > i) { 3 - ua[i + 2] } else { ua[i] / cube() }).max((if c2 { cube() } else { i }) + (if c2 { 31 } else { i })) } else { if 0xdeadbeef <= (if c2 { i } else { i }) { t << (t ^ i) } else { i } };
     }
 }
 
@@ -735,47 +734,40 @@ fn fuzz_1_28(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f3
 fn fuzz_1_29(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f32, t: u32) {
     let i = global_index();
     if i < out_f.len() {
-        if ((2139095040 << unit()) ^ ua[i]) >= ((if 2630314161 > i { i } else { 7 }) >> (1000 >> i)) {
-            let n0 = ua[((!2774860093) ^ ((1.0e-3 < fa[i]) as u32)) % 1000] + 2147483648;
-            if (if (!true) && (100.0 >= 0.5) { !false } else { true }) {
-                let mut x1 = (4294967296.0 - (-3.4058921)).max(2.0 * (-3.75).max(1.0e-3)) + 109.838844;
-                let x2 = fa[i].max(fa[(i - 3) % 2000].max((n0 as f32) - (fa[1000] - 2.0)));
-            } else {
-                let mut n3 = ((((-99.4624) - (-0.00041940477)) as u32) & ((i * cube()) ^ n0)) + 2147483648;
-                let mut y4 = s + ((ua[i] as f32) - ((0.1).max(3.0) + s.floor()));
-                let x5 = (fa[i] + s).trunc().ceil();
-            }
-        } else {
-            let mut x6: f32 = fa[i].max(f32::from_bits((ua[(!ua[i]) % 2000] & 0xbfffffff) | 0x20000000));
-        }
-        let x7: f32 = (65535 as f32) - ((if 858570241 >= i { ua[t % 1100] } else { i << i }) as f32);
-        let mut y8 = fa[4294967295];
-        let mut y9 = (if fa[i] == fa[i] { (65535 % i).max(!i) } else { (if true { ua[t % 1000] } else { i }) ^ i }) as f32;
-        out_f[i * 2] = fa[(i * 13) % 1024];
-        out_f[i * 2 + 1] = f32::from_bits(((if x7 == fa[t % 1100] { (fa[i] != x7) as u32 } else { i % i }) & 0xbfffffff) | 0x20000000) + y8.max(fa[i + 7]);
-        out_u[i * 2] = i;
-        out_u[i * 2 + 1] = 3;
+        let mut y0 = (if s == s { s } else { 6985.0054 }).to_bits();
+        let x1 = ((fa[i].max(-4.581377) - (255 as f32)) - (s.trunc() - f32::from_bits((y0 & 0xbfffffff) | 0x20000000))) + s.max(unit() as f32);
+        let x2: f32 = x1.trunc();
+        out_f[i * 2] = (ua[1000 % 1024] as f32) * fa[i + 4096];
+        out_f[i * 2 + 1] = (f32::from_bits(((t | 16) & 0xbfffffff) | 0x20000000) + (x1 * x1).abs()) * x2;
+        out_u[i * 2] = 57220715 - ua[0];
+        out_u[i * 2 + 1] = ((-2147483647i32) + (i as i32)) as u32;
     }
 }
 
 /// Generated kernel 30 of seed 1.
-#[gpuworld::kernel(cube_dim = 32)]
+#[gpuworld::kernel(cube_dim = 256)]
 fn fuzz_1_30(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f32, t: u32) {
     let i = global_index();
     if i < out_f.len() {
-        let mut x0 = 2.0 * (if (!(1000 == ua[t % 1100])) != ((-1.0) < 1.0e-3) { 1.0e-3 + s.ceil() } else { (0.22930898).min(1.5).abs() });
-        let n1 = ((x0 * x0).max(x0.min(fa[4294967295])) * ((if 65535 != i { x0 } else { fa[t % 1100] }) - (2.0).min(1.5))) as u32;
-        let n2 = if ((4294967295 + cube()) / (1987537446 ^ 2139095040)) <= (((x0 >= s) || (0.5 <= x0)) as u32) { i } else { if (x0 as u32) > (n1 - n1) { 2000 } else { cube() >> (n1 ^ n1) } };
-        for j3 in 0..1 {
-            let mut x4 = s;
+        let x0 = 0.5;
+        let mut x1 = s + f32::from_bits((ua[4294967295] & 0xbfffffff) | 0x20000000);
+        let mut x2 = f32::from_bits(((if s >= 0.5 { s as u32 } else { ua[i] }) & 0xbfffffff) | 0x20000000) - ((x1 - (fa[t % 1000] - x0)) * ((fa[t % 1100] + 11.746047) * (fa[t % 1000] * s)));
+        let mut n3: u32 = (((if ua[(i * 7) % 1024] != 7 { 2000 } else { t }) >> 0xdeadbeef) & t) << ((i + (if true { t } else { 32 })) % (((i as i32) as u32) ^ t));
+        let mut y4 = (x1 * x1) as u32;
+        if (!((-2147483648) as u32)) >= (if fa[999] == 0.00059817795 { 2000 } else { !n3 }) {
+            let mut y5 = fa[(ua.len() * (0 * i)) % 1024] - (i as f32).max(-(31i32 as f32));
+        } else {
+            if ((65535 >= 1) && (i >= i)) || (y4 <= fa.len()) {
+                let mut y6 = (ua[i] as i32) - ((if t == 4294967295 { 1460992373i32 } else { 2i32 | 1i32 }) - (((ua[i] as i32) << y4) - ((-1000) - (-8))));
+                let x7 = (if !(4294967296.0 > fa[i]) { fa[i].abs() * fa[i] } else { fa[i + 7] }).min(n3 as f32);
+                y6 >>= (x0.trunc() + x2) as u32;
+            } else {
+                let x8 = (if ((3 == 5) != (x1 < fa[(i * 3) % 1024])) == (if x0 != x0 { n3 >= 4287537789 } else { t != ua.len() }) { if x0 != fa[i] { if i == n3 { 2i32 } else { 7i32 } } else { (-740540).min(-2147483648) } } else { ((i <= n3) != true) as i32 }) as f32;
+            }
         }
-        let mut x5 = 0.5 - s;
-        let mut y6 = x5;
-        let mut y7 = ((fa[4294967295] * s).ceil() as u32) >= ((x0 <= (3.0).abs()) as u32);
-        let mut y8 = !t;
-        out_f[i * 2] = (1953.1788).min(s).ceil().trunc() * (fa[t % 1000] * 1.0e-3);
-        out_u[i * 2] = n1 * (fa.len().min(y8) - (s as u32)).min((if y7 { 1851552968 } else { 31 }) * (if 373.17355 == 373.17355 { 373.17355 } else { 130.14726 }).to_bits());
-        out_u[i * 2 + 1] = (if x5 < x5 { i } else { (y8 % t) ^ (if i <= ua[i] { 2000 } else { n1 }) }) ^ (ua[i] >> ua[t % 1000]);
+        out_f[i * 2] = x0;
+        out_u[i * 2] = x0 as u32;
+        out_u[i * 2 + 1] = if (2141334263).min((x1 >= fa[0]) as u32) == (fa[t % 1000] as u32) { y4 * (((-2147483648) >> 3) as u32) } else { 1000 };
     }
 }
 
@@ -784,222 +776,205 @@ fn fuzz_1_30(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f3
 fn fuzz_1_31(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f32, t: u32) {
     let i = global_index();
     if i < out_f.len() {
-        let mut n0 = ((((-1.0) * 0.7744183) - (ua[i] as f32)) - ((2 ^ out_f.len()) as f32)) as u32;
-        let mut n1 = 7;
-        let mut c2 = ((((2.1680155 <= fa[i]) && false) as u32) + 1999) < (if (fa[i] - 4294967296.0) == (fa[i] - 4294967296.0) { (fa[i] - 4294967296.0) } else { 2.0 }).to_bits();
-        if (if (if 1999 <= t { i } else { fa.len() }) != n0 { (-0.012194479) == 0.25 } else { if ua[4294967295] == 3 { t < i } else { c2 || c2 } }) {
-            if 2000 == ((if fa[t % 1000] == fa[t % 1000] { fa[t % 1000] } else { 42.63374 }).to_bits() & (1999 + t)) {
-                n1 %= n1;
-                n1 &= (!5).min((if c2 { 0 } else { 31 }) * t);
+        let mut n0: u32 = (0xdeadbeef * (!(0.1 as u32))) << (if (0.0).ceil() == (0.0).ceil() { (0.0).ceil() } else { 100.0 }).to_bits();
+        for j1 in 0..2 {
+            for j2 in 0..4 {
+                let n3 = ua[(!(if !true { global_index() } else { if 2000 != 428450850 { cube() } else { t } })) % 2000];
             }
-        } else {
-            let n3 = n1;
-            let mut x4 = fa[i];
+            if (32i32).min(0i32).min(1000i32) != (ua[(i * 3) % 1024] as i32).min(1000i32) {
+                let mut y4 = !(((if j1 > n0 { ua[i] } else { n0 }) == j1) || (((-2140756502) * 1472865292i32) == ((ua[0] as i32) / (-2147483648))));
+                let mut y5 = (if fa[(i * 3) % 1024].min(1.0e-3) == fa[(i * 3) % 1024].min(1.0e-3) { fa[(i * 3) % 1024].min(1.0e-3) } else { 1.5 }).to_bits() * unit();
+                let c6 = (1000i32 <= 32i32) || y4;
+            }
+            let mut y7 = if (-1.0) > s { if ((31 <= 2144776228) as u32) != i { ((-8) as u32) * (if 2.0 == 2.0 { 2.0 } else { 4294967296.0 }).to_bits() } else { (i * t) >> (!t) } } else { global_index() & (ua[i] * 1) };
         }
-        out_f[i * 2] = s;
-        out_f[i * 2 + 1] = if (if (31 < cube()) && (7 == unit()) { 3.0 <= fa[t % 1000].abs() } else { 1.0 > f32::from_bits((i & 0xbfffffff) | 0x20000000) }) { (0.009132774).abs() } else { if c2 { -fa[i] } else { 65536.0 } };
-        out_u[i * 2] = if s != fa[t % 1000] { (fa[i].min(100.0) as u32) - ((if fa[i] == fa[i] { fa[i] } else { 65536.0 }).to_bits() & (if (-1.0) <= fa[(i * 13) % 1024] { ua[i + 2] } else { t })) } else { if (c2 != (fa[i] == 1.0)) != (1337429671 > t) { ua[16 % 1100] } else { ua[i] } };
-        out_u[i * 2 + 1] = ((if (i != 4294967295) != c2 { ((-0.29702106) > fa[t % 1000]) as u32 } else { t << n1 }) * (if (if c2 { ua[(i * 13) % 1024] != 32 } else { fa[i + 1000] <= 0.0006446892 }) { if c2 { n0 } else { i } } else { s as u32 })) * ua[(i * 3) % 1024];
+        let mut y8 = fa[i + 999];
+        if ((y8 as i32) + ((n0 >= i) as i32)) != ((-8) / (31i32 >> 2)) {
+            y8 = (y8.max(-214.50113) * ((ua[999] as i32) as f32)).max(((-8) % (i as i32)) as f32);
+            for j9 in 0..4 {
+                y8 -= (33 + 7) as f32;
+                let x10 = f32::from_bits(((ua[i + 1000] - (y8 as u32)) & 0xbfffffff) | 0x20000000).abs();
+                let mut n11: u32 = (if !((0.13629106 < fa[i]) != false) { ua[(32 - global_index()) % 1000] } else { !ua[i + 2].min(31) }) ^ j9;
+            }
+            n0 |= out_f.len() % (if !false { t } else { i ^ 267777418 });
+        } else {
+            for j12 in 0..1 {
+                n0 = 0xdeadbeef | (if !(16 <= 2114032014) { t | n0 } else { j12 });
+            }
+            if ((-3.75) as u32).max(if y8 > 65536.0 { i } else { 0xdeadbeef }) >= (!(i << global_index())) {
+                n0 -= ((!t) << (if y8 == y8 { y8 } else { 100.0 }).to_bits()) >> (if false { 3328900683 * n0 } else { 4294967295 });
+            } else {
+                let mut x13 = f32::from_bits((ua[0 + 1951909932] & 0xbfffffff) | 0x20000000);
+                let mut y14 = (((1i32).min(-1955127056) > ((t as i32) & 758889787i32)) as u32) >> (if 65535 != (y8 as u32) { t } else { unit() });
+            }
+            let x15 = s + (((i & n0) as f32) - (y8 + fa[999]).floor());
+        }
+        out_f[i * 2] = ((-s) - ((31 as i32) as f32)) * ((0.1).ceil() * fa[i + 2]);
+        out_f[i * 2 + 1] = fa[(i * 13) % 1024].min(110.99474).ceil().min((if i == 4294967295 { n0 - ua.len() } else { if true { i } else { t } }) as f32);
+        out_u[i * 2] = (y8 as u32) ^ t.min(1);
+        out_u[i * 2 + 1] = n0;
     }
 }
 
 /// Generated kernel 32 of seed 1.
-#[gpuworld::kernel(cube_dim = 256)]
+#[gpuworld::kernel(cube_dim = 64)]
 fn fuzz_1_32(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f32, t: u32) {
     let i = global_index();
     if i < out_f.len() {
-        let mut y0 = (((s - (-0.05630219)) - fa[i].min(11.064344)) - ((i as f32) - (0.1 + fa[(i * 13) % 1024]))) + (1.0e-3).max(f32::from_bits(((3).min(i) & 0xbfffffff) | 0x20000000));
-        let x1 = fa[999];
-        let mut x2 = y0;
-        let mut x3 = s;
-        if ((-0.0) != s) == true {
-            let c4 = 0 == (if (fa[t % 1100] == y0) && (!true) { ua[(s as u32) % 1000] } else { if ua[(i * 7) % 1024] == ua[i] { !ua[(i * 13) % 1024] } else { if ua[(i * 13) % 1024] != i { 33 } else { 822405035 } } });
-        } else {
-            if (-(fa[t % 1100] + x1)) <= s {
-                let mut y5 = f32::from_bits((ua[i] & 0xbfffffff) | 0x20000000);
-                let mut y6 = (if 0.0 == 0.0 { 0.0 } else { 0.5 }).to_bits() > ((!(5 ^ unit())) ^ (if t < ua[i + 4096] { if i >= 16 { ua[(i * 13) % 1024] } else { t } } else { !fa.len() }));
-                let mut x7 = f32::from_bits(((if (y5 as u32) == (ua[i] * fa.len()) { (!y6) as u32 } else { (2147483648 | unit()).min(i) }) & 0xbfffffff) | 0x20000000);
-            }
-        }
-        let mut n8 = ((2139095040 & cube()).max(if fa[4294967295] < x3 { i } else { i }) / (if global_index() > 1 { ua[i + 999] } else { i * i })) * (fa[2147483648 % 1000] as u32);
-        let mut w9 = 0;
-        while w9 < 1 {
-            let mut y10 = fa[i + 1000];
-            n8 %= ((t == ua.len()) && (1 != w9)) as u32;
-            w9 += 1;
-        }
-        let mut y11 = (-1.0) <= x2;
-        out_f[i * 2] = (x3.ceil() * x1).ceil() + x3;
-        out_f[i * 2 + 1] = s.min(3.0 * (-x3)) + 1.0e-3;
-        out_u[i * 2] = ((if 2 >= w9 { (if s == s { s } else { -0.0 }).to_bits() } else { 0 << i }) | (if (if y11 { y11 } else { y11 }) { !2228869609 } else { t })) >> i;
-        out_u[i * 2 + 1] = ((s.max(fa[4294967295]) - (fa.len() as f32)) as u32) ^ i;
+        let mut y0 = 1149055864;
+        let mut n1 = (((!(255 > y0)) as u32) - 3877236147) * ((if 1795799943i32 >= 1000i32 { if fa[(i * 13) % 1024] < (-3.75) { -1320765080 } else { -3 } } else { i as i32 }) as u32);
+        y0 += (f32::from_bits((unit() & 0xbfffffff) | 0x20000000) as u32) | ((if cube() == fa.len() { 1.5 } else { fa[4294967295] }) as u32);
+        let mut k2: i32 = 2i32;
+        out_f[i * 2] = -(0.0).max(-1.0);
+        out_f[i * 2 + 1] = f32::from_bits((n1 & 0xbfffffff) | 0x20000000).ceil().min(1.7664126);
+        out_u[i * 2] = if t >= 3774114729 { (ua[999] - (if true { i } else { t })) % (if (2 > n1) != (t == 0) { ua[i] } else { t.max(1) }) } else { unit() };
+        out_u[i * 2 + 1] = (!(!(i as i32))).min(31i32 >> i.min(if 1.5 <= 1.0 { y0 } else { y0 })) as u32;
     }
 }
 
 /// Generated kernel 33 of seed 1.
-#[gpuworld::kernel(cube_dim = 64)]
+#[gpuworld::kernel(cube_dim = 128)]
 fn fuzz_1_33(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f32, t: u32) {
     let i = global_index();
     if i < out_f.len() {
-        let mut y0 = ua[t % 1100];
-        for j1 in 1..4 {
-            let mut c2 = (0.1).min(2.828812) > (i as f32).max(1.0 - 1.0).max(-(fa[t % 1100] * fa[t % 1000]));
-        }
-        let mut x3 = -1.0;
-        let n4: u32 = ua[i % 1024];
-        let mut y5 = if ((fa[(i * 7) % 1024] as u32) + (!n4)) <= (unit() ^ 33).max(32 % y0) { t } else { if ua[i] <= n4 { if 1.0e-3 != fa[i] { ua.len() } else { 2000 } } else { i } };
-        if ((if y5 > 16 { n4 } else { ua[i] }) << ((cube() <= unit()) as u32)) < ((334.96494).floor() as u32) {
-            let x6 = fa[i].trunc();
-            let mut w7 = 0;
-            while w7 < 3 {
-                let mut n8: u32 = ua[i + 1000].max((i.max(fa.len()) & n4).max(ua[i + 1000]));
-                let n9 = (((!3955975613) % (if true { n8 } else { y0 })) << ((n8 + n8) | (2890911145 - n4))) * (if fa[4294967295].trunc() == fa[4294967295].trunc() { fa[4294967295].trunc() } else { -0.0 }).to_bits();
-                let x10 = -x3;
-                w7 += 1;
-            }
-        }
-        out_f[i * 2] = -(((-fa[t % 1100]) - (fa[i + 999] + x3)) * fa[i]);
-        out_f[i * 2 + 1] = x3.min(fa[i + 500].min(x3 + (2783402924 as f32)));
-        out_u[i * 2] = t;
-        out_u[i * 2 + 1] = if 4232305444 != 0xdeadbeef { ((65536.0).abs() as u32) - ((!t) & (!global_index())) } else { ((7 == y5) == (2139095040 < y0)) as u32 };
+        let mut y0 = (if (if 0.0 > s { 186.47069 < (-3.75) } else { (t as i32) <= 32i32 }) != (if 408528187 >= i { 0.5 == s } else { fa[t % 1000] < 1.5 }) { i >> (t + 3) } else { (1.0 - 2.0) as u32 }) as f32;
+        let mut y1 = if 0i32 >= 1i32 { fa[i].trunc() as u32 } else { (if (y0 + y0) == (y0 + y0) { (y0 + y0) } else { 27.305372 }).to_bits() };
+        let mut n2 = ((-f32::from_bits((y1 & 0xbfffffff) | 0x20000000)) - fa[4294967295]) as u32;
+        let mut n3: u32 = ((if (y1 as f32) == (y1 as f32) { (y1 as f32) } else { 4294967296.0 }).to_bits() & 3391527115) ^ (y1 % (ua[i] - t));
+        let mut y4 = y0.min(-3.0) * fa[(i * 7) % 1024].ceil().max(fa[i + 1]);
+        let k5: i32 = -1000;
+        let n6: u32 = (if (fa[i] - fa[(i * 13) % 1024]) == (fa[i] - fa[(i * 13) % 1024]) { (fa[i] - fa[(i * 13) % 1024]) } else { 0.0064472696 }).to_bits();
+        out_u[i * 2 + 1] = 3;
+        out_f[i * 2] = if n6 < unit() { y4 } else { y4.ceil() };
+        out_f[i * 2 + 1] = ((-(if 2147483648 >= 5 { -689996682 } else { k5 })) as u32) as f32;
+        out_u[i * 2] = (if fa[i + 2].trunc() == fa[i + 2].trunc() { fa[i + 2].trunc() } else { 0.1 }).to_bits();
     }
 }
 
 /// Generated kernel 34 of seed 1.
-#[gpuworld::kernel(cube_dim = 64)]
+#[gpuworld::kernel(cube_dim = 256)]
 fn fuzz_1_34(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f32, t: u32) {
     let i = global_index();
     if i < out_f.len() {
-        let mut y0 = ((i >> ua[i]) as f32) <= ((fa[t % 1100] * (-0.0)).abs() * fa[(i * 13) % 1024]);
-        let mut x1: f32 = s + (((fa[999] + fa[i]) as u32) as f32);
-        if y0 || ((x1 > fa[0]) == (4294967295 < i)) {
-            x1 *= (3737269878 - i).min((if s == s { s } else { 1.0 }).to_bits()) as f32;
-        }
-        for j2 in 0..3 {
-            let c3: bool = (out_f.len() + t) <= (65535 + ((fa[4294967295] * 1.5) as u32));
-            if (cube() << (i % t)) > 2760436259 {
-                x1 += (-x1).ceil().abs();
-                y0 = 0.0011133724 < x1;
-                let mut c4: bool = c3;
+        let mut x0: f32 = -(if (if i >= 2 { ua[t % 1100] } else { 2147483648 }) >= (if 33 < 65535 { 16 } else { i }) { fa[4294967295] } else { (-1.0).trunc().min(1946429868i32 as f32) });
+        if !((if fa[i] == fa[i] { fa[i] } else { -1.0 }).to_bits() >= 4131847137) {
+            if out_f.len() <= 1999 {
+                let mut x1: f32 = fa[999];
+                let x2: f32 = (-(((-6471.2925) + s) + (x1 - 3.0))) * ((x0 * x0).min(x1) + (s.min(fa[i]) * (x0 * 2.0)));
+                let mut y3 = if 3286.2588 <= fa[i] { (if 2000 <= i { s as u32 } else { x0 as u32 }) << (if (i as f32) == (i as f32) { (i as f32) } else { -1.0 }).to_bits() } else { 1i32 as u32 };
             }
+            let mut y4 = ((if 3.0 < (-258.77863) { (-820505764) * (ua[999] as i32) } else { 2147483647i32 }) | (i as i32)) ^ (-8);
+        } else {
+            let mut n5: u32 = (((i ^ 3042674446) >> (if false { 255 } else { 33 })) & (ua[(i * 13) % 1024] + (s as u32))) * (((i + global_index()) + (if 0.1 == 0.1 { 0.1 } else { 65536.0 }).to_bits()) + ua[i % 1100]);
+            let c6 = 255 == ((fa[i + 1] >= (if ua[t % 1000] <= fa.len() { fa[i] } else { s })) as u32);
         }
-        out_f[i * 2] = s;
-        out_f[i * 2 + 1] = fa[i + 2];
-        out_u[i * 2] = i;
-        out_u[i * 2 + 1] = cube();
+        x0 -= fa[i + 999];
+        let k7 = (7 != 0xdeadbeef) as i32;
+        out_f[i * 2] = if (if (i as i32) >= 1904494424i32 { !out_f.len() } else { i }) == 1000 { (((-577174698) <= (i as i32)) as i32) as f32 } else { fa[(fa[999].ceil() as u32) % 1000] };
+        out_f[i * 2 + 1] = f32::from_bits(((if x0.min(x0) == x0.min(x0) { x0.min(x0) } else { -1.0 }).to_bits() & 0xbfffffff) | 0x20000000);
+        out_u[i * 2] = ua[4294967295] / ((ua[(i * 7) % 1024] % (i + 4050991845)) ^ t);
+        out_u[i * 2 + 1] = ((ua[(i * 7) % 1024] as i32) * (((if t >= ua[t % 1000] { t as i32 } else { t as i32 }) != (k7 * 2053647802i32)) as i32)) as u32;
     }
 }
 
 /// Generated kernel 35 of seed 1.
-#[gpuworld::kernel(cube_dim = 128)]
+#[gpuworld::kernel(cube_dim = 32)]
 fn fuzz_1_35(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f32, t: u32) {
     let i = global_index();
     if i < out_f.len() {
-        let mut y0 = unit().max(3893381684 & (if i < i { 65535 } else { 2000 }).max(i));
-        let mut y1 = (-s).max(65536.0).ceil() * (((ua[i] as f32) - (s + fa[i])) - (1 as f32));
-        let mut x2: f32 = s.trunc() * (-((cube() + 3638459476) as f32));
-        let mut c3: bool = if fa.len() <= 1999 { if fa[i] >= (-0.0004234281) { (32).max(65535) > t } else { if x2 != 0.06871735 { false || (1.5 > s) } else { (y1 != x2) && (i < y0) } } } else { false };
-        c3 = (!((y1 <= fa[i + 4096]) != c3)) != ((-3.75) <= 3.0);
-        out_f[i * 2] = 1.0e-3;
-        out_f[i * 2 + 1] = x2 + (if c3 { x2.ceil() + (0.1 - 65536.0) } else { fa[(i * 3) % 1024] });
-        out_u[i * 2] = (if (0.5).abs() == (0.5).abs() { (0.5).abs() } else { 0.5 }).to_bits();
+        let mut x0: f32 = 414.9767;
+        let n1 = i;
+        let c2: bool = (i as i32) > 31i32;
+        out_f[i * 2] = fa[1000];
+        out_f[i * 2 + 1] = x0;
+        out_u[i * 2] = i;
+        out_u[i * 2 + 1] = (255).max(((-2147483648) != (-1)) as u32).min(ua[t % 1000]);
     }
 }
 
 /// Generated kernel 36 of seed 1.
-#[gpuworld::kernel(cube_dim = 32)]
+#[gpuworld::kernel(cube_dim = 128)]
 fn fuzz_1_36(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f32, t: u32) {
     let i = global_index();
     if i < out_f.len() {
-        if ((out_f.len() != 2000) && (5 != 255)) || ((43.247723 < (-3.75)) == (1699674848 == 3)) {
-            let mut y0 = fa[i + 4096];
-            y0 = ((-y0) * y0) * (-y0);
-        } else {
-            if !((if s > 0.0075191963 { ua.len() <= i } else { fa[i] == 65536.0 }) != ((1999 >= 3447398516) != true)) {
-                let mut y1 = (0.1 * ((s - 65536.0) * (-0.0).trunc())) as u32;
+        let mut y0 = false as u32;
+        let mut n1 = (((-0.00029113202).max(0.1) as u32) * (5 | (0.25 as u32))) * unit();
+        let mut y2 = (((3065565185 % 31) >> ua[(i * 3) % 1024]) as i32) < ((i as i32) / (if (3 != 255) && (y0 != n1) { 0.011013288 as i32 } else { 1i32 - 1i32 }));
+        let mut y3 = s;
+        out_u[i * 2 + 1] = (if y2 { 1999 as i32 } else { (i as i32).min(0i32) + ((ua[(i * 13) % 1024] as i32) & 1000i32) }) as u32;
+        for j4 in 0..2 {
+            if 7i32 > (32i32 - (if y2 { ua[t % 1000] as i32 } else { 1i32 })) {
+                let mut y5 = (if s == s { s } else { -2.7184684 }).to_bits();
             } else {
-                let mut y2 = cube();
-                let mut n3: u32 = if false || (!(if s > 3.0 { t != t } else { i > t })) { y2 * (if 3.0 != (-1.0) { i } else { y2 }).max((7).min(ua[(i * 3) % 1024])) } else { (((-0.017503316) * 0.5) * (-2.0)) as u32 };
+                let mut y6 = (3 << ((if 3427563691 == 4294967295 { out_f.len() } else { ua[4294967295] }) >> (t * i))) % (if y2 { ua[(i * 3) % 1024] } else { (if s.max(s) == s.max(s) { s.max(s) } else { 1.0 }).to_bits() });
             }
-            let mut y4 = fa.len();
-            let mut y5 = fa[t % 1100] + fa[(if 1.0 == 1.0 { 1.0 } else { -0.0 }).to_bits() % 1000].max(f32::from_bits((7 & 0xbfffffff) | 0x20000000) * (s * fa[(i * 13) % 1024]));
+            y0 &= ua[cube() % 1000] & ua.len();
+            if ((0.041304007 <= y3) == y2) && (y2 && ((ua[t % 1100] as i32) <= (ua[i] as i32))) {
+                continue;
+            }
         }
-        let x6: f32 = (((!ua[i]) ^ (ua[i + 1] ^ ua[i])) as f32).max(fa[(i * 3) % 1024]);
-        out_u[i * 2 + 1] = (if true { i } else { i }) + (0xdeadbeef + (ua[i + 1] >> i));
-        let mut y7 = 0.03783422 * (((5.2418).ceil() - x6.max(65536.0)) * (i as f32).floor());
-        let x8: f32 = -(-(-3.75));
-        let mut n9 = if (if false != (y7 != s) { i - i } else { (fa[i + 500] > fa[i + 500]) as u32 }) == (if ua[i] != 3 { if 2000 > ua[i + 2] { t } else { 2000 } } else { fa[t % 1100] as u32 }) { ((t >= i) as u32).max(ua[i].min(i)) ^ (7 >> (i / t)) } else { t };
-        out_f[i * 2] = fa[31];
-        out_u[i * 2] = (y7 + (f32::from_bits((1395779770 & 0xbfffffff) | 0x20000000) - fa[i].trunc())) as u32;
+        if (-3) < 32i32 {
+            for j7 in 0..2 {
+                let mut y8 = fa[1000];
+            }
+        }
+        out_f[i * 2] = (0xdeadbeef * ((1.0 + fa[(i * 3) % 1024]) as u32)) as f32;
+        out_u[i * 2] = (if y2 == (!y2) { 16 & (if y3 == y3 { y3 } else { 0.5 }).to_bits() } else { (if t < t { y0 } else { out_f.len() }).min(255) }) << unit();
+        out_u[i * 2 + 1] = 32i32 as u32;
     }
 }
 
 /// Generated kernel 37 of seed 1.
-#[gpuworld::kernel(cube_dim = 128)]
+#[gpuworld::kernel(cube_dim = 32)]
 fn fuzz_1_37(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f32, t: u32) {
     let i = global_index();
     if i < out_f.len() {
-        for j0 in 0..4 {
-            out_u[i * 2] = i;
-            let n1 = (f32::from_bits((j0 & 0xbfffffff) | 0x20000000) as u32).max(j0).max(ua[(!(if 1.0e-3 != 1.0 { 0 } else { j0 })) % 1000]);
-            if (fa[999] != fa[i]) || (j0 <= t) {
-                break;
-            }
-        }
-        out_f[i * 2 + 1] = fa[t % 1100].max(i as f32) * (-(0.5).floor());
-        let n2: u32 = if 32 > i { if (if false { 340.19086 == 0.0 } else { ua[(i * 13) % 1024] < t }) { ua[(0.1 as u32) % 1100] } else { if false { if 1999 == unit() { 2000 } else { i } } else { ua[i] ^ i } } } else { 4294967296.0 as u32 };
-        out_f[i * 2] = 1.0;
-        out_u[i * 2] = if n2 > n2 { if ((ua[t % 1000] != i) as u32) != unit() { (t | n2) ^ ((2.0 >= (-3.75)) as u32) } else { n2 } } else { ((3.0).min(-1.0) as u32) / ((fa[i + 1000] as u32) % (0xdeadbeef * i)) };
-        out_u[i * 2 + 1] = (if (if false { i != ua[i] } else { true }) || (i != 1560029929) { (1322748 ^ ua[i]) & i.max(t) } else { ua[t % 1100] }) * ua[t % 1000];
+        let mut y0 = if ((-(-40.821785)) as u32) < (fa[(i * 13) % 1024].floor() as u32) { 491457237 << ((if 2139095040 != 31 { fa.len() } else { 0xdeadbeef }) | (if 2.0 < s { t } else { i })) } else { (!(i * 255)) << 5 };
+        let n1: u32 = (if (0 as f32) == (0 as f32) { (0 as f32) } else { -0.41832602 }).to_bits();
+        let mut y2 = s;
+        let mut x3 = y2;
+        let mut y4 = fa[i].trunc();
+        out_f[i * 2] = fa[i];
+        out_u[i * 2] = if ((n1 * 1) | n1.max(unit())) != (if fa[0].min(fa[999]) == fa[0].min(fa[999]) { fa[0].min(fa[999]) } else { 0.0 }).to_bits() { (if (y2 * y4) == (y2 * y4) { (y2 * y4) } else { 0.0021756482 }).to_bits() } else { ((n1 % t) ^ n1.max(1)) ^ cube() };
+        out_u[i * 2 + 1] = (!(ua.len() != cube())) as u32;
     }
 }
 
 /// Generated kernel 38 of seed 1.
-#[gpuworld::kernel(cube_dim = 128)]
+#[gpuworld::kernel(cube_dim = 64)]
 fn fuzz_1_38(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f32, t: u32) {
     let i = global_index();
     if i < out_f.len() {
-        let n0 = (if ((-3.75) + 2.7868946) == ((-3.75) + 2.7868946) { ((-3.75) + 2.7868946) } else { 0.5 }).to_bits();
-        let mut w1 = 0;
-        while w1 < 4 {
-            let mut x2: f32 = fa[i] * (ua[2000] as f32);
-            let mut c3 = (if w1 > t { w1 } else { (78310715 << 0xdeadbeef) & 31 }) == 32;
-            w1 += 1;
-        }
-        let x4 = ((4294967296.0).min(fa[i]).abs() * 0.1).max(65536.0);
-        for j5 in 0..1 {
-            let mut x6 = (if !((-3.75) > s) { (if fa[i].abs() == fa[i].abs() { fa[i].abs() } else { 0.012259452 }).to_bits() } else { i }) as f32;
-        }
-        let n7: u32 = ua[(((s >= 0.5) as u32) & (fa[i + 1000] as u32).min(w1)) % 1000];
-        if (-x4).min(x4) == (s.trunc() + x4) {
-            let mut y8 = (x4 - fa[i + 2]).abs().trunc().abs();
-            let c9 = i == global_index();
-            for j10 in 0..2 {
-                y8 = (-0.7707843).min(fa[0].floor()) + (fa[i] + s);
+        let mut x0 = 3.0;
+        let mut n1: u32 = !(if fa[1000] != x0 { (2102163742 / t) - t.max(2139095040) } else { i });
+        for j2 in 0..2 {
+            let x3 = fa[(i * 3) % 1024];
+            let k4: i32 = -893444632;
+            if (x3 + x0) > f32::from_bits((33 & 0xbfffffff) | 0x20000000) {
+                break;
             }
         }
-        let x11 = (t as f32).trunc() + (fa[i + 500] - ((2 as f32) + fa[i + 4096]));
-        let mut y12 = if t > unit() { (ua[i] ^ ua[1000]) + ua[(i * 13) % 1024] } else { (fa[(i * 13) % 1024] - fa[999]) as u32 };
-        out_f[i * 2] = (s + (t as f32)).min(s.min(x11) - x4.ceil()) * ((global_index() + 3411854330) as f32).abs();
-        out_u[i * 2] = (if true { 32 } else { if t >= 5 { ua[t % 1000] } else { y12 - ua.len() } }) | (if true { (518333658 & ua.len()) << 5 } else { (i / i).min((if x11 == x11 { x11 } else { 2.0 }).to_bits()) });
-        out_u[i * 2 + 1] = n7;
+        let mut x5: f32 = f32::from_bits((((ua[(i * 13) % 1024] - ((3777300963 >= n1) as u32)) + (f32::from_bits((i & 0xbfffffff) | 0x20000000) as u32)) & 0xbfffffff) | 0x20000000);
+        out_f[i * 2] = x5;
+        out_f[i * 2 + 1] = fa[t % 2000];
+        out_u[i * 2] = ((t - (1 * i)) as f32) as u32;
+        out_u[i * 2 + 1] = (if ((n1 as f32) == x5) == (ua[(i * 3) % 1024] <= (if x5 == x5 { x5 } else { -0.0 }).to_bits()) { (if i <= n1 { if false { t as i32 } else { ua[(i * 13) % 1024] as i32 } } else { (-1545684811) << ua[i + 1] }) + (x0.ceil() as i32) } else { if (i as f32) != (x5 - fa[1000]) { (-(ua[(i * 3) % 1024] as i32)) | (!(t as i32)) } else { t as i32 } }) as u32;
     }
 }
 
 /// Generated kernel 39 of seed 1.
-#[gpuworld::kernel(cube_dim = 128)]
+#[gpuworld::kernel(cube_dim = 64)]
 fn fuzz_1_39(fa: &[f32], ua: &[u32], out_f: &mut [f32], out_u: &mut [u32], s: f32, t: u32) {
     let i = global_index();
     if i < out_f.len() {
-        let mut y0 = 100.0;
-        let mut y1 = 255;
-        let mut x2 = y0;
-        x2 += (f32::from_bits((ua[i] & 0xbfffffff) | 0x20000000) * (fa[(i * 3) % 1024] - fa[(i * 13) % 1024])) - (3179.588 - f32::from_bits((16 & 0xbfffffff) | 0x20000000));
-        let mut c3 = s < (919822283 as f32);
-        out_u[i * 2 + 4001] = ua[i];
-        out_f[i * 2] = ((40.65806).max((4294967296.0).max(x2)) - (-y0)) - (f32::from_bits(((0xdeadbeef & unit()) & 0xbfffffff) | 0x20000000) * (0 as f32).trunc());
-        out_u[i * 2] = ua[ua[(255 - ua[(i * 7) % 1024]) % 1999] % 1100];
-        out_u[i * 2 + 1] = ua[((c3 as u32) << (i ^ ua[999])) % 2000].max((!(if c3 { fa[t % 1100] != y0 } else { y1 > 0 })) as u32);
+        let mut n0 = (if s == s { s } else { 0.083497815 }).to_bits();
+        let mut y1 = ((!(fa.len() > 4151716903)) as i32) as f32;
+        let mut x2: f32 = (if (if fa[(i * 13) % 1024] < y1 { (ua[i] as i32) >= (-1525613828) } else { (n0 > n0) || ((-1000) != (ua[1000] as i32)) }) { -1918590074i32 } else { if t >= n0 { ua[i + 500] as i32 } else { (-1000) - (-1789348236) } }) as f32;
+        let mut y3 = (-4.845099) <= 3.0;
+        out_f[i * 2] = ((-0.0) * (((i as i32) as u32) as f32)).trunc();
+        out_f[i * 2 + 1] = ((y1 + x2).min(i as f32) * (-3.75)) + x2;
+        out_u[i * 2] = (if y1.abs() == y1.abs() { y1.abs() } else { 100.0 }).to_bits();
+        out_u[i * 2 + 1] = (if !(if (if y3 { y3 } else { global_index() != 255 }) { (t as i32) < 1288667935i32 } else { !(i <= n0) }) { (32i32).min((ua[t % 1100] as i32).max(1808334263i32)) >> (if fa[i] == fa[i] { fa[i] } else { 0.25 }).to_bits().max(i.max(i)) } else { (ua[i + 1] as i32).max(((ua[i + 7] as i32) - 998912477i32) | (if 1627727711i32 > 1i32 { 51995718i32 } else { 1i32 })) }) as u32;
     }
 }
 

@@ -5,7 +5,7 @@
 
 use crate::WgpuBackend;
 use gpuworld_systems::backend::{Backend, Region};
-use gpuworld_systems::kernel::{Access, Elem, KernelDef};
+use gpuworld_systems::kernel::{Access, Elem, KernelDef, Param};
 use std::fmt::Write;
 
 pub use gpuworld_systems::kernel::WgslSource;
@@ -19,6 +19,15 @@ fn wgsl_type(elem: Elem) -> &'static str {
     match elem {
         Elem::F32 => "f32",
         Elem::U32 => "u32",
+        Elem::I32 => "i32",
+    }
+}
+
+/// A buffer's element type in WGSL: `atomic<..>` for an atomic binding.
+fn element_type(param: &Param) -> String {
+    match param.access {
+        Access::Atomic => format!("atomic<{}>", wgsl_type(param.elem)),
+        _ => wgsl_type(param.elem).to_string(),
     }
 }
 
@@ -26,7 +35,7 @@ fn wgsl_type(elem: Elem) -> &'static str {
 pub(crate) fn storage_access(access: Access) -> &'static str {
     match access {
         Access::Read => "read",
-        Access::Write | Access::ReadWrite => "read_write",
+        Access::Write | Access::ReadWrite | Access::Atomic => "read_write",
     }
 }
 
@@ -95,7 +104,7 @@ pub(crate) fn declarations_as(kernel: &KernelDef, declared: Declared) -> String 
             "@group(0) @binding({binding}) var<storage, {}> {}: array<{}>;",
             declared.access(buffer.access),
             buffer.name,
-            wgsl_type(buffer.elem)
+            element_type(buffer)
         );
     }
     if !signature.scalars.is_empty() {
@@ -224,7 +233,7 @@ fn declared(kernel: &KernelDef) -> String {
         format!(
             "{}: array<{}> ({})",
             buffer.name,
-            wgsl_type(buffer.elem),
+            element_type(buffer),
             storage_access(buffer.access)
         )
     });

@@ -2,13 +2,16 @@
 
 use std::fmt;
 
-/// The type of a buffer's elements or of a scalar: a 32-bit word read as a float or an integer.
+/// The type of a buffer's elements or of a scalar: a 32-bit word read as a float, an unsigned or
+/// a signed integer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Elem {
     /// `f32`.
     F32,
     /// `u32`.
     U32,
+    /// `i32` (two's complement).
+    I32,
 }
 
 impl Elem {
@@ -22,6 +25,7 @@ impl Elem {
         match self {
             Elem::F32 => "f32",
             Elem::U32 => "u32",
+            Elem::I32 => "i32",
         }
     }
 }

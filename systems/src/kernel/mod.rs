@@ -59,6 +59,10 @@ pub enum Access {
     Write,
     /// Loads and stores.
     ReadWrite,
+    /// Atomic operations on `u32` or `i32` elements (relaxed): ordered as a write; WGSL declares
+    /// the buffer `array<atomic<u32 | i32>>` (so every access goes through `atomicLoad`,
+    /// `atomicAdd`, ...), CUDA a plain pointer for `atomicAdd`, ....
+    Atomic,
 }
 
 impl Access {
@@ -99,10 +103,27 @@ impl Param {
         }
     }
 
+    /// An `i32` buffer (read and written) or scalar named `name`.
+    pub const fn i32(name: &'static str) -> Param {
+        Param {
+            name,
+            elem: Elem::I32,
+            access: Access::ReadWrite,
+        }
+    }
+
     /// This buffer, only read by the kernel: `Param::f32("x").read_only()`.
     pub const fn read_only(self) -> Param {
         Param {
             access: Access::Read,
+            ..self
+        }
+    }
+
+    /// This buffer, accessed through atomic operations only: `Param::u32("counts").atomic()`.
+    pub const fn atomic(self) -> Param {
+        Param {
+            access: Access::Atomic,
             ..self
         }
     }

@@ -2,8 +2,8 @@
 //! choice, defined once: the CPU source a kernel compiles to calls these functions, and the WGSL
 //! and CUDA C it compiles to carry helpers that compute the same bits.
 //!
-//! What is the same on every backend, bit for bit: `+ - * /` of `u32` (wrapping; division by
-//! zero below), `+ - *` of `f32` (IEEE, round to nearest, never contracted into a fused
+//! What is the same on every backend, bit for bit: `+ - * /` of `u32` and `i32` (wrapping;
+//! division by zero and `i32::MIN / -1` below; `>>` of i32 is arithmetic), `+ - *` of `f32` (IEEE, round to nearest, never contracted into a fused
 //! multiply-add: `a * b + c` rounds twice everywhere), comparisons, conversions, bit operations,
 //! and every function of this module that does not say otherwise. Exceptions, each documented on
 //! its function: `f32` division and square root on wgpu (WGSL allows 2.5 ULP; lavapipe is
@@ -29,6 +29,26 @@ pub fn div_u32(a: u32, b: u32) -> u32 {
 #[inline]
 pub fn rem_u32(a: u32, b: u32) -> u32 {
     a.checked_rem(b).unwrap_or(0)
+}
+
+/// `a / b` of i32, truncated toward zero; division by zero gives 0 and `i32::MIN / -1` gives
+/// `i32::MIN` (wrapping), where Rust panics, C is undefined and SPIR-V's `OpSDiv` is undefined.
+#[inline]
+pub fn div_i32(a: i32, b: i32) -> i32 {
+    if b == 0 { 0 } else { a.wrapping_div(b) }
+}
+
+/// `a % b` of i32, with the sign of `a`; by zero gives 0 and `i32::MIN % -1` gives 0.
+#[inline]
+pub fn rem_i32(a: i32, b: i32) -> i32 {
+    if b == 0 { 0 } else { a.wrapping_rem(b) }
+}
+
+/// `x as i32`: truncated toward zero, saturating (NaN gives 0, at or below -2^31 gives
+/// `i32::MIN`, at or above 2^31 gives `i32::MAX`): Rust's `as`.
+#[inline]
+pub fn f32_to_i32(x: f32) -> i32 {
+    x as i32
 }
 
 /// The smaller of two u32.
@@ -156,5 +176,15 @@ mod tests {
         assert_eq!(f32_to_u32(f32::NAN), 0);
         assert_eq!(f32_to_u32(5e9), u32::MAX);
         assert_eq!(abs_f32(-0.0).to_bits(), 0);
+        assert_eq!(div_i32(-7, 2), -3);
+        assert_eq!(div_i32(-7, 0), 0);
+        assert_eq!(div_i32(i32::MIN, -1), i32::MIN);
+        assert_eq!(rem_i32(-7, 2), -1);
+        assert_eq!(rem_i32(-7, 0), 0);
+        assert_eq!(rem_i32(i32::MIN, -1), 0);
+        assert_eq!(f32_to_i32(f32::NAN), 0);
+        assert_eq!(f32_to_i32(-3e9), i32::MIN);
+        assert_eq!(f32_to_i32(3e9), i32::MAX);
+        assert_eq!(f32_to_i32(-2.9), -2);
     }
 }

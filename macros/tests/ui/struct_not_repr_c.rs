@@ -1,0 +1,15 @@
+#[gpuworld_macros::kernels]
+mod particles {
+    pub struct Particle {
+        pub x: f32,
+        pub mass: f32,
+    }
+
+    #[gpuworld_macros::kernel]
+    fn weigh(ps: &[Particle], out: &mut [f32]) {
+        let i = global_index();
+        out[i] = ps[i].mass;
+    }
+}
+
+fn main() {}
