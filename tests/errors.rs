@@ -147,6 +147,20 @@ const MISUSES: &[Misuse] = &[
         a_kernel_without_a_source_for_the_backend_is_rejected
     ),
     misuse!(
+        ErrorKind::CubeCountOverLimit,
+        "Launching more cubes along an axis than the device runs (`DeviceProperties::max_cube_count`)",
+        "at once, by the launch (a dynamic count over it: by the next read or sync of the \
+         stream on cpu and sim, which run no cube of it)",
+        a_cube_count_over_the_devices_limit_is_rejected
+    ),
+    misuse!(
+        ErrorKind::CubeDimOverLimit,
+        "Launching a kernel whose cube dim is over the device's limits (`max_cube_dim`, \
+         `max_units_per_cube`)",
+        "at once, by the launch",
+        a_cube_dim_over_the_devices_limit_is_rejected
+    ),
+    misuse!(
         ErrorKind::KernelPanic,
         "A kernel that panics (cpu backend)",
         "by the next read or sync of the stream, once",
@@ -912,6 +926,66 @@ fn a_kernel_without_a_source_for_the_backend_is_rejected() -> Option<Error> {
     assert_eq!(
         error.to_string(),
         "kernel `elsewhere_only` has no source for the cpu backend"
+    );
+    still_works(&client, &kept, &[1.5; 2]);
+    Some(error)
+}
+
+fn a_cube_count_over_the_devices_limit_is_rejected() -> Option<Error> {
+    let client = cpu();
+    let kept = client.create(bytes_of(&[1.5; 2]));
+    let limit = client.properties().max_cube_count[0];
+    let error = client
+        .launch(
+            &library::FILL,
+            CubeCount::Static(limit + 1, 1, 1),
+            Bindings::new().buffer(&kept).scalar_f32(0.0),
+        )
+        .unwrap_err();
+    assert_eq!(
+        error,
+        Error::Launch(LaunchError::CubeCountOverLimit {
+            kernel: "fill",
+            count: [limit + 1, 1, 1],
+            axis: "x",
+            limit,
+            dynamic: false,
+        })
+    );
+    still_works(&client, &kept, &[1.5; 2]);
+    Some(error)
+}
+
+/// A cube of 2,048 units: more than any device runs.
+static TOO_WIDE: KernelDef = KernelDef {
+    id: "tests.too_wide",
+    name: "too_wide",
+    signature: Signature {
+        buffers: &[],
+        scalars: &[],
+        cube_dim: [2048, 1, 1],
+    },
+    sources: &[&CpuSource(|_, _| {})],
+};
+
+fn a_cube_dim_over_the_devices_limit_is_rejected() -> Option<Error> {
+    let client = cpu();
+    let kept = client.create(bytes_of(&[1.5; 2]));
+    let error = client
+        .launch(&TOO_WIDE, CubeCount::new_1d(1), Bindings::new())
+        .unwrap_err();
+    assert!(
+        matches!(
+            error,
+            Error::Launch(LaunchError::CubeDimOverLimit {
+                kernel: "too_wide",
+                what: "x",
+                value: 2048,
+                limit: 1024,
+                ..
+            })
+        ),
+        "{error:?}"
     );
     still_works(&client, &kept, &[1.5; 2]);
     Some(error)

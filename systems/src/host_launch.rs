@@ -7,6 +7,10 @@ use crate::backend::{LaunchCount, Region};
 use crate::error::{Error, ExecutionError, LaunchError};
 use crate::host_memory::HostMemory;
 use crate::ids::StreamId;
+use crate::kernel::limits::{
+    HOST_MAX_CUBE_COUNT, HOST_MAX_CUBE_DIM, HOST_MAX_UNITS_PER_CUBE, check_cube_count,
+    check_cube_dim,
+};
 use crate::kernel::{
     Access, CpuKernelFn, CpuSource, CubeContext, ExecutionMode, Kernel, KernelIo, ReadOnlyStore,
     panic_message,
@@ -78,8 +82,13 @@ pub fn run_on_host(
                 kernel: kernel.name,
                 backend,
             }))?;
+    let dynamic = matches!(count, LaunchCount::Dynamic(_));
     let count = resolve_count(memory, count)
         .ok_or_else(|| Error::device_fault(stream, "dynamic cube count in freed memory"))?;
+    // The client refused static counts and cube dims over these limits; a dynamic count is
+    // known only now, and a direct backend call was never checked.
+    check_cube_dim(kernel, HOST_MAX_CUBE_DIM, HOST_MAX_UNITS_PER_CUBE)?;
+    check_cube_count(kernel, count, HOST_MAX_CUBE_COUNT, dynamic)?;
     let params = kernel.signature.buffers;
     let views = buffers
         .iter()

@@ -131,6 +131,7 @@ error_kinds! {
     Binding(BindingError) { ReleasedHandle, ForeignHandle, OutOfRange, WriteTooLarge }
     Launch(LaunchError) {
         BindingCount, ScalarType, BufferElementSize, MisalignedBinding, MissingKernelSource,
+        CubeCountOverLimit, CubeDimOverLimit,
     }
     Execution(ExecutionError) { KernelPanic, ReadOnlyStore, DeviceFault, Compile }
     Memory(MemoryError) { OutOfMemory, BufferTooLarge, DeviceFailed, StaleHandle }

@@ -277,10 +277,10 @@ impl<'a> BufferIo<'a> {
     #[inline(never)]
     fn out_of_bounds(&self, index: usize) {
         if self.mode == super::ExecutionMode::Unchecked {
-            panic!(
+            stop_launch(format!(
                 "element {index} of buffer {} is out of bounds in an unchecked launch",
                 self.buffer
-            );
+            ));
         }
     }
 
@@ -289,7 +289,7 @@ impl<'a> BufferIo<'a> {
     #[cold]
     #[inline(never)]
     fn refuse_store(&self) -> ! {
-        std::panic::panic_any(ReadOnlyStore {
+        stop_launch(ReadOnlyStore {
             buffer: self.buffer,
         })
     }
@@ -338,6 +338,14 @@ impl<'a> BufferIo<'a> {
 pub struct ReadOnlyStore {
     /// The binding's position in the launch.
     pub buffer: usize,
+}
+
+/// Stops the running launch with `why`, which the backend catches and returns as the stream's
+/// typed error: an unwind that skips the panic hook (`resume_unwind`), so that no thread prints
+/// a panic message for an error the caller gets as a value.
+#[cold]
+pub(crate) fn stop_launch<T: std::any::Any + Send>(why: T) -> ! {
+    std::panic::resume_unwind(Box::new(why))
 }
 
 /// The text of a caught panic.

@@ -8,6 +8,7 @@
 //! (its declarations, prelude and compiler). A backend may also define a source type of its own.
 
 mod cpu;
+pub mod limits;
 pub mod ops;
 
 pub use cpu::{

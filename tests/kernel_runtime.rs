@@ -1,0 +1,289 @@
+//! The runtime side of kernels on every backend: a launch over the device's limits is refused by
+//! `launch` itself, typed, with nothing queued; an error a CPU kernel's launch returns typed
+//! prints no panic message.
+
+mod common;
+
+use common::Skip;
+use gpuworld::error::{ExecutionError, LaunchError};
+use gpuworld::testing::{BackendTest, TestBackend};
+use gpuworld::{
+    Backend, Bindings, ComputeClient, CpuSource, CubeCount, Error, KernelDef, Param, Signature,
+};
+
+test_main![
+    limits::on_cpu,
+    limits::on_sim,
+    limits::on_wgpu,
+    limits::on_cuda,
+    a_dynamic_count_over_the_limit_is_the_streams_fault_on_cpu_and_sim,
+    a_store_to_a_read_only_buffer_prints_no_panic_message,
+    read_only_store_in_a_child,
+];
+
+/// `out[i] = i`, 64 units per cube, with a source for every backend this build has.
+macro_rules! kernel_with_sources {
+    ($name:literal, $dim:expr, $($source:expr),*) => {
+        KernelDef {
+            id: concat!("kernel_runtime.", $name),
+            name: $name,
+            signature: Signature {
+                buffers: &[Param::u32("out")],
+                scalars: &[],
+                cube_dim: $dim,
+            },
+            sources: &[$($source),*],
+        }
+    };
+}
+
+const INDEX_CPU: CpuSource = CpuSource(|cube, io| {
+    for i in cube.units_1d(io.len32(0)) {
+        io.store_u32(0, i, i as u32);
+    }
+});
+
+#[cfg(feature = "wgpu")]
+const INDEX_WGSL: gpuworld::WgslSource = gpuworld::WgslSource(
+    "@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) id: vec3<u32>) {
+    if id.x < arrayLength(&out) { out[id.x] = id.x; }
+}",
+);
+
+#[cfg(feature = "cuda")]
+const INDEX_CUDA: gpuworld::CudaSource = gpuworld::CudaSource(
+    r#"
+extern "C" __global__ void index(GW_PARAMS) {
+    GW_FOR_EACH_CUBE {
+        unsigned int i = GW_FIRST_UNIT_1D + threadIdx.x;
+        if (GW_IN_BOUNDS(i, out_len)) out[i] = i;
+    }
+}
+"#,
+);
+
+/// The WGSL of a cube of 4,096 units: over every device's limit, so never compiled.
+#[cfg(feature = "wgpu")]
+const HUGE_WGSL: gpuworld::WgslSource =
+    gpuworld::WgslSource("@compute @workgroup_size(4096)\nfn main() {}\n");
+
+#[cfg(feature = "cuda")]
+const HUGE_CUDA: gpuworld::CudaSource =
+    gpuworld::CudaSource("extern \"C\" __global__ void huge(GW_PARAMS) {}\n");
+
+#[cfg(all(feature = "wgpu", feature = "cuda"))]
+mod kernels {
+    use super::*;
+    pub static INDEX: KernelDef =
+        kernel_with_sources!("index", [64, 1, 1], &INDEX_CPU, &INDEX_WGSL, &INDEX_CUDA);
+    pub static HUGE: KernelDef =
+        kernel_with_sources!("huge", [4096, 1, 1], &INDEX_CPU, &HUGE_WGSL, &HUGE_CUDA);
+}
+#[cfg(all(feature = "wgpu", not(feature = "cuda")))]
+mod kernels {
+    use super::*;
+    pub static INDEX: KernelDef =
+        kernel_with_sources!("index", [64, 1, 1], &INDEX_CPU, &INDEX_WGSL);
+    pub static HUGE: KernelDef = kernel_with_sources!("huge", [4096, 1, 1], &INDEX_CPU, &HUGE_WGSL);
+}
+#[cfg(all(not(feature = "wgpu"), feature = "cuda"))]
+mod kernels {
+    use super::*;
+    pub static INDEX: KernelDef =
+        kernel_with_sources!("index", [64, 1, 1], &INDEX_CPU, &INDEX_CUDA);
+    pub static HUGE: KernelDef = kernel_with_sources!("huge", [4096, 1, 1], &INDEX_CPU, &HUGE_CUDA);
+}
+#[cfg(not(any(feature = "wgpu", feature = "cuda")))]
+mod kernels {
+    use super::*;
+    pub static INDEX: KernelDef = kernel_with_sources!("index", [64, 1, 1], &INDEX_CPU);
+    pub static HUGE: KernelDef = kernel_with_sources!("huge", [4096, 1, 1], &INDEX_CPU);
+}
+use kernels::{HUGE, INDEX};
+
+/// A cube count one past the device's limit along each axis in turn, and a cube dim over it,
+/// are refused by `launch` with the limit and the value; the runtime then runs a launch within
+/// them.
+struct LaunchesOverTheLimitsAreRefused;
+
+impl BackendTest for LaunchesOverTheLimitsAreRefused {
+    fn run<B: Backend>(&self, client: &ComputeClient<B>) {
+        let properties = client.properties().clone();
+        let out = client.empty(256 * 4);
+        for axis in 0..3 {
+            let mut count = [1u32; 3];
+            let Some(over) = properties.max_cube_count[axis].checked_add(1) else {
+                continue;
+            };
+            count[axis] = over;
+            let [x, y, z] = count;
+            let refused = client.launch(
+                &INDEX,
+                CubeCount::Static(x, y, z),
+                Bindings::new().buffer(&out),
+            );
+            let Err(Error::Launch(LaunchError::CubeCountOverLimit {
+                kernel,
+                count: named,
+                axis: along,
+                limit,
+                dynamic: false,
+            })) = refused
+            else {
+                panic!("{} cubes along axis {axis}: {refused:?}", count[axis]);
+            };
+            assert_eq!(
+                (kernel, named, along, limit),
+                ("index", count, ["x", "y", "z"][axis], over - 1)
+            );
+        }
+        let refused = client.launch(&HUGE, CubeCount::new_1d(1), Bindings::new().buffer(&out));
+        let Err(Error::Launch(LaunchError::CubeDimOverLimit {
+            kernel: "huge",
+            cube_dim: [4096, 1, 1],
+            value,
+            limit,
+            ..
+        })) = refused
+        else {
+            panic!("a cube of 4,096 units: {refused:?}");
+        };
+        assert!(value > limit, "{value} over {limit}");
+        assert!(
+            limit == u64::from(properties.max_cube_dim[0])
+                || limit == u64::from(properties.max_units_per_cube),
+            "{limit}"
+        );
+        // Nothing was queued: the stream has no fault, and the next launch runs.
+        client
+            .launch(&INDEX, CubeCount::new_1d(4), Bindings::new().buffer(&out))
+            .unwrap();
+        let got: Vec<u32> = client.read_one_as(&out).unwrap();
+        assert_eq!(got, (0..256).collect::<Vec<u32>>());
+    }
+}
+
+mod limits {
+    use super::*;
+
+    pub fn on_cpu() -> Result<(), Skip> {
+        Ok(TestBackend::Cpu.run(&LaunchesOverTheLimitsAreRefused)?)
+    }
+
+    pub fn on_sim() -> Result<(), Skip> {
+        Ok(TestBackend::Sim.run(&LaunchesOverTheLimitsAreRefused)?)
+    }
+
+    pub fn on_wgpu() -> Result<(), Skip> {
+        Ok(TestBackend::Wgpu.run(&LaunchesOverTheLimitsAreRefused)?)
+    }
+
+    pub fn on_cuda() -> Result<(), Skip> {
+        Ok(TestBackend::Cuda.run(&LaunchesOverTheLimitsAreRefused)?)
+    }
+}
+
+/// A count read from a buffer is known only when the launch runs: the cpu and sim backends run
+/// no cube of it and report it at the stream's next sync, then go on.
+fn a_dynamic_count_over_the_limit_is_the_streams_fault_on_cpu_and_sim() {
+    struct Dynamic;
+    impl BackendTest for Dynamic {
+        fn run<B: Backend>(&self, client: &ComputeClient<B>) {
+            let limit = client.properties().max_cube_count[1];
+            let out = client.create_from_slice(bytemuck::cast_slice(&[7u32; 64]));
+            let count = client.create_from_slice(bytemuck::cast_slice(&[1u32, limit + 1, 1]));
+            client
+                .launch(
+                    &INDEX,
+                    CubeCount::Dynamic(count.binding()),
+                    Bindings::new().buffer(&out),
+                )
+                .unwrap();
+            let fault = client.sync();
+            let Err(Error::Launch(LaunchError::CubeCountOverLimit {
+                count,
+                axis: "y",
+                dynamic: true,
+                ..
+            })) = &fault
+            else {
+                panic!("{fault:?}");
+            };
+            assert_eq!(*count, [1, limit + 1, 1]);
+            let message = fault.unwrap_err().to_string();
+            assert!(message.contains("it ran no cube"), "{message}");
+            let untouched: Vec<u32> = client.read_one_as(&out).unwrap();
+            assert_eq!(untouched, [7; 64]);
+        }
+    }
+    TestBackend::Cpu.run(&Dynamic).unwrap();
+    TestBackend::Sim.run(&Dynamic).unwrap();
+}
+
+/// Stores to its read-only `x`: the launch stops there.
+static STORES_TO_INPUT: KernelDef = KernelDef {
+    id: "kernel_runtime.stores_to_input",
+    name: "stores_to_input",
+    signature: Signature {
+        buffers: &[Param::u32("x").read_only()],
+        scalars: &[],
+        cube_dim: [64, 1, 1],
+    },
+    sources: &[&CpuSource(|_, io| io.store_u32(0, 0, 1))],
+};
+
+const CHILD: &str = "GPUWORLD_KERNEL_RUNTIME_CHILD";
+
+/// Runs [`read_only_store_in_a_child`] in a process of its own and reads what it printed: the
+/// error comes back typed, and no thread printed a panic message for it.
+fn a_store_to_a_read_only_buffer_prints_no_panic_message() {
+    let exe = std::env::current_exe().unwrap();
+    let child = std::process::Command::new(exe)
+        .args(["read_only_store_in_a_child", "--exact", "--test-threads=1"])
+        .env(CHILD, "1")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&child.stdout);
+    let stderr = String::from_utf8_lossy(&child.stderr);
+    assert!(child.status.success(), "{stdout}\n{stderr}");
+    assert!(stdout.contains("1 passed"), "{stdout}");
+    for printed in [&stdout, &stderr] {
+        assert!(!printed.contains("panicked"), "{printed}");
+    }
+}
+
+/// The case [`a_store_to_a_read_only_buffer_prints_no_panic_message`] runs: on the cpu backend
+/// (its worker thread) and the sim (the ticking thread), the store is `ReadOnlyStore` at sync.
+/// Passes at once outside that child.
+fn read_only_store_in_a_child() {
+    if std::env::var_os(CHILD).is_none() {
+        return;
+    }
+    struct ReadOnly;
+    impl BackendTest for ReadOnly {
+        fn run<B: Backend>(&self, client: &ComputeClient<B>) {
+            let x = client.create_from_slice(&[0u8; 256]);
+            client
+                .launch(
+                    &STORES_TO_INPUT,
+                    CubeCount::new_1d(2),
+                    Bindings::new().buffer(&x),
+                )
+                .unwrap();
+            let fault = client.sync();
+            assert!(
+                matches!(
+                    fault,
+                    Err(Error::Execution(ExecutionError::ReadOnlyStore {
+                        param: "x",
+                        ..
+                    }))
+                ),
+                "{fault:?}"
+            );
+        }
+    }
+    TestBackend::Cpu.run(&ReadOnly).unwrap();
+    TestBackend::Sim.run(&ReadOnly).unwrap();
+}
