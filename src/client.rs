@@ -75,6 +75,13 @@ impl Bindings {
         self
     }
 
+    /// Appends an `i32` scalar.
+    pub fn scalar_i32(mut self, value: i32) -> Bindings {
+        self.scalars.push(value as u32);
+        self.scalar_types.push(Elem::I32);
+        self
+    }
+
     /// Appends an `f32` scalar.
     pub fn scalar_f32(mut self, value: f32) -> Bindings {
         self.scalars.push(value.to_bits());

@@ -545,6 +545,7 @@ pub fn every_library_kernel_has_a_source_and_launches<B: Backend>(client: Comput
             bindings = match scalar.elem {
                 Elem::F32 => bindings.scalar_f32(1.0),
                 Elem::U32 => bindings.scalar_u32(4),
+                Elem::I32 => bindings.scalar_i32(-4),
             };
         }
         client

@@ -177,6 +177,7 @@ impl<B: Backend> Fuzzer<'_, B> {
             bindings = match param.elem {
                 Elem::F32 => bindings.scalar_f32(f32::from_bits(scalar)),
                 Elem::U32 => bindings.scalar_u32(scalar),
+                Elem::I32 => bindings.scalar_i32(scalar as i32),
             };
         }
         let client = self.stream();

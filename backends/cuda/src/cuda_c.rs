@@ -69,6 +69,7 @@ fn c_type(elem: Elem) -> &'static str {
     match elem {
         Elem::F32 => "float",
         Elem::U32 => "unsigned int",
+        Elem::I32 => "int",
     }
 }
 

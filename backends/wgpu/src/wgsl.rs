@@ -19,6 +19,7 @@ fn wgsl_type(elem: Elem) -> &'static str {
     match elem {
         Elem::F32 => "f32",
         Elem::U32 => "u32",
+        Elem::I32 => "i32",
     }
 }
 

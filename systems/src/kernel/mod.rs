@@ -44,13 +44,16 @@ pub struct CudaSource(pub &'static str);
 
 impl KernelSource for CudaSource {}
 
-/// The type of a buffer's elements or of a scalar: a 32-bit word read as a float or an integer.
+/// The type of a buffer's elements or of a scalar: a 32-bit word read as a float, an unsigned or
+/// a signed integer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Elem {
     /// `f32`.
     F32,
     /// `u32`.
     U32,
+    /// `i32` (two's complement).
+    I32,
 }
 
 impl Elem {
@@ -64,6 +67,7 @@ impl Elem {
         match self {
             Elem::F32 => "f32",
             Elem::U32 => "u32",
+            Elem::I32 => "i32",
         }
     }
 }
@@ -123,6 +127,15 @@ impl Param {
         Param {
             name,
             elem: Elem::U32,
+            access: Access::ReadWrite,
+        }
+    }
+
+    /// An `i32` buffer (read and written) or scalar named `name`.
+    pub const fn i32(name: &'static str) -> Param {
+        Param {
+            name,
+            elem: Elem::I32,
             access: Access::ReadWrite,
         }
     }
