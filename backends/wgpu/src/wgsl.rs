@@ -5,7 +5,7 @@
 
 use crate::WgpuBackend;
 use gpuworld_systems::backend::{Backend, Region};
-use gpuworld_systems::kernel::{Access, Elem, KernelDef};
+use gpuworld_systems::kernel::{Access, Elem, KernelDef, Param};
 use std::fmt::Write;
 
 pub use gpuworld_systems::kernel::WgslSource;
@@ -23,11 +23,19 @@ fn wgsl_type(elem: Elem) -> &'static str {
     }
 }
 
+/// The WGSL type of a buffer's elements: `atomic<..>` for an atomic buffer.
+fn element_type(buffer: &Param) -> String {
+    match buffer.access {
+        Access::Atomic => format!("atomic<{}>", wgsl_type(buffer.elem)),
+        _ => wgsl_type(buffer.elem).to_string(),
+    }
+}
+
 /// WGSL's access mode for a buffer of `access` (WGSL storage has no write-only mode).
 pub(crate) fn storage_access(access: Access) -> &'static str {
     match access {
         Access::Read => "read",
-        Access::Write | Access::ReadWrite => "read_write",
+        Access::Write | Access::ReadWrite | Access::Atomic => "read_write",
     }
 }
 
@@ -96,7 +104,7 @@ pub(crate) fn declarations_as(kernel: &KernelDef, declared: Declared) -> String 
             "@group(0) @binding({binding}) var<storage, {}> {}: array<{}>;",
             declared.access(buffer.access),
             buffer.name,
-            wgsl_type(buffer.elem)
+            element_type(buffer)
         );
     }
     if !signature.scalars.is_empty() {
@@ -225,7 +233,7 @@ fn declared(kernel: &KernelDef) -> String {
         format!(
             "{}: array<{}> ({})",
             buffer.name,
-            wgsl_type(buffer.elem),
+            element_type(buffer),
             storage_access(buffer.access)
         )
     });
@@ -264,7 +272,7 @@ fn check_workgroup_size(kernel: &KernelDef, module: &naga::Module) -> Result<(),
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gpuworld_systems::kernel::{Param, Signature};
+    use gpuworld_systems::kernel::Signature;
 
     static PATCH: KernelDef = KernelDef {
         id: "test.patch",
@@ -288,6 +296,34 @@ mod tests {
 @group(0) @binding(2) var<uniform> scalars: Scalars;
 "
         );
+    }
+
+    #[test]
+    fn an_atomic_buffer_is_declared_as_an_array_of_atomics_a_source_can_add_to() {
+        static COUNTS: KernelDef = KernelDef {
+            id: "test.counts",
+            name: "counts",
+            signature: Signature {
+                buffers: &[Param::u32("counts").atomic(), Param::i32("low").atomic()],
+                scalars: &[],
+                cube_dim: [64, 1, 1],
+            },
+            sources: &[],
+        };
+        assert_eq!(
+            declarations(&COUNTS),
+            "@group(0) @binding(0) var<storage, read_write> counts: array<atomic<u32>>;
+@group(0) @binding(1) var<storage, read_write> low: array<atomic<i32>>;
+"
+        );
+        let source = "@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) id: vec3<u32>) {
+    atomicAdd(&counts[id.x % 4u], 1u);
+    atomicMin(&low[0], -i32(id.x));
+}
+";
+        let text = module_text(&COUNTS, &WgslSource(source), Declared::AsSigned);
+        assert_eq!(check_source(&COUNTS, &text), Ok(()));
     }
 
     #[test]

@@ -325,6 +325,18 @@ impl<'a> BufferIo<'a> {
         f32::from_bits(self.load_u32(index))
     }
 
+    /// Applies `op` to element `index` atomically (relaxed) and returns the element's value
+    /// before it; out of bounds has no effect and returns 0 in checked mode and stops an
+    /// unchecked launch, as a store would; on a read-only binding it stops the launch
+    /// (`ExecutionError::ReadOnlyStore`).
+    #[inline]
+    pub fn atomic(&self, index: usize, op: super::AtomicOp) -> u32 {
+        if self.read_only {
+            self.refuse_store();
+        }
+        self.word(index).map_or(0, |w| op.apply(w))
+    }
+
     /// Writes element `index` as `f32`.
     #[inline]
     pub fn store_f32(&self, index: usize, value: f32) {

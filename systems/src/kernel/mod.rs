@@ -7,10 +7,12 @@
 //! its own as [`Backend::Source`](crate::backend::Backend::Source) and owns what the text means
 //! (its declarations, prelude and compiler). A backend may also define a source type of its own.
 
+pub mod atomic;
 mod cpu;
 pub mod limits;
 pub mod ops;
 
+pub use atomic::AtomicOp;
 pub use cpu::{
     BufferIo, CpuBuffer, CpuKernelFn, CpuSource, CubeContext, KernelIo, ReadOnlyStore,
     panic_message,
@@ -91,6 +93,11 @@ pub enum Access {
     Write,
     /// Loads and stores.
     ReadWrite,
+    /// Atomic read-modify-writes, loads and stores, every one relaxed (see
+    /// [`atomic`](crate::kernel::atomic)): `array<atomic<u32 | i32>>` in WGSL, a plain pointer
+    /// in CUDA (whose `atomicAdd`.. take one), [`KernelIo::atomic_add_u32`] and its siblings on
+    /// the CPU; ordered as a write. For `u32` and `i32` buffers (WGSL has no atomic `f32`).
+    Atomic,
 }
 
 impl Access {
@@ -152,6 +159,15 @@ impl Param {
     pub const fn write_only(self) -> Param {
         Param {
             access: Access::Write,
+            ..self
+        }
+    }
+
+    /// This buffer, accessed atomically: `Param::u32("counts").atomic()` (see
+    /// [`Access::Atomic`]).
+    pub const fn atomic(self) -> Param {
+        Param {
+            access: Access::Atomic,
             ..self
         }
     }
