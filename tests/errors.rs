@@ -173,6 +173,13 @@ const MISUSES: &[Misuse] = &[
         a_store_to_a_read_only_buffer_is_an_error_on_its_stream
     ),
     misuse!(
+        ErrorKind::DataRace,
+        "Two units of one checked launch storing to one element, or one storing to what \
+         another loads (cpu and sim backends)",
+        "by the next read or sync of the stream, once; the launch runs to its end",
+        two_units_storing_one_element_is_a_race_on_its_stream
+    ),
+    misuse!(
         ErrorKind::KernelPanic,
         "An unchecked launch that stores out of bounds (cpu backend)",
         "by the next read or sync of the stream; nothing outside the binding is written",
@@ -1078,6 +1085,44 @@ fn a_store_to_a_read_only_buffer_is_an_error_on_its_stream() -> Option<Error> {
     // The store before it landed; the refused one did not.
     assert_eq!(f32s(&client.read_one(&output).unwrap()), vec![5.0, 0.0]);
     still_works(&client, &input, &[5.0; 2]);
+    Some(error)
+}
+
+/// Every unit stores its cube's index to `out[0]`.
+static EVERY_UNIT_STORES_TO_ZERO: KernelDef = KernelDef {
+    id: "tests.every_unit_stores_to_zero",
+    name: "every_unit_stores_to_zero",
+    signature: ONE_BUFFER,
+    sources: &[&CpuSource(|ctx, io| {
+        io.store_f32(0, 0, ctx.cube_index() as f32)
+    })],
+};
+
+fn two_units_storing_one_element_is_a_race_on_its_stream() -> Option<Error> {
+    let client = cpu();
+    let out = client.create(bytes_of(&[1.5; 2]));
+    client
+        .launch(
+            &EVERY_UNIT_STORES_TO_ZERO,
+            CubeCount::new_1d(2),
+            Bindings::new().buffer(&out),
+        )
+        .unwrap();
+    let error = client.sync().unwrap_err();
+    assert!(
+        matches!(
+            error,
+            Error::Execution(ExecutionError::DataRace {
+                kernel: "every_unit_stores_to_zero",
+                param: "out",
+                element: 0,
+                ..
+            })
+        ),
+        "{error:?}"
+    );
+    // The launch ran to its end: the second cube's store is the one left.
+    still_works(&client, &out, &[1.0, 1.5]);
     Some(error)
 }
 

@@ -1,6 +1,7 @@
 //! The runtime side of kernels on every backend: a launch over the device's limits is refused by
 //! `launch` itself, typed, with nothing queued; an error a CPU kernel's launch returns typed
-//! prints no panic message; hand-written atomics give exact counts everywhere.
+//! prints no panic message; hand-written atomics give exact counts everywhere; the cpu and sim
+//! backends find races of checked launches.
 
 mod common;
 
@@ -24,6 +25,9 @@ test_main![
     histogram::on_sim,
     histogram::on_wgpu,
     histogram::on_cuda,
+    a_histogram_without_atomics_is_a_race_named_with_its_element_and_units_on_sim,
+    a_histogram_without_atomics_is_a_race_on_cpu,
+    kernels_that_share_nothing_or_only_atomics_and_shared_memory_are_no_race,
 ];
 
 /// `out[i] = i`, 64 units per cube, with a source for every backend this build has.
@@ -477,4 +481,139 @@ fn a_dynamic_count_over_the_limit_runs_no_cube_on_wgpu() -> Result<(), Skip> {
         }
     }
     Ok(TestBackend::Wgpu.run(&Dynamic)?)
+}
+
+/// `counts[values[i] % 10] += 1` with a plain load and store: the histogram a first kernel is,
+/// which races. Names its units (`at_unit`) as the generated sources do.
+static RACY_HISTOGRAM: KernelDef = KernelDef {
+    id: "kernel_runtime.racy_histogram",
+    name: "racy_histogram",
+    signature: Signature {
+        buffers: &[Param::u32("values").read_only(), Param::u32("counts")],
+        scalars: &[],
+        cube_dim: [64, 1, 1],
+    },
+    sources: &[&CpuSource(|cube, io| {
+        let first = cube.first_unit_1d() as usize;
+        for unit in 0..cube.units() as u32 {
+            io.at_unit(unit);
+            let i = first + unit as usize;
+            if i >= io.len32(0) {
+                continue;
+            }
+            let bin = (io.load_u32(0, i) % 10) as usize;
+            io.store_u32(1, bin, io.load_u32(1, bin) + 1);
+        }
+    })],
+};
+
+/// Launches [`RACY_HISTOGRAM`] over `0..100_000`; the stream's fault at sync.
+fn racy_histogram<B: Backend>(client: &ComputeClient<B>) -> Error {
+    let values: Vec<u32> = (0..100_000).collect();
+    let input = client.create_from_slice(bytemuck::cast_slice(&values));
+    let counts = client.create_from_slice(&[0u8; 40]);
+    client
+        .launch(
+            &RACY_HISTOGRAM,
+            CubeCount::covering(100_000, 64),
+            Bindings::new().buffer(&input).buffer(&counts),
+        )
+        .unwrap();
+    let fault = client
+        .sync()
+        .expect_err("a histogram without atomics races");
+    // The runtime goes on.
+    client.sync().unwrap();
+    fault
+}
+
+/// The sim runs units in order: unit 0 stores to `counts[0]`, and unit 10 is the first to
+/// load it after.
+fn a_histogram_without_atomics_is_a_race_named_with_its_element_and_units_on_sim() {
+    let client = gpuworld::sim_client(Default::default()).unwrap();
+    let fault = racy_histogram(&client);
+    let message = fault.to_string();
+    assert!(
+        message.starts_with("kernel `racy_histogram` raced on "),
+        "{message}"
+    );
+    assert!(
+        message.contains(
+            ": element 0 of buffer `counts` — unit (0, 0, 0) of cube (0, 0, 0) stored to it, and \
+             unit (10, 0, 0) of cube (0, 0, 0) loaded it, in one launch, so the result depends \
+             on the order units run in"
+        ),
+        "{message}"
+    );
+    assert!(message.ends_with("declare the buffer `.atomic()` and change it with atomics"));
+}
+
+/// On the cpu backend cubes run on several threads: which two units meet first varies, but the
+/// race is found, on one of the ten counts, between two units.
+fn a_histogram_without_atomics_is_a_race_on_cpu() {
+    let client = gpuworld::cpu_client(gpuworld::Driver::Manual).unwrap();
+    let fault = racy_histogram(&client);
+    let Error::Execution(ExecutionError::DataRace {
+        kernel: "racy_histogram",
+        param: "counts",
+        element,
+        first,
+        second,
+        ..
+    }) = fault
+    else {
+        panic!("{fault:?}");
+    };
+    assert!(element < 10, "{element}");
+    assert_ne!((first.cube, first.unit), (second.cube, second.unit));
+    assert!(first.unit.is_some() && second.unit.is_some());
+}
+
+/// Checked launches on cpu and sim of kernels that race on nothing: each unit storing its own
+/// element while reading its neighbours (`STENCIL`), a tree reduction through shared memory
+/// across barriers (`REDUCE_SUM_TREE`, generated), and the atomic histogram.
+fn kernels_that_share_nothing_or_only_atomics_and_shared_memory_are_no_race() {
+    struct NoRace;
+    impl BackendTest for NoRace {
+        fn run<B: Backend>(&self, client: &ComputeClient<B>) {
+            use gpuworld::library::{self, reduce};
+            let values: Vec<f32> = (0..10_000).map(|i| (i % 7) as f32).collect();
+            let input = client.create_from_slice(bytemuck::cast_slice(&values));
+            let partial = client.empty(40 * 4);
+            client
+                .launch(
+                    &reduce::REDUCE_SUM_TREE,
+                    CubeCount::new_1d(40),
+                    Bindings::new()
+                        .buffer(&input)
+                        .buffer(&partial)
+                        .scalar_u32(10_000),
+                )
+                .unwrap();
+            let sums: Vec<f32> = client.read_one_as(&partial).unwrap();
+            assert_eq!(sums.iter().sum::<f32>(), values.iter().sum::<f32>());
+
+            let (width, height) = (64u32, 48u32);
+            let grid = client.create_from_slice(bytemuck::cast_slice(
+                &(0..width * height).map(|i| i as f32).collect::<Vec<_>>(),
+            ));
+            let out = client.empty(u64::from(width * height) * 4);
+            client
+                .launch(
+                    &library::STENCIL,
+                    CubeCount::covering_2d(width, height, library::STENCIL_TILE),
+                    Bindings::new()
+                        .buffer(&grid)
+                        .buffer(&out)
+                        .scalar_u32(width)
+                        .scalar_u32(height)
+                        .scalar_f32(0.1),
+                )
+                .unwrap();
+            client.sync().unwrap();
+            AtomicsCountExactly.run(client);
+        }
+    }
+    TestBackend::Cpu.run(&NoRace).unwrap();
+    TestBackend::Sim.run(&NoRace).unwrap();
 }

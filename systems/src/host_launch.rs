@@ -11,6 +11,7 @@ use crate::kernel::limits::{
     HOST_MAX_CUBE_COUNT, HOST_MAX_CUBE_DIM, HOST_MAX_UNITS_PER_CUBE, check_cube_count,
     check_cube_dim,
 };
+use crate::kernel::race::RaceShadow;
 use crate::kernel::{
     Access, CpuKernelFn, CpuSource, CubeContext, ExecutionMode, Kernel, KernelIo, ReadOnlyStore,
     panic_message,
@@ -48,6 +49,9 @@ impl HostLaunch<'_> {
             cube_count: self.count,
             cube_dim: self.kernel.signature.cube_dim,
         };
+        if self.io.races().is_some() {
+            RaceShadow::enter_cube(index);
+        }
         (self.source)(&ctx, &self.io);
     }
 
@@ -100,26 +104,50 @@ pub fn run_on_host(
         })
         .collect::<Option<SmallVec<[_; 4]>>>()
         .ok_or_else(|| Error::device_fault(stream, "kernel bound to freed memory"))?;
+    let dim = kernel.signature.cube_dim;
+    let shadow = tracks_races(backend, mode).then(RaceShadow::default);
+    let io = KernelIo::new(&views, scalars, mode);
+    let io = match &shadow {
+        Some(shadow) => io.with_races(shadow, dim.iter().map(|&d| u64::from(d)).product()),
+        None => io,
+    };
     let launch = HostLaunch {
         kernel,
         source,
         count,
-        io: KernelIo::new(&views, scalars, mode),
+        io,
     };
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| walk(&launch))).map_err(|payload| {
-        match payload.downcast_ref::<ReadOnlyStore>() {
-            Some(store) => Error::Execution(ExecutionError::ReadOnlyStore {
-                kernel: kernel.name,
-                param: params.get(store.buffer).map_or("?", |p| p.name),
-                stream,
-            }),
-            None => Error::Execution(ExecutionError::KernelPanic {
-                kernel: kernel.name,
-                stream,
-                message: panic_message(payload).into(),
-            }),
-        }
+    let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| walk(&launch)));
+    if let (Ok(()), Some(race)) = (&ran, shadow.as_ref().and_then(RaceShadow::race)) {
+        return Err(Error::Execution(ExecutionError::DataRace {
+            kernel: kernel.name,
+            param: params.get(race.buffer).map_or("?", |p| p.name),
+            element: race.element,
+            first: race.first.0.describe(race.first.1, count, dim),
+            second: race.second.0.describe(race.second.1, count, dim),
+            stream,
+        }));
+    }
+    ran.map_err(|payload| match payload.downcast_ref::<ReadOnlyStore>() {
+        Some(store) => Error::Execution(ExecutionError::ReadOnlyStore {
+            kernel: kernel.name,
+            param: params.get(store.buffer).map_or("?", |p| p.name),
+            stream,
+        }),
+        None => Error::Execution(ExecutionError::KernelPanic {
+            kernel: kernel.name,
+            stream,
+            message: panic_message(payload).into(),
+        }),
     })
+}
+
+/// Whether a launch on `backend` in `mode` runs under the race detector: checked launches on
+/// the sim (`"sim"`, its `Backend::NAME`; named here, since the sim imports this module)
+/// always, on the cpu backend in builds with debug assertions (the detector's shadow costs a
+/// lock per access, which a release build's users did not ask for).
+fn tracks_races(backend: &str, mode: ExecutionMode) -> bool {
+    mode == ExecutionMode::Checked && (backend == "sim" || cfg!(debug_assertions))
 }
 
 /// The cube count of a launch, reading a dynamic count from memory.

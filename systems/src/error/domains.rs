@@ -4,6 +4,7 @@
 
 use crate::ids::{HandleId, RuntimeId, StreamId};
 use crate::kernel::Elem;
+use crate::kernel::race::RacingAccess;
 use crate::usage::{MemoryUsage, ReadableBytes};
 use std::sync::Arc;
 
@@ -190,6 +191,30 @@ pub enum ExecutionError {
         kernel: &'static str,
         /// The buffer's name in the signature.
         param: &'static str,
+        /// The stream it ran on.
+        stream: StreamId,
+    },
+    /// Two units of one checked launch raced on an element of a device buffer (cpu and sim
+    /// backends, `gpuworld::kernel::race`): both stored to it, one stored to what the other
+    /// loaded, or one accessed plainly what the other changed atomically. The launch ran on;
+    /// what it left in the buffer is one of the orders the device may pick.
+    #[error(
+        "kernel `{kernel}` raced on {stream}: element {element} of buffer `{param}` — {first}, \
+         and {second}, in one launch, so the result depends on the order units run in (it \
+         differs between devices); let one unit own each element, or declare the buffer \
+         `.atomic()` and change it with atomics"
+    )]
+    DataRace {
+        /// The kernel's name.
+        kernel: &'static str,
+        /// The buffer's name in the signature.
+        param: &'static str,
+        /// The element's index.
+        element: u64,
+        /// The access recorded first.
+        first: RacingAccess,
+        /// The access that conflicts with it.
+        second: RacingAccess,
         /// The stream it ran on.
         stream: StreamId,
     },

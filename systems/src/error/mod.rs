@@ -133,7 +133,7 @@ error_kinds! {
         BindingCount, ScalarType, BufferElementSize, MisalignedBinding, MissingKernelSource,
         CubeCountOverLimit, CubeDimOverLimit,
     }
-    Execution(ExecutionError) { KernelPanic, ReadOnlyStore, DeviceFault, Compile }
+    Execution(ExecutionError) { KernelPanic, ReadOnlyStore, DataRace, DeviceFault, Compile }
     Memory(MemoryError) { OutOfMemory, BufferTooLarge, DeviceFailed, StaleHandle }
     Device(DeviceError) { BackendUnavailable, NoSuchDevice }
     Collective(CollectiveError) {

@@ -11,6 +11,7 @@ pub mod atomic;
 mod cpu;
 pub mod limits;
 pub mod ops;
+pub mod race;
 
 pub use atomic::AtomicOp;
 pub use cpu::{
