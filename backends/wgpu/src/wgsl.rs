@@ -23,11 +23,11 @@ fn wgsl_type(elem: Elem) -> &'static str {
     }
 }
 
-/// The WGSL type of a buffer's elements: `atomic<..>` for an atomic buffer.
-fn element_type(buffer: &Param) -> String {
-    match buffer.access {
-        Access::Atomic => format!("atomic<{}>", wgsl_type(buffer.elem)),
-        _ => wgsl_type(buffer.elem).to_string(),
+/// A buffer's element type in WGSL: `atomic<..>` for an atomic binding.
+fn element_type(param: &Param) -> String {
+    match param.access {
+        Access::Atomic => format!("atomic<{}>", wgsl_type(param.elem)),
+        _ => wgsl_type(param.elem).to_string(),
     }
 }
 
@@ -272,7 +272,7 @@ fn check_workgroup_size(kernel: &KernelDef, module: &naga::Module) -> Result<(),
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gpuworld_systems::kernel::Signature;
+    use gpuworld_systems::kernel::{Param, Signature};
 
     static PATCH: KernelDef = KernelDef {
         id: "test.patch",

@@ -9,6 +9,7 @@
 
 pub mod atomic;
 mod cpu;
+pub mod exact_math;
 pub mod limits;
 pub mod ops;
 pub mod race;
@@ -94,10 +95,9 @@ pub enum Access {
     Write,
     /// Loads and stores.
     ReadWrite,
-    /// Atomic read-modify-writes, loads and stores, every one relaxed (see
-    /// [`atomic`](crate::kernel::atomic)): `array<atomic<u32 | i32>>` in WGSL, a plain pointer
-    /// in CUDA (whose `atomicAdd`.. take one), [`KernelIo::atomic_add_u32`] and its siblings on
-    /// the CPU; ordered as a write. For `u32` and `i32` buffers (WGSL has no atomic `f32`).
+    /// Atomic operations on `u32` or `i32` elements (relaxed): ordered as a write; WGSL declares
+    /// the buffer `array<atomic<u32 | i32>>` (so every access goes through `atomicLoad`,
+    /// `atomicAdd`, ...), CUDA a plain pointer for `atomicAdd`, ....
     Atomic,
 }
 
@@ -156,19 +156,18 @@ impl Param {
         }
     }
 
-    /// This buffer, only written by the kernel: `Param::f32("out").write_only()`.
-    pub const fn write_only(self) -> Param {
+    /// This buffer, accessed through atomic operations only: `Param::u32("counts").atomic()`.
+    pub const fn atomic(self) -> Param {
         Param {
-            access: Access::Write,
+            access: Access::Atomic,
             ..self
         }
     }
 
-    /// This buffer, accessed atomically: `Param::u32("counts").atomic()` (see
-    /// [`Access::Atomic`]).
-    pub const fn atomic(self) -> Param {
+    /// This buffer, only written by the kernel: `Param::f32("out").write_only()`.
+    pub const fn write_only(self) -> Param {
         Param {
-            access: Access::Atomic,
+            access: Access::Write,
             ..self
         }
     }
