@@ -28,6 +28,11 @@ test_main![
     a_histogram_without_atomics_is_a_race_named_with_its_element_and_units_on_sim,
     a_histogram_without_atomics_is_a_race_on_cpu,
     kernels_that_share_nothing_or_only_atomics_and_shared_memory_are_no_race,
+    exact_division::on_cpu,
+    exact_division::on_sim,
+    exact_division::on_wgpu,
+    exact_division::on_cuda,
+    the_wgsl_of_division_and_square_root_is_the_exact_one,
 ];
 
 /// `out[i] = i`, 64 units per cube, with a source for every backend this build has.
@@ -616,4 +621,143 @@ fn kernels_that_share_nothing_or_only_atomics_and_shared_memory_are_no_race() {
     }
     TestBackend::Cpu.run(&NoRace).unwrap();
     TestBackend::Sim.run(&NoRace).unwrap();
+}
+
+/// `q = a / b` and `r = sqrt(a)`, element by element.
+#[gpuworld::kernel(cube_dim = 64)]
+fn divide_and_root(a: &[f32], b: &[f32], q: &mut [f32], r: &mut [f32]) {
+    let i = global_index();
+    if i < a.len() {
+        q[i] = a[i] / b[i];
+        r[i] = a[i].sqrt();
+    }
+}
+
+/// 65,536 operand pairs: random bits over every exponent, subnormals, zeros, infinities, NaN,
+/// and pairs of nearby magnitudes (normal quotients).
+fn division_operands() -> (Vec<f32>, Vec<f32>) {
+    let mut state = 0x2545_f491u32;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 17;
+        state ^= state << 5;
+        state
+    };
+    let specials = [
+        0u32,
+        0x8000_0000,
+        1,
+        0x8000_0001,
+        0x7f_ffff,
+        0x80_0000,
+        0x7f80_0000,
+        0xff80_0000,
+        0x7fc0_0000,
+        0x3f80_0000,
+        0x7f7f_ffff,
+        0x0040_0000,
+    ];
+    let (mut a, mut b) = (Vec::new(), Vec::new());
+    for i in 0..65_536u32 {
+        let (x, y) = match i % 4 {
+            0 => (next(), next()),
+            // Nearby exponents: a normal quotient.
+            1 | 2 => {
+                let x = next() & 0x3fff_ffff | 0x2000_0000;
+                (x, (x & 0xff80_0000) ^ (next() & 0x017f_ffff))
+            }
+            _ => (
+                specials[(i / 4) as usize % specials.len()],
+                specials[(i / 48) as usize % specials.len()] ^ (next() & 0x7),
+            ),
+        };
+        a.push(f32::from_bits(x));
+        b.push(f32::from_bits(y));
+    }
+    (a, b)
+}
+
+/// Whether `got` is `want`, bit for bit, or both are NaN (a NaN's sign and payload are the
+/// device's).
+fn same_bits(got: f32, want: f32) -> bool {
+    got.to_bits() == want.to_bits() || (got.is_nan() && want.is_nan())
+}
+
+/// `/` and `sqrt` give IEEE 754's bits (Rust's) on every backend, subnormals included.
+struct DivisionIsExact;
+
+impl BackendTest for DivisionIsExact {
+    fn run<B: Backend>(&self, client: &ComputeClient<B>) {
+        let (a, b) = division_operands();
+        let n = a.len();
+        let ha = client.create_from_slice(bytemuck::cast_slice(&a));
+        let hb = client.create_from_slice(bytemuck::cast_slice(&b));
+        let q = client.empty(n as u64 * 4);
+        let r = client.empty(n as u64 * 4);
+        client
+            .launch(
+                &divide_and_root,
+                CubeCount::covering(n as u64, 64),
+                Bindings::new()
+                    .buffer(&ha)
+                    .buffer(&hb)
+                    .buffer(&q)
+                    .buffer(&r),
+            )
+            .unwrap();
+        let got_q: Vec<f32> = client.read_one_as(&q).unwrap();
+        let got_r: Vec<f32> = client.read_one_as(&r).unwrap();
+        let mut wrong = Vec::new();
+        for i in 0..n {
+            let (want_q, want_r) = (a[i] / b[i], a[i].sqrt());
+            if !same_bits(got_q[i], want_q) {
+                wrong.push(format!(
+                    "{:e} / {:e} = {:e}, not {want_q:e}",
+                    a[i], b[i], got_q[i]
+                ));
+            }
+            if !same_bits(got_r[i], want_r) {
+                wrong.push(format!("sqrt({:e}) = {:e}, not {want_r:e}", a[i], got_r[i]));
+            }
+        }
+        assert!(
+            wrong.is_empty(),
+            "{} wrong: {:?}",
+            wrong.len(),
+            &wrong[..wrong.len().min(8)]
+        );
+    }
+}
+
+mod exact_division {
+    use super::*;
+
+    pub fn on_cpu() -> Result<(), Skip> {
+        Ok(TestBackend::Cpu.run(&DivisionIsExact)?)
+    }
+
+    pub fn on_sim() -> Result<(), Skip> {
+        Ok(TestBackend::Sim.run(&DivisionIsExact)?)
+    }
+
+    pub fn on_wgpu() -> Result<(), Skip> {
+        Ok(TestBackend::Wgpu.run(&DivisionIsExact)?)
+    }
+
+    pub fn on_cuda() -> Result<(), Skip> {
+        Ok(TestBackend::Cuda.run(&DivisionIsExact)?)
+    }
+}
+
+/// lavapipe's own `/` and `sqrt` are exact, so the test above would pass with them: the WGSL
+/// shows that wgpu runs the integer versions, not the driver's.
+fn the_wgsl_of_division_and_square_root_is_the_exact_one() {
+    let wgsl = gpuworld::kernel::WgslSource::clone(
+        divide_and_root
+            .source::<gpuworld::kernel::WgslSource>()
+            .expect("the macro emits WGSL"),
+    );
+    assert!(wgsl.0.contains("= gw_exact_div(gw_load_a("), "{}", wgsl.0);
+    assert!(wgsl.0.contains("= gw_exact_sqrt(gw_load_a("), "{}", wgsl.0);
+    assert!(!wgsl.0.contains(") / gw_load_b("), "{}", wgsl.0);
 }

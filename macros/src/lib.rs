@@ -8,6 +8,7 @@
 
 mod cpu;
 mod cuda;
+mod exact_math;
 mod ir;
 mod parse;
 mod wgsl;

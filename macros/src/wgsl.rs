@@ -14,6 +14,7 @@ pub fn source(kernel: &Kernel) -> String {
         kernel.name
     );
     out.push_str(HELPERS);
+    out.push_str(crate::exact_math::WGSL);
     for buffer in &kernel.buffers {
         let (ty, zero) = wgsl_type(buffer.elem);
         let _ = writeln!(
@@ -353,6 +354,8 @@ impl Gen<'_> {
                     // WGSL carries no `NoContraction`, and NVIDIA's Vulkan driver contracted
                     // `a * x + b` into one rounding.
                     (BinOp::Mul, Ty::F32) => format!("gw_f({a} * {b}, gw_z)"),
+                    // Correctly rounded from integer operations (WGSL allows `/` 2.5 ULP).
+                    (BinOp::Div, Ty::F32) => format!("gw_exact_div({a}, {b})"),
                     (BinOp::Eq, Ty::F32) => format!("gw_feq({a}, {b})"),
                     (BinOp::Ne, Ty::F32) => format!("gw_fne({a}, {b})"),
                     (BinOp::Lt, Ty::F32) => format!("gw_flt({a}, {b})"),
@@ -386,7 +389,7 @@ impl Gen<'_> {
                     Func::Floor => call("floor"),
                     Func::Ceil => call("ceil"),
                     Func::Trunc => call("trunc"),
-                    Func::Sqrt => call("sqrt"),
+                    Func::Sqrt => call("gw_exact_sqrt"),
                     Func::Fma => call("fma"),
                     Func::ToBits => format!("bitcast<u32>({})", a[0]),
                     Func::FromBits => format!("bitcast<f32>({})", a[0]),

@@ -5,9 +5,10 @@
 //! What is the same on every backend, bit for bit: `+ - * /` of `u32` (wrapping; division by
 //! zero below), `+ - *` of `f32` (IEEE, round to nearest, never contracted into a fused
 //! multiply-add: `a * b + c` rounds twice everywhere), comparisons, conversions, bit operations,
-//! and every function of this module that does not say otherwise. Exceptions, each documented on
-//! its function: `f32` division and square root on wgpu (WGSL allows 2.5 ULP; lavapipe is
-//! exact), `mul_add` on wgpu (it may round twice), the transcendental functions (a tolerance),
+//! and every function of this module that does not say otherwise; `f32` division and square root
+//! are IEEE 754's everywhere (on wgpu computed from integer operations, see
+//! [`exact_math`](super::exact_math)). Exceptions, each documented on its function: `mul_add` on
+//! wgpu (it may round twice), the transcendental functions (a tolerance),
 //! and the bits of a NaN result (its sign and payload are the device's: compare NaN as NaN).
 //! Float comparisons follow IEEE 754 everywhere (a NaN compares unequal to everything); the WGSL
 //! tests NaN by its bits, since WGSL lets a compiler assume no NaN reaches a comparison. On wgpu,
@@ -87,9 +88,9 @@ pub fn trunc_f32(x: f32) -> f32 {
     x.trunc()
 }
 
-/// `x.sqrt()`: correctly rounded on cpu, sim and CUDA (`__fsqrt_rn`); WGSL allows its `sqrt` the
-/// accuracy of `1 / inverseSqrt(x)`, so on wgpu it may differ in the last bits (lavapipe is
-/// exact).
+/// `x.sqrt()`: correctly rounded on every backend: Rust's on cpu and sim, `__fsqrt_rn` on CUDA,
+/// and on wgpu [`exact_math::sqrt_f32`](super::exact_math::sqrt_f32)'s integer algorithm (WGSL
+/// allows its own `sqrt` the accuracy of `1 / inverseSqrt(x)`).
 #[inline]
 pub fn sqrt_f32(x: f32) -> f32 {
     x.sqrt()
