@@ -33,6 +33,11 @@ test_main![
     exact_division::on_wgpu,
     exact_division::on_cuda,
     the_wgsl_of_division_and_square_root_is_the_exact_one,
+    transcendentals::on_cpu,
+    transcendentals::on_sim,
+    transcendentals::on_wgpu,
+    transcendentals::on_cuda,
+    the_cuda_text_of_the_transcendentals_gives_the_reference_bits_as_host_cpp,
 ];
 
 /// `out[i] = i`, 64 units per cube, with a source for every backend this build has.
@@ -760,4 +765,242 @@ fn the_wgsl_of_division_and_square_root_is_the_exact_one() {
     assert!(wgsl.0.contains("= gw_exact_div(gw_load_a("), "{}", wgsl.0);
     assert!(wgsl.0.contains("= gw_exact_sqrt(gw_load_a("), "{}", wgsl.0);
     assert!(!wgsl.0.contains(") / gw_load_b("), "{}", wgsl.0);
+}
+
+/// Each deterministic transcendental of `x` (and `x.powf(y)`), element by element.
+#[gpuworld::kernel(cube_dim = 64)]
+fn transcendentals(
+    x: &[f32],
+    y: &[f32],
+    exp: &mut [f32],
+    ln: &mut [f32],
+    sin: &mut [f32],
+    cos: &mut [f32],
+    tanh: &mut [f32],
+    pow: &mut [f32],
+) {
+    let i = global_index();
+    if i < x.len() {
+        let v = x[i];
+        exp[i] = v.exp();
+        ln[i] = v.ln();
+        sin[i] = v.sin();
+        cos[i] = v.cos();
+        tanh[i] = v.tanh();
+        pow[i] = v.powf(y[i]);
+    }
+}
+
+/// 65,536 arguments: evenly over [-100, 100], over [-2^14, 2^14], random bits of every
+/// exponent (subnormals, infinities and NaN among them), and exponents for `powf`.
+fn transcendental_arguments() -> (Vec<f32>, Vec<f32>) {
+    let mut state = 0x1234_5679u32;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 17;
+        state ^= state << 5;
+        state
+    };
+    let (mut x, mut y) = (Vec::new(), Vec::new());
+    for i in 0..65_536u32 {
+        x.push(match i % 4 {
+            0 => -100.0 + 200.0 * (i as f32 / 65_536.0),
+            1 => (next() as f32 / u32::MAX as f32 - 0.5) * 32_768.0,
+            2 => f32::from_bits(next()),
+            _ => (next() as f32 / u32::MAX as f32) * 20.0,
+        });
+        y.push(match i % 3 {
+            0 => (next() as f32 / u32::MAX as f32 - 0.5) * 20.0,
+            1 => (next() % 9) as f32 - 4.0,
+            _ => f32::from_bits(next()),
+        });
+    }
+    (x, y)
+}
+
+/// The deterministic transcendentals give the CPU reference's bits on every backend.
+struct TranscendentalsAreTheSameEverywhere;
+
+impl BackendTest for TranscendentalsAreTheSameEverywhere {
+    fn run<B: Backend>(&self, client: &ComputeClient<B>) {
+        use gpuworld::kernel::transcendental as t;
+        let (x, y) = transcendental_arguments();
+        let n = x.len();
+        let hx = client.create_from_slice(bytemuck::cast_slice(&x));
+        let hy = client.create_from_slice(bytemuck::cast_slice(&y));
+        let outs: Vec<_> = (0..6).map(|_| client.empty(n as u64 * 4)).collect();
+        let mut bindings = Bindings::new().buffer(&hx).buffer(&hy);
+        for out in &outs {
+            bindings = bindings.buffer(out);
+        }
+        client
+            .launch(
+                &transcendentals,
+                CubeCount::covering(n as u64, 64),
+                bindings,
+            )
+            .unwrap();
+        let functions: [(&str, &dyn Fn(usize) -> f32); 6] = [
+            ("exp", &|i| t::exp_f32(x[i])),
+            ("ln", &|i| t::ln_f32(x[i])),
+            ("sin", &|i| t::sin_f32(x[i])),
+            ("cos", &|i| t::cos_f32(x[i])),
+            ("tanh", &|i| t::tanh_f32(x[i])),
+            ("powf", &|i| t::powf_f32(x[i], y[i])),
+        ];
+        let mut wrong = Vec::new();
+        for ((name, reference), out) in functions.iter().zip(&outs) {
+            let got: Vec<f32> = client.read_one_as(out).unwrap();
+            for i in 0..n {
+                let want = reference(i);
+                if got[i].to_bits() != want.to_bits() {
+                    wrong.push(format!(
+                        "{name}({:e}, {:e}) = {:e} ({:#x}), not {want:e} ({:#x})",
+                        x[i],
+                        y[i],
+                        got[i],
+                        got[i].to_bits(),
+                        want.to_bits()
+                    ));
+                }
+            }
+        }
+        assert!(
+            wrong.is_empty(),
+            "{} wrong: {:#?}",
+            wrong.len(),
+            &wrong[..wrong.len().min(10)]
+        );
+    }
+}
+
+mod transcendentals {
+    use super::*;
+
+    pub fn on_cpu() -> Result<(), Skip> {
+        Ok(TestBackend::Cpu.run(&TranscendentalsAreTheSameEverywhere)?)
+    }
+
+    pub fn on_sim() -> Result<(), Skip> {
+        Ok(TestBackend::Sim.run(&TranscendentalsAreTheSameEverywhere)?)
+    }
+
+    pub fn on_wgpu() -> Result<(), Skip> {
+        Ok(TestBackend::Wgpu.run(&TranscendentalsAreTheSameEverywhere)?)
+    }
+
+    pub fn on_cuda() -> Result<(), Skip> {
+        Ok(TestBackend::Cuda.run(&TranscendentalsAreTheSameEverywhere)?)
+    }
+}
+
+/// The host's C++ compiler, if it has one (`CXX`, else `g++`).
+fn host_cpp() -> Option<String> {
+    let cxx = std::env::var("CXX").unwrap_or_else(|_| "g++".to_string());
+    let found = std::process::Command::new(&cxx).arg("--version").output();
+    found.ok().filter(|out| out.status.success()).map(|_| cxx)
+}
+
+/// The CUDA C the macro emits for the transcendentals, compiled by the host's C++ compiler with
+/// IEEE stand-ins for CUDA's `__f*_rn` intrinsics (what they are on a GPU), gives the CPU
+/// reference's bits: the CUDA text follows the algorithm, without a GPU. Skipped without one.
+fn the_cuda_text_of_the_transcendentals_gives_the_reference_bits_as_host_cpp() -> Result<(), Skip> {
+    use gpuworld::kernel::transcendental as t;
+    let Some(cxx) = host_cpp() else {
+        return Err(Skip("no host C++ compiler (g++ or CXX)".into()));
+    };
+    let cuda = transcendentals
+        .source::<gpuworld::kernel::CudaSource>()
+        .expect("the macro emits CUDA C")
+        .0;
+    let start = cuda
+        .find("#ifndef GW_TRANSCENDENTALS")
+        .expect("the helpers");
+    let end = start + cuda[start..].find("#endif").expect("their end") + "#endif".len();
+    let dir = std::env::temp_dir().join(format!("gw_cuda_text_{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let program = format!(
+        r#"#include <cmath>
+#include <cstdio>
+#include <cstring>
+#define __device__
+#define __forceinline__ inline
+static float __fmul_rn(float a, float b) {{ volatile float r = a * b; return r; }}
+static float __fadd_rn(float a, float b) {{ volatile float r = a + b; return r; }}
+static float __fsub_rn(float a, float b) {{ volatile float r = a - b; return r; }}
+static float __fdiv_rn(float a, float b) {{ volatile float r = a / b; return r; }}
+static unsigned int __float_as_uint(float x) {{ unsigned int u; std::memcpy(&u, &x, 4); return u; }}
+static float __uint_as_float(unsigned int u) {{ float x; std::memcpy(&x, &u, 4); return x; }}
+{}
+int main() {{
+    unsigned int xb, yb;
+    while (std::scanf("%x %x", &xb, &yb) == 2) {{
+        float x = __uint_as_float(xb), y = __uint_as_float(yb);
+        std::printf("%x %x %x %x %x %x\n", __float_as_uint(gw_exp(x)), __float_as_uint(gw_ln(x)),
+            __float_as_uint(gw_sin(x)), __float_as_uint(gw_cos(x)), __float_as_uint(gw_tanh(x)),
+            __float_as_uint(gw_powf(x, y)));
+    }}
+}}
+"#,
+        &cuda[start..end]
+    );
+    std::fs::write(dir.join("t.cpp"), program).unwrap();
+    let built = std::process::Command::new(&cxx)
+        .args(["-O1", "-ffp-contract=off", "-o"])
+        .arg(dir.join("t"))
+        .arg(dir.join("t.cpp"))
+        .output()
+        .unwrap();
+    assert!(
+        built.status.success(),
+        "{}",
+        String::from_utf8_lossy(&built.stderr)
+    );
+    let (x, y) = transcendental_arguments();
+    let input: String = x
+        .iter()
+        .zip(&y)
+        .map(|(x, y)| format!("{:x} {:x}\n", x.to_bits(), y.to_bits()))
+        .collect();
+    let mut child = std::process::Command::new(dir.join("t"))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let writer = std::thread::spawn(move || {
+        use std::io::Write;
+        stdin.write_all(input.as_bytes()).unwrap();
+    });
+    let output = child.wait_with_output().unwrap();
+    writer.join().unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    let text = String::from_utf8(output.stdout).unwrap();
+    let mut wrong = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let got: Vec<u32> = line
+            .split(' ')
+            .map(|word| u32::from_str_radix(word, 16).unwrap())
+            .collect();
+        let want = [
+            t::exp_f32(x[i]),
+            t::ln_f32(x[i]),
+            t::sin_f32(x[i]),
+            t::cos_f32(x[i]),
+            t::tanh_f32(x[i]),
+            t::powf_f32(x[i], y[i]),
+        ]
+        .map(f32::to_bits);
+        if got != want {
+            wrong.push(format!("x {:e} y {:e}: {got:x?} vs {want:x?}", x[i], y[i]));
+        }
+    }
+    assert_eq!(text.lines().count(), x.len());
+    assert!(
+        wrong.is_empty(),
+        "{} wrong: {:#?}",
+        wrong.len(),
+        &wrong[..wrong.len().min(10)]
+    );
+    Ok(())
 }

@@ -15,6 +15,7 @@ pub fn source(kernel: &Kernel) -> String {
     );
     out.push_str(HELPERS);
     out.push_str(crate::exact_math::WGSL);
+    out.push_str(&crate::exact_math::wgsl_transcendentals());
     for buffer in &kernel.buffers {
         let (ty, zero) = wgsl_type(buffer.elem);
         let _ = writeln!(
@@ -393,12 +394,13 @@ impl Gen<'_> {
                     Func::Fma => call("fma"),
                     Func::ToBits => format!("bitcast<u32>({})", a[0]),
                     Func::FromBits => format!("bitcast<f32>({})", a[0]),
-                    Func::Exp => call("exp"),
-                    Func::Ln => call("log"),
-                    Func::Sin => call("sin"),
-                    Func::Cos => call("cos"),
-                    Func::Tanh => call("tanh"),
-                    Func::Powf => call("pow"),
+                    // Deterministic versions (`exact_math::wgsl_transcendentals`), not WGSL's.
+                    Func::Exp => format!("gw_exp({}, gw_z)", a[0]),
+                    Func::Ln => format!("gw_ln({}, gw_z)", a[0]),
+                    Func::Sin => format!("gw_sin({}, gw_z)", a[0]),
+                    Func::Cos => format!("gw_cos({}, gw_z)", a[0]),
+                    Func::Tanh => format!("gw_tanh({}, gw_z)", a[0]),
+                    Func::Powf => format!("gw_powf({}, gw_z)", a.join(", ")),
                 }
             }
             ExprKind::Select(cond, then, els) => format!(

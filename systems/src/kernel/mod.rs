@@ -13,6 +13,7 @@ pub mod exact_math;
 pub mod limits;
 pub mod ops;
 pub mod race;
+pub mod transcendental;
 
 pub use atomic::AtomicOp;
 pub use cpu::{
