@@ -105,10 +105,12 @@ pub fn run_on_host(
         .collect::<Option<SmallVec<[_; 4]>>>()
         .ok_or_else(|| Error::device_fault(stream, "kernel bound to freed memory"))?;
     let dim = kernel.signature.cube_dim;
-    let shadow = tracks_races(backend, mode).then(RaceShadow::default);
+    let units: u64 = dim.iter().map(|&d| u64::from(d)).product();
+    let shadow = tracks_races(backend, mode)
+        .then(|| RaceShadow::new(views.iter().map(|view| view.len() / 4), units));
     let io = KernelIo::new(&views, scalars, mode);
     let io = match &shadow {
-        Some(shadow) => io.with_races(shadow, dim.iter().map(|&d| u64::from(d)).product()),
+        Some(shadow) => io.with_races(shadow, units),
         None => io,
     };
     let launch = HostLaunch {
@@ -145,7 +147,8 @@ pub fn run_on_host(
 /// Whether a launch on `backend` in `mode` runs under the race detector: checked launches on
 /// the sim (`"sim"`, its `Backend::NAME`; named here, since the sim imports this module)
 /// always, on the cpu backend in builds with debug assertions (the detector's shadow costs a
-/// lock per access, which a release build's users did not ask for).
+/// word per element and a compare-and-swap per access, which a release build's users did not
+/// ask for).
 fn tracks_races(backend: &str, mode: ExecutionMode) -> bool {
     mode == ExecutionMode::Checked && (backend == "sim" || cfg!(debug_assertions))
 }
