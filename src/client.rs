@@ -33,6 +33,7 @@ use futures_channel::oneshot;
 use gpuworld_systems::backend::StagingAllocator;
 use gpuworld_systems::error::{BindingError, LaunchError};
 use gpuworld_systems::inbox::{Command, Inbox};
+use gpuworld_systems::kernel::limits::{validate_cube_count, validate_cube_dim};
 use gpuworld_systems::kernel::{Elem, LaunchMode, validate_buffer_size, validate_launch};
 use gpuworld_systems::published::Published;
 use gpuworld_systems::tune::{TuneCache, TuneMessage, TuneResult, TuneResults};
@@ -385,6 +386,12 @@ impl<B: Backend> ComputeClient<B> {
                     size: binding.capacity(),
                 }));
             }
+        }
+        // The device's limits, checked here rather than left to fail when the stream runs: a
+        // dynamic count is only known on the device (see `kernel::limits`).
+        validate_cube_dim(kernel, &self.shared.properties)?;
+        if let CubeCount::Static(x, y, z) = count {
+            validate_cube_count(kernel, [x, y, z], &self.shared.properties)?;
         }
         if count.is_empty() {
             return Ok(());

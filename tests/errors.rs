@@ -148,6 +148,20 @@ const MISUSES: &[Misuse] = &[
         a_kernel_without_a_source_for_the_backend_is_rejected
     ),
     misuse!(
+        ErrorKind::CubeCountOverLimit,
+        "Launching more cubes along an axis than the device runs (`DeviceProperties::max_cube_count`)",
+        "at once, by the launch (a dynamic count over it: by the next read or sync of the \
+         stream on cpu and sim, which run no cube of it)",
+        a_cube_count_over_the_devices_limit_is_rejected
+    ),
+    misuse!(
+        ErrorKind::CubeDimOverLimit,
+        "Launching a kernel whose cube dim is over the device's limits (`max_cube_dim`, \
+         `max_units_per_cube`)",
+        "at once, by the launch",
+        a_cube_dim_over_the_devices_limit_is_rejected
+    ),
+    misuse!(
         ErrorKind::KernelPanic,
         "A kernel that panics (cpu backend)",
         "by the next read or sync of the stream, once",
@@ -158,6 +172,13 @@ const MISUSES: &[Misuse] = &[
         "A kernel that stores to a buffer its signature declares read-only (cpu backend)",
         "by the next read or sync of the stream, once; the launch stops at that store",
         a_store_to_a_read_only_buffer_is_an_error_on_its_stream
+    ),
+    misuse!(
+        ErrorKind::DataRace,
+        "Two units of one checked launch storing to one element, or one storing to what \
+         another loads (cpu and sim backends)",
+        "by the next read or sync of the stream, once; the launch runs to its end",
+        two_units_storing_one_element_is_a_race_on_its_stream
     ),
     misuse!(
         ErrorKind::KernelPanic,
@@ -982,6 +1003,66 @@ fn a_kernel_without_a_source_for_the_backend_is_rejected() -> Option<Error> {
     Some(error)
 }
 
+fn a_cube_count_over_the_devices_limit_is_rejected() -> Option<Error> {
+    let client = cpu();
+    let kept = client.create(bytes_of(&[1.5; 2]));
+    let limit = client.properties().max_cube_count[0];
+    let error = client
+        .launch(
+            &library::FILL,
+            CubeCount::Static(limit + 1, 1, 1),
+            Bindings::new().buffer(&kept).scalar_f32(0.0),
+        )
+        .unwrap_err();
+    assert_eq!(
+        error,
+        Error::Launch(LaunchError::CubeCountOverLimit {
+            kernel: "fill",
+            count: [limit + 1, 1, 1],
+            axis: "x",
+            limit,
+            dynamic: false,
+        })
+    );
+    still_works(&client, &kept, &[1.5; 2]);
+    Some(error)
+}
+
+/// A cube of 2,048 units: more than any device runs.
+static TOO_WIDE: KernelDef = KernelDef {
+    id: "tests.too_wide",
+    name: "too_wide",
+    signature: Signature {
+        buffers: &[],
+        scalars: &[],
+        cube_dim: [2048, 1, 1],
+    },
+    sources: &[&CpuSource(|_, _| {})],
+};
+
+fn a_cube_dim_over_the_devices_limit_is_rejected() -> Option<Error> {
+    let client = cpu();
+    let kept = client.create(bytes_of(&[1.5; 2]));
+    let error = client
+        .launch(&TOO_WIDE, CubeCount::new_1d(1), Bindings::new())
+        .unwrap_err();
+    assert!(
+        matches!(
+            error,
+            Error::Launch(LaunchError::CubeDimOverLimit {
+                kernel: "too_wide",
+                what: "x",
+                value: 2048,
+                limit: 1024,
+                ..
+            })
+        ),
+        "{error:?}"
+    );
+    still_works(&client, &kept, &[1.5; 2]);
+    Some(error)
+}
+
 fn panics_on_cube_one(ctx: &CubeContext, io: &KernelIo<'_>) {
     assert!(ctx.cube_pos[0] != 1, "cube 1 refuses to run");
     io.store_f32(0, ctx.cube_pos[0] as usize, 42.0);
@@ -1069,6 +1150,44 @@ fn a_store_to_a_read_only_buffer_is_an_error_on_its_stream() -> Option<Error> {
     // The store before it landed; the refused one did not.
     assert_eq!(f32s(&client.read_one(&output).unwrap()), vec![5.0, 0.0]);
     still_works(&client, &input, &[5.0; 2]);
+    Some(error)
+}
+
+/// Every unit stores its cube's index to `out[0]`.
+static EVERY_UNIT_STORES_TO_ZERO: KernelDef = KernelDef {
+    id: "tests.every_unit_stores_to_zero",
+    name: "every_unit_stores_to_zero",
+    signature: ONE_BUFFER,
+    sources: &[&CpuSource(|ctx, io| {
+        io.store_f32(0, 0, ctx.cube_index() as f32)
+    })],
+};
+
+fn two_units_storing_one_element_is_a_race_on_its_stream() -> Option<Error> {
+    let client = cpu();
+    let out = client.create(bytes_of(&[1.5; 2]));
+    client
+        .launch(
+            &EVERY_UNIT_STORES_TO_ZERO,
+            CubeCount::new_1d(2),
+            Bindings::new().buffer(&out),
+        )
+        .unwrap();
+    let error = client.sync().unwrap_err();
+    assert!(
+        matches!(
+            error,
+            Error::Execution(ExecutionError::DataRace {
+                kernel: "every_unit_stores_to_zero",
+                param: "out",
+                element: 0,
+                ..
+            })
+        ),
+        "{error:?}"
+    );
+    // The launch ran to its end: the second cube's store is the one left.
+    still_works(&client, &out, &[1.0, 1.5]);
     Some(error)
 }
 

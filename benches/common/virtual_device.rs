@@ -99,6 +99,8 @@ impl Backend for VirtualDevice {
             limits: Default::default(),
             features: Vec::new(),
             max_cube_count: [u32::MAX; 3],
+            max_cube_dim: [u32::MAX; 3],
+            max_units_per_cube: u32::MAX,
             max_buffer_bytes: None,
             page_mapping: self.page_mapping,
             slow_buffers: self.slow_buffers,

@@ -194,6 +194,8 @@ impl Gen<'_> {
                 let gw_ux: u32 = gw_u % #dx;
                 let gw_uy: u32 = (gw_u / #dx) % #dy;
                 let gw_uz: u32 = gw_u / #dxy;
+                // Names the unit for the race detector of checked launches.
+                gw_io.at_unit(gw_u);
                 #body
             }
         }

@@ -15,6 +15,7 @@ pub fn source(kernel: &Kernel) -> String {
         kernel.name
     );
     out.push_str(HELPERS);
+    out.push_str(&crate::exact_math::cuda_transcendentals());
     let _ = writeln!(
         out,
         "extern \"C\" __global__ void {}(GW_PARAMS) {{",
@@ -364,12 +365,13 @@ impl Gen<'_> {
                     Func::Fma => call("__fmaf_rn"),
                     Func::ToBits => call("__float_as_uint"),
                     Func::FromBits => call("__uint_as_float"),
-                    Func::Exp => call("expf"),
-                    Func::Ln => call("logf"),
-                    Func::Sin => call("sinf"),
-                    Func::Cos => call("cosf"),
-                    Func::Tanh => call("tanhf"),
-                    Func::Powf => call("powf"),
+                    // Deterministic versions (`exact_math::cuda_transcendentals`), not libm's.
+                    Func::Exp => call("gw_exp"),
+                    Func::Ln => call("gw_ln"),
+                    Func::Sin => call("gw_sin"),
+                    Func::Cos => call("gw_cos"),
+                    Func::Tanh => call("gw_tanh"),
+                    Func::Powf => call("gw_powf"),
                 }
             }
             ExprKind::Select(cond, then, els) => format!(

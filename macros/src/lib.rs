@@ -247,3 +247,7 @@ fn expand_one(
         };
     })
 }
+
+// Declared apart from the list above, which the kernel branch grows: the WGSL and CUDA C texts
+// of the exact division and square root and the deterministic transcendentals.
+mod exact_math;

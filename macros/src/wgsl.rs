@@ -14,6 +14,8 @@ pub fn source(kernel: &Kernel) -> String {
         kernel.name
     );
     out.push_str(HELPERS);
+    out.push_str(crate::exact_math::WGSL);
+    out.push_str(&crate::exact_math::wgsl_transcendentals());
     for buffer in &kernel.buffers {
         let (ty, zero) = wgsl_type(buffer.elem);
         if buffer.access == Access::Atomic {
@@ -467,6 +469,8 @@ impl Gen<'_> {
                     // WGSL carries no `NoContraction`, and NVIDIA's Vulkan driver contracted
                     // `a * x + b` into one rounding.
                     (BinOp::Mul, Ty::F32) => format!("gw_f({a} * {b}, gw_z)"),
+                    // Correctly rounded from integer operations (WGSL allows `/` 2.5 ULP).
+                    (BinOp::Div, Ty::F32) => format!("gw_exact_div({a}, {b})"),
                     (BinOp::Eq, Ty::F32) => format!("gw_feq({a}, {b})"),
                     (BinOp::Ne, Ty::F32) => format!("gw_fne({a}, {b})"),
                     (BinOp::Lt, Ty::F32) => format!("gw_flt({a}, {b})"),
@@ -504,16 +508,17 @@ impl Gen<'_> {
                     Func::Floor => call("floor"),
                     Func::Ceil => call("ceil"),
                     Func::Trunc => call("trunc"),
-                    Func::Sqrt => call("sqrt"),
+                    Func::Sqrt => call("gw_exact_sqrt"),
                     Func::Fma => call("fma"),
                     Func::ToBits => format!("bitcast<u32>({})", a[0]),
                     Func::FromBits => format!("bitcast<f32>({})", a[0]),
-                    Func::Exp => call("exp"),
-                    Func::Ln => call("log"),
-                    Func::Sin => call("sin"),
-                    Func::Cos => call("cos"),
-                    Func::Tanh => call("tanh"),
-                    Func::Powf => call("pow"),
+                    // Deterministic versions (`exact_math::wgsl_transcendentals`), not WGSL's.
+                    Func::Exp => format!("gw_exp({}, gw_z)", a[0]),
+                    Func::Ln => format!("gw_ln({}, gw_z)", a[0]),
+                    Func::Sin => format!("gw_sin({}, gw_z)", a[0]),
+                    Func::Cos => format!("gw_cos({}, gw_z)", a[0]),
+                    Func::Tanh => format!("gw_tanh({}, gw_z)", a[0]),
+                    Func::Powf => format!("gw_powf({}, gw_z)", a.join(", ")),
                 }
             }
             ExprKind::Select(cond, then, els) => format!(

@@ -121,8 +121,13 @@ pub struct DeviceProperties {
     pub limits: std::collections::BTreeMap<String, u64>,
     /// The optional features the device has enabled, by name, sorted.
     pub features: Vec<String>,
-    /// Largest cube count per axis.
+    /// Largest cube count per axis: a launch over it is `LaunchError::CubeCountOverLimit`.
     pub max_cube_count: [u32; 3],
+    /// Most units of one cube per axis: a kernel whose cube dim is over it is
+    /// `LaunchError::CubeDimOverLimit` at launch.
+    pub max_cube_dim: [u32; 3],
+    /// Most units of one cube in all (the product of a cube dim's sides), likewise enforced.
+    pub max_units_per_cube: u32,
     /// Bytes of the largest single buffer the device can allocate, if it has such a limit: a
     /// larger request is `MemoryError::BufferTooLarge`, refused before any memory is touched.
     pub max_buffer_bytes: Option<u64>,

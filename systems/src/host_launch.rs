@@ -7,6 +7,11 @@ use crate::backend::{LaunchCount, Region};
 use crate::error::{Error, ExecutionError, LaunchError};
 use crate::host_memory::HostMemory;
 use crate::ids::StreamId;
+use crate::kernel::limits::{
+    HOST_MAX_CUBE_COUNT, HOST_MAX_CUBE_DIM, HOST_MAX_UNITS_PER_CUBE, check_cube_count,
+    check_cube_dim,
+};
+use crate::kernel::race::RaceShadow;
 use crate::kernel::{
     Access, CpuKernelFn, CpuSource, CubeContext, ExecutionMode, Kernel, KernelIo, ReadOnlyStore,
     panic_message,
@@ -44,6 +49,9 @@ impl HostLaunch<'_> {
             cube_count: self.count,
             cube_dim: self.kernel.signature.cube_dim,
         };
+        if self.io.races().is_some() {
+            RaceShadow::enter_cube(index);
+        }
         (self.source)(&ctx, &self.io);
     }
 
@@ -78,8 +86,13 @@ pub fn run_on_host(
                 kernel: kernel.name,
                 backend,
             }))?;
+    let dynamic = matches!(count, LaunchCount::Dynamic(_));
     let count = resolve_count(memory, count)
         .ok_or_else(|| Error::device_fault(stream, "dynamic cube count in freed memory"))?;
+    // The client refused static counts and cube dims over these limits; a dynamic count is
+    // known only now, and a direct backend call was never checked.
+    check_cube_dim(kernel, HOST_MAX_CUBE_DIM, HOST_MAX_UNITS_PER_CUBE)?;
+    check_cube_count(kernel, count, HOST_MAX_CUBE_COUNT, dynamic)?;
     let params = kernel.signature.buffers;
     let views = buffers
         .iter()
@@ -91,26 +104,53 @@ pub fn run_on_host(
         })
         .collect::<Option<SmallVec<[_; 4]>>>()
         .ok_or_else(|| Error::device_fault(stream, "kernel bound to freed memory"))?;
+    let dim = kernel.signature.cube_dim;
+    let units: u64 = dim.iter().map(|&d| u64::from(d)).product();
+    let shadow = tracks_races(backend, mode)
+        .then(|| RaceShadow::new(views.iter().map(|view| view.len() / 4), units));
+    let io = KernelIo::new(&views, scalars, mode);
+    let io = match &shadow {
+        Some(shadow) => io.with_races(shadow, units),
+        None => io,
+    };
     let launch = HostLaunch {
         kernel,
         source,
         count,
-        io: KernelIo::new(&views, scalars, mode),
+        io,
     };
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| walk(&launch))).map_err(|payload| {
-        match payload.downcast_ref::<ReadOnlyStore>() {
-            Some(store) => Error::Execution(ExecutionError::ReadOnlyStore {
-                kernel: kernel.name,
-                param: params.get(store.buffer).map_or("?", |p| p.name),
-                stream,
-            }),
-            None => Error::Execution(ExecutionError::KernelPanic {
-                kernel: kernel.name,
-                stream,
-                message: panic_message(payload).into(),
-            }),
-        }
+    let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| walk(&launch)));
+    if let (Ok(()), Some(race)) = (&ran, shadow.as_ref().and_then(RaceShadow::race)) {
+        return Err(Error::Execution(ExecutionError::DataRace {
+            kernel: kernel.name,
+            param: params.get(race.buffer).map_or("?", |p| p.name),
+            element: race.element,
+            first: race.first.0.describe(race.first.1, count, dim),
+            second: race.second.0.describe(race.second.1, count, dim),
+            stream,
+        }));
+    }
+    ran.map_err(|payload| match payload.downcast_ref::<ReadOnlyStore>() {
+        Some(store) => Error::Execution(ExecutionError::ReadOnlyStore {
+            kernel: kernel.name,
+            param: params.get(store.buffer).map_or("?", |p| p.name),
+            stream,
+        }),
+        None => Error::Execution(ExecutionError::KernelPanic {
+            kernel: kernel.name,
+            stream,
+            message: panic_message(payload).into(),
+        }),
     })
+}
+
+/// Whether a launch on `backend` in `mode` runs under the race detector: checked launches on
+/// the sim (`"sim"`, its `Backend::NAME`; named here, since the sim imports this module)
+/// always, on the cpu backend in builds with debug assertions (the detector's shadow costs a
+/// word per element and a compare-and-swap per access, which a release build's users did not
+/// ask for).
+fn tracks_races(backend: &str, mode: ExecutionMode) -> bool {
+    mode == ExecutionMode::Checked && (backend == "sim" || cfg!(debug_assertions))
 }
 
 /// The cube count of a launch, reading a dynamic count from memory.

@@ -4,7 +4,8 @@
 //! # Convention
 //! - A source defines one `extern "C" __global__ void <kernel name>(GW_PARAMS)`. `GW_PARAMS` is
 //!   generated from the signature, in launch order: for each buffer a pointer named after it
-//!   (`float*` or `unsigned int*`, `const` for a read-only buffer) and its length in 32-bit elements, `unsigned int <name>_len`;
+//!   (`float*`, `unsigned int*` or `int*`, `const` for a read-only buffer; an atomic buffer is a
+//!   plain pointer, which `atomicAdd`.. take) and its length in 32-bit elements, `unsigned int <name>_len`;
 //!   then each scalar by name (`float` or `unsigned int`); then, with a dynamic cube count, the
 //!   pointer to the count.
 //! - One CUDA block is one cube (`blockDim` = the signature's `cube_dim`). The body sits inside
@@ -212,6 +213,26 @@ mod tests {
             parameter_list(&SHIFT),
             "const float* x, unsigned int x_len, float* out, unsigned int out_len, \
              float offset GW_COUNT_PARAM"
+        );
+    }
+
+    #[test]
+    fn an_atomic_buffer_is_a_plain_pointer_that_atomic_add_takes() {
+        use gpuworld_systems::kernel::{Param, Signature};
+        static COUNTS: KernelDef = KernelDef {
+            id: "test.counts",
+            name: "counts",
+            signature: Signature {
+                buffers: &[Param::u32("counts").atomic(), Param::i32("low").atomic()],
+                scalars: &[],
+                cube_dim: [64, 1, 1],
+            },
+            sources: &[],
+        };
+        assert_eq!(
+            parameter_list(&COUNTS),
+            "unsigned int* counts, unsigned int counts_len, int* low, unsigned int low_len \
+             GW_COUNT_PARAM"
         );
     }
 

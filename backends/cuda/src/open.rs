@@ -148,6 +148,12 @@ impl CudaBackend {
             attribute(device, CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y)?,
             attribute(device, CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z)?,
         ];
+        let block = [
+            attribute(device, CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X)?,
+            attribute(device, CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y)?,
+            attribute(device, CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z)?,
+        ];
+        let threads = attribute(device, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK)?;
         let mut limits = std::collections::BTreeMap::new();
         for (label, which) in [
             (
@@ -195,6 +201,8 @@ impl CudaBackend {
             limits,
             features,
             max_cube_count: grid.map(|g| g.max(1) as u32),
+            max_cube_dim: block.map(|b| b.max(1) as u32),
+            max_units_per_cube: threads.max(1) as u32,
             // `cuMemAlloc` takes any size the memory can hold.
             max_buffer_bytes: None,
             page_mapping: None,

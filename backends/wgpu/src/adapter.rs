@@ -321,6 +321,12 @@ pub(crate) fn device_properties(
         limits,
         features,
         max_cube_count: [per_axis; 3],
+        max_cube_dim: [
+            l.max_compute_workgroup_size_x,
+            l.max_compute_workgroup_size_y,
+            l.max_compute_workgroup_size_z,
+        ],
+        max_units_per_cube: l.max_compute_invocations_per_workgroup,
         max_buffer_bytes: Some(l.max_buffer_size),
         page_mapping: None,
         slow_buffers: true,

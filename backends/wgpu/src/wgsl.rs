@@ -299,6 +299,34 @@ mod tests {
     }
 
     #[test]
+    fn an_atomic_buffer_is_declared_as_an_array_of_atomics_a_source_can_add_to() {
+        static COUNTS: KernelDef = KernelDef {
+            id: "test.counts",
+            name: "counts",
+            signature: Signature {
+                buffers: &[Param::u32("counts").atomic(), Param::i32("low").atomic()],
+                scalars: &[],
+                cube_dim: [64, 1, 1],
+            },
+            sources: &[],
+        };
+        assert_eq!(
+            declarations(&COUNTS),
+            "@group(0) @binding(0) var<storage, read_write> counts: array<atomic<u32>>;
+@group(0) @binding(1) var<storage, read_write> low: array<atomic<i32>>;
+"
+        );
+        let source = "@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) id: vec3<u32>) {
+    atomicAdd(&counts[id.x % 4u], 1u);
+    atomicMin(&low[0], -i32(id.x));
+}
+";
+        let text = module_text(&COUNTS, &WgslSource(source), Declared::AsSigned);
+        assert_eq!(check_source(&COUNTS, &text), Ok(()));
+    }
+
+    #[test]
     fn the_all_writable_declarations_differ_only_in_the_read_only_buffers_access() {
         let signed = declarations(&PATCH);
         let writable = declarations_as(&PATCH, Declared::AllWritable);

@@ -4,6 +4,7 @@
 
 use crate::ids::{HandleId, RuntimeId, StreamId};
 use crate::kernel::Elem;
+use crate::kernel::race::RacingAccess;
 use crate::usage::{MemoryUsage, ReadableBytes};
 use std::sync::Arc;
 
@@ -123,6 +124,46 @@ pub enum LaunchError {
         /// The backend's name.
         backend: &'static str,
     },
+    /// A launch's cube count is over the device's limit along an axis: refused by the launch, or
+    /// for a dynamic count (read when the launch runs) the stream's fault on the cpu and sim
+    /// backends.
+    #[error(
+        "kernel `{kernel}` is launched over {count:?} cubes{}: {} along {axis}, over the \
+         device's limit of {limit} per axis (DeviceProperties::max_cube_count); split the launch \
+         or spread its cubes over more axes",
+        if *.dynamic { " (its dynamic count, read as it ran; it ran no cube)" } else { "" },
+        .count[match *.axis { "x" => 0, "y" => 1, _ => 2 }]
+    )]
+    CubeCountOverLimit {
+        /// The kernel's name.
+        kernel: &'static str,
+        /// The cube count of the launch.
+        count: [u32; 3],
+        /// The axis over the limit: "x", "y" or "z".
+        axis: &'static str,
+        /// The device's limit per axis along it.
+        limit: u32,
+        /// Whether the count was read from a buffer as the launch ran.
+        dynamic: bool,
+    },
+    /// A kernel's cube dim is over the device's limit on units along an axis or per cube.
+    #[error(
+        "kernel `{kernel}` declares a cube dim of {cube_dim:?}: {value} {}{what}, over the \
+         device's limit of {limit} (DeviceProperties::max_cube_dim and max_units_per_cube)",
+        if .what.len() == 1 { "units along " } else { "" }
+    )]
+    CubeDimOverLimit {
+        /// The kernel's name.
+        kernel: &'static str,
+        /// The kernel's cube dim.
+        cube_dim: [u32; 3],
+        /// What is over: an axis ("x", "y", "z") or "units per cube".
+        what: &'static str,
+        /// Its value.
+        value: u64,
+        /// The device's limit on it.
+        limit: u64,
+    },
 }
 
 /// Work failed while its stream ran it: the stream's fault, reported by the next read or sync
@@ -150,6 +191,30 @@ pub enum ExecutionError {
         kernel: &'static str,
         /// The buffer's name in the signature.
         param: &'static str,
+        /// The stream it ran on.
+        stream: StreamId,
+    },
+    /// Two units of one checked launch raced on an element of a device buffer (cpu and sim
+    /// backends, `gpuworld::kernel::race`): both stored to it, one stored to what the other
+    /// loaded, or one accessed plainly what the other changed atomically. The launch ran on;
+    /// what it left in the buffer is one of the orders the device may pick.
+    #[error(
+        "kernel `{kernel}` raced on {stream}: element {element} of buffer `{param}` — {first}, \
+         and {second}, in one launch, so the result depends on the order units run in (it \
+         differs between devices); let one unit own each element, or declare the buffer \
+         `.atomic()` and change it with atomics"
+    )]
+    DataRace {
+        /// The kernel's name.
+        kernel: &'static str,
+        /// The buffer's name in the signature.
+        param: &'static str,
+        /// The element's index.
+        element: u64,
+        /// The access recorded first.
+        first: RacingAccess,
+        /// The access that conflicts with it.
+        second: RacingAccess,
         /// The stream it ran on.
         stream: StreamId,
     },

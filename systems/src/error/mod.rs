@@ -134,8 +134,9 @@ error_kinds! {
     Binding(BindingError) { ReleasedHandle, ForeignHandle, OutOfRange, WriteTooLarge }
     Launch(LaunchError) {
         BindingCount, ScalarType, BufferElementSize, MisalignedBinding, MissingKernelSource,
+        CubeCountOverLimit, CubeDimOverLimit,
     }
-    Execution(ExecutionError) { KernelPanic, ReadOnlyStore, DeviceFault, Compile }
+    Execution(ExecutionError) { KernelPanic, ReadOnlyStore, DataRace, DeviceFault, Compile }
     Memory(MemoryError) { OutOfMemory, BufferTooLarge, DeviceFailed, StaleHandle }
     Device(DeviceError) { BackendUnavailable, NoSuchDevice }
     Collective(CollectiveError) {

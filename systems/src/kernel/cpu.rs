@@ -3,6 +3,7 @@
 //! elements at once, bounds checked once for the range rather than at every element).
 
 use super::KernelSource;
+use super::race::{AccessKind, RaceShadow};
 use std::ops::Range;
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -107,6 +108,8 @@ pub struct KernelIo<'a> {
     buffers: &'a [CpuBuffer<'a>],
     scalars: &'a [u32],
     mode: super::ExecutionMode,
+    /// The race detector's shadow, in a tracked launch, and the units of one cube.
+    races: Option<(&'a RaceShadow, u64)>,
 }
 
 impl<'a> KernelIo<'a> {
@@ -120,17 +123,36 @@ impl<'a> KernelIo<'a> {
             buffers,
             scalars,
             mode,
+            races: None,
         }
+    }
+
+    /// These arguments, every access to a writable binding recorded in `shadow` (the race
+    /// detector, see [`race`](super::race)) for a launch of cubes of `units_per_cube` units.
+    pub fn with_races(self, shadow: &'a RaceShadow, units_per_cube: u64) -> Self {
+        KernelIo {
+            races: Some((shadow, units_per_cube)),
+            ..self
+        }
+    }
+
+    /// The race detector's shadow, in a tracked launch.
+    #[inline]
+    pub(crate) fn races(&self) -> Option<&'a RaceShadow> {
+        self.races.map(|(shadow, _)| shadow)
     }
 
     /// Binding `buffer`, resolved once for many accesses.
     #[inline]
     pub fn buffer(&self, buffer: usize) -> BufferIo<'a> {
+        let view = &self.buffers[buffer];
         BufferIo {
-            words: self.buffers[buffer].words,
+            words: view.words,
             buffer,
             mode: self.mode,
-            read_only: self.buffers[buffer].read_only,
+            read_only: view.read_only,
+            // Nothing stores to a read-only binding: its loads cannot race.
+            races: self.races().filter(|_| !view.read_only),
         }
     }
 
@@ -196,6 +218,14 @@ impl<'a> KernelIo<'a> {
         if out.read_only && !units.is_empty() {
             out.refuse_store();
         }
+        if let Some((_, units_per_cube)) = self.races {
+            // Element by element, each as its unit's, for the race detector.
+            for i in units {
+                self.at_global(i, units_per_cube);
+                out.store_u32(i, f(inputs.map(|input| input.load_u32(i))));
+            }
+            return;
+        }
         // The units every binding holds need no check per element; the others, if any, come
         // after them, so taking them one by one keeps the order of any panic or dropped store.
         let held = inputs
@@ -244,6 +274,7 @@ pub struct BufferIo<'a> {
     buffer: usize,
     mode: super::ExecutionMode,
     read_only: bool,
+    races: Option<&'a RaceShadow>,
 }
 
 impl<'a> BufferIo<'a> {
@@ -256,17 +287,21 @@ impl<'a> BufferIo<'a> {
     /// The words of elements `range`, if the binding holds all of them: for kernels that check
     /// a range once instead of each access (a range it does not hold is theirs to handle, as
     /// single accesses would). Stores through them skip the read-only check: check
-    /// [`is_read_only`](Self::is_read_only) before storing.
+    /// [`is_read_only`](Self::is_read_only) before storing; accesses through them are not seen
+    /// by the race detector (the generated sources use them only for elements each unit owns:
+    /// at its own `global_index()`).
     #[inline]
     pub fn words(&self, range: Range<usize>) -> Option<&'a [AtomicU32]> {
         self.words.get(range)
     }
 
     #[inline]
-    fn word(&self, index: usize) -> Option<&AtomicU32> {
+    fn word(&self, index: usize, kind: AccessKind) -> Option<&AtomicU32> {
         let word = self.words.get(index);
-        if word.is_none() {
-            self.out_of_bounds(index);
+        match (word, self.races) {
+            (None, _) => self.out_of_bounds(index),
+            (Some(_), Some(shadow)) => shadow.access(self.buffer, index, kind),
+            (Some(_), None) => {}
         }
         word
     }
@@ -277,10 +312,10 @@ impl<'a> BufferIo<'a> {
     #[inline(never)]
     fn out_of_bounds(&self, index: usize) {
         if self.mode == super::ExecutionMode::Unchecked {
-            panic!(
+            stop_launch(format!(
                 "element {index} of buffer {} is out of bounds in an unchecked launch",
                 self.buffer
-            );
+            ));
         }
     }
 
@@ -289,7 +324,7 @@ impl<'a> BufferIo<'a> {
     #[cold]
     #[inline(never)]
     fn refuse_store(&self) -> ! {
-        std::panic::panic_any(ReadOnlyStore {
+        stop_launch(ReadOnlyStore {
             buffer: self.buffer,
         })
     }
@@ -304,7 +339,8 @@ impl<'a> BufferIo<'a> {
     /// unchecked mode.
     #[inline]
     pub fn load_u32(&self, index: usize) -> u32 {
-        self.word(index).map_or(0, |w| w.load(Ordering::Relaxed))
+        self.word(index, AccessKind::Load)
+            .map_or(0, |w| w.load(Ordering::Relaxed))
     }
 
     /// Writes element `index`; out of bounds is dropped in checked mode and panics in unchecked
@@ -314,7 +350,7 @@ impl<'a> BufferIo<'a> {
         if self.read_only {
             self.refuse_store();
         }
-        if let Some(w) = self.word(index) {
+        if let Some(w) = self.word(index, AccessKind::Store) {
             w.store(value, Ordering::Relaxed);
         }
     }
@@ -323,6 +359,19 @@ impl<'a> BufferIo<'a> {
     #[inline]
     pub fn load_f32(&self, index: usize) -> f32 {
         f32::from_bits(self.load_u32(index))
+    }
+
+    /// Applies `op` to element `index` atomically (relaxed) and returns the element's value
+    /// before it; out of bounds has no effect and returns 0 in checked mode and stops an
+    /// unchecked launch, as a store would; on a read-only binding it stops the launch
+    /// (`ExecutionError::ReadOnlyStore`).
+    #[inline]
+    pub fn atomic(&self, index: usize, op: super::AtomicOp) -> u32 {
+        if self.read_only {
+            self.refuse_store();
+        }
+        self.word(index, AccessKind::Atomic)
+            .map_or(0, |w| op.apply(w))
     }
 
     /// Writes element `index` as `f32`.
@@ -338,6 +387,14 @@ impl<'a> BufferIo<'a> {
 pub struct ReadOnlyStore {
     /// The binding's position in the launch.
     pub buffer: usize,
+}
+
+/// Stops the running launch with `why`, which the backend catches and returns as the stream's
+/// typed error: an unwind that skips the panic hook (`resume_unwind`), so that no thread prints
+/// a panic message for an error the caller gets as a value.
+#[cold]
+pub(crate) fn stop_launch<T: std::any::Any + Send>(why: T) -> ! {
+    std::panic::resume_unwind(Box::new(why))
 }
 
 /// The text of a caught panic.

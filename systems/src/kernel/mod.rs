@@ -7,10 +7,16 @@
 //! its own as [`Backend::Source`](crate::backend::Backend::Source) and owns what the text means
 //! (its declarations, prelude and compiler). A backend may also define a source type of its own.
 
+pub mod atomic;
 mod cpu;
 mod elem;
+pub mod exact_math;
+pub mod limits;
 pub mod ops;
+pub mod race;
+pub mod transcendental;
 
+pub use atomic::AtomicOp;
 pub use cpu::{
     BufferIo, CpuBuffer, CpuKernelFn, CpuSource, CubeContext, KernelIo, ReadOnlyStore,
     panic_message,

@@ -5,9 +5,11 @@
 //! What is the same on every backend, bit for bit: `+ - * /` of `u32` and `i32` (wrapping;
 //! division by zero and `i32::MIN / -1` below; `>>` of i32 is arithmetic), `+ - *` of `f32` (IEEE, round to nearest, never contracted into a fused
 //! multiply-add: `a * b + c` rounds twice everywhere), comparisons, conversions, bit operations,
-//! and every function of this module that does not say otherwise. Exceptions, each documented on
-//! its function: `f32` division and square root on wgpu (WGSL allows 2.5 ULP; lavapipe is
-//! exact), `mul_add` on wgpu (it may round twice), the transcendental functions (a tolerance),
+//! and every function of this module that does not say otherwise; `f32` division and square root
+//! are IEEE 754's everywhere (on wgpu computed from integer operations, see
+//! [`exact_math`](super::exact_math)). The transcendental functions are
+//! deterministic too ([`transcendental`](super::transcendental)). Exceptions, each documented on
+//! its function: `mul_add` on wgpu (it may round twice),
 //! and the bits of a NaN result (its sign and payload are the device's: compare NaN as NaN).
 //! Float comparisons follow IEEE 754 everywhere (a NaN compares unequal to everything); the WGSL
 //! tests NaN by its bits, since WGSL lets a compiler assume no NaN reaches a comparison. On wgpu,
@@ -107,9 +109,9 @@ pub fn trunc_f32(x: f32) -> f32 {
     x.trunc()
 }
 
-/// `x.sqrt()`: correctly rounded on cpu, sim and CUDA (`__fsqrt_rn`); WGSL allows its `sqrt` the
-/// accuracy of `1 / inverseSqrt(x)`, so on wgpu it may differ in the last bits (lavapipe is
-/// exact).
+/// `x.sqrt()`: correctly rounded on every backend: Rust's on cpu and sim, `__fsqrt_rn` on CUDA,
+/// and on wgpu [`exact_math::sqrt_f32`](super::exact_math::sqrt_f32)'s integer algorithm (WGSL
+/// allows its own `sqrt` the accuracy of `1 / inverseSqrt(x)`).
 #[inline]
 pub fn sqrt_f32(x: f32) -> f32 {
     x.sqrt()
@@ -123,40 +125,51 @@ pub fn fma_f32(a: f32, b: f32, c: f32) -> f32 {
     a.mul_add(b, c)
 }
 
-/// `x.exp()`: transcendental; backends agree within 1e-5 relative (or 1e-6 absolute near 0).
+/// `x.exp()`: deterministic (the same bits on every backend), from f32 additions and products
+/// rounded one by one ([`transcendental::exp_f32`](super::transcendental::exp_f32), where
+/// its accuracy is measured).
 #[inline]
 pub fn exp_f32(x: f32) -> f32 {
-    x.exp()
+    super::transcendental::exp_f32(x)
 }
 
-/// `x.ln()`: transcendental; see [`exp_f32`] for the tolerance.
+/// `x.ln()`: deterministic (the same bits on every backend), from f32 additions and products
+/// rounded one by one ([`transcendental::ln_f32`](super::transcendental::ln_f32), where
+/// its accuracy is measured).
 #[inline]
 pub fn ln_f32(x: f32) -> f32 {
-    x.ln()
+    super::transcendental::ln_f32(x)
 }
 
-/// `x.sin()`: transcendental; WGSL allows 2^-11 absolute error on [-π, π].
+/// `x.sin()`: deterministic (the same bits on every backend), from f32 additions and products
+/// rounded one by one ([`transcendental::sin_f32`](super::transcendental::sin_f32), where
+/// its accuracy is measured).
 #[inline]
 pub fn sin_f32(x: f32) -> f32 {
-    x.sin()
+    super::transcendental::sin_f32(x)
 }
 
-/// `x.cos()`: transcendental; WGSL allows 2^-11 absolute error on [-π, π].
+/// `x.cos()`: deterministic (the same bits on every backend), from f32 additions and products
+/// rounded one by one ([`transcendental::cos_f32`](super::transcendental::cos_f32), where
+/// its accuracy is measured).
 #[inline]
 pub fn cos_f32(x: f32) -> f32 {
-    x.cos()
+    super::transcendental::cos_f32(x)
 }
 
-/// `x.tanh()`: transcendental; see [`exp_f32`] for the tolerance.
+/// `x.tanh()`: deterministic (the same bits on every backend), from f32 additions and products
+/// rounded one by one ([`transcendental::tanh_f32`](super::transcendental::tanh_f32), where
+/// its accuracy is measured).
 #[inline]
 pub fn tanh_f32(x: f32) -> f32 {
-    x.tanh()
+    super::transcendental::tanh_f32(x)
 }
 
-/// `x.powf(y)`: transcendental; see [`exp_f32`] for the tolerance (for `x > 0`).
+/// `x.powf(y)`: deterministic, as `e^(y ln x)` with IEEE 754's special cases
+/// ([`transcendental::powf_f32`](super::transcendental::powf_f32)).
 #[inline]
 pub fn powf_f32(x: f32, y: f32) -> f32 {
-    x.powf(y)
+    super::transcendental::powf_f32(x, y)
 }
 
 #[cfg(test)]

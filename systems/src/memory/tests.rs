@@ -28,6 +28,8 @@ fn properties(alignment: u64, memory_layout: MemoryLayout) -> DeviceProperties {
         limits: Default::default(),
         features: Vec::new(),
         max_cube_count: [1; 3],
+        max_cube_dim: [1; 3],
+        max_units_per_cube: 1,
         max_buffer_bytes: None,
         page_mapping: None,
         slow_buffers: false,
