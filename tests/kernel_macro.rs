@@ -114,7 +114,7 @@ fn edges(xs: &[u32], fs: &[f32], out: &mut [u32]) {
 /// i32 at its edges, 16 results per input: wrapping arithmetic, division and remainder by zero
 /// and of `i32::MIN` by -1, arithmetic shifts, conversions, comparisons, typed literals.
 #[gpuworld::kernel(cube_dim = 32)]
-fn signed(xs: &[i32], ys: &[i32], fs: &[f32], out: &mut [i32], bias: i32) {
+fn signed_ops(xs: &[i32], ys: &[i32], fs: &[f32], out: &mut [i32], bias: i32) {
     let i = global_index();
     if i < xs.len() {
         let x = xs[i];
@@ -653,7 +653,7 @@ mod cases {
                 .buffer(&out)
                 .scalar_i32(bias);
             client
-                .launch(&signed, CubeCount::covering(n as u64, 32), bindings)
+                .launch(&signed_ops, CubeCount::covering(n as u64, 32), bindings)
                 .unwrap();
             let got = read_words(client, &out);
             let expected = signed_on_host(&xs, &ys, &fs, bias);

@@ -1,9 +1,16 @@
 use gpuworld_macros::kernel;
 
+// `signed` is a Rust identifier but a CUDA C++ keyword: the kernel's name appears as written.
 #[kernel]
-fn reserved(float: &mut [f32]) {
+fn signed(out: &mut [i32]) {
     let i = global_index();
-    float[i] = 1.0;
+    out[i] = 0;
+}
+
+#[kernel]
+fn scales(scalars: &mut [f32]) {
+    let i = global_index();
+    scalars[i] = 0.0;
 }
 
 fn main() {}

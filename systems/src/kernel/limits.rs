@@ -8,9 +8,11 @@ use crate::backend::DeviceProperties;
 use crate::error::LaunchError;
 use crate::kernel::KernelDef;
 
-/// Cubes per axis the cpu and sim backends run: WebGPU's default limit (and Vulkan's guaranteed
-/// minimum, and CUDA's along y and z), so a launch that runs on them runs on every device.
-pub const HOST_MAX_CUBE_COUNT: [u32; 3] = [65_535; 3];
+/// Cubes per axis the cpu and sim backends run: CUDA's grid limits (2^31 - 1 along x, 65,535
+/// along y and z). A 1-D launch of more than 65,535 cubes runs there and on CUDA; wgpu reports
+/// its adapter's limit (65,535 per axis by WebGPU's default), and a launch over it is refused at
+/// `launch` on that backend alone, each backend enforcing the limits it reports.
+pub const HOST_MAX_CUBE_COUNT: [u32; 3] = [i32::MAX as u32, 65_535, 65_535];
 
 /// Units per axis of one cube on the cpu and sim backends: CUDA's and most Vulkan devices'.
 pub const HOST_MAX_CUBE_DIM: [u32; 3] = [1_024, 1_024, 64];

@@ -14,6 +14,7 @@ pub mod exact_math;
 pub mod limits;
 pub mod ops;
 pub mod race;
+mod racing;
 pub mod transcendental;
 
 pub use atomic::AtomicOp;

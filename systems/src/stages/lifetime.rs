@@ -96,6 +96,7 @@ impl PinnedHandles {
     }
 
     /// Whether no handle is pinned.
+    #[cfg_attr(not(feature = "internals"), allow(dead_code))]
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }

@@ -89,6 +89,7 @@ impl PendingReplies {
     }
 
     /// Reads and syncs in flight.
+    #[cfg_attr(not(feature = "internals"), allow(dead_code))]
     pub fn len(&self) -> usize {
         self.reads.len() + self.syncs.len()
     }

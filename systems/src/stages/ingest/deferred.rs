@@ -40,6 +40,7 @@ impl DeferredCommands {
     }
 
     /// Whether no command waits or is carried.
+    #[cfg_attr(not(feature = "internals"), allow(dead_code))]
     pub fn is_empty(&self) -> bool {
         self.waiting.is_empty() && self.carried.is_empty()
     }

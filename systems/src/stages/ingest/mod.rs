@@ -15,9 +15,13 @@ mod replies;
 mod transfers;
 mod work;
 
+// What tools read with the `internals` feature; the stages themselves name fewer.
+#[cfg_attr(not(feature = "internals"), allow(unused_imports))]
 pub use super::lifetime::UsedOn;
 pub use deferred::DeferredCommands;
+#[cfg_attr(not(feature = "internals"), allow(unused_imports))]
 pub use drain::{CUT_FROM, InboxHandle, IngestAccess, ingest_commands};
+#[cfg_attr(not(feature = "internals"), allow(unused_imports))]
 pub use handle_index::{HandleEntry, HandleIndex, HandleState};
 
 use super::tick::TickStage;
