@@ -12,6 +12,10 @@ use gpuworld::testing::{BackendTest, TestBackend};
 use gpuworld::{Backend, Bindings, ComputeClient, CubeCount, Handle};
 
 test_main![
+    cases::native_functions_are_the_devices_own_on_cpu,
+    cases::native_functions_are_the_devices_own_on_sim,
+    cases::native_functions_are_the_devices_own_on_wgpu,
+    cases::native_functions_are_the_devices_own_on_cuda,
     cases::axpb_rounds_twice_on_cpu,
     cases::axpb_rounds_twice_on_sim,
     cases::axpb_rounds_twice_on_wgpu,
@@ -485,6 +489,24 @@ fn assert_same_f32(backend: &str, what: &str, got: &[u32], expected: &[u32]) {
 }
 
 /// Each case: a [`BackendTest`] run on one backend by a test of its own.
+/// The device's own transcendentals and square root, seven results per input: fast, and not
+/// the same bits on every backend (their names say so).
+#[gpuworld::kernel(cube_dim = 64)]
+fn natives(x: &[f32], out: &mut [f32]) {
+    let i = global_index();
+    if i < x.len() {
+        let v = x[i];
+        let k = i * 7;
+        out[k] = v.native_sqrt();
+        out[k + 1] = v.native_exp();
+        out[k + 2] = v.native_ln();
+        out[k + 3] = v.native_sin();
+        out[k + 4] = v.native_cos();
+        out[k + 5] = v.native_tanh();
+        out[k + 6] = v.native_powf(1.5);
+    }
+}
+
 mod cases {
     use super::*;
 
@@ -504,6 +526,52 @@ mod cases {
             }
         };
     }
+
+    pub struct Natives;
+    impl BackendTest for Natives {
+        fn run<B: Backend>(&self, client: &ComputeClient<B>) {
+            let n = 1000usize;
+            // Positive inputs in [0.01, 10]: every function is defined there.
+            let x: Vec<f32> = (0..n).map(|i| 0.01 + i as f32 * 0.01).collect();
+            let input = upload(client, &x);
+            let out = client.empty(4 * 7 * n as u64);
+            let bindings = Bindings::new().buffer(&input).buffer(&out);
+            client
+                .launch(&natives, CubeCount::covering(n as u64, 64), bindings)
+                .unwrap();
+            let got = read_words(client, &out);
+            for (i, &v) in x.iter().enumerate() {
+                let v = f64::from(v);
+                let want = [
+                    v.sqrt(),
+                    v.exp(),
+                    v.ln(),
+                    v.sin(),
+                    v.cos(),
+                    v.tanh(),
+                    v.powf(1.5),
+                ];
+                for (j, want) in want.iter().enumerate() {
+                    let got = f64::from(f32::from_bits(got[i * 7 + j]));
+                    // The device's own: within 1e-5 relative, or 2^-11 absolute (WGSL's bound
+                    // for `sin` and `cos` near their zeros).
+                    let tolerance = (want.abs() * 1e-5).max(1.0 / 2048.0);
+                    assert!(
+                        (got - want).abs() <= tolerance,
+                        "{} native function {j} of {v}: {got}, want {want}",
+                        B::NAME
+                    );
+                }
+            }
+        }
+    }
+    on_each_backend!(
+        Natives,
+        native_functions_are_the_devices_own_on_cpu,
+        native_functions_are_the_devices_own_on_sim,
+        native_functions_are_the_devices_own_on_wgpu,
+        native_functions_are_the_devices_own_on_cuda
+    );
 
     pub struct Axpb;
     impl BackendTest for Axpb {

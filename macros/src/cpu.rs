@@ -443,6 +443,18 @@ impl Gen<'_> {
                     Func::Cos => quote! { #ops::cos_f32(#(#a),*) },
                     Func::Tanh => quote! { #ops::tanh_f32(#(#a),*) },
                     Func::Powf => quote! { #ops::powf_f32(#(#a),*) },
+                    Func::Native(native) => {
+                        let name = match native {
+                            NativeFunc::Sqrt => quote! { sqrt },
+                            NativeFunc::Exp => quote! { exp },
+                            NativeFunc::Ln => quote! { ln },
+                            NativeFunc::Sin => quote! { sin },
+                            NativeFunc::Cos => quote! { cos },
+                            NativeFunc::Tanh => quote! { tanh },
+                            NativeFunc::Powf => quote! { powf },
+                        };
+                        quote! { f32::#name(#(#a),*) }
+                    }
                 }
             }
             ExprKind::Select(cond, then, els) => {

@@ -372,6 +372,15 @@ impl Gen<'_> {
                     Func::Cos => call("gw_cos"),
                     Func::Tanh => call("gw_tanh"),
                     Func::Powf => call("gw_powf"),
+                    Func::Native(native) => call(match native {
+                        NativeFunc::Sqrt => "sqrtf",
+                        NativeFunc::Exp => "expf",
+                        NativeFunc::Ln => "logf",
+                        NativeFunc::Sin => "sinf",
+                        NativeFunc::Cos => "cosf",
+                        NativeFunc::Tanh => "tanhf",
+                        NativeFunc::Powf => "powf",
+                    }),
                 }
             }
             ExprKind::Select(cond, then, els) => format!(

@@ -227,6 +227,21 @@ pub enum Func {
     Cos,
     Tanh,
     Powf,
+    /// `x.native_sin()` and the like: the device's own function, fast and not the same bits on
+    /// every backend (the name says so).
+    Native(NativeFunc),
+}
+
+/// The device's own versions of the functions the subset computes exactly or deterministically.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NativeFunc {
+    Sqrt,
+    Exp,
+    Ln,
+    Sin,
+    Cos,
+    Tanh,
+    Powf,
 }
 
 #[derive(Clone, Debug)]

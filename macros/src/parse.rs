@@ -1721,6 +1721,13 @@ impl Parser {
             (Ty::F32, "cos") => (Func::Cos, &[], Ty::F32),
             (Ty::F32, "tanh") => (Func::Tanh, &[], Ty::F32),
             (Ty::F32, "powf") => (Func::Powf, &[Ty::F32], Ty::F32),
+            (Ty::F32, "native_sqrt") => (Func::Native(NativeFunc::Sqrt), &[], Ty::F32),
+            (Ty::F32, "native_exp") => (Func::Native(NativeFunc::Exp), &[], Ty::F32),
+            (Ty::F32, "native_ln") => (Func::Native(NativeFunc::Ln), &[], Ty::F32),
+            (Ty::F32, "native_sin") => (Func::Native(NativeFunc::Sin), &[], Ty::F32),
+            (Ty::F32, "native_cos") => (Func::Native(NativeFunc::Cos), &[], Ty::F32),
+            (Ty::F32, "native_tanh") => (Func::Native(NativeFunc::Tanh), &[], Ty::F32),
+            (Ty::F32, "native_powf") => (Func::Native(NativeFunc::Powf), &[Ty::F32], Ty::F32),
             (Ty::F32, "min") => (Func::Min, &[Ty::F32], Ty::F32),
             (Ty::F32, "max") => (Func::Max, &[Ty::F32], Ty::F32),
             (Ty::F32, "mul_add") => (Func::Fma, &[Ty::F32, Ty::F32], Ty::F32),
@@ -1732,7 +1739,7 @@ impl Parser {
             (ty, _) => {
                 let offer = match ty {
                     Ty::F32 => {
-                        "abs, floor, ceil, trunc, sqrt, min, max, mul_add, to_bits, exp, ln, sin, cos, tanh, powf"
+                        "abs, floor, ceil, trunc, sqrt, min, max, mul_add, to_bits, exp, ln, sin, cos, tanh, powf, and the device's own (not the same bits everywhere) native_sqrt, native_exp, native_ln, native_sin, native_cos, native_tanh, native_powf"
                     }
                     Ty::U32 | Ty::I32 => "min, max",
                     Ty::Bool => "none",

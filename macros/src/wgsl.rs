@@ -519,6 +519,15 @@ impl Gen<'_> {
                     Func::Cos => format!("gw_cos({}, gw_z)", a[0]),
                     Func::Tanh => format!("gw_tanh({}, gw_z)", a[0]),
                     Func::Powf => format!("gw_powf({}, gw_z)", a.join(", ")),
+                    Func::Native(native) => call(match native {
+                        NativeFunc::Sqrt => "sqrt",
+                        NativeFunc::Exp => "exp",
+                        NativeFunc::Ln => "log",
+                        NativeFunc::Sin => "sin",
+                        NativeFunc::Cos => "cos",
+                        NativeFunc::Tanh => "tanh",
+                        NativeFunc::Powf => "pow",
+                    }),
                 }
             }
             ExprKind::Select(cond, then, els) => format!(
