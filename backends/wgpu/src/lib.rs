@@ -10,6 +10,7 @@ mod marks;
 mod pipelines;
 mod readback;
 mod replay;
+mod shared_device;
 mod stream;
 mod timing;
 mod uniforms;
@@ -18,6 +19,7 @@ mod wgsl;
 mod writes;
 
 pub use adapter::{AdapterSelection, AdapterSummary, WgpuConfig, list_adapters};
+pub use shared_device::{LimitShortfall, SharedDeviceError, required_limits};
 pub use timing::KernelTiming;
 pub use wgpu;
 pub use wgsl::{WgslSource, wgsl_text};
@@ -153,6 +155,47 @@ impl WgpuBackend {
         let instance = adapter::instance(config.backends);
         let adapter = adapter::select_adapter(&instance, &config)?;
         let (device, queue) = adapter::open_device(&adapter, &config)?;
+        let adapter_index = adapter::index_of(&instance, config.backends, &adapter.get_info());
+        Ok(WgpuBackend::over(
+            &adapter,
+            device,
+            queue,
+            config,
+            adapter_index,
+        ))
+    }
+
+    /// A backend on a device the caller opened (a renderer's): gpuworld's work is submitted on
+    /// `queue`, so it runs before the caller's submissions made after it and after those made
+    /// before it (one queue runs submissions in order). `SharedDeviceError` names what the
+    /// device lacks. Only dispatch timing and marks use a feature (`TIMESTAMP_QUERY`), where
+    /// the device has it. `config.adapter`, `backends` are not read.
+    pub fn on_device(
+        adapter: &wgpu::Adapter,
+        device: wgpu::Device,
+        queue: wgpu::Queue,
+        config: WgpuConfig,
+    ) -> Result<WgpuBackend, SharedDeviceError> {
+        shared_device::check(adapter, &device)?;
+        let _guard = DEVICE_LIFECYCLE.lock();
+        let instance = adapter::instance(config.backends);
+        let adapter_index = adapter::index_of(&instance, config.backends, &adapter.get_info());
+        Ok(WgpuBackend::over(
+            adapter,
+            device,
+            queue,
+            config,
+            adapter_index,
+        ))
+    }
+
+    fn over(
+        adapter: &wgpu::Adapter,
+        device: wgpu::Device,
+        queue: wgpu::Queue,
+        config: WgpuConfig,
+        adapter_index: u32,
+    ) -> WgpuBackend {
         let errors = DeviceErrors::install(&device);
         let limits = device.limits();
         let timing = if config.timestamps {
@@ -166,7 +209,6 @@ impl WgpuBackend {
             None
         };
         let adapter_info = adapter.get_info();
-        let adapter_index = adapter::index_of(&instance, config.backends, &adapter_info);
         tracing::info!(
             target: "gpuworld::stream",
             adapter = %adapter_info.name,
@@ -174,7 +216,7 @@ impl WgpuBackend {
             device_type = ?adapter_info.device_type,
             "wgpu device opened"
         );
-        Ok(WgpuBackend {
+        WgpuBackend {
             uniforms: UniformPool::new(u64::from(limits.min_uniform_buffer_offset_alignment)),
             uploads: UploadBelt::new(config.upload_chunk, config.upload_budget),
             device,
@@ -196,7 +238,7 @@ impl WgpuBackend {
             submitted: 0,
             completed: Arc::new(AtomicU64::new(0)),
             adapter_index,
-        })
+        }
     }
 
     /// The adapter's name, API, type and driver.
@@ -459,10 +501,15 @@ impl Backend for WgpuBackend {
         let buffer = self.device.create_buffer(&wgpu::BufferDescriptor {
             label: Some("gpuworld storage"),
             size,
+            // A renderer binds leased memory as vertices, indices or uniforms as well
+            // (docs/render.md: the usages cost nothing measurable at creation or in dispatches).
             usage: wgpu::BufferUsages::STORAGE
                 | wgpu::BufferUsages::COPY_SRC
                 | wgpu::BufferUsages::COPY_DST
-                | wgpu::BufferUsages::INDIRECT,
+                | wgpu::BufferUsages::INDIRECT
+                | wgpu::BufferUsages::VERTEX
+                | wgpu::BufferUsages::INDEX
+                | wgpu::BufferUsages::UNIFORM,
             mapped_at_creation: false,
         });
         let raised = self.errors.take();
