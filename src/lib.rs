@@ -55,8 +55,8 @@ pub use tune::{Tunable, TunableSet, TuneKey, TuneMode, TuneResult, Tuner, TunerC
 pub use gpuworld_cpu::{CpuBackend, CpuConfig, HostWords};
 #[cfg(feature = "wgpu")]
 pub use gpuworld_wgpu::{
-    AdapterSelection, AdapterSummary, KernelTiming, LimitShortfall, SharedDeviceError, WgpuBackend,
-    WgpuConfig, WgslSource, list_adapters as wgpu_adapters,
+    AdapterSelection, AdapterSummary, HostTraffic, KernelTiming, LimitShortfall, SharedDeviceError,
+    WgpuBackend, WgpuConfig, WgslSource, list_adapters as wgpu_adapters,
     required_limits as wgpu_required_limits, wgpu,
 };
 

@@ -206,4 +206,10 @@ impl ComputeClient<crate::WgpuBackend> {
     pub fn wgpu_queue(&self) -> wgpu_types::Queue {
         self.shared.runtime.lock().backend().queue().clone()
     }
+
+    /// Bytes that crossed between host and device so far ([`crate::HostTraffic`]). Takes the
+    /// runtime lock; never ticks.
+    pub fn wgpu_host_traffic(&self) -> crate::HostTraffic {
+        self.shared.runtime.lock().backend().host_traffic()
+    }
 }

@@ -132,6 +132,27 @@ pub struct WgpuBackend {
     completed: Arc<AtomicU64>,
     /// The adapter's index in [`list_adapters`]' order.
     adapter_index: u32,
+    /// Bytes that crossed between host and device so far.
+    host_traffic: HostTraffic,
+}
+
+/// Bytes that crossed between the host and the device through the backend: what a renderer
+/// sharing the device saves by drawing from leases instead of reading and uploading.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct HostTraffic {
+    /// Bytes written from the host: writes and creations, and the scalars of launches.
+    pub uploaded: u64,
+    /// Bytes read back to the host (timestamp queries of marks and dispatch timing are not
+    /// counted: turn them off to see zero).
+    pub read_back: u64,
+}
+
+impl HostTraffic {
+    /// Both directions together.
+    pub fn total(&self) -> u64 {
+        self.uploaded + self.read_back
+    }
 }
 
 impl std::fmt::Debug for WgpuBackend {
@@ -238,6 +259,7 @@ impl WgpuBackend {
             submitted: 0,
             completed: Arc::new(AtomicU64::new(0)),
             adapter_index,
+            host_traffic: HostTraffic::default(),
         }
     }
 
@@ -279,6 +301,11 @@ impl WgpuBackend {
     /// Submissions made so far.
     pub fn submissions(&self) -> u64 {
         self.submitted
+    }
+
+    /// Bytes that crossed between host and device so far ([`HostTraffic`]).
+    pub fn host_traffic(&self) -> HostTraffic {
+        self.host_traffic
     }
 
     /// Bytes of upload staging held, at most the configured budget.
@@ -358,7 +385,7 @@ impl WgpuBackend {
             }
         }
         let commands = encoder.finish();
-        UniformPool::upload(&self.queue, &stream.uniforms);
+        self.host_traffic.uploaded += UniformPool::upload(&self.queue, &stream.uniforms);
         UploadBelt::unmap(&stream.uploads);
         self.queue.submit([commands]);
         self.submitted += 1;
@@ -542,6 +569,7 @@ impl Backend for WgpuBackend {
         if self.lost_on(s) {
             return;
         }
+        self.host_traffic.uploaded += data.len() as u64;
         if let Err(message) = self.record_write(s, dst, &data) {
             self.streams[s].fault(message);
         }
@@ -609,6 +637,7 @@ impl Backend for WgpuBackend {
                 );
                 stream.reads += 1;
                 stream.commands += 1;
+                self.host_traffic.read_back += src.size;
             }
             Some(_) => {
                 self.streams[s].fault("read past the end of its buffer");
