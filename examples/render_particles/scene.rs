@@ -1,8 +1,7 @@
 //! The particles of `render_particles` and how they are drawn, shared with its test
 //! (`tests/render_particles.rs` includes this file): the integrator of `bevy_particles` as one
 //! `#[gpuworld::kernel]` (the same bits on every backend), a point pipeline that draws positions
-//! from two vertex buffers, an offscreen frame read back as RGBA, and the host rasteriser the
-//! test compares it with.
+//! from two vertex buffers, and an offscreen frame read back as RGBA.
 
 use gpuworld::{Backend, Bindings, ComputeClient, CubeCount, Handle, Result, wgpu};
 
@@ -315,25 +314,4 @@ impl Offscreen {
         self.readback.unmap();
         Ok(pixels)
     }
-}
-
-/// The frame the point pipeline draws of these positions, rasterised on the host: each point
-/// lights the pixel its window position falls in (x right, y up, as the vertex shader maps the
-/// unit box onto the viewport), adding [`POINT_COLOR`] with saturation.
-pub fn rasterise(xs: &[f32], ys: &[f32]) -> Vec<u8> {
-    let side = SIDE as f32;
-    let mut counts = vec![0u32; (SIDE * SIDE) as usize];
-    for (&x, &y) in xs.iter().zip(ys) {
-        let (column, row) = (x * side, (1.0 - y) * side);
-        if (0.0..side).contains(&column) && (0.0..side).contains(&row) {
-            counts[row as usize * SIDE as usize + column as usize] += 1;
-        }
-    }
-    counts
-        .iter()
-        .flat_map(|&n| {
-            let [r, g, b] = POINT_COLOR.map(|c| (u32::from(c) * n).min(255) as u8);
-            [r, g, b, 255]
-        })
-        .collect()
 }
