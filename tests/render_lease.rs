@@ -19,6 +19,7 @@ test_main![
     a_lease_outliving_its_runtime_still_reads_its_bytes,
     a_lease_of_a_released_handle_or_of_another_runtime_is_a_typed_error,
     leased_buffers_bind_as_vertices_indices_and_uniforms,
+    several_leases_at_once_submit_once_and_fail_together,
     a_lease_shows_as_a_pin_in_the_sim_snapshot,
 ];
 
@@ -297,4 +298,32 @@ fn a_lease_shows_as_a_pin_in_the_sim_snapshot() {
     client.tick();
     let after = client.snapshot();
     assert!(!after.contains("held by"), "{after}");
+}
+
+fn several_leases_at_once_submit_once_and_fail_together() -> Result<(), Skip> {
+    let renderer = renderer()?;
+    let client = client_on(&renderer);
+    let a = client.create(bytes_of(&[1.0, 2.0]));
+    let b = client.create(bytes_of(&[3.0]));
+    let leases = client.leases([&a, &b]).unwrap();
+    assert_eq!(leases.iter().map(|l| l.size()).collect::<Vec<_>>(), [8, 4]);
+    let read = renderer_reads(&renderer, leases[1].buffer(), leases[1].offset(), 4);
+    assert_eq!(f32s(&read), [3.0]);
+    drop(leases);
+    // One released binding among them: an error, and neither handle stays pinned.
+    let gone = client.create(bytes_of(&[5.0]));
+    let binding = gone.binding();
+    drop(gone);
+    let error = client.leases([a.binding(), binding]).unwrap_err();
+    assert!(
+        matches!(error, Error::Binding(BindingError::ReleasedHandle { .. })),
+        "{error}"
+    );
+    client.tick();
+    assert!(
+        !client.snapshot().contains("held by"),
+        "{}",
+        client.snapshot()
+    );
+    Ok(())
 }

@@ -149,15 +149,15 @@ impl Feed for Leases {
         self.particles
             .step(&self.client)
             .map_err(|e| e.to_string())?;
-        let xs = self
+        // One submit of the stream for both leases.
+        let leases = self
             .client
-            .lease(&self.particles.px)
-            .map_err(|e| e.to_string())?;
-        let ys = self
-            .client
-            .lease(&self.particles.py)
+            .leases([&self.particles.px, &self.particles.py])
             .map_err(|e| e.to_string())?;
         self.in_gpuworld += started.elapsed();
+        let [xs, ys] = leases.as_slice() else {
+            return Err("two bindings gave other than two leases".into());
+        };
         pipeline.draw(
             encoder,
             view,
@@ -165,7 +165,7 @@ impl Feed for Leases {
             ys.slice(),
             self.particles.count as u32,
         );
-        Ok(vec![xs, ys])
+        Ok(leases)
     }
 
     fn host_bytes(&self) -> u64 {

@@ -13,6 +13,7 @@ use gpuworld_systems::backend::Region;
 use gpuworld_systems::error::BindingError;
 use gpuworld_systems::inbox::{Command, Inbox};
 use gpuworld_systems::{Backend, Binding, Error, HandleId, Result, RuntimeId, SimBackend};
+use smallvec::SmallVec;
 use std::sync::Arc;
 
 /// A backend whose memory can be leased: what a lease holds of the buffer behind a region, kept
@@ -141,39 +142,69 @@ impl<B: Leasable> ComputeClient<B> {
     /// the tick that submits, not for the device).
     pub fn lease(&self, binding: impl Into<Binding>) -> Result<Lease<B>> {
         let binding = binding.into();
-        binding.validate(self.shared.id)?;
         let handle = binding.handle();
+        // One binding in, one lease out.
+        self.leases([binding])?
+            .pop()
+            .ok_or(Error::Binding(BindingError::ReleasedHandle { handle }))
+    }
+
+    /// Leases every binding of `bindings` as [`ComputeClient::lease`] does, with one submit of
+    /// the stream for all: a frame that draws from several handles waits for one tick, not one
+    /// per handle. On an error nothing stays leased. May tick: a blocking call.
+    pub fn leases<I>(&self, bindings: I) -> Result<Vec<Lease<B>>>
+    where
+        I: IntoIterator,
+        I::Item: Into<Binding>,
+    {
+        let bindings: SmallVec<[Binding; 4]> = bindings.into_iter().map(Into::into).collect();
+        for binding in &bindings {
+            binding.validate(self.shared.id)?;
+        }
         // Pinned before the submit, in the same drain as anything enqueued before the lease.
-        self.shared.inbox.push_uncaptured(Command::Pin { handle });
-        let unpin = Unpin {
+        for binding in &bindings {
+            let handle = binding.handle();
+            self.shared.inbox.push_uncaptured(Command::Pin { handle });
+        }
+        let pins = Unpin {
             inbox: &self.shared.inbox,
-            handle,
+            handles: bindings.iter().map(Binding::handle).collect(),
             armed: true,
         };
         self.mark()?;
         let runtime = self.shared.runtime.lock();
-        let region = runtime.binding_region(&binding)?;
-        let buffer = runtime
-            .backend()
-            .lease_buffer(region)
-            .ok_or(Error::Binding(BindingError::ReleasedHandle { handle }))?;
+        let mut found = SmallVec::<[(Region, B::Buffer); 4]>::new();
+        for binding in &bindings {
+            let region = runtime.binding_region(binding)?;
+            let buffer = runtime
+                .backend()
+                .lease_buffer(region)
+                .ok_or(Error::Binding(BindingError::ReleasedHandle {
+                    handle: binding.handle(),
+                }))?;
+            found.push((region, buffer));
+        }
         drop(runtime);
-        unpin.disarm();
-        Ok(Lease {
-            buffer,
-            offset: region.offset,
-            size: region.size,
-            handle,
-            runtime: self.shared.id,
-            inbox: self.shared.inbox.clone(),
-        })
+        pins.disarm();
+        Ok(bindings
+            .iter()
+            .zip(found)
+            .map(|(binding, (region, buffer))| Lease {
+                buffer,
+                offset: region.offset,
+                size: region.size,
+                handle: binding.handle(),
+                runtime: self.shared.id,
+                inbox: self.shared.inbox.clone(),
+            })
+            .collect())
     }
 }
 
-/// Unpins on an early return of [`ComputeClient::lease`].
+/// Unpins on an early return of [`ComputeClient::leases`].
 struct Unpin<'a> {
     inbox: &'a Arc<Inbox>,
-    handle: HandleId,
+    handles: SmallVec<[HandleId; 4]>,
     armed: bool,
 }
 
@@ -186,9 +217,9 @@ impl Unpin<'_> {
 impl Drop for Unpin<'_> {
     fn drop(&mut self) {
         if self.armed {
-            self.inbox.push_uncaptured(Command::Unpin {
-                handle: self.handle,
-            });
+            for &handle in &self.handles {
+                self.inbox.push_uncaptured(Command::Unpin { handle });
+            }
         }
     }
 }
