@@ -10,6 +10,7 @@
 mod drivers;
 mod frames;
 mod graph;
+mod lease;
 mod lock;
 mod open;
 mod profile;
@@ -21,6 +22,9 @@ mod transfers;
 
 pub use drivers::Driver;
 pub use graph::{FrameGraph, FrameMode, Graph};
+#[cfg(feature = "wgpu")]
+pub use lease::RenderLease;
+pub use lease::{Leasable, Lease};
 pub use profile::ProfileDuration;
 pub use replies::{ReadTicket, ReplyFuture};
 pub use resource::ResourceGuard;

@@ -25,9 +25,11 @@ pub mod distributed;
 pub mod testing;
 pub mod tune;
 
+#[cfg(feature = "wgpu")]
+pub use client::RenderLease;
 pub use client::{
-    Bindings, ComputeClient, Driver, FrameGraph, FrameMode, Graph, ProfileDuration, ReadTicket,
-    ReplyFuture, ResourceGuard, TensorDesc, TensorHandle,
+    Bindings, ComputeClient, Driver, FrameGraph, FrameMode, Graph, Leasable, Lease,
+    ProfileDuration, ReadTicket, ReplyFuture, ResourceGuard, TensorDesc, TensorHandle,
 };
 #[cfg(feature = "cpu")]
 pub use devices::cpu_clients;
@@ -54,8 +56,9 @@ pub use tune::{Tunable, TunableSet, TuneKey, TuneMode, TuneResult, Tuner, TunerC
 pub use gpuworld_cpu::{CpuBackend, CpuConfig, HostWords};
 #[cfg(feature = "wgpu")]
 pub use gpuworld_wgpu::{
-    AdapterSelection, AdapterSummary, KernelTiming, WgpuBackend, WgpuConfig, WgslSource,
-    list_adapters as wgpu_adapters, wgpu,
+    AdapterSelection, AdapterSummary, HostTraffic, KernelTiming, LimitShortfall, SharedDeviceError,
+    WgpuBackend, WgpuConfig, WgslSource, list_adapters as wgpu_adapters,
+    required_limits as wgpu_required_limits, wgpu,
 };
 
 #[cfg(feature = "cuda")]
@@ -93,6 +96,29 @@ pub fn wgpu_client(config: WgpuConfig) -> Result<ComputeClient<WgpuBackend>> {
 #[cfg(feature = "wgpu")]
 pub fn wgpu_client_with(config: WgpuConfig, driver: Driver) -> Result<ComputeClient<WgpuBackend>> {
     ComputeClient::open(config, driver)
+}
+
+/// A client of a new runtime on a wgpu device the caller already opened (a renderer's),
+/// advanced by `driver`: gpuworld submits on `queue`, so its work and the caller's run in
+/// submission order (docs/render.md). The scheduler and memory settings of `gpuworld.toml` and
+/// `GPUWORLD_*` apply as in [`ComputeClient::open`]. `DeviceError::BackendUnavailable` naming
+/// each limit the device lacks ([`WgpuBackend::on_device`] gives the typed
+/// [`SharedDeviceError`]); `ConfigError::InvalidSetting` when the configuration cannot be read.
+#[cfg(feature = "wgpu")]
+pub fn wgpu_client_on_device(
+    adapter: &wgpu::Adapter,
+    device: wgpu::Device,
+    queue: wgpu::Queue,
+    config: WgpuConfig,
+    driver: Driver,
+) -> Result<ComputeClient<WgpuBackend>> {
+    let settings = config::Settings::load()?;
+    let backend = WgpuBackend::on_device(adapter, device, queue, config)?;
+    let runtime = settings.runtime_config(
+        &Backend::properties(&backend),
+        <WgpuBackend as OpenBackend>::runtime_defaults(),
+    );
+    Ok(ComputeClient::new(backend, runtime, driver))
 }
 
 /// Tasks a cuda stream queues before they are submitted, when nothing forces them earlier.

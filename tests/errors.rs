@@ -94,6 +94,12 @@ const MISUSES: &[Misuse] = &[
         launching_with_a_released_handle_reports_on_the_next_sync
     ),
     misuse!(
+        ErrorKind::ReleasedHandle,
+        "Leasing a handle to a renderer after every clone of it was dropped (`lease`)",
+        "at once, by the lease; nothing stays pinned",
+        leasing_a_released_handle_is_an_error
+    ),
+    misuse!(
         ErrorKind::ForeignHandle,
         "Using a handle of another runtime (read, write or launch)",
         "at once, by the call",
@@ -711,6 +717,30 @@ fn reading_a_released_handle_is_an_error() -> Option<Error> {
     );
     assert!(error.to_string().contains("was released"), "{error}");
     still_works(&client, &kept, &[9.0; 4]);
+    Some(error)
+}
+
+fn leasing_a_released_handle_is_an_error() -> Option<Error> {
+    // The sim leases storage ids (the lease of a wgpu buffer is tested in tests/render_lease.rs).
+    let client = gpuworld::sim_client(gpuworld::SimConfig::default()).unwrap();
+    let handle = client.create(bytes_of(&[1.0; 4]));
+    let binding = handle.binding();
+    drop(handle);
+    let error = client.lease(binding).unwrap_err();
+    assert_eq!(
+        error,
+        Error::Binding(BindingError::ReleasedHandle {
+            handle: binding.handle()
+        })
+    );
+    client.tick();
+    assert!(
+        !client.snapshot().contains("held by"),
+        "the failed lease left a pin"
+    );
+    let kept = client.create(bytes_of(&[2.0; 4]));
+    assert_eq!(client.lease(&kept).unwrap().size(), 16);
+    client.sync().unwrap();
     Some(error)
 }
 

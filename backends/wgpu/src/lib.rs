@@ -10,6 +10,7 @@ mod marks;
 mod pipelines;
 mod readback;
 mod replay;
+mod shared_device;
 mod stream;
 mod timing;
 mod uniforms;
@@ -18,6 +19,7 @@ mod wgsl;
 mod writes;
 
 pub use adapter::{AdapterSelection, AdapterSummary, WgpuConfig, list_adapters};
+pub use shared_device::{LimitShortfall, SharedDeviceError, required_limits};
 pub use timing::KernelTiming;
 pub use wgpu;
 pub use wgsl::{WgslSource, wgsl_text};
@@ -130,6 +132,27 @@ pub struct WgpuBackend {
     completed: Arc<AtomicU64>,
     /// The adapter's index in [`list_adapters`]' order.
     adapter_index: u32,
+    /// Bytes that crossed between host and device so far.
+    host_traffic: HostTraffic,
+}
+
+/// Bytes that crossed between the host and the device through the backend: what a renderer
+/// sharing the device saves by drawing from leases instead of reading and uploading.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct HostTraffic {
+    /// Bytes written from the host: writes and creations, and the scalars of launches.
+    pub uploaded: u64,
+    /// Bytes read back to the host (timestamp queries of marks and dispatch timing are not
+    /// counted: turn them off to see zero).
+    pub read_back: u64,
+}
+
+impl HostTraffic {
+    /// Both directions together.
+    pub fn total(&self) -> u64 {
+        self.uploaded + self.read_back
+    }
 }
 
 impl std::fmt::Debug for WgpuBackend {
@@ -153,6 +176,47 @@ impl WgpuBackend {
         let instance = adapter::instance(config.backends);
         let adapter = adapter::select_adapter(&instance, &config)?;
         let (device, queue) = adapter::open_device(&adapter, &config)?;
+        let adapter_index = adapter::index_of(&instance, config.backends, &adapter.get_info());
+        Ok(WgpuBackend::over(
+            &adapter,
+            device,
+            queue,
+            config,
+            adapter_index,
+        ))
+    }
+
+    /// A backend on a device the caller opened (a renderer's): gpuworld's work is submitted on
+    /// `queue`, so it runs before the caller's submissions made after it and after those made
+    /// before it (one queue runs submissions in order). `SharedDeviceError` names what the
+    /// device lacks. Only dispatch timing and marks use a feature (`TIMESTAMP_QUERY`), where
+    /// the device has it. `config.adapter`, `backends` are not read.
+    pub fn on_device(
+        adapter: &wgpu::Adapter,
+        device: wgpu::Device,
+        queue: wgpu::Queue,
+        config: WgpuConfig,
+    ) -> Result<WgpuBackend, SharedDeviceError> {
+        shared_device::check(adapter, &device)?;
+        let _guard = DEVICE_LIFECYCLE.lock();
+        let instance = adapter::instance(config.backends);
+        let adapter_index = adapter::index_of(&instance, config.backends, &adapter.get_info());
+        Ok(WgpuBackend::over(
+            adapter,
+            device,
+            queue,
+            config,
+            adapter_index,
+        ))
+    }
+
+    fn over(
+        adapter: &wgpu::Adapter,
+        device: wgpu::Device,
+        queue: wgpu::Queue,
+        config: WgpuConfig,
+        adapter_index: u32,
+    ) -> WgpuBackend {
         let errors = DeviceErrors::install(&device);
         let limits = device.limits();
         let timing = if config.timestamps {
@@ -166,7 +230,6 @@ impl WgpuBackend {
             None
         };
         let adapter_info = adapter.get_info();
-        let adapter_index = adapter::index_of(&instance, config.backends, &adapter_info);
         tracing::info!(
             target: "gpuworld::stream",
             adapter = %adapter_info.name,
@@ -174,7 +237,7 @@ impl WgpuBackend {
             device_type = ?adapter_info.device_type,
             "wgpu device opened"
         );
-        Ok(WgpuBackend {
+        WgpuBackend {
             uniforms: UniformPool::new(u64::from(limits.min_uniform_buffer_offset_alignment)),
             uploads: UploadBelt::new(config.upload_chunk, config.upload_budget),
             device,
@@ -196,7 +259,8 @@ impl WgpuBackend {
             submitted: 0,
             completed: Arc::new(AtomicU64::new(0)),
             adapter_index,
-        })
+            host_traffic: HostTraffic::default(),
+        }
     }
 
     /// The adapter's name, API, type and driver.
@@ -237,6 +301,11 @@ impl WgpuBackend {
     /// Submissions made so far.
     pub fn submissions(&self) -> u64 {
         self.submitted
+    }
+
+    /// Bytes that crossed between host and device so far ([`HostTraffic`]).
+    pub fn host_traffic(&self) -> HostTraffic {
+        self.host_traffic
     }
 
     /// Bytes of upload staging held, at most the configured budget.
@@ -316,7 +385,7 @@ impl WgpuBackend {
             }
         }
         let commands = encoder.finish();
-        UniformPool::upload(&self.queue, &stream.uniforms);
+        self.host_traffic.uploaded += UniformPool::upload(&self.queue, &stream.uniforms);
         UploadBelt::unmap(&stream.uploads);
         self.queue.submit([commands]);
         self.submitted += 1;
@@ -459,10 +528,15 @@ impl Backend for WgpuBackend {
         let buffer = self.device.create_buffer(&wgpu::BufferDescriptor {
             label: Some("gpuworld storage"),
             size,
+            // A renderer binds leased memory as vertices, indices or uniforms as well
+            // (docs/render.md: the usages cost nothing measurable at creation or in dispatches).
             usage: wgpu::BufferUsages::STORAGE
                 | wgpu::BufferUsages::COPY_SRC
                 | wgpu::BufferUsages::COPY_DST
-                | wgpu::BufferUsages::INDIRECT,
+                | wgpu::BufferUsages::INDIRECT
+                | wgpu::BufferUsages::VERTEX
+                | wgpu::BufferUsages::INDEX
+                | wgpu::BufferUsages::UNIFORM,
             mapped_at_creation: false,
         });
         let raised = self.errors.take();
@@ -495,6 +569,7 @@ impl Backend for WgpuBackend {
         if self.lost_on(s) {
             return;
         }
+        self.host_traffic.uploaded += data.len() as u64;
         if let Err(message) = self.record_write(s, dst, &data) {
             self.streams[s].fault(message);
         }
@@ -562,6 +637,7 @@ impl Backend for WgpuBackend {
                 );
                 stream.reads += 1;
                 stream.commands += 1;
+                self.host_traffic.read_back += src.size;
             }
             Some(_) => {
                 self.streams[s].fault("read past the end of its buffer");

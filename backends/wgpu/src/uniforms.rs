@@ -75,12 +75,15 @@ impl UniformPool {
     }
 
     /// Writes the batch's chunks; call right before submitting the batch.
-    pub fn upload(queue: &wgpu::Queue, batch: &[UniformChunk]) {
+    pub fn upload(queue: &wgpu::Queue, batch: &[UniformChunk]) -> u64 {
+        let mut uploaded = 0;
         for chunk in batch {
             if !chunk.bytes.is_empty() {
                 queue.write_buffer(&chunk.buffer, 0, &chunk.bytes);
+                uploaded += chunk.bytes.len() as u64;
             }
         }
+        uploaded
     }
 
     /// Holds the batch's chunks until submission `seq` completes.
