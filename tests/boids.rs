@@ -11,7 +11,7 @@ mod world;
 use common::Skip;
 use gpuworld::testing::{BackendTest, TestBackend};
 use gpuworld::{Backend, ComputeClient};
-use std::sync::{Mutex, OnceLock};
+use std::sync::Mutex;
 use world::{Flock, host_grid};
 
 test_main![
@@ -37,12 +37,10 @@ const TICKS: usize = 1000;
 /// too. A change to the kernels or the start changes it.
 const FINAL: u64 = 0x2a39_2514_8296_5a80;
 
-/// The hashes of the state after each tick (index 0: the start), as the first backend to finish
-/// computed them; every other backend must give the same.
-fn reference() -> &'static Mutex<Option<(&'static str, Vec<u64>)>> {
-    static REFERENCE: OnceLock<Mutex<Option<(&'static str, Vec<u64>)>>> = OnceLock::new();
-    REFERENCE.get_or_init(|| Mutex::new(None))
-}
+/// The backend that first finished the determinism test, and its hashes of the state after each
+/// tick (index 0: the start); every other backend must give the same.
+type Hashes = (&'static str, Vec<u64>);
+static REFERENCE: Mutex<Option<Hashes>> = Mutex::new(None);
 
 fn hashes<B: Backend>(client: &ComputeClient<B>, boids: u32, ticks: usize) -> Vec<u64> {
     let mut flock = Flock::new(client, boids);
@@ -159,7 +157,7 @@ mod cases {
                 B::NAME,
                 ours[TICKS]
             );
-            let mut reference = reference().lock().unwrap();
+            let mut reference = REFERENCE.lock().unwrap();
             match &*reference {
                 None => *reference = Some((B::NAME, ours)),
                 Some((first, theirs)) => {
