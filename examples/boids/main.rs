@@ -106,6 +106,17 @@ fn run<B: Backend>(client: ComputeClient<B>, options: &Options) -> Result<(), St
             flock.hash(&client).map_err(error)?
         );
     }
+    if done > 0 {
+        // How crowded the flock got: the neighbour search costs about 9 × this per boid, the
+        // rank pass the square of a cell's count.
+        let grid = flock.grid(&client).map_err(error)?;
+        let fullest = grid.counts.iter().max().copied().unwrap_or(0);
+        let occupied = grid.counts.iter().filter(|&&n| n > 0).count().max(1);
+        println!(
+            "grid of the last tick: at most {fullest} boids in a cell, {:.2} per occupied cell",
+            flock.count as f64 / occupied as f64
+        );
+    }
     if done > 1 {
         println!(
             "{:.3} ms per tick over ticks 2..={done} ({} boids, {})",
