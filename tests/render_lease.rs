@@ -286,13 +286,18 @@ fn a_lease_shows_as_a_pin_in_the_sim_snapshot() {
     let data = client.create(bytes_of(&[1.0, 2.0]));
     let lease = client.lease(&data).unwrap();
     client.tick();
-    // A lease is the pin a captured graph takes, and the snapshot shows it as one.
+    // A lease is the pin a captured graph takes, and the snapshot names it as a lease.
     let pinned = client.snapshot();
-    assert!(pinned.contains("live, held by 1 graph"), "{pinned}");
+    assert!(pinned.contains("live, held by 1 lease"), "{pinned}");
+    let second = client.lease(&data).unwrap();
+    client.tick();
+    let twice = client.snapshot();
+    assert!(twice.contains("live, held by 2 leases"), "{twice}");
+    drop(second);
     drop(data);
     client.tick();
     let released = client.snapshot();
-    assert!(released.contains("released, held by 1 graph"), "{released}");
+    assert!(released.contains("released, held by 1 lease"), "{released}");
     drop(lease);
     client.tick();
     client.tick();

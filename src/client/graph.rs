@@ -8,7 +8,7 @@
 use super::ComputeClient;
 use gpuworld_systems::error::{Error, GraphError};
 use gpuworld_systems::graph::{CaptureOrder, Recorded, Recording};
-use gpuworld_systems::inbox::Command;
+use gpuworld_systems::inbox::{Command, PinHolder};
 use gpuworld_systems::kernel::{Elem, ExecutionMode};
 use gpuworld_systems::{Backend, HandleId, Result};
 use std::ops::Range;
@@ -415,7 +415,10 @@ impl<B: Backend> Drop for Graph<B> {
     fn drop(&mut self) {
         for &(client, handle) in &self.pinned {
             if let Some(client) = self.clients.get(client) {
-                client.shared.inbox.push(Command::Unpin { handle });
+                client.shared.inbox.push(Command::Unpin {
+                    handle,
+                    holder: PinHolder::Graph,
+                });
             }
         }
     }
@@ -433,7 +436,10 @@ fn nodes_of(all: &Arc<Vec<Recorded>>, nodes: Range<usize>) -> Arc<Vec<Recorded>>
 /// Lets go of pins a capture made on `client` that no graph took over.
 fn unpin_recorded<B: Backend>(client: &ComputeClient<B>, pinned: &[HandleId]) {
     for &handle in pinned {
-        client.shared.inbox.push(Command::Unpin { handle });
+        client.shared.inbox.push(Command::Unpin {
+            handle,
+            holder: PinHolder::Graph,
+        });
     }
 }
 
@@ -511,7 +517,10 @@ impl<B: Backend> FrameGraph<B> {
         // commands hold nothing past their run.
         let unpin = |pinned: &[HandleId]| {
             for &handle in pinned {
-                inbox.push(Command::Unpin { handle });
+                inbox.push(Command::Unpin {
+                    handle,
+                    holder: PinHolder::Graph,
+                });
             }
         };
         if let Some(refused) = recording.refused {

@@ -11,7 +11,7 @@
 use super::ComputeClient;
 use gpuworld_systems::backend::Region;
 use gpuworld_systems::error::BindingError;
-use gpuworld_systems::inbox::{Command, Inbox};
+use gpuworld_systems::inbox::{Command, Inbox, PinHolder};
 use gpuworld_systems::{Backend, Binding, Error, HandleId, Result, RuntimeId, SimBackend};
 use smallvec::SmallVec;
 use std::sync::Arc;
@@ -128,6 +128,7 @@ impl<B: Leasable> Drop for Lease<B> {
     fn drop(&mut self) {
         self.inbox.push_uncaptured(Command::Unpin {
             handle: self.handle,
+            holder: PinHolder::Lease,
         });
     }
 }
@@ -164,7 +165,10 @@ impl<B: Leasable> ComputeClient<B> {
         // Pinned before the submit, in the same drain as anything enqueued before the lease.
         for binding in &bindings {
             let handle = binding.handle();
-            self.shared.inbox.push_uncaptured(Command::Pin { handle });
+            self.shared.inbox.push_uncaptured(Command::Pin {
+                handle,
+                holder: PinHolder::Lease,
+            });
         }
         let pins = Unpin {
             inbox: &self.shared.inbox,
@@ -218,7 +222,10 @@ impl Drop for Unpin<'_> {
     fn drop(&mut self) {
         if self.armed {
             for &handle in &self.handles {
-                self.inbox.push_uncaptured(Command::Unpin { handle });
+                self.inbox.push_uncaptured(Command::Unpin {
+                    handle,
+                    holder: PinHolder::Lease,
+                });
             }
         }
     }

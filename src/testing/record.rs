@@ -5,7 +5,7 @@
 use crate::{Backend, ComputeClient};
 use gpuworld_systems::binding::Binding;
 use gpuworld_systems::graph::Recorded;
-use gpuworld_systems::inbox::{Command, CommandTap};
+use gpuworld_systems::inbox::{Command, CommandTap, PinHolder};
 use gpuworld_systems::kernel::{CubeCount, ExecutionMode};
 use gpuworld_systems::memory::AllocationMode;
 use parking_lot::Mutex;
@@ -146,15 +146,21 @@ pub enum RecordedOp {
         /// The stream.
         stream: u64,
     },
-    /// A captured graph took hold of a handle.
+    /// A captured graph (or a render lease) took hold of a handle.
     Pin {
         /// The handle's id in the recorded run.
         handle: u64,
+        /// Whether a render lease holds it (else a graph); absent in older recordings.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        lease: bool,
     },
-    /// A captured graph let go of a handle.
+    /// A captured graph (or a render lease) let go of a handle.
     Unpin {
         /// The handle's id in the recorded run.
         handle: u64,
+        /// Whether a render lease held it (else a graph); absent in older recordings.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        lease: bool,
     },
     /// A captured graph replayed: its launches, writes and flushes, in order.
     Replay {
@@ -431,8 +437,14 @@ fn record(command: &Command, cap: u64) -> RecordedOp {
         Command::CloseAllocationMode { stream } => RecordedOp::CloseAllocationMode {
             stream: stream.value,
         },
-        Command::Pin { handle } => RecordedOp::Pin { handle: handle.0 },
-        Command::Unpin { handle } => RecordedOp::Unpin { handle: handle.0 },
+        Command::Pin { handle, holder } => RecordedOp::Pin {
+            handle: handle.0,
+            lease: *holder == PinHolder::Lease,
+        },
+        Command::Unpin { handle, holder } => RecordedOp::Unpin {
+            handle: handle.0,
+            lease: *holder == PinHolder::Lease,
+        },
         Command::Replay {
             graph,
             version,

@@ -7,7 +7,7 @@ use crate::{Backend, ComputeClient, Error, KernelDef, library};
 use futures_channel::oneshot;
 use gpuworld_systems::error::BindingError;
 use gpuworld_systems::graph::Recorded;
-use gpuworld_systems::inbox::{Command, ReadReply};
+use gpuworld_systems::inbox::{Command, PinHolder, ReadReply};
 use gpuworld_systems::kernel::{CubeCount, ExecutionMode, LaunchMode};
 use gpuworld_systems::memory::AllocationMode;
 use gpuworld_systems::{Handle, StreamId};
@@ -334,20 +334,26 @@ impl Replayer {
                         report.commands += 1;
                         continue;
                     }
-                    RecordedOp::Pin { handle } => {
+                    RecordedOp::Pin { handle, lease } => {
                         let id = handles
                             .get(handle)
                             .map(Handle::id)
                             .ok_or(ReplayError::UnknownHandle { handle: *handle })?;
                         *pins.entry(*handle).or_default() += 1;
-                        Command::Pin { handle: id }
+                        Command::Pin {
+                            handle: id,
+                            holder: holder_of(*lease),
+                        }
                     }
-                    RecordedOp::Unpin { handle } => {
+                    RecordedOp::Unpin { handle, lease } => {
                         let id = handles
                             .get(handle)
                             .map(Handle::id)
                             .ok_or(ReplayError::UnknownHandle { handle: *handle })?;
-                        inbox.push(Command::Unpin { handle: id });
+                        inbox.push(Command::Unpin {
+                            handle: id,
+                            holder: holder_of(*lease),
+                        });
                         let left = pins.get_mut(handle).map_or(0, |n| {
                             *n = n.saturating_sub(1);
                             *n
@@ -526,4 +532,13 @@ fn collect(waiting: &mut Vec<Waiting>, report: &mut ReplayReport) {
         },
         Waiting::Mark(receiver) => matches!(receiver.try_recv(), Ok(None)),
     });
+}
+
+/// Who a recorded pin names: a render lease or (as older recordings say nothing) a graph.
+fn holder_of(lease: bool) -> PinHolder {
+    if lease {
+        PinHolder::Lease
+    } else {
+        PinHolder::Graph
+    }
 }

@@ -451,7 +451,10 @@ impl Recording {
         for &handle in handles {
             if self.pinned_set.insert(handle) {
                 self.pinned.push(handle);
-                queue.push(Command::Pin { handle });
+                queue.push(Command::Pin {
+                    handle,
+                    holder: super::PinHolder::Graph,
+                });
             }
         }
     }

@@ -135,16 +135,20 @@ pub enum Command {
         /// The stream.
         stream: StreamId,
     },
-    /// Keep the handle's memory for a captured graph: a release while pinned waits for the last
-    /// unpin.
+    /// Keep the handle's memory for a captured graph or a render lease: a release while pinned
+    /// waits for the last unpin.
     Pin {
         /// The handle.
         handle: HandleId,
+        /// Who holds it (shown in snapshots; the memory rule is the same).
+        holder: PinHolder,
     },
-    /// The graph that pinned the handle is gone.
+    /// The graph or lease that pinned the handle is gone.
     Unpin {
         /// The handle.
         handle: HandleId,
+        /// Who held it.
+        holder: PinHolder,
     },
     /// Issue a captured graph's commands again, in order, as one unit.
     Replay {
@@ -410,4 +414,15 @@ impl Wake for InboxWaker {
     fn wake(self: Arc<Self>) {
         self.0.request_tick();
     }
+}
+
+/// Who holds a pin on a handle's memory ([`Command::Pin`]): a captured graph (or a transfer it
+/// captured) or a render lease. The memory rule is the same for both; snapshots name the holder.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum PinHolder {
+    /// A captured graph.
+    #[default]
+    Graph,
+    /// A render lease.
+    Lease,
 }

@@ -341,8 +341,8 @@ impl<B: Backend> Ingest<'_, '_, '_, B> {
             } => self.read(&sources, stream, reply, staging),
             Command::Sync { stream, reply } => self.sync(stream, reply),
             Command::Mark { stream, reply } => self.mark(stream, reply),
-            Command::Pin { handle } => self.pin(handle),
-            Command::Unpin { handle } => self.unpin(handle),
+            Command::Pin { handle, holder } => self.pin(handle, holder),
+            Command::Unpin { handle, holder } => self.unpin(handle, holder),
             Command::Replay {
                 graph,
                 version,

@@ -8,25 +8,32 @@ use crate::backend::Backend;
 use crate::error::{Error, GraphError};
 use crate::graph::{Recorded, ReplayLaneEnd};
 use crate::ids::HandleId;
+use crate::inbox::PinHolder;
 use crate::kernel::CubeCount;
 use crate::world::*;
 use smallvec::SmallVec;
 use std::sync::Arc;
 
 impl<B: Backend> Ingest<'_, '_, '_, B> {
-    /// A captured graph holds `handle`.
-    pub(super) fn pin(&mut self, handle: HandleId) {
+    /// A captured graph or a render lease holds `handle`.
+    pub(super) fn pin(&mut self, handle: HandleId, holder: PinHolder) {
         if let Some(entry) = self.index.get_mut(&handle) {
-            entry.graph_pins += 1;
+            entry.pins += 1;
+            if holder == PinHolder::Lease {
+                entry.lease_pins += 1;
+            }
         }
     }
 
-    /// A captured graph lets go of `handle`: the last unpin of a handle its user released
-    /// releases it.
-    pub(super) fn unpin(&mut self, handle: HandleId) {
+    /// A captured graph or a render lease lets go of `handle`: the last unpin of a handle its
+    /// user released releases it.
+    pub(super) fn unpin(&mut self, handle: HandleId, holder: PinHolder) {
         if let Some(entry) = self.index.get_mut(&handle) {
-            entry.graph_pins = entry.graph_pins.saturating_sub(1);
-            if entry.graph_pins == 0 && entry.released_while_pinned {
+            entry.pins = entry.pins.saturating_sub(1);
+            if holder == PinHolder::Lease {
+                entry.lease_pins = entry.lease_pins.saturating_sub(1);
+            }
+            if entry.pins == 0 && entry.released_while_pinned {
                 self.release(handle);
             }
         }

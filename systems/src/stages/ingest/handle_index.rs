@@ -22,9 +22,11 @@ pub struct HandleEntry {
     /// records the same uses in `Uses`, with cursors, a stage later, so a release in the same
     /// drain cannot read them there): how its release may go.
     pub used_on: UsedOn,
-    /// Captured graphs holding the handle (`Command::Pin`): while any does, a release only
-    /// marks it, and the last unpin releases it.
-    pub graph_pins: u32,
+    /// Captured graphs and render leases holding the handle (`Command::Pin`): while any does, a
+    /// release only marks it, and the last unpin releases it.
+    pub pins: u32,
+    /// How many of `pins` are render leases (for snapshots).
+    pub lease_pins: u32,
     /// The user released the handle while a graph held it.
     pub released_while_pinned: bool,
 }
@@ -172,12 +174,15 @@ pub(super) fn release(
 /// The lines of the handles no work used yet: they have no entity, their index entry holds what
 /// the line shows.
 pub(super) fn snapshot_lines(world: &mut World, capture: &mut Capture<'_>) {
-    let pinned: Vec<(HandleId, u32, bool)> = world
+    let pinned: Vec<(HandleId, u32, u32, bool)> = world
         .resource::<HandleIndex>()
         .0
         .iter()
-        .filter(|(_, entry)| entry.graph_pins > 0)
-        .map(|(id, entry)| (*id, entry.graph_pins, entry.released_while_pinned))
+        .filter(|(_, entry)| entry.pins > 0)
+        .map(|(id, entry)| {
+            let graphs = entry.pins.saturating_sub(entry.lease_pins);
+            (*id, graphs, entry.lease_pins, entry.released_while_pinned)
+        })
         .collect();
     for (id, entry) in &world.resource::<HandleIndex>().0 {
         let HandleState::Unspawned {
@@ -217,13 +222,23 @@ pub(super) fn snapshot_lines(world: &mut World, capture: &mut Capture<'_>) {
             },
         );
     }
-    // A handle a captured graph holds says so, and whether its user let go of it.
-    for (id, pins, released) in pinned {
+    // A handle a captured graph or a render lease holds says so, and whether its user let go.
+    for (id, graphs, leases, released) in pinned {
         if let Some(line) = capture.handle_line_by_id(id) {
-            let holder = if pins == 1 { "graph" } else { "graphs" };
+            let count = |n: u32, one: &str, many: &str| match n {
+                0 => None,
+                1 => Some(format!("1 {one}")),
+                n => Some(format!("{n} {many}")),
+            };
+            let holders = [
+                count(graphs, "graph", "graphs"),
+                count(leases, "lease", "leases"),
+            ];
+            let holders: Vec<String> = holders.into_iter().flatten().collect();
+            let holders = holders.join(" and ");
             line.state = match released {
-                true => format!("released, held by {pins} {holder}"),
-                false => format!("{}, held by {pins} {holder}", line.state),
+                true => format!("released, held by {holders}"),
+                false => format!("{}, held by {holders}", line.state),
             };
         }
     }

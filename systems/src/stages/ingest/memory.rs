@@ -92,7 +92,8 @@ impl<B: Backend> Ingest<'_, '_, '_, B> {
             HandleEntry {
                 state,
                 used_on,
-                graph_pins: 0,
+                pins: 0,
+                lease_pins: 0,
                 released_while_pinned: false,
             },
         );
@@ -154,7 +155,7 @@ impl<B: Backend> Ingest<'_, '_, '_, B> {
     /// puts it back, marked, for its last unpin to release.
     pub(super) fn release_handle(&mut self, handle: HandleId) {
         if let Some(entry) = self.index.remove(&handle) {
-            if entry.graph_pins > 0 {
+            if entry.pins > 0 {
                 let entry = HandleEntry {
                     released_while_pinned: true,
                     ..entry
@@ -278,7 +279,7 @@ fn movable_handles(
 ) -> FxHashMap<SliceKey, (HandleId, Movable)> {
     let mut handles = FxHashMap::default();
     for (&handle, entry) in index {
-        if entry.graph_pins > 0 {
+        if entry.pins > 0 {
             continue;
         }
         match &entry.state {
