@@ -265,10 +265,9 @@ impl<B: Backend> Fuzzer<'_, B> {
 
     /// A use of a released handle's binding.
     pub fn misuse_released(&mut self) -> Result<(), String> {
-        if self.released.is_empty() {
+        let Some(stale) = self.pick_released() else {
             return self.misuse_rejected();
-        }
-        let stale = self.released[self.rng.index(self.released.len())];
+        };
         let expected = Error::Binding(BindingError::ReleasedHandle {
             handle: stale.handle(),
         });

@@ -60,6 +60,9 @@ pub struct Tally {
     pub refusals: u64,
     pub faults: u64,
     pub releases: u64,
+    /// Leases taken, and leases checked.
+    pub leases: u64,
+    pub lease_checks: u64,
     /// Live allocations compactions moved.
     pub moves: u64,
 }
@@ -73,6 +76,8 @@ impl Tally {
         self.refusals += other.refusals;
         self.faults += other.faults;
         self.releases += other.releases;
+        self.leases += other.leases;
+        self.lease_checks += other.lease_checks;
         self.moves += other.moves;
     }
 }
@@ -82,13 +87,15 @@ impl std::fmt::Display for Tally {
         write!(
             f,
             "{} reads ({} MiB compared), {} launches, {} misuses refused, {} faults reported, \
-             {} handles released, {} allocations moved",
+             {} handles released, {} leases ({} checked), {} allocations moved",
             self.reads,
             self.bytes_compared >> 20,
             self.launches,
             self.refusals,
             self.faults,
             self.releases,
+            self.leases,
+            self.lease_checks,
             self.moves
         )
     }

@@ -8,6 +8,7 @@
 //! after every operation, but settled at an operation drawn when it was issued), so a seed
 //! replays the same operations on every run and every backend of the same arithmetic.
 
+use super::leases::{Held, Lessor};
 use super::model::{Arithmetic, ModelBuffer, View};
 use super::reads::PendingRead;
 use super::report::{OpLog, Tally};
@@ -77,6 +78,13 @@ pub struct Fuzzer<'log, B: Backend> {
     /// Bindings of released handles.
     pub released: VecDeque<Binding>,
     pub reads: Vec<PendingRead>,
+    /// How this backend takes leases; `None` where it has none (cpu): no lease is drawn.
+    pub lessor: Option<&'static dyn Lessor<B>>,
+    /// Leases held, with what their bytes must be.
+    pub leases: Vec<Held>,
+    /// Whether misuse may pick a released handle that a lease still pins (see
+    /// `Fuzzer::pick_released`).
+    pub misuse_leased: bool,
     live_bytes: usize,
     log: &'log OpLog,
     /// The number of the current operation.
@@ -122,6 +130,9 @@ impl<'log, B: Backend> Fuzzer<'log, B> {
             allocations: HashMap::new(),
             released: VecDeque::new(),
             reads: Vec::new(),
+            lessor: None,
+            leases: Vec::new(),
+            misuse_leased: false,
             live_bytes: 0,
             log,
             op: 0,
@@ -147,7 +158,10 @@ impl<'log, B: Backend> Fuzzer<'log, B> {
 
     fn step(&mut self) -> Result<(), String> {
         let full = self.handles.len() >= LIVE_HANDLES_LIMIT || self.live_bytes >= LIVE_BYTES_LIMIT;
-        match self.rng.below(1000) {
+        // Backends with leases draw them past the other operations, so that a cpu run replays the
+        // sequences it drew before leases.
+        let draws = if self.lessor.is_some() { 1024 } else { 1000 };
+        match self.rng.below(draws) {
             _ if self.handles.is_empty() => self.create(),
             0..60 if full => self.drop_handle(),
             0..60 => self.create(),
@@ -165,7 +179,9 @@ impl<'log, B: Backend> Fuzzer<'log, B> {
             865..880 => self.tick(),
             880..890 => self.memory_cleanup(),
             890..950 => self.misuse_rejected(),
-            _ => self.misuse_released(),
+            950..1000 => self.misuse_released(),
+            1000..1012 => self.take_lease(),
+            _ => self.drop_lease(),
         }
     }
 
@@ -328,6 +344,7 @@ impl<'log, B: Backend> Fuzzer<'log, B> {
         }
         self.log(format!("drop {id} (the last clone: released)"));
         self.tally.releases += 1;
+        self.leased_handle_released(id);
         let size = self.allocations.remove(&id).map_or(0, |a| a.model.len());
         self.live_bytes -= size;
         if self.released.len() == RELEASED_KEPT {
@@ -413,6 +430,8 @@ impl<'log, B: Backend> Fuzzer<'log, B> {
         while !self.reads.is_empty() {
             self.settle_read(0)?;
         }
+        self.log("end: drop every lease");
+        self.leases.clear();
         self.handles.clear();
         self.allocations.clear();
         self.live_bytes = 0;
