@@ -202,9 +202,11 @@ impl Metadata {
                 format!("is not valid metadata JSON: {error}"),
             )
         })?;
-        for (i, field) in [(0, &metadata.rng_state), (1, &metadata.app_data)] {
+        for (name, field) in [
+            ("rng_state", &metadata.rng_state),
+            ("app_data", &metadata.app_data),
+        ] {
             if decode_hex(field).is_none() {
-                let name = ["rng_state", "app_data"][i];
                 return Err(corrupted(
                     path,
                     "the metadata",
