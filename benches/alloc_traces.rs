@@ -255,7 +255,8 @@ fn wgpu(settings: &Settings, rows: &mut Vec<Row>, ticks: &mut Vec<TickCost>) {
     use gpuworld::{Driver, WgpuConfig};
     // The backend's own defaults (as `wgpu_client` opens it), with the cache policy asked for.
     use gpuworld::OpenBackend as _;
-    let config = gpuworld::WgpuBackend::runtime_defaults().with_memory(settings.memory());
+    let config = gpuworld::RuntimeConfig::for_backend::<gpuworld::WgpuBackend>()
+        .with_memory(settings.memory());
     let new_client = || {
         gpuworld::WgpuBackend::new(WgpuConfig::default())
             .map(|backend| ComputeClient::new(backend, config.clone(), Driver::DeviceThread))

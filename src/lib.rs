@@ -116,7 +116,7 @@ pub fn wgpu_client_on_device(
     let backend = WgpuBackend::on_device(adapter, device, queue, config)?;
     let runtime = settings.runtime_config(
         &Backend::properties(&backend),
-        <WgpuBackend as OpenBackend>::runtime_defaults(),
+        gpuworld_systems::RuntimeConfig::for_backend::<WgpuBackend>(),
     );
     Ok(ComputeClient::new(backend, runtime, driver))
 }

@@ -1,9 +1,8 @@
-//! Captured graphs (issue 28): what a capture records ([`Recorded`], kept by the inbox's
-//! [`Recording`], `inbox/capture.rs`), and the launches of a replay that a backend runs as one
-//! unit ([`PlannedLaunch`], `Backend::graph_replay`: a CUDA graph), with the lanes of a replay
-//! over several streams ([`ReplayLaneEnd`]).
+//! Captured graphs (issue 28), as a backend sees them: the launches of a replay that it runs as
+//! one unit ([`PlannedLaunch`], `Backend::graph_replay`: a CUDA graph), with the lanes of a
+//! replay over several streams ([`ReplayLaneEnd`]). What a capture records is the runtime's
+//! (`gpuworld_systems::graph`).
 
-pub use crate::inbox::capture::{CaptureOrder, Recorded, Recording, TransferOut};
 use crate::kernel::{ExecutionMode, Kernel};
 use smallvec::SmallVec;
 

@@ -4,7 +4,6 @@
 
 use crate::backend::{Backend, DeviceProperties};
 use crate::error::Result;
-use crate::world::RuntimeConfig;
 use std::fmt;
 
 /// A device: its backend's name and its index among that backend's devices.
@@ -74,8 +73,56 @@ pub trait OpenBackend: Backend + Sized {
     fn open(config: Self::Config, settings: &BackendSettings) -> Result<Self>;
     /// Every device of this backend on this machine, in index order; empty when it has none.
     fn enumerate() -> Vec<DeviceInfo>;
-    /// The scheduler and memory settings the backend runs best with, before the configuration's.
-    fn runtime_defaults() -> RuntimeConfig {
-        RuntimeConfig::default()
+    /// How the runtime best batches and submits this backend's streams, before the
+    /// configuration's settings.
+    fn scheduling() -> SchedulingDefaults {
+        SchedulingDefaults::default()
+    }
+}
+
+/// How streams are batched and submitted. Exhaustive: the runtime's interleave stage handles
+/// every variant, so a new one is a change to both crates.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SchedulingStrategy {
+    /// Round-robin over ready streams, one task each.
+    Interleave,
+    /// Each ready stream's queue whole, one stream after another.
+    Sequential,
+}
+
+/// The scheduler settings a backend runs best with ([`OpenBackend::scheduling`]): the runtime
+/// starts from these, and the configuration file and environment may override them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SchedulingDefaults {
+    /// A stream's queue is submitted once it holds this many tasks.
+    pub max_tasks: usize,
+    /// Submission order across ready streams.
+    pub strategy: SchedulingStrategy,
+}
+
+impl Default for SchedulingDefaults {
+    /// One task per submission, streams interleaved.
+    fn default() -> Self {
+        SchedulingDefaults {
+            max_tasks: 1,
+            strategy: SchedulingStrategy::Interleave,
+        }
+    }
+}
+
+impl SchedulingDefaults {
+    /// These defaults with [`max_tasks`](Self::max_tasks) set to `max_tasks`.
+    #[must_use]
+    pub fn with_max_tasks(mut self, max_tasks: usize) -> Self {
+        self.max_tasks = max_tasks;
+        self
+    }
+
+    /// These defaults with [`strategy`](Self::strategy) set to `strategy`.
+    #[must_use]
+    pub fn with_strategy(mut self, strategy: SchedulingStrategy) -> Self {
+        self.strategy = strategy;
+        self
     }
 }

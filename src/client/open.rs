@@ -8,7 +8,7 @@ use super::{ComputeClient, Driver};
 use crate::config::Settings;
 use gpuworld_systems::error::DeviceError;
 use gpuworld_systems::open::{BackendSettings, DeviceId, OpenBackend};
-use gpuworld_systems::{Error, Result};
+use gpuworld_systems::{Error, Result, RuntimeConfig};
 
 impl<B: OpenBackend> ComputeClient<B> {
     /// A client of a new runtime on the device `config` selects, advanced by `driver`, with the
@@ -27,7 +27,7 @@ impl<B: OpenBackend> ComputeClient<B> {
             .as_ref()
             .map_or_else(BackendSettings::default, |s| s.backend_settings(B::NAME));
         let backend = B::open(config, &backend_settings)?;
-        let base = B::runtime_defaults();
+        let base = RuntimeConfig::for_backend::<B>();
         let runtime = match &settings {
             Some(settings) => settings.runtime_config(&backend.properties(), base),
             None => base,

@@ -1,26 +1,19 @@
 #![doc = include_str!("../README.md")]
 
 pub mod arriving;
-pub mod backend;
 pub mod binding;
-pub mod bytes;
-pub mod cross_device;
-pub mod error;
 pub mod graph;
 pub mod handle;
-pub mod host_launch;
-pub mod host_memory;
-pub mod host_ops;
-pub mod host_timing;
-pub mod ids;
+pub mod kernel;
+/// The backend interface and what backends share ([`gpuworld_hal`]), at the paths users knew.
+pub use gpuworld_hal::{
+    backend, bytes, cross_device, error, host_launch, host_memory, host_ops, host_timing, ids,
+    library, native, open, staging, usage,
+};
 #[cfg(test)]
 mod import_graph;
 pub mod inbox;
-pub mod kernel;
-pub mod library;
 pub mod memory;
-pub mod native;
-pub mod open;
 pub mod outbox;
 pub mod published;
 pub mod runtime;
@@ -33,7 +26,6 @@ pub mod snapshot;
 pub mod stages;
 #[cfg(not(feature = "internals"))]
 pub(crate) mod stages;
-pub mod staging;
 /// What tuners and the tune stage exchange: results, the cache of winners, candidates' outcomes.
 pub mod tune {
     pub use crate::stages::tune::{
@@ -42,7 +34,6 @@ pub mod tune {
 }
 mod sync;
 pub mod trace;
-pub mod usage;
 pub mod world;
 
 pub use backend::{Backend, DeviceProperties};

@@ -12,6 +12,8 @@ use crate::ids::{HandleId, StreamId};
 use crate::inbox::{Inbox, ReadReply, Reply};
 use crate::kernel::{ExecutionMode, Kernel};
 use crate::memory::{MemoryConfig, SliceKey};
+pub use crate::open::SchedulingStrategy;
+use crate::open::{OpenBackend, SchedulingDefaults};
 use bevy_ecs::prelude::*;
 use smallvec::SmallVec;
 use std::collections::VecDeque;
@@ -327,16 +329,6 @@ pub struct NewTasks {
     pub spare: SpareTasks,
 }
 
-/// How streams are batched and submitted.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum SchedulingStrategy {
-    /// Round-robin over ready streams, one task each.
-    Interleave,
-    /// Each ready stream's queue whole, one stream after another.
-    Sequential,
-}
-
 /// The runtime's settings.
 #[derive(Resource, Clone, Debug)]
 #[non_exhaustive]
@@ -375,6 +367,15 @@ impl RuntimeConfig {
         self
     }
 
+    /// The default configuration for backend `B`: its scheduler settings
+    /// ([`OpenBackend::scheduling`]), the rest default.
+    pub fn for_backend<B: OpenBackend>() -> Self {
+        let scheduling = B::scheduling();
+        RuntimeConfig::default()
+            .with_max_tasks(scheduling.max_tasks)
+            .with_strategy(scheduling.strategy)
+    }
+
     /// This configuration with [`memory`](Self::memory) set to `memory`.
     #[must_use]
     pub fn with_memory(mut self, memory: MemoryConfig) -> Self {
@@ -385,10 +386,11 @@ impl RuntimeConfig {
 
 impl Default for RuntimeConfig {
     fn default() -> Self {
+        let scheduling = SchedulingDefaults::default();
         RuntimeConfig {
             stream_slots: 4,
-            max_tasks: 1,
-            strategy: SchedulingStrategy::Interleave,
+            max_tasks: scheduling.max_tasks,
+            strategy: scheduling.strategy,
             memory: MemoryConfig::default(),
         }
     }

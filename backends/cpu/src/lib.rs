@@ -5,16 +5,16 @@ mod worker;
 
 pub use memory_limit::{DEFAULT_LIMIT_PERCENT, default_memory_limit, physical_memory};
 
-use gpuworld_systems::backend::*;
-use gpuworld_systems::error::{ConfigError, DeviceError, Error};
-use gpuworld_systems::graph::PlannedLaunch;
-use gpuworld_systems::host_memory::HostMemory;
-use gpuworld_systems::host_ops::{HostOp, event_label};
-use gpuworld_systems::ids::StreamId;
-use gpuworld_systems::kernel::{CpuSource, ExecutionMode, Kernel};
-use gpuworld_systems::native::{NativeOp, NativeWork};
-use gpuworld_systems::open::{BackendSettings, DeviceId, DeviceInfo, OpenBackend};
-use gpuworld_systems::trace::{OpClock, OpTime};
+use gpuworld_hal::backend::*;
+use gpuworld_hal::backend::{OpClock, OpTime};
+use gpuworld_hal::error::{ConfigError, DeviceError, Error};
+use gpuworld_hal::graph::PlannedLaunch;
+use gpuworld_hal::host_memory::HostMemory;
+use gpuworld_hal::host_ops::{HostOp, event_label};
+use gpuworld_hal::ids::StreamId;
+use gpuworld_hal::kernel::{CpuSource, ExecutionMode, Kernel};
+use gpuworld_hal::native::{NativeOp, NativeWork};
+use gpuworld_hal::open::{BackendSettings, DeviceId, DeviceInfo, OpenBackend};
 use parking_lot::{RwLock, RwLockReadGuard};
 use smallvec::SmallVec;
 use std::sync::Arc;
@@ -241,9 +241,9 @@ impl Backend for CpuBackend {
             name: format!("host CPU ({} threads)", rayon::current_num_threads()),
             memory_bytes: self.memory.read().capacity().unwrap_or(u64::MAX),
             alignment: 64,
-            max_cube_count: gpuworld_systems::kernel::limits::HOST_MAX_CUBE_COUNT,
-            max_cube_dim: gpuworld_systems::kernel::limits::HOST_MAX_CUBE_DIM,
-            max_units_per_cube: gpuworld_systems::kernel::limits::HOST_MAX_UNITS_PER_CUBE,
+            max_cube_count: gpuworld_hal::kernel::limits::HOST_MAX_CUBE_COUNT,
+            max_cube_dim: gpuworld_hal::kernel::limits::HOST_MAX_CUBE_DIM,
+            max_units_per_cube: gpuworld_hal::kernel::limits::HOST_MAX_UNITS_PER_CUBE,
             max_buffer_bytes: Some(HostMemory::MAX_BUFFER_BYTES),
             page_mapping: None,
             slow_buffers: false,

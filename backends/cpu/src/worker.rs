@@ -1,15 +1,15 @@
 //! One worker thread per CPU stream: it runs the stream's work in order, blocks on waits for
 //! other streams' events, and publishes completions, readbacks and faults through `Progress`.
 
-use gpuworld_systems::backend::{DeviceEvent, DeviceStream, HeapStaging, HostBytes, ReadTicket};
-use gpuworld_systems::error::Error;
-use gpuworld_systems::host_launch::HostLaunch;
-use gpuworld_systems::host_memory::HostMemory;
-use gpuworld_systems::host_ops::{Completions, Finished, HostOp};
-use gpuworld_systems::host_timing::{HostTiming, describe};
-use gpuworld_systems::ids::StreamId;
-use gpuworld_systems::staging::StagingAllocator;
-use gpuworld_systems::trace::{OpKind, OpTime};
+use gpuworld_hal::backend::{DeviceEvent, DeviceStream, HeapStaging, HostBytes, ReadTicket};
+use gpuworld_hal::backend::{OpKind, OpTime};
+use gpuworld_hal::error::Error;
+use gpuworld_hal::host_launch::HostLaunch;
+use gpuworld_hal::host_memory::HostMemory;
+use gpuworld_hal::host_ops::{Completions, Finished, HostOp};
+use gpuworld_hal::host_timing::{HostTiming, describe};
+use gpuworld_hal::ids::StreamId;
+use gpuworld_hal::staging::StagingAllocator;
 use parking_lot::{Condvar, Mutex, RwLock};
 use rayon::prelude::*;
 use std::sync::Arc;

@@ -6,8 +6,8 @@ use crate::cuda_c::{PRELUDE, cuda_text};
 use crate::loader;
 use cudarc::driver::sys;
 use cudarc::nvrtc::{result as nvrtc, sys as nvrtc_sys};
-use gpuworld_systems::error::{DeviceError, Error, ExecutionError, LaunchError};
-use gpuworld_systems::kernel::{ExecutionMode, Kernel};
+use gpuworld_hal::error::{DeviceError, Error, ExecutionError, LaunchError};
+use gpuworld_hal::kernel::{ExecutionMode, Kernel};
 use rustc_hash::FxHashMap as HashMap;
 use std::ffi::CString;
 use std::path::{Path, PathBuf};
@@ -304,7 +304,7 @@ fn fnv1a(parts: &[&[u8]]) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gpuworld_systems::library;
+    use gpuworld_hal::library;
 
     /// NVRTC needs no GPU, so this runs wherever NVRTC loads (`LD_LIBRARY_PATH`), and skips
     /// loudly elsewhere unless `GPUWORLD_REQUIRE_CUDA=1`.

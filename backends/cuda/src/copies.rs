@@ -6,8 +6,8 @@
 use crate::events::{self, EventState, Timing};
 use crate::{CudaBackend, flags, pinned};
 use cudarc::driver::sys;
-use gpuworld_systems::backend::{HostBytes, ReadTicket, Region};
-use gpuworld_systems::staging::copy_in_parallel;
+use gpuworld_hal::backend::{HostBytes, ReadTicket, Region};
+use gpuworld_hal::staging::copy_in_parallel;
 
 /// A host-to-device copy whose pinned source is held until its event passed.
 pub(crate) struct Upload {

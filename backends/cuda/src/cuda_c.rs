@@ -22,10 +22,10 @@
 //!   grid whose blocks stride over the cubes.
 
 use crate::CudaBackend;
-use gpuworld_systems::backend::Backend;
-use gpuworld_systems::kernel::{Access, Elem, KernelDef};
+use gpuworld_hal::backend::Backend;
+use gpuworld_hal::kernel::{Access, Elem, KernelDef};
 
-pub use gpuworld_systems::kernel::CudaSource;
+pub use gpuworld_hal::kernel::CudaSource;
 
 /// Macros every source is compiled with; see the module's convention.
 pub const PRELUDE: &str = r#"
@@ -160,7 +160,7 @@ pub(crate) fn log_in_source_lines(log: &str, program: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gpuworld_systems::library::{self, matmul, reduce};
+    use gpuworld_hal::library::{self, matmul, reduce};
 
     #[test]
     fn parameters_follow_the_launch_order_of_buffers_lengths_and_typed_scalars() {
@@ -198,7 +198,7 @@ mod tests {
 
     #[test]
     fn a_read_only_buffer_is_a_const_pointer() {
-        use gpuworld_systems::kernel::{Param, Signature};
+        use gpuworld_hal::kernel::{Param, Signature};
         static SHIFT: KernelDef = KernelDef {
             id: "test.shift",
             name: "shift",
@@ -218,7 +218,7 @@ mod tests {
 
     #[test]
     fn an_atomic_buffer_is_a_plain_pointer_that_atomic_add_takes() {
-        use gpuworld_systems::kernel::{Param, Signature};
+        use gpuworld_hal::kernel::{Param, Signature};
         static COUNTS: KernelDef = KernelDef {
             id: "test.counts",
             name: "counts",

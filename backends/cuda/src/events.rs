@@ -5,7 +5,7 @@
 //! `device_elapsed` can still read them.
 
 use cudarc::driver::sys;
-use gpuworld_systems::backend::DeviceEvent;
+use gpuworld_hal::backend::DeviceEvent;
 use rustc_hash::FxHashMap as HashMap;
 use std::collections::VecDeque;
 

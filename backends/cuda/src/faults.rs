@@ -3,8 +3,8 @@
 
 use crate::{CudaBackend, loader};
 use cudarc::driver::sys;
-use gpuworld_systems::backend::HostBytes;
-use gpuworld_systems::error::Error;
+use gpuworld_hal::backend::HostBytes;
+use gpuworld_hal::error::Error;
 use std::sync::Arc;
 
 impl CudaBackend {

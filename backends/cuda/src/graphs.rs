@@ -11,9 +11,9 @@
 
 use crate::CudaBackend;
 use cudarc::driver::sys;
-use gpuworld_systems::backend::{LaunchCount, NativeOp, NativeWork, Region};
-use gpuworld_systems::error::Error;
-use gpuworld_systems::graph::PlannedLaunch;
+use gpuworld_hal::backend::{LaunchCount, NativeOp, NativeWork, Region};
+use gpuworld_hal::error::Error;
+use gpuworld_hal::graph::PlannedLaunch;
 use smallvec::SmallVec;
 use std::sync::Arc;
 

@@ -4,9 +4,9 @@
 
 use crate::{CudaBackend, DYNAMIC_BLOCKS_PER_SM};
 use cudarc::driver::sys;
-use gpuworld_systems::backend::{LaunchCount, Region};
-use gpuworld_systems::error::Error;
-use gpuworld_systems::kernel::{ExecutionMode, Kernel};
+use gpuworld_hal::backend::{LaunchCount, Region};
+use gpuworld_hal::error::Error;
+use gpuworld_hal::kernel::{ExecutionMode, Kernel};
 use smallvec::SmallVec;
 use std::ffi::c_void;
 

@@ -32,14 +32,14 @@ pub use peer::{Drive, PeerArrival, PeerCopy, PeerDestination, PeerLink};
 use copies::{PendingRead, Upload};
 use cudarc::driver::sys;
 use events::{EventState, EventTable, Timing};
-use gpuworld_systems::backend::*;
-use gpuworld_systems::cross_device::{DeviceCollectives, PeerTransfer, ProcessCollectives};
-use gpuworld_systems::error::{DeviceError, Error};
-use gpuworld_systems::ids::StreamId;
-use gpuworld_systems::kernel::{ExecutionMode, Kernel, KernelDef};
-use gpuworld_systems::open::{BackendSettings, DeviceId, DeviceInfo, OpenBackend};
-use gpuworld_systems::trace::{OpClock, OpKind, OpTime};
-use gpuworld_systems::world::{RuntimeConfig, SchedulingStrategy};
+use gpuworld_hal::backend::*;
+use gpuworld_hal::backend::{OpClock, OpKind, OpTime};
+use gpuworld_hal::cross_device::{DeviceCollectives, PeerTransfer, ProcessCollectives};
+use gpuworld_hal::error::{DeviceError, Error};
+use gpuworld_hal::ids::StreamId;
+use gpuworld_hal::kernel::{ExecutionMode, Kernel, KernelDef};
+use gpuworld_hal::open::{BackendSettings, DeviceId, DeviceInfo, OpenBackend};
+use gpuworld_hal::open::{SchedulingDefaults, SchedulingStrategy};
 use op_timing::OpTiming;
 use pinned::PinnedHome;
 use rustc_hash::FxHashMap as HashMap;
@@ -379,8 +379,8 @@ impl OpenBackend for CudaBackend {
     }
 
     /// Up to [`MAX_TASKS`] tasks batched per stream, streams interleaved.
-    fn runtime_defaults() -> RuntimeConfig {
-        RuntimeConfig::default()
+    fn scheduling() -> SchedulingDefaults {
+        SchedulingDefaults::default()
             .with_max_tasks(MAX_TASKS)
             .with_strategy(SchedulingStrategy::Interleave)
     }
@@ -432,7 +432,7 @@ impl Backend for CudaBackend {
     fn graph_replay(
         graph: u64,
         version: u64,
-        launches: std::sync::Arc<[gpuworld_systems::graph::PlannedLaunch]>,
+        launches: std::sync::Arc<[gpuworld_hal::graph::PlannedLaunch]>,
     ) -> Option<NativeWork> {
         Some(graphs::GraphReplay::work(graph, version, launches))
     }
@@ -454,7 +454,7 @@ impl Backend for CudaBackend {
     type Source = CudaSource;
 
     fn library_source(kernel: &KernelDef) -> Option<&'static CudaSource> {
-        gpuworld_systems::library::source_in(&library::LIBRARY, kernel)
+        gpuworld_hal::library::source_in(&library::LIBRARY, kernel)
     }
 
     fn generated_text(kernel: &KernelDef) -> Option<String> {

@@ -10,7 +10,7 @@
 
 use crate::{CudaBackend, faults, loader};
 use cudarc::driver::sys;
-use gpuworld_systems::backend::{AllocError, StorageId};
+use gpuworld_hal::backend::{AllocError, StorageId};
 use rustc_hash::FxHashMap as HashMap;
 
 /// The reserved address ranges of one device and the pages mapped in them.

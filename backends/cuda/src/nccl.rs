@@ -10,12 +10,12 @@
 use crate::CudaBackend;
 use cudarc::driver::sys as cu;
 use cudarc::nccl::sys;
-use gpuworld_systems::backend::{NativeOp, NativeWork, Region};
-use gpuworld_systems::cross_device::{
+use gpuworld_hal::backend::{NativeOp, NativeWork, Region};
+use gpuworld_hal::cross_device::{
     CollectiveHealth, CollectiveOp, DeviceCollectives, ElemType, Peers, ProcessCollectives,
     ReduceOp,
 };
-use gpuworld_systems::error::{CollectiveError, DeviceError, Error};
+use gpuworld_hal::error::{CollectiveError, DeviceError, Error};
 use std::ffi::{CStr, c_char, c_int, c_void};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};

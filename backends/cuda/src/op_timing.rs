@@ -5,8 +5,8 @@
 
 use crate::events::{EventState, query};
 use cudarc::driver::sys;
-use gpuworld_systems::backend::DeviceStream;
-use gpuworld_systems::trace::{OpKind, OpTime};
+use gpuworld_hal::backend::DeviceStream;
+use gpuworld_hal::backend::{OpKind, OpTime};
 
 /// An operation whose end event has not been read yet.
 struct Pending {

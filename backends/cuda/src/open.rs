@@ -6,8 +6,8 @@ use crate::events::EventTable;
 use crate::pinned::PinnedHome;
 use crate::{CudaBackend, CudaConfig, compiler, loader, mapping, op_timing};
 use cudarc::driver::sys;
-use gpuworld_systems::backend::{DeviceProperties, MemoryLayout};
-use gpuworld_systems::error::{DeviceError, Error};
+use gpuworld_hal::backend::{DeviceProperties, MemoryLayout};
+use gpuworld_hal::error::{DeviceError, Error};
 use rustc_hash::FxHashMap as HashMap;
 use std::sync::Arc;
 

@@ -11,8 +11,8 @@
 
 use crate::CudaBackend;
 use cudarc::driver::sys;
-use gpuworld_systems::backend::{NativeOp, NativeWork, Region};
-use gpuworld_systems::error::Error;
+use gpuworld_hal::backend::{NativeOp, NativeWork, Region};
+use gpuworld_hal::error::Error;
 use parking_lot::Mutex;
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
@@ -137,7 +137,7 @@ impl PeerLink {
 #[derive(Debug)]
 pub struct PeerDestination(pub Arc<PeerLink>);
 
-pub use gpuworld_systems::cross_device::Drive;
+pub use gpuworld_hal::cross_device::Drive;
 
 /// The source's part: the copy itself, once the destination is known.
 pub struct PeerCopy {

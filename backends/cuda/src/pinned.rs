@@ -6,8 +6,8 @@
 //! frees the rest, so a loop of same-sized transfers allocates page-locked memory only once.
 
 use cudarc::driver::sys;
-use gpuworld_systems::backend::{HostBytes, HostMemoryHome, StagingAllocator};
-use gpuworld_systems::staging::FreeBuffers;
+use gpuworld_hal::backend::{HostBytes, HostMemoryHome, StagingAllocator};
+use gpuworld_hal::staging::FreeBuffers;
 use parking_lot::Mutex;
 use std::ptr::NonNull;
 use std::sync::{Arc, Weak};

@@ -5,7 +5,7 @@
 use crate::CudaBackend;
 use crate::events::{self, EventState};
 use cudarc::driver::sys;
-use gpuworld_systems::backend::ProgressWatch;
+use gpuworld_hal::backend::ProgressWatch;
 use smallvec::SmallVec;
 use std::time::{Duration, Instant};
 

@@ -2,8 +2,8 @@
 //! by index or by type, and what the opened device offers. The only blocking in the crate is
 //! here, at construction.
 
-use gpuworld_systems::backend::{DeviceProperties, MemoryLayout};
-use gpuworld_systems::error::{DeviceError, Error};
+use gpuworld_hal::backend::{DeviceProperties, MemoryLayout};
+use gpuworld_hal::error::{DeviceError, Error};
 use parking_lot::Mutex;
 
 /// Which adapter the backend drives.

@@ -4,7 +4,7 @@
 //! are dropped with it, and the cache is emptied when it grows past its capacity.
 
 use crate::wgsl::Declared;
-use gpuworld_systems::backend::StorageId;
+use gpuworld_hal::backend::StorageId;
 use smallvec::SmallVec;
 use std::collections::HashMap;
 

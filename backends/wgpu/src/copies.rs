@@ -8,8 +8,8 @@
 
 use crate::WgpuBackend;
 use crate::wgsl::WgslSource;
-use gpuworld_systems::backend::{LaunchCount, Region};
-use gpuworld_systems::kernel::{KernelDef, Param, Signature};
+use gpuworld_hal::backend::{LaunchCount, Region};
+use gpuworld_hal::kernel::{KernelDef, Param, Signature};
 
 /// Invocations per workgroup of [`COPY_WORDS`].
 const WORKGROUP: u32 = 64;

@@ -12,9 +12,9 @@ use crate::WgpuBackend;
 use crate::bind_groups::BindKey;
 use crate::pipelines::KernelPipeline;
 use crate::wgsl::Declared;
-use gpuworld_systems::backend::{DeviceStream, LaunchCount, Region, StorageId};
-use gpuworld_systems::error::Error;
-use gpuworld_systems::kernel::Kernel;
+use gpuworld_hal::backend::{DeviceStream, LaunchCount, Region, StorageId};
+use gpuworld_hal::error::Error;
+use gpuworld_hal::kernel::Kernel;
 use smallvec::SmallVec;
 
 /// How one buffer region is bound.

@@ -26,13 +26,13 @@ pub use wgsl::{WgslSource, wgsl_text};
 
 use bind_groups::BindGroupCache;
 use faults::{DeviceErrors, describe};
-use gpuworld_systems::backend::*;
-use gpuworld_systems::error::Error;
-use gpuworld_systems::ids::StreamId;
-use gpuworld_systems::kernel::{ExecutionMode, Kernel, KernelDef};
-use gpuworld_systems::open::{BackendSettings, DeviceId, DeviceInfo, OpenBackend};
-use gpuworld_systems::trace::{OpClock, OpTime};
-use gpuworld_systems::world::{RuntimeConfig, SchedulingStrategy};
+use gpuworld_hal::backend::*;
+use gpuworld_hal::backend::{OpClock, OpTime};
+use gpuworld_hal::error::Error;
+use gpuworld_hal::ids::StreamId;
+use gpuworld_hal::kernel::{ExecutionMode, Kernel, KernelDef};
+use gpuworld_hal::open::{BackendSettings, DeviceId, DeviceInfo, OpenBackend};
+use gpuworld_hal::open::{SchedulingDefaults, SchedulingStrategy};
 use marks::Marks;
 use pipelines::PipelineCache;
 use readback::Readbacks;
@@ -91,8 +91,8 @@ impl OpenBackend for WgpuBackend {
     }
 
     /// Up to [`MAX_TASKS`] tasks batched per stream, streams interleaved.
-    fn runtime_defaults() -> RuntimeConfig {
-        RuntimeConfig::default()
+    fn scheduling() -> SchedulingDefaults {
+        SchedulingDefaults::default()
             .with_max_tasks(MAX_TASKS)
             .with_strategy(SchedulingStrategy::Interleave)
     }
@@ -424,7 +424,7 @@ impl Backend for WgpuBackend {
     type Source = WgslSource;
 
     fn library_source(kernel: &KernelDef) -> Option<&'static WgslSource> {
-        gpuworld_systems::library::source_in(&library::LIBRARY, kernel)
+        gpuworld_hal::library::source_in(&library::LIBRARY, kernel)
     }
 
     fn generated_text(kernel: &KernelDef) -> Option<String> {
@@ -450,8 +450,8 @@ impl Backend for WgpuBackend {
     fn graph_replay(
         graph: u64,
         version: u64,
-        launches: std::sync::Arc<[gpuworld_systems::graph::PlannedLaunch]>,
-    ) -> Option<gpuworld_systems::native::NativeWork> {
+        launches: std::sync::Arc<[gpuworld_hal::graph::PlannedLaunch]>,
+    ) -> Option<gpuworld_hal::native::NativeWork> {
         Some(replay::WgpuReplay::work(graph, version, launches))
     }
 
@@ -459,11 +459,11 @@ impl Backend for WgpuBackend {
         &mut self,
         stream: DeviceStream,
         buffers: &[Region],
-        work: gpuworld_systems::native::NativeWork,
+        work: gpuworld_hal::native::NativeWork,
     ) -> Result<(), Error> {
         let Some(op) = replay::as_replay(&work) else {
             return Err(Error::Device(
-                gpuworld_systems::error::DeviceError::BackendUnavailable {
+                gpuworld_hal::error::DeviceError::BackendUnavailable {
                     backend: Self::NAME,
                     reason: format!("it runs no native work `{}`", work.name()).into(),
                 },

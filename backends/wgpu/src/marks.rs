@@ -6,7 +6,7 @@
 //! on submit. Without marks nothing here runs.
 
 use crate::WgpuBackend;
-use gpuworld_systems::backend::{DeviceEvent, DeviceStream};
+use gpuworld_hal::backend::{DeviceEvent, DeviceStream};
 use parking_lot::Mutex;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;

@@ -12,10 +12,10 @@
 
 use crate::WgpuBackend;
 use crate::wgsl::{Declared, check_source, uniform_size, wgsl_text_as};
-use gpuworld_systems::backend::Backend;
-use gpuworld_systems::error::{Error, ExecutionError, LaunchError};
-use gpuworld_systems::ids::StreamId;
-use gpuworld_systems::kernel::{Access, Kernel};
+use gpuworld_hal::backend::Backend;
+use gpuworld_hal::error::{Error, ExecutionError, LaunchError};
+use gpuworld_hal::ids::StreamId;
+use gpuworld_hal::kernel::{Access, Kernel};
 use std::collections::HashMap;
 use std::num::NonZeroU64;
 use std::sync::Arc;

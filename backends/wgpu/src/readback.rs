@@ -4,7 +4,7 @@
 //! memory (what the read returns, so a loop of reads reuses one buffer), unmaps the staging and
 //! returns it to a small pool. Nothing here waits.
 
-use gpuworld_systems::backend::{
+use gpuworld_hal::backend::{
     DEFAULT_MAX_FREE_HEAP_STAGING, HeapStaging, HostBytes, ReadTicket, StagingAllocator,
 };
 use parking_lot::Mutex;

@@ -2,7 +2,7 @@
 //! gpuworld's kernels, and the typed error naming what it lacks. gpuworld submits on the queue
 //! it is given, so its work and the renderer's run in the order they are submitted.
 
-use gpuworld_systems::error::{DeviceError, Error};
+use gpuworld_hal::error::{DeviceError, Error};
 
 /// The least a device must offer for gpuworld's kernels: wgpu's downlevel defaults (what
 /// WebGPU-class hardware guarantees) for every limit a compute dispatch or binding reads.

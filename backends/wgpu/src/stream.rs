@@ -8,8 +8,8 @@ use crate::marks::Stamp;
 use crate::timing::TimingSet;
 use crate::uniforms::UniformChunk;
 use crate::uploads::UploadChunk;
-use gpuworld_systems::error::Error;
-use gpuworld_systems::ids::StreamId;
+use gpuworld_hal::error::Error;
+use gpuworld_hal::ids::StreamId;
 
 /// One stream's pending batch and fault.
 pub(crate) struct WgpuStream {

@@ -4,9 +4,9 @@
 //! buffer, and a later poll adds the durations to per-kernel totals and, while a trace or
 //! kernel statistics record them, keeps each dispatch's start and end as an `OpTime`.
 
-use gpuworld_systems::backend::DeviceStream;
-use gpuworld_systems::kernel::Kernel;
-use gpuworld_systems::trace::{OpKind, OpTime};
+use gpuworld_hal::backend::DeviceStream;
+use gpuworld_hal::backend::{OpKind, OpTime};
+use gpuworld_hal::kernel::Kernel;
 use parking_lot::Mutex;
 use std::collections::BTreeMap;
 use std::sync::Arc;

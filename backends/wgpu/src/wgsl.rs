@@ -1,14 +1,14 @@
 //! WGSL sources: the source type a kernel lists for this backend, and the module the backend
 //! compiles from it — the declarations of the kernel's signature (binding convention on
-//! `gpuworld_systems::kernel::KernelDef`), then the source — with its `@workgroup_size` checked
+//! `gpuworld_hal::kernel::KernelDef`), then the source — with its `@workgroup_size` checked
 //! against the signature's cube dim.
 
 use crate::WgpuBackend;
-use gpuworld_systems::backend::{Backend, Region};
-use gpuworld_systems::kernel::{Access, Elem, KernelDef, Param};
+use gpuworld_hal::backend::{Backend, Region};
+use gpuworld_hal::kernel::{Access, Elem, KernelDef, Param};
 use std::fmt::Write;
 
-pub use gpuworld_systems::kernel::WgslSource;
+pub use gpuworld_hal::kernel::WgslSource;
 
 /// Bytes of the uniform holding `scalars` 32-bit words, padded to 16.
 pub(crate) fn uniform_size(scalars: usize) -> u64 {
@@ -272,7 +272,7 @@ fn check_workgroup_size(kernel: &KernelDef, module: &naga::Module) -> Result<(),
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gpuworld_systems::kernel::{Param, Signature};
+    use gpuworld_hal::kernel::{Param, Signature};
 
     static PATCH: KernelDef = KernelDef {
         id: "test.patch",

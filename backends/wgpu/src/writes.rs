@@ -4,8 +4,8 @@
 
 use crate::WgpuBackend;
 use crate::wgsl::WgslSource;
-use gpuworld_systems::backend::{LaunchCount, Region, StorageId};
-use gpuworld_systems::kernel::{KernelDef, Param, Signature};
+use gpuworld_hal::backend::{LaunchCount, Region, StorageId};
+use gpuworld_hal::kernel::{KernelDef, Param, Signature};
 
 /// Merges the bytes `mask` selects of `value` into one word: how a write that does not cover
 /// whole words reaches the device (copies move whole words). Internal to the backend.

@@ -218,44 +218,6 @@ impl fmt::Debug for KernelDef {
     }
 }
 
-/// How many cubes a launch runs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum CubeCount {
-    /// A count known when launching.
-    Static(u32, u32, u32),
-    /// A count read on the device from a buffer holding three `u32`: x, y, z.
-    Dynamic(crate::binding::Binding),
-}
-
-impl CubeCount {
-    /// `x` cubes along one axis.
-    pub fn new_1d(x: u32) -> CubeCount {
-        CubeCount::Static(x, 1, 1)
-    }
-
-    /// `x * y` cubes on a grid.
-    pub fn new_2d(x: u32, y: u32) -> CubeCount {
-        CubeCount::Static(x, y, 1)
-    }
-
-    /// Enough cubes of `units_per_cube` to cover `elements` along one axis.
-    pub fn covering(elements: u64, units_per_cube: u32) -> CubeCount {
-        let cubes = elements.div_ceil(units_per_cube.max(1) as u64);
-        CubeCount::Static(u32::try_from(cubes).unwrap_or(u32::MAX), 1, 1)
-    }
-
-    /// Enough `tile x tile` cubes to cover a `width x height` grid.
-    pub fn covering_2d(width: u32, height: u32, tile: u32) -> CubeCount {
-        let tile = tile.max(1);
-        CubeCount::Static(width.div_ceil(tile), height.div_ceil(tile), 1)
-    }
-
-    /// Whether this count is statically known to run no cube at all.
-    pub fn is_empty(&self) -> bool {
-        matches!(self, CubeCount::Static(x, y, z) if *x == 0 || *y == 0 || *z == 0)
-    }
-}
-
 /// Whether a launch checks every buffer access.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ExecutionMode {
@@ -265,7 +227,7 @@ pub enum ExecutionMode {
     Unchecked,
 }
 
-/// The [`ExecutionMode`] a queued launch ([`crate::inbox::Command::Launch`]) asks for: checked,
+/// The [`ExecutionMode`] a queued launch (`gpuworld_systems::inbox::Command::Launch`) asks for: checked,
 /// or unchecked only where `unsafe` code vouched for every access. Anyone may queue commands
 /// (`Runtime::inbox`), so the unchecked mode is the one thing of a launch safe code cannot ask
 /// for.
@@ -293,7 +255,7 @@ pub enum ExecutionMode {
 /// ```
 ///
 /// nor by copying one that `unsafe` code made for another launch (only the tick takes commands
-/// out of the inbox, and a [`CommandTap`](crate::inbox::CommandTap) sees them by reference):
+/// out of the inbox, and a `CommandTap` (`gpuworld_systems::inbox`) sees them by reference):
 ///
 /// ```compile_fail,E0507
 /// use gpuworld_systems::inbox::Command;

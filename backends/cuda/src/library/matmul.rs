@@ -1,4 +1,4 @@
-//! CUDA C of the matmul tilings (`gpuworld_systems::library::matmul`): `c = a · b`, elements
+//! CUDA C of the matmul tilings (`gpuworld_hal::library::matmul`): `c = a · b`, elements
 //! outside the matrices read as zero and are never written.
 
 use crate::cuda_c::CudaSource;

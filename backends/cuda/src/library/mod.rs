@@ -1,4 +1,4 @@
-//! The CUDA C of the kernel library (`gpuworld_systems::library`), which the backend supplies
+//! The CUDA C of the kernel library (`gpuworld_hal::library`), which the backend supplies
 //! through `Backend::library_source`; parameters come from each kernel's signature (`GW_PARAMS`,
 //! convention in `cuda_c`).
 
@@ -6,8 +6,8 @@ mod matmul;
 mod reduce;
 
 use crate::cuda_c::CudaSource;
-use gpuworld_systems::kernel::KernelDef;
-use gpuworld_systems::library::{self as lib, matmul as mm, reduce as rd};
+use gpuworld_hal::kernel::KernelDef;
+use gpuworld_hal::library::{self as lib, matmul as mm, reduce as rd};
 
 /// The library's kernels and their CUDA C.
 pub(crate) static LIBRARY: [(&KernelDef, CudaSource); 6] = [

@@ -1,4 +1,4 @@
-//! CUDA C of the reduce-sum variants (`gpuworld_systems::library::reduce`): each unit sums its
+//! CUDA C of the reduce-sum variants (`gpuworld_hal::library::reduce`): each unit sums its
 //! share of `input[..n]`, then the block adds its units' values up in one tree in shared memory,
 //! shared by every variant.
 

@@ -1,4 +1,4 @@
-//! WGSL of the matmul tilings (`gpuworld_systems::library::matmul`): `c = a · b`, elements
+//! WGSL of the matmul tilings (`gpuworld_hal::library::matmul`): `c = a · b`, elements
 //! outside the matrices read as zero and are never written. Every tiling loads through the same
 //! two bounds-checked helpers.
 

@@ -1,4 +1,4 @@
-//! The WGSL of the kernel library (`gpuworld_systems::library`), which the backend supplies
+//! The WGSL of the kernel library (`gpuworld_hal::library`), which the backend supplies
 //! through `Backend::library_source`: each kernel's entry point and helpers; the bindings are
 //! declared from the kernel's signature. Every kernel checks its indices in both execution modes
 //! (loads out of bounds read 0, stores out of bounds are dropped).
@@ -7,8 +7,8 @@ mod matmul;
 mod reduce;
 
 use crate::wgsl::WgslSource;
-use gpuworld_systems::kernel::KernelDef;
-use gpuworld_systems::library::{self as lib, matmul as mm, reduce as rd};
+use gpuworld_hal::kernel::KernelDef;
+use gpuworld_hal::library::{self as lib, matmul as mm, reduce as rd};
 
 /// The start of a 1-D kernel's entry point: `i`, the launch-wide index of this unit (cubes
 /// flattened as `CubeContext::cube_index` does), 256 units per cube.

@@ -1,4 +1,4 @@
-//! WGSL of the reduce-sum variants (`gpuworld_systems::library::reduce`): each unit sums its
+//! WGSL of the reduce-sum variants (`gpuworld_hal::library::reduce`): each unit sums its
 //! share of `input[..n]`, then the cube's units add their values up in one tree in workgroup
 //! memory, shared by every variant.
 

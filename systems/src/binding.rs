@@ -1,8 +1,9 @@
 //! [`Binding`]: a byte range of a handle, named by id. A leaf of the crate (it imports only ids
 //! and errors), so the inbox, kernels and handles can all name it without importing each other.
-//! A binding comes only from a [`crate::Handle`] (`handle.binding()`, `Binding::from(&handle)`)
+//! A binding comes only from a [`crate::handle::Handle`] (`handle.binding()`, `Binding::from(&handle)`)
 //! and narrows only inside its range ([`Binding::slice`]), so it cannot claim memory its handle
 //! does not have; the ingest stage checks it against the handle's memory all the same.
+//! [`CubeCount`], how many cubes a launch runs, lives here too: a dynamic count is a binding.
 
 use crate::error::BindingError;
 use crate::ids::{HandleId, RuntimeId};
@@ -140,6 +141,44 @@ impl Binding {
             });
         }
         self.range()
+    }
+}
+
+/// How many cubes a launch runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CubeCount {
+    /// A count known when launching.
+    Static(u32, u32, u32),
+    /// A count read on the device from a buffer holding three `u32`: x, y, z.
+    Dynamic(Binding),
+}
+
+impl CubeCount {
+    /// `x` cubes along one axis.
+    pub fn new_1d(x: u32) -> CubeCount {
+        CubeCount::Static(x, 1, 1)
+    }
+
+    /// `x * y` cubes on a grid.
+    pub fn new_2d(x: u32, y: u32) -> CubeCount {
+        CubeCount::Static(x, y, 1)
+    }
+
+    /// Enough cubes of `units_per_cube` to cover `elements` along one axis.
+    pub fn covering(elements: u64, units_per_cube: u32) -> CubeCount {
+        let cubes = elements.div_ceil(units_per_cube.max(1) as u64);
+        CubeCount::Static(u32::try_from(cubes).unwrap_or(u32::MAX), 1, 1)
+    }
+
+    /// Enough `tile x tile` cubes to cover a `width x height` grid.
+    pub fn covering_2d(width: u32, height: u32, tile: u32) -> CubeCount {
+        let tile = tile.max(1);
+        CubeCount::Static(width.div_ceil(tile), height.div_ceil(tile), 1)
+    }
+
+    /// Whether this count is statically known to run no cube at all.
+    pub fn is_empty(&self) -> bool {
+        matches!(self, CubeCount::Static(x, y, z) if *x == 0 || *y == 0 || *z == 0)
     }
 }
 
