@@ -254,7 +254,6 @@ fn cpu(settings: &Settings, rows: &mut Vec<Row>, ticks: &mut Vec<TickCost>) {
 fn wgpu(settings: &Settings, rows: &mut Vec<Row>, ticks: &mut Vec<TickCost>) {
     use gpuworld::{Driver, WgpuConfig};
     // The backend's own defaults (as `wgpu_client` opens it), with the cache policy asked for.
-    use gpuworld::OpenBackend as _;
     let config = gpuworld::RuntimeConfig::for_backend::<gpuworld::WgpuBackend>()
         .with_memory(settings.memory());
     let new_client = || {

@@ -34,6 +34,7 @@ pub use client::{
 #[cfg(feature = "cpu")]
 pub use devices::cpu_clients;
 pub use devices::{devices, sim_clients};
+pub use gpuworld_sim::{SimBackend, SimCall, SimConfig, SimLink, SimModel};
 pub use gpuworld_systems::backend::NativeResource;
 /// The error of each domain ([`error::MemoryError`], ...) that [`Error`] composes.
 pub use gpuworld_systems::error;
@@ -42,7 +43,6 @@ pub use gpuworld_systems::memory::{
 };
 pub use gpuworld_systems::open::{BackendSettings, DeviceId, DeviceInfo, OpenBackend};
 pub use gpuworld_systems::published::InFlight;
-pub use gpuworld_systems::sim::{SimBackend, SimCall, SimConfig, SimLink, SimModel};
 pub use gpuworld_systems::trace::{KernelStat, KernelTimes, Trace, TraceClock};
 pub use gpuworld_systems::{
     Backend, Binding, CpuSource, CubeCount, DeviceProperties, Error, ErrorKind, ExecutionMode,

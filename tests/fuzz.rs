@@ -379,7 +379,6 @@ fn wgpu_with_compaction_matches_the_host_model() -> Result<(), Skip> {
         Some(&ReadBack),
         || {
             let backend = common::wgpu_backend_or_skip()?;
-            use gpuworld::OpenBackend as _;
             let config = gpuworld::RuntimeConfig::for_backend::<gpuworld::WgpuBackend>()
                 .with_memory(compacting_pools());
             Ok(ComputeClient::new(backend, config, Driver::DeviceThread))

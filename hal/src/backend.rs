@@ -581,6 +581,10 @@ pub trait Backend: Send + Sync + 'static {
     }
 }
 
+/// A backend whose runtime hands it out mutably to any caller (`Runtime::sim_mut`), not only
+/// behind the `internals` feature: the sim, whose log and fault plan are how tests drive it.
+pub trait TestDevice: Backend {}
+
 /// A backend that hands out the memory behind a binding in its own terms, for interop
 /// (`ComputeClient::get_resource`): host words, a wgpu buffer, a CUDA device pointer.
 pub trait NativeResource: Backend {

@@ -9,10 +9,11 @@
 //! held, before the frame is submitted, may be submitted first: submit the frame, then step.
 
 use super::ComputeClient;
+use gpuworld_sim::SimBackend;
 use gpuworld_systems::backend::Region;
 use gpuworld_systems::error::BindingError;
 use gpuworld_systems::inbox::{Command, Inbox, PinHolder};
-use gpuworld_systems::{Backend, Binding, Error, HandleId, Result, RuntimeId, SimBackend};
+use gpuworld_systems::{Backend, Binding, Error, HandleId, Result, RuntimeId};
 use smallvec::SmallVec;
 use std::sync::Arc;
 

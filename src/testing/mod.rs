@@ -8,9 +8,7 @@ mod sweep;
 
 pub use crate::on_every_backend;
 pub use backends::{BackendRuns, BackendTest, Skipped, TestBackend, run_on_every_backend};
-pub use gpuworld_systems::sim::{
-    CallCounts, CostModel, Fault, FaultPlan, KernelRate, SimCall, Span,
-};
+pub use gpuworld_sim::{CallCounts, CostModel, Fault, FaultPlan, KernelRate, SimCall, Span};
 pub use gpuworld_systems::snapshot::{
     Contents, Element, HandleLine, MemoryLine, Snapshot, SnapshotOptions, StreamLine, TaskLine,
     Values,

@@ -5,7 +5,7 @@
 
 use super::harness::TestRuntime;
 use crate::{Error, SimConfig};
-use gpuworld_systems::sim::{Fault, FaultPlan};
+use gpuworld_sim::{Fault, FaultPlan};
 use std::fmt;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
@@ -26,7 +26,7 @@ pub struct FaultOutcome {
 /// Every failure point of a program and what each gave.
 #[derive(Debug, Default)]
 pub struct SweepReport {
-    /// One outcome per failure point, in the order [`gpuworld_systems::sim::CallCounts::every_fault`] gives.
+    /// One outcome per failure point, in the order [`gpuworld_sim::CallCounts::every_fault`] gives.
     pub outcomes: Vec<FaultOutcome>,
 }
 

@@ -17,7 +17,9 @@ pub mod memory;
 pub mod outbox;
 pub mod published;
 pub mod runtime;
-pub mod sim;
+/// The unit tests' device: the sim backend (`backends/sim`), a dev-dependency.
+#[cfg(test)]
+use gpuworld_sim as sim;
 pub mod snapshot;
 /// The tick's seven stages and the state each owns: public only with the `internals` feature
 /// (the workspace's fuzzer and tools read it); what tuners exchange with the tune stage is
@@ -53,6 +55,5 @@ pub use kernel::{
 };
 pub use open::{BackendSettings, DeviceId, DeviceInfo, OpenBackend};
 pub use runtime::{HostRecords, Runtime, StreamState};
-pub use sim::{SimBackend, SimConfig, SimModel};
 pub use usage::MemoryUsage;
 pub use world::{RuntimeConfig, SchedulingStrategy};

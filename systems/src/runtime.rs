@@ -247,6 +247,15 @@ impl<B: Backend> Runtime<B> {
         self.device_mut()
     }
 
+    /// The sim (a [`TestDevice`](crate::backend::TestDevice)), mutably: its log and its fault
+    /// plan, for tests.
+    pub fn sim_mut(&mut self) -> &mut B
+    where
+        B: crate::backend::TestDevice,
+    {
+        self.device_mut()
+    }
+
     pub(crate) fn device_mut(&mut self) -> &mut B {
         &mut self.world.resource_mut::<Device<B>>().into_inner().0
     }

@@ -14,7 +14,7 @@
 //!   faults its stream instead of running, and events pass, so memory can still be reclaimed.
 
 use super::{Injected, Op, SimBackend};
-use crate::host_ops::HostOp;
+use gpuworld_hal::host_ops::HostOp;
 
 /// One fault of a [`FaultPlan`]; counts start at 1 (the first call of its kind).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -1,7 +1,7 @@
 //! The sim's host link: the virtual time a copy between host and device memory takes, which is
 //! how transfers between sim devices (`to_client`) and host collectives cost time on the sim.
 
-use crate::host_ops::HostOp;
+use gpuworld_hal::host_ops::HostOp;
 
 /// A link between host and device with a fixed latency per copy and a bandwidth.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

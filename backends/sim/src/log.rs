@@ -2,8 +2,8 @@
 //! as text whose streams and events carry the names snapshots use (`s0`, `s0 op 3`).
 
 use super::SimBackend;
-use crate::backend::{DeviceEvent, DeviceStream, StorageId};
-use crate::ids::StreamId;
+use gpuworld_hal::backend::{DeviceEvent, DeviceStream, StorageId};
+use gpuworld_hal::ids::StreamId;
 
 /// One entry of the sim's log.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -998,11 +998,11 @@ mod tests {
     const MIB: u64 = 1 << 20;
 
     fn device() -> SimBackend {
-        SimBackend::new(SimConfig {
-            memory_bytes: 1 << 30,
-            record: false,
-            ..Default::default()
-        })
+        SimBackend::new(
+            SimConfig::default()
+                .with_memory_bytes(1 << 30)
+                .with_record(false),
+        )
     }
 
     /// A pool of 8 MiB pages holding eight 1 MiB blocks, with the blocks at 1, 3 and 5 MiB

@@ -12,11 +12,11 @@ const MIB: u64 = 1 << 20;
 const AUTO: AllocationMode = AllocationMode::Auto;
 
 fn device(memory_bytes: u64) -> SimBackend {
-    SimBackend::new(SimConfig {
-        memory_bytes,
-        record: false,
-        ..Default::default()
-    })
+    SimBackend::new(
+        SimConfig::default()
+            .with_memory_bytes(memory_bytes)
+            .with_record(false),
+    )
 }
 
 fn properties(alignment: u64, memory_layout: MemoryLayout) -> DeviceProperties {
