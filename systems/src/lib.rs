@@ -1,20 +1,34 @@
 #![doc = include_str!("../README.md")]
 
+/// The runtime's side of the client: public for the `gpuworld` crate, documented only with the
+/// `internals` feature (no stability promise).
+#[cfg_attr(not(feature = "internals"), doc(hidden))]
 pub mod arriving;
 pub mod binding;
 pub mod graph;
 pub mod handle;
 pub mod kernel;
-/// The backend interface and what backends share ([`gpuworld_hal`]), at the paths users knew.
+/// The backend interface and what backends share, at the paths users knew: documented in
+/// [`gpuworld_hal`], whose public API they are.
+#[doc(hidden)]
 pub use gpuworld_hal::{
     backend, bytes, cross_device, error, host_launch, host_memory, host_ops, host_timing, ids,
     library, native, open, staging, usage,
 };
 #[cfg(test)]
 mod import_graph;
+/// The runtime's side of the client: public for the `gpuworld` crate, documented only with the
+/// `internals` feature (no stability promise).
+#[cfg_attr(not(feature = "internals"), doc(hidden))]
 pub mod inbox;
 pub mod memory;
+/// The runtime's side of the client: public for the `gpuworld` crate, documented only with the
+/// `internals` feature (no stability promise).
+#[cfg_attr(not(feature = "internals"), doc(hidden))]
 pub mod outbox;
+/// The runtime's side of the client: public for the `gpuworld` crate, documented only with the
+/// `internals` feature (no stability promise).
+#[cfg_attr(not(feature = "internals"), doc(hidden))]
 pub mod published;
 pub mod runtime;
 /// The unit tests' device: the sim backend (`backends/sim`), a dev-dependency.
@@ -36,7 +50,12 @@ pub mod tune {
 }
 mod sync;
 pub mod trace;
+/// The world's shared components and resources: public only with the `internals` feature;
+/// [`RuntimeConfig`] and [`SchedulingStrategy`] are re-exported at the root.
+#[cfg(feature = "internals")]
 pub mod world;
+#[cfg(not(feature = "internals"))]
+pub(crate) mod world;
 
 pub use backend::{Backend, DeviceProperties};
 pub use binding::Binding;

@@ -1,6 +1,9 @@
 //! Device memory: `MemoryPool`, the resource the tick stages reserve from (ingest) and release
 //! to (GC), over a ladder of sliced and exclusive pools plus a persistent pool. Slices and pages
 //! are generational keys, so a stale key is an error, never another buffer.
+// The pools' API is used by the runtime and, with `internals`, by tests and benches: without
+// that feature parts of it are used by neither.
+#![cfg_attr(not(feature = "internals"), allow(dead_code))]
 
 mod budget;
 mod compacting;
@@ -19,16 +22,39 @@ mod reserve;
 mod sliced;
 
 pub use crate::usage::MemoryUsage;
-pub use compacting::CompactingPool;
 pub use config::{CachePolicy, DEFAULT_RELEASE_AFTER_TICKS, MemoryConfig, PoolConfig, PoolKind};
-pub use exclusive::{ExclusivePool, Fit};
-pub use ladder::Ladder;
 pub use layout::{TensorLayout, TensorPlacement};
-pub use mapped::MappedPool;
-pub use mode::{AllocationMode, AllocationModes};
-pub use pool::{DeviceMemory, Movable, Pool, PoolIndex};
+pub use mode::AllocationMode;
 pub use report::PoolReport;
+// The pools themselves: public only with the `internals` feature (no stability promise).
+#[cfg(feature = "internals")]
+pub use compacting::CompactingPool;
+#[cfg(not(feature = "internals"))]
+pub(crate) use compacting::CompactingPool;
+#[cfg(not(feature = "internals"))]
+pub(crate) use exclusive::ExclusivePool;
+#[cfg(feature = "internals")]
+pub use exclusive::{ExclusivePool, Fit};
+#[cfg(feature = "internals")]
+pub use ladder::Ladder;
+#[cfg(not(feature = "internals"))]
+pub(crate) use ladder::Ladder;
+#[cfg(feature = "internals")]
+pub use mapped::MappedPool;
+#[cfg(not(feature = "internals"))]
+pub(crate) use mapped::MappedPool;
+#[cfg(feature = "internals")]
+pub use mode::AllocationModes;
+#[cfg(not(feature = "internals"))]
+pub(crate) use mode::AllocationModes;
+#[cfg(feature = "internals")]
+pub use pool::{DeviceMemory, Movable, Pool, PoolIndex};
+#[cfg(not(feature = "internals"))]
+pub(crate) use pool::{Movable, Pool, PoolIndex};
+#[cfg(feature = "internals")]
 pub use sliced::{PageSizes, SlicedPool};
+#[cfg(not(feature = "internals"))]
+pub(crate) use sliced::{PageSizes, SlicedPool};
 
 use crate::backend::{AllocError, Backend, DeviceProperties, Region, StorageId};
 use crate::error::MemoryError;
@@ -69,6 +95,7 @@ struct ParkGroup {
 
 /// What [`MemoryPool::release_parked`] returned to the pools.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(not(feature = "internals"), doc(hidden))]
 pub struct ParkedReturn {
     /// Handles whose memory went back now: every handle of the group, once its last one was
     /// released; none while the group waits, or when its stream took all of its memory.
@@ -88,6 +115,7 @@ const PARKED_WAIT: std::time::Duration = std::time::Duration::from_millis(2);
 
 /// Where a pool placed a request: a byte range of one of its pages.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(not(feature = "internals"), doc(hidden))]
 pub struct Block {
     /// The page.
     pub page: PageKey,
@@ -133,6 +161,7 @@ impl Block {
 
 /// A reserved allocation: its key and the device bytes it may use.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(not(feature = "internals"), doc(hidden))]
 pub struct Reservation {
     /// The key to release it with.
     pub slice: SliceKey,
@@ -147,6 +176,7 @@ pub struct Reservation {
 /// included) goes from `from` to `to`, and where `copied` its bytes must be copied there on the
 /// device, after every earlier use and before any later one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(not(feature = "internals"), doc(hidden))]
 pub struct Moved {
     /// The slice, whose key stays.
     pub slice: SliceKey,
@@ -167,6 +197,7 @@ type MovedBlock = (Block, Block, Option<(SliceKey, Movable)>);
 
 /// How a request may make room by moving live slices ([`MemoryPool::reserve_moving`]).
 #[allow(missing_debug_implementations, reason = "it holds a closure")]
+#[cfg_attr(not(feature = "internals"), doc(hidden))]
 pub struct Compaction<'a> {
     /// What each live slice allows.
     pub movable: &'a mut dyn FnMut(SliceKey) -> Movable,
@@ -199,6 +230,7 @@ struct SliceRecord {
 /// The memory of a runtime: the pool ladder, the persistent pool, every live slice, usage, and
 /// each stream's allocation mode.
 #[derive(Debug, Resource)]
+#[cfg_attr(not(feature = "internals"), doc(hidden))]
 pub struct MemoryPool {
     alignment: u64,
     /// Largest request the device can hold in one buffer (`DeviceProperties::max_buffer_bytes`).
