@@ -55,6 +55,7 @@ pub mod trace;
 #[cfg(feature = "internals")]
 pub mod world;
 #[cfg(not(feature = "internals"))]
+#[allow(dead_code)] // fields only the internals' users (tests, snapshots) read
 pub(crate) mod world;
 
 pub use backend::{Backend, DeviceProperties};

@@ -10,16 +10,26 @@
 //! is part of the backend contract (`backend.rs`), re-exported here.
 
 mod chrome;
+// `KernelStats::clear` serves the internals' users (tests) only.
+#[cfg_attr(not(feature = "internals"), allow(dead_code))]
 mod kernel_stats;
 mod model;
 mod recorder;
 
 pub use crate::backend::{OpClock, OpKind, OpTime};
-pub use kernel_stats::{KernelStat, KernelStats, KernelTimes};
+pub use kernel_stats::{KernelStat, KernelTimes};
+// The recorder's resources: public only with the `internals` feature.
+#[cfg(feature = "internals")]
+pub use kernel_stats::KernelStats;
+#[cfg(not(feature = "internals"))]
+pub(crate) use kernel_stats::KernelStats;
 pub use model::{
     Counters, Reclaim, ReplayMark, StageSpan, StreamSlice, TickSpan, Trace, TraceClock, WaitArrow,
 };
+#[cfg(feature = "internals")]
 pub use recorder::TraceRecorder;
+#[cfg(not(feature = "internals"))]
+pub(crate) use recorder::TraceRecorder;
 
 use crate::backend::Backend;
 use crate::memory::MemoryPool;
@@ -28,11 +38,13 @@ use crate::world::*;
 use bevy_ecs::prelude::*;
 
 /// The trace's systems in the tick: the stage stamps and the collection at its end.
+#[cfg_attr(not(feature = "internals"), doc(hidden))]
 #[derive(SystemSet, Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Recording;
 
 /// Registers the recorder and the statistics; their systems join the tick only while they
 /// record ([`add_recording`]).
+#[cfg_attr(not(feature = "internals"), doc(hidden))]
 pub fn build(world: &mut World) {
     world.init_resource::<TraceRecorder>();
     world.init_resource::<KernelStats>();
@@ -40,6 +52,7 @@ pub fn build(world: &mut World) {
 
 /// Adds the [`Recording`] systems to the tick: the stage stamps between the stage sets and the
 /// collection at its end. The schedule is rebuilt at its next run.
+#[cfg_attr(not(feature = "internals"), doc(hidden))]
 pub fn add_recording<B: Backend>(schedule: &mut Schedule) {
     use TickStage::*;
     schedule.add_systems(
@@ -58,6 +71,7 @@ pub fn add_recording<B: Backend>(schedule: &mut Schedule) {
 }
 
 /// Takes the [`Recording`] systems out of the tick again.
+#[cfg_attr(not(feature = "internals"), doc(hidden))]
 pub fn remove_recording(
     schedule: &mut Schedule,
     world: &mut World,
