@@ -76,4 +76,4 @@ pub use kernel::{
 pub use open::{BackendSettings, DeviceId, DeviceInfo, OpenBackend};
 pub use runtime::{HostRecords, Runtime, StreamState};
 pub use usage::MemoryUsage;
-pub use world::{RuntimeConfig, SchedulingStrategy};
+pub use world::{RuntimeConfig, SchedulingStrategy, Stats};
