@@ -266,7 +266,7 @@ pub trait Backend: Send + Sync + 'static {
     type Source: KernelSource;
 
     /// The backend's own source for `kernel` where the kernel lists none of its type: how a
-    /// backend crate supplies the library's kernels (`gpuworld_systems::library`). None by
+    /// backend crate supplies the library's kernels (`gpuworld_hal::library`). None by
     /// default.
     fn library_source(_kernel: &KernelDef) -> Option<&'static Self::Source> {
         None

@@ -199,7 +199,7 @@ impl HostMemory {
     ///
     /// A view cannot outlive the buffer it sees:
     /// ```compile_fail,E0502
-    /// # use gpuworld_systems::{backend::Region, host_memory::HostMemory};
+    /// # use gpuworld_hal::{backend::Region, host_memory::HostMemory};
     /// let mut memory = HostMemory::new(None);
     /// let storage = memory.allocate(64).unwrap();
     /// let view = memory.view(Region { storage, offset: 0, size: 64 }).unwrap();
@@ -208,7 +208,7 @@ impl HostMemory {
     /// ```
     /// nor the memory itself:
     /// ```compile_fail,E0597
-    /// # use gpuworld_systems::{backend::Region, host_memory::HostMemory};
+    /// # use gpuworld_hal::{backend::Region, host_memory::HostMemory};
     /// let view = {
     ///     let mut memory = HostMemory::new(None);
     ///     let storage = memory.allocate(64).unwrap();

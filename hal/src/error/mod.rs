@@ -16,8 +16,8 @@ use std::sync::Arc;
 /// domain's variant for its details.
 ///
 /// ```
-/// use gpuworld_systems::error::{Error, ErrorKind, MemoryError};
-/// use gpuworld_systems::MemoryUsage;
+/// use gpuworld_hal::error::{Error, ErrorKind, MemoryError};
+/// use gpuworld_hal::MemoryUsage;
 ///
 /// let error = Error::from(MemoryError::OutOfMemory {
 ///     requested: 1 << 20,

@@ -233,7 +233,7 @@ pub enum ExecutionMode {
 /// for.
 ///
 /// ```
-/// use gpuworld_systems::kernel::{ExecutionMode, LaunchMode};
+/// use gpuworld_hal::kernel::{ExecutionMode, LaunchMode};
 ///
 /// assert_eq!(LaunchMode::CHECKED.execution_mode(), ExecutionMode::Checked);
 /// // SAFETY: no launch goes with this mode.
@@ -244,13 +244,13 @@ pub enum ExecutionMode {
 /// Safe code cannot make an unchecked one, neither through the constructor:
 ///
 /// ```compile_fail,E0133
-/// let unchecked = gpuworld_systems::kernel::LaunchMode::unchecked();
+/// let unchecked = gpuworld_hal::kernel::LaunchMode::unchecked();
 /// ```
 ///
 /// nor from the mode it wraps:
 ///
 /// ```compile_fail,E0423
-/// use gpuworld_systems::kernel::{ExecutionMode, LaunchMode};
+/// use gpuworld_hal::kernel::{ExecutionMode, LaunchMode};
 /// let unchecked = LaunchMode(ExecutionMode::Unchecked);
 /// ```
 ///
@@ -258,12 +258,10 @@ pub enum ExecutionMode {
 /// out of the inbox, and a `CommandTap` (`gpuworld_systems::inbox`) sees them by reference):
 ///
 /// ```compile_fail,E0507
-/// use gpuworld_systems::inbox::Command;
-/// use gpuworld_systems::kernel::LaunchMode;
-/// fn reuse(seen: &Command) {
-///     if let Command::Launch { mode, .. } = seen {
-///         let owned: LaunchMode = *mode;
-///     }
+/// use gpuworld_hal::kernel::LaunchMode;
+/// // A command's mode, as a tap sees it: by reference.
+/// fn reuse(seen: &LaunchMode) {
+///     let owned: LaunchMode = *seen;
 /// }
 /// ```
 #[derive(Debug, PartialEq, Eq, Hash)]
