@@ -83,9 +83,11 @@ fn spawn_particles(gpu: Res<Gpu<WgpuBackend>>, mut commands: Commands) {
     commands.insert_resource(Simulated(particles));
 }
 
-/// Main world, every frame: one integration step.
-fn step(gpu: Res<Gpu<WgpuBackend>>, particles: Res<Simulated>) {
-    particles.0.step(gpu.client()).expect("a step");
+/// Main world, every frame while there are particles: one integration step.
+fn step(gpu: Res<Gpu<WgpuBackend>>, particles: Option<Res<Simulated>>) {
+    if let Some(particles) = particles {
+        particles.0.step(gpu.client()).expect("a step");
+    }
 }
 
 /// Render world, every frame: draws the points from the leased positions, copies the image and
@@ -96,7 +98,10 @@ fn draw(
     device: Res<RenderDevice>,
     queue: Res<RenderQueue>,
 ) {
-    let leases = leased.single().expect("one entity's leases this frame");
+    // None once the test despawned the entity.
+    let Ok(leases) = leased.single() else {
+        return;
+    };
     let (xs, ys) = (
         leases.get(0).expect("x lease"),
         leases.get(1).expect("y lease"),
@@ -285,4 +290,40 @@ fn bevy_draws_gpuworlds_positions_from_leases_in_its_render_world() {
         .wgpu_host_traffic();
     assert_eq!(traffic.read_back, 0, "{traffic:?}");
     assert_eq!(traffic.uploaded, (4 * PARTICLES * 4) as u64, "{traffic:?}");
+
+    // The leases went with their frames: once the entity and the particles go, so does their
+    // memory (a lease still held would keep its handle's pin).
+    let entities: Vec<Entity> = (app.world_mut())
+        .query_filtered::<Entity, With<LeasedBuffers>>()
+        .iter(app.world())
+        .collect();
+    for entity in entities {
+        app.world_mut().despawn(entity);
+    }
+    app.world_mut().remove_resource::<Simulated>();
+    app.update();
+    app.update();
+    let usage = app.world().resource::<Gpu<WgpuBackend>>().memory_usage();
+    assert_eq!(usage.bytes_in_use, 0, "{usage:?}");
+}
+
+#[test]
+fn without_a_renderer_the_plugin_says_why_and_asks_the_app_to_exit() {
+    let mut app = App::new();
+    app.add_plugins((TaskPoolPlugin::default(), GpuworldRenderPlugin::default()));
+    app.finish();
+    let unavailable = app
+        .world()
+        .get_resource::<gpuworld_bevy_render::GpuworldRenderUnavailable>()
+        .expect("the reason, as a resource");
+    assert!(
+        unavailable.reason.contains("no RenderDevice"),
+        "{}",
+        unavailable.reason
+    );
+    assert!(app.world().get_resource::<Gpu<WgpuBackend>>().is_none());
+    assert!(
+        app.should_exit().is_some_and(|exit| exit.is_error()),
+        "the app is asked to exit with an error"
+    );
 }
