@@ -134,6 +134,9 @@ struct Shared<B: Backend> {
     frames: Mutex<frames::FrameFences>,
     /// Alive while a user holds a client of this runtime (a graph's own clones do not count).
     user_clients: std::sync::Weak<()>,
+    /// What the device thread's panic said, once it panicked: every blocking call fails with it
+    /// from then on (`drivers::device_thread`).
+    device_thread_panic: std::sync::OnceLock<Arc<str>>,
 }
 
 impl<B: Backend> Shared<B> {
@@ -208,6 +211,7 @@ impl<B: Backend> ComputeClient<B> {
             drivers: drivers::Drivers::default(),
             last_kernel_with_source: AtomicPtr::new(std::ptr::null_mut()),
             frames: Mutex::default(),
+            device_thread_panic: std::sync::OnceLock::new(),
         });
         let thread = match driver {
             Driver::Manual => None,
@@ -215,7 +219,7 @@ impl<B: Backend> ComputeClient<B> {
                 let thread_shared = shared.clone();
                 let spawned = std::thread::Builder::new()
                     .name("gpuworld-device".into())
-                    .spawn(move || drivers::run_device_thread(&thread_shared));
+                    .spawn(move || drivers::device_thread(&thread_shared));
                 match spawned {
                     Ok(thread) => Some(thread),
                     Err(error) => {

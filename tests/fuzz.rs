@@ -13,13 +13,11 @@
 //! - `GPUWORLD_FUZZ_SEED`: run exactly this seed.
 //!
 //! Leases (`fuzz/leases.rs`) are drawn on the backends that have them (sim, wgpu);
-//! `GPUWORLD_FUZZ_NO_LEASES=1` draws none (the sequences from before leases), and
-//! `GPUWORLD_FUZZ_LEASED_MISUSE=1` lets misuse pick a released handle a lease still pins. That
-//! switch is off by default because it finds a known gap (2026-12-06, open in issue 48): a
-//! binding of a released handle that a lease (or a graph) still pins is accepted by reads,
-//! writes and launches instead of `BindingError::ReleasedHandle` (memory-safe: the pin keeps its
-//! memory; `GPUWORLD_FUZZ_LEASED_MISUSE=1 GPUWORLD_FUZZ_SEED=1 cargo test --all-features --test
-//! fuzz sim_matches` shows it).
+//! `GPUWORLD_FUZZ_NO_LEASES=1` draws none (the sequences from before leases). Misuse may pick a
+//! released handle that a lease still pins: its reads, writes and launches must fail with
+//! `BindingError::ReleasedHandle` like any released handle's (this fuzzer found them accepted,
+//! 2026-12-06, issue 48; `GPUWORLD_FUZZ_SEED=1 cargo test --all-features --test fuzz
+//! sim_matches` was the seed that showed it).
 //!
 //! A failure names the backend and the seed and prints the last operations; the same seed replays
 //! the same operations (`GPUWORLD_FUZZ_SEED=7 cargo test --all-features --test fuzz sim`). To
@@ -135,7 +133,6 @@ fn fuzz<B: Backend>(
                 let mut fuzzer = Fuzzer::new(client, seed, arithmetic, &log);
                 fuzzer.read_all_after_each_op = env_flag("GPUWORLD_FUZZ_READ_ALL");
                 fuzzer.lessor = lessor.filter(|_| !env_flag("GPUWORLD_FUZZ_NO_LEASES"));
-                fuzzer.misuse_leased = env_flag("GPUWORLD_FUZZ_LEASED_MISUSE");
                 let outcome = fuzzer.run(ops);
                 fuzzer.tally.moves = (fuzzer.client.memory_report().iter())
                     .map(|pool| pool.blocks_moved)

@@ -8,7 +8,8 @@ mod common;
 use common::{Skip, bytes_of, f32s, no_wgpu_adapter, wgpu_required};
 use gpuworld::error::{BindingError, DeviceError};
 use gpuworld::{
-    ComputeClient, Driver, Error, SharedDeviceError, SimConfig, WgpuBackend, WgpuConfig, wgpu,
+    Binding, Bindings, ComputeClient, CubeCount, Driver, Error, Graph, Leasable, SharedDeviceError,
+    SimConfig, WgpuBackend, WgpuConfig, library, wgpu,
 };
 
 test_main![
@@ -21,6 +22,9 @@ test_main![
     leased_buffers_bind_as_vertices_indices_and_uniforms,
     several_leases_at_once_submit_once_and_fail_together,
     a_lease_shows_as_a_pin_in_the_sim_snapshot,
+    a_leased_handle_released_is_refused_to_reads_writes_launches_and_leases_on_the_sim,
+    a_leased_handle_released_is_refused_to_reads_writes_launches_and_leases_on_wgpu,
+    a_handle_a_graph_pins_released_is_refused_to_the_user_while_replays_still_use_it,
 ];
 
 /// A renderer's device: its own instance, adapter and device with `limits`.
@@ -331,4 +335,137 @@ fn several_leases_at_once_submit_once_and_fail_together() -> Result<(), Skip> {
         client.snapshot()
     );
     Ok(())
+}
+
+/// Asserts that `result`, or else the stream's next sync, is `ReleasedHandle`: a write or a
+/// launch is either refused at the call or faults its stream.
+fn released_at_call_or_sync<B: Leasable>(
+    client: &ComputeClient<B>,
+    result: gpuworld::Result<()>,
+    what: &str,
+) {
+    let error = match result {
+        Err(error) => error,
+        Ok(()) => client
+            .sync()
+            .expect_err(&format!("{what} of a released, leased handle must fail")),
+    };
+    assert!(
+        matches!(error, Error::Binding(BindingError::ReleasedHandle { .. })),
+        "{what}: {error}"
+    );
+}
+
+/// A handle released while a lease pins it: its binding is refused by a read, a write, a launch
+/// and another lease, as any released handle's (the pin keeps the memory for the lease only),
+/// and nothing is written to the leased bytes. Returns the lease and the released binding.
+fn released_but_leased_is_refused<B: Leasable>(
+    client: &ComputeClient<B>,
+) -> (gpuworld::Lease<B>, Binding) {
+    let data = client.create(bytes_of(&[1.0, 2.0, 3.0, 4.0]));
+    let lease = client.lease(&data).unwrap();
+    let binding = data.binding();
+    drop(data);
+    let error = client.read(&[binding]).unwrap_err();
+    assert!(
+        matches!(error, Error::Binding(BindingError::ReleasedHandle { .. })),
+        "read: {error}"
+    );
+    released_at_call_or_sync(
+        client,
+        client.write(binding, &bytes_of(&[9.0; 4])),
+        "a write",
+    );
+    let launched = client.launch(
+        &library::FILL,
+        CubeCount::new_1d(1),
+        Bindings::new().buffer(binding).scalar_f32(5.0),
+    );
+    released_at_call_or_sync(client, launched, "a launch");
+    let error = client.lease(binding).unwrap_err();
+    assert!(
+        matches!(error, Error::Binding(BindingError::ReleasedHandle { .. })),
+        "a second lease: {error}"
+    );
+    client
+        .sync()
+        .expect("each refusal reported once; the stream works again");
+    (lease, binding)
+}
+
+fn a_leased_handle_released_is_refused_to_reads_writes_launches_and_leases_on_the_sim() {
+    let client = gpuworld::sim_client(SimConfig::default()).unwrap();
+    let (lease, _) = released_but_leased_is_refused(&client);
+    client.tick();
+    assert!(
+        client.snapshot().contains("released, held by 1 lease"),
+        "{}",
+        client.snapshot()
+    );
+    drop(lease);
+    client.tick();
+    client.tick();
+    assert!(
+        !client.snapshot().contains("held by"),
+        "{}",
+        client.snapshot()
+    );
+}
+
+fn a_leased_handle_released_is_refused_to_reads_writes_launches_and_leases_on_wgpu()
+-> Result<(), Skip> {
+    let renderer = renderer()?;
+    let client = client_on(&renderer);
+    let (lease, _) = released_but_leased_is_refused(&client);
+    // The refused write and launch wrote nothing: the renderer still reads the leased bytes.
+    let read = renderer_reads(&renderer, lease.buffer(), lease.offset(), lease.size());
+    assert_eq!(f32s(&read), [1.0, 2.0, 3.0, 4.0]);
+    drop(lease);
+    let kept = client.create(bytes_of(&[7.0]));
+    assert_eq!(f32s(&client.read_one(&kept).unwrap()), [7.0]);
+    Ok(())
+}
+
+fn a_handle_a_graph_pins_released_is_refused_to_the_user_while_replays_still_use_it() {
+    let client = gpuworld::sim_client(SimConfig::default()).unwrap();
+    let data = client.create(bytes_of(&[0.0; 4]));
+    let graph: Graph<_> = client
+        .capture(|c| {
+            c.launch(
+                &library::FILL,
+                CubeCount::new_1d(1),
+                Bindings::new().buffer(&data).scalar_f32(3.0),
+            )
+        })
+        .unwrap();
+    let binding = data.binding();
+    drop(data);
+    // The graph's own commands still name the pinned memory.
+    graph.replay().unwrap();
+    client
+        .sync()
+        .expect("a replay over a released handle the graph pins runs");
+    // The user's do not.
+    let error = client.read(&[binding]).unwrap_err();
+    assert!(
+        matches!(error, Error::Binding(BindingError::ReleasedHandle { .. })),
+        "read: {error}"
+    );
+    released_at_call_or_sync(
+        &client,
+        client.write(binding, &bytes_of(&[9.0; 4])),
+        "a write",
+    );
+    graph.replay().unwrap();
+    client
+        .sync()
+        .expect("replays go on after the user's refusals");
+    drop(graph);
+    client.tick();
+    client.tick();
+    assert!(
+        !client.snapshot().contains("held by"),
+        "{}",
+        client.snapshot()
+    );
 }

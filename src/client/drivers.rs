@@ -23,8 +23,8 @@ use gpuworld_systems::{Backend, Error, Result};
 pub(crate) use policy::DriverPolicy;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::task::Poll;
 use std::thread::{JoinHandle, Thread};
 use std::time::{Duration, Instant};
@@ -203,6 +203,28 @@ impl Drop for Lifetime {
     }
 }
 
+/// The device thread's body: [`run_device_thread`]. A panic in a tick (a backend's or wgpu's
+/// assertion) is not left to die with the thread, where callers asleep for their replies would
+/// wait for ever and work enqueued later would never run: it is logged, and every blocking call
+/// of the runtime fails from then on with `ExecutionError::DeviceFault` quoting it (the tick it
+/// broke may have left the runtime's state half-updated, so nothing ticks it again).
+pub(super) fn device_thread<B: Backend>(shared: &Shared<B>) {
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        run_device_thread(shared);
+    }));
+    if let Err(payload) = outcome {
+        let said = (payload.downcast_ref::<&str>().map(|s| s.to_string()))
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "a panic without a message".to_owned());
+        tracing::error!(target: "gpuworld::stream", panic = %said, "the device thread panicked: every blocking call of this runtime fails from now on");
+        let _ =
+            (shared.device_thread_panic).set(format!("the device thread panicked: {said}").into());
+        // Callers asleep for a reply see it within `SLEEP_CHECK`; pushers waiting for room
+        // wait no more.
+        shared.inbox.wake_all();
+    }
+}
+
 /// The device thread: ticks while commands are queued or work is in flight, unless blocking
 /// callers drive the runtime themselves; after a tick that did work it spins briefly for the next
 /// command, then sleeps on the inbox. Callers hand over what they leave in flight: replies others
@@ -309,6 +331,7 @@ fn poll_until(limit: Duration, quiet_poll: Duration, ready: impl FnMut() -> bool
 impl<B: Backend> ComputeClient<B> {
     /// Blocks until `receiver` has its reply, driving the runtime as the driver says.
     pub(super) fn wait<T>(&self, receiver: oneshot::Receiver<Result<T>>) -> Result<T> {
+        self.device_thread_failed()?;
         // A reply is sent at the end of its tick, after the tick published its state: a getter
         // called next (`memory_usage`) sees at least that tick.
         if self.driver() == Driver::Manual {
@@ -392,7 +415,7 @@ impl<B: Backend> ComputeClient<B> {
             if let Some(reply) = drivers.spin_for(&mut receiver) {
                 return reply;
             }
-            return futures_executor::block_on(&mut receiver).unwrap_or(Err(Error::Disconnected));
+            return self.sleep_for(&mut receiver);
         }
         let mut driving = Driving::enter(drivers);
         let mut spin_start = Instant::now();
@@ -444,8 +467,54 @@ impl<B: Backend> ComputeClient<B> {
             // until nothing is in flight, completing our reply on the way.
             drop(driving);
             self.shared.inbox.request_tick();
-            return futures_executor::block_on(&mut receiver).unwrap_or(Err(Error::Disconnected));
+            return self.sleep_for(&mut receiver);
         }
+    }
+}
+
+impl<B: Backend> ComputeClient<B> {
+    /// `ExecutionError::DeviceFault` once the device thread panicked ([`device_thread`]).
+    fn device_thread_failed(&self) -> Result<()> {
+        match self.shared.device_thread_panic.get() {
+            None => Ok(()),
+            Some(message) => Err(Error::Execution(
+                gpuworld_systems::error::ExecutionError::DeviceFault {
+                    stream: self.stream_id(),
+                    message: message.clone(),
+                },
+            )),
+        }
+    }
+
+    /// Sleeps until `receiver` has its reply, which a tick of the device thread (or another
+    /// caller's) sends; fails instead once the device thread panicked, which it looks at every
+    /// [`SLEEP_CHECK`].
+    fn sleep_for<T>(&self, receiver: &mut oneshot::Receiver<Result<T>>) -> Result<T> {
+        let waker = std::task::Waker::from(Arc::new(Sleeper(std::thread::current())));
+        let mut context = std::task::Context::from_waker(&waker);
+        loop {
+            if let Poll::Ready(reply) = Pin::new(&mut *receiver).poll(&mut context) {
+                return reply.unwrap_or(Err(Error::Disconnected));
+            }
+            self.device_thread_failed()?;
+            std::thread::park_timeout(SLEEP_CHECK);
+        }
+    }
+}
+
+/// How often a caller asleep for its reply looks whether the device thread is still there.
+const SLEEP_CHECK: Duration = Duration::from_millis(100);
+
+/// A caller asleep for its reply, woken by the reply.
+struct Sleeper(Thread);
+
+impl std::task::Wake for Sleeper {
+    fn wake(self: Arc<Self>) {
+        self.0.unpark();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.0.unpark();
     }
 }
 
@@ -464,7 +533,12 @@ impl<B: Backend> ComputeClient<B> {
 
     #[cold]
     fn wait_for_room(&self) {
-        if self.driver() == Driver::Manual || super::lock::holds_a_runtime() {
+        // Once the device thread panicked nothing drains the inbox: the next blocking call
+        // reports it instead.
+        if self.driver() == Driver::Manual
+            || super::lock::holds_a_runtime()
+            || self.shared.device_thread_panic.get().is_some()
+        {
             return;
         }
         self.shared.inbox.wait_for_room();
@@ -508,6 +582,52 @@ mod tests {
                 Bindings::new().buffer(handle).scalar_f32(value),
             )
             .expect("FILL takes one buffer and one scalar");
+    }
+
+    /// A panic in the device thread's tick fails the blocking calls that follow with
+    /// `DeviceFault` quoting it, instead of leaving them to wait for a thread that is gone.
+    #[test]
+    fn a_panic_on_the_device_thread_fails_the_callers_that_follow() {
+        within(Duration::from_secs(20), || {
+            let client = crate::cpu_client(Driver::DeviceThread).unwrap();
+            let data = client.create_from_slice(&[0u8; 16]);
+            client.sync().unwrap();
+            // A tap that panics on the next launch it sees: ingest runs it inside the tick.
+            client.with_runtime(|runtime| {
+                runtime.set_command_tap(Some(gpuworld_systems::inbox::CommandTap(Box::new(
+                    |_, command| {
+                        if matches!(command, gpuworld_systems::inbox::Command::Launch { .. }) {
+                            panic!("an assertion in the tick");
+                        }
+                    },
+                ))));
+            });
+            // Only enqueued: the device thread ticks it, and panics.
+            fill(&client, &data, 1.0);
+            let start = Instant::now();
+            while client.shared.device_thread_panic.get().is_none() {
+                assert!(
+                    start.elapsed() < Duration::from_secs(10),
+                    "no tick panicked"
+                );
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            for error in [
+                client.read_one(&data).unwrap_err(),
+                client.sync().unwrap_err(),
+            ] {
+                match error {
+                    Error::Execution(gpuworld_systems::error::ExecutionError::DeviceFault {
+                        message,
+                        ..
+                    }) => assert!(
+                        message.contains("the device thread panicked: an assertion in the tick"),
+                        "{message}"
+                    ),
+                    other => panic!("expected the device thread's panic, got {other}"),
+                }
+            }
+        });
     }
 
     /// A cpu client beside a device thread on the path of a host with spare cores.

@@ -204,6 +204,9 @@ impl<B: Backend> ComputeClient<B> {
         match past {
             Past::Nothing => self.shared.inbox.push(command),
             Past::Capture => self.shared.inbox.push_uncaptured(command),
+            Past::Replay => {
+                (self.shared.inbox).push_uncaptured(Command::ForGraph(Box::new(command)))
+            }
         }
     }
 
@@ -227,8 +230,11 @@ impl<B: Backend> ComputeClient<B> {
 pub(crate) enum Past {
     /// Recorded by a capture like any command.
     Nothing,
-    /// Queued past it: a part of a transfer a graph issues.
+    /// Queued past it: a part of a transfer captured now (the capture's own run, the user's).
     Capture,
+    /// Queued past it as the graph's own command ([`Command::ForGraph`]): a part of a transfer
+    /// a replay issues, which may name a handle the user released while the graph pins it.
+    Replay,
 }
 
 /// A transfer captured in a graph, as its replays issue it again: the source client (with the
@@ -277,7 +283,7 @@ impl<B: Backend, C: Backend> TransferOut for TransferTo<B, C> {
     fn issue(&self) -> Result<()> {
         self.source.make_room();
         self.source
-            .transfer_now(self.src, &self.dst, self.dst_range, Past::Capture)
+            .transfer_now(self.src, &self.dst, self.dst_range, Past::Replay)
     }
 
     fn destination(&self) -> (RuntimeId, Binding) {

@@ -428,6 +428,8 @@ fn record(command: &Command, cap: u64) -> RecordedOp {
             buffers: buffers.iter().map(RecordedBinding::of).collect(),
             stream: stream.value,
         },
+        // A graph's transfer part, recorded as the command it wraps.
+        Command::ForGraph(command) => record(command, cap),
         Command::Release { handle } => RecordedOp::Release { handle: handle.0 },
         Command::MemoryCleanup => RecordedOp::MemoryCleanup,
         Command::OpenAllocationMode { stream, mode } => RecordedOp::OpenAllocationMode {

@@ -82,9 +82,6 @@ pub struct Fuzzer<'log, B: Backend> {
     pub lessor: Option<&'static dyn Lessor<B>>,
     /// Leases held, with what their bytes must be.
     pub leases: Vec<Held>,
-    /// Whether misuse may pick a released handle that a lease still pins (see
-    /// `Fuzzer::pick_released`).
-    pub misuse_leased: bool,
     live_bytes: usize,
     log: &'log OpLog,
     /// The number of the current operation.
@@ -132,7 +129,6 @@ impl<'log, B: Backend> Fuzzer<'log, B> {
             reads: Vec::new(),
             lessor: None,
             leases: Vec::new(),
-            misuse_leased: false,
             live_bytes: 0,
             log,
             op: 0,

@@ -134,7 +134,22 @@ pub struct WgpuBackend {
     adapter_index: u32,
     /// Bytes that crossed between host and device so far.
     host_traffic: HostTraffic,
+    /// Held by whoever polls the device, so that gpuworld's polls never run at once (see
+    /// [`DevicePolls`]).
+    polls: DevicePolls,
 }
+
+/// One poll of the device at a time among the backend's own: wgpu-core 30.0.x panics on the
+/// thread of a `Wait` poll that timed out when another thread's poll retired the queue meanwhile
+/// ("If the queue is empty, the current submission index (N) should be at least the wait
+/// submission index (M)", `Device::maintain`; fixed upstream by gfx-rs/wgpu#9958, not in a 30.x
+/// release). The device thread's wait (with a timeout) and a caller's tick polled at once: the
+/// fuzzer's 20-seed wgpu run hit it. A wait and a submit (wgpu-core polls after each) take the
+/// lock; a tick's non-blocking poll skips while a wait holds it (the wait's own poll runs the
+/// same callbacks). Polls and submits of the same device by a renderer sharing it, or by another
+/// runtime on it, are not covered (`docs/render.md`).
+#[derive(Clone, Debug, Default)]
+struct DevicePolls(Arc<parking_lot::Mutex<()>>);
 
 /// Bytes that crossed between the host and the device through the backend: what a renderer
 /// sharing the device saves by drawing from leases instead of reading and uploading.
@@ -260,6 +275,7 @@ impl WgpuBackend {
             completed: Arc::new(AtomicU64::new(0)),
             adapter_index,
             host_traffic: HostTraffic::default(),
+            polls: DevicePolls::default(),
         }
     }
 
@@ -387,7 +403,11 @@ impl WgpuBackend {
         let commands = encoder.finish();
         self.host_traffic.uploaded += UniformPool::upload(&self.queue, &stream.uniforms);
         UploadBelt::unmap(&stream.uploads);
-        self.queue.submit([commands]);
+        {
+            // A submit polls too (wgpu-core maintains the queue after it): `DevicePolls`.
+            let _polling = self.polls.0.lock();
+            self.queue.submit([commands]);
+        }
         self.submitted += 1;
         let seq = self.submitted;
         let completed = self.completed.clone();
@@ -675,7 +695,13 @@ impl Backend for WgpuBackend {
             return;
         }
         self.submit_due_batches();
-        if let Err(error) = self.device.poll(wgpu::PollType::Poll) {
+        // Skipped while a wait polls (`DevicePolls`): its poll runs the same callbacks.
+        let polled = self
+            .polls
+            .0
+            .try_lock()
+            .map(|_polling| self.device.poll(wgpu::PollType::Poll));
+        if let Some(Err(error)) = polled {
             for stream in &mut self.streams {
                 stream.fault(format!("polling the device failed: {error}"));
             }
@@ -719,6 +745,7 @@ impl Backend for WgpuBackend {
         (self.completed() < self.submitted).then(|| {
             Box::new(WgpuWatch {
                 device: self.device.clone(),
+                polls: self.polls.clone(),
             }) as Box<dyn ProgressWatch>
         })
     }
@@ -773,6 +800,8 @@ impl Backend for WgpuBackend {
 /// callbacks it runs (completions, mapped readbacks) write only to state shared with the backend.
 struct WgpuWatch {
     device: wgpu::Device,
+    /// The backend's poll lock, held while waiting.
+    polls: DevicePolls,
 }
 
 impl ProgressWatch for WgpuWatch {
@@ -782,6 +811,7 @@ impl ProgressWatch for WgpuWatch {
         }
         // A timeout is the wait's end; a lost device shows in the backend's next poll, which
         // the caller's next tick runs, as a fault on every stream.
+        let _polling = self.polls.0.lock();
         if let Err(error) = self.device.poll(wgpu::PollType::Wait {
             submission_index: None,
             timeout: Some(timeout),

@@ -281,7 +281,10 @@ impl WgpuBackend {
             return Some(elapsed);
         }
         // Both submissions completed, so their readbacks are mapped or about to be.
-        self.device.poll(wgpu::PollType::Poll).ok()?;
+        // Not while a wait polls (`DevicePolls`): its poll runs the same callbacks.
+        if let Some(_polling) = self.polls.0.try_lock() {
+            self.device.poll(wgpu::PollType::Poll).ok()?;
+        }
         let marks = self.marks.as_mut()?;
         marks.collect();
         marks.elapsed(start.0, end.0)

@@ -150,6 +150,10 @@ pub enum Command {
         /// Who held it.
         holder: PinHolder,
     },
+    /// A command a captured graph issues itself at a replay (a part of a transfer it
+    /// recorded): it may name a handle the user released while the graph pins it, which a
+    /// command of the user's may not (`BindingError::ReleasedHandle`).
+    ForGraph(Box<Command>),
     /// Issue a captured graph's commands again, in order, as one unit.
     Replay {
         /// The graph's number, for traces.
@@ -165,7 +169,11 @@ pub enum Command {
 impl Command {
     /// Whether a caller may block on its reply: a read or a sync.
     pub fn may_block_a_caller(&self) -> bool {
-        matches!(self, Command::Read { .. } | Command::Sync { .. })
+        match self {
+            Command::Read { .. } | Command::Sync { .. } => true,
+            Command::ForGraph(command) => command.may_block_a_caller(),
+            _ => false,
+        }
     }
 
     /// Fails the command's reply, if it has one, with `error`.
@@ -180,6 +188,7 @@ impl Command {
             Command::Sync { reply, .. } => {
                 let _ = reply.send(Err(error));
             }
+            Command::ForGraph(command) => command.fail(error),
             _ => {}
         }
     }

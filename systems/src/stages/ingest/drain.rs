@@ -153,6 +153,7 @@ pub fn ingest_commands<B: Backend>(
         stream_states: &mut stream_states,
         released: &released,
         released_to_lifetime: false,
+        for_graph: false,
         spawned: SmallVec::new(),
         reclaimed: 0,
         waker: &inbox.waker,
@@ -243,6 +244,9 @@ pub(super) struct Ingest<'a, 'w, 's, B: Backend> {
     /// Whether this drain handed released memory to the lifetime's later steps (its `Released`
     /// marker applies only after the drain).
     pub(super) released_to_lifetime: bool,
+    /// Whether the command being taken is a graph's (a replay, or a part of a transfer it
+    /// issues): only then may a binding name a handle released while pinned.
+    pub(super) for_graph: bool,
     /// Tasks created this drain per stream: alignment gives them cursors after `StreamCursor`.
     pub(super) spawned: SmallVec<[(Entity, u64); 4]>,
     /// Handles whose memory went back to the pool at release.
@@ -347,7 +351,17 @@ impl<B: Backend> Ingest<'_, '_, '_, B> {
                 graph,
                 version,
                 commands,
-            } => self.replay(graph, version, &commands),
+            } => {
+                self.for_graph = true;
+                self.replay(graph, version, &commands);
+                self.for_graph = false;
+            }
+            Command::ForGraph(command) => {
+                self.for_graph = true;
+                let waiting = self.one(*command);
+                self.for_graph = false;
+                return waiting.map(|command| Command::ForGraph(Box::new(command)));
+            }
         }
         None
     }
@@ -402,7 +416,9 @@ impl<B: Backend> Ingest<'_, '_, '_, B> {
     }
 
     /// Resolves a binding used by a task of `stream` to device memory, or says why it cannot be
-    /// used; the handle's entity is spawned at its first use.
+    /// used; the handle's entity is spawned at its first use. A handle the user released is
+    /// refused even while a graph or lease pins its memory, except to the graph's own commands
+    /// (`for_graph`): the pin keeps the memory for its holders, not for the user's bindings.
     #[inline]
     pub(super) fn resolve(
         &mut self,
@@ -411,11 +427,11 @@ impl<B: Backend> Ingest<'_, '_, '_, B> {
         stream: Entity,
     ) -> Result<TaskBinding, Error> {
         let (start, end) = binding.range()?;
-        let entry = self.index.get_mut(&binding.handle()).ok_or(Error::Binding(
-            BindingError::ReleasedHandle {
+        let entry = (self.index.get_mut(&binding.handle()))
+            .filter(|entry| !entry.released_while_pinned || self.for_graph)
+            .ok_or(Error::Binding(BindingError::ReleasedHandle {
                 handle: binding.handle(),
-            },
-        ))?;
+            }))?;
         let (entity, memory) = match &entry.state {
             // The common case, a handle used before.
             HandleState::Spawned { entity, region, .. } => (*entity, *region),

@@ -65,16 +65,16 @@ pub enum HandleState {
 pub struct HandleIndex(pub rustc_hash::FxHashMap<HandleId, HandleEntry>);
 
 impl HandleIndex {
-    /// The device bytes `binding` names, checked as ingest checks a task's binding: its range,
-    /// its handle still live, its allocation made, the range inside the memory it has.
+    /// The device bytes `binding` names, checked as ingest checks a user's binding: its range,
+    /// its handle still live (not released, pinned or not), its allocation made, the range
+    /// inside the memory it has.
     pub fn region(&self, binding: &Binding) -> std::result::Result<Region, Error> {
         let (start, end) = binding.range()?;
-        let entry =
-            self.0
-                .get(&binding.handle())
-                .ok_or(Error::Binding(BindingError::ReleasedHandle {
-                    handle: binding.handle(),
-                }))?;
+        let entry = (self.0.get(&binding.handle()))
+            .filter(|entry| !entry.released_while_pinned)
+            .ok_or(Error::Binding(BindingError::ReleasedHandle {
+                handle: binding.handle(),
+            }))?;
         region_in(binding.handle(), entry.state.memory()?, start, end)
     }
 }
