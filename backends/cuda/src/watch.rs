@@ -7,7 +7,6 @@ use crate::events::{self, EventState};
 use cudarc::driver::sys;
 use gpuworld_systems::backend::ProgressWatch;
 use smallvec::SmallVec;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// Something in flight whose completion is progress.
@@ -82,46 +81,19 @@ impl ProgressWatch for CudaWatch {
     }
 }
 
-/// The sleep a long wait takes between two looks at the device.
-const SLEEP: Duration = Duration::from_micros(50);
-
-/// How long a wait spins, and how long it yields at least, before it may sleep.
-const SPIN_FOR: Duration = Duration::from_micros(20);
-const YIELD_FOR: Duration = Duration::from_micros(200);
-
-/// A wait sleeps only once what a sleep oversleeps is at most this fraction of the time already
-/// waited (1/20: an oversleep then adds at most 5% to the wait).
-const OVERSLEEP_SHARE: u32 = 20;
-
-/// What a sleep of [`SLEEP`] has lately overslept, in nanoseconds (a moving average over the
-/// process's sleeps): where the host's timers are coarse (a sandboxed kernel: 0.5-1 ms), a
-/// 5 ms copy waited for with sleeps ended up to a millisecond late (issue 52: `read_one` of
-/// 256 MiB at 48-50 GB/s against 55 for the DMA), so waits yield longer there instead.
-static OVERSLEPT_NS: AtomicU64 = AtomicU64::new(0);
-
 /// Between two looks at the device, `waited` into a wait of `timeout`: spins (kernels often
-/// finish within microseconds), yields the core after a while, then sleeps once an oversleep
-/// costs at most a twentieth of the wait so far; false once the wait is over.
+/// finish within microseconds), yields the core after a while, then sleeps; false once the
+/// wait is over.
 pub(crate) fn pause(waited: Duration, timeout: Duration) -> bool {
     if waited >= timeout {
         return false;
     }
-    let overslept = Duration::from_nanos(OVERSLEPT_NS.load(Ordering::Relaxed));
-    if waited < SPIN_FOR {
+    if waited < Duration::from_micros(20) {
         std::hint::spin_loop();
-    } else if waited < YIELD_FOR.max(overslept * OVERSLEEP_SHARE) {
+    } else if waited < Duration::from_micros(200) {
         std::thread::yield_now();
     } else {
-        let asked = SLEEP.min(timeout - waited);
-        let start = Instant::now();
-        std::thread::sleep(asked);
-        let over = start.elapsed().saturating_sub(asked).as_nanos();
-        let over = u64::try_from(over).unwrap_or(u64::MAX);
-        // A moving average of 1/8 per sample: one descheduled sleep does not decide it. Racy
-        // updates from several waiters lose a sample at worst.
-        let old = OVERSLEPT_NS.load(Ordering::Relaxed);
-        let new = (old - old / 8).saturating_add(over / 8);
-        OVERSLEPT_NS.store(new, Ordering::Relaxed);
+        std::thread::sleep(Duration::from_micros(50).min(timeout - waited));
     }
     true
 }
