@@ -434,7 +434,10 @@ fn raw_rows(c: &mut Criterion, raw: &Raw, shape: Shape, summary: &mut Summary) {
     group.finish();
     if !d2h.is_empty() {
         let time = client_rows::median(&mut d2h);
-        client_rows::emit("cuda raw/pinned_dtoh_256MiB_gbps", client_rows::gb_s(COPY_BYTES, time));
+        client_rows::emit(
+            "cuda raw/pinned_dtoh_256MiB_gbps",
+            client_rows::gb_s(COPY_BYTES, time),
+        );
         let rate = client_rows::gb_per_s(COPY_BYTES, time);
         summary.add(
             label,

@@ -114,7 +114,10 @@ pub fn emit(id: &str, value: f64) {
         .open(&path)
         .and_then(|mut file| writeln!(file, "{id}\t{value}"));
     if let Err(error) = written {
-        eprintln!("GPUWORLD_BENCH_ROWS: writing {id} to {}: {error}", path.display());
+        eprintln!(
+            "GPUWORLD_BENCH_ROWS: writing {id} to {}: {error}",
+            path.display()
+        );
     }
 }
 

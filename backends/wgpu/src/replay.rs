@@ -145,7 +145,11 @@ impl WgpuBackend {
         // starts early and the submissions stay few.
         let steps = self.plans.plans[index].steps.len();
         let segmented = steps > (crate::AUTO_SUBMIT_COMMANDS / 2) as usize;
-        let mut segment = if segmented { REPLAY_FIRST_SEGMENT } else { steps };
+        let mut segment = if segmented {
+            REPLAY_FIRST_SEGMENT
+        } else {
+            steps
+        };
         let mut at = 0;
         while at < steps {
             let end = (at + segment).min(steps);
