@@ -433,7 +433,12 @@ fn raw_rows(c: &mut Criterion, raw: &Raw, shape: Shape, summary: &mut Summary) {
     });
     group.finish();
     if !d2h.is_empty() {
-        let rate = client_rows::gb_per_s(COPY_BYTES, client_rows::median(&mut d2h));
+        let time = client_rows::median(&mut d2h);
+        client_rows::emit(
+            "cuda raw/pinned_dtoh_256MiB_gbps",
+            client_rows::gb_s(COPY_BYTES, time),
+        );
+        let rate = client_rows::gb_per_s(COPY_BYTES, time);
         summary.add(
             label,
             "pinned cuMemcpyDtoHAsync of 256.00 MiB",
@@ -442,7 +447,12 @@ fn raw_rows(c: &mut Criterion, raw: &Raw, shape: Shape, summary: &mut Summary) {
         );
     }
     if !h2d.is_empty() {
-        let rate = client_rows::gb_per_s(COPY_BYTES, client_rows::median(&mut h2d));
+        let time = client_rows::median(&mut h2d);
+        client_rows::emit(
+            "cuda raw/pageable_htod_256MiB_gbps",
+            client_rows::gb_s(COPY_BYTES, time),
+        );
+        let rate = client_rows::gb_per_s(COPY_BYTES, time);
         summary.add(
             label,
             "pageable cuMemcpyHtoD of 256.00 MiB",
@@ -559,6 +569,7 @@ fn paired_round_trips(
     }
     let [raw_median, first, second] = times.map(|mut t| client_rows::median(&mut t));
     let micros = |d: Duration| d.as_secs_f64() * 1e6;
+    client_rows::emit("cuda raw/paired_round_trip_us", micros(raw_median));
     summary.add(
         "cuda raw",
         "paired: cuLaunchKernel + cuMemcpyDtoHAsync 4 B + sync (median of 5000)",
@@ -566,6 +577,11 @@ fn paired_round_trips(
         "-".into(),
     );
     for ((label, _), median) in clients.iter().zip([first, second]) {
+        client_rows::emit(&format!("{label}/paired_round_trip_us"), micros(median));
+        client_rows::emit(
+            &format!("{label}/paired_round_trip_x_raw"),
+            micros(median) / micros(raw_median),
+        );
         summary.add(
             label,
             "paired: launch NOOP + read_one 4 B (median of 5000)",

@@ -3,7 +3,8 @@
 //! bytes of the eager run; an update makes a new plan; eager writes between replays are seen by
 //! the next one; a view that cannot be bound in place replays launch by launch, as correct; a
 //! replay over two streams is one plan, and the second stream's later work follows it; in a
-//! frame with writes, each run of launches between them is one plan.
+//! frame with writes, each run of launches between them is one plan; a long replay, submitted in
+//! segments, has the eager run's bytes.
 
 mod common;
 
@@ -17,6 +18,7 @@ test_main![
     a_replay_over_two_streams_is_one_plan_and_the_second_stream_follows_it,
     the_runs_of_launches_between_writes_replay_as_one_plan_each,
     an_update_to_one_runtimes_commands_leaves_the_other_runtimes_plan,
+    a_long_replay_submitted_in_segments_has_the_eager_runs_bytes,
 ];
 
 const N: usize = 1 << 10;
@@ -224,5 +226,38 @@ fn an_update_to_one_runtimes_commands_leaves_the_other_runtimes_plan() -> Result
         (2, 1),
         "a new plan on the updated runtime only"
     );
+    Ok(())
+}
+
+/// A replay of 1,000 chained launches goes to the device in several submissions (issue 52), each
+/// after the one before: the bytes are the eager run's, replay after replay, and eager work after
+/// a replay sees all of it.
+fn a_long_replay_submitted_in_segments_has_the_eager_runs_bytes() -> Result<(), Skip> {
+    let client = wgpu_client_or_skip()?;
+    let x = client.create_from_pod(&[0.0f32; N]);
+    let ones = client.create_from_pod(&[1.0f32; N]);
+    let graph = client
+        .capture(|c| {
+            add_chain(c, &x, &ones, 1000);
+            Ok(())
+        })
+        .unwrap();
+    assert_eq!(floats(&client, &x), vec![1000.0; N], "the capture's run");
+    let submitted =
+        |client: &ComputeClient<WgpuBackend>| client.with_runtime(|rt| rt.backend().submissions());
+    let before = submitted(&client);
+    graph.replay().unwrap();
+    client.sync().unwrap();
+    // Segments of 64, 128, 256, 256, 256 and 40 dispatches: six submissions, against one or two
+    // for the replay recorded whole (a batch past 512 commands is submitted by the poll).
+    let submissions = submitted(&client) - before;
+    assert!(
+        submissions >= 6,
+        "a replay of 1,000 launches is submitted in segments: {submissions} submissions"
+    );
+    graph.replay().unwrap();
+    add_chain(&client, &x, &ones, 3);
+    assert_eq!(floats(&client, &x), vec![3003.0; N]);
+    assert_eq!(plans(&client), 1, "one plan for both replays");
     Ok(())
 }

@@ -99,6 +99,28 @@ impl Summary {
     }
 }
 
+/// Appends `id value` (tab-separated, one line) to the file `GPUWORLD_BENCH_ROWS` names, for the
+/// regression guard (`tools/bench-guard`), which reads the rows of `docs/benchmarks.rows.toml`
+/// from it; does nothing without the variable. A row that failed emits nothing, so the guard
+/// flags it as missing.
+pub fn emit(id: &str, value: f64) {
+    use std::io::Write;
+    let Some(path) = std::env::var_os("GPUWORLD_BENCH_ROWS") else {
+        return;
+    };
+    let written = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .and_then(|mut file| writeln!(file, "{id}\t{value}"));
+    if let Err(error) = written {
+        eprintln!(
+            "GPUWORLD_BENCH_ROWS: writing {id} to {}: {error}",
+            path.display()
+        );
+    }
+}
+
 /// The median of `times`; zero when there is none.
 pub fn median(times: &mut [Duration]) -> Duration {
     times.sort_unstable();
@@ -112,10 +134,12 @@ pub fn mib(bytes: u64) -> String {
 
 /// Bytes per second of `bytes` moved in `time`, as GB/s.
 pub fn gb_per_s(bytes: usize, time: Duration) -> String {
-    format!(
-        "{:.2} GB/s",
-        bytes as f64 / time.as_secs_f64().max(1e-12) / 1e9
-    )
+    format!("{:.2} GB/s", gb_s(bytes, time))
+}
+
+/// Bytes per second of `bytes` moved in `time`, in GB/s, as a number.
+pub fn gb_s(bytes: usize, time: Duration) -> f64 {
+    bytes as f64 / time.as_secs_f64().max(1e-12) / 1e9
 }
 
 /// A benchmark group for `label` with settings for rows whose iteration is a whole pattern.
@@ -199,6 +223,7 @@ pub fn drop_loop<B: Backend>(
         return summary.failed(label, &row, &error);
     }
     let per_op = median(&mut times).as_secs_f64() * 1e6 / shape.drop_ops as f64;
+    emit(&format!("{label}/drop_loop_us_per_op"), per_op);
     summary.add(
         label,
         &row,
@@ -256,6 +281,11 @@ pub fn ring<B: Backend>(
     }
     let per_alloc = median(&mut times).as_secs_f64() * 1e6 / shape.ring_allocs as f64;
     let worst = reserved.iter().copied().max().unwrap_or(0);
+    emit(&format!("{label}/ring_us_per_alloc"), per_alloc);
+    emit(
+        &format!("{label}/ring_reserved_over_live"),
+        worst as f64 / live_bytes as f64,
+    );
     summary.add(
         label,
         &row,
@@ -361,12 +391,18 @@ pub fn training_trace<B: Backend>(
         .iter()
         .map(|r| r.usage_time.as_secs_f64() / f64::from(r.usage_calls.max(1)))
         .fold(0.0, f64::max);
+    let replay_ms = median(&mut times).as_secs_f64() * 1e3;
+    emit(&format!("{label}/training_trace_ms"), replay_ms);
+    emit(
+        &format!("{label}/training_trace_peak_ratio"),
+        pool_peak_reserved as f64 / pool_peak_in_use.max(1) as f64,
+    );
     summary.add(
         label,
         &row,
         format!(
             "{:.1} ms/replay; memory_usage: {:.3} ms per replay, {:.0} ns/call (worst run)",
-            median(&mut times).as_secs_f64() * 1e3,
+            replay_ms,
             worst.usage_time.as_secs_f64() * 1e3,
             usage_per_call * 1e9
         ),
@@ -408,6 +444,10 @@ pub fn memory_usage<B: Backend>(
         black_box(client.memory_usage());
     }
     let per_call = start.elapsed() / CALLS;
+    emit(
+        &format!("{label}/memory_usage_ns"),
+        per_call.as_secs_f64() * 1e9,
+    );
     summary.add(
         label,
         "memory_usage() alone",
@@ -443,10 +483,12 @@ pub fn read_large<B: Backend>(
     if let Some(error) = failure {
         return summary.failed(label, &row, &error);
     }
+    let time = median(&mut times);
+    emit(&format!("{label}/read_one_256MiB_gbps"), gb_s(bytes, time));
     summary.add(
         label,
         &row,
-        gb_per_s(bytes, median(&mut times)),
+        gb_per_s(bytes, time),
         format!(
             "reserved after: {}",
             mib(client.memory_usage().bytes_reserved)
@@ -487,10 +529,15 @@ pub fn upload_large<B: Backend>(
         return summary.failed(label, &row, &error);
     }
     client.sync().ok();
+    let time = median(&mut times);
+    emit(
+        &format!("{label}/create_from_slice_256MiB_gbps"),
+        gb_s(bytes, time),
+    );
     summary.add(
         label,
         &row,
-        gb_per_s(bytes, median(&mut times)),
+        gb_per_s(bytes, time),
         format!(
             "reserved after: {}",
             mib(client.memory_usage().bytes_reserved)
@@ -545,6 +592,7 @@ pub fn round_trip<B: Backend>(
     let ticks = client.with_runtime(|runtime| runtime.tick_count()) - ticks_before;
     times.sort_unstable();
     let at = |q: f64| times[((times.len() - 1) as f64 * q) as usize].as_secs_f64() * 1e6;
+    emit(&format!("{label}/round_trip_us"), at(0.5));
     summary.add(
         label,
         row,

@@ -47,7 +47,7 @@ use uniforms::UniformPool;
 use uploads::UploadBelt;
 
 /// Commands after which the poll submits a batch even while the device is busy.
-const AUTO_SUBMIT_COMMANDS: u32 = 512;
+pub(crate) const AUTO_SUBMIT_COMMANDS: u32 = 512;
 
 /// Held while a wgpu device is opened and while a runtime over one is torn down: NVIDIA's
 /// Vulkan driver (580) deadlocks when devices are created and destroyed on several threads at

@@ -23,6 +23,9 @@ use std::sync::Arc;
 /// Plans kept per device; the least recently made goes first.
 const PLANS: usize = 64;
 
+/// Dispatches of a long replay's first segment (see `run_replay`).
+const REPLAY_FIRST_SEGMENT: usize = 64;
+
 /// A replay of launches on one stream, run from a recorded plan.
 #[derive(Debug)]
 pub struct WgpuReplay {
@@ -135,25 +138,45 @@ impl WgpuBackend {
         let Some(index) = found else {
             return self.replay_launch_by_launch(s, buffers, op);
         };
-        let WgpuBackend {
-            device,
-            streams,
-            plans,
-            ..
-        } = self;
-        let stream = &mut streams[s];
-        let plan = &plans.plans[index];
-        let pass = stream.pass(device);
-        for step in &plan.steps {
-            pass.set_pipeline(&step.pipeline.pipeline);
-            if let Some(group) = &step.group {
-                let offsets: SmallVec<[u32; 1]> = step.offset.into_iter().collect();
-                pass.set_bind_group(0, group, &offsets);
+        // A long replay goes to the device in segments, as eager launches do (a batch is
+        // submitted while the device is idle or past `AUTO_SUBMIT_COMMANDS`): recorded whole, the
+        // device waited for all of it to be encoded, and 1,000 chained kernels replayed slower
+        // than eager (issue 52). Segments double from `REPLAY_FIRST_SEGMENT`, so the device
+        // starts early and the submissions stay few.
+        let steps = self.plans.plans[index].steps.len();
+        let segmented = steps > (crate::AUTO_SUBMIT_COMMANDS / 2) as usize;
+        let mut segment = if segmented {
+            REPLAY_FIRST_SEGMENT
+        } else {
+            steps
+        };
+        let mut at = 0;
+        while at < steps {
+            let end = (at + segment).min(steps);
+            let WgpuBackend {
+                device,
+                streams,
+                plans,
+                ..
+            } = &mut *self;
+            let stream = &mut streams[s];
+            let pass = stream.pass(device);
+            for step in &plans.plans[index].steps[at..end] {
+                pass.set_pipeline(&step.pipeline.pipeline);
+                if let Some(group) = &step.group {
+                    let offsets: SmallVec<[u32; 1]> = step.offset.into_iter().collect();
+                    pass.set_bind_group(0, group, &offsets);
+                }
+                let [x, y, z] = step.grid;
+                pass.dispatch_workgroups(x, y, z);
             }
-            let [x, y, z] = step.grid;
-            pass.dispatch_workgroups(x, y, z);
+            stream.commands += (end - at) as u32;
+            at = end;
+            if at < steps {
+                self.submit(s);
+                segment = (segment * 2).min((crate::AUTO_SUBMIT_COMMANDS / 2) as usize);
+            }
         }
-        stream.commands += plan.steps.len() as u32;
         Ok(())
     }
 
