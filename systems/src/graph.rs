@@ -1,9 +1,9 @@
-//! Captured graphs (issue 28): what a capture records ([`Recorded`], kept by the inbox's
+//! Captured graphs (issue 28): what a capture records ([`Captured`] ops, kept by the inbox's
 //! [`Recording`], `inbox/capture.rs`), and the launches of a replay that a backend runs as one
 //! unit ([`PlannedLaunch`], `Backend::graph_replay`: a CUDA graph), with the lanes of a replay
 //! over several streams ([`ReplayLaneEnd`]).
 
-pub use crate::inbox::capture::{CaptureOrder, Recorded, Recording, TransferOut};
+pub use crate::inbox::capture::{CaptureOrder, Captured, CapturedTransfer, Recording, TransferOut};
 use crate::kernel::{ExecutionMode, Kernel};
 use smallvec::SmallVec;
 

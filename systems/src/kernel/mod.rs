@@ -265,7 +265,7 @@ pub enum ExecutionMode {
     Unchecked,
 }
 
-/// The [`ExecutionMode`] a queued launch ([`crate::inbox::Command::Launch`]) asks for: checked,
+/// The [`ExecutionMode`] a queued launch ([`crate::inbox::Launch`]) asks for: checked,
 /// or unchecked only where `unsafe` code vouched for every access. Anyone may queue commands
 /// (`Runtime::inbox`), so the unchecked mode is the one thing of a launch safe code cannot ask
 /// for.
@@ -292,15 +292,17 @@ pub enum ExecutionMode {
 /// let unchecked = LaunchMode(ExecutionMode::Unchecked);
 /// ```
 ///
-/// nor by copying one that `unsafe` code made for another launch (only the tick takes commands
-/// out of the inbox, and a [`CommandTap`](crate::inbox::CommandTap) sees them by reference):
+/// nor by reusing one that `unsafe` code made for another launch: a launch's parts are
+/// read-only once made, so a clone of an unchecked launch (a
+/// [`CommandTap`](crate::inbox::CommandTap) sees commands by reference) can only be queued
+/// again as it is:
 ///
-/// ```compile_fail,E0507
-/// use gpuworld_systems::inbox::Command;
-/// use gpuworld_systems::kernel::LaunchMode;
+/// ```compile_fail,E0616
+/// use gpuworld_systems::inbox::{Command, Op};
 /// fn reuse(seen: &Command) {
-///     if let Command::Launch { mode, .. } = seen {
-///         let owned: LaunchMode = *mode;
+///     if let Command::Op(Op::Launch(launch)) = seen {
+///         let mut other = launch.clone();
+///         other.buffers.clear();
 ///     }
 /// }
 /// ```
@@ -316,7 +318,9 @@ impl LaunchMode {
     /// # Safety
     /// The launch queued with this mode must access only bytes inside its bindings, for its
     /// cube count and scalars: a backend runs it without checks, and on a GPU an access out of
-    /// bounds reads or writes whatever memory is there (another handle's bytes, or a fault).
+    /// bounds reads or writes whatever memory is there (another handle's bytes, or a fault). The
+    /// promise holds for every run of the launch as it is: a graph that captured it replays it,
+    /// and a clone of its [`Op`](crate::inbox::Op) may be queued again.
     pub const unsafe fn unchecked() -> LaunchMode {
         LaunchMode(ExecutionMode::Unchecked)
     }
