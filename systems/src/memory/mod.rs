@@ -26,7 +26,7 @@ pub use ladder::Ladder;
 pub use layout::{TensorLayout, TensorPlacement};
 pub use mapped::MappedPool;
 pub use mode::{AllocationMode, AllocationModes};
-pub use pool::{DeviceMemory, Movable, Pool, PoolIndex};
+pub use pool::{Compacts, DeviceMemory, Movable, Pool, PoolIndex};
 pub use report::PoolReport;
 pub use sliced::{PageSizes, SlicedPool};
 
