@@ -135,7 +135,7 @@ impl ReplayPlan {
                 SmallVec::new()
             };
             planned.push(PlannedLaunch {
-                kernel: *kernel,
+                kernel,
                 grid: [*x, *y, *z],
                 bindings: indices,
                 scalars: scalars.clone(),
