@@ -115,22 +115,11 @@ static HAND_ADD: KernelDef = KernelDef {
     })],
 };
 
-/// `library::STENCIL`'s source, every backend's generated (the library's keeps a hand-written CPU
-/// source).
-#[gpuworld::kernel(id = "bench.generated_stencil2d", cube_dim = [16, 16, 1])]
-fn generated_stencil2d(u: &[f32], out: &mut [f32], width: u32, height: u32, alpha: f32) {
-    let x = cube_x() * 16 + unit_x();
-    let y = cube_y() * 16 + unit_y();
-    if x < width && y < height {
-        let i = y * width + x;
-        let center = u[i];
-        let mut value = center;
-        if x > 0 && y > 0 && x + 1 < width && y + 1 < height {
-            let sum = u[i - 1] + u[i + 1] + u[i - width] + u[i + width];
-            value = center + alpha * (sum - 4.0 * center);
-        }
-        out[i] = value;
-    }
+gpuworld::library::stencil2d_kernel! {
+    /// `library::STENCIL`'s source, every backend's generated (the library's keeps a
+    /// hand-written CPU source).
+    #[gpuworld::kernel(id = "bench.generated_stencil2d", cube_dim = [16, 16, 1])]
+    fn generated_stencil2d
 }
 
 /// The time per launch of `launches` launches of `kernel`, launch `i` with `shape(i)`'s cube count

@@ -36,7 +36,7 @@ pub(crate) use transfers::decode;
 use futures_channel::oneshot;
 use gpuworld_systems::backend::StagingAllocator;
 use gpuworld_systems::error::{BindingError, LaunchError};
-use gpuworld_systems::inbox::{Command, Inbox};
+use gpuworld_systems::inbox::{Command, Inbox, Launch, Op};
 use gpuworld_systems::kernel::limits::{validate_cube_count, validate_cube_dim};
 use gpuworld_systems::kernel::{Elem, LaunchMode, validate_buffer_size, validate_launch};
 use gpuworld_systems::published::Published;
@@ -329,18 +329,18 @@ impl<B: Backend> ComputeClient<B> {
     ///
     /// ```compile_fail,E0133
     /// # use gpuworld::{CubeCount, Driver, StreamId, library};
-    /// # use gpuworld_systems::{inbox::Command, kernel::LaunchMode};
+    /// # use gpuworld_systems::{inbox::{Command, Launch, Op}, kernel::LaunchMode};
     /// let client = gpuworld::cpu_client(Driver::Manual)?;
     /// let out = client.empty(16);
     /// client.with_runtime(|runtime| {
-    ///     runtime.inbox().push(Command::Launch {
-    ///         kernel: &library::FILL,
-    ///         count: CubeCount::new_1d(1),
-    ///         buffers: [out.binding()].into_iter().collect(),
-    ///         scalars: [1.0f32.to_bits()].into_iter().collect(),
-    ///         mode: LaunchMode::unchecked(),
-    ///         stream: StreamId::current(),
-    ///     })
+    ///     runtime.inbox().push(Command::Op(Op::Launch(Launch::new(
+    ///         &library::FILL,
+    ///         CubeCount::new_1d(1),
+    ///         [out.binding()].into_iter().collect(),
+    ///         [1.0f32.to_bits()].into_iter().collect(),
+    ///         LaunchMode::unchecked(),
+    ///         StreamId::current(),
+    ///     ))))
     /// });
     /// # Ok::<(), gpuworld::Error>(())
     /// ```
@@ -405,23 +405,23 @@ impl<B: Backend> ComputeClient<B> {
             return Ok(());
         }
         self.make_room();
-        self.shared.inbox.push(Command::Launch {
+        self.shared.inbox.push(Command::Op(Op::Launch(Launch::new(
             kernel,
             count,
-            buffers: bindings.buffers,
-            scalars: bindings.scalars,
+            bindings.buffers,
+            bindings.scalars,
             mode,
-            stream: self.stream_id(),
-        });
+            self.stream_id(),
+        ))));
         Ok(())
     }
 
     /// Submits this stream's queued work to the device at the next tick. Only enqueues: never
     /// ticks (under `Driver::Manual` the next [`ComputeClient::tick`] submits it).
     pub fn flush(&self) {
-        self.shared.inbox.push(Command::Flush {
+        self.shared.inbox.push(Command::Op(Op::Flush {
             stream: self.stream_id(),
-        });
+        }));
     }
 
     /// Compiles `kernel`'s pipeline (wgpu) or module (cuda) now, so that its first launch does
@@ -501,7 +501,7 @@ impl<B: Backend> ComputeClient<B> {
     /// handles dropped before the call that the device is still using returns too, in the tick
     /// that finds the device done with it.
     pub fn memory_cleanup(&self) {
-        self.shared.inbox.push(Command::MemoryCleanup);
+        self.shared.inbox.push(Command::Op(Op::MemoryCleanup));
     }
 
     /// Sends an autotune result; the tune stage caches it at the next tick. Never ticks.

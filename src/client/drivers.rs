@@ -596,7 +596,12 @@ mod tests {
             client.with_runtime(|runtime| {
                 runtime.set_command_tap(Some(gpuworld_systems::inbox::CommandTap(Box::new(
                     |_, command| {
-                        if matches!(command, gpuworld_systems::inbox::Command::Launch { .. }) {
+                        if matches!(
+                            command,
+                            gpuworld_systems::inbox::Command::Op(
+                                gpuworld_systems::inbox::Op::Launch(_)
+                            )
+                        ) {
                             panic!("an assertion in the tick");
                         }
                     },

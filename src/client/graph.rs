@@ -7,9 +7,9 @@
 
 use super::ComputeClient;
 use gpuworld_systems::error::{Error, GraphError};
-use gpuworld_systems::graph::{CaptureOrder, Recorded, Recording};
-use gpuworld_systems::inbox::{Command, PinHolder};
-use gpuworld_systems::kernel::{Elem, ExecutionMode};
+use gpuworld_systems::graph::{CaptureOrder, Captured, CapturedTransfer, Recording};
+use gpuworld_systems::inbox::{Command, Op, PinHolder};
+use gpuworld_systems::kernel::Elem;
 use gpuworld_systems::{Backend, HandleId, Result};
 use std::ops::Range;
 use std::sync::Arc;
@@ -24,10 +24,11 @@ pub struct Graph<B: Backend> {
     /// The runtimes it replays on, one client each; the capturing one first.
     clients: Vec<ComputeClient<B>>,
     id: u64,
-    /// Every command, in the order it was issued across runtimes.
-    commands: Arc<Vec<Recorded>>,
-    /// How a replay issues them.
+    /// Its commands, in the order they were issued across runtimes, as a replay issues them:
+    /// every command is in one part.
     parts: Vec<Part>,
+    /// How many commands.
+    len: usize,
     /// The handles pinned, by index into `clients`.
     pinned: Vec<(usize, HandleId)>,
 }
@@ -41,17 +42,16 @@ enum Part {
         client: usize,
         /// Its number, for the runtime's plans and traces: the graph's own for the first part.
         id: u64,
-        /// Which of the graph's commands.
+        /// Which of the graph's commands (their indices, for updates).
         nodes: Range<usize>,
         /// Updates made to those commands: a replay carries it, so a backend's compiled form
         /// of an older version is never launched (an update elsewhere leaves it as it is).
         version: u64,
-        /// Those commands.
-        commands: Arc<Vec<Recorded>>,
+        /// Those commands' ops.
+        ops: Arc<Vec<Op>>,
     },
-    /// A transfer to another runtime, which its target issues: the graph's command at this
-    /// index.
-    Transfer(usize),
+    /// A transfer to another runtime, which its target issues.
+    Transfer(CapturedTransfer),
 }
 
 impl<B: Backend> std::fmt::Debug for Graph<B> {
@@ -59,7 +59,7 @@ impl<B: Backend> std::fmt::Debug for Graph<B> {
         f.debug_struct("Graph")
             .field("id", &self.id)
             .field("runtimes", &self.clients.len())
-            .field("commands", &self.commands.len())
+            .field("commands", &self.len)
             .field("buffers", &self.pinned.len())
             .finish()
     }
@@ -161,14 +161,14 @@ impl<B: Backend> Graph<B> {
             return Err(refused);
         }
         result?;
-        tracing::debug!(target: "gpuworld::graph", graph = graph.id, runtimes = graph.clients.len(), commands = graph.commands.len(), buffers = graph.pinned.len(), "captured");
+        tracing::debug!(target: "gpuworld::graph", graph = graph.id, runtimes = graph.clients.len(), commands = graph.len, buffers = graph.pinned.len(), "captured");
         Ok(graph)
     }
 
     /// The graph of `recordings` (one per client, in order), their commands merged in the
     /// order they were issued.
     fn from_recordings(clients: Vec<ComputeClient<B>>, recordings: Vec<Recording>) -> Graph<B> {
-        let mut merged: Vec<(u64, usize, Recorded)> = Vec::new();
+        let mut merged: Vec<(u64, usize, Captured)> = Vec::new();
         let mut pinned = Vec::new();
         for (client, recording) in recordings.into_iter().enumerate() {
             pinned.extend(recording.pinned.iter().map(|&handle| (client, handle)));
@@ -176,47 +176,107 @@ impl<B: Backend> Graph<B> {
             merged.extend(numbered.map(|(number, command)| (number, client, command)));
         }
         merged.sort_by_key(|(number, ..)| *number);
-        let owners: Vec<usize> = merged.iter().map(|(_, client, _)| *client).collect();
-        let commands = Arc::new(merged.into_iter().map(|(.., command)| command).collect());
+        let len = merged.len();
         let id = NEXT_GRAPH.fetch_add(1, Ordering::Relaxed);
-        let parts = Graph::<B>::parts(id, &commands, &owners);
+        let parts = Graph::<B>::parts(id, merged.into_iter().map(|(_, client, c)| (client, c)));
         Graph {
             clients,
             id,
-            commands,
             parts,
+            len,
             pinned,
         }
     }
 
-    /// How a replay issues `commands`, each issued on runtime `owners[i]`: runs of one runtime's
-    /// commands between transfers as replay commands, the graph's first with the graph's number.
-    fn parts(id: u64, commands: &Arc<Vec<Recorded>>, owners: &[usize]) -> Vec<Part> {
-        let transfer = |node: usize| matches!(commands[node], Recorded::Transfer { .. });
-        let (mut parts, mut own_id) = (Vec::new(), Some(id));
-        let mut start = 0;
-        while start < commands.len() {
-            if transfer(start) {
-                parts.push(Part::Transfer(start));
-                start += 1;
+    /// How a replay issues `commands`, each with the runtime it was issued on: runs of one
+    /// runtime's ops between transfers as replay commands, the graph's first with the graph's
+    /// number.
+    fn parts(id: u64, commands: impl Iterator<Item = (usize, Captured)>) -> Vec<Part> {
+        let (mut parts, mut own_id) = (Vec::<Part>::new(), Some(id));
+        for (node, (owner, command)) in commands.enumerate() {
+            let op = match command {
+                Captured::Transfer(transfer) => {
+                    parts.push(Part::Transfer(transfer));
+                    continue;
+                }
+                Captured::Op(op) => op,
+            };
+            if let Some(Part::Replay {
+                client, nodes, ops, ..
+            }) = parts.last_mut()
+                && *client == owner
+            {
+                nodes.end = node + 1;
+                Arc::make_mut(ops).push(op);
                 continue;
             }
-            let client = owners[start];
-            let end = (start..commands.len())
-                .find(|&node| transfer(node) || owners[node] != client)
-                .unwrap_or(commands.len());
             parts.push(Part::Replay {
-                client,
+                client: owner,
                 id: own_id
                     .take()
                     .unwrap_or_else(|| NEXT_GRAPH.fetch_add(1, Ordering::Relaxed)),
-                commands: nodes_of(commands, start..end),
-                nodes: start..end,
+                nodes: node..node + 1,
                 version: 0,
+                ops: Arc::new(vec![op]),
             });
-            start = end;
         }
         parts
+    }
+
+    /// The graph's commands, in order.
+    fn nodes(&self) -> impl Iterator<Item = Node<'_>> {
+        self.parts
+            .iter()
+            .flat_map(|part| -> Box<dyn Iterator<Item = Node<'_>> + '_> {
+                match part {
+                    Part::Replay { ops, .. } => Box::new(ops.iter().map(Node::Op)),
+                    Part::Transfer(transfer) => Box::new(std::iter::once(Node::Transfer(transfer))),
+                }
+            })
+    }
+
+    /// Command `node`, what it is (for errors), and, for an op, the op to update with the
+    /// version of the part replaying it, which an update bumps (a replay carries it, so no
+    /// backend's compiled form of the old op is launched).
+    fn node_mut(&mut self, node: usize) -> (&'static str, Option<(&mut Op, &mut u64)>) {
+        let kind = self.nodes().nth(node).map_or("none", |n| n.kind());
+        for part in &mut self.parts {
+            if let Part::Replay {
+                nodes,
+                ops,
+                version,
+                ..
+            } = part
+                && nodes.contains(&node)
+            {
+                let op = Arc::make_mut(ops).get_mut(node - nodes.start);
+                return (kind, op.map(|op| (op, version)));
+            }
+        }
+        (kind, None)
+    }
+
+    /// Whether the graph's commands are `recorded`, one for one.
+    fn same_as(&self, recorded: &[Captured]) -> bool {
+        self.len == recorded.len()
+            && self
+                .nodes()
+                .zip(recorded)
+                .all(|(node, recorded)| match (node, recorded) {
+                    (Node::Op(op), Captured::Op(other)) => op == other,
+                    (Node::Transfer(transfer), Captured::Transfer(other)) => transfer == other,
+                    _ => false,
+                })
+    }
+
+    /// The graph's commands, as a capture records them.
+    fn captured(&self) -> Vec<Captured> {
+        (self.nodes())
+            .map(|node| match node {
+                Node::Op(op) => Captured::Op(op.clone()),
+                Node::Transfer(transfer) => Captured::Transfer(transfer.clone()),
+            })
+            .collect()
     }
 
     /// Queues the captured commands again, in order: on each runtime, its commands between two
@@ -236,7 +296,7 @@ impl<B: Backend> Graph<B> {
                 Part::Replay {
                     client,
                     id,
-                    commands,
+                    ops,
                     version,
                     ..
                 } => {
@@ -245,53 +305,28 @@ impl<B: Backend> Graph<B> {
                     client.shared.inbox.push(Command::Replay {
                         graph: *id,
                         version: *version,
-                        commands: commands.clone(),
+                        ops: ops.clone(),
                     });
                 }
-                Part::Transfer(node) => {
-                    if let Some(Recorded::Transfer { target, .. }) = self.commands.get(*node) {
-                        target.issue()?;
-                    }
-                }
+                Part::Transfer(transfer) => transfer.target.issue()?,
             }
         }
         Ok(())
     }
 
-    /// Copies command `node`, changed by an update, into the part that replays it, whose
-    /// version it bumps.
-    fn refresh(&mut self, node: usize) {
-        let all = self.commands.clone();
-        for part in &mut self.parts {
-            if let Part::Replay {
-                nodes,
-                commands,
-                version,
-                ..
-            } = part
-                && nodes.contains(&node)
-            {
-                *version += 1;
-                *commands = nodes_of(&all, nodes.clone());
-                return;
-            }
-        }
-    }
-
     /// How many commands the graph holds.
     pub fn len(&self) -> usize {
-        self.commands.len()
+        self.len
     }
 
     /// Whether the capture queued nothing.
     pub fn is_empty(&self) -> bool {
-        self.commands.is_empty()
+        self.len == 0
     }
 
     /// One line per captured command, in order: what a replay issues.
     pub fn commands(&self) -> Vec<String> {
-        self.commands
-            .iter()
+        self.nodes()
             .enumerate()
             .map(|(i, command)| format!("{i}: {}", command.describe()))
             .collect()
@@ -304,8 +339,8 @@ impl<B: Backend> Graph<B> {
         for &(client, handle) in &self.pinned {
             held.insert((self.clients[client].shared.id, handle));
         }
-        for command in self.commands.iter() {
-            if let Recorded::Transfer { target, .. } = command {
+        for part in &self.parts {
+            if let Part::Transfer(CapturedTransfer { target, .. }) = part {
                 let (runtime, range) = target.destination();
                 held.insert((runtime, range.handle()));
             }
@@ -330,21 +365,15 @@ impl<B: Backend> Graph<B> {
     }
 
     fn set_scalar(&mut self, node: usize, index: usize, elem: Elem, bits: u32) -> Result<()> {
-        let nodes = self.commands.len();
-        let found = self.commands.get(node).map_or("none", Recorded::kind);
+        let nodes = self.len;
         let refused = |reason: String| {
             Error::Graph(GraphError::UpdateRefused {
                 node,
                 reason: reason.into(),
             })
         };
-        let Some(Recorded::Launch {
-            kernel,
-            scalars,
-            mode,
-            ..
-        }) = Arc::make_mut(&mut self.commands).get_mut(node)
-        else {
+        let (found, op) = self.node_mut(node);
+        let Some((Op::Launch(launch), version)) = op else {
             return Err(Error::Graph(GraphError::NoSuchNode {
                 node,
                 wanted: "a launch",
@@ -352,12 +381,13 @@ impl<B: Backend> Graph<B> {
                 found,
             }));
         };
-        if *mode == ExecutionMode::Unchecked {
+        let kernel = launch.kernel();
+        let Some(scalars) = launch.scalars_mut() else {
             return Err(refused(format!(
                 "{} was launched unchecked: its safety was vouched for the captured scalars",
                 kernel.name
             )));
-        }
+        };
         let Some(slot) = scalars.get_mut(index) else {
             return Err(refused(format!(
                 "{} has {} scalars, not {}",
@@ -375,17 +405,16 @@ impl<B: Backend> Graph<B> {
             )));
         }
         *slot = bits;
-        self.refresh(node);
+        *version += 1;
         Ok(())
     }
 
     /// Replaces the bytes write `node` copies (a `write`, or a creation's initial contents)
     /// for the replays that follow; `bytes` must have the captured length.
     pub fn set_data(&mut self, node: usize, bytes: &[u8]) -> Result<()> {
-        let nodes = self.commands.len();
-        let found = self.commands.get(node).map_or("none", Recorded::kind);
-        let Some(Recorded::Write { data, .. }) = Arc::make_mut(&mut self.commands).get_mut(node)
-        else {
+        let nodes = self.len;
+        let (found, op) = self.node_mut(node);
+        let Some((Op::Write { data, .. }, version)) = op else {
             return Err(Error::Graph(GraphError::NoSuchNode {
                 node,
                 wanted: "a write",
@@ -405,7 +434,7 @@ impl<B: Backend> Graph<B> {
             }));
         }
         *data = gpuworld_systems::HostBytes::from_vec(bytes.to_vec());
-        self.refresh(node);
+        *version += 1;
         Ok(())
     }
 }
@@ -415,31 +444,48 @@ impl<B: Backend> Drop for Graph<B> {
     fn drop(&mut self) {
         for &(client, handle) in &self.pinned {
             if let Some(client) = self.clients.get(client) {
-                client.shared.inbox.push(Command::Unpin {
+                client.shared.inbox.push(Command::Op(Op::Unpin {
                     handle,
                     holder: PinHolder::Graph,
-                });
+                }));
             }
         }
     }
 }
 
-/// Commands `nodes` of `all`: the same list where they are all of it.
-fn nodes_of(all: &Arc<Vec<Recorded>>, nodes: Range<usize>) -> Arc<Vec<Recorded>> {
-    if nodes.len() == all.len() {
-        all.clone()
-    } else {
-        Arc::new(all[nodes].to_vec())
+/// One of a graph's commands.
+enum Node<'a> {
+    /// An op its runtime replays.
+    Op(&'a Op),
+    /// A transfer to another runtime.
+    Transfer(&'a CapturedTransfer),
+}
+
+impl Node<'_> {
+    /// What it is, for listings.
+    fn kind(&self) -> &'static str {
+        match self {
+            Node::Op(op) => op.kind(),
+            Node::Transfer(_) => "transfer",
+        }
+    }
+
+    /// A one-line description.
+    fn describe(&self) -> String {
+        match self {
+            Node::Op(op) => op.describe(),
+            Node::Transfer(transfer) => Captured::Transfer((*transfer).clone()).describe(),
+        }
     }
 }
 
 /// Lets go of pins a capture made on `client` that no graph took over.
 fn unpin_recorded<B: Backend>(client: &ComputeClient<B>, pinned: &[HandleId]) {
     for &handle in pinned {
-        client.shared.inbox.push(Command::Unpin {
+        client.shared.inbox.push(Command::Op(Op::Unpin {
             handle,
             holder: PinHolder::Graph,
-        });
+        }));
     }
 }
 
@@ -466,7 +512,7 @@ pub enum FrameMode {
 pub struct FrameGraph<B: Backend> {
     client: ComputeClient<B>,
     after: u32,
-    previous: Option<Vec<Recorded>>,
+    previous: Option<Vec<Captured>>,
     same: u32,
     graph: Option<Graph<B>>,
 }
@@ -517,10 +563,10 @@ impl<B: Backend> FrameGraph<B> {
         // commands hold nothing past their run.
         let unpin = |pinned: &[HandleId]| {
             for &handle in pinned {
-                inbox.push(Command::Unpin {
+                inbox.push(Command::Op(Op::Unpin {
                     handle,
                     holder: PinHolder::Graph,
-                });
+                }));
             }
         };
         if let Some(refused) = recording.refused {
@@ -531,7 +577,7 @@ impl<B: Backend> FrameGraph<B> {
             unpin(&recording.pinned);
             return Err(error);
         }
-        if *graph.commands == recording.commands {
+        if graph.same_as(&recording.commands) {
             graph.replay()?;
             unpin(&recording.pinned);
             return Ok(FrameMode::Replayed);
@@ -540,14 +586,11 @@ impl<B: Backend> FrameGraph<B> {
         let mut issued = Ok(());
         for command in recording.commands.iter().cloned() {
             self.client.make_room();
-            if let Recorded::Transfer { target, .. } = &command {
-                issued = issued.and_then(|()| target.issue());
-                continue;
-            }
-            // SAFETY: each command is one this frame's closure just issued, unchecked launches
-            // vouched for by its own `unsafe` code.
-            if let Some(command) = unsafe { command.into_command() } {
-                inbox.push(command);
+            match command {
+                Captured::Transfer(CapturedTransfer { target, .. }) => {
+                    issued = issued.and_then(|()| target.issue());
+                }
+                Captured::Op(op) => inbox.push(Command::Op(op)),
             }
         }
         unpin(&recording.pinned);
@@ -565,14 +608,14 @@ impl<B: Backend> FrameGraph<B> {
         let repeated = self
             .previous
             .as_ref()
-            .is_some_and(|previous| *previous == *graph.commands);
+            .is_some_and(|previous| graph.same_as(previous));
         self.same = if repeated { self.same + 1 } else { 1 };
         if self.same >= self.after {
             self.previous = None;
             self.graph = Some(graph);
             return Ok(FrameMode::Captured);
         }
-        self.previous = Some(graph.commands.to_vec());
+        self.previous = Some(graph.captured());
         Ok(FrameMode::Eager)
     }
 }

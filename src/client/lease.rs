@@ -1,6 +1,6 @@
 //! Render leases: a handle's buffer, offset and size handed to a renderer (or any wgpu code of
 //! the user's) on the same device, with the writes queued before it submitted and its memory
-//! pinned while the lease lives — the pin a captured graph takes (`Command::Pin`), so a released
+//! pinned while the lease lives — the pin a captured graph takes (`Op::Pin`), so a released
 //! handle's memory is neither reused nor moved by a compaction until the lease is dropped.
 //!
 //! Ordering is the device queue's: the lease submits this client's stream first, so a renderer
@@ -12,7 +12,7 @@ use super::ComputeClient;
 use gpuworld_sim::SimBackend;
 use gpuworld_systems::backend::Region;
 use gpuworld_systems::error::BindingError;
-use gpuworld_systems::inbox::{Command, Inbox, PinHolder};
+use gpuworld_systems::inbox::{Command, Inbox, Op, PinHolder};
 use gpuworld_systems::{Backend, Binding, Error, HandleId, Result, RuntimeId};
 use smallvec::SmallVec;
 use std::sync::Arc;
@@ -127,10 +127,10 @@ impl<B: Leasable> Drop for Lease<B> {
     /// Lets go of the pin: a handle released meanwhile gives its memory back now. Safe after the
     /// runtime is gone (the command then waits in an inbox nobody drains).
     fn drop(&mut self) {
-        self.inbox.push_uncaptured(Command::Unpin {
+        self.inbox.push_uncaptured(Command::Op(Op::Unpin {
             handle: self.handle,
             holder: PinHolder::Lease,
-        });
+        }));
     }
 }
 
@@ -166,10 +166,10 @@ impl<B: Leasable> ComputeClient<B> {
         // Pinned before the submit, in the same drain as anything enqueued before the lease.
         for binding in &bindings {
             let handle = binding.handle();
-            self.shared.inbox.push_uncaptured(Command::Pin {
+            self.shared.inbox.push_uncaptured(Command::Op(Op::Pin {
                 handle,
                 holder: PinHolder::Lease,
-            });
+            }));
         }
         let pins = Unpin {
             inbox: &self.shared.inbox,
@@ -223,10 +223,10 @@ impl Drop for Unpin<'_> {
     fn drop(&mut self) {
         if self.armed {
             for &handle in &self.handles {
-                self.inbox.push_uncaptured(Command::Unpin {
+                self.inbox.push_uncaptured(Command::Op(Op::Unpin {
                     handle,
                     holder: PinHolder::Lease,
-                });
+                }));
             }
         }
     }

@@ -5,7 +5,7 @@
 use super::ComputeClient;
 use gpuworld_systems::backend::MemoryLayout;
 use gpuworld_systems::error::LayoutError;
-use gpuworld_systems::inbox::{Command, Inbox};
+use gpuworld_systems::inbox::{Command, Inbox, Op};
 use gpuworld_systems::memory::layout::{
     gather_contiguous, pack_offsets, place_tensor, scatter_strided, strided_span,
 };
@@ -33,9 +33,9 @@ struct CloseWindow {
 
 impl Drop for CloseWindow {
     fn drop(&mut self) {
-        self.inbox.push(Command::CloseAllocationMode {
+        self.inbox.push(Command::Op(Op::CloseAllocationMode {
             stream: self.stream,
-        });
+        }));
     }
 }
 
@@ -57,7 +57,7 @@ impl<B: Backend> ComputeClient<B> {
     ) -> R {
         let stream = self.stream_id();
         let inbox = self.shared.inbox.clone();
-        inbox.push(Command::OpenAllocationMode { stream, mode });
+        inbox.push(Command::Op(Op::OpenAllocationMode { stream, mode }));
         let _close = CloseWindow { inbox, stream };
         task(input)
     }

@@ -20,7 +20,7 @@ use futures_channel::oneshot;
 use gpuworld_systems::arriving::{Arriving, ArrivingSource};
 use gpuworld_systems::cross_device::Drive;
 use gpuworld_systems::graph::TransferOut;
-use gpuworld_systems::inbox::{Command, PinHolder, ReadReply};
+use gpuworld_systems::inbox::{Command, Op, PinHolder, ReadReply};
 use gpuworld_systems::staging::StagingAllocator;
 use gpuworld_systems::{Backend, Binding, Error, Handle, HostBytes, Result, RuntimeId};
 use std::any::TypeId;
@@ -256,10 +256,10 @@ impl<B: Backend, C: Backend> TransferTo<B, C> {
         dst_range: Binding,
     ) -> TransferTo<B, C> {
         let handle = dst_range.handle();
-        dst.shared.inbox.push_uncaptured(Command::Pin {
+        dst.shared.inbox.push_uncaptured(Command::Op(Op::Pin {
             handle,
             holder: PinHolder::Graph,
-        });
+        }));
         TransferTo {
             source: source.held_by_graph(),
             src,
@@ -295,9 +295,12 @@ impl<B: Backend, C: Backend> Drop for TransferTo<B, C> {
     /// The graph is gone: the destination range may be reused once the user lets go of it.
     fn drop(&mut self) {
         let handle = self.dst_range.handle();
-        self.dst.shared.inbox.push_uncaptured(Command::Unpin {
-            handle,
-            holder: PinHolder::Graph,
-        });
+        self.dst
+            .shared
+            .inbox
+            .push_uncaptured(Command::Op(Op::Unpin {
+                handle,
+                holder: PinHolder::Graph,
+            }));
     }
 }

@@ -5,7 +5,7 @@
 use super::{ComputeClient, ReadTicket, ReplyFuture};
 use futures_channel::oneshot;
 use gpuworld_systems::error::{BindingError, LayoutError};
-use gpuworld_systems::inbox::{Command, ReadReply};
+use gpuworld_systems::inbox::{Command, Op, ReadReply};
 use gpuworld_systems::staging::{StagingAllocator, copy_in_parallel};
 use gpuworld_systems::{Backend, Binding, Error, Handle, HostBytes, Result};
 use std::sync::Arc;
@@ -143,11 +143,11 @@ impl<B: Backend> ComputeClient<B> {
 
     fn push_write(&self, dst: Binding, data: HostBytes) {
         self.make_room();
-        self.shared.inbox.push(Command::Write {
+        self.shared.inbox.push(Command::Op(Op::Write {
             dst,
             data,
             stream: self.stream_id(),
-        });
+        }));
     }
 
     /// Reads `sources` back; the future completes once a tick has seen the bytes arrive. The

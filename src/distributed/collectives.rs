@@ -2,7 +2,9 @@
 //! rank 0 (a star): every rank sends its bytes (or the failure that kept it from having them),
 //! rank 0 combines them in rank order and sends each rank its share (or the failure, so every
 //! rank returns the same error). A refused argument leaves the ranks in step; a lost connection
-//! makes every later call that needs it fail at once.
+//! makes every later call that needs it fail at once. The collectives differ only in what a
+//! [`Collective`] says (checks, device op, what a rank sends, rank 0's combine step); they run
+//! through one wrapper, [`ProcessGroup::collective`].
 
 use super::wire::{Failure, Tag};
 use super::{Link, ProcessGroup};
@@ -14,6 +16,241 @@ use smallvec::smallvec;
 
 /// Rank 0's combine step: every rank's bytes, in rank order, to each rank's share.
 type Combine<'a> = Box<dyn FnOnce(&[Vec<u8>]) -> Result<Vec<Vec<u8>>> + 'a>;
+
+/// What sets one collective apart; [`ProcessGroup::collective`] and
+/// [`ProcessGroup::collective_bytes`] are the one way every collective runs.
+trait Collective: Copy + 'static {
+    /// The call's name, in errors.
+    const NAME: &'static str;
+    /// The tag of its frames.
+    const TAG: Tag;
+    /// Whether it works in place, on one buffer (its input is its output).
+    const IN_PLACE: bool;
+    /// What every rank checks alike before anything is exchanged (a refusal leaves the ranks
+    /// in step without an exchange).
+    fn refused(&self, _world: usize) -> Result<()> {
+        Ok(())
+    }
+    /// Whether this rank's buffers fit the call (a refusal is sent, so every rank fails alike).
+    fn fits(&self, _group: &ProcessGroup, _input: Binding, _output: Binding) -> Result<()> {
+        Ok(())
+    }
+    /// On the devices: what else the buffers must be, the op, and the call's shape checked
+    /// across ranks.
+    fn on_device(&self, input: Binding, output: Binding) -> (Result<()>, CollectiveOp, Vec<u8>);
+    /// What this rank sends: its input's bytes (`read`), by default.
+    fn mine(
+        &self,
+        _rank: usize,
+        read: impl FnOnce() -> Result<Vec<u8>>,
+        _size: u64,
+    ) -> Result<Vec<u8>> {
+        read()
+    }
+    /// Rank 0's combine step: every rank's bytes, in rank order, to each rank's share.
+    fn combine(self, world: usize, inputs: &[Vec<u8>]) -> Result<Vec<Vec<u8>>>;
+    /// Whether rank `rank` takes its share (a broadcast's root keeps its own bytes).
+    fn takes_share(&self, _rank: usize) -> bool {
+        true
+    }
+}
+
+/// [`ProcessGroup::all_reduce`].
+#[derive(Clone, Copy)]
+struct AllReduce {
+    elem: ElemType,
+    op: ReduceOp,
+}
+
+impl Collective for AllReduce {
+    const NAME: &'static str = "all_reduce";
+    const TAG: Tag = Tag::AllReduce;
+    const IN_PLACE: bool = true;
+
+    fn on_device(&self, buffer: Binding, _: Binding) -> (Result<()>, CollectiveOp, Vec<u8>) {
+        let (elem, op) = (self.elem, self.op);
+        let fits = whole_elements(Self::NAME, buffer.size(), elem);
+        let count = buffer.size() as usize / elem.size();
+        let shape = shape(b'a', format!("{elem:?}{op:?}"), &[buffer.size()]);
+        (fits, CollectiveOp::AllReduce { elem, op, count }, shape)
+    }
+
+    fn combine(self, world: usize, inputs: &[Vec<u8>]) -> Result<Vec<Vec<u8>>> {
+        same_sizes(Self::NAME, inputs)?;
+        whole_elements(Self::NAME, inputs[0].len() as u64, self.elem)?;
+        let slices: Vec<&[u8]> = inputs.iter().map(Vec::as_slice).collect();
+        Ok(vec![reduce_host(&slices, self.elem, self.op)?; world])
+    }
+}
+
+/// [`ProcessGroup::broadcast`]: the root sends its bytes, every other rank its size, so rank 0
+/// can check they fit.
+#[derive(Clone, Copy)]
+struct Broadcast {
+    root: usize,
+}
+
+impl Collective for Broadcast {
+    const NAME: &'static str = "broadcast";
+    const TAG: Tag = Tag::Broadcast;
+    const IN_PLACE: bool = true;
+
+    fn refused(&self, world: usize) -> Result<()> {
+        let root = self.root;
+        if root >= world {
+            return Err(mismatch(
+                Self::NAME,
+                format!("root {root} in a group of {world}"),
+            ));
+        }
+        Ok(())
+    }
+
+    fn on_device(&self, buffer: Binding, _: Binding) -> (Result<()>, CollectiveOp, Vec<u8>) {
+        let (root, bytes) = (self.root, buffer.size() as usize);
+        let shape = shape(b'b', root.to_string(), &[buffer.size()]);
+        (Ok(()), CollectiveOp::Broadcast { root, bytes }, shape)
+    }
+
+    fn mine(
+        &self,
+        rank: usize,
+        read: impl FnOnce() -> Result<Vec<u8>>,
+        size: u64,
+    ) -> Result<Vec<u8>> {
+        match rank == self.root {
+            true => read(),
+            false => Ok(size.to_le_bytes().to_vec()),
+        }
+    }
+
+    fn combine(self, world: usize, inputs: &[Vec<u8>]) -> Result<Vec<Vec<u8>>> {
+        let root = self.root;
+        let data = &inputs[root];
+        for (rank, input) in inputs.iter().enumerate().filter(|(r, _)| *r != root) {
+            let size = <[u8; 8]>::try_from(input.as_slice())
+                .ok()
+                .map(u64::from_le_bytes);
+            if size != Some(data.len() as u64) {
+                return Err(mismatch(
+                    Self::NAME,
+                    format!(
+                        "root {root} has {} bytes, rank {rank} has {}",
+                        data.len(),
+                        size.map_or("a malformed size".into(), |s| s.to_string())
+                    ),
+                ));
+            }
+        }
+        Ok((0..world)
+            .map(|r| if r == root { Vec::new() } else { data.clone() })
+            .collect())
+    }
+
+    fn takes_share(&self, rank: usize) -> bool {
+        rank != self.root
+    }
+}
+
+/// [`ProcessGroup::all_gather`].
+#[derive(Clone, Copy)]
+struct AllGather;
+
+impl Collective for AllGather {
+    const NAME: &'static str = "all_gather";
+    const TAG: Tag = Tag::AllGather;
+    const IN_PLACE: bool = false;
+
+    fn fits(&self, group: &ProcessGroup, input: Binding, output: Binding) -> Result<()> {
+        let total = input.size() * group.world_size() as u64;
+        if output.size() != total {
+            return Err(mismatch(
+                Self::NAME,
+                format!(
+                    "output of rank {} has {} bytes, not {} ranks x {} bytes = {total}",
+                    group.rank(),
+                    output.size(),
+                    group.world_size(),
+                    input.size()
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    fn on_device(&self, input: Binding, output: Binding) -> (Result<()>, CollectiveOp, Vec<u8>) {
+        let bytes = input.size() as usize;
+        let shape = shape(b'g', String::new(), &[input.size(), output.size()]);
+        (Ok(()), CollectiveOp::AllGather { bytes }, shape)
+    }
+
+    fn combine(self, world: usize, inputs: &[Vec<u8>]) -> Result<Vec<Vec<u8>>> {
+        same_sizes(Self::NAME, inputs)?;
+        Ok(vec![inputs.concat(); world])
+    }
+}
+
+/// [`ProcessGroup::reduce_scatter`].
+#[derive(Clone, Copy)]
+struct ReduceScatter {
+    elem: ElemType,
+    op: ReduceOp,
+}
+
+impl Collective for ReduceScatter {
+    const NAME: &'static str = "reduce_scatter";
+    const TAG: Tag = Tag::ReduceScatter;
+    const IN_PLACE: bool = false;
+
+    fn fits(&self, group: &ProcessGroup, input: Binding, output: Binding) -> Result<()> {
+        let world = group.world_size() as u64;
+        if output.size() * world != input.size() {
+            return Err(mismatch(
+                Self::NAME,
+                format!(
+                    "output of rank {} has {} bytes, not a {world}th of its input's {}",
+                    group.rank(),
+                    output.size(),
+                    input.size()
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    fn on_device(&self, input: Binding, output: Binding) -> (Result<()>, CollectiveOp, Vec<u8>) {
+        let (elem, op) = (self.elem, self.op);
+        let fits = whole_elements(Self::NAME, output.size(), elem);
+        let count = output.size() as usize / elem.size();
+        let shape = shape(
+            b'r',
+            format!("{elem:?}{op:?}"),
+            &[input.size(), output.size()],
+        );
+        (fits, CollectiveOp::ReduceScatter { elem, op, count }, shape)
+    }
+
+    fn combine(self, world: usize, inputs: &[Vec<u8>]) -> Result<Vec<Vec<u8>>> {
+        same_sizes(Self::NAME, inputs)?;
+        let len = inputs[0].len();
+        if !len.is_multiple_of(world) {
+            return Err(mismatch(
+                Self::NAME,
+                format!("inputs of {len} bytes do not split into {world} parts"),
+            ));
+        }
+        let part = len / world;
+        whole_elements(Self::NAME, part as u64, self.elem)?;
+        let slices: Vec<&[u8]> = inputs.iter().map(Vec::as_slice).collect();
+        let reduced = reduce_host(&slices, self.elem, self.op)?;
+        Ok(reduced
+            .chunks(part.max(1))
+            .map(<[u8]>::to_vec)
+            .chain(std::iter::repeat(Vec::new()))
+            .take(world)
+            .collect())
+    }
+}
 
 impl ProcessGroup {
     /// Replaces `buffer` on every rank with the element-wise `op` of every rank's `buffer`,
@@ -27,16 +264,7 @@ impl ProcessGroup {
         op: ReduceOp,
     ) -> Result<()> {
         let buffer = buffer.into();
-        if let Some(on_device) = self.on_device(client)? {
-            let fits = whole_elements("all_reduce", buffer.size(), elem);
-            let count = buffer.size() as usize / elem.size();
-            let shape = shape(b'a', format!("{elem:?}{op:?}"), &[buffer.size()]);
-            let op = CollectiveOp::AllReduce { elem, op, count };
-            let buffers = smallvec![buffer];
-            return self.run_on_device(client, &*on_device, op, shape, fits, buffers);
-        }
-        let reduced = self.all_reduce_bytes_from(read(client, buffer), elem, op)?;
-        client.write(buffer, &reduced)
+        self.collective(client, AllReduce { elem, op }, buffer, buffer)
     }
 
     /// The element-wise `op` of every rank's `bytes`, in rank order.
@@ -46,28 +274,7 @@ impl ProcessGroup {
         elem: ElemType,
         op: ReduceOp,
     ) -> Result<Vec<u8>> {
-        self.all_reduce_bytes_from(Ok(bytes.to_vec()), elem, op)
-    }
-
-    fn all_reduce_bytes_from(
-        &mut self,
-        mine: Result<Vec<u8>>,
-        elem: ElemType,
-        op: ReduceOp,
-    ) -> Result<Vec<u8>> {
-        let name = "all_reduce";
-        let world = self.world_size();
-        self.exchange(
-            name,
-            Tag::AllReduce,
-            mine,
-            Box::new(move |inputs| {
-                same_sizes(name, inputs)?;
-                whole_elements(name, inputs[0].len() as u64, elem)?;
-                let slices: Vec<&[u8]> = inputs.iter().map(Vec::as_slice).collect();
-                Ok(vec![reduce_host(&slices, elem, op)?; world])
-            }),
-        )
+        self.collective_bytes(AllReduce { elem, op }, bytes)
     }
 
     /// Copies rank `root`'s `buffer` into every other rank's `buffer` (all the same size).
@@ -78,82 +285,12 @@ impl ProcessGroup {
         root: usize,
     ) -> Result<()> {
         let buffer = buffer.into();
-        if let Some(on_device) = self.on_device(client)? {
-            let world = self.world_size();
-            let fits = if root >= world {
-                Err(mismatch(
-                    "broadcast",
-                    format!("root {root} in a group of {world}"),
-                ))
-            } else {
-                Ok(())
-            };
-            let bytes = buffer.size() as usize;
-            let shape = shape(b'b', root.to_string(), &[buffer.size()]);
-            let op = CollectiveOp::Broadcast { root, bytes };
-            let buffers = smallvec![buffer];
-            return self.run_on_device(client, &*on_device, op, shape, fits, buffers);
-        }
-        let mine = if self.rank() == root {
-            read(client, buffer)
-        } else {
-            Ok(Vec::new())
-        };
-        let received = self.broadcast_from(mine, buffer.size(), root)?;
-        if self.rank() != root {
-            client.write(buffer, &received)?;
-        }
-        Ok(())
+        self.collective(client, Broadcast { root }, buffer, buffer)
     }
 
     /// Rank `root`'s `bytes` on every rank (the others' `bytes` give only the size they expect).
     pub fn broadcast_bytes(&mut self, bytes: &[u8], root: usize) -> Result<Vec<u8>> {
-        let received = self.broadcast_from(Ok(bytes.to_vec()), bytes.len() as u64, root)?;
-        Ok(if self.rank() == root {
-            bytes.to_vec()
-        } else {
-            received
-        })
-    }
-
-    /// The root sends its bytes; every other rank its size, so rank 0 can check they fit.
-    fn broadcast_from(&mut self, mine: Result<Vec<u8>>, size: u64, root: usize) -> Result<Vec<u8>> {
-        let name = "broadcast";
-        let world = self.world_size();
-        if root >= world {
-            return Err(mismatch(name, format!("root {root} in a group of {world}")));
-        }
-        let mine = if self.rank() == root {
-            mine
-        } else {
-            mine.map(|_| size.to_le_bytes().to_vec())
-        };
-        self.exchange(
-            name,
-            Tag::Broadcast,
-            mine,
-            Box::new(move |inputs| {
-                let data = &inputs[root];
-                for (rank, input) in inputs.iter().enumerate().filter(|(r, _)| *r != root) {
-                    let size = <[u8; 8]>::try_from(input.as_slice())
-                        .ok()
-                        .map(u64::from_le_bytes);
-                    if size != Some(data.len() as u64) {
-                        return Err(mismatch(
-                            name,
-                            format!(
-                                "root {root} has {} bytes, rank {rank} has {}",
-                                data.len(),
-                                size.map_or("a malformed size".into(), |s| s.to_string())
-                            ),
-                        ));
-                    }
-                }
-                Ok((0..world)
-                    .map(|r| if r == root { Vec::new() } else { data.clone() })
-                    .collect())
-            }),
-        )
+        self.collective_bytes(Broadcast { root }, bytes)
     }
 
     /// Writes every rank's `input`, concatenated in rank order, into each rank's `output`,
@@ -164,51 +301,12 @@ impl ProcessGroup {
         input: impl Into<Binding>,
         output: impl Into<Binding>,
     ) -> Result<()> {
-        let (input, output) = (input.into(), output.into());
-        let total = input.size() * self.world_size() as u64;
-        let fits = if output.size() != total {
-            Err(mismatch(
-                "all_gather",
-                format!(
-                    "output of rank {} has {} bytes, not {} ranks x {} bytes = {total}",
-                    self.rank(),
-                    output.size(),
-                    self.world_size(),
-                    input.size()
-                ),
-            ))
-        } else {
-            Ok(())
-        };
-        if let Some(on_device) = self.on_device(client)? {
-            let bytes = input.size() as usize;
-            let shape = shape(b'g', String::new(), &[input.size(), output.size()]);
-            let op = CollectiveOp::AllGather { bytes };
-            let buffers = smallvec![input, output];
-            return self.run_on_device(client, &*on_device, op, shape, fits, buffers);
-        }
-        let mine = fits.and_then(|()| read(client, input));
-        let gathered = self.all_gather_from(mine)?;
-        client.write(output, &gathered)
+        self.collective(client, AllGather, input.into(), output.into())
     }
 
     /// Every rank's `bytes`, concatenated in rank order.
     pub fn all_gather_bytes(&mut self, bytes: &[u8]) -> Result<Vec<u8>> {
-        self.all_gather_from(Ok(bytes.to_vec()))
-    }
-
-    fn all_gather_from(&mut self, mine: Result<Vec<u8>>) -> Result<Vec<u8>> {
-        let name = "all_gather";
-        let world = self.world_size();
-        self.exchange(
-            name,
-            Tag::AllGather,
-            mine,
-            Box::new(move |inputs| {
-                same_sizes(name, inputs)?;
-                Ok(vec![inputs.concat(); world])
-            }),
-        )
+        self.collective_bytes(AllGather, bytes)
     }
 
     /// Reduces every rank's `input` element-wise with `op` (in rank order) and writes part
@@ -221,33 +319,8 @@ impl ProcessGroup {
         elem: ElemType,
         op: ReduceOp,
     ) -> Result<()> {
-        let (input, output) = (input.into(), output.into());
-        let world = self.world_size() as u64;
-        let fits = if output.size() * world != input.size() {
-            Err(mismatch(
-                "reduce_scatter",
-                format!(
-                    "output of rank {} has {} bytes, not a {world}th of its input's {}",
-                    self.rank(),
-                    output.size(),
-                    input.size()
-                ),
-            ))
-        } else {
-            Ok(())
-        };
-        if let Some(on_device) = self.on_device(client)? {
-            let fits = fits.and_then(|()| whole_elements("reduce_scatter", output.size(), elem));
-            let count = output.size() as usize / elem.size();
-            let sizes = [input.size(), output.size()];
-            let shape = shape(b'r', format!("{elem:?}{op:?}"), &sizes);
-            let op = CollectiveOp::ReduceScatter { elem, op, count };
-            let buffers = smallvec![input, output];
-            return self.run_on_device(client, &*on_device, op, shape, fits, buffers);
-        }
-        let mine = fits.and_then(|()| read(client, input));
-        let part = self.reduce_scatter_from(mine, elem, op)?;
-        client.write(output, &part)
+        let collective = ReduceScatter { elem, op };
+        self.collective(client, collective, input.into(), output.into())
     }
 
     /// Part `rank` of the element-wise `op` of every rank's `bytes`.
@@ -257,42 +330,63 @@ impl ProcessGroup {
         elem: ElemType,
         op: ReduceOp,
     ) -> Result<Vec<u8>> {
-        self.reduce_scatter_from(Ok(bytes.to_vec()), elem, op)
+        self.collective_bytes(ReduceScatter { elem, op }, bytes)
     }
 
-    fn reduce_scatter_from(
+    /// Runs `collective` over this rank's `input` into its `output` (one buffer for both where
+    /// it works in place): on the devices where the group runs there, else through rank 0,
+    /// reading `input` and writing this rank's share into `output`.
+    fn collective<B: Backend, C: Collective>(
         &mut self,
+        client: &ComputeClient<B>,
+        collective: C,
+        input: Binding,
+        output: Binding,
+    ) -> Result<()> {
+        let refused = collective.refused(self.world_size());
+        let fits = collective.fits(self, input, output);
+        if let Some(on_device) = self.on_device(client)? {
+            let (also, op, shape) = collective.on_device(input, output);
+            let fits = refused.and(fits).and(also);
+            let buffers = match C::IN_PLACE {
+                true => smallvec![input],
+                false => smallvec![input, output],
+            };
+            return self.run_on_device(client, &*on_device, op, shape, fits, buffers);
+        }
+        refused?;
+        let rank = self.rank();
+        let mine = fits.and_then(|()| collective.mine(rank, || read(client, input), input.size()));
+        let share = self.exchange_of(collective, mine)?;
+        if collective.takes_share(rank) {
+            client.write(output, &share)?;
+        }
+        Ok(())
+    }
+
+    /// Runs `collective` over this rank's `bytes` through rank 0: this rank's share (a
+    /// broadcast's root keeps its own bytes).
+    fn collective_bytes<C: Collective>(&mut self, collective: C, bytes: &[u8]) -> Result<Vec<u8>> {
+        collective.refused(self.world_size())?;
+        let size = bytes.len() as u64;
+        let mine = collective.mine(self.rank(), || Ok(bytes.to_vec()), size);
+        let share = self.exchange_of(collective, mine)?;
+        Ok(match collective.takes_share(self.rank()) {
+            true => share,
+            false => bytes.to_vec(),
+        })
+    }
+
+    /// One exchange of `collective` through rank 0, this rank sending `mine`.
+    fn exchange_of<C: Collective>(
+        &mut self,
+        collective: C,
         mine: Result<Vec<u8>>,
-        elem: ElemType,
-        op: ReduceOp,
     ) -> Result<Vec<u8>> {
-        let name = "reduce_scatter";
         let world = self.world_size();
-        self.exchange(
-            name,
-            Tag::ReduceScatter,
-            mine,
-            Box::new(move |inputs| {
-                same_sizes(name, inputs)?;
-                let len = inputs[0].len();
-                if !len.is_multiple_of(world) {
-                    return Err(mismatch(
-                        name,
-                        format!("inputs of {len} bytes do not split into {world} parts"),
-                    ));
-                }
-                let part = len / world;
-                whole_elements(name, part as u64, elem)?;
-                let slices: Vec<&[u8]> = inputs.iter().map(Vec::as_slice).collect();
-                let reduced = reduce_host(&slices, elem, op)?;
-                Ok(reduced
-                    .chunks(part.max(1))
-                    .map(<[u8]>::to_vec)
-                    .chain(std::iter::repeat(Vec::new()))
-                    .take(world)
-                    .collect())
-            }),
-        )
+        let combine: Combine<'_> =
+            Box::new(move |inputs: &[Vec<u8>]| collective.combine(world, inputs));
+        self.exchange(C::NAME, C::TAG, mine, combine)
     }
 
     /// Sends `buffer` to rank `to`, which takes it with [`ProcessGroup::recv`]. Returns once the

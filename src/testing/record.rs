@@ -1,11 +1,13 @@
 //! Recording: the command stream a client sends to a runtime (any backend), each command with the
 //! tick that ingested it, as a versioned serde value ([`Recording`], JSON on disk). Kernels are
 //! recorded by id; uploaded bytes are kept up to a size cap, so a replay computes the same values.
+//! [`RecordedOp`] is the file's form of the runtime's one vocabulary (`gpuworld_systems::inbox`'s
+//! `Op`, and the commands that carry replies): handles by the recorded run's ids, kernels by id,
+//! bytes as hex; `record_op` writes an op and the replayer's `op` reads one back.
 
 use crate::{Backend, ComputeClient};
 use gpuworld_systems::binding::Binding;
-use gpuworld_systems::graph::Recorded;
-use gpuworld_systems::inbox::{Command, CommandTap, PinHolder};
+use gpuworld_systems::inbox::{Command, CommandTap, Op, PinHolder};
 use gpuworld_systems::kernel::{CubeCount, ExecutionMode};
 use gpuworld_systems::memory::AllocationMode;
 use parking_lot::Mutex;
@@ -369,44 +371,11 @@ impl<B: Backend> Recorder<B> {
 /// `command` as recorded.
 fn record(command: &Command, cap: u64) -> RecordedOp {
     match command {
-        Command::Create {
-            handle,
-            size,
-            data,
-            stream,
-        } => RecordedOp::Create {
-            handle: handle.0,
-            size: *size,
-            data: data.as_ref().map(|d| Data::of(d, cap)),
-            stream: stream.value,
-        },
-        Command::Write { dst, data, stream } => RecordedOp::Write {
-            dst: RecordedBinding::of(dst),
-            data: Data::of(data, cap),
-            stream: stream.value,
-        },
-        Command::Launch {
-            kernel,
-            count,
-            buffers,
-            scalars,
-            mode,
-            stream,
-        } => launch_op(
-            kernel,
-            count,
-            buffers,
-            scalars,
-            mode.execution_mode(),
-            *stream,
-        ),
+        Command::Op(op) => record_op(op, cap),
         Command::Read {
             sources, stream, ..
         } => RecordedOp::Read {
             sources: sources.iter().map(RecordedBinding::of).collect(),
-            stream: stream.value,
-        },
-        Command::Flush { stream } => RecordedOp::Flush {
             stream: stream.value,
         },
         Command::Sync { stream, .. } => RecordedOp::Sync {
@@ -430,84 +399,71 @@ fn record(command: &Command, cap: u64) -> RecordedOp {
         },
         // A graph's transfer part, recorded as the command it wraps.
         Command::ForGraph(command) => record(command, cap),
-        Command::Release { handle } => RecordedOp::Release { handle: handle.0 },
-        Command::MemoryCleanup => RecordedOp::MemoryCleanup,
-        Command::OpenAllocationMode { stream, mode } => RecordedOp::OpenAllocationMode {
-            stream: stream.value,
-            persistent: *mode == AllocationMode::Persistent,
-        },
-        Command::CloseAllocationMode { stream } => RecordedOp::CloseAllocationMode {
-            stream: stream.value,
-        },
-        Command::Pin { handle, holder } => RecordedOp::Pin {
-            handle: handle.0,
-            lease: *holder == PinHolder::Lease,
-        },
-        Command::Unpin { handle, holder } => RecordedOp::Unpin {
-            handle: handle.0,
-            lease: *holder == PinHolder::Lease,
-        },
         Command::Replay {
             graph,
             version,
-            commands,
+            ops,
         } => RecordedOp::Replay {
             graph: *graph,
             version: *version,
-            ops: commands.iter().map(|c| record_captured(c, cap)).collect(),
+            ops: ops.iter().map(|op| record_op(op, cap)).collect(),
         },
     }
 }
 
-/// A launch as recorded, queued eagerly or by a graph's replay.
-fn launch_op(
-    kernel: &gpuworld_systems::Kernel,
-    count: &CubeCount,
-    buffers: &[Binding],
-    scalars: &[u32],
-    mode: ExecutionMode,
-    stream: gpuworld_systems::StreamId,
-) -> RecordedOp {
-    let (cubes, cubes_from) = match count {
-        CubeCount::Static(x, y, z) => (Some([*x, *y, *z]), None),
-        CubeCount::Dynamic(binding) => (None, Some(RecordedBinding::of(binding))),
-    };
-    RecordedOp::Launch {
-        kernel: kernel.id.to_string(),
-        cubes,
-        cubes_from,
-        buffers: buffers.iter().map(RecordedBinding::of).collect(),
-        scalars: scalars.to_vec(),
-        unchecked: mode == ExecutionMode::Unchecked,
-        stream: stream.value,
-    }
-}
-
-/// A command of a captured graph as recorded.
-fn record_captured(command: &Recorded, cap: u64) -> RecordedOp {
-    match command {
-        Recorded::Launch {
-            kernel,
-            count,
-            buffers,
-            scalars,
-            mode,
+/// `op` as recorded, queued eagerly or by a graph's replay.
+fn record_op(op: &Op, cap: u64) -> RecordedOp {
+    match op {
+        Op::Create {
+            handle,
+            size,
+            data,
             stream,
-        } => launch_op(kernel, count, buffers, scalars, *mode, *stream),
-        Recorded::Write { dst, data, stream } => RecordedOp::Write {
+        } => RecordedOp::Create {
+            handle: handle.0,
+            size: *size,
+            data: data.as_ref().map(|d| Data::of(d, cap)),
+            stream: stream.value,
+        },
+        Op::Write { dst, data, stream } => RecordedOp::Write {
             dst: RecordedBinding::of(dst),
             data: Data::of(data, cap),
             stream: stream.value,
         },
-        Recorded::Flush { stream } => RecordedOp::Flush {
+        Op::Launch(launch) => {
+            let (cubes, cubes_from) = match launch.count() {
+                CubeCount::Static(x, y, z) => (Some([*x, *y, *z]), None),
+                CubeCount::Dynamic(binding) => (None, Some(RecordedBinding::of(binding))),
+            };
+            RecordedOp::Launch {
+                kernel: launch.kernel().id.to_string(),
+                cubes,
+                cubes_from,
+                buffers: launch.buffers().iter().map(RecordedBinding::of).collect(),
+                scalars: launch.scalars().to_vec(),
+                unchecked: launch.mode() == ExecutionMode::Unchecked,
+                stream: launch.stream().value,
+            }
+        }
+        Op::Flush { stream } => RecordedOp::Flush {
             stream: stream.value,
         },
-        // A graph issues its transfers as `to_client_into` does (never inside a replay
-        // command); recorded as the work on another runtime it is.
-        Recorded::Transfer { src, stream, .. } => RecordedOp::Native {
-            name: "transfer to another runtime".to_string(),
-            buffers: vec![RecordedBinding::of(src)],
+        Op::Release { handle } => RecordedOp::Release { handle: handle.0 },
+        Op::MemoryCleanup => RecordedOp::MemoryCleanup,
+        Op::OpenAllocationMode { stream, mode } => RecordedOp::OpenAllocationMode {
             stream: stream.value,
+            persistent: *mode == AllocationMode::Persistent,
+        },
+        Op::CloseAllocationMode { stream } => RecordedOp::CloseAllocationMode {
+            stream: stream.value,
+        },
+        Op::Pin { handle, holder } => RecordedOp::Pin {
+            handle: handle.0,
+            lease: *holder == PinHolder::Lease,
+        },
+        Op::Unpin { handle, holder } => RecordedOp::Unpin {
+            handle: handle.0,
+            lease: *holder == PinHolder::Lease,
         },
     }
 }

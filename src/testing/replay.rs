@@ -2,16 +2,16 @@
 //! recorded in, and collects what the reads and syncs returned. On the sim the replay is
 //! deterministic, tick for tick; on another backend it shows whether the results agree.
 
-use super::record::{Data, RecordedBinding, RecordedOp, Recording};
+use super::record::{Data, RecordedBinding, RecordedCommand, RecordedOp, Recording};
 use crate::{Backend, ComputeClient, Error, KernelDef, library};
 use futures_channel::oneshot;
 use gpuworld_systems::error::BindingError;
-use gpuworld_systems::graph::Recorded;
-use gpuworld_systems::inbox::{Command, PinHolder, ReadReply};
-use gpuworld_systems::kernel::{CubeCount, ExecutionMode, LaunchMode};
+use gpuworld_systems::inbox::{Command, Inbox, Launch, Op, PinHolder, ReadReply};
+use gpuworld_systems::kernel::{CubeCount, LaunchMode};
 use gpuworld_systems::memory::AllocationMode;
-use gpuworld_systems::{Handle, StreamId};
-use std::collections::HashMap;
+use gpuworld_systems::{Handle, HandleId, StreamId};
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Most ticks a replay runs after the recorded ones while replies are still on their way.
@@ -186,25 +186,16 @@ impl Replayer {
         client: &ComputeClient<B>,
         mut after_tick: impl FnMut(u64),
     ) -> Result<ReplayReport, ReplayError> {
-        let inbox = client.inbox().clone();
-        // The replay's own handles, by recorded id: a binding is made from one, and dropping one
-        // at its recorded release releases it.
-        let mut handles: HashMap<u64, Handle> = HashMap::new();
-        // Captured graphs' holds by recorded id, and the handles released while held (kept
-        // until the last unpin, which then releases them).
-        let mut pins: HashMap<u64, u32> = HashMap::new();
-        let mut released_while_held = std::collections::HashSet::new();
-        let mut report = ReplayReport::default();
-        let mut waiting = Vec::new();
-        let mut commands = self.recording.commands.iter().peekable();
-        // A binding of a live handle, or of one a graph still holds.
-        let binding = |handles: &HashMap<u64, Handle>, b: &RecordedBinding| {
-            let handle = handles
-                .get(&b.handle)
-                .ok_or(ReplayError::UnknownHandle { handle: b.handle })?;
-            bind(handle, b)
+        let mut session = Session {
+            replayer: self,
+            inbox: client.inbox().clone(),
+            handles: HashMap::new(),
+            pins: HashMap::new(),
+            released_while_held: HashSet::new(),
+            report: ReplayReport::default(),
+            waiting: Vec::new(),
         };
-        let data = |data: &Data, handle: u64| data.bytes().ok_or(ReplayError::BadData { handle });
+        let mut commands = self.recording.commands.iter().peekable();
         let last_tick = self
             .recording
             .commands
@@ -215,225 +206,126 @@ impl Replayer {
             .max(self.recording.ticks);
         for tick in 1..=last_tick {
             while let Some(recorded) = commands.next_if(|c| c.tick <= tick) {
-                let stream = |value: u64| StreamId { value };
-                let command = match &recorded.op {
-                    RecordedOp::Create {
-                        handle,
-                        size,
-                        data: bytes,
-                        stream: s,
-                    } => {
-                        let bytes = bytes
-                            .as_ref()
-                            .map(|d| data(d, *handle))
-                            .transpose()?
-                            .map(Into::into);
-                        let created = Handle::create(&inbox, *size, bytes, stream(*s));
-                        handles.insert(*handle, created);
-                        report.commands += 1;
-                        continue;
-                    }
-                    RecordedOp::Write {
-                        dst,
-                        data: bytes,
-                        stream: s,
-                    } => Command::Write {
-                        dst: binding(&handles, dst)?,
-                        data: data(bytes, dst.handle)?.into(),
-                        stream: stream(*s),
-                    },
-                    op @ RecordedOp::Launch { .. } => {
-                        let Recorded::Launch {
-                            kernel,
-                            count,
-                            buffers,
-                            scalars,
-                            mode,
-                            stream,
-                        } = self.captured(op, &handles, &mut report)?
-                        else {
-                            return Err(ReplayError::BadGraph {
-                                op: format!("{op:?}"),
-                            });
-                        };
-                        Command::Launch {
-                            kernel,
-                            count,
-                            buffers,
-                            scalars,
-                            mode: match mode {
-                                // SAFETY: `captured` keeps a launch unchecked only when the
-                                // caller of `unchecked_as_recorded` vouched for every launch the
-                                // recording marks unchecked.
-                                ExecutionMode::Unchecked => unsafe { LaunchMode::unchecked() },
-                                ExecutionMode::Checked => LaunchMode::CHECKED,
-                            },
-                            stream,
-                        }
-                    }
-                    RecordedOp::Read { sources, stream: s } => {
-                        let (reply, receiver) = oneshot::channel();
-                        waiting.push(Waiting::Read(report.reads.len(), receiver));
-                        report.reads.push(ReadOutcome {
-                            tick: recorded.tick,
-                            stream: *s,
-                            result: Err(Error::Disconnected),
-                        });
-                        Command::Read {
-                            sources: sources
-                                .iter()
-                                .map(|b| binding(&handles, b))
-                                .collect::<Result<_, _>>()?,
-                            stream: stream(*s),
-                            reply,
-                            staging: None,
-                        }
-                    }
-                    RecordedOp::Flush { stream: s } => Command::Flush { stream: stream(*s) },
-                    RecordedOp::Sync { stream: s } => {
-                        let (reply, receiver) = oneshot::channel();
-                        waiting.push(Waiting::Sync(report.syncs.len(), receiver));
-                        report.syncs.push((*s, Err(Error::Disconnected)));
-                        Command::Sync {
-                            stream: stream(*s),
-                            reply,
-                        }
-                    }
-                    RecordedOp::Mark { stream: s } => {
-                        let (reply, receiver) = oneshot::channel();
-                        waiting.push(Waiting::Mark(receiver));
-                        Command::Mark {
-                            stream: stream(*s),
-                            reply,
-                        }
-                    }
-                    RecordedOp::Arriving { stream, .. } => {
-                        return Err(ReplayError::FromAnotherRuntime {
-                            op: "arriving bytes".to_string(),
-                            stream: *stream,
-                        });
-                    }
-                    RecordedOp::Native { name, stream, .. } => {
-                        return Err(ReplayError::FromAnotherRuntime {
-                            op: name.clone(),
-                            stream: *stream,
-                        });
-                    }
-                    RecordedOp::Release { handle } => {
-                        if !handles.contains_key(handle) {
-                            return Err(ReplayError::UnknownHandle { handle: *handle });
-                        }
-                        // The replay holds the only clone: dropping it pushes the release. One
-                        // a graph holds is kept until the graph's last unpin, which then
-                        // releases it (the runtime would keep its memory until then anyway).
-                        if pins.get(handle).is_some_and(|&n| n > 0) {
-                            released_while_held.insert(*handle);
-                        } else {
-                            handles.remove(handle);
-                        }
-                        report.commands += 1;
-                        continue;
-                    }
-                    RecordedOp::Pin { handle, lease } => {
-                        let id = handles
-                            .get(handle)
-                            .map(Handle::id)
-                            .ok_or(ReplayError::UnknownHandle { handle: *handle })?;
-                        *pins.entry(*handle).or_default() += 1;
-                        Command::Pin {
-                            handle: id,
-                            holder: holder_of(*lease),
-                        }
-                    }
-                    RecordedOp::Unpin { handle, lease } => {
-                        let id = handles
-                            .get(handle)
-                            .map(Handle::id)
-                            .ok_or(ReplayError::UnknownHandle { handle: *handle })?;
-                        inbox.push(Command::Unpin {
-                            handle: id,
-                            holder: holder_of(*lease),
-                        });
-                        let left = pins.get_mut(handle).map_or(0, |n| {
-                            *n = n.saturating_sub(1);
-                            *n
-                        });
-                        if left == 0 && released_while_held.remove(handle) {
-                            handles.remove(handle);
-                        }
-                        report.commands += 1;
-                        continue;
-                    }
-                    RecordedOp::Replay {
-                        graph,
-                        version,
-                        ops,
-                    } => {
-                        let commands = ops
-                            .iter()
-                            .map(|op| self.captured(op, &handles, &mut report))
-                            .collect::<Result<Vec<_>, _>>()?;
-                        Command::Replay {
-                            graph: *graph,
-                            version: *version,
-                            commands: std::sync::Arc::new(commands),
-                        }
-                    }
-                    RecordedOp::MemoryCleanup => Command::MemoryCleanup,
-                    RecordedOp::OpenAllocationMode {
-                        stream: s,
-                        persistent,
-                    } => Command::OpenAllocationMode {
-                        stream: stream(*s),
-                        mode: if *persistent {
-                            AllocationMode::Persistent
-                        } else {
-                            AllocationMode::Auto
-                        },
-                    },
-                    RecordedOp::CloseAllocationMode { stream: s } => {
-                        Command::CloseAllocationMode { stream: stream(*s) }
-                    }
-                };
-                inbox.push(command);
-                report.commands += 1;
+                session.issue(recorded)?;
             }
             client.tick();
             after_tick(tick);
-            collect(&mut waiting, &mut report);
+            session.collect();
         }
-        report.ticks = last_tick;
+        session.report.ticks = last_tick;
         let mut extra = 0;
-        while !waiting.is_empty() {
+        while !session.waiting.is_empty() {
             if extra == MAX_DRAIN_TICKS {
                 return Err(ReplayError::NotIdle { ticks: extra });
             }
             client.with_runtime(|rt| rt.wait_for_device(Duration::from_millis(1)));
             client.tick();
             extra += 1;
-            collect(&mut waiting, &mut report);
+            session.collect();
         }
-        report.ticks += extra;
-        Ok(report)
+        session.report.ticks += extra;
+        Ok(session.report)
     }
 }
 
-impl Replayer {
-    /// The launch, write or flush `op` (of a recorded graph, or queued eagerly), to replay.
-    fn captured(
-        &self,
-        op: &RecordedOp,
-        handles: &HashMap<u64, Handle>,
-        report: &mut ReplayReport,
-    ) -> Result<Recorded, ReplayError> {
-        let binding = |b: &RecordedBinding| {
-            let handle = handles
-                .get(&b.handle)
-                .ok_or(ReplayError::UnknownHandle { handle: b.handle })?;
-            bind(handle, b)
+/// A replay in progress: the replay's own handles by recorded id (a binding is made from one,
+/// and dropping one at its recorded release releases it), captured graphs' holds by recorded id
+/// with the handles released while held (kept until the last unpin, which then releases them),
+/// and the replies still to come.
+struct Session<'r> {
+    replayer: &'r Replayer,
+    inbox: Arc<Inbox>,
+    handles: HashMap<u64, Handle>,
+    pins: HashMap<u64, u32>,
+    released_while_held: HashSet<u64>,
+    report: ReplayReport,
+    waiting: Vec<Waiting>,
+}
+
+impl Session<'_> {
+    /// Sends one recorded command (or, for a creation or a release, does what the client did).
+    fn issue(&mut self, recorded: &RecordedCommand) -> Result<(), ReplayError> {
+        let command = match &recorded.op {
+            RecordedOp::Create {
+                handle,
+                size,
+                data,
+                stream,
+            } => {
+                let bytes = (data.as_ref())
+                    .map(|d| bytes_of(d, *handle))
+                    .transpose()?
+                    .map(Into::into);
+                let created = Handle::create(&self.inbox, *size, bytes, stream_of(*stream));
+                self.handles.insert(*handle, created);
+                self.report.commands += 1;
+                return Ok(());
+            }
+            RecordedOp::Release { handle } => return self.release(*handle),
+            RecordedOp::Unpin { handle, lease } => return self.unpin(*handle, *lease),
+            RecordedOp::Pin { handle, lease } => {
+                let handle = self.handle_id(*handle)?;
+                *self.pins.entry(handle.0).or_default() += 1;
+                Command::Op(Op::Pin {
+                    handle: handle.1,
+                    holder: holder_of(*lease),
+                })
+            }
+            RecordedOp::Read { sources, stream } => self.read(recorded.tick, sources, *stream)?,
+            RecordedOp::Sync { stream } => {
+                let (reply, receiver) = oneshot::channel();
+                self.waiting
+                    .push(Waiting::Sync(self.report.syncs.len(), receiver));
+                self.report.syncs.push((*stream, Err(Error::Disconnected)));
+                Command::Sync {
+                    stream: stream_of(*stream),
+                    reply,
+                }
+            }
+            RecordedOp::Mark { stream } => {
+                let (reply, receiver) = oneshot::channel();
+                self.waiting.push(Waiting::Mark(receiver));
+                Command::Mark {
+                    stream: stream_of(*stream),
+                    reply,
+                }
+            }
+            RecordedOp::Arriving { stream, .. } => {
+                return Err(ReplayError::FromAnotherRuntime {
+                    op: "arriving bytes".to_string(),
+                    stream: *stream,
+                });
+            }
+            RecordedOp::Native { name, stream, .. } => {
+                return Err(ReplayError::FromAnotherRuntime {
+                    op: name.clone(),
+                    stream: *stream,
+                });
+            }
+            RecordedOp::Replay {
+                graph,
+                version,
+                ops,
+            } => Command::Replay {
+                graph: *graph,
+                version: *version,
+                ops: Arc::new(
+                    (ops.iter())
+                        .map(|op| self.graph_op(op))
+                        .collect::<Result<_, _>>()?,
+                ),
+            },
+            other => Command::Op(self.op(other)?),
         };
-        let stream = |value: u64| StreamId { value };
-        Ok(match op {
+        self.inbox.push(command);
+        self.report.commands += 1;
+        Ok(())
+    }
+
+    /// The op `recorded` is, with the replay's handles and the replayer's kernels: a write, a
+    /// launch, a flush, a cleanup or an allocation mode.
+    fn op(&mut self, recorded: &RecordedOp) -> Result<Op, ReplayError> {
+        Ok(match recorded {
             RecordedOp::Launch {
                 kernel,
                 cubes,
@@ -441,48 +333,61 @@ impl Replayer {
                 buffers,
                 scalars,
                 unchecked,
-                stream: s,
+                stream,
             } => {
-                let def = *self.kernels.get(kernel.as_str()).ok_or_else(|| {
+                let def = *(self.replayer.kernels.get(kernel.as_str())).ok_or_else(|| {
                     ReplayError::UnknownKernel {
                         kernel: kernel.clone(),
                     }
                 })?;
                 let count = match (cubes, cubes_from) {
-                    (_, Some(from)) => CubeCount::Dynamic(binding(from)?),
+                    (_, Some(from)) => CubeCount::Dynamic(self.binding(from)?),
                     (Some([x, y, z]), None) => CubeCount::Static(*x, *y, *z),
                     (None, None) => CubeCount::Static(0, 0, 0),
                 };
-                let mode = match (*unchecked, self.unchecked_as_recorded) {
-                    (true, true) => ExecutionMode::Unchecked,
+                let mode = match (*unchecked, self.replayer.unchecked_as_recorded) {
+                    // SAFETY: the caller of `unchecked_as_recorded` vouched for every launch
+                    // the recording marks unchecked.
+                    (true, true) => unsafe { LaunchMode::unchecked() },
                     (true, false) => {
-                        report.checked_instead += 1;
-                        ExecutionMode::Checked
+                        self.report.checked_instead += 1;
+                        LaunchMode::CHECKED
                     }
-                    (false, _) => ExecutionMode::Checked,
+                    (false, _) => LaunchMode::CHECKED,
                 };
-                Recorded::Launch {
-                    kernel: def,
+                let buffers = (buffers.iter())
+                    .map(|b| self.binding(b))
+                    .collect::<Result<_, _>>()?;
+                let scalars = scalars.iter().copied().collect();
+                Op::Launch(Launch::new(
+                    def,
                     count,
-                    buffers: buffers.iter().map(binding).collect::<Result<_, _>>()?,
-                    scalars: scalars.iter().copied().collect(),
+                    buffers,
+                    scalars,
                     mode,
-                    stream: stream(*s),
-                }
+                    stream_of(*stream),
+                ))
             }
-            RecordedOp::Write {
-                dst,
-                data,
-                stream: s,
-            } => Recorded::Write {
-                dst: binding(dst)?,
-                data: data
-                    .bytes()
-                    .ok_or(ReplayError::BadData { handle: dst.handle })?
-                    .into(),
-                stream: stream(*s),
+            RecordedOp::Write { dst, data, stream } => Op::Write {
+                dst: self.binding(dst)?,
+                data: bytes_of(data, dst.handle)?.into(),
+                stream: stream_of(*stream),
             },
-            RecordedOp::Flush { stream: s } => Recorded::Flush { stream: stream(*s) },
+            RecordedOp::Flush { stream } => Op::Flush {
+                stream: stream_of(*stream),
+            },
+            RecordedOp::MemoryCleanup => Op::MemoryCleanup,
+            RecordedOp::OpenAllocationMode { stream, persistent } => Op::OpenAllocationMode {
+                stream: stream_of(*stream),
+                mode: if *persistent {
+                    AllocationMode::Persistent
+                } else {
+                    AllocationMode::Auto
+                },
+            },
+            RecordedOp::CloseAllocationMode { stream } => Op::CloseAllocationMode {
+                stream: stream_of(*stream),
+            },
             other => {
                 return Err(ReplayError::BadGraph {
                     op: format!("{other:?}"),
@@ -490,6 +395,107 @@ impl Replayer {
             }
         })
     }
+
+    /// An op of a recorded graph replay: a launch, a write or a flush.
+    fn graph_op(&mut self, recorded: &RecordedOp) -> Result<Op, ReplayError> {
+        match recorded {
+            RecordedOp::Launch { .. } | RecordedOp::Write { .. } | RecordedOp::Flush { .. } => {
+                self.op(recorded)
+            }
+            other => Err(ReplayError::BadGraph {
+                op: format!("{other:?}"),
+            }),
+        }
+    }
+
+    /// A read of `sources`, its outcome slot kept in the report until its reply comes.
+    fn read(
+        &mut self,
+        tick: u64,
+        sources: &[RecordedBinding],
+        stream: u64,
+    ) -> Result<Command, ReplayError> {
+        let sources = (sources.iter())
+            .map(|b| self.binding(b))
+            .collect::<Result<_, _>>()?;
+        let (reply, receiver) = oneshot::channel();
+        self.waiting
+            .push(Waiting::Read(self.report.reads.len(), receiver));
+        self.report.reads.push(ReadOutcome {
+            tick,
+            stream,
+            result: Err(Error::Disconnected),
+        });
+        Ok(Command::Read {
+            sources,
+            stream: stream_of(stream),
+            reply,
+            staging: None,
+        })
+    }
+
+    /// The recorded release of `handle`: the replay holds the only clone, and dropping it
+    /// pushes the release. One a graph holds is kept until the graph's last unpin, which then
+    /// releases it (the runtime would keep its memory until then anyway).
+    fn release(&mut self, handle: u64) -> Result<(), ReplayError> {
+        if !self.handles.contains_key(&handle) {
+            return Err(ReplayError::UnknownHandle { handle });
+        }
+        if self.pins.get(&handle).is_some_and(|&n| n > 0) {
+            self.released_while_held.insert(handle);
+        } else {
+            self.handles.remove(&handle);
+        }
+        self.report.commands += 1;
+        Ok(())
+    }
+
+    /// The recorded unpin of `handle`; its last releases a handle released while held.
+    fn unpin(&mut self, handle: u64, lease: bool) -> Result<(), ReplayError> {
+        let (recorded, id) = self.handle_id(handle)?;
+        self.inbox.push(Command::Op(Op::Unpin {
+            handle: id,
+            holder: holder_of(lease),
+        }));
+        let left = self.pins.get_mut(&recorded).map_or(0, |n| {
+            *n = n.saturating_sub(1);
+            *n
+        });
+        if left == 0 && self.released_while_held.remove(&recorded) {
+            self.handles.remove(&recorded);
+        }
+        self.report.commands += 1;
+        Ok(())
+    }
+
+    /// The recorded id of a handle the replay made, and the id the replay's runtime gave it.
+    fn handle_id(&self, handle: u64) -> Result<(u64, HandleId), ReplayError> {
+        (self.handles.get(&handle))
+            .map(|h| (handle, h.id()))
+            .ok_or(ReplayError::UnknownHandle { handle })
+    }
+
+    /// A binding of a live handle, or of one a graph still holds.
+    fn binding(&self, b: &RecordedBinding) -> Result<gpuworld_systems::Binding, ReplayError> {
+        let handle =
+            (self.handles.get(&b.handle)).ok_or(ReplayError::UnknownHandle { handle: b.handle })?;
+        bind(handle, b)
+    }
+
+    /// Moves the replies that arrived into the report.
+    fn collect(&mut self) {
+        collect(&mut self.waiting, &mut self.report);
+    }
+}
+
+/// The bytes of `data`, written into recorded handle `handle`.
+fn bytes_of(data: &Data, handle: u64) -> Result<Vec<u8>, ReplayError> {
+    data.bytes().ok_or(ReplayError::BadData { handle })
+}
+
+/// The stream of recorded number `value`.
+fn stream_of(value: u64) -> StreamId {
+    StreamId { value }
 }
 
 /// The recorded binding `b` of `handle`.

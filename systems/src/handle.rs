@@ -4,7 +4,7 @@
 pub use crate::binding::Binding;
 use crate::bytes::HostBytes;
 use crate::ids::{HandleId, RuntimeId, StreamId};
-use crate::inbox::{Command, Inbox};
+use crate::inbox::{Command, Inbox, Op};
 use std::fmt;
 use std::sync::Arc;
 
@@ -17,7 +17,8 @@ struct HandleInner {
 
 impl Drop for HandleInner {
     fn drop(&mut self) {
-        self.inbox.push(Command::Release { handle: self.id });
+        self.inbox
+            .push(Command::Op(Op::Release { handle: self.id }));
     }
 }
 
@@ -40,12 +41,12 @@ impl Handle {
         stream: StreamId,
     ) -> Handle {
         let id = inbox.next_handle_id();
-        inbox.push(Command::Create {
+        inbox.push(Command::Op(Op::Create {
             handle: id,
             size,
             data,
             stream,
-        });
+        }));
         Handle::new(id, size, inbox.clone())
     }
 

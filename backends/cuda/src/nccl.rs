@@ -634,6 +634,117 @@ impl NativeOp for NcclCall {
     }
 }
 
+/// Why `call` cannot run: its group's communicator was aborted or closed.
+fn refused_message(call: &NcclCall) -> String {
+    let reason = call
+        .comm
+        .clique
+        .refused()
+        .unwrap_or_else(|| "no such rank".into());
+    match call.comm.clique.aborted() {
+        Some(_) => aborted_message(call.name(), &reason),
+        None => format!(
+            "{} was refused: its group's NCCL communicator is closed because {reason}",
+            call.name()
+        ),
+    }
+}
+
+/// Enqueues `call` through `nccl` on `comm` and `stream`, its buffers' device addresses from
+/// `pointer` (their sizes from `buffers`): NCCL's result, or why a buffer has no address.
+///
+/// # Safety
+/// The pointers must be live allocations of this device covering the task's regions, sized for
+/// the call; `stream` this context's stream; `comm` this device's communicator, live (not
+/// aborted) until this returns.
+unsafe fn enqueue(
+    nccl: &Nccl,
+    call: &NcclCall,
+    comm: sys::ncclComm_t,
+    stream: sys::cudaStream_t,
+    buffers: &[Region],
+    pointer: &dyn Fn(usize) -> Result<cu::CUdeviceptr, Error>,
+) -> Result<sys::ncclResult_t, Error> {
+    // SAFETY: as the caller promises.
+    Ok(unsafe {
+        match call.kind {
+            NcclKind::AllReduce(op) => {
+                let p = pointer(0)?;
+                (nccl.all_reduce)(
+                    p as *const c_void,
+                    p as *mut c_void,
+                    call.count,
+                    call.dtype,
+                    op,
+                    comm,
+                    stream,
+                )
+            }
+            NcclKind::Broadcast { root } => {
+                let p = pointer(0)?;
+                let root = c_int::try_from(root).unwrap_or(c_int::MAX);
+                (nccl.broadcast)(
+                    p as *const c_void,
+                    p as *mut c_void,
+                    call.count,
+                    call.dtype,
+                    root,
+                    comm,
+                    stream,
+                )
+            }
+            NcclKind::AllGather => {
+                let (src, dst) = (pointer(0)?, pointer(1)?);
+                (nccl.all_gather)(
+                    src as *const c_void,
+                    dst as *mut c_void,
+                    call.count,
+                    call.dtype,
+                    comm,
+                    stream,
+                )
+            }
+            NcclKind::ReduceScatter(op) => {
+                let (src, dst) = (pointer(0)?, pointer(1)?);
+                (nccl.reduce_scatter)(
+                    src as *const c_void,
+                    dst as *mut c_void,
+                    call.count,
+                    call.dtype,
+                    op,
+                    comm,
+                    stream,
+                )
+            }
+            NcclKind::PointToPoint { sends, recvs } => {
+                let transfers = sends
+                    .ranks()
+                    .map(|peer| (nccl.send, peer))
+                    .chain(recvs.ranks().map(|peer| (nccl.recv, peer)));
+                let mut posted = Vec::with_capacity(sends.len() + recvs.len());
+                for (i, (post, peer)) in transfers.enumerate() {
+                    let len = buffers.get(i).map_or(0, |region| region.size as usize);
+                    posted.push((post, pointer(i)?, len, peer));
+                }
+                let mut code = (nccl.group_start)();
+                for (post, p, len, peer) in posted {
+                    if code != sys::ncclResult_t::ncclSuccess {
+                        break;
+                    }
+                    let peer = c_int::try_from(peer).unwrap_or(c_int::MAX);
+                    code = post(p as *mut c_void, len, bytes_type(), peer, comm, stream);
+                }
+                let end = (nccl.group_end)();
+                if code == sys::ncclResult_t::ncclSuccess {
+                    end
+                } else {
+                    code
+                }
+            }
+        }
+    })
+}
+
 impl CudaBackend {
     /// Enqueues `call` on stream `s` over the task's regions.
     pub(crate) fn run_nccl(
@@ -662,19 +773,7 @@ impl CudaBackend {
         };
         // Held shared while the call is enqueued: an abort waits for it (briefly), then frees.
         let Some(comms) = call.comm.clique.live(call.comm.slot) else {
-            let reason = call
-                .comm
-                .clique
-                .refused()
-                .unwrap_or_else(|| "no such rank".into());
-            let message = match call.comm.clique.aborted() {
-                Some(_) => aborted_message(call.name(), &reason),
-                None => format!(
-                    "{} was refused: its group's NCCL communicator is closed because {reason}",
-                    call.name()
-                ),
-            };
-            return Err(fault(message));
+            return Err(fault(refused_message(call)));
         };
         let comm = comms[call.comm.slot];
         self.bind();
@@ -682,83 +781,7 @@ impl CudaBackend {
         // regions, whose sizes the client checked against `count` and the group's size;
         // `stream` is this context's stream; `comm` is this device's communicator, live (not
         // aborted) while the lock is held.
-        let code = unsafe {
-            match call.kind {
-                NcclKind::AllReduce(op) => {
-                    let p = pointer(0)?;
-                    (nccl.all_reduce)(
-                        p as *const c_void,
-                        p as *mut c_void,
-                        call.count,
-                        call.dtype,
-                        op,
-                        comm,
-                        stream,
-                    )
-                }
-                NcclKind::Broadcast { root } => {
-                    let p = pointer(0)?;
-                    let root = c_int::try_from(root).unwrap_or(c_int::MAX);
-                    (nccl.broadcast)(
-                        p as *const c_void,
-                        p as *mut c_void,
-                        call.count,
-                        call.dtype,
-                        root,
-                        comm,
-                        stream,
-                    )
-                }
-                NcclKind::AllGather => {
-                    let (src, dst) = (pointer(0)?, pointer(1)?);
-                    (nccl.all_gather)(
-                        src as *const c_void,
-                        dst as *mut c_void,
-                        call.count,
-                        call.dtype,
-                        comm,
-                        stream,
-                    )
-                }
-                NcclKind::ReduceScatter(op) => {
-                    let (src, dst) = (pointer(0)?, pointer(1)?);
-                    (nccl.reduce_scatter)(
-                        src as *const c_void,
-                        dst as *mut c_void,
-                        call.count,
-                        call.dtype,
-                        op,
-                        comm,
-                        stream,
-                    )
-                }
-                NcclKind::PointToPoint { sends, recvs } => {
-                    let transfers = sends
-                        .ranks()
-                        .map(|peer| (nccl.send, peer))
-                        .chain(recvs.ranks().map(|peer| (nccl.recv, peer)));
-                    let mut posted = Vec::with_capacity(sends.len() + recvs.len());
-                    for (i, (post, peer)) in transfers.enumerate() {
-                        let len = buffers.get(i).map_or(0, |region| region.size as usize);
-                        posted.push((post, pointer(i)?, len, peer));
-                    }
-                    let mut code = (nccl.group_start)();
-                    for (post, p, len, peer) in posted {
-                        if code != sys::ncclResult_t::ncclSuccess {
-                            break;
-                        }
-                        let peer = c_int::try_from(peer).unwrap_or(c_int::MAX);
-                        code = post(p as *mut c_void, len, bytes_type(), peer, comm, stream);
-                    }
-                    let end = (nccl.group_end)();
-                    if code == sys::ncclResult_t::ncclSuccess {
-                        end
-                    } else {
-                        code
-                    }
-                }
-            }
-        };
+        let code = unsafe { enqueue(nccl, call, comm, stream, buffers, &pointer)? };
         drop(comms);
         nccl.check(code, call.name()).map_err(fault)?;
         call.comm.clique.watch_after(stream.cast());

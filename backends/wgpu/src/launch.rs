@@ -9,8 +9,9 @@
 //! every in-place step (`x += y` into `x`) a buffer creation, a copy and a compute pass of its own.
 
 use crate::WgpuBackend;
-use crate::bind_groups::BindKey;
+use crate::bind_groups::{BindGroupCache, BindKey};
 use crate::pipelines::KernelPipeline;
+use crate::stream::WgpuStream;
 use crate::wgsl::Declared;
 use gpuworld_hal::backend::{DeviceStream, LaunchCount, Region, StorageId};
 use gpuworld_hal::error::Error;
@@ -154,29 +155,10 @@ impl WgpuBackend {
         regions: &[Region],
         scalars: &[u32],
     ) -> Result<(), String> {
-        let per_axis = self.limits.max_compute_workgroups_per_dimension;
-        let indirect = match count {
-            LaunchCount::Static(cubes) if cubes.contains(&0) => return Ok(()),
-            LaunchCount::Static(cubes) if cubes.iter().any(|&n| n > per_axis) => {
-                return Err(format!(
-                    "kernel `{}`: cube count {cubes:?} exceeds the device's {per_axis} per axis",
-                    kernel.name
-                ));
-            }
-            LaunchCount::Static(_) => None,
-            LaunchCount::Dynamic(region) => {
-                let buffer = self
-                    .buffer(region.storage)
-                    .ok_or("dynamic cube count in freed memory")?;
-                if !region.offset.is_multiple_of(4) || region.offset + 12 > buffer.size() {
-                    return Err(format!(
-                        "kernel `{}`: a dynamic cube count must be 12 bytes at a multiple of 4, \
-                         got offset {}",
-                        kernel.name, region.offset
-                    ));
-                }
-                Some((buffer.clone(), region.offset))
-            }
+        let indirect = match self.dispatch_of(kernel, count)? {
+            Dispatch::Nothing => return Ok(()),
+            Dispatch::Static => None,
+            Dispatch::Indirect(buffer, offset) => Some((buffer, offset)),
         };
         let params = kernel.signature.buffers;
         let writes = |i: usize| params.get(i).is_none_or(|p| p.access.writes());
@@ -211,80 +193,32 @@ impl WgpuBackend {
             (chunk.id, chunk.buffer.clone(), offset)
         });
         let group = (!bound.is_empty() || uniform.is_some()).then(|| {
-            let create = || {
-                pipeline.bind_group(
-                    device,
-                    kernel.id,
-                    bound.iter().map(Bound::binding),
-                    uniform.as_ref().map(|(_, buffer, _)| buffer),
-                )
-            };
-            let in_place: Option<SmallVec<[(StorageId, u64, u64); 4]>> = bound
-                .iter()
-                .map(|b| match b {
-                    Bound::InPlace {
-                        storage,
-                        offset,
-                        size,
-                        ..
-                    } => Some((*storage, *offset, *size)),
-                    Bound::Scratch { .. } => None,
-                })
-                .collect();
-            match in_place {
-                Some(buffers) => {
-                    let key = BindKey {
-                        kernel: kernel.id,
-                        declared,
-                        buffers,
-                        uniform: uniform.as_ref().map_or(0, |(id, _, _)| *id),
-                    };
-                    bind_groups.get(key, create)
-                }
-                None => create(),
-            }
+            bind_group(
+                device,
+                bind_groups,
+                pipeline,
+                kernel,
+                declared,
+                &bound,
+                &uniform,
+            )
         });
         let offsets: SmallVec<[u32; 1]> = uniform.iter().map(|(_, _, o)| *o).collect();
 
-        for b in &bound {
-            if let Bound::Scratch {
-                scratch,
-                source,
-                offset,
-                size,
-                ..
-            } = b
-                && *size > 0
-            {
-                stream
-                    .encoder(device)
-                    .copy_buffer_to_buffer(source, *offset, scratch, 0, *size);
-                stream.commands += 1;
-            }
-        }
+        copy_scratch(stream, device, &bound, Direction::In);
         let indirect = match indirect {
             Some((buffer, offset)) if count_shares_a_binding => {
-                let copy = device.create_buffer(&wgpu::BufferDescriptor {
-                    label: Some("gpuworld cube count copy"),
-                    size: 12,
-                    usage: wgpu::BufferUsages::INDIRECT | wgpu::BufferUsages::COPY_DST,
-                    mapped_at_creation: false,
-                });
-                stream
-                    .encoder(device)
-                    .copy_buffer_to_buffer(&buffer, offset, &copy, 0, 12);
-                stream.commands += 1;
-                Some((copy, 0))
+                Some(copy_of_count(stream, device, &buffer, offset))
             }
             indirect => indirect,
         };
-        let mut timed = None;
+        let mut timed = false;
         if let Some(timing) = timing.as_mut().filter(|t| t.active) {
             let mut set = stream.timing.take().unwrap_or_else(|| timing.set(device));
             let bytes = regions.iter().map(|r| r.size).sum();
             if let Some(writes) = set.next(kernel, DeviceStream(s as u32), bytes) {
                 stream.timed_pass(device, writes);
-                timed = Some(());
+                timed = true;
             }
             stream.timing = Some(set);
         }
@@ -299,25 +233,152 @@ impl WgpuBackend {
             (None, LaunchCount::Dynamic(_)) => {}
         }
         stream.commands += 1;
-        if timed.is_some() {
+        if timed {
             stream.end_pass();
         }
-        for b in &bound {
-            if let Bound::Scratch {
-                scratch,
-                source,
-                offset,
-                size,
-                write_back: true,
-            } = b
-                && *size > 0
-            {
-                stream
-                    .encoder(device)
-                    .copy_buffer_to_buffer(scratch, 0, source, *offset, *size);
-                stream.commands += 1;
-            }
-        }
+        copy_scratch(stream, device, &bound, Direction::Back);
         Ok(())
     }
+
+    /// What a launch of `kernel` over `count` dispatches, or why the device cannot: nothing for
+    /// a static count with a zero, a static count within the device's limit per axis, or the
+    /// buffer and offset of a dynamic count.
+    fn dispatch_of(&self, kernel: Kernel, count: LaunchCount) -> Result<Dispatch, String> {
+        let per_axis = self.limits.max_compute_workgroups_per_dimension;
+        match count {
+            LaunchCount::Static(cubes) if cubes.contains(&0) => Ok(Dispatch::Nothing),
+            LaunchCount::Static(cubes) if cubes.iter().any(|&n| n > per_axis) => Err(format!(
+                "kernel `{}`: cube count {cubes:?} exceeds the device's {per_axis} per axis",
+                kernel.name
+            )),
+            LaunchCount::Static(_) => Ok(Dispatch::Static),
+            LaunchCount::Dynamic(region) => {
+                let buffer = self
+                    .buffer(region.storage)
+                    .ok_or("dynamic cube count in freed memory")?;
+                if !region.offset.is_multiple_of(4) || region.offset + 12 > buffer.size() {
+                    return Err(format!(
+                        "kernel `{}`: a dynamic cube count must be 12 bytes at a multiple of 4, \
+                         got offset {}",
+                        kernel.name, region.offset
+                    ));
+                }
+                Ok(Dispatch::Indirect(buffer.clone(), region.offset))
+            }
+        }
+    }
+}
+
+/// What a launch dispatches.
+enum Dispatch {
+    /// Nothing: a static count with a zero.
+    Nothing,
+    /// A static count.
+    Static,
+    /// A count the device reads from a buffer, at an offset.
+    Indirect(wgpu::Buffer, u64),
+}
+
+/// The bind group of a dispatch: its bound buffers and its uniform (id, buffer, offset); taken
+/// from the cache where every buffer is bound in place.
+fn bind_group(
+    device: &wgpu::Device,
+    bind_groups: &mut BindGroupCache,
+    pipeline: &KernelPipeline,
+    kernel: Kernel,
+    declared: Declared,
+    bound: &[Bound],
+    uniform: &Option<(u64, wgpu::Buffer, u32)>,
+) -> wgpu::BindGroup {
+    let create = || {
+        pipeline.bind_group(
+            device,
+            kernel.id,
+            bound.iter().map(Bound::binding),
+            uniform.as_ref().map(|(_, buffer, _)| buffer),
+        )
+    };
+    let in_place: Option<SmallVec<[(StorageId, u64, u64); 4]>> = bound
+        .iter()
+        .map(|b| match b {
+            Bound::InPlace {
+                storage,
+                offset,
+                size,
+                ..
+            } => Some((*storage, *offset, *size)),
+            Bound::Scratch { .. } => None,
+        })
+        .collect();
+    match in_place {
+        Some(buffers) => {
+            let key = BindKey {
+                kernel: kernel.id,
+                declared,
+                buffers,
+                uniform: uniform.as_ref().map_or(0, |(id, _, _)| *id),
+            };
+            bind_groups.get(key, create)
+        }
+        None => create(),
+    }
+}
+
+/// Which way a scratch copy goes: into the scratch buffer before the dispatch, or back to its
+/// source after it (only for a written binding).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Direction {
+    In,
+    Back,
+}
+
+/// Copies each non-empty scratch binding of `bound` in `direction` on `stream`.
+fn copy_scratch(
+    stream: &mut WgpuStream,
+    device: &wgpu::Device,
+    bound: &[Bound],
+    direction: Direction,
+) {
+    for b in bound {
+        if let Bound::Scratch {
+            scratch,
+            source,
+            offset,
+            size,
+            write_back,
+        } = b
+            && *size > 0
+        {
+            let encoder = stream.encoder(device);
+            match direction {
+                Direction::In => encoder.copy_buffer_to_buffer(source, *offset, scratch, 0, *size),
+                Direction::Back if *write_back => {
+                    encoder.copy_buffer_to_buffer(scratch, 0, source, *offset, *size)
+                }
+                Direction::Back => continue,
+            }
+            stream.commands += 1;
+        }
+    }
+}
+
+/// A copy of the 12-byte cube count at `offset` of `buffer`, made on `stream`: the dispatch
+/// reads its count there.
+fn copy_of_count(
+    stream: &mut WgpuStream,
+    device: &wgpu::Device,
+    buffer: &wgpu::Buffer,
+    offset: u64,
+) -> (wgpu::Buffer, u64) {
+    let copy = device.create_buffer(&wgpu::BufferDescriptor {
+        label: Some("gpuworld cube count copy"),
+        size: 12,
+        usage: wgpu::BufferUsages::INDIRECT | wgpu::BufferUsages::COPY_DST,
+        mapped_at_creation: false,
+    });
+    stream
+        .encoder(device)
+        .copy_buffer_to_buffer(buffer, offset, &copy, 0, 12);
+    stream.commands += 1;
+    (copy, 0)
 }

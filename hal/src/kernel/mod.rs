@@ -227,7 +227,7 @@ pub enum ExecutionMode {
     Unchecked,
 }
 
-/// The [`ExecutionMode`] a queued launch (`gpuworld_systems::inbox::Command::Launch`) asks for: checked,
+/// The [`ExecutionMode`] a queued launch (`gpuworld_systems::inbox::Launch`) asks for: checked,
 /// or unchecked only where `unsafe` code vouched for every access. Anyone may queue commands
 /// (`Runtime::inbox`), so the unchecked mode is the one thing of a launch safe code cannot ask
 /// for.
@@ -254,8 +254,9 @@ pub enum ExecutionMode {
 /// let unchecked = LaunchMode(ExecutionMode::Unchecked);
 /// ```
 ///
-/// nor by copying one that `unsafe` code made for another launch (only the tick takes commands
-/// out of the inbox, and a `CommandTap` (`gpuworld_systems::inbox`) sees them by reference):
+/// nor by copying one that `unsafe` code made for another launch (a `CommandTap`
+/// (`gpuworld_systems::inbox`) sees commands by reference, and a launch's parts are read-only
+/// once made, so a clone of an unchecked launch can only be queued again as it is):
 ///
 /// ```compile_fail,E0507
 /// use gpuworld_hal::kernel::LaunchMode;
@@ -276,7 +277,9 @@ impl LaunchMode {
     /// # Safety
     /// The launch queued with this mode must access only bytes inside its bindings, for its
     /// cube count and scalars: a backend runs it without checks, and on a GPU an access out of
-    /// bounds reads or writes whatever memory is there (another handle's bytes, or a fault).
+    /// bounds reads or writes whatever memory is there (another handle's bytes, or a fault). The
+    /// promise holds for every run of the launch as it is: a graph that captured it replays it,
+    /// and a clone of its `Op` (`gpuworld_systems::inbox::Op`) may be queued again.
     pub const unsafe fn unchecked() -> LaunchMode {
         LaunchMode(ExecutionMode::Unchecked)
     }

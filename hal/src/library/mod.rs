@@ -15,6 +15,32 @@ pub const LINEAR_CUBE: u32 = 256;
 /// Units per cube side of the 2-D stencil.
 pub const STENCIL_TILE: u32 = 16;
 
+/// The heat-diffusion stencil's body, written once: `stencil2d_kernel! { #[kernel(..)] fn name }`
+/// makes a kernel of it with the given attributes. The library's [`STENCIL`] is one (with its
+/// hand-written CPU source); the tests and benches that compare it with a fully generated copy
+/// make that copy from the same body.
+#[macro_export]
+macro_rules! stencil2d_kernel {
+    ($(#[$attr:meta])* $vis:vis fn $name:ident) => {
+        $(#[$attr])*
+        $vis fn $name(u: &[f32], out: &mut [f32], width: u32, height: u32, alpha: f32) {
+            let x = cube_x() * 16 + unit_x();
+            let y = cube_y() * 16 + unit_y();
+            if x < width && y < height {
+                let i = y * width + x;
+                let center = u[i];
+                let mut value = center;
+                if x > 0 && y > 0 && x + 1 < width && y + 1 < height {
+                    let sum = u[i - 1] + u[i + 1] + u[i - width] + u[i + width];
+                    value = center + alpha * (sum - 4.0 * center);
+                }
+                out[i] = value;
+            }
+        }
+    };
+}
+pub use stencil2d_kernel;
+
 /// Does nothing; measures launch overhead.
 pub static NOOP: KernelDef = KernelDef {
     id: "gpuworld.noop",
@@ -70,27 +96,17 @@ mod generated {
         }
     }
 
-    /// One explicit heat-diffusion step on a `width x height` grid with fixed borders:
-    /// `out = u + alpha * (north + south + east + west - 4u)`. Launch one cube per 16x16 tile.
-    #[kernel(
-        crate = crate,
-        id = "gpuworld.stencil2d",
-        cube_dim = [16, 16, 1],
-        cpu = super::stencil_cpu
-    )]
-    pub fn stencil2d(u: &[f32], out: &mut [f32], width: u32, height: u32, alpha: f32) {
-        let x = cube_x() * 16 + unit_x();
-        let y = cube_y() * 16 + unit_y();
-        if x < width && y < height {
-            let i = y * width + x;
-            let center = u[i];
-            let mut value = center;
-            if x > 0 && y > 0 && x + 1 < width && y + 1 < height {
-                let sum = u[i - 1] + u[i + 1] + u[i - width] + u[i + width];
-                value = center + alpha * (sum - 4.0 * center);
-            }
-            out[i] = value;
-        }
+    crate::stencil2d_kernel! {
+        /// One explicit heat-diffusion step on a `width x height` grid with fixed borders:
+        /// `out = u + alpha * (north + south + east + west - 4u)`. Launch one cube per 16x16
+        /// tile.
+        #[kernel(
+            crate = crate,
+            id = "gpuworld.stencil2d",
+            cube_dim = [16, 16, 1],
+            cpu = super::stencil_cpu
+        )]
+        pub fn stencil2d
     }
 }
 
@@ -283,21 +299,11 @@ mod tests {
         run_every_cube(&STENCIL, cube_count, io);
     }
 
-    /// The stencil as the macro generates it for the CPU, to check the hand-written one against.
-    #[crate::kernel(crate = crate, id = "test.stencil2d", cube_dim = [16, 16, 1])]
-    fn stencil2d_generated(u: &[f32], out: &mut [f32], width: u32, height: u32, alpha: f32) {
-        let x = cube_x() * 16 + unit_x();
-        let y = cube_y() * 16 + unit_y();
-        if x < width && y < height {
-            let i = y * width + x;
-            let center = u[i];
-            let mut value = center;
-            if x > 0 && y > 0 && x + 1 < width && y + 1 < height {
-                let sum = u[i - 1] + u[i + 1] + u[i - width] + u[i + width];
-                value = center + alpha * (sum - 4.0 * center);
-            }
-            out[i] = value;
-        }
+    crate::stencil2d_kernel! {
+        /// The stencil as the macro generates it for the CPU, to check the hand-written one
+        /// against.
+        #[crate::kernel(crate = crate, id = "test.stencil2d", cube_dim = [16, 16, 1])]
+        fn stencil2d_generated
     }
 
     #[test]

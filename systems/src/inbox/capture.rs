@@ -5,11 +5,11 @@
 //! turns into the same tasks, in order, on the same handles: eager work before and after it is
 //! ordered against it exactly as against any command of its streams.
 //!
-//! Every handle a recorded command uses is pinned ([`crate::inbox::Command::Pin`]) as soon as it is
-//! recorded: a release by the user while the graph lives takes effect only when the graph goes,
-//! so its memory is never reused under a replay. A transfer to another runtime is recorded as
-//! [`Recorded::Transfer`]: its [`TransferOut`] issues it again at every replay, as `to_client_into`
-//! would. A host read, a sync, a mark, a collective or a transfer *from* another runtime (which
+//! Every handle a recorded op uses is pinned ([`Op::Pin`]) as soon as it is recorded: a release
+//! by the user while the graph lives takes effect only when the graph goes, so its memory is
+//! never reused under a replay. A graph's nodes are the ops themselves ([`Captured::Op`]); a
+//! transfer to another runtime is recorded as [`Captured::Transfer`]: its [`TransferOut`]
+//! issues it again at every replay, as `to_client_into` would. A host read, a sync, a mark, a collective or a transfer *from* another runtime (which
 //! the source's capture must record) cannot be replayed and is refused with
 //! [`GraphError::NotCapturable`] naming the call.
 //!
@@ -17,13 +17,11 @@
 //! on any of them takes the next number of it, so the graph replays their commands in the order
 //! they were issued across runtimes.
 
-use super::Command;
+use super::{Command, Op};
 use crate::binding::Binding;
-use crate::bytes::HostBytes;
 use crate::error::{Error, GraphError};
 use crate::ids::{HandleId, RuntimeId, StreamId};
-use crate::kernel::{CubeCount, ExecutionMode, Kernel};
-use smallvec::SmallVec;
+use smallvec::{SmallVec, smallvec};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread::ThreadId;
@@ -50,176 +48,55 @@ impl CaptureOrder {
     }
 }
 
-/// One command of a captured graph, as a replay issues it again.
-#[derive(Clone, Debug)]
-pub enum Recorded {
-    /// A kernel launch.
-    Launch {
-        /// The kernel.
-        kernel: Kernel,
-        /// How many cubes.
-        count: CubeCount,
-        /// Buffer bindings, in the kernel's order.
-        buffers: SmallVec<[Binding; 4]>,
-        /// 32-bit scalars (updatable between replays).
-        scalars: SmallVec<[u32; 4]>,
-        /// Checked, or unchecked where `unsafe` code vouched for the captured launch.
-        mode: ExecutionMode,
-        /// The stream it runs on.
-        stream: StreamId,
-    },
-    /// A copy of host bytes into a buffer (a `write`, or a creation's initial contents).
-    Write {
-        /// Destination range.
-        dst: Binding,
-        /// The bytes (updatable between replays, same length).
-        data: HostBytes,
-        /// The stream it runs on.
-        stream: StreamId,
-    },
-    /// A submission of the stream's queued work.
-    Flush {
-        /// The stream.
-        stream: StreamId,
-    },
+/// One node of a captured graph: an op its runtime replays, or a transfer to another runtime
+/// that the graph issues itself.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Captured {
+    /// A launch, write or flush, replayed by its runtime ([`Command::Replay`]).
+    Op(Op),
     /// A copy of `src` into another runtime's buffer (`to_client_into` inside the capture),
-    /// issued again through `target` at every replay; never part of a [`Command::Replay`].
-    Transfer {
-        /// The source range, on the capturing runtime.
-        src: Binding,
-        /// The source's stream.
-        stream: StreamId,
-        /// The destination, and the way to issue the transfer again.
-        target: Arc<dyn TransferOut>,
-    },
+    /// issued again through its target at every replay; never part of a [`Command::Replay`].
+    Transfer(CapturedTransfer),
 }
 
-impl PartialEq for Recorded {
-    /// The same command: the same kernel (by definition), count, bindings, scalars, mode and
-    /// stream; the same bytes to the same range.
-    fn eq(&self, other: &Recorded) -> bool {
-        match (self, other) {
-            (
-                Recorded::Launch {
-                    kernel,
-                    count,
-                    buffers,
-                    scalars,
-                    mode,
-                    stream,
-                },
-                Recorded::Launch {
-                    kernel: k,
-                    count: c,
-                    buffers: b,
-                    scalars: s,
-                    mode: m,
-                    stream: st,
-                },
-            ) => {
-                std::ptr::eq(*kernel, *k)
-                    && count == c
-                    && buffers == b
-                    && scalars == s
-                    && mode == m
-                    && stream == st
-            }
-            (
-                Recorded::Write { dst, data, stream },
-                Recorded::Write {
-                    dst: d,
-                    data: bytes,
-                    stream: st,
-                },
-            ) => dst == d && stream == st && data == bytes,
-            (Recorded::Flush { stream }, Recorded::Flush { stream: st }) => stream == st,
-            (
-                Recorded::Transfer {
-                    src,
-                    stream,
-                    target,
-                },
-                Recorded::Transfer {
-                    src: s,
-                    stream: st,
-                    target: t,
-                },
-            ) => src == s && stream == st && target.destination() == t.destination(),
-            _ => false,
-        }
+/// A transfer to another runtime recorded in a capture.
+#[derive(Clone, Debug)]
+pub struct CapturedTransfer {
+    /// The source range, on the capturing runtime.
+    pub src: Binding,
+    /// The source's stream.
+    pub stream: StreamId,
+    /// The destination, and the way to issue the transfer again.
+    pub target: Arc<dyn TransferOut>,
+}
+
+impl PartialEq for CapturedTransfer {
+    /// The same range to the same destination.
+    fn eq(&self, other: &CapturedTransfer) -> bool {
+        self.src == other.src
+            && self.stream == other.stream
+            && self.target.destination() == other.target.destination()
     }
 }
 
-impl Recorded {
-    /// The command it was recorded from, to issue eagerly; `None` for a transfer, which its
-    /// target issues ([`TransferOut::issue`]).
-    ///
-    /// # Safety
-    /// An unchecked launch is issued unchecked again: the caller vouches for it as for the
-    /// launch it was recorded from (the same bindings, count and scalars).
-    pub unsafe fn into_command(self) -> Option<Command> {
-        Some(match self {
-            Recorded::Launch {
-                kernel,
-                count,
-                buffers,
-                scalars,
-                mode,
-                stream,
-            } => Command::Launch {
-                kernel,
-                count,
-                buffers,
-                scalars,
-                mode: match mode {
-                    ExecutionMode::Checked => crate::kernel::LaunchMode::CHECKED,
-                    // SAFETY: as the caller promises.
-                    ExecutionMode::Unchecked => unsafe { crate::kernel::LaunchMode::unchecked() },
-                },
-                stream,
-            },
-            Recorded::Write { dst, data, stream } => Command::Write { dst, data, stream },
-            Recorded::Flush { stream } => Command::Flush { stream },
-            Recorded::Transfer { .. } => return None,
-        })
-    }
-
-    /// What the command is, for listings: `launch`, `write`, `flush` or `transfer`.
+impl Captured {
+    /// What the node is, for listings: `launch`, `write`, `flush` or `transfer`.
     pub fn kind(&self) -> &'static str {
         match self {
-            Recorded::Launch { .. } => "launch",
-            Recorded::Write { .. } => "write",
-            Recorded::Flush { .. } => "flush",
-            Recorded::Transfer { .. } => "transfer",
+            Captured::Op(op) => op.kind(),
+            Captured::Transfer(_) => "transfer",
         }
     }
 
     /// A one-line description: the kernel or the bytes, and the stream.
     pub fn describe(&self) -> String {
         match self {
-            Recorded::Launch {
-                kernel,
-                buffers,
-                scalars,
-                stream,
-                ..
-            } => format!(
-                "launch {} ({} buffers, {} scalars) on {stream}",
-                kernel.name,
-                buffers.len(),
-                scalars.len()
-            ),
-            Recorded::Write { dst, data, stream } => format!(
-                "write {} bytes into handle {} on {stream}",
-                data.len(),
-                dst.handle()
-            ),
-            Recorded::Flush { stream } => format!("flush {stream}"),
-            Recorded::Transfer {
+            Captured::Op(op) => op.describe(),
+            Captured::Transfer(CapturedTransfer {
                 src,
                 stream,
                 target,
-            } => {
+            }) => {
                 let (runtime, dst) = target.destination();
                 format!(
                     "transfer {} bytes of handle {} on {stream} to handle {} of runtime {}",
@@ -237,8 +114,8 @@ impl Recorded {
 #[derive(Debug)]
 pub struct Recording {
     thread: ThreadId,
-    /// The commands recorded, in order.
-    pub commands: Vec<Recorded>,
+    /// The nodes recorded, in order.
+    pub commands: Vec<Captured>,
     /// The number each of `commands` took from the capture's order, for merging the captures
     /// of several runtimes.
     pub order: Vec<u64>,
@@ -293,88 +170,47 @@ impl Recording {
     /// it.
     pub fn take(&mut self, runtime: RuntimeId, command: Command) -> SmallVec<[Command; 4]> {
         let mut queue = SmallVec::new();
-        match command {
-            Command::Launch {
-                kernel,
-                count,
-                buffers,
-                scalars,
-                mode,
-                stream,
-            } => {
-                let mut handles: SmallVec<[HandleId; 4]> =
-                    buffers.iter().map(Binding::handle).collect();
-                if let CubeCount::Dynamic(binding) = &count {
-                    handles.push(binding.handle());
-                }
-                self.record(Recorded::Launch {
-                    kernel,
-                    count,
-                    buffers: buffers.clone(),
-                    scalars: scalars.clone(),
-                    mode: mode.execution_mode(),
-                    stream,
-                });
-                if !self.dry {
-                    queue.push(Command::Launch {
-                        kernel,
-                        count,
-                        buffers,
-                        scalars,
-                        mode,
-                        stream,
-                    });
-                }
-                self.pin(&handles, &mut queue);
+        let op = match command {
+            Command::Op(op) => op,
+            other => {
+                queue.extend(self.refuse(other));
+                return queue;
             }
-            Command::Write { dst, data, stream } => {
-                self.record(Recorded::Write {
-                    dst,
-                    data: data.clone(),
-                    stream,
-                });
-                if !self.dry {
-                    queue.push(Command::Write { dst, data, stream });
-                }
-                self.pin(&[dst.handle()], &mut queue);
-            }
-            Command::Create {
+        };
+        let (recorded, handles): (_, SmallVec<[HandleId; 4]>) = match &op {
+            Op::Launch(launch) => (Some(op.clone()), launch.handles()),
+            Op::Write { dst, .. } => (Some(op.clone()), smallvec![dst.handle()]),
+            // Made once, in this warm-up; a replay writes its initial contents again.
+            Op::Create {
                 handle,
                 size,
                 data,
                 stream,
             } => {
-                // Made once, in this warm-up; a replay writes its initial contents again.
-                if let Some(data) = &data {
-                    self.record(Recorded::Write {
-                        dst: Binding::of_handle(handle, runtime, 0, 0, size),
+                let handle = *handle;
+                if let Some(data) = data {
+                    self.record(Op::Write {
+                        dst: Binding::of_handle(handle, runtime, 0, 0, *size),
                         data: data.clone(),
-                        stream,
+                        stream: *stream,
                     });
                 }
-                queue.push(Command::Create {
-                    handle,
-                    size,
-                    data,
-                    stream,
-                });
+                queue.push(Command::Op(op));
                 self.pin(&[handle], &mut queue);
+                return queue;
             }
-            Command::Flush { stream } => {
-                self.record(Recorded::Flush { stream });
-                if !self.dry {
-                    queue.push(Command::Flush { stream });
-                }
-            }
-            Command::Read { .. }
-            | Command::Sync { .. }
-            | Command::Mark { .. }
-            | Command::Native { .. }
-            | Command::WriteArriving { .. }
-            | Command::Replay { .. } => queue.extend(self.refuse(command)),
+            Op::Flush { .. } => (Some(op.clone()), SmallVec::new()),
             // Releases, pins, cleanups and allocation modes act now and are not replayed.
-            other => queue.push(other),
+            _ => (None, SmallVec::new()),
+        };
+        let replayed = recorded.is_some();
+        if let Some(recorded) = recorded {
+            self.record(recorded);
         }
+        if !(replayed && self.dry) {
+            queue.push(Command::Op(op));
+        }
+        self.pin(&handles, &mut queue);
         queue
     }
 
@@ -421,9 +257,9 @@ impl Recording {
         error
     }
 
-    /// Appends `command`, numbered by the capture's order.
-    fn record(&mut self, command: Recorded) {
-        self.commands.push(command);
+    /// Appends `op`, numbered by the capture's order.
+    fn record(&mut self, op: Op) {
+        self.commands.push(Captured::Op(op));
         self.order.push(self.numbers.next());
     }
 
@@ -436,11 +272,12 @@ impl Recording {
         stream: StreamId,
         target: Arc<dyn TransferOut>,
     ) -> (SmallVec<[Command; 4]>, bool) {
-        self.record(Recorded::Transfer {
+        self.commands.push(Captured::Transfer(CapturedTransfer {
             src,
             stream,
             target,
-        });
+        }));
+        self.order.push(self.numbers.next());
         let mut pins = SmallVec::new();
         self.pin(&[src.handle()], &mut pins);
         (pins, !self.dry)
@@ -451,10 +288,10 @@ impl Recording {
         for &handle in handles {
             if self.pinned_set.insert(handle) {
                 self.pinned.push(handle);
-                queue.push(Command::Pin {
+                queue.push(Command::Op(Op::Pin {
                     handle,
                     holder: super::PinHolder::Graph,
-                });
+                }));
             }
         }
     }

@@ -6,8 +6,6 @@ use crate::binding::Binding;
 use crate::bytes::HostBytes;
 use crate::error::{Error, Result};
 use crate::ids::{HandleId, RuntimeId, StreamId};
-use crate::kernel::{CubeCount, Kernel, LaunchMode};
-use crate::memory::AllocationMode;
 use futures_channel::oneshot;
 use smallvec::SmallVec;
 use std::sync::Arc;
@@ -16,9 +14,11 @@ use std::task::{Wake, Waker};
 use std::time::Duration;
 
 pub mod capture;
+mod op;
 mod queue;
 mod tap;
 
+pub use op::{Launch, Op, PinHolder};
 pub use queue::WorkQueue;
 pub use tap::CommandTap;
 
@@ -28,29 +28,13 @@ pub type Reply<T> = oneshot::Sender<T>;
 /// The bytes of each binding of a read, in order.
 pub type ReadReply = Result<Vec<HostBytes>>;
 
-/// A client request, as queued for the next tick.
+/// A client request, as queued for the next tick: an [`Op`] (data), or a request that carries
+/// what is not data — a reply channel, bytes still arriving, a backend's own work — or a graph's
+/// ops to issue again as one unit.
 #[derive(Debug)]
 pub enum Command {
-    /// Reserve `size` bytes for `handle`, optionally filled with `data`.
-    Create {
-        /// The new handle.
-        handle: HandleId,
-        /// Bytes to reserve.
-        size: u64,
-        /// Initial contents.
-        data: Option<HostBytes>,
-        /// The stream it is created on.
-        stream: StreamId,
-    },
-    /// Copy `data` into `dst`.
-    Write {
-        /// Destination range.
-        dst: Binding,
-        /// Bytes to copy.
-        data: HostBytes,
-        /// The stream it runs on.
-        stream: StreamId,
-    },
+    /// An operation on memory or streams.
+    Op(Op),
     /// Copy bytes another runtime is still producing into `dst`, once they are there (a
     /// transfer's or a collective's destination); every later command waits for them.
     WriteArriving {
@@ -70,21 +54,6 @@ pub enum Command {
         /// The stream it runs on.
         stream: StreamId,
     },
-    /// Run a kernel.
-    Launch {
-        /// The kernel.
-        kernel: Kernel,
-        /// How many cubes.
-        count: CubeCount,
-        /// Buffer bindings, in the kernel's order.
-        buffers: SmallVec<[Binding; 4]>,
-        /// 32-bit scalars.
-        scalars: SmallVec<[u32; 4]>,
-        /// Checked, or unchecked where `unsafe` code vouched for its accesses.
-        mode: LaunchMode,
-        /// The stream it runs on.
-        stream: StreamId,
-    },
     /// Read bindings back to the host.
     Read {
         /// What to read.
@@ -96,11 +65,6 @@ pub enum Command {
         /// Staging the bytes land in, lent by the runtime that takes them (a transfer's
         /// destination); the backend's own when `None`.
         staging: Option<std::sync::Arc<dyn crate::staging::StagingAllocator>>,
-    },
-    /// Submit the stream's queued work.
-    Flush {
-        /// The stream.
-        stream: StreamId,
     },
     /// Wait until the stream's work has completed.
     Sync {
@@ -116,54 +80,26 @@ pub enum Command {
         /// The event, once the stream's earlier work is submitted.
         reply: Reply<Result<crate::backend::DeviceEvent>>,
     },
-    /// The last clone of a handle was dropped.
-    Release {
-        /// The handle.
-        handle: HandleId,
-    },
-    /// Return free memory to the device.
-    MemoryCleanup,
-    /// Open a window of `mode` for the stream's allocations, until the matching close.
-    OpenAllocationMode {
-        /// The stream whose allocations it governs.
-        stream: StreamId,
-        /// The mode.
-        mode: AllocationMode,
-    },
-    /// Close the stream's innermost allocation-mode window.
-    CloseAllocationMode {
-        /// The stream.
-        stream: StreamId,
-    },
-    /// Keep the handle's memory for a captured graph or a render lease: a release while pinned
-    /// waits for the last unpin.
-    Pin {
-        /// The handle.
-        handle: HandleId,
-        /// Who holds it (shown in snapshots; the memory rule is the same).
-        holder: PinHolder,
-    },
-    /// The graph or lease that pinned the handle is gone.
-    Unpin {
-        /// The handle.
-        handle: HandleId,
-        /// Who held it.
-        holder: PinHolder,
-    },
     /// A command a captured graph issues itself at a replay (a part of a transfer it
     /// recorded): it may name a handle the user released while the graph pins it, which a
     /// command of the user's may not (`BindingError::ReleasedHandle`).
     ForGraph(Box<Command>),
-    /// Issue a captured graph's commands again, in order, as one unit.
+    /// Issue a captured graph's ops again, in order, as one unit.
     Replay {
         /// The graph's number, for traces.
         graph: u64,
         /// How many updates the graph had: a backend's compiled form of `graph` at another
         /// version is stale.
         version: u64,
-        /// Its commands.
-        commands: std::sync::Arc<Vec<capture::Recorded>>,
+        /// Its ops.
+        ops: std::sync::Arc<Vec<Op>>,
     },
+}
+
+impl From<Op> for Command {
+    fn from(op: Op) -> Command {
+        Command::Op(op)
+    }
 }
 
 impl Command {
@@ -351,7 +287,7 @@ impl Inbox {
     }
 
     /// Moves every queued command, in arrival order, to the end of `into`: only the tick takes
-    /// commands out, so no one else holds a queued command (and its [`LaunchMode`]) by value.
+    /// commands out.
     pub(crate) fn drain_into(&self, into: &mut Vec<Command>) {
         self.queue.drain_into(into);
     }
@@ -423,15 +359,4 @@ impl Wake for InboxWaker {
     fn wake(self: Arc<Self>) {
         self.0.request_tick();
     }
-}
-
-/// Who holds a pin on a handle's memory ([`Command::Pin`]): a captured graph (or a transfer it
-/// captured) or a render lease. The memory rule is the same for both; snapshots name the holder.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
-pub enum PinHolder {
-    /// A captured graph.
-    #[default]
-    Graph,
-    /// A render lease.
-    Lease,
 }

@@ -222,9 +222,13 @@ impl Pool for Ladder {
         let index = self.owner(first).ok()?;
         self.pools[index].join(first, second)
     }
+}
 
-    /// The largest pools first.
-    fn evacuate(
+/// What the ladder's compacting pools do ([`Compacts`](crate::memory::pool::Compacts)), over all of them.
+impl Ladder {
+    /// Empties pages of its compacting pools, the largest pools first, until `needed` bytes
+    /// retire ([`Compacts::evacuate`](crate::memory::pool::Compacts::evacuate)).
+    pub fn evacuate(
         &mut self,
         needed: u64,
         movable: &mut dyn FnMut(&Block) -> Movable,
@@ -242,7 +246,10 @@ impl Pool for Ladder {
                     ..*block
                 })
             };
-            retired += self.pools[index].evacuate(needed - retired, &mut stamped, moves);
+            let Some(pool) = self.pools[index].compaction() else {
+                continue;
+            };
+            retired += pool.evacuate(needed - retired, &mut stamped, moves);
             for (from, to) in &mut moves[mark..] {
                 from.pool = index;
                 to.pool = index;
@@ -251,33 +258,42 @@ impl Pool for Ladder {
         retired
     }
 
-    fn release_retiring(&mut self, backend: &mut dyn DeviceMemory, through: u64) -> u64 {
-        self.pools
-            .iter_mut()
+    /// Returns the pages its pools retired through evacuation `through` to the device.
+    pub fn release_retiring(&mut self, backend: &mut dyn DeviceMemory, through: u64) -> u64 {
+        (self.pools.iter_mut())
+            .filter_map(|pool| pool.compaction())
             .map(|pool| pool.release_retiring(backend, through))
             .sum()
     }
 
-    fn retiring_generation(&self) -> u64 {
+    /// The latest evacuation whose pages still retire in any pool; 0 when none does.
+    pub fn retiring_generation(&self) -> u64 {
         (self.pools.iter())
+            .filter_map(|pool| pool.compaction_ref())
             .map(|pool| pool.retiring_generation())
             .max()
             .unwrap_or(0)
     }
 
-    fn retiring(&self) -> u64 {
-        self.pools.iter().map(|pool| pool.retiring()).sum()
+    /// Bytes of pages retiring in its pools.
+    pub fn retiring(&self) -> u64 {
+        (self.pools.iter())
+            .filter_map(|pool| pool.compaction_ref())
+            .map(|pool| pool.retiring())
+            .sum()
     }
 
-    fn set_room(&mut self, room: u64, peak: u64) {
-        for pool in &mut self.pools {
+    /// Tells its compacting pools the room left within the budget and the recent peak.
+    pub fn set_room(&mut self, room: u64, peak: u64) {
+        for pool in self.pools.iter_mut().filter_map(|pool| pool.compaction()) {
             pool.set_room(room, peak);
         }
     }
 
-    /// The request's own pool compacts, else the next larger pool that can: a compacting pool
-    /// takes every request routed past the pools before it.
-    fn compact(
+    /// Compacts for `padded` bytes ([`Compacts::compact`](crate::memory::pool::Compacts::compact)): the request's own pool, else the
+    /// next larger pool that can (a compacting pool takes every request routed past the pools
+    /// before it).
+    pub fn compact(
         &mut self,
         padded: u64,
         requested: u64,
@@ -294,7 +310,10 @@ impl Pool for Ladder {
                     ..*block
                 })
             };
-            if let Some(block) = self.pools[index].compact(padded, requested, &mut stamped, moves) {
+            let Some(pool) = self.pools[index].compaction() else {
+                continue;
+            };
+            if let Some(block) = pool.compact(padded, requested, &mut stamped, moves) {
                 for (from, to) in &mut moves[mark..] {
                     from.pool = index;
                     to.pool = index;

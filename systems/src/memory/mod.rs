@@ -48,9 +48,9 @@ pub use mode::AllocationModes;
 #[cfg(not(feature = "internals"))]
 pub(crate) use mode::AllocationModes;
 #[cfg(feature = "internals")]
-pub use pool::{DeviceMemory, Movable, Pool, PoolIndex};
+pub use pool::{Compacts, DeviceMemory, Movable, Pool, PoolIndex};
 #[cfg(not(feature = "internals"))]
-pub(crate) use pool::{Movable, Pool, PoolIndex};
+pub(crate) use pool::{Compacts, Movable, Pool, PoolIndex};
 #[cfg(feature = "internals")]
 pub use sliced::{PageSizes, SlicedPool};
 #[cfg(not(feature = "internals"))]

@@ -131,48 +131,52 @@ pub trait Pool: std::fmt::Debug + Send + Sync {
     /// longest parked block shorter than the request: a pool that gives a growing buffer room
     /// (`SlicedPool::dedicated_page`) weighs it as an idle page of that size.
     fn parked_growth(&mut self, _block: &Block) {}
+    /// The pool's compaction, where it moves live blocks to make room (only a compacting pool
+    /// does); `None` otherwise.
+    fn compaction(&mut self) -> Option<&mut dyn Compacts> {
+        None
+    }
+    /// [`Pool::compaction`], to read.
+    fn compaction_ref(&self) -> Option<&dyn Compacts> {
+        None
+    }
+}
+
+/// What a pool that moves live blocks adds to [`Pool`]: it keeps its pages within the budget,
+/// compacts a page for a request, and empties pages that retire once the copies reading them
+/// were submitted.
+pub trait Compacts {
     /// Tells the pool how many bytes the pools may still take from the device within their
     /// budget, before a [`Pool::grow`]: a pool whose pages are larger than its requests keeps
     /// its next page within it where it can.
-    fn set_room(&mut self, _room: u64, _peak: u64) {}
+    fn set_room(&mut self, room: u64, peak: u64);
     /// Empties pages by moving their live blocks (those `movable` lets go) to free ranges of
     /// other pages, until at least `needed` bytes of pages retire; the bytes that do. A retiring
-    /// page goes back to the device at [`Pool::release_retiring`], once the copies reading it
+    /// page goes back to the device at [`Compacts::release_retiring`], once the copies reading it
     /// were submitted.
     fn evacuate(
         &mut self,
-        _needed: u64,
-        _movable: &mut dyn FnMut(&Block) -> Movable,
-        _moves: &mut Vec<(Block, Block)>,
-    ) -> u64 {
-        0
-    }
-    /// Returns the pages retired by evacuations up to `through` ([`Pool::retiring_generation`])
+        needed: u64,
+        movable: &mut dyn FnMut(&Block) -> Movable,
+        moves: &mut Vec<(Block, Block)>,
+    ) -> u64;
+    /// Returns the pages retired by evacuations up to `through` ([`Compacts::retiring_generation`])
     /// to the device; the bytes returned.
-    fn release_retiring(&mut self, _backend: &mut dyn DeviceMemory, _through: u64) -> u64 {
-        0
-    }
+    fn release_retiring(&mut self, backend: &mut dyn DeviceMemory, through: u64) -> u64;
     /// The latest evacuation whose pages still retire; 0 when none does.
-    fn retiring_generation(&self) -> u64 {
-        0
-    }
+    fn retiring_generation(&self) -> u64;
     /// Bytes of pages retiring.
-    fn retiring(&self) -> u64 {
-        0
-    }
+    fn retiring(&self) -> u64;
     /// Makes room for `padded` bytes by moving live blocks that `movable` lets go to free
     /// ranges elsewhere in the pool (each move pushed on `moves` as old block, new block), and
-    /// places the request in the room they left; `None`, with nothing moved, where the pool
-    /// cannot (only a compacting pool can).
+    /// places the request in the room they left; `None`, with nothing moved, where it cannot.
     fn compact(
         &mut self,
-        _padded: u64,
-        _requested: u64,
-        _movable: &mut dyn FnMut(&Block) -> Movable,
-        _moves: &mut Vec<(Block, Block)>,
-    ) -> Option<Block> {
-        None
-    }
+        padded: u64,
+        requested: u64,
+        movable: &mut dyn FnMut(&Block) -> Movable,
+        moves: &mut Vec<(Block, Block)>,
+    ) -> Option<Block>;
 }
 
 /// What a live block allows a compaction to do with it.

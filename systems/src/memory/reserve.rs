@@ -147,9 +147,9 @@ impl MemoryPool {
             .ok_or_else(|| self.out_of_memory(size))
     }
 
-    /// Places a request by moving live slices (`Pool::compact`), their records following; where
+    /// Places a request by moving live slices (`Compacts::compact`), their records following; where
     /// no page can make room for it, empties pages that can go back to the device
-    /// (`Pool::evacuate`) instead: the request's block, or the bytes of pages retiring.
+    /// (`Compacts::evacuate`) instead: the request's block, or the bytes of pages retiring.
     pub(super) fn compact(
         &mut self,
         padded: u64,

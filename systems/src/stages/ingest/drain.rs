@@ -10,7 +10,7 @@ use crate::backend::Backend;
 use crate::binding::Binding;
 use crate::error::{BindingError, Error};
 use crate::ids::{HandleId, StreamId};
-use crate::inbox::{Command, CommandTap, Inbox};
+use crate::inbox::{Command, CommandTap, Inbox, Op};
 use crate::memory::MemoryPool;
 use crate::outbox::Outbox;
 use crate::trace::TraceRecorder;
@@ -302,38 +302,12 @@ impl<B: Backend> Ingest<'_, '_, '_, B> {
     /// released memory to retire, or for another runtime).
     fn one(&mut self, command: Command) -> Option<Command> {
         match command {
-            Command::Create {
-                handle,
-                size,
-                data,
-                stream,
-            } => return self.create(handle, size, data, stream),
-            Command::Release { handle } => self.release_handle(handle),
-            Command::MemoryCleanup => self.pool.request_cleanup(),
-            Command::OpenAllocationMode { stream, mode } => self.open_mode(stream, mode),
-            Command::CloseAllocationMode { stream } => self.close_mode(stream),
-            Command::Launch {
-                kernel,
-                count,
-                buffers,
-                scalars,
-                mode,
-                stream,
-            } => {
-                let stream = self.stream_entity(stream);
-                let mode = mode.execution_mode();
-                self.launch(stream, kernel, count, &buffers, scalars, mode);
-            }
+            Command::Op(op) => return self.op(op).map(Command::Op),
             Command::Native {
                 work,
                 buffers,
                 stream,
             } => return self.native(work, buffers, stream),
-            Command::Flush { stream } => self.flush(stream),
-            Command::Write { dst, data, stream } => {
-                let stream = self.stream_entity(stream);
-                self.write(stream, &dst, data);
-            }
             Command::WriteArriving { dst, bytes, stream } => {
                 return self.write_arriving(dst, bytes, stream);
             }
@@ -345,15 +319,13 @@ impl<B: Backend> Ingest<'_, '_, '_, B> {
             } => self.read(&sources, stream, reply, staging),
             Command::Sync { stream, reply } => self.sync(stream, reply),
             Command::Mark { stream, reply } => self.mark(stream, reply),
-            Command::Pin { handle, holder } => self.pin(handle, holder),
-            Command::Unpin { handle, holder } => self.unpin(handle, holder),
             Command::Replay {
                 graph,
                 version,
-                commands,
+                ops,
             } => {
                 self.for_graph = true;
-                self.replay(graph, version, &commands);
+                self.replay(graph, version, &ops);
                 self.for_graph = false;
             }
             Command::ForGraph(command) => {
@@ -362,6 +334,35 @@ impl<B: Backend> Ingest<'_, '_, '_, B> {
                 self.for_graph = false;
                 return waiting.map(|command| Command::ForGraph(Box::new(command)));
             }
+        }
+        None
+    }
+
+    /// Takes one op, handing it to its family; gives it back when it must wait for released
+    /// memory to retire.
+    pub(super) fn op(&mut self, op: Op) -> Option<Op> {
+        match op {
+            Op::Create {
+                handle,
+                size,
+                data,
+                stream,
+            } => return self.create(handle, size, data, stream),
+            Op::Release { handle } => self.release_handle(handle),
+            Op::MemoryCleanup => self.pool.request_cleanup(),
+            Op::OpenAllocationMode { stream, mode } => self.open_mode(stream, mode),
+            Op::CloseAllocationMode { stream } => self.close_mode(stream),
+            Op::Launch(launch) => {
+                let stream = self.stream_entity(launch.stream);
+                self.launch(stream, launch);
+            }
+            Op::Flush { stream } => self.flush(stream),
+            Op::Write { dst, data, stream } => {
+                let stream = self.stream_entity(stream);
+                self.write(stream, &dst, data);
+            }
+            Op::Pin { handle, holder } => self.pin(handle, holder),
+            Op::Unpin { handle, holder } => self.unpin(handle, holder),
         }
         None
     }

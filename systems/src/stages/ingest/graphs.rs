@@ -6,9 +6,9 @@ use super::drain::Ingest;
 use super::replay_plan::{MAX_RUNS, RUN_KEY_SHIFT, ReplayPlan};
 use crate::backend::Backend;
 use crate::error::{Error, GraphError};
-use crate::graph::{Recorded, ReplayLaneEnd};
+use crate::graph::ReplayLaneEnd;
 use crate::ids::HandleId;
-use crate::inbox::PinHolder;
+use crate::inbox::{Launch, Op, PinHolder};
 use crate::kernel::CubeCount;
 use crate::world::*;
 use smallvec::SmallVec;
@@ -40,12 +40,12 @@ impl<B: Backend> Ingest<'_, '_, '_, B> {
     }
 
     /// A replay of `graph` at `version`, traced if a trace is on.
-    pub(super) fn replay(&mut self, graph: u64, version: u64, commands: &[Recorded]) {
+    pub(super) fn replay(&mut self, graph: u64, version: u64, commands: &[Op]) {
         tracing::trace!(target: "gpuworld::graph", graph, commands = commands.len(), "replay");
         if let Some(recorder) = self.recorder.as_deref_mut()
             && recorder.is_tracing()
         {
-            let lines = commands.iter().map(Recorded::describe).collect();
+            let lines = commands.iter().map(Op::describe).collect();
             recorder.replayed(self.tick, graph, lines);
         }
         self.replay_in_runs(graph, version, commands);
@@ -58,7 +58,7 @@ impl<B: Backend> Ingest<'_, '_, '_, B> {
     /// follows, and each other stream gets a [`ReplayLaneEnd`] after it. The plan of a graph at
     /// a version is made at its first replay and kept ([`ReplayPlans`]): a replay resolves the
     /// frame's distinct bindings and shares the launches. Whether it was.
-    fn replay_as_one(&mut self, graph: u64, version: u64, commands: &[Recorded]) -> bool {
+    fn replay_as_one(&mut self, graph: u64, version: u64, commands: &[Op]) -> bool {
         if !B::replays_graphs() || commands.len() < 2 {
             return false;
         }
@@ -107,14 +107,14 @@ impl<B: Backend> Ingest<'_, '_, '_, B> {
     /// [`Self::replay_as_one`] (a replay of launches only is one run), and every other command is
     /// issued as it was captured. Run `r` is planned under the graph's number with `r` in its top
     /// bits (the first run under the graph's own); a run past [`MAX_RUNS`] runs launch by launch.
-    fn replay_in_runs(&mut self, graph: u64, version: u64, commands: &[Recorded]) {
-        let unit = |command: &Recorded| {
+    fn replay_in_runs(&mut self, graph: u64, version: u64, commands: &[Op]) {
+        let unit = |command: &Op| {
             matches!(
                 command,
-                Recorded::Launch {
+                Op::Launch(Launch {
                     count: CubeCount::Static(..),
                     ..
-                }
+                })
             )
         };
         let (mut start, mut run) = (0, 0u64);
@@ -138,36 +138,36 @@ impl<B: Backend> Ingest<'_, '_, '_, B> {
         }
     }
 
-    /// One command of a replayed graph, as the command it was captured from.
-    fn replay_one(&mut self, recorded: &Recorded) {
-        match recorded {
-            Recorded::Launch {
-                kernel,
-                count,
-                buffers,
-                scalars,
-                mode,
-                stream,
-            } => {
-                let stream = self.stream_entity(*stream);
-                self.launch(stream, kernel, *count, buffers, scalars.clone(), *mode);
+    /// One op of a replayed graph, as the op it was captured from. A capture records only
+    /// launches, writes and flushes; any other op in a replay command came from elsewhere, and
+    /// is the stream's fault (or a warning, for an op on no stream) rather than a silent skip.
+    fn replay_one(&mut self, op: &Op) {
+        match op {
+            Op::Launch(launch) => {
+                let stream = self.stream_entity(launch.stream);
+                self.launch(stream, launch.clone());
             }
-            Recorded::Write { dst, data, stream } => {
+            Op::Write { dst, data, stream } => {
                 let stream = self.stream_entity(*stream);
                 self.write(stream, dst, data.clone());
             }
-            Recorded::Flush { stream } => {
+            Op::Flush { stream } => {
                 let stream = self.stream_entity(*stream);
                 self.spawn_task(stream, TaskWork::Flush, SmallVec::new());
             }
-            // A graph issues its transfers itself, between the replays of the commands around
-            // them (`Graph::replay`); one inside a replay command came from elsewhere, and is the
-            // stream's fault rather than a silent skip.
-            Recorded::Transfer { stream, .. } => {
-                let stream = self.stream_entity(*stream);
-                let call = "a transfer inside a replay command (a graph issues it itself)";
-                tracing::warn!(target: "gpuworld::graph", call, "not replayed");
-                self.record_fault(stream, Error::Graph(GraphError::NotCapturable { call }));
+            other => {
+                let call = other.kind();
+                tracing::warn!(target: "gpuworld::graph", call, "not replayed: a graph replays launches, writes and flushes");
+                let stream = match other {
+                    Op::Create { stream, .. }
+                    | Op::OpenAllocationMode { stream, .. }
+                    | Op::CloseAllocationMode { stream } => Some(*stream),
+                    _ => None,
+                };
+                if let Some(stream) = stream {
+                    let stream = self.stream_entity(stream);
+                    self.record_fault(stream, Error::Graph(GraphError::NotCapturable { call }));
+                }
             }
         }
     }

@@ -22,7 +22,7 @@ pub struct HandleEntry {
     /// records the same uses in `Uses`, with cursors, a stage later, so a release in the same
     /// drain cannot read them there): how its release may go.
     pub used_on: UsedOn,
-    /// Captured graphs and render leases holding the handle (`Command::Pin`): while any does, a
+    /// Captured graphs and render leases holding the handle (`Op::Pin`): while any does, a
     /// release only marks it, and the last unpin releases it.
     pub pins: u32,
     /// How many of `pins` are render leases (for snapshots).

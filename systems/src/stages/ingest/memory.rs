@@ -8,7 +8,7 @@ use crate::backend::{Backend, Region};
 use crate::bytes::HostBytes;
 use crate::error::{Error, MemoryError};
 use crate::ids::{HandleId, StreamId};
-use crate::inbox::Command;
+use crate::inbox::Op;
 use crate::memory::{AllocationMode, Compaction, Movable, Moved, Reservation, SliceKey};
 use crate::stages::alignment::Owner;
 use crate::stages::lifetime::{Freed, UsedOn};
@@ -26,10 +26,10 @@ impl<B: Backend> Ingest<'_, '_, '_, B> {
         size: u64,
         data: Option<HostBytes>,
         stream_id: StreamId,
-    ) -> Option<Command> {
+    ) -> Option<Op> {
         let stream = self.stream_entity(stream_id);
         let must_wait = |data| {
-            Some(Command::Create {
+            Some(Op::Create {
                 handle,
                 size,
                 data,

@@ -3,8 +3,9 @@
 //! first replay and kept.
 
 use crate::binding::Binding;
-use crate::graph::{PlannedLaunch, Recorded};
+use crate::graph::PlannedLaunch;
 use crate::ids::{HandleId, StreamId};
+use crate::inbox::{Launch, Op};
 use crate::kernel::CubeCount;
 use smallvec::SmallVec;
 use std::sync::Arc;
@@ -59,14 +60,14 @@ impl ReplayPlan {
     /// The plan of `commands`, or `None` when they are not all launches with static grids, or
     /// span several streams where the backend does not replay `across_streams` (or more than
     /// [`MAX_LANES`]).
-    pub(super) fn make(commands: &[Recorded], across_streams: bool) -> Option<ReplayPlan> {
+    pub(super) fn make(commands: &[Op], across_streams: bool) -> Option<ReplayPlan> {
         let mut lanes = SmallVec::<[StreamId; 4]>::new();
         for command in commands {
-            let Recorded::Launch {
+            let Op::Launch(Launch {
                 count: CubeCount::Static(..),
                 stream,
                 ..
-            } = command
+            }) = command
             else {
                 return None;
             };
@@ -86,14 +87,14 @@ impl ReplayPlan {
         let mut touches: Vec<SmallVec<[(HandleId, bool); 4]>> = Vec::new();
         let mut lane_writes = vec![SmallVec::<[u16; 4]>::new(); lanes.len() - 1];
         for command in commands {
-            let Recorded::Launch {
+            let Op::Launch(Launch {
                 kernel,
                 count: CubeCount::Static(x, y, z),
                 buffers,
                 scalars,
                 mode,
                 stream,
-            } = command
+            }) = command
             else {
                 return None;
             };

@@ -7,8 +7,8 @@ use crate::backend::{Backend, LaunchCount, NativeWork};
 use crate::binding::Binding;
 use crate::error::Error;
 use crate::ids::StreamId;
-use crate::inbox::Command;
-use crate::kernel::{CubeCount, ExecutionMode, Kernel};
+use crate::inbox::{Command, Launch};
+use crate::kernel::CubeCount;
 use crate::world::*;
 use bevy_ecs::prelude::*;
 use smallvec::SmallVec;
@@ -16,16 +16,15 @@ use std::task::Context;
 
 impl<B: Backend> Ingest<'_, '_, '_, B> {
     /// A launch's task on `stream`, or its binding's error as the stream's fault.
-    #[allow(clippy::too_many_arguments, reason = "a launch's parts")]
-    pub(super) fn launch(
-        &mut self,
-        stream: Entity,
-        kernel: Kernel,
-        count: CubeCount,
-        buffers: &[Binding],
-        scalars: SmallVec<[u32; 4]>,
-        mode: ExecutionMode,
-    ) {
+    pub(super) fn launch(&mut self, stream: Entity, launch: Launch) {
+        let Launch {
+            kernel,
+            count,
+            buffers,
+            scalars,
+            mode,
+            ..
+        } = launch;
         let mut bindings = SmallVec::<[TaskBinding; 4]>::new();
         let mut launch_count = LaunchCount::Static([0; 3]);
         // A binding the signature declares read-only is ordered as a read: readers of one
