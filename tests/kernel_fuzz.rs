@@ -37,6 +37,10 @@ mod fuzz_kernels {
     include!("fuzz_kernels/seed_1.rs");
 }
 
+mod fuzz_rich {
+    include!("fuzz_kernels/rich_1.rs");
+}
+
 use common::Skip;
 use gpuworld::testing::{BackendTest, TestBackend};
 use gpuworld::{
@@ -56,20 +60,35 @@ const ELEMENTS: usize = 1000;
 /// Words of each output buffer: two per element.
 const OUTPUT_WORDS: usize = 2 * ELEMENTS;
 
+/// Both families: the scalar one, then the rich one.
+fn families() -> GeneratedKernels {
+    GeneratedKernels(vec![fuzz_kernels::KERNELS, fuzz_rich::KERNELS])
+}
+
 fn generated_kernels_match_the_cpu_on_cpu() -> Result<(), Skip> {
-    Ok(TestBackend::Cpu.run(&GeneratedKernels(fuzz_kernels::KERNELS))?)
+    Ok(TestBackend::Cpu.run(&families())?)
 }
 
 fn generated_kernels_match_the_cpu_on_sim() -> Result<(), Skip> {
-    Ok(TestBackend::Sim.run(&GeneratedKernels(fuzz_kernels::KERNELS))?)
+    Ok(TestBackend::Sim.run(&families())?)
 }
 
 fn generated_kernels_match_the_cpu_on_wgpu() -> Result<(), Skip> {
-    Ok(TestBackend::Wgpu.run(&GeneratedKernels(fuzz_kernels::KERNELS))?)
+    Ok(TestBackend::Wgpu.run(&families())?)
 }
 
 fn generated_kernels_match_the_cpu_on_cuda() -> Result<(), Skip> {
-    Ok(TestBackend::Cuda.run(&GeneratedKernels(fuzz_kernels::KERNELS))?)
+    Ok(TestBackend::Cuda.run(&families())?)
+}
+
+/// Input sets each kernel runs on: `GPUWORLD_FUZZ_KERNEL_ROUNDS` (default 1; the long campaign
+/// sets more).
+fn rounds() -> usize {
+    std::env::var("GPUWORLD_FUZZ_KERNEL_ROUNDS")
+        .ok()
+        .and_then(|value| value.parse().ok())
+        .filter(|&rounds| rounds > 0)
+        .unwrap_or(1)
 }
 
 /// A xorshift64* generator for the inputs.
@@ -101,20 +120,31 @@ impl Rng {
     }
 }
 
-/// One launch's inputs: the two input buffers and the two scalars.
+/// Words of each record buffer (`ps`, `out_p`): four per element (`Rec { a, b, c, d }`).
+const RECORD_WORDS: usize = 4 * ELEMENTS;
+
+/// Words of each atomic buffer (`acc`, `iacc`): six regions of 64, one per commutative
+/// operation (add and sub share one), and some past them that no operation reaches.
+const ATOMIC_WORDS: usize = 400;
+
+/// One launch's inputs: the input buffers and the scalars (the rich family's `ia`, `ps`, `k`
+/// too).
 struct Inputs {
     fa: Vec<f32>,
     ua: Vec<u32>,
+    ia: Vec<i32>,
+    ps: Vec<u32>,
     s: f32,
     t: u32,
+    k: i32,
 }
 
 impl Inputs {
-    /// The inputs of the kernel at `index` of the list (each kernel gets its own); with
-    /// `finite`, no NaN or infinity among them (for wgpu, whose compiler may assume none).
-    fn new(index: usize, finite: bool) -> Inputs {
-        let mut rng = Rng::new(index as u64 + 1);
-        const SPECIAL: [f32; 9] = [
+    /// The inputs of the kernel at `index` of the list in `round` (each kernel gets its own);
+    /// with `finite`, no NaN or infinity among them (for wgpu, whose compiler may assume none).
+    fn new(index: usize, round: usize, finite: bool) -> Inputs {
+        let mut rng = Rng::new((round as u64) << 32 | (index as u64 + 1));
+        const SPECIAL: [f32; 12] = [
             f32::NAN,
             f32::INFINITY,
             f32::NEG_INFINITY,
@@ -124,6 +154,11 @@ impl Inputs {
             -3.75,
             0.5,
             1.0,
+            // Subnormals: flushed to a zero of their sign by every float operation, on every
+            // backend.
+            1.0e-40,
+            -3.0e-42,
+            f32::MIN_POSITIVE,
         ];
         let special = |k: usize| match SPECIAL[k % SPECIAL.len()] {
             v if finite && v.is_nan() => 0.75,
@@ -154,7 +189,37 @@ impl Inputs {
             0 => rng.word(),
             _ => rng.word() % 1100,
         };
-        Inputs { fa, ua, s, t }
+        let int = |rng: &mut Rng, i: usize| match i % 7 {
+            0 => 0,
+            1 => i32::MIN,
+            2 => i32::MAX,
+            3 => (rng.word() % 2000) as i32 - 1000,
+            _ => rng.word() as i32,
+        };
+        let ia = (0..ELEMENTS).map(|i| int(&mut rng, i)).collect();
+        // Each record: a float, a word, an int and a float, as their bits.
+        let ps = (0..RECORD_WORDS)
+            .map(|w| match w % 4 {
+                1 => match (w / 4) % 5 {
+                    0 => rng.word() % 1100,
+                    _ => rng.word(),
+                },
+                2 => int(&mut rng, w / 4) as u32,
+                _ if (w / 4) % 11 == 0 => special(w / 44).to_bits(),
+                _ => rng.float().to_bits(),
+            })
+            .collect();
+        let which = rng.word() as usize;
+        let k = int(&mut rng, which);
+        Inputs {
+            fa,
+            ua,
+            ia,
+            ps,
+            s,
+            t,
+            k,
+        }
     }
 }
 
@@ -164,24 +229,60 @@ fn pattern() -> Vec<u32> {
     (0..OUTPUT_WORDS as u32).map(|i| 0xa5a5_0000 | i).collect()
 }
 
-/// Runs `kernel` on `client` over `inputs`: its `out_f` and `out_u` as words.
+/// The outputs of one launch, as words: `out_f`, `out_u`, and the rich family's `out_p`, `acc`
+/// and `iacc` (empty for the scalar family).
+type Outputs = [Vec<u32>; 5];
+
+/// The outputs' names and how each word compares: a float (`Some(true)`), an integer, or in
+/// `out_p` by the word's field (`a` and `d` floats).
+const OUTPUTS: [&str; 5] = ["out_f", "out_u", "out_p", "acc", "iacc"];
+
+/// Runs `kernel` on `client` over `inputs`: its outputs as words. A kernel of the rich family
+/// (nine buffers) binds `ia`, `ps`, `out_p`, `acc`, `iacc` and `k` too.
 fn launch<B: Backend>(
     client: &ComputeClient<B>,
     kernel: &'static KernelDef,
     inputs: &Inputs,
-) -> Result<(Vec<u32>, Vec<u32>), String> {
+) -> Result<Outputs, String> {
+    let rich = kernel.signature.buffers.len() == 9;
     let upload = |words: &[u8]| client.create(words.to_vec());
     let fa = upload(bytemuck::cast_slice(&inputs.fa));
     let ua = upload(bytemuck::cast_slice(&inputs.ua));
     let out_f = upload(bytemuck::cast_slice(&pattern()));
     let out_u = upload(bytemuck::cast_slice(&pattern()));
-    let bindings = Bindings::new()
-        .buffer(&fa)
-        .buffer(&ua)
-        .buffer(&out_f)
-        .buffer(&out_u)
-        .scalar_f32(inputs.s)
-        .scalar_u32(inputs.t);
+    let mut bindings = Bindings::new().buffer(&fa).buffer(&ua);
+    let mut outputs = vec![&out_f, &out_u];
+    let rich_buffers;
+    if rich {
+        // The atomics' initial words: a pattern of small and large values, so that min, max,
+        // and, or all change some.
+        let atomic: Vec<u32> = (0..ATOMIC_WORDS as u32)
+            .map(|w| (w.wrapping_mul(0x9e37_79b9) >> (w % 29)) ^ (w << 3))
+            .collect();
+        rich_buffers = [
+            upload(bytemuck::cast_slice(&inputs.ia)),
+            upload(bytemuck::cast_slice(&inputs.ps)),
+            upload(bytemuck::cast_slice(&pattern()[..].repeat(2))),
+            upload(bytemuck::cast_slice(&atomic)),
+            upload(bytemuck::cast_slice(&atomic)),
+        ];
+        let [ia, ps, out_p, acc, iacc] = &rich_buffers;
+        bindings = bindings
+            .buffer(ia)
+            .buffer(ps)
+            .buffer(&out_f)
+            .buffer(&out_u)
+            .buffer(out_p)
+            .buffer(acc)
+            .buffer(iacc);
+        outputs.extend([out_p, acc, iacc]);
+    } else {
+        bindings = bindings.buffer(&out_f).buffer(&out_u);
+    }
+    bindings = bindings.scalar_f32(inputs.s).scalar_u32(inputs.t);
+    if rich {
+        bindings = bindings.scalar_i32(inputs.k);
+    }
     let units = kernel.signature.cube_dim[0];
     client
         .launch(
@@ -195,38 +296,57 @@ fn launch<B: Backend>(
             .read_one_as::<u32>(handle)
             .map_err(|error| format!("read: {error}"))
     };
-    Ok((read(&out_f)?, read(&out_u)?))
+    let mut words: Outputs = Default::default();
+    for (slot, handle) in words.iter_mut().zip(outputs) {
+        *slot = read(handle)?;
+    }
+    Ok(words)
+}
+
+/// Whether word `w` of output `output` holds an f32.
+fn is_float(output: usize, w: usize) -> bool {
+    match output {
+        0 => true,
+        2 => w % 4 == 0 || w % 4 == 3,
+        _ => false,
+    }
 }
 
 /// Whether two f32 bit patterns are the same value: equal bits, or both NaN. With `specials`
-/// loose (wgpu: WGSL lets its compiler assume no NaN or infinity, and simplify `x - x` to 0;
-/// NVIDIA's Vulkan driver flushes subnormals), a NaN or infinity on either side, or zeros and
-/// subnormals of either sign on both, also count as the same (the documented exceptions of
-/// `gpuworld::kernel::ops`).
+/// loose (wgpu: WGSL lets its compiler assume no NaN or infinity, and simplify `x - x` to 0), a
+/// NaN or infinity on either side also counts as the same (the documented exception of
+/// `gpuworld::kernel::ops`). Zeros and subnormals compare by their bits on every backend: each
+/// flushes subnormals alike.
 fn same_f32(a: u32, b: u32, specials: bool) -> bool {
     let (x, y) = (f32::from_bits(a), f32::from_bits(b));
-    let tiny = |v: f32| v == 0.0 || v.is_subnormal();
-    a == b
-        || (x.is_nan() && y.is_nan())
-        || (specials && (!x.is_finite() || !y.is_finite() || (tiny(x) && tiny(y))))
+    a == b || (x.is_nan() && y.is_nan()) || (specials && (!x.is_finite() || !y.is_finite()))
 }
 
-/// The first element where `got` differs from `expected`, described.
+/// The first element where output `output`'s `got` differs from `expected`, described.
 fn first_difference(
     kernel: &str,
-    output: &str,
-    float: bool,
+    output: usize,
     specials: bool,
     got: &[u32],
     expected: &[u32],
 ) -> Option<String> {
-    let (i, (g, e)) = got.iter().zip(expected).enumerate().find(|(_, (g, e))| {
-        if float {
+    if got.len() != expected.len() {
+        return Some(format!(
+            "{kernel}: {} has {} words, the cpu's {}",
+            OUTPUTS[output],
+            got.len(),
+            expected.len()
+        ));
+    }
+    let (i, (g, e)) = got.iter().zip(expected).enumerate().find(|(i, (g, e))| {
+        if is_float(output, *i) {
             !same_f32(**g, **e, specials)
         } else {
             g != e
         }
     })?;
+    let float = is_float(output, i);
+    let output = OUTPUTS[output];
     let shown = |w: u32| {
         if float {
             format!("{:e} ({w:#010x})", f32::from_bits(w))
@@ -241,8 +361,9 @@ fn first_difference(
     ))
 }
 
-/// Every kernel of the list on the backend under test, against the same launch on a CPU client.
-struct GeneratedKernels(&'static [&'static KernelDef]);
+/// Every kernel of the families on the backend under test, against the same launch on a CPU
+/// client, on `rounds()` input sets each.
+struct GeneratedKernels(Vec<&'static [&'static KernelDef]>);
 
 impl BackendTest for GeneratedKernels {
     fn run<B: Backend>(&self, client: &ComputeClient<B>) {
@@ -250,33 +371,50 @@ impl BackendTest for GeneratedKernels {
             gpuworld::cpu_client(Driver::Manual).expect("a cpu client opens");
         let mut failures = Vec::new();
         let specials = B::NAME == "wgpu";
-        for (index, kernel) in self.0.iter().enumerate() {
-            let inputs = Inputs::new(index, specials);
-            let (expected_f, expected_u) = launch(&reference, kernel, &inputs)
-                .unwrap_or_else(|error| panic!("{} on the reference cpu: {error}", kernel.name));
-            let (got_f, got_u) = match launch(client, kernel, &inputs) {
-                Ok(outputs) => outputs,
-                Err(error) => {
-                    failures.push(format!("{}: {error}", kernel.name));
-                    continue;
-                }
-            };
-            let differences = [
-                first_difference(kernel.name, "out_f", true, specials, &got_f, &expected_f),
-                first_difference(kernel.name, "out_u", false, specials, &got_u, &expected_u),
-            ];
-            failures.extend(
-                differences
-                    .into_iter()
-                    .flatten()
-                    .map(|line| format!("{line} (s {:e}, t {})", inputs.s, inputs.t)),
-            );
+        let kernels: Vec<&'static KernelDef> = self
+            .0
+            .iter()
+            .flat_map(|family| family.iter().copied())
+            .collect();
+        for round in 0..rounds() {
+            for (index, kernel) in kernels.iter().enumerate() {
+                let inputs = Inputs::new(index, round, specials);
+                let expected = launch(&reference, kernel, &inputs).unwrap_or_else(|error| {
+                    panic!("{} on the reference cpu: {error}", kernel.name)
+                });
+                let got = match launch(client, kernel, &inputs) {
+                    Ok(outputs) => outputs,
+                    Err(error) => {
+                        failures.push(format!("{}: {error}", kernel.name));
+                        continue;
+                    }
+                };
+                failures.extend(
+                    (0..OUTPUTS.len())
+                        .filter_map(|output| {
+                            first_difference(
+                                kernel.name,
+                                output,
+                                specials,
+                                &got[output],
+                                &expected[output],
+                            )
+                        })
+                        .map(|line| {
+                            format!(
+                                "{line} (round {round}, s {:e}, t {}, k {})",
+                                inputs.s, inputs.t, inputs.k
+                            )
+                        }),
+                );
+            }
         }
         assert!(
             failures.is_empty(),
-            "{} differences in {} generated kernels on {}:\n{}",
+            "{} differences in {} generated kernels × {} rounds on {}:\n{}",
             failures.len(),
-            self.0.len(),
+            kernels.len(),
+            rounds(),
             B::NAME,
             failures.join("\n")
         );

@@ -66,6 +66,12 @@ __device__ __forceinline__ unsigned int gw_div(unsigned int a, unsigned int b) {
 __device__ __forceinline__ unsigned int gw_rem(unsigned int a, unsigned int b) {
     return b == 0u ? 0u : a % b;
 }
+// A subnormal flushed to a zero of its sign (`ops::ftz_f32`): around every float operation, so
+// that every backend computes what NVIDIA's Vulkan driver, which flushes, computes.
+__device__ __forceinline__ float gw_ftz(float x) {
+    const unsigned int b = __float_as_uint(x);
+    return (b & 0x7f800000u) == 0u ? __uint_as_float(b & 0x80000000u) : x;
+}
 __device__ __forceinline__ bool gw_is_nan(float x) {
     return (__float_as_uint(x) & 0x7fffffffu) > 0x7f800000u;
 }
@@ -362,6 +368,7 @@ impl Gen<'_> {
                     Func::Ceil => call("ceilf"),
                     Func::Trunc => call("truncf"),
                     Func::Sqrt => call("__fsqrt_rn"),
+                    Func::Flush => call("gw_ftz"),
                     Func::Fma => call("__fmaf_rn"),
                     Func::ToBits => call("__float_as_uint"),
                     Func::FromBits => call("__uint_as_float"),

@@ -139,6 +139,13 @@ fn gw_rem(a: u32, b: u32) -> u32 {
     return a % b;
 }
 
+// A subnormal flushed to a zero of its sign (`ops::ftz_f32`): around every float operation, so
+// that every device computes what NVIDIA's Vulkan driver, which flushes, computes.
+fn gw_ftz(x: f32) -> f32 {
+    let b = bitcast<u32>(x);
+    return select(x, bitcast<f32>(b & 0x80000000u), (b & 0x7f800000u) == 0u);
+}
+
 fn gw_is_nan(x: f32) -> bool {
     return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u;
 }
@@ -509,6 +516,7 @@ impl Gen<'_> {
                     Func::Ceil => call("ceil"),
                     Func::Trunc => call("trunc"),
                     Func::Sqrt => call("gw_exact_sqrt"),
+                    Func::Flush => call("gw_ftz"),
                     Func::Fma => call("fma"),
                     Func::ToBits => format!("bitcast<u32>({})", a[0]),
                     Func::FromBits => format!("bitcast<f32>({})", a[0]),
