@@ -725,7 +725,12 @@ mod cases {
             // compares as zero, and a copy keeps it.
             let got = read_words(client, &out);
             assert_eq!(got[0], 0.0f32.to_bits(), "{}: 1e-40 + 0.0", B::NAME);
-            assert_eq!(got[13], (-0.0f32).to_bits(), "{}: -1e-40 + 0.0", B::NAME);
+            assert_eq!(
+                got[13 + 1],
+                (-0.0f32).to_bits(),
+                "{}: -1e-40 - 0.0",
+                B::NAME
+            );
             assert_eq!(
                 got[6 * 13 + 2],
                 0.0f32.to_bits(),

@@ -765,12 +765,13 @@ fn the_wgsl_of_division_and_square_root_is_the_exact_one() {
             .expect("the macro emits WGSL"),
     );
     assert!(
-        wgsl.0.contains("= gw_ftz(gw_exact_div(gw_ftz(gw_load_a("),
+        wgsl.0.contains("= gw_ftz(gw_exact_div(gw_ftz(gw_load_a(gw_i_0), gw_z), gw_ftz(gw_load_b(gw_i_0), gw_z)), gw_z)"),
         "{}",
         wgsl.0
     );
     assert!(
-        wgsl.0.contains("= gw_exact_sqrt(gw_ftz(gw_load_a("),
+        wgsl.0
+            .contains("= gw_exact_sqrt(gw_ftz(gw_load_a(gw_i_0), gw_z))"),
         "{}",
         wgsl.0
     );

@@ -140,10 +140,12 @@ fn gw_rem(a: u32, b: u32) -> u32 {
 }
 
 // A subnormal flushed to a zero of its sign (`ops::ftz_f32`): around every float operation, so
-// that every device computes what NVIDIA's Vulkan driver, which flushes, computes.
-fn gw_ftz(x: f32) -> f32 {
-    let b = bitcast<u32>(x);
-    return select(x, bitcast<f32>(b & 0x80000000u), (b & 0x7f800000u) == 0u);
+// that every device computes what NVIDIA's Vulkan driver, which flushes, computes. Through the
+// opaque zero `z` (`gw_z`), so that no compiler knows a flushed result's value: without it
+// lavapipe folded `(y - y) + x` to `x`, which is `-0.0`, not `+0.0`, for `x = -0.0`.
+fn gw_ftz(x: f32, z: u32) -> f32 {
+    let b = bitcast<u32>(x) + z;
+    return select(bitcast<f32>(b), bitcast<f32>(b & 0x80000000u), (b & 0x7f800000u) == 0u);
 }
 
 fn gw_is_nan(x: f32) -> bool {
@@ -516,7 +518,7 @@ impl Gen<'_> {
                     Func::Ceil => call("ceil"),
                     Func::Trunc => call("trunc"),
                     Func::Sqrt => call("gw_exact_sqrt"),
-                    Func::Flush => call("gw_ftz"),
+                    Func::Flush => format!("gw_ftz({}, gw_z)", a[0]),
                     Func::Fma => call("fma"),
                     Func::ToBits => format!("bitcast<u32>({})", a[0]),
                     Func::FromBits => format!("bitcast<f32>({})", a[0]),
