@@ -77,6 +77,7 @@ test_main![
     cases::nan_bits_are_the_devices_on_wgpu,
     cases::nan_bits_are_the_devices_on_cuda,
     the_generated_sources_declare_the_signature,
+    the_generated_sources_are_as_recorded,
     an_atomic_buffer_is_declared_atomic_and_reached_through_atomic_functions,
 ];
 
@@ -1659,5 +1660,65 @@ fn an_atomic_buffer_is_declared_atomic_and_reached_through_atomic_functions() {
         "*((volatile int *)&ints[(8u + gw_i_",
     ] {
         assert!(cuda.contains(call), "{call} in {cuda}");
+    }
+}
+
+/// The WGSL and CUDA C the macro generates for each kernel of this file, recorded
+/// (`tests/snapshots/kernel_macro__*.snap`): a change to the generators that changes what a
+/// backend compiles shows here. Each snapshot holds the whole text's FNV-1a hash (the shared
+/// helpers included) and the kernel's own part, from its first buffer helper (WGSL) or its
+/// entry point (CUDA C) on.
+fn the_generated_sources_are_as_recorded() {
+    use gpuworld::kernel::{CudaSource, KernelDef, WgslSource};
+    let kernels: [&KernelDef; 18] = [
+        &axpb,
+        &edges,
+        &signed_ops,
+        &histogram,
+        &atomics,
+        &vectors,
+        &shaping::reverse_tiles,
+        &shaping::shape,
+        &particles::step,
+        &times_f32,
+        &times_i32,
+        &tree_sum,
+        &heat,
+        &bounds,
+        &curves,
+        &subnormal_ops,
+        &nan_ops,
+        &natives,
+    ];
+    let fnv = |text: &str| {
+        text.bytes().fold(0xcbf2_9ce4_8422_2325u64, |hash, byte| {
+            (hash ^ u64::from(byte)).wrapping_mul(0x0000_0100_0000_01b3)
+        })
+    };
+    for kernel in kernels {
+        let wgsl: &str = kernel
+            .source::<WgslSource>()
+            .expect("the macro emits WGSL")
+            .0;
+        let cuda: &str = kernel
+            .source::<CudaSource>()
+            .expect("the macro emits CUDA C")
+            .0;
+        let wgsl_own = wgsl
+            .find("\nfn gw_load_")
+            .or_else(|| wgsl.find("\nfn gw_atomic_"))
+            .or_else(|| wgsl.find("\n@compute"))
+            .map_or(wgsl, |at| &wgsl[at + 1..]);
+        let cuda_own = cuda
+            .find("extern \"C\" __global__")
+            .map_or(cuda, |at| &cuda[at..]);
+        insta::assert_snapshot!(
+            format!("{}_wgsl", kernel.name),
+            format!("whole text: fnv1a {:016x}\n\n{wgsl_own}", fnv(wgsl))
+        );
+        insta::assert_snapshot!(
+            format!("{}_cuda", kernel.name),
+            format!("whole text: fnv1a {:016x}\n\n{cuda_own}", fnv(cuda))
+        );
     }
 }
