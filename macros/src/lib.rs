@@ -2,6 +2,7 @@
 
 mod cpu;
 mod cuda;
+mod emit;
 mod flush;
 mod generic;
 mod ir;
