@@ -1777,7 +1777,12 @@ impl Parser {
             .map(|s| s.ident.to_string())
             .collect();
         let name = segments.join("::");
-        if let Some(function) = self.context.funcs.get(&name) {
+        if let Some(function) = self
+            .context
+            .funcs
+            .get(&name)
+            .filter(|function| function.sig.generics.params.is_empty())
+        {
             // Before the arguments: a vector or struct argument would be refused for its own
             // sake, and the helper's signature is what to change.
             for input in &function.sig.inputs {
