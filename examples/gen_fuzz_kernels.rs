@@ -1,19 +1,28 @@
-//! Generates random `#[gpuworld::kernel]`s for the differential fuzzer (`tests/kernel_fuzz.rs`):
-//! each kernel is a few random statements over the subset's f32, u32, i32 and bool (locals,
-//! assignments,
-//! `if`/`else`, small `for` and `while` loops, loads at random indices, some out of bounds) ending
-//! in stores to `out_f` and `out_u` (an i32 as its bits), whose bits every backend must compute
-//! alike. Only operations
-//! the subset defines bit for bit on every backend are used: no `mul_add`/`fma`, no
-//! transcendentals, no f32 `/` or `sqrt` (a tolerance on wgpu), and `to_bits`
-//! only of a value that is not NaN (a NaN's sign and payload are the device's).
+//! Generates random `#[gpuworld::kernel]`s for the differential fuzzer (`tests/kernel_fuzz.rs`),
+//! in two families:
+//! - `scalar` (the default): each kernel is a few random statements over the subset's f32, u32,
+//!   i32 and bool (locals, assignments, `if`/`else`, small `for` and `while` loops, loads at
+//!   random indices, some out of bounds) ending in stores to `out_f` and `out_u` (an i32 as its
+//!   bits). Only operations the subset defines bit for bit on every backend are used: no
+//!   `mul_add`/`fma` (a tolerance on wgpu), and `to_bits` only of a value that is not NaN (a
+//!   NaN's sign and payload are the device's).
+//! - `rich`: one `#[gpuworld::kernels]` module with a `#[repr(C)] struct Rec`, four random
+//!   `#[gpuworld::func]` helpers (each may call the earlier ones) and kernels that add to the
+//!   scalar family's statements vectors, struct locals, loads and stores, helper calls, the
+//!   exact math (`/`, `sqrt`, `sin cos exp ln tanh powf`) and commutative atomics, each
+//!   operation in its own region of the atomic buffer (add and sub share one), so that every
+//!   element's final value is deterministic.
 //!
 //! ```sh
 //! cargo run --example gen_fuzz_kernels -- --seed 1 --count 40 > tests/fuzz_kernels/seed_1.rs
+//! cargo run --example gen_fuzz_kernels -- --family rich --seed 1 --count 24 \
+//!     > tests/fuzz_kernels/rich_1.rs
 //! ```
 //!
 //! The output is a Rust file (no `mod` or `use` of its own) that a test `include!`s inside a
-//! module: N kernels `fuzz_<seed>_<k>` and `pub static KERNELS: &[&gpuworld::KernelDef]`.
+//! module: the kernels and `pub static KERNELS: &[&gpuworld::KernelDef]`. A helper's body uses
+//! an operation only where a name is among its operands, so the host (which compiles it as
+//! plain Rust) evaluates no constant expression that overflows.
 
 use std::fmt::Write;
 

@@ -1,34 +1,44 @@
-//! Generated kernels, checked bit for bit across backends: each kernel of
-//! `tests/fuzz_kernels/seed_1.rs` (random statements and expressions over the
-//! `#[gpuworld::kernel]` subset, written by `examples/gen_fuzz_kernels.rs`) runs on seeded inputs
-//! (floats of many magnitudes with NaN, infinities, ±0 and values past u32's range; words with 0,
-//! `u32::MAX` and random bits; random scalars), and both outputs must equal the CPU backend's
-//! outputs for the same launch: u32 words equal, f32 words of equal bits or both NaN (a NaN's
-//! sign and payload are the device's). A backend this machine lacks is reported ignored.
+//! Generated kernels, checked bit for bit across backends, in two seeded families written by
+//! `examples/gen_fuzz_kernels.rs`:
+//! - `tests/fuzz_kernels/seed_1.rs`, the scalar family: random statements and expressions over
+//!   the subset's f32, u32, i32 and bool (loops, loads at random indices, some out of bounds);
+//!   operands `fa`, `ua`, `out_f`, `out_u`, `s`, `t`;
+//! - `tests/fuzz_kernels/rich_1.rs`, the rich family: a `#[gpuworld::kernels]` module with a
+//!   `#[repr(C)] struct Rec { a: f32, b: u32, c: i32, d: f32 }`, random `#[gpuworld::func]`
+//!   helpers, and kernels that add vectors, struct loads, literals, fields and stores, the
+//!   exact math (`/`, `sqrt`, `sin cos exp ln tanh powf`) and commutative atomics on `acc`
+//!   (u32) and `iacc` (i32), each operation in its own region of 64 elements so that every
+//!   element's final value is the same whatever order the units ran in; operands `fa`, `ua`,
+//!   `ia`, `ps`, `out_f`, `out_u`, `out_p`, `acc`, `iacc`, `s`, `t`, `k`.
 //!
-//! The kernels use only what the subset defines bit for bit (`gpuworld::kernel::ops`): no
-//! `mul_add`, no transcendentals, no f32 `/` or `sqrt` (WGSL allows them 2.5 ULP), and `to_bits`
-//! only of a value that is not NaN. On wgpu the inputs hold no NaN or infinity, and an f32 output
-//! that is infinite or NaN on either side, or zero or subnormal on both, counts as equal: WGSL
-//! lets its compiler assume no infinity or NaN occurs (lavapipe turns `x - x` into 0 for an
-//! infinite `x`) and NVIDIA's Vulkan driver flushes subnormals, the exceptions `ops` documents. Where such a value flows into a u32
-//! output, the campaign still reports it: seeds 2 and 3 (100 kernels each) gave 2 such kernels
-//! on lavapipe (`(x - x).to_bits()` of an infinite `x`; a division by `(u & 0) as f32`, which the
-//! compiler sees is 0), and no other difference. Since the generator draws i32 too, seed 2 (150
-//! kernels) gave no difference on lavapipe.
+//! Each kernel runs on seeded inputs (floats of many magnitudes with NaN, infinities, ±0,
+//! subnormals and values past u32's range; words with 0, `u32::MAX` and random bits; i32 edges;
+//! random scalars), and every output must equal the CPU backend's for the same launch: integer
+//! words equal, f32 words of equal bits or both NaN (a NaN's sign and payload are the
+//! device's). Subnormals compare by their bits everywhere: every backend flushes them alike.
+//! On wgpu the inputs hold no NaN or infinity, and an f32 output that is infinite or NaN on
+//! either side counts as equal: WGSL lets its compiler assume no infinity or NaN occurs
+//! (lavapipe turns `x - x` into 0 for an infinite `x`), the exception `ops` documents. Where
+//! such a value flows into an integer output, the campaign still reports it: seeds 2 and 3 of
+//! the scalar family (100 kernels each) gave 2 such kernels on lavapipe (`(x - x).to_bits()` of
+//! an infinite `x`; a division by `(u & 0) as f32`, which the compiler sees is 0), and no other
+//! difference; rich seed 2 (80 kernels, 2 rounds) gave none once WGSL's flush went through the
+//! opaque zero. A backend this machine lacks is reported ignored.
 //!
-//! A longer campaign: nothing loads kernels at run time (`GPUWORLD_FUZZ_KERNEL_SEEDS` is not
-//! read). Generate other seeds into `tests/fuzz_kernels/`, include one in place of `seed_1.rs`
-//! (the one `include!` line below: each file defines its own `KERNELS`), run the test, repeat:
+//! A longer campaign: `GPUWORLD_FUZZ_KERNEL_ROUNDS=N` runs each kernel on N input sets (default
+//! 1). Kernels are compiled in, so other kernel seeds are generated into `tests/fuzz_kernels/`
+//! and included in place of `seed_1.rs` or `rich_1.rs` (each file defines its own `KERNELS`):
 //!
 //! ```sh
 //! cargo run --example gen_fuzz_kernels -- --seed 2 --count 200 > tests/fuzz_kernels/seed_2.rs
-//! # mod fuzz_kernels { include!("fuzz_kernels/seed_1.rs"); }
-//! cargo test --features wgpu --test kernel_fuzz
+//! cargo run --example gen_fuzz_kernels -- --family rich --seed 2 --count 80 \
+//!     > tests/fuzz_kernels/rich_2.rs
+//! # include!("fuzz_kernels/rich_2.rs") in `mod fuzz_rich` below
+//! GPUWORLD_FUZZ_KERNEL_ROUNDS=4 cargo test --release --all-features --test kernel_fuzz
 //! ```
 //!
-//! A failure names the kernel (`fuzz_<seed>_<k>`: the generator's seed and the kernel's index),
-//! the output, the element and both values; the kernel's WGSL is
+//! A failure names the kernel (`fuzz_<seed>_<k>` or `fuzz_rich_<seed>_<k>`), the output, the
+//! element, both values and the round; the kernel's WGSL is
 //! `KERNEL.source::<gpuworld::kernel::WgslSource>()`.
 
 mod common;
