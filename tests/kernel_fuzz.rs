@@ -17,8 +17,10 @@
 //! words equal, f32 words of equal bits or both NaN (a NaN's sign and payload are the
 //! device's). Subnormals compare by their bits everywhere: every backend flushes them alike.
 //! On wgpu the inputs hold no NaN or infinity, and an f32 output that is infinite or NaN on
-//! either side counts as equal: WGSL lets its compiler assume no infinity or NaN occurs
-//! (lavapipe turns `x - x` into 0 for an infinite `x`), the exception `ops` documents. Where
+//! either side, or a zero of either sign on both, counts as equal: WGSL lets its compiler
+//! assume no infinity or NaN occurs (lavapipe turns `x - x` into 0 for an infinite `x`) and
+//! ignore a zero's sign (NVIDIA's Vulkan driver gave `+0.0` for `(u as f32) * y`, `u = 0`,
+//! `y < 0`: `fuzz_1_15` on the H100 host, 2026-12-06), the exceptions `ops` documents. Where
 //! such a value flows into an integer output, the campaign still reports it: seeds 2 and 3 of
 //! the scalar family (100 kernels each) gave 2 such kernels on lavapipe (`(x - x).to_bits()` of
 //! an infinite `x`; a division by `(u & 0) as f32`, which the compiler sees is 0), and no other
@@ -323,13 +325,16 @@ fn is_float(output: usize, w: usize) -> bool {
 }
 
 /// Whether two f32 bit patterns are the same value: equal bits, or both NaN. With `specials`
-/// loose (wgpu: WGSL lets its compiler assume no NaN or infinity, and simplify `x - x` to 0), a
-/// NaN or infinity on either side also counts as the same (the documented exception of
-/// `gpuworld::kernel::ops`). Zeros and subnormals compare by their bits on every backend: each
-/// flushes subnormals alike.
+/// loose (wgpu: WGSL lets its compiler assume no NaN or infinity, simplify `x - x` to 0, and
+/// ignore the sign of zero), a NaN or infinity on either side, or zeros of either sign on both,
+/// also count as the same (the documented exceptions of `gpuworld::kernel::ops`: NVIDIA's
+/// Vulkan driver gave `+0.0` for `(u as f32) * y` with `u = 0` and a negative `y`). Subnormals
+/// compare by their bits on every backend: each flushes them alike.
 fn same_f32(a: u32, b: u32, specials: bool) -> bool {
     let (x, y) = (f32::from_bits(a), f32::from_bits(b));
-    a == b || (x.is_nan() && y.is_nan()) || (specials && (!x.is_finite() || !y.is_finite()))
+    a == b
+        || (x.is_nan() && y.is_nan())
+        || (specials && (!x.is_finite() || !y.is_finite() || (x == 0.0 && y == 0.0)))
 }
 
 /// The first element where output `output`'s `got` differs from `expected`, described.
