@@ -334,10 +334,11 @@ impl Kernel<'_> {
 
     /// A leaf of type `ty`: a name in scope, a literal, a scalar, a built-in id or a load.
     fn leaf(&mut self, ty: Ty) -> Text {
-        if self.rich && self.rng.chance(1, 3) {
-            if let Some(leaf) = self.rich_leaf(ty) {
-                return leaf;
-            }
+        if self.rich
+            && self.rng.chance(1, 3)
+            && let Some(leaf) = self.rich_leaf(ty)
+        {
+            return leaf;
         }
         let names = self.names(ty, false);
         match ty {
@@ -426,10 +427,11 @@ impl Kernel<'_> {
             return self.leaf(ty);
         }
         let d = depth - 1;
-        if self.rich && self.rng.chance(1, 4) {
-            if let Some(value) = self.rich_expr(ty, d) {
-                return value;
-            }
+        if self.rich
+            && self.rng.chance(1, 4)
+            && let Some(value) = self.rich_expr(ty, d)
+        {
+            return value;
         }
         match ty {
             Ty::F32 => match self.rng.below(14) {

@@ -319,7 +319,7 @@ fn launch<B: Backend>(
 fn is_float(output: usize, w: usize) -> bool {
     match output {
         0 => true,
-        2 => w % 4 == 0 || w % 4 == 3,
+        2 => w.is_multiple_of(4) || w % 4 == 3,
         _ => false,
     }
 }
