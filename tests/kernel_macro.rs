@@ -68,7 +68,16 @@ test_main![
     cases::transcendentals_within_tolerance_on_sim,
     cases::transcendentals_within_tolerance_on_wgpu,
     cases::transcendentals_within_tolerance_on_cuda,
+    cases::subnormals_are_flushed_on_cpu,
+    cases::subnormals_are_flushed_on_sim,
+    cases::subnormals_are_flushed_on_wgpu,
+    cases::subnormals_are_flushed_on_cuda,
+    cases::nan_bits_are_the_devices_on_cpu,
+    cases::nan_bits_are_the_devices_on_sim,
+    cases::nan_bits_are_the_devices_on_wgpu,
+    cases::nan_bits_are_the_devices_on_cuda,
     the_generated_sources_declare_the_signature,
+    the_generated_sources_are_as_recorded,
     an_atomic_buffer_is_declared_atomic_and_reached_through_atomic_functions,
 ];
 
@@ -422,6 +431,94 @@ fn curves(x: &[f32], out: &mut [f32]) {
 }
 
 /// Values spread over magnitudes and signs, with a few exact edges, from a fixed seed.
+/// Each float operation of `a[i]` and `b[i]` (subnormal operands and results among them):
+/// thirteen floats per element in `out`, four comparisons in `flags`.
+#[gpuworld::kernel(cube_dim = 64)]
+fn subnormal_ops(
+    a: &[f32],
+    b: &[f32],
+    #[write_only] out: &mut [f32],
+    #[write_only] flags: &mut [u32],
+) {
+    let i = global_index();
+    if i < a.len() {
+        let x = a[i];
+        let y = b[i];
+        let k = 13 * i;
+        out[k] = x + y;
+        out[k + 1] = x - y;
+        out[k + 2] = x * y;
+        out[k + 3] = x / y;
+        out[k + 4] = x.sqrt();
+        out[k + 5] = x.min(y);
+        out[k + 6] = x.max(y);
+        out[k + 7] = x.floor();
+        out[k + 8] = x.ceil();
+        out[k + 9] = x.trunc();
+        // Moves of bits: a subnormal stays as it is.
+        out[k + 10] = x;
+        out[k + 11] = -x;
+        out[k + 12] = x.abs();
+        let c = 4 * i;
+        flags[c] = (x < y) as u32;
+        flags[c + 1] = (x == y) as u32;
+        flags[c + 2] = (x <= y) as u32;
+        flags[c + 3] = (x > 0.0) as u32;
+    }
+}
+
+/// NaN made four ways (`a` and `b` as the test binds them), as bits: the device's sign and
+/// payload, which no backend is asked to agree on.
+#[gpuworld::kernel(cube_dim = 1)]
+fn nan_ops(a: &[f32], b: &[f32], #[write_only] out: &mut [u32]) {
+    let i = global_index();
+    if i == 0 {
+        out[i] = (a[0] - b[0]).to_bits();
+        out[i + 1] = (a[1] * b[1]).to_bits();
+        out[i + 2] = (a[2] / b[2]).to_bits();
+        out[i + 3] = a[3].sqrt().to_bits();
+    }
+}
+
+/// A subnormal flushed to a zero of its sign: the subset's rule, written apart from
+/// `gpuworld::kernel::ops::ftz_f32`.
+fn flush(x: f32) -> f32 {
+    if x.is_subnormal() {
+        0.0f32.copysign(x)
+    } else {
+        x
+    }
+}
+
+/// Operand pairs whose operands, sums, differences, products or quotients are subnormal, and
+/// normal ones beside them.
+fn subnormal_operands() -> (Vec<f32>, Vec<f32>) {
+    let tiny = f32::MIN_POSITIVE;
+    let pairs = [
+        (1.0e-40, 0.0),
+        (-1.0e-40, 0.0),
+        (1.0e-40, 2.0e-40),
+        (-3.0e-42, 1.0e-45),
+        (1.0e-40, 1.0),
+        (1.0e-40, -1.0e-40),
+        (tiny, 0.5),
+        (tiny, 2.0),
+        (1.5 * tiny, -1.25 * tiny),
+        (-1.5 * tiny, 1.25 * tiny),
+        (1.0e-20, 1.0e-20),
+        (1.0e-20, -3.0e-19),
+        (tiny, 3.0),
+        (3.0 * tiny, 4.0),
+        (0.0, 1.0e-40),
+        (1.0, 1.0e-40),
+        (2.0, 3.0),
+        (-0.0, -1.0e-41),
+        (f32::from_bits(0x007f_ffff), f32::from_bits(0x0000_0001)),
+        (-f32::from_bits(0x007f_ffff), 1.0),
+    ];
+    pairs.into_iter().unzip()
+}
+
 fn floats(n: usize, seed: u64) -> Vec<f32> {
     let mut state = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
     let mut next = move || {
@@ -571,6 +668,138 @@ mod cases {
         native_functions_are_the_devices_own_on_sim,
         native_functions_are_the_devices_own_on_wgpu,
         native_functions_are_the_devices_own_on_cuda
+    );
+
+    pub struct Subnormals;
+    impl BackendTest for Subnormals {
+        fn run<B: Backend>(&self, client: &ComputeClient<B>) {
+            let (a, b) = subnormal_operands();
+            let n = a.len();
+            let (ha, hb) = (upload(client, &a), upload(client, &b));
+            let (out, flags) = (
+                client.empty(4 * 13 * n as u64),
+                client.empty(4 * 4 * n as u64),
+            );
+            let bindings = Bindings::new()
+                .buffer(&ha)
+                .buffer(&hb)
+                .buffer(&out)
+                .buffer(&flags);
+            client
+                .launch(&subnormal_ops, CubeCount::covering(n as u64, 64), bindings)
+                .unwrap();
+            let mut expected = Vec::new();
+            let mut expected_flags = Vec::new();
+            for (&x, &y) in a.iter().zip(&b) {
+                let (fx, fy) = (flush(x), flush(y));
+                expected.extend([
+                    flush(fx + fy),
+                    flush(fx - fy),
+                    flush(fx * fy),
+                    flush(fx / fy),
+                    fx.sqrt(),
+                    ops::min_f32(fx, fy),
+                    ops::max_f32(fx, fy),
+                    fx.floor(),
+                    fx.ceil(),
+                    fx.trunc(),
+                    x,
+                    -x,
+                    x.abs(),
+                ]);
+                expected_flags.extend([fx < fy, fx == fy, fx <= fy, fx > 0.0].map(u32::from));
+            }
+            let expected: Vec<u32> = expected.iter().map(|v| v.to_bits()).collect();
+            assert_same_f32(
+                B::NAME,
+                "subnormal operations",
+                &read_words(client, &out),
+                &expected,
+            );
+            assert_eq!(
+                read_words(client, &flags),
+                expected_flags,
+                "{} comparisons",
+                B::NAME
+            );
+            // The rule in examples: a subnormal sum is a zero of its sign, a subnormal operand
+            // compares as zero, and a copy keeps it.
+            let got = read_words(client, &out);
+            assert_eq!(got[0], 0.0f32.to_bits(), "{}: 1e-40 + 0.0", B::NAME);
+            assert_eq!(
+                got[13 + 1],
+                (-0.0f32).to_bits(),
+                "{}: -1e-40 - 0.0",
+                B::NAME
+            );
+            assert_eq!(
+                got[6 * 13 + 2],
+                0.0f32.to_bits(),
+                "{}: MIN_POSITIVE * 0.5",
+                B::NAME
+            );
+            assert_eq!(
+                got[10],
+                1.0e-40f32.to_bits(),
+                "{}: a copy of 1e-40",
+                B::NAME
+            );
+            assert_eq!(
+                read_words(client, &flags)[2 * 4],
+                0,
+                "{}: 1e-40 < 2e-40",
+                B::NAME
+            );
+        }
+    }
+    on_each_backend!(
+        Subnormals,
+        subnormals_are_flushed_on_cpu,
+        subnormals_are_flushed_on_sim,
+        subnormals_are_flushed_on_wgpu,
+        subnormals_are_flushed_on_cuda
+    );
+
+    pub struct NanBits;
+    impl BackendTest for NanBits {
+        fn run<B: Backend>(&self, client: &ComputeClient<B>) {
+            // inf - inf, 0 * inf, 0 / 0 and sqrt(-1): a NaN each, of the device's bits.
+            let a = [f32::INFINITY, 0.0, 0.0, -1.0];
+            let b = [f32::INFINITY, f32::INFINITY, 0.0, 1.0];
+            let (ha, hb) = (upload(client, &a), upload(client, &b));
+            let out = client.empty(4 * 4);
+            client
+                .launch(
+                    &nan_ops,
+                    CubeCount::covering(1, 1),
+                    Bindings::new().buffer(&ha).buffer(&hb).buffer(&out),
+                )
+                .unwrap();
+            let got = read_words(client, &out);
+            let shown: Vec<String> = got.iter().map(|bits| format!("{bits:#010x}")).collect();
+            eprintln!(
+                "{}: NaN bits of inf - inf, 0 * inf, 0 / 0, sqrt(-1): {}",
+                B::NAME,
+                shown.join(" ")
+            );
+            for (what, bits) in ["inf - inf", "0 * inf", "0 / 0", "sqrt(-1)"]
+                .iter()
+                .zip(&got)
+            {
+                assert!(
+                    f32::from_bits(*bits).is_nan(),
+                    "{}: {what} gave {bits:#010x}, not a NaN",
+                    B::NAME
+                );
+            }
+        }
+    }
+    on_each_backend!(
+        NanBits,
+        nan_bits_are_the_devices_on_cpu,
+        nan_bits_are_the_devices_on_sim,
+        nan_bits_are_the_devices_on_wgpu,
+        nan_bits_are_the_devices_on_cuda
     );
 
     pub struct Axpb;
@@ -1431,5 +1660,65 @@ fn an_atomic_buffer_is_declared_atomic_and_reached_through_atomic_functions() {
         "*((volatile int *)&ints[(8u + gw_i_",
     ] {
         assert!(cuda.contains(call), "{call} in {cuda}");
+    }
+}
+
+/// The WGSL and CUDA C the macro generates for each kernel of this file, recorded
+/// (`tests/snapshots/kernel_macro__*.snap`): a change to the generators that changes what a
+/// backend compiles shows here. Each snapshot holds the whole text's FNV-1a hash (the shared
+/// helpers included) and the kernel's own part, from its first buffer helper (WGSL) or its
+/// entry point (CUDA C) on.
+fn the_generated_sources_are_as_recorded() {
+    use gpuworld::kernel::{CudaSource, KernelDef, WgslSource};
+    let kernels: [&KernelDef; 18] = [
+        &axpb,
+        &edges,
+        &signed_ops,
+        &histogram,
+        &atomics,
+        &vectors,
+        &shaping::reverse_tiles,
+        &shaping::shape,
+        &particles::step,
+        &times_f32,
+        &times_i32,
+        &tree_sum,
+        &heat,
+        &bounds,
+        &curves,
+        &subnormal_ops,
+        &nan_ops,
+        &natives,
+    ];
+    let fnv = |text: &str| {
+        text.bytes().fold(0xcbf2_9ce4_8422_2325u64, |hash, byte| {
+            (hash ^ u64::from(byte)).wrapping_mul(0x0000_0100_0000_01b3)
+        })
+    };
+    for kernel in kernels {
+        let wgsl: &str = kernel
+            .source::<WgslSource>()
+            .expect("the macro emits WGSL")
+            .0;
+        let cuda: &str = kernel
+            .source::<CudaSource>()
+            .expect("the macro emits CUDA C")
+            .0;
+        let wgsl_own = wgsl
+            .find("\nfn gw_load_")
+            .or_else(|| wgsl.find("\nfn gw_atomic_"))
+            .or_else(|| wgsl.find("\n@compute"))
+            .map_or(wgsl, |at| &wgsl[at + 1..]);
+        let cuda_own = cuda
+            .find("extern \"C\" __global__")
+            .map_or(cuda, |at| &cuda[at..]);
+        insta::assert_snapshot!(
+            format!("{}_wgsl", kernel.name),
+            format!("whole text: fnv1a {:016x}\n\n{wgsl_own}", fnv(wgsl))
+        );
+        insta::assert_snapshot!(
+            format!("{}_cuda", kernel.name),
+            format!("whole text: fnv1a {:016x}\n\n{cuda_own}", fnv(cuda))
+        );
     }
 }

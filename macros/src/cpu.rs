@@ -434,6 +434,7 @@ impl Gen<'_> {
                     Func::Ceil => quote! { #ops::ceil_f32(#(#a),*) },
                     Func::Trunc => quote! { #ops::trunc_f32(#(#a),*) },
                     Func::Sqrt => quote! { #ops::sqrt_f32(#(#a),*) },
+                    Func::Flush => quote! { #ops::ftz_f32(#(#a),*) },
                     Func::Fma => quote! { #ops::fma_f32(#(#a),*) },
                     Func::ToBits => quote! { f32::to_bits(#(#a),*) },
                     Func::FromBits => quote! { f32::from_bits(#(#a),*) },

@@ -4,6 +4,7 @@
 //! Float arithmetic goes through the `__f*_rn` intrinsics, which NVCC and NVRTC never contract
 //! into a fused multiply-add: `a * b + c` rounds twice, as on the CPU.
 
+use crate::emit::{Dialect, Emitter};
 use crate::ir::*;
 use std::fmt::Write;
 
@@ -25,16 +26,17 @@ pub fn source(kernel: &Kernel) -> String {
         let _ = writeln!(
             out,
             "    __shared__ {} {}[{}];",
-            c_type(shared.elem),
+            c_types(shared.elem).0,
             shared.name,
             shared.len
         );
     }
     out.push_str("    GW_FOR_EACH_CUBE {\n        {\n");
-    let emit = Gen { kernel };
-    for stmt in &kernel.body {
-        emit.stmt(stmt, 3, &mut out);
-    }
+    let emit = Emitter {
+        kernel,
+        dialect: &CUDA,
+    };
+    emit.block(&kernel.body, 3, &mut out);
     out.push_str("        }\n");
     if has_return(&kernel.body) {
         out.push_str("        gw_next_cube: ;\n");
@@ -65,6 +67,12 @@ __device__ __forceinline__ unsigned int gw_div(unsigned int a, unsigned int b) {
 }
 __device__ __forceinline__ unsigned int gw_rem(unsigned int a, unsigned int b) {
     return b == 0u ? 0u : a % b;
+}
+// A subnormal flushed to a zero of its sign (`ops::ftz_f32`): around every float operation, so
+// that every backend computes what NVIDIA's Vulkan driver, which flushes, computes.
+__device__ __forceinline__ float gw_ftz(float x) {
+    const unsigned int b = __float_as_uint(x);
+    return (b & 0x7f800000u) == 0u ? __uint_as_float(b & 0x80000000u) : x;
 }
 __device__ __forceinline__ bool gw_is_nan(float x) {
     return (__float_as_uint(x) & 0x7fffffffu) > 0x7f800000u;
@@ -109,21 +117,173 @@ __device__ __forceinline__ unsigned int gw_max_u32(unsigned int a, unsigned int 
 #endif
 ";
 
-fn c_type(ty: Ty) -> &'static str {
-    match ty {
-        Ty::F32 => "float",
-        Ty::U32 => "unsigned int",
-        Ty::I32 => "int",
-        Ty::Bool => "bool",
-    }
-}
+/// CUDA C's spelling of the IR, for the shared walker (`emit`).
+static CUDA: Dialect = Dialect {
+    types: c_types,
+    let_const: "const {ty} {name} = {value};",
+    let_mut: "{ty} {name} = {value};",
+    store: "{{ const unsigned int gw_i = {index}; if (GW_IN_BOUNDS(gw_i, {name}_len)) {name}[gw_i] = {value}; }}",
+    shared_store: "{{ const unsigned int gw_i = {index}; if (gw_i < {len}u) {name}[gw_i] = {value}; }}",
+    if_head: "if ({cond}) {{",
+    while_head: "while ({cond}) {{",
+    // `start..end` is evaluated once, before the first iteration, as in Rust.
+    for_open: &[(
+        0,
+        "for (unsigned int {name} = {start}, gw_end_{id} = {end}; {name} < gw_end_{id}; ++{name}) {{",
+    )],
+    for_body: 1,
+    for_close: &[(0, "}")],
+    // The cube loop of a dynamic count continues with the block's next cube.
+    return_stmt: "goto gw_next_cube;",
+    barrier: "__syncthreads();",
+    discard: "(void){value};",
+    f32_literal: float_literal,
+    i32_literal: |value| match value {
+        i32::MIN => "(-2147483647 - 1)".to_string(),
+        value => format!("({value})"),
+    },
+    scalar: "{name}",
+    load: "(GW_IN_BOUNDS({index}, {name}_len) ? {name}[{index}] : {zero})",
+    shared_load: "({index} < {len}u ? {name}[{index}] : {zero})",
+    len: "{name}_len",
+    builtin: |builtin| match builtin {
+        Builtin::Unit => "((unsigned int)GW_UNIT)",
+        Builtin::UnitX => "threadIdx.x",
+        Builtin::UnitY => "threadIdx.y",
+        Builtin::UnitZ => "threadIdx.z",
+        Builtin::Cube => "((unsigned int)GW_CUBE_INDEX)",
+        Builtin::CubeX => "GW_CUBE_X",
+        Builtin::CubeY => "GW_CUBE_Y",
+        Builtin::CubeZ => "GW_CUBE_Z",
+        Builtin::CubeCountX => "((unsigned int)gw_cx)",
+        Builtin::CubeCountY => "((unsigned int)gw_cy)",
+        Builtin::CubeCountZ => "((unsigned int)GW_CUBE_COUNT_Z)",
+        Builtin::UnitsPerCube => "{units}",
+        Builtin::GlobalIndex => "((unsigned int)GW_CUBE_INDEX * {units} + (unsigned int)GW_UNIT)",
+    },
+    unary: &[
+        // Wrapping, by its bits (a signed overflow is undefined in C++).
+        (
+            UnOp::Neg,
+            Some(Ty::I32),
+            "((int)(0u - (unsigned int)({a})))",
+        ),
+        // The sign bit flipped, as Rust's `-x` (a fuzz kernel's negated zero came back +0.0 on
+        // CUDA with a plain `-x`; the bit flip leaves the compiler nothing to reinterpret).
+        (
+            UnOp::Neg,
+            None,
+            "__uint_as_float(__float_as_uint({a}) ^ 0x80000000u)",
+        ),
+        (UnOp::Not, Some(Ty::U32), "(~{a})"),
+        (UnOp::Not, Some(Ty::I32), "(~{a})"),
+        (UnOp::Not, None, "(!{a})"),
+    ],
+    binary: &[
+        (BinOp::Add, Some(Ty::F32), "__fadd_rn({a}, {b})"),
+        (BinOp::Sub, Some(Ty::F32), "__fsub_rn({a}, {b})"),
+        (BinOp::Mul, Some(Ty::F32), "__fmul_rn({a}, {b})"),
+        (BinOp::Div, Some(Ty::F32), "__fdiv_rn({a}, {b})"),
+        (BinOp::Div, Some(Ty::U32), "gw_div({a}, {b})"),
+        (BinOp::Rem, Some(Ty::U32), "gw_rem({a}, {b})"),
+        (BinOp::Div, Some(Ty::I32), "gw_div_i32({a}, {b})"),
+        (BinOp::Rem, Some(Ty::I32), "gw_rem_i32({a}, {b})"),
+        // Wrapping by their bits: a signed overflow is undefined in C++.
+        (
+            BinOp::Add,
+            Some(Ty::I32),
+            "((int)((unsigned int)({a}) {op} (unsigned int)({b})))",
+        ),
+        (
+            BinOp::Sub,
+            Some(Ty::I32),
+            "((int)((unsigned int)({a}) {op} (unsigned int)({b})))",
+        ),
+        (
+            BinOp::Mul,
+            Some(Ty::I32),
+            "((int)((unsigned int)({a}) {op} (unsigned int)({b})))",
+        ),
+        (
+            BinOp::Shl,
+            Some(Ty::I32),
+            "((int)((unsigned int)({a}) << ({b} & 31u)))",
+        ),
+        (BinOp::Shl, None, "({a} << ({b} & 31u))"),
+        // Arithmetic for an i32, as NVCC defines `>>` of a negative int.
+        (BinOp::Shr, None, "({a} >> ({b} & 31u))"),
+    ],
+    cast: &[
+        (Some(Ty::U32), Ty::F32, "__uint2float_rn({a})"),
+        (Some(Ty::I32), Ty::F32, "__int2float_rn({a})"),
+        (None, Ty::F32, "((float)({a}))"),
+        (Some(Ty::F32), Ty::I32, "gw_to_i32({a})"),
+        (Some(Ty::F32), Ty::U32, "gw_to_u32({a})"),
+        (None, Ty::I32, "((int)({a}))"),
+        (None, Ty::U32, "((unsigned int)({a}))"),
+    ],
+    call: &[
+        (
+            Func::Abs,
+            None,
+            "__uint_as_float(__float_as_uint({0}) & 0x7fffffffu)",
+        ),
+        (Func::Min, Some(Ty::F32), "gw_min({args})"),
+        (Func::Max, Some(Ty::F32), "gw_max({args})"),
+        (Func::Min, Some(Ty::I32), "gw_min_i32({args})"),
+        (Func::Max, Some(Ty::I32), "gw_max_i32({args})"),
+        (Func::Min, None, "gw_min_u32({args})"),
+        (Func::Max, None, "gw_max_u32({args})"),
+        (Func::Floor, None, "floorf({args})"),
+        (Func::Ceil, None, "ceilf({args})"),
+        (Func::Trunc, None, "truncf({args})"),
+        (Func::Sqrt, None, "__fsqrt_rn({args})"),
+        (Func::Flush, None, "gw_ftz({args})"),
+        (Func::Fma, None, "__fmaf_rn({args})"),
+        (Func::ToBits, None, "__float_as_uint({args})"),
+        (Func::FromBits, None, "__uint_as_float({args})"),
+        // Deterministic versions (`exact_math::cuda_transcendentals`), not libm's.
+        (Func::Exp, None, "gw_exp({args})"),
+        (Func::Ln, None, "gw_ln({args})"),
+        (Func::Sin, None, "gw_sin({args})"),
+        (Func::Cos, None, "gw_cos({args})"),
+        (Func::Tanh, None, "gw_tanh({args})"),
+        (Func::Powf, None, "gw_powf({args})"),
+    ],
+    native: |native| match native {
+        NativeFunc::Sqrt => "sqrtf",
+        NativeFunc::Exp => "expf",
+        NativeFunc::Ln => "logf",
+        NativeFunc::Sin => "sinf",
+        NativeFunc::Cos => "cosf",
+        NativeFunc::Tanh => "tanhf",
+        NativeFunc::Powf => "powf",
+    },
+    select: "({cond} ? {then} : {els})",
+    // Relaxed, as CUDA's `atomic*` functions are; out of bounds nothing, 0.
+    atomic: |op| match op {
+        AtomicOp::Load => "*((volatile {ty} *)&{name}[{k}])",
+        AtomicOp::Add => "atomicAdd(&{name}[{k}], {rest})",
+        AtomicOp::Sub => "atomicSub(&{name}[{k}], {rest})",
+        AtomicOp::Min => "atomicMin(&{name}[{k}], {rest})",
+        AtomicOp::Max => "atomicMax(&{name}[{k}], {rest})",
+        AtomicOp::And => "atomicAnd(&{name}[{k}], {rest})",
+        AtomicOp::Or => "atomicOr(&{name}[{k}], {rest})",
+        AtomicOp::Xor => "atomicXor(&{name}[{k}], {rest})",
+        AtomicOp::Exchange => "atomicExch(&{name}[{k}], {rest})",
+        AtomicOp::CompareExchange => "atomicCAS(&{name}[{k}], {rest})",
+    },
+    atomic_bounds: "(GW_IN_BOUNDS({k}, {name}_len) ? {value} : {zero})",
+    opaque: None,
+};
 
-fn zero(ty: Ty) -> &'static str {
+/// Each type's C name and zero.
+fn c_types(ty: Ty) -> (&'static str, &'static str) {
     match ty {
-        Ty::F32 => "0.0f",
-        Ty::U32 => "0u",
-        Ty::I32 => "0",
-        Ty::Bool => "false",
+        Ty::F32 => ("float", "0.0f"),
+        Ty::U32 => ("unsigned int", "0u"),
+        Ty::I32 => ("int", "0"),
+        Ty::Bool => ("bool", "false"),
     }
 }
 
@@ -135,287 +295,5 @@ fn float_literal(value: f32) -> String {
         format!("{text}f")
     } else {
         format!("{text}.0f")
-    }
-}
-
-struct Gen<'a> {
-    kernel: &'a Kernel,
-}
-
-fn indent(out: &mut String, depth: usize) {
-    for _ in 0..depth {
-        out.push_str("    ");
-    }
-}
-
-impl Gen<'_> {
-    fn block(&self, stmts: &[Stmt], depth: usize, out: &mut String) {
-        for stmt in stmts {
-            self.stmt(stmt, depth, out);
-        }
-    }
-
-    fn stmt(&self, stmt: &Stmt, depth: usize, out: &mut String) {
-        indent(out, depth);
-        match stmt {
-            Stmt::Let(id, value) => {
-                let local = &self.kernel.locals[*id];
-                let _ = writeln!(
-                    out,
-                    "{}{} {} = {};",
-                    if local.mutable { "" } else { "const " },
-                    c_type(local.ty),
-                    local.name,
-                    self.expr(value)
-                );
-            }
-            Stmt::Assign(Place::Local(id), value) => {
-                let _ = writeln!(
-                    out,
-                    "{} = {};",
-                    self.kernel.locals[*id].name,
-                    self.expr(value)
-                );
-            }
-            Stmt::Assign(Place::Buffer(b, index, _), value) => {
-                let name = &self.kernel.buffers[*b].name;
-                let _ = writeln!(
-                    out,
-                    "{{ const unsigned int gw_i = {}; if (GW_IN_BOUNDS(gw_i, {name}_len)) {name}[gw_i] = {}; }}",
-                    self.expr(index),
-                    self.expr(value)
-                );
-            }
-            Stmt::Assign(Place::Shared(s, index), value) => {
-                let shared = &self.kernel.shared[*s];
-                let _ = writeln!(
-                    out,
-                    "{{ const unsigned int gw_i = {}; if (gw_i < {}u) {}[gw_i] = {}; }}",
-                    self.expr(index),
-                    shared.len,
-                    shared.name,
-                    self.expr(value)
-                );
-            }
-            Stmt::If(cond, then, els) => {
-                let _ = writeln!(out, "if ({}) {{", self.expr(cond));
-                self.block(then, depth + 1, out);
-                if !els.is_empty() {
-                    indent(out, depth);
-                    out.push_str("} else {\n");
-                    self.block(els, depth + 1, out);
-                }
-                indent(out, depth);
-                out.push_str("}\n");
-            }
-            Stmt::For {
-                local,
-                start,
-                end,
-                body,
-                ..
-            } => {
-                // `start..end` is evaluated once, before the first iteration, as in Rust.
-                let name = &self.kernel.locals[*local].name;
-                let _ = writeln!(
-                    out,
-                    "for (unsigned int {name} = {}, gw_end_{local} = {}; {name} < gw_end_{local}; ++{name}) {{",
-                    self.expr(start),
-                    self.expr(end)
-                );
-                self.block(body, depth + 1, out);
-                indent(out, depth);
-                out.push_str("}\n");
-            }
-            Stmt::While(cond, body) => {
-                let _ = writeln!(out, "while ({}) {{", self.expr(cond));
-                self.block(body, depth + 1, out);
-                indent(out, depth);
-                out.push_str("}\n");
-            }
-            Stmt::Break => out.push_str("break;\n"),
-            Stmt::Continue => out.push_str("continue;\n"),
-            // The cube loop of a dynamic count continues with the block's next cube.
-            Stmt::Return => out.push_str("goto gw_next_cube;\n"),
-            Stmt::Barrier => out.push_str("__syncthreads();\n"),
-            Stmt::Atomic(op) => {
-                let _ = writeln!(out, "(void){};", self.expr(op));
-            }
-        }
-    }
-
-    fn expr(&self, expr: &Expr) -> String {
-        match &expr.kind {
-            ExprKind::F32(value) => float_literal(*value),
-            ExprKind::U32(value) => format!("{value}u"),
-            ExprKind::I32(i32::MIN) => "(-2147483647 - 1)".to_string(),
-            ExprKind::I32(value) => format!("({value})"),
-            ExprKind::Bool(value) => value.to_string(),
-            ExprKind::Local(id) => self.kernel.locals[*id].name.clone(),
-            ExprKind::Scalar(j) => self.kernel.scalars[*j].name.clone(),
-            ExprKind::Load(b, index) => {
-                let buffer = &self.kernel.buffers[*b];
-                let index = self.expr(index);
-                format!(
-                    "(GW_IN_BOUNDS({index}, {name}_len) ? {name}[{index}] : {})",
-                    zero(buffer.elem),
-                    name = buffer.name
-                )
-            }
-            ExprKind::Len(b) => format!("{}_len", self.kernel.buffers[*b].name),
-            ExprKind::SharedLoad(s, index) => {
-                let shared = &self.kernel.shared[*s];
-                let index = self.expr(index);
-                format!(
-                    "({index} < {len}u ? {name}[{index}] : {})",
-                    zero(shared.elem),
-                    len = shared.len,
-                    name = shared.name
-                )
-            }
-            ExprKind::Builtin(builtin) => {
-                let units = self.kernel.units();
-                match builtin {
-                    Builtin::Unit => "((unsigned int)GW_UNIT)".to_string(),
-                    Builtin::UnitX => "threadIdx.x".to_string(),
-                    Builtin::UnitY => "threadIdx.y".to_string(),
-                    Builtin::UnitZ => "threadIdx.z".to_string(),
-                    Builtin::Cube => "((unsigned int)GW_CUBE_INDEX)".to_string(),
-                    Builtin::CubeX => "GW_CUBE_X".to_string(),
-                    Builtin::CubeY => "GW_CUBE_Y".to_string(),
-                    Builtin::CubeZ => "GW_CUBE_Z".to_string(),
-                    Builtin::CubeCountX => "((unsigned int)gw_cx)".to_string(),
-                    Builtin::CubeCountY => "((unsigned int)gw_cy)".to_string(),
-                    Builtin::CubeCountZ => "((unsigned int)GW_CUBE_COUNT_Z)".to_string(),
-                    Builtin::UnitsPerCube => format!("{units}u"),
-                    Builtin::GlobalIndex => {
-                        format!("((unsigned int)GW_CUBE_INDEX * {units}u + (unsigned int)GW_UNIT)")
-                    }
-                }
-            }
-            ExprKind::Unary(op, operand) => {
-                let inner = self.expr(operand);
-                match (op, operand.ty) {
-                    // Wrapping, by its bits (a signed overflow is undefined in C++).
-                    (UnOp::Neg, Ty::I32) => format!("((int)(0u - (unsigned int)({inner})))"),
-                    // The sign bit flipped, as Rust's `-x` (a fuzz kernel's negated zero came back +0.0 on
-                    // CUDA with a plain `-x`; the bit flip leaves the compiler nothing to reinterpret).
-                    (UnOp::Neg, _) => {
-                        format!("__uint_as_float(__float_as_uint({inner}) ^ 0x80000000u)")
-                    }
-                    (UnOp::Not, Ty::U32 | Ty::I32) => format!("(~{inner})"),
-                    (UnOp::Not, _) => format!("(!{inner})"),
-                }
-            }
-            ExprKind::Binary(op, left, right) => {
-                let (a, b) = (self.expr(left), self.expr(right));
-                match (op, left.ty) {
-                    (BinOp::Add, Ty::F32) => format!("__fadd_rn({a}, {b})"),
-                    (BinOp::Sub, Ty::F32) => format!("__fsub_rn({a}, {b})"),
-                    (BinOp::Mul, Ty::F32) => format!("__fmul_rn({a}, {b})"),
-                    (BinOp::Div, Ty::F32) => format!("__fdiv_rn({a}, {b})"),
-                    (BinOp::Div, Ty::U32) => format!("gw_div({a}, {b})"),
-                    (BinOp::Rem, Ty::U32) => format!("gw_rem({a}, {b})"),
-                    (BinOp::Div, Ty::I32) => format!("gw_div_i32({a}, {b})"),
-                    (BinOp::Rem, Ty::I32) => format!("gw_rem_i32({a}, {b})"),
-                    // Wrapping by their bits: a signed overflow is undefined in C++.
-                    (BinOp::Add | BinOp::Sub | BinOp::Mul, Ty::I32) => format!(
-                        "((int)((unsigned int)({a}) {} (unsigned int)({b})))",
-                        op.symbol()
-                    ),
-                    (BinOp::Shl, Ty::I32) => {
-                        format!("((int)((unsigned int)({a}) << ({b} & 31u)))")
-                    }
-                    (BinOp::Shl, _) => format!("({a} << ({b} & 31u))"),
-                    // Arithmetic for an i32, as NVCC defines `>>` of a negative int.
-                    (BinOp::Shr, _) => format!("({a} >> ({b} & 31u))"),
-                    _ => format!("({a} {} {b})", op.symbol()),
-                }
-            }
-            ExprKind::Cast(value) => {
-                let inner = self.expr(value);
-                match (value.ty, expr.ty) {
-                    (Ty::U32, Ty::F32) => format!("__uint2float_rn({inner})"),
-                    (Ty::I32, Ty::F32) => format!("__int2float_rn({inner})"),
-                    (_, Ty::F32) => format!("((float)({inner}))"),
-                    (Ty::F32, Ty::I32) => format!("gw_to_i32({inner})"),
-                    (Ty::F32, _) => format!("gw_to_u32({inner})"),
-                    (_, Ty::I32) => format!("((int)({inner}))"),
-                    _ => format!("((unsigned int)({inner}))"),
-                }
-            }
-            ExprKind::Call(func, args) => {
-                let a: Vec<String> = args.iter().map(|arg| self.expr(arg)).collect();
-                let ty = args.first().map(|arg| arg.ty);
-                let call = |name: &str| format!("{name}({})", a.join(", "));
-                match func {
-                    Func::Abs => {
-                        format!("__uint_as_float(__float_as_uint({}) & 0x7fffffffu)", a[0])
-                    }
-                    Func::Min if ty == Some(Ty::F32) => call("gw_min"),
-                    Func::Max if ty == Some(Ty::F32) => call("gw_max"),
-                    Func::Min if ty == Some(Ty::I32) => call("gw_min_i32"),
-                    Func::Max if ty == Some(Ty::I32) => call("gw_max_i32"),
-                    Func::Min => call("gw_min_u32"),
-                    Func::Max => call("gw_max_u32"),
-                    Func::Floor => call("floorf"),
-                    Func::Ceil => call("ceilf"),
-                    Func::Trunc => call("truncf"),
-                    Func::Sqrt => call("__fsqrt_rn"),
-                    Func::Fma => call("__fmaf_rn"),
-                    Func::ToBits => call("__float_as_uint"),
-                    Func::FromBits => call("__uint_as_float"),
-                    // Deterministic versions (`exact_math::cuda_transcendentals`), not libm's.
-                    Func::Exp => call("gw_exp"),
-                    Func::Ln => call("gw_ln"),
-                    Func::Sin => call("gw_sin"),
-                    Func::Cos => call("gw_cos"),
-                    Func::Tanh => call("gw_tanh"),
-                    Func::Powf => call("gw_powf"),
-                    Func::Native(native) => call(match native {
-                        NativeFunc::Sqrt => "sqrtf",
-                        NativeFunc::Exp => "expf",
-                        NativeFunc::Ln => "logf",
-                        NativeFunc::Sin => "sinf",
-                        NativeFunc::Cos => "cosf",
-                        NativeFunc::Tanh => "tanhf",
-                        NativeFunc::Powf => "powf",
-                    }),
-                }
-            }
-            ExprKind::Select(cond, then, els) => format!(
-                "({} ? {} : {})",
-                self.expr(cond),
-                self.expr(then),
-                self.expr(els)
-            ),
-            ExprKind::Atomic(op, b, args) => {
-                // Relaxed, as CUDA's `atomic*` functions are; out of bounds nothing, 0.
-                let buffer = &self.kernel.buffers[*b];
-                let name = &buffer.name;
-                let a: Vec<String> = args.iter().map(|arg| self.expr(arg)).collect();
-                let element = format!("&{name}[{}]", a[0]);
-                let call = |function: &str| format!("{function}({element}, {})", a[1..].join(", "));
-                let value = match op {
-                    AtomicOp::Load => {
-                        format!("*((volatile {} *){element})", c_type(buffer.elem))
-                    }
-                    AtomicOp::Add => call("atomicAdd"),
-                    AtomicOp::Sub => call("atomicSub"),
-                    AtomicOp::Min => call("atomicMin"),
-                    AtomicOp::Max => call("atomicMax"),
-                    AtomicOp::And => call("atomicAnd"),
-                    AtomicOp::Or => call("atomicOr"),
-                    AtomicOp::Xor => call("atomicXor"),
-                    AtomicOp::Exchange => call("atomicExch"),
-                    AtomicOp::CompareExchange => call("atomicCAS"),
-                };
-                format!(
-                    "(GW_IN_BOUNDS({}, {name}_len) ? {value} : {})",
-                    a[0],
-                    zero(buffer.elem)
-                )
-            }
-        }
     }
 }

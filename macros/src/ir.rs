@@ -227,6 +227,9 @@ pub enum Func {
     Cos,
     Tanh,
     Powf,
+    /// A subnormal f32 flushed to a zero of its sign, inserted around float operations by
+    /// `flush` (never written in a kernel).
+    Flush,
     /// `x.native_sin()` and the like: the device's own function, fast and not the same bits on
     /// every backend (the name says so).
     Native(NativeFunc),

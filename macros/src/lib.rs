@@ -2,6 +2,8 @@
 
 mod cpu;
 mod cuda;
+mod emit;
+mod flush;
 mod generic;
 mod ir;
 mod module;
@@ -182,6 +184,7 @@ fn expand_one(
 ) -> Result<proc_macro2::TokenStream> {
     let mut kernel = parse::kernel(function, options.cube_dim, context)?;
     race::check(&kernel)?;
+    flush::apply(&mut kernel);
     let krate = &options.krate;
     let cpu = match &options.cpu {
         Some(path) => quote!(#path),

@@ -1777,6 +1777,30 @@ impl Parser {
             .map(|s| s.ident.to_string())
             .collect();
         let name = segments.join("::");
+        if let Some(function) = self
+            .context
+            .funcs
+            .get(&name)
+            .filter(|function| function.sig.generics.params.is_empty())
+        {
+            // Before the arguments: a vector or struct argument would be refused for its own
+            // sake, and the helper's signature is what to change.
+            for input in &function.sig.inputs {
+                if let syn::FnArg::Typed(typed) = input
+                    && local_type(&typed.ty).is_none()
+                {
+                    return Err(Error::new_spanned(
+                        &typed.ty,
+                        format!(
+                            "`{name}` takes a `{}`: a `#[gpuworld::func]` takes and returns \
+                             f32, u32, i32 or bool, so pass a vector's components (`v.x, v.y`) \
+                             or a struct's fields (`p.x`) and return one value",
+                            quote::ToTokens::to_token_stream(&typed.ty)
+                        ),
+                    ));
+                }
+            }
+        }
         let args = call
             .args
             .iter()

@@ -3,6 +3,7 @@
 //! buffer by its name). Every access is checked (the convention of WGSL sources): a load out of
 //! bounds reads 0, a store out of bounds is dropped.
 
+use crate::emit::{Dialect, Emitter};
 use crate::ir::*;
 use std::fmt::Write;
 
@@ -53,10 +54,11 @@ fn main(
     // and reassociation see them (see `gw_f`).
     let gw_z = select(0u, 1u, gw_count.x == 0u);"
     );
-    let emit = Gen { kernel };
-    for stmt in &kernel.body {
-        emit.stmt(stmt, 1, &mut out);
-    }
+    let emit = Emitter {
+        kernel,
+        dialect: &WGSL,
+    };
+    emit.block(&kernel.body, 1, &mut out);
     out.push_str("}\n");
     out
 }
@@ -137,6 +139,15 @@ fn gw_rem(a: u32, b: u32) -> u32 {
         return 0u;
     }
     return a % b;
+}
+
+// A subnormal flushed to a zero of its sign (`ops::ftz_f32`): around every float operation, so
+// that every device computes what NVIDIA's Vulkan driver, which flushes, computes. Through the
+// opaque zero `z` (`gw_z`), so that no compiler knows a flushed result's value: without it
+// lavapipe folded `(y - y) + x` to `x`, which is `-0.0`, not `+0.0`, for `x = -0.0`.
+fn gw_ftz(x: f32, z: u32) -> f32 {
+    let b = bitcast<u32>(x) + z;
+    return select(bitcast<f32>(b), bitcast<f32>(b & 0x80000000u), (b & 0x7f800000u) == 0u);
 }
 
 fn gw_is_nan(x: f32) -> bool {
@@ -249,20 +260,6 @@ pub fn float_literal(value: f32) -> String {
     }
 }
 
-/// Whether naga sees `expr` as a constant expression (float literals go through `gw_f`).
-fn constant(expr: &Expr) -> bool {
-    match &expr.kind {
-        ExprKind::U32(_) | ExprKind::I32(_) | ExprKind::Bool(_) => true,
-        ExprKind::Builtin(Builtin::UnitsPerCube) => true,
-        ExprKind::Unary(..)
-        | ExprKind::Cast(..)
-        | ExprKind::Binary(..)
-        | ExprKind::Call(..)
-        | ExprKind::Select(..) => expr.children().into_iter().all(constant),
-        _ => false,
-    }
-}
-
 /// `text`, of type `ty`, as a value only known when the kernel runs (through `gw_z`).
 fn opaque(text: &str, ty: Ty) -> String {
     match ty {
@@ -273,284 +270,169 @@ fn opaque(text: &str, ty: Ty) -> String {
     }
 }
 
-struct Gen<'a> {
-    kernel: &'a Kernel,
-}
-
-fn indent(out: &mut String, depth: usize) {
-    for _ in 0..depth {
-        out.push_str("    ");
-    }
-}
-
-impl Gen<'_> {
-    fn block(&self, stmts: &[Stmt], depth: usize, out: &mut String) {
-        for stmt in stmts {
-            self.stmt(stmt, depth, out);
+/// WGSL's spelling of the IR, for the shared walker (`emit`). Every access is checked.
+static WGSL: Dialect = Dialect {
+    types: wgsl_type,
+    let_const: "let {name}: {ty} = {value};",
+    let_mut: "var {name}: {ty} = {value};",
+    store: "{{ let gw_i = {index}; if gw_i < arrayLength(&{name}) {{ {name}[gw_i] = {value}; }} }}",
+    shared_store: "{{ let gw_i = {index}; if gw_i < {len}u {{ {name}[gw_i] = {value}; }} }}",
+    if_head: "if {cond} {{",
+    while_head: "while {cond} {{",
+    // `start..end` is evaluated once, before the first iteration, as in Rust.
+    for_open: &[
+        (0, "{{"),
+        (1, "let gw_end_{id}: u32 = {end};"),
+        (
+            1,
+            "for (var {name}: u32 = {start}; {name} < gw_end_{id}; {name} = {name} + 1u) {{",
+        ),
+    ],
+    for_body: 2,
+    for_close: &[(1, "}"), (0, "}")],
+    return_stmt: "return;",
+    barrier: "workgroupBarrier();",
+    discard: "_ = {value};",
+    f32_literal: |value| format!("gw_f({}, gw_z)", float_literal(value)),
+    // Negative literals by their bits: WGSL reads `-2147483648i` as the negation of a literal
+    // out of range.
+    i32_literal: |value| {
+        if value < 0 {
+            format!("bitcast<i32>({}u)", value as u32)
+        } else {
+            format!("{value}i")
         }
-    }
-
-    fn stmt(&self, stmt: &Stmt, depth: usize, out: &mut String) {
-        indent(out, depth);
-        match stmt {
-            Stmt::Let(id, value) => {
-                let local = &self.kernel.locals[*id];
-                let keyword = if local.mutable { "var" } else { "let" };
-                let _ = writeln!(
-                    out,
-                    "{keyword} {}: {} = {};",
-                    local.name,
-                    wgsl_type(local.ty).0,
-                    self.expr(value)
-                );
-            }
-            Stmt::Assign(Place::Local(id), value) => {
-                let _ = writeln!(
-                    out,
-                    "{} = {};",
-                    self.kernel.locals[*id].name,
-                    self.expr(value)
-                );
-            }
-            Stmt::Assign(Place::Buffer(b, index, _), value) => {
-                let name = &self.kernel.buffers[*b].name;
-                let _ = writeln!(
-                    out,
-                    "{{ let gw_i = {}; if gw_i < arrayLength(&{name}) {{ {name}[gw_i] = {}; }} }}",
-                    self.expr(index),
-                    self.expr(value)
-                );
-            }
-            Stmt::Assign(Place::Shared(s, index), value) => {
-                let shared = &self.kernel.shared[*s];
-                let _ = writeln!(
-                    out,
-                    "{{ let gw_i = {}; if gw_i < {}u {{ {}[gw_i] = {}; }} }}",
-                    self.expr(index),
-                    shared.len,
-                    shared.name,
-                    self.expr(value)
-                );
-            }
-            Stmt::If(cond, then, els) => {
-                let _ = writeln!(out, "if {} {{", self.expr(cond));
-                self.block(then, depth + 1, out);
-                if !els.is_empty() {
-                    indent(out, depth);
-                    out.push_str("} else {\n");
-                    self.block(els, depth + 1, out);
-                }
-                indent(out, depth);
-                out.push_str("}\n");
-            }
-            Stmt::For {
-                local,
-                start,
-                end,
-                body,
-                ..
-            } => {
-                // `start..end` is evaluated once, before the first iteration, as in Rust.
-                let name = &self.kernel.locals[*local].name;
-                let _ = writeln!(out, "{{");
-                indent(out, depth + 1);
-                let _ = writeln!(out, "let gw_end_{local}: u32 = {};", self.expr(end));
-                indent(out, depth + 1);
-                let _ = writeln!(
-                    out,
-                    "for (var {name}: u32 = {}; {name} < gw_end_{local}; {name} = {name} + 1u) {{",
-                    self.expr(start)
-                );
-                self.block(body, depth + 2, out);
-                indent(out, depth + 1);
-                out.push_str("}\n");
-                indent(out, depth);
-                out.push_str("}\n");
-            }
-            Stmt::While(cond, body) => {
-                let _ = writeln!(out, "while {} {{", self.expr(cond));
-                self.block(body, depth + 1, out);
-                indent(out, depth);
-                out.push_str("}\n");
-            }
-            Stmt::Break => out.push_str("break;\n"),
-            Stmt::Continue => out.push_str("continue;\n"),
-            Stmt::Return => out.push_str("return;\n"),
-            Stmt::Barrier => out.push_str("workgroupBarrier();\n"),
-            Stmt::Atomic(op) => {
-                let _ = writeln!(out, "_ = {};", self.expr(op));
-            }
-        }
-    }
-
-    fn expr(&self, expr: &Expr) -> String {
-        match &expr.kind {
-            ExprKind::F32(value) => format!("gw_f({}, gw_z)", float_literal(*value)),
-            ExprKind::U32(value) => format!("{value}u"),
-            // Negative literals by their bits: WGSL reads `-2147483648i` as the negation of a
-            // literal out of range.
-            ExprKind::I32(value) if *value < 0 => format!("bitcast<i32>({}u)", *value as u32),
-            ExprKind::I32(value) => format!("{value}i"),
-            ExprKind::Bool(value) => value.to_string(),
-            ExprKind::Local(id) => self.kernel.locals[*id].name.clone(),
-            ExprKind::Scalar(j) => format!("scalars.{}", self.kernel.scalars[*j].name),
-            ExprKind::Load(b, index) => {
-                format!(
-                    "gw_load_{}({})",
-                    self.kernel.buffers[*b].name,
-                    self.expr(index)
-                )
-            }
-            ExprKind::Len(b) => format!("arrayLength(&{})", self.kernel.buffers[*b].name),
-            ExprKind::SharedLoad(s, index) => {
-                format!(
-                    "gw_load_{}({})",
-                    self.kernel.shared[*s].name,
-                    self.expr(index)
-                )
-            }
-            ExprKind::Builtin(builtin) => {
-                let units = self.kernel.units();
-                match builtin {
-                    Builtin::Unit => "gw_unit".to_string(),
-                    Builtin::UnitX => "gw_unit_id.x".to_string(),
-                    Builtin::UnitY => "gw_unit_id.y".to_string(),
-                    Builtin::UnitZ => "gw_unit_id.z".to_string(),
-                    Builtin::Cube => "gw_cube".to_string(),
-                    Builtin::CubeX => "gw_cube_id.x".to_string(),
-                    Builtin::CubeY => "gw_cube_id.y".to_string(),
-                    Builtin::CubeZ => "gw_cube_id.z".to_string(),
-                    Builtin::CubeCountX => "gw_count.x".to_string(),
-                    Builtin::CubeCountY => "gw_count.y".to_string(),
-                    Builtin::CubeCountZ => "gw_count.z".to_string(),
-                    Builtin::UnitsPerCube => format!("{units}u"),
-                    Builtin::GlobalIndex => format!("(gw_cube * {units}u + gw_unit)"),
-                }
-            }
-            ExprKind::Unary(op, operand) => {
-                let mut inner = self.expr(operand);
-                if operand.ty == Ty::I32 && constant(operand) {
-                    // naga refuses a constant negation that overflows (`-(-2147483648)`).
-                    inner = opaque(&inner, operand.ty);
-                }
-                match (op, operand.ty) {
-                    // Wrapping, by its bits.
-                    (UnOp::Neg, Ty::I32) => format!("bitcast<i32>(0u - bitcast<u32>({inner}))"),
-                    // The sign bit flipped, as Rust's `-x`, whatever the compiler makes of `-x`.
-                    (UnOp::Neg, _) => format!("bitcast<f32>(bitcast<u32>({inner}) ^ 0x80000000u)"),
-                    (UnOp::Not, Ty::U32 | Ty::I32) => format!("(~{inner})"),
-                    (UnOp::Not, _) => format!("(!{inner})"),
-                }
-            }
-            ExprKind::Binary(op, left, right) => {
-                let (mut a, b) = (self.expr(left), self.expr(right));
-                if constant(left) && constant(right) {
-                    // naga evaluates an operation of constants when it builds the module, and
-                    // refuses one that overflows (`1638524333u << 2u`).
-                    a = opaque(&a, left.ty);
-                }
-                match (op, left.ty) {
-                    (BinOp::Div, Ty::U32) => format!("gw_div({a}, {b})"),
-                    (BinOp::Rem, Ty::U32) => format!("gw_rem({a}, {b})"),
-                    (BinOp::Div, Ty::I32) => format!("gw_div_i32({a}, {b})"),
-                    (BinOp::Rem, Ty::I32) => format!("gw_rem_i32({a}, {b})"),
-                    // i32 `+ - *` and `<<` by their bits: WGSL's wrap too, but the bits leave no
-                    // driver a signed overflow to reason about.
-                    (BinOp::Add | BinOp::Sub | BinOp::Mul, Ty::I32) => format!(
-                        "bitcast<i32>(bitcast<u32>({a}) {} bitcast<u32>({b}))",
-                        op.symbol()
-                    ),
-                    (BinOp::Shl, Ty::I32) => {
-                        format!("bitcast<i32>(bitcast<u32>({a}) << ({b} & 31u))")
-                    }
-                    (BinOp::Shl, _) => format!("({a} << ({b} & 31u))"),
-                    (BinOp::Shr, _) => format!("({a} >> ({b} & 31u))"),
-                    // A product the compiler cannot fuse with an add that uses it: SPIR-V from
-                    // WGSL carries no `NoContraction`, and NVIDIA's Vulkan driver contracted
-                    // `a * x + b` into one rounding.
-                    (BinOp::Mul, Ty::F32) => format!("gw_f({a} * {b}, gw_z)"),
-                    // Correctly rounded from integer operations (WGSL allows `/` 2.5 ULP).
-                    (BinOp::Div, Ty::F32) => format!("gw_exact_div({a}, {b})"),
-                    (BinOp::Eq, Ty::F32) => format!("gw_feq({a}, {b})"),
-                    (BinOp::Ne, Ty::F32) => format!("gw_fne({a}, {b})"),
-                    (BinOp::Lt, Ty::F32) => format!("gw_flt({a}, {b})"),
-                    (BinOp::Le, Ty::F32) => format!("gw_fle({a}, {b})"),
-                    (BinOp::Gt, Ty::F32) => format!("gw_fgt({a}, {b})"),
-                    (BinOp::Ge, Ty::F32) => format!("gw_fge({a}, {b})"),
-                    _ => format!("({a} {} {b})", op.symbol()),
-                }
-            }
-            ExprKind::Cast(value) => {
-                let inner = self.expr(value);
-                match (value.ty, expr.ty) {
-                    (_, Ty::F32) => format!("f32({inner})"),
-                    (Ty::F32, Ty::I32) => format!("gw_to_i32({inner})"),
-                    (Ty::F32, _) => format!("gw_to_u32({inner})"),
-                    (Ty::Bool, Ty::I32) => format!("select(0i, 1i, {inner})"),
-                    (Ty::Bool, _) => format!("select(0u, 1u, {inner})"),
-                    (_, Ty::I32) => format!("bitcast<i32>({inner})"),
-                    _ => format!("bitcast<u32>({inner})"),
-                }
-            }
-            ExprKind::Call(func, args) => {
-                let mut a: Vec<String> = args.iter().map(|arg| self.expr(arg)).collect();
-                if args.iter().all(constant) {
-                    a[0] = opaque(&a[0], args[0].ty);
-                }
-                let ty = args.first().map(|arg| arg.ty);
-                let call = |name: &str| format!("{name}({})", a.join(", "));
-                match func {
-                    Func::Abs => format!("bitcast<f32>(bitcast<u32>({}) & 0x7fffffffu)", a[0]),
-                    Func::Min if ty == Some(Ty::F32) => call("gw_min"),
-                    Func::Max if ty == Some(Ty::F32) => call("gw_max"),
-                    Func::Min => call("min"),
-                    Func::Max => call("max"),
-                    Func::Floor => call("floor"),
-                    Func::Ceil => call("ceil"),
-                    Func::Trunc => call("trunc"),
-                    Func::Sqrt => call("gw_exact_sqrt"),
-                    Func::Fma => call("fma"),
-                    Func::ToBits => format!("bitcast<u32>({})", a[0]),
-                    Func::FromBits => format!("bitcast<f32>({})", a[0]),
-                    // Deterministic versions (`exact_math::wgsl_transcendentals`), not WGSL's.
-                    Func::Exp => format!("gw_exp({}, gw_z)", a[0]),
-                    Func::Ln => format!("gw_ln({}, gw_z)", a[0]),
-                    Func::Sin => format!("gw_sin({}, gw_z)", a[0]),
-                    Func::Cos => format!("gw_cos({}, gw_z)", a[0]),
-                    Func::Tanh => format!("gw_tanh({}, gw_z)", a[0]),
-                    Func::Powf => format!("gw_powf({}, gw_z)", a.join(", ")),
-                    Func::Native(native) => call(match native {
-                        NativeFunc::Sqrt => "sqrt",
-                        NativeFunc::Exp => "exp",
-                        NativeFunc::Ln => "log",
-                        NativeFunc::Sin => "sin",
-                        NativeFunc::Cos => "cos",
-                        NativeFunc::Tanh => "tanh",
-                        NativeFunc::Powf => "pow",
-                    }),
-                }
-            }
-            ExprKind::Select(cond, then, els) => format!(
-                "select({}, {}, {})",
-                self.expr(els),
-                self.expr(then),
-                self.expr(cond)
-            ),
-            ExprKind::Atomic(op, b, args) => {
-                let name = AtomicOp::ALL
-                    .iter()
-                    .find(|(_, each)| each == op)
-                    .map_or("atomic_load", |(name, _)| name);
-                let args: Vec<String> = args.iter().map(|arg| self.expr(arg)).collect();
-                format!(
-                    "gw_{name}_{}({})",
-                    self.kernel.buffers[*b].name,
-                    args.join(", ")
-                )
-            }
-        }
-    }
-}
+    },
+    scalar: "scalars.{name}",
+    load: "gw_load_{name}({index})",
+    shared_load: "gw_load_{name}({index})",
+    len: "arrayLength(&{name})",
+    builtin: |builtin| match builtin {
+        Builtin::Unit => "gw_unit",
+        Builtin::UnitX => "gw_unit_id.x",
+        Builtin::UnitY => "gw_unit_id.y",
+        Builtin::UnitZ => "gw_unit_id.z",
+        Builtin::Cube => "gw_cube",
+        Builtin::CubeX => "gw_cube_id.x",
+        Builtin::CubeY => "gw_cube_id.y",
+        Builtin::CubeZ => "gw_cube_id.z",
+        Builtin::CubeCountX => "gw_count.x",
+        Builtin::CubeCountY => "gw_count.y",
+        Builtin::CubeCountZ => "gw_count.z",
+        Builtin::UnitsPerCube => "{units}",
+        Builtin::GlobalIndex => "(gw_cube * {units} + gw_unit)",
+    },
+    unary: &[
+        // Wrapping, by its bits.
+        (
+            UnOp::Neg,
+            Some(Ty::I32),
+            "bitcast<i32>(0u - bitcast<u32>({a}))",
+        ),
+        // The sign bit flipped, as Rust's `-x`, whatever the compiler makes of `-x`.
+        (
+            UnOp::Neg,
+            None,
+            "bitcast<f32>(bitcast<u32>({a}) ^ 0x80000000u)",
+        ),
+        (UnOp::Not, Some(Ty::U32), "(~{a})"),
+        (UnOp::Not, Some(Ty::I32), "(~{a})"),
+        (UnOp::Not, None, "(!{a})"),
+    ],
+    binary: &[
+        (BinOp::Div, Some(Ty::U32), "gw_div({a}, {b})"),
+        (BinOp::Rem, Some(Ty::U32), "gw_rem({a}, {b})"),
+        (BinOp::Div, Some(Ty::I32), "gw_div_i32({a}, {b})"),
+        (BinOp::Rem, Some(Ty::I32), "gw_rem_i32({a}, {b})"),
+        // i32 `+ - *` and `<<` by their bits: WGSL's wrap too, but the bits leave no driver a
+        // signed overflow to reason about.
+        (
+            BinOp::Add,
+            Some(Ty::I32),
+            "bitcast<i32>(bitcast<u32>({a}) {op} bitcast<u32>({b}))",
+        ),
+        (
+            BinOp::Sub,
+            Some(Ty::I32),
+            "bitcast<i32>(bitcast<u32>({a}) {op} bitcast<u32>({b}))",
+        ),
+        (
+            BinOp::Mul,
+            Some(Ty::I32),
+            "bitcast<i32>(bitcast<u32>({a}) {op} bitcast<u32>({b}))",
+        ),
+        (
+            BinOp::Shl,
+            Some(Ty::I32),
+            "bitcast<i32>(bitcast<u32>({a}) << ({b} & 31u))",
+        ),
+        (BinOp::Shl, None, "({a} << ({b} & 31u))"),
+        (BinOp::Shr, None, "({a} >> ({b} & 31u))"),
+        // A product the compiler cannot fuse with an add that uses it: SPIR-V from WGSL
+        // carries no `NoContraction`, and NVIDIA's Vulkan driver contracted `a * x + b` into
+        // one rounding.
+        (BinOp::Mul, Some(Ty::F32), "gw_f({a} * {b}, gw_z)"),
+        // Correctly rounded from integer operations (WGSL allows `/` 2.5 ULP).
+        (BinOp::Div, Some(Ty::F32), "gw_exact_div({a}, {b})"),
+        (BinOp::Eq, Some(Ty::F32), "gw_feq({a}, {b})"),
+        (BinOp::Ne, Some(Ty::F32), "gw_fne({a}, {b})"),
+        (BinOp::Lt, Some(Ty::F32), "gw_flt({a}, {b})"),
+        (BinOp::Le, Some(Ty::F32), "gw_fle({a}, {b})"),
+        (BinOp::Gt, Some(Ty::F32), "gw_fgt({a}, {b})"),
+        (BinOp::Ge, Some(Ty::F32), "gw_fge({a}, {b})"),
+    ],
+    cast: &[
+        (None, Ty::F32, "f32({a})"),
+        (Some(Ty::F32), Ty::I32, "gw_to_i32({a})"),
+        (Some(Ty::F32), Ty::U32, "gw_to_u32({a})"),
+        (Some(Ty::Bool), Ty::I32, "select(0i, 1i, {a})"),
+        (Some(Ty::Bool), Ty::U32, "select(0u, 1u, {a})"),
+        (None, Ty::I32, "bitcast<i32>({a})"),
+        (None, Ty::U32, "bitcast<u32>({a})"),
+    ],
+    call: &[
+        (
+            Func::Abs,
+            None,
+            "bitcast<f32>(bitcast<u32>({0}) & 0x7fffffffu)",
+        ),
+        (Func::Min, Some(Ty::F32), "gw_min({args})"),
+        (Func::Max, Some(Ty::F32), "gw_max({args})"),
+        (Func::Min, None, "min({args})"),
+        (Func::Max, None, "max({args})"),
+        (Func::Floor, None, "floor({args})"),
+        (Func::Ceil, None, "ceil({args})"),
+        (Func::Trunc, None, "trunc({args})"),
+        (Func::Sqrt, None, "gw_exact_sqrt({args})"),
+        (Func::Flush, None, "gw_ftz({0}, gw_z)"),
+        (Func::Fma, None, "fma({args})"),
+        (Func::ToBits, None, "bitcast<u32>({0})"),
+        (Func::FromBits, None, "bitcast<f32>({0})"),
+        // Deterministic versions (`exact_math::wgsl_transcendentals`), not WGSL's.
+        (Func::Exp, None, "gw_exp({0}, gw_z)"),
+        (Func::Ln, None, "gw_ln({0}, gw_z)"),
+        (Func::Sin, None, "gw_sin({0}, gw_z)"),
+        (Func::Cos, None, "gw_cos({0}, gw_z)"),
+        (Func::Tanh, None, "gw_tanh({0}, gw_z)"),
+        (Func::Powf, None, "gw_powf({args}, gw_z)"),
+    ],
+    native: |native| match native {
+        NativeFunc::Sqrt => "sqrt",
+        NativeFunc::Exp => "exp",
+        NativeFunc::Ln => "log",
+        NativeFunc::Sin => "sin",
+        NativeFunc::Cos => "cos",
+        NativeFunc::Tanh => "tanh",
+        NativeFunc::Powf => "pow",
+    },
+    select: "select({els}, {then}, {cond})",
+    // The checked helpers `atomic_helpers` writes per buffer.
+    atomic: |_| "gw_{op}_{name}({args})",
+    atomic_bounds: "{value}",
+    // naga evaluates an operation of constants when it builds the module, and refuses one
+    // that overflows (`1638524333u << 2u`, `-(-2147483648)`).
+    opaque: Some(opaque),
+};
 
 #[cfg(test)]
 mod tests {

@@ -15,10 +15,24 @@
 //! tests NaN by its bits, since WGSL lets a compiler assume no NaN reaches a comparison. On wgpu,
 //! infinities, NaN and the sign of zero are the device's where its compiler simplifies
 //! (lavapipe turns `x - x` into 0 for an infinite `x`): WGSL lets it assume none occur, and
-//! gives no way to mark arithmetic exact; subnormal values may be flushed to zero (NVIDIA's
-//! Vulkan driver does). Products pass through the same opaque zero as literals, so that no
+//! gives no way to mark arithmetic exact. Subnormals are flushed everywhere ([`ftz_f32`]:
+//! NVIDIA's Vulkan driver flushes them and cannot be told not to, so every backend does). Products pass through the same opaque zero as literals, so that no
 //! driver fuses them with an add (NVIDIA's contracted `a * x + b`). Literals reach WGSL through an opaque zero, so that
 //! constants are neither folded nor reassociated (`(x + 0.1) + 1.0` is not `x + 1.1`).
+
+/// A subnormal `x` flushed to a zero of its sign; any other `x` unchanged. The generated code
+/// applies it to the operands and results of every float operation (`+ - * /`, comparisons,
+/// `min`, `max`, `floor`, `ceil`, `trunc`, `sqrt`, `mul_add`), so that every backend computes
+/// what NVIDIA's Vulkan driver, which flushes subnormals and cannot be told not to, computes.
+#[inline]
+pub fn ftz_f32(x: f32) -> f32 {
+    let bits = x.to_bits();
+    if bits & 0x7f80_0000 == 0 {
+        f32::from_bits(bits & 0x8000_0000)
+    } else {
+        x
+    }
+}
 
 /// `a / b` of u32; division by zero gives 0 (it panics in Rust, is undefined in C, and gives
 /// `a` in WGSL).

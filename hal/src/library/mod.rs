@@ -135,15 +135,31 @@ fn stencil_cpu(cube: &CubeContext, io: &KernelIo<'_>) {
             let value = if border {
                 u
             } else {
-                let sum = grid.load_f32(i - 1)
-                    + grid.load_f32(i + 1)
-                    + grid.load_f32(i - width)
-                    + grid.load_f32(i + width);
-                u + alpha * (sum - 4.0 * u)
+                stencil_value(
+                    u,
+                    [
+                        grid.load_f32(i - 1),
+                        grid.load_f32(i + 1),
+                        grid.load_f32(i - width),
+                        grid.load_f32(i + width),
+                    ],
+                    alpha,
+                )
             };
             out.store_f32(i, value);
         }
     }
+}
+
+/// One inner element of a stencil step, as the generated code computes it: `u + alpha * (sum -
+/// 4u)` with the neighbours summed west, east, north, south, each operation's subnormal
+/// operands and results flushed (`ops::ftz_f32`, the subset's rule).
+#[inline]
+fn stencil_value(u: f32, [west, east, north, south]: [f32; 4], alpha: f32) -> f32 {
+    use crate::kernel::ops::ftz_f32 as ftz;
+    let sum = ftz(ftz(ftz(ftz(west) + ftz(east)) + ftz(north)) + ftz(south));
+    let u = ftz(u);
+    ftz(u + ftz(ftz(alpha) * ftz(sum - ftz(4.0 * u))))
 }
 
 /// Columns `xs` of row `y` (not a border row) of a stencil step, when both bindings hold all
@@ -181,8 +197,12 @@ fn stencil_row_in_bounds(
     let neighbours = here.windows(3).zip(above).zip(below);
     for (word, ((row, north), south)) in dst.iter().zip(neighbours) {
         let u = load(&row[1]);
-        let sum = load(&row[0]) + load(&row[2]) + load(north) + load(south);
-        word.store((u + alpha * (sum - 4.0 * u)).to_bits(), Ordering::Relaxed);
+        let value = stencil_value(
+            u,
+            [load(&row[0]), load(&row[2]), load(north), load(south)],
+            alpha,
+        );
+        word.store(value.to_bits(), Ordering::Relaxed);
     }
     if let Some(word) = east_border.first() {
         word.store(
@@ -318,7 +338,11 @@ mod tests {
             ] {
                 let run = |kernel: &KernelDef| {
                     let grid: Vec<AtomicU32> = (0..grid_len)
-                        .map(|i| AtomicU32::new(((i * 13 % 17) as f32 * 0.37 - 2.5).to_bits()))
+                        .map(|i| match i % 5 {
+                            // Subnormals of either sign: flushed alike by both.
+                            3 => AtomicU32::new((i as u32).wrapping_mul(977) & 0x807f_ffff),
+                            _ => AtomicU32::new(((i * 13 % 17) as f32 * 0.37 - 2.5).to_bits()),
+                        })
                         .collect();
                     let out: Vec<AtomicU32> = (0..out_len).map(|_| AtomicU32::new(7)).collect();
                     let views = if aliased {
