@@ -20,7 +20,8 @@
 //!
 //! Each line gives the median per launch (or tick) of 7 rounds and, in brackets, the rounds'
 //! fastest and slowest. `cargo bench --bench kernels [--features wgpu,cuda]`; on the GPU machine
-//! run the built binary; `GPUWORLD_KERNELS_BENCH=ports,boids,math` picks parts (default all).
+//! run the built binary; `GPUWORLD_KERNELS_BENCH=ports,variants,boids,math` picks parts
+//! (default all).
 
 #[path = "common/boids_cuda.rs"]
 mod boids_cuda;
@@ -28,6 +29,8 @@ mod boids_cuda;
 mod hand;
 #[path = "common/math_kernels.rs"]
 mod math;
+#[path = "common/port_variants.rs"]
+mod variants;
 
 use boids_cuda::world::{Flock, Kernels};
 use gpuworld::kernel::{CpuSource, CudaSource, KernelDef, Param, Signature, WgslSource};
@@ -350,6 +353,40 @@ fn compare_integrate<B: Backend>(client: &ComputeClient<B>, n: u32) {
     compare(&what, client, [&integrate, &hand::INTEGRATE], 50, &shape);
 }
 
+/// The second versions of the ports over 1.1x (`common/port_variants.rs`) against the
+/// hand-written kernels.
+fn compare_variants<B: Backend>(client: &ComputeClient<B>) {
+    let n = 1 << 24;
+    compare_reduce(
+        client,
+        [&variants::reduce_sum_tree4_v2, &hand::REDUCE_SUM_TREE4],
+        n,
+        n.div_ceil(1024),
+        50,
+    );
+    compare_matmul(
+        client,
+        [&variants::matmul_naive_v2, &hand::MATMUL_NAIVE],
+        1024,
+        16,
+        10,
+    );
+    compare_matmul(
+        client,
+        [&variants::matmul_4x4_v2, &hand::MATMUL_4X4],
+        1024,
+        64,
+        10,
+    );
+    compare_matmul(
+        client,
+        [&variants::matmul_tiled16_v2, &hand::MATMUL_TILED16],
+        1024,
+        16,
+        10,
+    );
+}
+
 /// The ports on a GPU backend: reduce, matmul, the particle integrator.
 fn compare_ports<B: Backend>(client: &ComputeClient<B>) {
     use gpuworld::library::{matmul as mm, reduce as rd};
@@ -559,6 +596,9 @@ fn main() {
                 compare_stencils(&client, &HAND_STENCIL, 2048, 50);
                 compare_ports(&client);
             }
+            if part("variants") {
+                compare_variants(&client);
+            }
             if part("boids") {
                 compare_boids(&client, None, boids_count(), 20);
             }
@@ -575,6 +615,9 @@ fn main() {
             if part("ports") {
                 compare_stencils(&client, &HAND_STENCIL, 2048, 50);
                 compare_ports(&client);
+            }
+            if part("variants") {
+                compare_variants(&client);
             }
             if part("boids") {
                 compare_boids(&client, Some(&boids_cuda::KERNELS), boids_count(), 20);

@@ -27,7 +27,7 @@ const STATS_EVERY: u32 = 30;
 /// One explicit Euler step under gravity in the unit box, bouncing off its walls: one
 /// `#[gpuworld::kernel]` source, the same bits on every backend.
 #[gpuworld::kernel(id = "examples.particles.integrate", cube_dim = 256)]
-fn integrate(
+fn euler_step(
     px: &mut [f32],
     py: &mut [f32],
     vx: &mut [f32],
@@ -157,7 +157,7 @@ fn integrate<B: Backend>(gpu: Res<Gpu<B>>, particles: Res<Particles>) {
         .scalar_f32(1.0 / 60.0)
         .scalar_f32(0.5);
     if let Err(error) = gpu.launch(
-        &integrate,
+        &euler_step,
         CubeCount::covering(p.count as u64, CUBE),
         bindings,
     ) {
@@ -229,7 +229,7 @@ fn count_frames<B: Backend>(
 fn run<B: Backend>(client: ComputeClient<B>, options: &Options) -> AppExit {
     if options.warm_up {
         let start = Instant::now();
-        if let Err(error) = client.warm_up(&integrate) {
+        if let Err(error) = client.warm_up(&euler_step) {
             eprintln!(
                 "the integration kernel does not compile on {}: {error}",
                 B::NAME

@@ -8,6 +8,7 @@ mod faults;
 mod flags;
 mod graphs;
 mod launch;
+mod library;
 mod loader;
 mod mapping;
 mod nccl;
@@ -451,6 +452,10 @@ impl Backend for CudaBackend {
 
     const NAME: &'static str = "cuda";
     type Source = CudaSource;
+
+    fn library_source(kernel: &KernelDef) -> Option<&'static CudaSource> {
+        gpuworld_systems::library::source_in(&library::LIBRARY, kernel)
+    }
 
     fn generated_text(kernel: &KernelDef) -> Option<String> {
         cuda_c::cuda_text(kernel).map(|text| format!("{}\n{text}", cuda_c::PRELUDE))

@@ -5,7 +5,6 @@ mod bind_groups;
 mod copies;
 mod faults;
 mod launch;
-#[cfg(test)]
 mod library;
 mod marks;
 mod pipelines;
@@ -423,6 +422,10 @@ impl WgpuBackend {
 impl Backend for WgpuBackend {
     const NAME: &'static str = "wgpu";
     type Source = WgslSource;
+
+    fn library_source(kernel: &KernelDef) -> Option<&'static WgslSource> {
+        gpuworld_systems::library::source_in(&library::LIBRARY, kernel)
+    }
 
     fn generated_text(kernel: &KernelDef) -> Option<String> {
         wgsl::wgsl_text(kernel)

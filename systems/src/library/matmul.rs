@@ -4,15 +4,25 @@
 //! or one per unit with 16×16 tiles of `a` and `b` staged in workgroup memory. Elements outside
 //! the matrices read as zero and are never written.
 //!
-//! Each variant is one `#[kernel]` source (WGSL and CUDA C generated; until 2026-12-06 they were
-//! hand-written, and `benches/kernels.rs` keeps that WGSL and CUDA C to compare times). Every
-//! unit adds its products `acc + a * b` in `k` order, two roundings each (never fused), so every
-//! variant gives the same bits on every backend. The CPU source stays hand-written
-//! ([`matmul_cpu`]'s block walk checks a row of `a` and a column of `b` once instead of at every
-//! load): it adds the same products in the same order
-//! (`every_variant_sums_in_order_and_reads_zero_past_a_short_binding` checks both).
+//! Every unit adds its products `acc + a * b` in `k` order, two roundings each. The CPU sources
+//! are hand-written ([`matmul_cpu`]'s block walk checks a row of `a` and a column of `b` once
+//! instead of at every load) and add the same products in the same order
+//! (`every_variant_sums_in_order_and_reads_zero_past_a_short_binding`). The GPU sources are the
+//! `#[kernel]`'s where its code is within 1.1x of the hand-written time (`benches/kernels.rs`,
+//! H100 and H200 hosts, 2026-12-06; `docs/benchmarks.md`), else hand-written, in the backend
+//! (`Backend::library_source`, `backends/{wgpu,cuda}/src/library/`):
+//! - [`MATMUL_NAIVE`]: generated everywhere (CUDA 0.85x, NVIDIA Vulkan 1.09x the hand-written).
+//! - [`MATMUL_4X4`]: generated WGSL (0.05x the hand-written WGSL's time, whose accumulator array
+//!   the driver kept in memory), hand-written CUDA C (the generated took 1.51–1.57x: its 32-bit
+//!   indices cost an address computation per load where the hand-written's 64-bit ones fold
+//!   into offsets).
+//! - [`MATMUL_TILED16`]: hand-written WGSL and CUDA C (the generated took 1.22–1.27x on NVIDIA
+//!   Vulkan and 1.32–1.48x on CUDA, the bounds checks of its shared-memory loads and its
+//!   unfused products in the inner loop).
+//!   Its hand-written WGSL may be contracted into fused multiply-adds by a driver, so on wgpu it
+//!   need not give the CPU's bits.
 
-use crate::kernel::{BufferIo, CubeContext, KernelIo};
+use crate::kernel::{BufferIo, CpuSource, CubeContext, KernelDef, KernelIo, Param, Signature};
 use std::sync::atomic::{AtomicU32, Ordering};
 
 /// Units per cube side of every matmul variant.
@@ -87,20 +97,25 @@ mod generated {
         let row = cube_y() * 16 + unit_y();
         let col = cube_x() * 16 + unit_x();
         if row < m && col < n {
+            // The indices stepped, not multiplied (`row * k + kk`, `kk * n + col`).
             let mut acc = 0.0;
-            for kk in 0..k {
-                acc += a[row * k + kk] * b[kk * n + col];
+            let mut ia = row * k;
+            let mut ib = col;
+            for _kk in 0..k {
+                acc += a[ia] * b[ib];
+                ia += 1;
+                ib += n;
             }
             c[row * n + col] = acc;
         }
     }
 
-    /// A 4×4 block of outputs per unit; launch `covering_2d(n, m, 64)` cubes. Unit `(x, y)` owns
+    /// [`super::MATMUL_4X4`]'s source, whose CPU source and WGSL it lists: unit `(x, y)` owns
     /// rows `y, y+16, y+32, y+48` and the same columns of its cube's 64×64 block, so neighbouring
     /// units read neighbouring addresses; `acc_r` holds row `r`'s four outputs.
     #[kernel(
         crate = crate,
-        id = "gpuworld.matmul_4x4",
+        id = "gpuworld.matmul_4x4.generated",
         cube_dim = [16, 16, 1],
         cpu = super::matmul_4x4_cpu
     )]
@@ -178,49 +193,42 @@ mod generated {
             }
         }
     }
-
-    /// One output per unit, `a` and `b` staged through 16×16 tiles in shared memory; launch
-    /// `covering_2d(n, m, 16)` cubes.
-    #[kernel(
-        crate = crate,
-        id = "gpuworld.matmul_tiled16",
-        cube_dim = [16, 16, 1],
-        cpu = super::matmul_cpu
-    )]
-    pub fn matmul_tiled16(a: &[f32], b: &[f32], c: &mut [f32], m: u32, n: u32, k: u32) {
-        let tile_a = shared::<f32, 256>();
-        let tile_b = shared::<f32, 256>();
-        let row = cube_y() * 16 + unit_y();
-        let col = cube_x() * 16 + unit_x();
-        let tiles = (k + 15) / 16;
-        let mut acc = 0.0;
-        for t in 0..tiles {
-            let ka = t * 16 + unit_x();
-            let kb = t * 16 + unit_y();
-            tile_a[unit_y() * 16 + unit_x()] = if row < m && ka < k {
-                a[row * k + ka]
-            } else {
-                0.0
-            };
-            tile_b[unit_y() * 16 + unit_x()] = if kb < k && col < n {
-                b[kb * n + col]
-            } else {
-                0.0
-            };
-            sync_cube();
-            for kk in 0..16 {
-                acc += tile_a[unit_y() * 16 + kk] * tile_b[kk * 16 + unit_x()];
-            }
-            sync_cube();
-        }
-        if row < m && col < n {
-            c[row * n + col] = acc;
-        }
-    }
 }
 
-pub use generated::{
-    matmul_4x4 as MATMUL_4X4, matmul_naive as MATMUL_NAIVE, matmul_tiled16 as MATMUL_TILED16,
+pub use generated::matmul_naive as MATMUL_NAIVE;
+
+/// A 4×4 block of outputs per unit; launch `covering_2d(n, m, 64)` cubes. Its CPU source and
+/// WGSL are the `#[kernel]`'s, its CUDA C hand-written (the cuda backend's library).
+pub static MATMUL_4X4: KernelDef = KernelDef {
+    id: "gpuworld.matmul_4x4",
+    name: "matmul_4x4",
+    signature: SIGNATURE,
+    // The macro lists its CPU source, WGSL and CUDA C in this order
+    // (`the_4x4_lists_the_generated_cpu_source_and_wgsl_and_no_cuda` checks it).
+    sources: &[
+        generated::matmul_4x4.sources[0],
+        generated::matmul_4x4.sources[1],
+    ],
+};
+
+/// One output per unit, `a` and `b` staged through 16×16 tiles in workgroup memory; launch
+/// `covering_2d(n, m, 16)` cubes. Its WGSL and CUDA C are hand-written (the backends' library).
+pub static MATMUL_TILED16: KernelDef = KernelDef {
+    id: "gpuworld.matmul_tiled16",
+    name: "matmul_tiled16",
+    signature: SIGNATURE,
+    sources: &[&CpuSource(matmul_cpu)],
+};
+
+/// What every variant binds: `a`, `b`, `c` and the dimensions.
+const SIGNATURE: Signature = Signature {
+    buffers: &[
+        Param::f32("a").read_only(),
+        Param::f32("b").read_only(),
+        Param::f32("c"),
+    ],
+    scalars: &[Param::u32("m"), Param::u32("n"), Param::u32("k")],
+    cube_dim: [MATMUL_CUBE, MATMUL_CUBE, 1],
 };
 
 #[cfg(test)]
@@ -267,5 +275,23 @@ mod tests {
                 assert_eq!(got, expected, "{} with {a_len} and {b_len}", variant.name);
             }
         }
+    }
+
+    #[test]
+    fn the_4x4_lists_the_generated_cpu_source_and_wgsl_and_no_cuda() {
+        use crate::kernel::{CudaSource, WgslSource};
+        let generated = &generated::matmul_4x4;
+        assert!(std::ptr::eq(
+            MATMUL_4X4.source::<CpuSource>().expect("a CPU source"),
+            generated
+                .source::<CpuSource>()
+                .expect("a generated CPU source")
+        ));
+        assert!(std::ptr::eq(
+            MATMUL_4X4.source::<WgslSource>().expect("WGSL"),
+            generated.source::<WgslSource>().expect("generated WGSL")
+        ));
+        assert!(MATMUL_4X4.source::<CudaSource>().is_none());
+        assert_eq!(MATMUL_4X4.signature, generated.signature);
     }
 }

@@ -1,12 +1,48 @@
-//! The kernel library (`gpuworld_systems::library`) as this backend compiles it: every kernel is
-//! a `#[kernel]` source whose WGSL the macro generates (the hand-written WGSL the backend once
-//! supplied through `Backend::library_source` is gone; `benches/kernels.rs` keeps it to compare
-//! times).
+//! The WGSL of the library kernels that stay hand-written (`gpuworld_systems::library`), which the
+//! backend supplies through `Backend::library_source`: each kernel's entry point and helpers; the
+//! bindings are declared from the kernel's signature. Every kernel checks its indices in both
+//! execution modes (loads out of bounds read 0, stores out of bounds are dropped). Every other
+//! library kernel is a `#[kernel]` source whose WGSL the macro generates.
+
+mod matmul;
+
+use crate::wgsl::WgslSource;
+use gpuworld_systems::kernel::KernelDef;
+#[cfg(test)]
+use gpuworld_systems::library as lib;
+use gpuworld_systems::library::matmul as mm;
+
+/// The start of a 2-D kernel's entry point: 16×16 units per cube, `cube` and `unit` its ids.
+macro_rules! tile_main {
+    () => {
+        "@compute @workgroup_size(16, 16, 1)
+fn main(
+    @builtin(workgroup_id) cube: vec3<u32>,
+    @builtin(local_invocation_id) unit: vec3<u32>,
+) {
+"
+    };
+}
+pub(crate) use tile_main;
+
+/// The hand-written library kernels and their WGSL.
+pub(crate) static LIBRARY: [(&KernelDef, WgslSource); 1] = [(&mm::MATMUL_TILED16, matmul::TILED16)];
 
 #[cfg(test)]
 mod tests {
+    use super::*;
     use crate::wgsl::{check_source, wgsl_text};
-    use gpuworld_systems::library as lib;
+
+    #[test]
+    fn the_wgsl_table_holds_only_kernels_of_library_all() {
+        for (kernel, _) in &LIBRARY {
+            assert!(
+                lib::ALL.iter().any(|k| std::ptr::eq(*k, *kernel)),
+                "{}",
+                kernel.id
+            );
+        }
+    }
 
     #[test]
     fn every_library_kernel_has_wgsl_that_parses_with_its_cube_dim() {

@@ -1,0 +1,16 @@
+//! The CUDA C of the library kernels that stay hand-written (`gpuworld_systems::library`), which
+//! the backend supplies through `Backend::library_source`; parameters come from each kernel's
+//! signature (`GW_PARAMS`, convention in `cuda_c`). Every other library kernel is a `#[kernel]`
+//! source whose CUDA C the macro generates.
+
+mod matmul;
+
+use crate::cuda_c::CudaSource;
+use gpuworld_systems::kernel::KernelDef;
+use gpuworld_systems::library::matmul as mm;
+
+/// The hand-written library kernels and their CUDA C.
+pub(crate) static LIBRARY: [(&KernelDef, CudaSource); 2] = [
+    (&mm::MATMUL_4X4, matmul::FOUR_BY_FOUR),
+    (&mm::MATMUL_TILED16, matmul::TILED16),
+];
