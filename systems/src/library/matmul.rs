@@ -281,16 +281,11 @@ mod tests {
     fn the_4x4_lists_the_generated_cpu_source_and_wgsl_and_no_cuda() {
         use crate::kernel::{CudaSource, WgslSource};
         let generated = &generated::matmul_4x4;
-        assert!(std::ptr::eq(
-            MATMUL_4X4.source::<CpuSource>().expect("a CPU source"),
-            generated
-                .source::<CpuSource>()
-                .expect("a generated CPU source")
-        ));
-        assert!(std::ptr::eq(
-            MATMUL_4X4.source::<WgslSource>().expect("WGSL"),
-            generated.source::<WgslSource>().expect("generated WGSL")
-        ));
+        // Its CPU source's sums: `every_variant_sums_in_order_and_reads_zero_past_a_short_binding`.
+        assert!(MATMUL_4X4.source::<CpuSource>().is_some());
+        let text = |kernel: &KernelDef| kernel.source::<WgslSource>().map(|source| source.0);
+        assert_eq!(text(&MATMUL_4X4), text(generated));
+        assert!(text(generated).is_some());
         assert!(MATMUL_4X4.source::<CudaSource>().is_none());
         assert_eq!(MATMUL_4X4.signature, generated.signature);
     }
