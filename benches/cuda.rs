@@ -42,7 +42,8 @@ const SPINS_PER_STREAM: u64 = 50;
 const SPIN_CYCLES: u32 = 100_000;
 
 /// One block of 32 threads spinning for `cycles` cycles: a kernel that leaves most of the GPU
-/// idle.
+/// idle. Hand-written CUDA C because it reads the device clock (`clock64()`), which the kernel
+/// subset has no built-in for.
 static SPIN: KernelDef = KernelDef {
     id: "bench.cuda.spin",
     name: "spin",

@@ -598,7 +598,9 @@ mod group {
 criterion_main!(group::benches);
 
 /// The raw side on wgpu: the same step as one compute pass of `k` dispatches of a hand-written
-/// `x += ones` (one pipeline, one bind group), submitted and waited for.
+/// `x += ones` (one pipeline, one bind group), submitted and waited for. Its WGSL stays
+/// hand-written: it is the baseline of wgpu without gpuworld, so nothing of gpuworld's (the
+/// macro's text included) may be in it.
 #[cfg(feature = "wgpu")]
 mod raw_wgpu_step {
     use super::{FLOATS, kernels};

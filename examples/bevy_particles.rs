@@ -1,6 +1,6 @@
 //! Particles in a headless Bevy app: `GpuworldPlugin` ticks the runtime once a frame, a `Submit`
-//! system integrates every particle on the device each frame with a kernel defined here (CPU,
-//! WGSL and CUDA sources), and a repeating `Readback` brings positions and velocities back every
+//! system integrates every particle on the device each frame with a `#[gpuworld::kernel]` defined
+//! here (one Rust source for every backend), and a repeating `Readback` brings positions and velocities back every
 //! 30 frames for a log line of statistics. The frame count is bounded, so CI runs it.
 //!
 //! ```sh
@@ -15,10 +15,7 @@
 use bevy_app::{App, AppExit, Last, PostUpdate, ScheduleRunnerPlugin, Startup, TaskPoolPlugin};
 use bevy_ecs::prelude::*;
 use gpuworld::bevy::{Gpu, GpuFrames, GpuworldPlugin, GpuworldSet, Readback, ReadbackComplete};
-use gpuworld::{
-    Backend, Bindings, ComputeClient, CpuSource, CubeCount, Driver, Handle, KernelDef, Param,
-    Signature,
-};
+use gpuworld::{Backend, Bindings, ComputeClient, CubeCount, Driver, Handle};
 use std::time::{Duration, Instant};
 
 /// Units per cube of the integration kernel.
@@ -27,84 +24,42 @@ const CUBE: u32 = 256;
 /// Frames between two statistics readbacks.
 const STATS_EVERY: u32 = 30;
 
-/// One explicit Euler step under gravity in the unit box, bouncing off its walls.
-static INTEGRATE: KernelDef = KernelDef {
-    id: "examples.particles.integrate",
-    name: "integrate",
-    signature: Signature {
-        buffers: &[
-            Param::f32("px"),
-            Param::f32("py"),
-            Param::f32("vx"),
-            Param::f32("vy"),
-        ],
-        scalars: &[Param::f32("dt"), Param::f32("gravity")],
-        cube_dim: [CUBE, 1, 1],
-    },
-    sources: &[
-        &CpuSource(|cube, io| {
-            let (dt, gravity) = (io.scalar_f32(0), io.scalar_f32(1));
-            for i in cube.units_1d(io.len32(0)) {
-                let vy = io.load_f32(3, i) - gravity * dt;
-                let (x, vx) = bounce(
-                    io.load_f32(0, i) + io.load_f32(2, i) * dt,
-                    io.load_f32(2, i),
-                );
-                let (y, vy) = bounce(io.load_f32(1, i) + vy * dt, vy);
-                io.store_f32(0, i, x);
-                io.store_f32(1, i, y);
-                io.store_f32(2, i, vx);
-                io.store_f32(3, i, vy);
-            }
-        }),
-        #[cfg(feature = "wgpu")]
-        &gpuworld::WgslSource(
-            "fn bounce(p: f32, v: f32) -> vec2<f32> {
-    if p < 0.0 { return vec2<f32>(-p, -v); }
-    if p > 1.0 { return vec2<f32>(2.0 - p, -v); }
-    return vec2<f32>(p, v);
-}
-@compute @workgroup_size(256)
-fn main(@builtin(global_invocation_id) id: vec3<u32>) {
-    let i = id.x;
-    if i >= arrayLength(&px) { return; }
-    let vy0 = vy[i] - scalars.gravity * scalars.dt;
-    let x = bounce(px[i] + vx[i] * scalars.dt, vx[i]);
-    let y = bounce(py[i] + vy0 * scalars.dt, vy0);
-    px[i] = x.x; vx[i] = x.y; py[i] = y.x; vy[i] = y.y;
-}",
-        ),
-        #[cfg(feature = "cuda")]
-        &gpuworld::CudaSource(
-            r#"
-__device__ void bounce(float* p, float* v) {
-    if (*p < 0.0f) { *p = -*p; *v = -*v; }
-    else if (*p > 1.0f) { *p = 2.0f - *p; *v = -*v; }
-}
-extern "C" __global__ void integrate(GW_PARAMS) {
-    GW_FOR_EACH_CUBE {
-        const unsigned long long i = GW_FIRST_UNIT_1D + GW_UNIT;
-        if (i < px_len) {
-            float x = px[i], y = py[i], u = vx[i], w = vy[i] - gravity * dt;
-            x += u * dt; y += w * dt;
-            bounce(&x, &u); bounce(&y, &w);
-            px[i] = x; py[i] = y; vx[i] = u; vy[i] = w;
+/// One explicit Euler step under gravity in the unit box, bouncing off its walls: one
+/// `#[gpuworld::kernel]` source, the same bits on every backend.
+#[gpuworld::kernel(id = "examples.particles.integrate", cube_dim = 256)]
+fn euler_step(
+    px: &mut [f32],
+    py: &mut [f32],
+    vx: &mut [f32],
+    vy: &mut [f32],
+    dt: f32,
+    gravity: f32,
+) {
+    let i = global_index();
+    if i < px.len() {
+        let mut u = vx[i];
+        let mut w = vy[i] - gravity * dt;
+        let mut x = px[i] + u * dt;
+        let mut y = py[i] + w * dt;
+        // Past a wall: folded back inside, the velocity reversed.
+        if x < 0.0 {
+            x = -x;
+            u = -u;
+        } else if x > 1.0 {
+            x = 2.0 - x;
+            u = -u;
         }
-    }
-}
-"#,
-        ),
-    ],
-};
-
-/// A position past a wall folded back inside, and its velocity reversed.
-fn bounce(p: f32, v: f32) -> (f32, f32) {
-    if p < 0.0 {
-        (-p, -v)
-    } else if p > 1.0 {
-        (2.0 - p, -v)
-    } else {
-        (p, v)
+        if y < 0.0 {
+            y = -y;
+            w = -w;
+        } else if y > 1.0 {
+            y = 2.0 - y;
+            w = -w;
+        }
+        px[i] = x;
+        py[i] = y;
+        vx[i] = u;
+        vy[i] = w;
     }
 }
 
@@ -202,7 +157,7 @@ fn integrate<B: Backend>(gpu: Res<Gpu<B>>, particles: Res<Particles>) {
         .scalar_f32(1.0 / 60.0)
         .scalar_f32(0.5);
     if let Err(error) = gpu.launch(
-        &INTEGRATE,
+        &euler_step,
         CubeCount::covering(p.count as u64, CUBE),
         bindings,
     ) {
@@ -274,7 +229,7 @@ fn count_frames<B: Backend>(
 fn run<B: Backend>(client: ComputeClient<B>, options: &Options) -> AppExit {
     if options.warm_up {
         let start = Instant::now();
-        if let Err(error) = client.warm_up(&INTEGRATE) {
+        if let Err(error) = client.warm_up(&euler_step) {
             eprintln!(
                 "the integration kernel does not compile on {}: {error}",
                 B::NAME

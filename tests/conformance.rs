@@ -38,6 +38,7 @@ backend_suite! {
         cases::reads_outlive_the_client,
         cases::large_uploads_arrive_whole_at_odd_sizes_and_offsets,
         cases::every_library_kernel_has_a_source_and_launches,
+        cases::the_reduce_variants_and_matmul_give_the_hosts_bits,
         memory::a_drop_and_allocate_loop_reserves_what_is_live,
         memory::a_ring_of_live_buffers_stops_growing,
     ];

@@ -22,7 +22,7 @@
 
 #![allow(dead_code)]
 
-use gpuworld::{Backend, Bindings, ComputeClient, CubeCount, Handle};
+use gpuworld::{Backend, Bindings, ComputeClient, CubeCount, Handle, KernelDef};
 
 pub use flock::Boid;
 
@@ -307,6 +307,33 @@ pub fn fnv1a(bytes: &[u8]) -> u64 {
     })
 }
 
+/// The kernels a tick launches, by role: the flock's own (`Kernels::FLOCK`), or another
+/// implementation of the same algorithm with the same signatures (`benches/kernels.rs` times a
+/// hand-written CUDA C one against them).
+#[derive(Clone, Copy, Debug)]
+pub struct Kernels {
+    pub clear: &'static KernelDef,
+    pub assign: &'static KernelDef,
+    pub scan_blocks: &'static KernelDef,
+    pub add_offsets: &'static KernelDef,
+    pub scatter: &'static KernelDef,
+    pub order: &'static KernelDef,
+    pub steer: &'static KernelDef,
+}
+
+impl Kernels {
+    /// The `#[gpuworld::kernel]`s of [`flock`].
+    pub const FLOCK: Kernels = Kernels {
+        clear: &flock::clear,
+        assign: &flock::assign,
+        scan_blocks: &flock::scan_blocks,
+        add_offsets: &flock::add_offsets,
+        scatter: &flock::scatter,
+        order: &flock::order,
+        steer: &flock::steer,
+    };
+}
+
 /// One level of the prefix sum: `size` inputs in `input`, their block-wise exclusive sums in
 /// `output`.
 struct Level {
@@ -392,17 +419,26 @@ impl Flock {
 
     /// Enqueues one tick: the grid, then the step.
     pub fn tick<B: Backend>(&mut self, client: &ComputeClient<B>) -> gpuworld::Result<()> {
+        self.tick_with(client, &Kernels::FLOCK)
+    }
+
+    /// Enqueues one tick with `kernels`.
+    pub fn tick_with<B: Backend>(
+        &mut self,
+        client: &ComputeClient<B>,
+        kernels: &Kernels,
+    ) -> gpuworld::Result<()> {
         let per_boid = CubeCount::covering(self.count as u64, flock::CUBE);
         let cells_total = self.side * self.side;
         let per_cell = CubeCount::covering(cells_total as u64, flock::CUBE);
         let boids = &self.boids[self.current];
         client.launch(
-            &flock::clear,
+            kernels.clear,
             per_cell,
             Bindings::new().buffer(&self.counts).buffer(&self.fill),
         )?;
         client.launch(
-            &flock::assign,
+            kernels.assign,
             per_boid,
             Bindings::new()
                 .buffer(boids)
@@ -417,7 +453,7 @@ impl Flock {
                 .get(k + 1)
                 .map_or(&self.total, |next| &next.input);
             client.launch(
-                &flock::scan_blocks,
+                kernels.scan_blocks,
                 CubeCount::covering(level.size as u64, flock::CUBE),
                 Bindings::new()
                     .buffer(&level.input)
@@ -429,7 +465,7 @@ impl Flock {
         for k in (0..self.levels.len().saturating_sub(1)).rev() {
             let level = &self.levels[k];
             client.launch(
-                &flock::add_offsets,
+                kernels.add_offsets,
                 CubeCount::covering(level.size as u64, flock::CUBE),
                 Bindings::new()
                     .buffer(&level.output)
@@ -438,7 +474,7 @@ impl Flock {
         }
         let starts = &self.levels[0].output;
         client.launch(
-            &flock::scatter,
+            kernels.scatter,
             per_boid,
             Bindings::new()
                 .buffer(&self.cells)
@@ -447,7 +483,7 @@ impl Flock {
                 .buffer(&self.unordered),
         )?;
         client.launch(
-            &flock::order,
+            kernels.order,
             per_boid,
             Bindings::new()
                 .buffer(&self.cells)
@@ -457,7 +493,7 @@ impl Flock {
                 .buffer(&self.sorted),
         )?;
         client.launch(
-            &flock::steer,
+            kernels.steer,
             per_boid,
             Bindings::new()
                 .buffer(boids)

@@ -556,3 +556,136 @@ pub fn every_library_kernel_has_a_source_and_launches<B: Backend>(client: Comput
             .unwrap_or_else(|error| panic!("running `{}`: {error}", kernel.id));
     }
 }
+
+/// The reduce variants and matmul tilings of `library` give the bits of their order of additions
+/// computed on the host: each unit's share summed in order, then a cube's 256 values added as a
+/// tree of halvings (reduce); each output's products `acc + a * b` added in `k` order, two
+/// roundings each (matmul). The exception: `MATMUL_TILED16`'s WGSL is hand-written, and a
+/// driver may fuse its products into multiply-adds, so on wgpu it is checked within rounding.
+pub fn the_reduce_variants_and_matmul_give_the_hosts_bits<B: Backend>(client: ComputeClient<B>) {
+    use library::{matmul as mm, reduce as rd};
+    /// A cube's 256 values added as the kernels' tree: strides 128, 64, .., 1.
+    fn tree(mut values: Vec<f32>) -> f32 {
+        let mut stride = 128;
+        while stride > 0 {
+            for u in 0..stride {
+                values[u] += values[u + stride];
+            }
+            stride /= 2;
+        }
+        values[0]
+    }
+    // Normal values of mixed sign and size (no subnormal sums), 5000 elements: not a multiple of
+    // a cube's share.
+    let n = 5000usize;
+    let values: Vec<f32> = (0..n)
+        .map(|i| ((i * 7919) % 1013) as f32 * 0.37 - 180.0 + 1.0 / (1.0 + i as f32))
+        .collect();
+    let input = f32_handle(&client, &values);
+    let at = |i: usize| if i < n { values[i] } else { 0.0 };
+    let reduce = |kernel, cubes: usize, expected: Vec<f32>| {
+        let output = client.empty(4 * cubes as u64);
+        let bindings = Bindings::new()
+            .buffer(&input)
+            .buffer(&output)
+            .scalar_u32(n as u32);
+        client
+            .launch(kernel, CubeCount::new_1d(cubes as u32), bindings)
+            .expect("the reduce launches");
+        let got: Vec<u32> = read_f32(&client, &output)
+            .iter()
+            .map(|v| v.to_bits())
+            .collect();
+        let expected: Vec<u32> = expected.iter().map(|v| v.to_bits()).collect();
+        assert_eq!(got, expected, "{} on {}", kernel.id, B::NAME);
+    };
+    let cubes = n.div_ceil(256);
+    reduce(
+        &rd::REDUCE_SUM_TREE,
+        cubes,
+        (0..cubes)
+            .map(|c| tree((0..256).map(|u| at(c * 256 + u)).collect()))
+            .collect(),
+    );
+    let cubes = n.div_ceil(1024);
+    reduce(
+        &rd::REDUCE_SUM_TREE4,
+        cubes,
+        (0..cubes)
+            .map(|c| {
+                let unit =
+                    |u: usize| (0..4).fold(0.0f32, |acc, j| acc + at(c * 1024 + j * 256 + u));
+                tree((0..256).map(unit).collect())
+            })
+            .collect(),
+    );
+    let cubes = 3;
+    reduce(
+        &rd::REDUCE_SUM_STRIDED,
+        cubes,
+        (0..cubes)
+            .map(|c| {
+                let unit = |u: usize| {
+                    (c * 256 + u..n)
+                        .step_by(cubes * 256)
+                        .fold(0.0f32, |acc, i| acc + values[i])
+                };
+                tree((0..256).map(unit).collect())
+            })
+            .collect(),
+    );
+    // 37×45 times 45×29: no side a multiple of a tile.
+    let (m, k, nn) = (37usize, 45usize, 29usize);
+    let a: Vec<f32> = (0..m * k)
+        .map(|i| ((i * 31) % 97) as f32 * 0.125 - 6.0)
+        .collect();
+    let b: Vec<f32> = (0..k * nn)
+        .map(|i| ((i * 17) % 89) as f32 * 0.3 - 13.0)
+        .collect();
+    let expected: Vec<u32> = (0..m * nn)
+        .map(|i| {
+            let (row, col) = (i / nn, i % nn);
+            (0..k)
+                .fold(0.0f32, |acc, kk| acc + a[row * k + kk] * b[kk * nn + col])
+                .to_bits()
+        })
+        .collect();
+    let (a, b) = (f32_handle(&client, &a), f32_handle(&client, &b));
+    for (kernel, tile) in [
+        (&mm::MATMUL_NAIVE, mm::MATMUL_CUBE),
+        (&mm::MATMUL_4X4, mm::MATMUL_4X4_TILE),
+        (&mm::MATMUL_TILED16, mm::MATMUL_CUBE),
+    ] {
+        let c = client.empty(4 * (m * nn) as u64);
+        let bindings = Bindings::new()
+            .buffer(&a)
+            .buffer(&b)
+            .buffer(&c)
+            .scalar_u32(m as u32)
+            .scalar_u32(nn as u32)
+            .scalar_u32(k as u32);
+        client
+            .launch(
+                kernel,
+                CubeCount::covering_2d(nn as u32, m as u32, tile),
+                bindings,
+            )
+            .expect("the matmul launches");
+        let got = read_f32(&client, &c);
+        if std::ptr::eq(kernel, &mm::MATMUL_TILED16) && B::NAME == "wgpu" {
+            for (i, (got, expected)) in got.iter().zip(&expected).enumerate() {
+                let expected = f32::from_bits(*expected);
+                let tolerance = 1e-5 * (1.0 + expected.abs()) * k as f32;
+                assert!(
+                    (got - expected).abs() <= tolerance,
+                    "{} on {}: element {i} is {got}, the host's {expected}",
+                    kernel.id,
+                    B::NAME
+                );
+            }
+        } else {
+            let got: Vec<u32> = got.iter().map(|v| v.to_bits()).collect();
+            assert_eq!(got, expected, "{} on {}", kernel.id, B::NAME);
+        }
+    }
+}

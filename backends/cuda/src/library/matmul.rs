@@ -1,29 +1,12 @@
-//! CUDA C of the matmul tilings (`gpuworld_hal::library::matmul`): `c = a · b`, elements
-//! outside the matrices read as zero and are never written.
+//! CUDA C of the matmul tilings (`gpuworld_hal::library::matmul`) that stay hand-written
+//! because the `#[kernel]`'s took over 1.1x their time on the H100 and H200 hosts
+//! (`benches/kernels.rs`, 2026-12-06): the 4×4 tiling (1.51–1.57x: the generated code's 32-bit
+//! indices cost an address computation per load, where these 64-bit ones fold into offsets)
+//! and the 16×16 shared tiles (1.32–1.48x: the generated code checks every shared access).
+//! `c = a · b`, elements outside the matrices read as zero and are never written; each output's
+//! products added in `k` order (NVRTC runs with `--fmad=false`), as on the CPU.
 
 use crate::cuda_c::CudaSource;
-
-/// One output element per unit.
-pub(super) const NAIVE: CudaSource = CudaSource(
-    r#"
-extern "C" __global__ void matmul_naive(GW_PARAMS) {
-    GW_FOR_EACH_CUBE {
-        const unsigned long long row = GW_CUBE_Y * 16ull + threadIdx.y;
-        const unsigned long long col = GW_CUBE_X * 16ull + threadIdx.x;
-        if (row >= m || col >= n) continue;
-        float acc = 0.0f;
-        for (unsigned long long kk = 0; kk < k; ++kk) {
-            const unsigned long long ia = row * k + kk, ib = kk * n + col;
-            const float av = GW_IN_BOUNDS(ia, a_len) ? a[ia] : 0.0f;
-            const float bv = GW_IN_BOUNDS(ib, b_len) ? b[ib] : 0.0f;
-            acc += av * bv;
-        }
-        const unsigned long long ic = row * n + col;
-        if (GW_IN_BOUNDS(ic, c_len)) c[ic] = acc;
-    }
-}
-"#,
-);
 
 /// A 4×4 block of outputs per unit, 64×64 per cube.
 pub(super) const FOUR_BY_FOUR: CudaSource = CudaSource(

@@ -1,6 +1,9 @@
-//! WGSL of the matmul tilings (`gpuworld_hal::library::matmul`): `c = a · b`, elements
-//! outside the matrices read as zero and are never written. Every tiling loads through the same
-//! two bounds-checked helpers.
+//! WGSL of the matmul tiling that stays hand-written (`gpuworld_hal::library::matmul`): the
+//! 16×16 shared tiles, whose `#[kernel]` WGSL took 1.22–1.27x this one's time on NVIDIA Vulkan
+//! (H100 and H200 hosts, `benches/kernels.rs`, 2026-12-06: it checks every shared access and
+//! keeps each product unfused). `c = a · b`, elements outside the matrices read as zero and are
+//! never written. A driver may fuse its `acc + a * b` into a multiply-add, so its bits may
+//! differ from the CPU's.
 
 use super::tile_main;
 use crate::wgsl::WgslSource;
@@ -27,66 +30,6 @@ fn load_b(row: u32, col: u32) -> f32 {
 "
     };
 }
-
-/// One output element per unit.
-pub(super) const NAIVE: WgslSource = WgslSource(concat!(
-    loads!(),
-    tile_main!(),
-    "    let row = cube.y * 16u + unit.y;
-    let col = cube.x * 16u + unit.x;
-    if row >= scalars.m || col >= scalars.n {
-        return;
-    }
-    var acc = 0.0;
-    for (var kk = 0u; kk < scalars.k; kk = kk + 1u) {
-        acc = acc + load_a(row, kk) * load_b(kk, col);
-    }
-    let i = row * scalars.n + col;
-    if i < arrayLength(&c) {
-        c[i] = acc;
-    }
-}
-"
-));
-
-/// A 4×4 block of outputs per unit, 64×64 per cube.
-pub(super) const FOUR_BY_FOUR: WgslSource = WgslSource(concat!(
-    loads!(),
-    tile_main!(),
-    "    // Unit (x, y) owns rows y, y+16, y+32, y+48 and the same columns of its cube's 64x64 block,
-    // so neighbouring units read neighbouring addresses.
-    let row0 = cube.y * 64u + unit.y;
-    let col0 = cube.x * 64u + unit.x;
-    var acc: array<f32, 16>;
-    for (var t = 0u; t < 16u; t = t + 1u) {
-        acc[t] = 0.0;
-    }
-    for (var kk = 0u; kk < scalars.k; kk = kk + 1u) {
-        var av: array<f32, 4>;
-        var bv: array<f32, 4>;
-        for (var r = 0u; r < 4u; r = r + 1u) {
-            av[r] = load_a(row0 + r * 16u, kk);
-            bv[r] = load_b(kk, col0 + r * 16u);
-        }
-        for (var r = 0u; r < 4u; r = r + 1u) {
-            for (var s = 0u; s < 4u; s = s + 1u) {
-                acc[r * 4u + s] = acc[r * 4u + s] + av[r] * bv[s];
-            }
-        }
-    }
-    for (var r = 0u; r < 4u; r = r + 1u) {
-        for (var s = 0u; s < 4u; s = s + 1u) {
-            let row = row0 + r * 16u;
-            let col = col0 + s * 16u;
-            let i = row * scalars.n + col;
-            if row < scalars.m && col < scalars.n && i < arrayLength(&c) {
-                c[i] = acc[r * 4u + s];
-            }
-        }
-    }
-}
-"
-));
 
 /// One output per unit, `a` and `b` staged through 16×16 tiles in workgroup memory.
 pub(super) const TILED16: WgslSource = WgslSource(concat!(
