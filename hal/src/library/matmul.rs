@@ -5,7 +5,7 @@
 //! the matrices read as zero and are never written.
 //!
 //! Every unit adds its products `acc + a * b` in `k` order, two roundings each. The CPU sources
-//! are hand-written ([`matmul_cpu`]'s block walk checks a row of `a` and a column of `b` once
+//! are hand-written (`matmul_cpu`'s block walk checks a row of `a` and a column of `b` once
 //! instead of at every load) and add the same products in the same order
 //! (`every_variant_sums_in_order_and_reads_zero_past_a_short_binding`). The GPU sources are the
 //! `#[kernel]`'s where its code is within 1.1x of the hand-written time (`benches/kernels.rs`,

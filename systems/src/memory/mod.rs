@@ -50,7 +50,7 @@ pub(crate) use mode::AllocationModes;
 #[cfg(feature = "internals")]
 pub use pool::{Compacts, DeviceMemory, Movable, Pool, PoolIndex};
 #[cfg(not(feature = "internals"))]
-pub(crate) use pool::{Compacts, Movable, Pool, PoolIndex};
+pub(crate) use pool::{Movable, Pool, PoolIndex};
 #[cfg(feature = "internals")]
 pub use sliced::{PageSizes, SlicedPool};
 #[cfg(not(feature = "internals"))]
