@@ -20,8 +20,8 @@ pub enum ByteState {
 pub enum Arithmetic {
     /// Rust's `f32` (the cpu and sim backends): every result is reproduced bit for bit.
     Host,
-    /// A GPU's: subnormal inputs and results may be flushed to zero (lavapipe does), so such
-    /// words become unknown; and a multiply feeding an add may be fused into one rounding, so the
+    /// A GPU's: results next to the subnormal range may round differently before they are
+    /// flushed (whether tininess is seen before rounding), so such words become unknown; and a multiply feeding an add may be fused into one rounding, so the
     /// stencil, which does both, is not run (the conformance suite checks it with a tolerance).
     Gpu,
 }
@@ -238,7 +238,9 @@ fn binary(arithmetic: Arithmetic, a: Word, b: Word, op: impl Fn(f32, f32) -> f32
         (Word::Unknown, _) | (_, Word::Unknown) => Word::Unknown,
         (Word::Bits(a), Word::Bits(b)) => {
             let (a, b) = (f32::from_bits(a), f32::from_bits(b));
-            let result = op(a, b);
+            // Every backend flushes a subnormal operand and result of `+ - * /` to a zero of its
+            // sign (docs/kernels.md, the determinism contract).
+            let result = flush(op(flush(a), flush(b)));
             let near_subnormal = |x: f32| x != 0.0 && x.abs() < 2.0 * f32::MIN_POSITIVE;
             if result.is_nan() {
                 Word::Nan
@@ -251,6 +253,15 @@ fn binary(arithmetic: Arithmetic, a: Word, b: Word, op: impl Fn(f32, f32) -> f32
                 Word::f32(result)
             }
         }
+    }
+}
+
+/// `x`, or a zero of its sign where `x` is subnormal, as a kernel's arithmetic sees it.
+fn flush(x: f32) -> f32 {
+    if x.is_subnormal() {
+        f32::from_bits(x.to_bits() & 0x8000_0000)
+    } else {
+        x
     }
 }
 
