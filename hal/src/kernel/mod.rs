@@ -9,6 +9,8 @@
 
 pub mod atomic;
 mod cpu;
+#[cfg(test)]
+pub(crate) use cpu::run_every_cube;
 mod elem;
 pub mod exact_math;
 pub mod limits;

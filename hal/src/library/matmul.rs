@@ -91,7 +91,7 @@ mod generated {
         crate = crate,
         id = "gpuworld.matmul_naive",
         cube_dim = [16, 16, 1],
-        cpu = super::matmul_cpu
+        cpu = crate::library::matmul::matmul_cpu
     )]
     pub fn matmul_naive(a: &[f32], b: &[f32], c: &mut [f32], m: u32, n: u32, k: u32) {
         let row = cube_y() * 16 + unit_y();
@@ -110,14 +110,14 @@ mod generated {
         }
     }
 
-    /// [`super::MATMUL_4X4`]'s source, whose CPU source and WGSL it lists: unit `(x, y)` owns
+    /// [`MATMUL_4X4`](crate::library::matmul::MATMUL_4X4)'s source, whose CPU source and WGSL it lists: unit `(x, y)` owns
     /// rows `y, y+16, y+32, y+48` and the same columns of its cube's 64×64 block, so neighbouring
     /// units read neighbouring addresses; `acc_r` holds row `r`'s four outputs.
     #[kernel(
         crate = crate,
         id = "gpuworld.matmul_4x4.generated",
         cube_dim = [16, 16, 1],
-        cpu = super::matmul_4x4_cpu
+        cpu = crate::library::matmul::matmul_4x4_cpu
     )]
     pub fn matmul_4x4(a: &[f32], b: &[f32], c: &mut [f32], m: u32, n: u32, k: u32) {
         let row0 = cube_y() * 64 + unit_y();
@@ -270,7 +270,7 @@ mod tests {
                 let scalars = [m as u32, n as u32, k as u32];
                 let io = KernelIo::new(&views, &scalars, ExecutionMode::Checked);
                 let cube_count = [(n as u32).div_ceil(tile), (m as u32).div_ceil(tile), 1];
-                crate::library::run_every_cube(variant, cube_count, &io);
+                crate::kernel::run_every_cube(variant, cube_count, &io);
                 let got: Vec<u32> = c.iter().map(|w| w.load(Ordering::Relaxed)).collect();
                 assert_eq!(got, expected, "{} with {a_len} and {b_len}", variant.name);
             }

@@ -242,28 +242,6 @@ pub fn source_in<S>(
         .map(|(_, source)| source)
 }
 
-/// Runs `kernel`'s CPU source on every cube of a 2D `cube_count`, row by row, as a host backend
-/// walks a launch in order: how the library's tests run a kernel without a runtime.
-#[cfg(test)]
-pub(crate) fn run_every_cube(
-    kernel: &KernelDef,
-    cube_count: [u32; 3],
-    io: &crate::kernel::KernelIo<'_>,
-) {
-    use crate::kernel::CpuSource;
-    let CpuSource(source) = *kernel.source::<CpuSource>().expect("a CPU source");
-    for y in 0..cube_count[1] {
-        for x in 0..cube_count[0] {
-            let ctx = crate::kernel::CubeContext {
-                cube_pos: [x, y, 0],
-                cube_count,
-                cube_dim: kernel.signature.cube_dim,
-            };
-            source(&ctx, io);
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -315,7 +293,7 @@ mod tests {
             (height as u32).div_ceil(STENCIL_TILE),
             1,
         ];
-        run_every_cube(&STENCIL, cube_count, io);
+        crate::kernel::run_every_cube(&STENCIL, cube_count, io);
     }
 
     crate::stencil2d_kernel! {
@@ -356,7 +334,7 @@ mod tests {
                         (height as u32).div_ceil(STENCIL_TILE),
                         1,
                     ];
-                    run_every_cube(kernel, cube_count, &io);
+                    crate::kernel::run_every_cube(kernel, cube_count, &io);
                     let bits = |words: &[AtomicU32]| -> Vec<u32> {
                         words.iter().map(|w| w.load(Ordering::Relaxed)).collect()
                     };
