@@ -58,7 +58,7 @@ pub use gpuworld_cpu::{CpuBackend, CpuConfig, HostWords};
 pub use gpuworld_wgpu::{
     AdapterSelection, AdapterSummary, HostTraffic, KernelTiming, LimitShortfall, SharedDeviceError,
     WgpuBackend, WgpuConfig, WgslSource, list_adapters as wgpu_adapters,
-    required_limits as wgpu_required_limits, wgpu,
+    required_limits as wgpu_required_limits, wgpu, with_device_lifecycle as wgpu_device_lifecycle,
 };
 
 #[cfg(feature = "cuda")]

@@ -27,11 +27,34 @@ test_main![
     a_handle_a_graph_pins_released_is_refused_to_the_user_while_replays_still_use_it,
 ];
 
-/// A renderer's device: its own instance, adapter and device with `limits`.
-struct Renderer {
+/// A renderer's device: its own instance, adapter and device with `limits`. The tests run in
+/// parallel, each with its own renderer: the device is opened and dropped under gpuworld's device
+/// lifecycle lock, as NVIDIA's Vulkan driver deadlocks on `vkCreateDevice` and `vkDestroyDevice`
+/// on two threads at once (`gpuworld::wgpu_device_lifecycle`).
+struct Renderer(std::mem::ManuallyDrop<RendererParts>);
+
+/// What a renderer holds.
+struct RendererParts {
     adapter: wgpu::Adapter,
     device: wgpu::Device,
     queue: wgpu::Queue,
+}
+
+impl std::ops::Deref for Renderer {
+    type Target = RendererParts;
+
+    fn deref(&self) -> &RendererParts {
+        &self.0
+    }
+}
+
+impl Drop for Renderer {
+    fn drop(&mut self) {
+        // SAFETY: `self.0` is taken once, here, and never used again.
+        let parts = unsafe { std::mem::ManuallyDrop::take(&mut self.0) };
+        // The device's last handles (a client on it is dropped first) go under the lock.
+        gpuworld::wgpu_device_lifecycle(move || drop(parts));
+    }
 }
 
 fn renderer_with(limits: impl FnOnce(&wgpu::Adapter) -> wgpu::Limits) -> Result<Renderer, Skip> {
@@ -43,17 +66,19 @@ fn renderer_with(limits: impl FnOnce(&wgpu::Adapter) -> wgpu::Limits) -> Result<
         Err(error) => return Err(no_wgpu_adapter(error)),
     };
     let required_limits = limits(&adapter);
-    let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
-        label: Some("renderer"),
-        required_limits,
-        ..Default::default()
-    }))
+    let (device, queue) = gpuworld::wgpu_device_lifecycle(|| {
+        pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
+            label: Some("renderer"),
+            required_limits,
+            ..Default::default()
+        }))
+    })
     .map_err(no_wgpu_adapter)?;
-    Ok(Renderer {
+    Ok(Renderer(std::mem::ManuallyDrop::new(RendererParts {
         adapter,
         device,
         queue,
-    })
+    })))
 }
 
 fn renderer() -> Result<Renderer, Skip> {

@@ -54,6 +54,15 @@ pub(crate) const AUTO_SUBMIT_COMMANDS: u32 = 512;
 /// once (seen as `vkCreateDevice` and `vkDestroyDevice` blocked on each other's locks).
 static DEVICE_LIFECYCLE: parking_lot::Mutex<()> = parking_lot::Mutex::new(());
 
+/// Runs `f` holding the lock gpuworld holds while it opens a wgpu device and while a runtime over
+/// one is torn down: a renderer that creates or drops wgpu devices of its own on several threads
+/// (tests, tools) wraps those calls in it, since NVIDIA's Vulkan driver (580) deadlocks when
+/// `vkCreateDevice` and `vkDestroyDevice` run at once on different threads.
+pub fn with_device_lifecycle<R>(f: impl FnOnce() -> R) -> R {
+    let _guard = DEVICE_LIFECYCLE.lock();
+    f()
+}
+
 /// Tasks a wgpu stream queues before they are recorded, when nothing forces them earlier.
 pub const MAX_TASKS: usize = 16;
 

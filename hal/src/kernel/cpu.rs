@@ -408,6 +408,23 @@ pub fn panic_message(payload: Box<dyn std::any::Any + Send>) -> String {
     }
 }
 
+/// Runs `kernel`'s CPU source on every cube of a 2D `cube_count`, row by row, as a host backend
+/// walks a launch in order: how the library's tests run a kernel without a runtime.
+#[cfg(test)]
+pub(crate) fn run_every_cube(kernel: &super::KernelDef, cube_count: [u32; 3], io: &KernelIo<'_>) {
+    let CpuSource(source) = *kernel.source::<CpuSource>().expect("a CPU source");
+    for y in 0..cube_count[1] {
+        for x in 0..cube_count[0] {
+            let ctx = CubeContext {
+                cube_pos: [x, y, 0],
+                cube_count,
+                cube_dim: kernel.signature.cube_dim,
+            };
+            source(&ctx, io);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -571,22 +588,5 @@ mod tests {
             panic_message(payload),
             "element 2 of buffer 0 is out of bounds in an unchecked launch"
         );
-    }
-}
-
-/// Runs `kernel`'s CPU source on every cube of a 2D `cube_count`, row by row, as a host backend
-/// walks a launch in order: how the library's tests run a kernel without a runtime.
-#[cfg(test)]
-pub(crate) fn run_every_cube(kernel: &super::KernelDef, cube_count: [u32; 3], io: &KernelIo<'_>) {
-    let CpuSource(source) = *kernel.source::<CpuSource>().expect("a CPU source");
-    for y in 0..cube_count[1] {
-        for x in 0..cube_count[0] {
-            let ctx = CubeContext {
-                cube_pos: [x, y, 0],
-                cube_count,
-                cube_dim: kernel.signature.cube_dim,
-            };
-            source(&ctx, io);
-        }
     }
 }
