@@ -1,7 +1,7 @@
 //! `Runtime::snapshot()`: the tick, streams, tasks, in-flight work, handles and memory, sorted by
 //! ids, as a [`Snapshot`] value: text by default (`Display`), or any serde format (`Serialize`),
 //! so `insta` can redact it. A stream is named by the order its runtime opened it (`s0`, `s1`, and
-//! `gc`: [`crate::world::Stream::name`]), not by its `StreamId`, so a program shows the same names
+//! `gc`: `world::Stream::name`), not by its `StreamId`, so a program shows the same names
 //! from any thread; the text holds no internal keys, addresses, times or hash order.
 
 use crate::backend::Region;
