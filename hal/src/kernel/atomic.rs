@@ -19,7 +19,6 @@
 //! launches on the cpu and sim backends, atomics of two units on one element are not a race;
 //! a plain load or store of an element that another unit accesses atomically is.
 
-use super::KernelIo;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 /// One atomic read-modify-write on a 32-bit element, its operands as the element's bits.
@@ -83,90 +82,10 @@ impl AtomicOp {
     }
 }
 
-/// `KernelIo`'s named atomics: `$name(buffer, index, value)` applies `$op` to element `index`
-/// of binding `buffer` and returns the element before it.
-macro_rules! named_atomics {
-    ($($(#[$doc:meta])* $name:ident: $ty:ty => $op:ident;)*) => {
-        impl KernelIo<'_> {
-            $(
-                $(#[$doc])*
-                #[inline]
-                pub fn $name(&self, buffer: usize, index: usize, value: $ty) -> $ty {
-                    self.buffer(buffer).atomic(index, AtomicOp::$op(value as u32)) as $ty
-                }
-            )*
-        }
-    };
-}
-
-named_atomics! {
-    /// `atomicAdd` on a `u32` element (wrapping); the element before it.
-    atomic_add_u32: u32 => Add;
-    /// `atomicSub` on a `u32` element (wrapping); the element before it.
-    atomic_sub_u32: u32 => Sub;
-    /// `atomicMin` on a `u32` element; the element before it.
-    atomic_min_u32: u32 => MinU32;
-    /// `atomicMax` on a `u32` element; the element before it.
-    atomic_max_u32: u32 => MaxU32;
-    /// `atomicAnd` on a `u32` element; the element before it.
-    atomic_and_u32: u32 => And;
-    /// `atomicOr` on a `u32` element; the element before it.
-    atomic_or_u32: u32 => Or;
-    /// `atomicXor` on a `u32` element; the element before it.
-    atomic_xor_u32: u32 => Xor;
-    /// `atomicExchange` on a `u32` element; the element before it.
-    atomic_exchange_u32: u32 => Exchange;
-    /// `atomicAdd` on an `i32` element (wrapping); the element before it.
-    atomic_add_i32: i32 => Add;
-    /// `atomicSub` on an `i32` element (wrapping); the element before it.
-    atomic_sub_i32: i32 => Sub;
-    /// `atomicMin` on an `i32` element (signed); the element before it.
-    atomic_min_i32: i32 => MinI32;
-    /// `atomicMax` on an `i32` element (signed); the element before it.
-    atomic_max_i32: i32 => MaxI32;
-    /// `atomicAnd` on an `i32` element; the element before it.
-    atomic_and_i32: i32 => And;
-    /// `atomicOr` on an `i32` element; the element before it.
-    atomic_or_i32: i32 => Or;
-    /// `atomicXor` on an `i32` element; the element before it.
-    atomic_xor_i32: i32 => Xor;
-    /// `atomicExchange` on an `i32` element; the element before it.
-    atomic_exchange_i32: i32 => Exchange;
-}
-
-impl KernelIo<'_> {
-    /// `atomicCompareExchangeWeak` / `atomicCAS` on a `u32` element: it becomes `new` if it
-    /// holds `current`; the element before it (it was exchanged when that equals `current`:
-    /// this never fails spuriously, as WGSL's weak form may).
-    #[inline]
-    pub fn atomic_compare_exchange_u32(
-        &self,
-        buffer: usize,
-        index: usize,
-        current: u32,
-        new: u32,
-    ) -> u32 {
-        self.buffer(buffer)
-            .atomic(index, AtomicOp::CompareExchange { current, new })
-    }
-
-    /// [`atomic_compare_exchange_u32`](Self::atomic_compare_exchange_u32) on an `i32` element.
-    #[inline]
-    pub fn atomic_compare_exchange_i32(
-        &self,
-        buffer: usize,
-        index: usize,
-        current: i32,
-        new: i32,
-    ) -> i32 {
-        self.atomic_compare_exchange_u32(buffer, index, current as u32, new as u32) as i32
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kernel::{CpuBuffer, ExecutionMode, ReadOnlyStore};
+    use crate::kernel::{CpuBuffer, ExecutionMode, KernelIo, ReadOnlyStore};
 
     /// Runs `f` on a one-binding launch over `start`; the element after it and what `f` returned.
     fn on<T>(start: u32, f: impl FnOnce(&KernelIo<'_>) -> T) -> (u32, T) {

@@ -3,6 +3,7 @@
 //! elements at once, bounds checked once for the range rather than at every element).
 
 use super::KernelSource;
+use super::atomic::AtomicOp;
 use super::race::{AccessKind, RaceShadow};
 use std::ops::Range;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -366,7 +367,7 @@ impl<'a> BufferIo<'a> {
     /// unchecked launch, as a store would; on a read-only binding it stops the launch
     /// (`ExecutionError::ReadOnlyStore`).
     #[inline]
-    pub fn atomic(&self, index: usize, op: super::AtomicOp) -> u32 {
+    pub fn atomic(&self, index: usize, op: AtomicOp) -> u32 {
         if self.read_only {
             self.refuse_store();
         }
@@ -421,6 +422,112 @@ pub(crate) fn run_every_cube(kernel: &super::KernelDef, cube_count: [u32; 3], io
                 cube_dim: kernel.signature.cube_dim,
             };
             source(&ctx, io);
+        }
+    }
+}
+
+// The atomics and the race detector's unit marks, beside the type they are methods of (the
+// operations in `atomic.rs`, the shadow in `race.rs`).
+
+/// `KernelIo`'s named atomics: `$name(buffer, index, value)` applies `$op` to element `index`
+/// of binding `buffer` and returns the element before it.
+macro_rules! named_atomics {
+    ($($(#[$doc:meta])* $name:ident: $ty:ty => $op:ident;)*) => {
+        impl KernelIo<'_> {
+            $(
+                $(#[$doc])*
+                #[inline]
+                pub fn $name(&self, buffer: usize, index: usize, value: $ty) -> $ty {
+                    self.buffer(buffer).atomic(index, AtomicOp::$op(value as u32)) as $ty
+                }
+            )*
+        }
+    };
+}
+
+named_atomics! {
+    /// `atomicAdd` on a `u32` element (wrapping); the element before it.
+    atomic_add_u32: u32 => Add;
+    /// `atomicSub` on a `u32` element (wrapping); the element before it.
+    atomic_sub_u32: u32 => Sub;
+    /// `atomicMin` on a `u32` element; the element before it.
+    atomic_min_u32: u32 => MinU32;
+    /// `atomicMax` on a `u32` element; the element before it.
+    atomic_max_u32: u32 => MaxU32;
+    /// `atomicAnd` on a `u32` element; the element before it.
+    atomic_and_u32: u32 => And;
+    /// `atomicOr` on a `u32` element; the element before it.
+    atomic_or_u32: u32 => Or;
+    /// `atomicXor` on a `u32` element; the element before it.
+    atomic_xor_u32: u32 => Xor;
+    /// `atomicExchange` on a `u32` element; the element before it.
+    atomic_exchange_u32: u32 => Exchange;
+    /// `atomicAdd` on an `i32` element (wrapping); the element before it.
+    atomic_add_i32: i32 => Add;
+    /// `atomicSub` on an `i32` element (wrapping); the element before it.
+    atomic_sub_i32: i32 => Sub;
+    /// `atomicMin` on an `i32` element (signed); the element before it.
+    atomic_min_i32: i32 => MinI32;
+    /// `atomicMax` on an `i32` element (signed); the element before it.
+    atomic_max_i32: i32 => MaxI32;
+    /// `atomicAnd` on an `i32` element; the element before it.
+    atomic_and_i32: i32 => And;
+    /// `atomicOr` on an `i32` element; the element before it.
+    atomic_or_i32: i32 => Or;
+    /// `atomicXor` on an `i32` element; the element before it.
+    atomic_xor_i32: i32 => Xor;
+    /// `atomicExchange` on an `i32` element; the element before it.
+    atomic_exchange_i32: i32 => Exchange;
+}
+
+impl KernelIo<'_> {
+    /// `atomicCompareExchangeWeak` / `atomicCAS` on a `u32` element: it becomes `new` if it
+    /// holds `current`; the element before it (it was exchanged when that equals `current`:
+    /// this never fails spuriously, as WGSL's weak form may).
+    #[inline]
+    pub fn atomic_compare_exchange_u32(
+        &self,
+        buffer: usize,
+        index: usize,
+        current: u32,
+        new: u32,
+    ) -> u32 {
+        self.buffer(buffer)
+            .atomic(index, AtomicOp::CompareExchange { current, new })
+    }
+
+    /// [`atomic_compare_exchange_u32`](Self::atomic_compare_exchange_u32) on an `i32` element.
+    #[inline]
+    pub fn atomic_compare_exchange_i32(
+        &self,
+        buffer: usize,
+        index: usize,
+        current: i32,
+        new: i32,
+    ) -> i32 {
+        self.atomic_compare_exchange_u32(buffer, index, current as u32, new as u32) as i32
+    }
+}
+
+impl KernelIo<'_> {
+    /// The accesses that follow are unit `unit`'s (its flattened index in the cube) of the cube
+    /// running: for the race detector of checked launches on the cpu and sim backends. A CPU
+    /// source that runs its cube's units one after the other calls it as each unit starts
+    /// (the generated sources do); without it, a cube is seen as one unit. Costs a branch
+    /// when the launch is not tracked.
+    #[inline]
+    pub fn at_unit(&self, unit: u32) {
+        if self.races().is_some() {
+            RaceShadow::enter_unit(unit);
+        }
+    }
+
+    /// For `map_f32`/`map_u32`: the unit of global 1-D index `global` runs, in cubes of
+    /// `units`.
+    #[inline]
+    pub(crate) fn at_global(&self, global: usize, units: u64) {
+        if self.races().is_some() {
+            RaceShadow::enter_global(global as u64, units);
         }
     }
 }

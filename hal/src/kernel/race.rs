@@ -6,7 +6,7 @@
 //! Atomics of different units on one element are not a race; neither is a unit reading what it
 //! wrote itself. Read-only bindings are not tracked (nothing may store to them), nor are a
 //! cube's shared arrays (plain Rust arrays of the CPU source, private to its cube, ordered by
-//! its barriers). A unit is known by the [`KernelIo::at_unit`] calls of the CPU source (the
+//! its barriers). A unit is known by the [`KernelIo::at_unit`](super::KernelIo::at_unit) calls of the CPU source (the
 //! generated sources make them; `map_f32`/`map_u32` name each element's unit); a source that
 //! makes none is seen as one unit per cube, and the error says the unit is unknown.
 //!
@@ -20,7 +20,6 @@
 
 pub use super::racing::{AccessKind, RacingAccess};
 
-use super::KernelIo;
 use parking_lot::Mutex;
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -243,7 +242,7 @@ impl RaceShadow {
     }
 
     /// Marks this thread as running `unit` of the cube it runs.
-    fn enter_unit(unit: u32) {
+    pub(super) fn enter_unit(unit: u32) {
         RUNNING.with(|running| {
             running.set(UnitId {
                 unit: Some(unit),
@@ -253,7 +252,7 @@ impl RaceShadow {
     }
 
     /// Marks this thread as running the unit of global 1-D index `global`, of cubes of `units`.
-    fn enter_global(global: u64, units: u64) {
+    pub(super) fn enter_global(global: u64, units: u64) {
         let units = units.max(1);
         RUNNING.with(|running| {
             running.set(UnitId {
@@ -261,29 +260,6 @@ impl RaceShadow {
                 unit: Some((global % units) as u32),
             })
         });
-    }
-}
-
-impl KernelIo<'_> {
-    /// The accesses that follow are unit `unit`'s (its flattened index in the cube) of the cube
-    /// running: for the race detector of checked launches on the cpu and sim backends. A CPU
-    /// source that runs its cube's units one after the other calls it as each unit starts
-    /// (the generated sources do); without it, a cube is seen as one unit. Costs a branch
-    /// when the launch is not tracked.
-    #[inline]
-    pub fn at_unit(&self, unit: u32) {
-        if self.races().is_some() {
-            RaceShadow::enter_unit(unit);
-        }
-    }
-
-    /// For `map_f32`/`map_u32`: the unit of global 1-D index `global` runs, in cubes of
-    /// `units`.
-    #[inline]
-    pub(crate) fn at_global(&self, global: usize, units: u64) {
-        if self.races().is_some() {
-            RaceShadow::enter_global(global as u64, units);
-        }
     }
 }
 
