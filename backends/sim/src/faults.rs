@@ -13,8 +13,8 @@
 //! - the device lost, from a tick on: allocations are refused, every queued or later operation
 //!   faults its stream instead of running, and events pass, so memory can still be reclaimed.
 
-use super::{Injected, Op, SimBackend};
 use gpuworld_hal::host_ops::HostOp;
+use std::collections::HashMap;
 
 /// One fault of a [`FaultPlan`]; counts start at 1 (the first call of its kind).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -154,6 +154,15 @@ fn splitmix64(state: &mut u64) -> u64 {
     z ^ (z >> 31)
 }
 
+/// A fault the plan attached to an operation.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum Injected {
+    /// The operation does not run; its stream faults.
+    Instead(&'static str),
+    /// The operation runs; its stream faults.
+    After(&'static str),
+}
+
 /// The sim's count of calls so far, and the faults it decided from the plan.
 #[derive(Debug, Default)]
 pub(super) struct FaultState {
@@ -162,6 +171,8 @@ pub(super) struct FaultState {
     /// The tick in which an allocation was refused: the rest of the tick refuses too.
     pub(super) refusing_in_tick: Option<u64>,
     pub(super) device_lost: bool,
+    /// Operations that hang (queue, number) and the tick they began to.
+    hung: HashMap<(usize, u64), u64>,
 }
 
 impl FaultState {
@@ -225,89 +236,74 @@ impl FaultState {
             self.planned(Fault::EventNeverCompletes(n)),
         )
     }
-}
 
-impl SimBackend {
     /// The fault the plan attaches to an operation being enqueued.
-    pub(super) fn fault_for_new(&mut self, kind: &HostOp) -> Option<Injected> {
+    pub(super) fn for_new(&mut self, kind: &HostOp) -> Option<Injected> {
         match kind {
             HostOp::Launch { .. } | HostOp::Replay { .. } => self
-                .faults
                 .launch()
                 .then_some(Injected::Instead("the launch failed (injected fault)")),
             HostOp::Write { .. } | HostOp::Read { .. } | HostOp::Copy { .. } => self
-                .faults
                 .copy()
                 .then_some(Injected::Instead("the copy failed (injected fault)")),
             HostOp::Wait { .. } => None,
         }
     }
 
-    /// Counts the event after operation `ops` of `queue` and applies the plan to it: recording it
-    /// fails (the operation before it faults its stream) or it hangs. Only an event with work
-    /// still queued before it counts.
-    pub(super) fn inject_event_faults(&mut self, queue: usize, ops: u64) {
-        let tick = self.tick;
-        let Some(last) = self
-            .streams
-            .get_mut(queue)
-            .and_then(|s| s.queue.back_mut())
-            .filter(|op| op.number == ops)
-        else {
-            return;
-        };
-        let (fails, hangs) = self.faults.event();
-        if fails && last.injected.is_none() {
-            last.injected = Some(Injected::After(
+    /// Counts the event after operation `op` of `queue`, still queued with `injected` attached,
+    /// in `tick`, and applies the plan to it: recording it fails (the operation before it
+    /// faults its stream) or it hangs.
+    pub(super) fn after(
+        &mut self,
+        queue: usize,
+        op: u64,
+        tick: u64,
+        injected: &mut Option<Injected>,
+    ) {
+        let (fails, hangs) = self.event();
+        if fails && injected.is_none() {
+            *injected = Some(Injected::After(
                 "recording an event failed (injected fault)",
             ));
         }
         if hangs {
-            self.hung.insert((queue, ops), tick);
+            self.hung.insert((queue, op), tick);
         }
     }
 
-    /// The front operation of `queue`, taken off it, if it may run at `tick`: ready, its event
-    /// passed (for a wait), and not hanging (or its watchdog fired). A lost device runs
-    /// everything, as faults.
-    pub(super) fn next_runnable(&mut self, queue: usize, tick: u64) -> Option<Op> {
-        let lost = self.faults.device_lost;
-        let op = self.streams.get(queue)?.queue.front()?;
-        if op.ready_at > tick {
+    /// Whether operation `op` of `queue`, hanging, may run at `tick` (its watchdog fired);
+    /// `None` when it does not hang or the device is lost (a lost device runs everything, as
+    /// faults).
+    #[inline]
+    pub(super) fn hang_over(&self, queue: usize, op: u64, tick: u64) -> Option<bool> {
+        // Hashing the key costs more than the rest of this check: most runs hang nothing.
+        if self.hung.is_empty() || self.device_lost {
             return None;
         }
-        // Hashing the key costs more than the rest of this check: most runs hang nothing.
-        let hung_since = if self.hung.is_empty() {
-            None
-        } else {
-            self.hung.get(&(queue, op.number))
-        };
-        let runnable = match hung_since {
-            Some(&since) if !lost => tick >= since + self.faults.plan.watchdog_ticks,
-            _ => match op.kind {
-                HostOp::Wait { event } => lost || self.done.passed(event),
-                _ => true,
-            },
-        };
-        if runnable {
-            self.streams[queue].queue.pop_front()
-        } else {
-            None
-        }
+        let since = self.hung.get(&(queue, op))?;
+        Some(tick >= since + self.plan.watchdog_ticks)
     }
 
-    /// The fault `op`, taken off `queue` to run, ends in: the device's loss, its hang's
-    /// watchdog, or what the plan attached to it.
-    pub(super) fn fault_of(&mut self, queue: usize, op: &Op) -> Option<Injected> {
-        let hung = !self.hung.is_empty() && self.hung.remove(&(queue, op.number)).is_some();
-        if self.faults.device_lost && !matches!(op.kind, HostOp::Wait { .. }) {
+    /// The fault operation `op` of `queue` (a wait or not), taken off its queue to run with
+    /// `injected` attached, ends in: the device's loss, its hang's watchdog, or what the plan
+    /// attached to it.
+    #[inline]
+    pub(super) fn fault_of(
+        &mut self,
+        queue: usize,
+        op: u64,
+        wait: bool,
+        injected: Option<Injected>,
+    ) -> Option<Injected> {
+        let hung = !self.hung.is_empty() && self.hung.remove(&(queue, op)).is_some();
+        if self.device_lost && !wait {
             Some(Injected::Instead("the device was lost (injected fault)"))
         } else if hung {
             Some(Injected::Instead(
                 "the work never completed; the watchdog fired (injected fault)",
             ))
         } else {
-            op.injected
+            injected
         }
     }
 }

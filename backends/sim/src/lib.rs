@@ -11,7 +11,7 @@ pub use faults::{CallCounts, Fault, FaultPlan};
 pub use log::SimCall;
 
 use cost::Timeline;
-use faults::FaultState;
+use faults::{FaultState, Injected};
 use gpuworld_hal::backend::*;
 use gpuworld_hal::bytes::HostBytes;
 use gpuworld_hal::error::{ConfigError, Error};
@@ -22,21 +22,12 @@ use gpuworld_hal::host_timing::{HostTiming, describe};
 use gpuworld_hal::ids::StreamId;
 use gpuworld_hal::kernel::{CpuSource, ExecutionMode, Kernel};
 use gpuworld_hal::open::{BackendSettings, DeviceId, DeviceInfo, OpenBackend};
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 
 mod link;
 
 pub use link::SimLink;
 use std::time::Duration;
-
-/// A fault the plan attached to an operation.
-#[derive(Clone, Copy, Debug)]
-enum Injected {
-    /// The operation does not run; its stream faults.
-    Instead(&'static str),
-    /// The operation runs; its stream faults.
-    After(&'static str),
-}
 
 #[derive(Debug)]
 struct Op {
@@ -73,8 +64,6 @@ pub struct SimBackend {
     /// Virtual nanoseconds of completed launches, when `kernel_cost` is set.
     clock_ns: u64,
     faults: FaultState,
-    /// Operations that hang (queue, number) and the tick they began to.
-    hung: HashMap<(usize, u64), u64>,
     timeline: Timeline,
     /// Each operation's virtual start and end per queue, for traces and marks.
     timing: HostTiming,
@@ -97,7 +86,6 @@ impl SimBackend {
             log: Vec::new(),
             clock_ns: 0,
             faults: FaultState::new(faults),
-            hung: HashMap::new(),
             timeline: Timeline::default(),
             timing: HostTiming::default(),
         }
@@ -151,6 +139,43 @@ impl SimBackend {
         self.memory.allocated()
     }
 
+    /// Counts the event after operation `ops` of `queue` and applies the plan to it (see
+    /// [`FaultState::after`]). Only an event with work still queued before it counts.
+    fn inject_event_faults(&mut self, queue: usize, ops: u64) {
+        let tick = self.tick;
+        let Some(last) = self
+            .streams
+            .get_mut(queue)
+            .and_then(|s| s.queue.back_mut())
+            .filter(|op| op.number == ops)
+        else {
+            return;
+        };
+        self.faults.after(queue, ops, tick, &mut last.injected);
+    }
+
+    /// The front operation of `queue`, taken off it, if it may run at `tick`: ready, its event
+    /// passed (for a wait), and not hanging (or its watchdog fired). A lost device runs
+    /// everything, as faults.
+    fn next_runnable(&mut self, queue: usize, tick: u64) -> Option<Op> {
+        let op = self.streams.get(queue)?.queue.front()?;
+        if op.ready_at > tick {
+            return None;
+        }
+        let runnable = match self.faults.hang_over(queue, op.number, tick) {
+            Some(watchdog_fired) => watchdog_fired,
+            None => match op.kind {
+                HostOp::Wait { event } => self.faults.device_lost || self.done.passed(event),
+                _ => true,
+            },
+        };
+        if runnable {
+            self.streams[queue].queue.pop_front()
+        } else {
+            None
+        }
+    }
+
     /// The queue that runs `stream`'s work.
     fn queue_of(&self, stream: usize) -> usize {
         match self.config.model {
@@ -160,7 +185,7 @@ impl SimBackend {
     }
 
     fn enqueue(&mut self, stream: DeviceStream, kind: HostOp, what: impl FnOnce() -> String) {
-        let injected = self.fault_for_new(&kind);
+        let injected = self.faults.for_new(&kind);
         let ready_at = self.tick + self.config.latency_ticks;
         let queue = self.queue_of(stream.0 as usize);
         let Some(s) = self.streams.get_mut(queue) else {
@@ -510,7 +535,12 @@ impl Backend for SimBackend {
                     let Some(op) = self.next_runnable(index, tick) else {
                         break;
                     };
-                    let injected = self.fault_of(index, &op);
+                    let injected = self.faults.fault_of(
+                        index,
+                        op.number,
+                        matches!(op.kind, HostOp::Wait { .. }),
+                        op.injected,
+                    );
                     let completed = self.execute(index, op.stream, op.kind, injected);
                     let stream = DeviceStream(index as u32);
                     let done = match injected {
