@@ -5,22 +5,11 @@
 //! (the structs, the constants and the helpers are plain Rust there), and each
 //! `#[gpuworld::kernel]` function in it is compiled with them in sight.
 
+use crate::context::Context;
 use crate::ir::Ty;
 use quote::ToTokens;
-use std::collections::HashMap;
 use std::rc::Rc;
 use syn::{Error, Result};
-
-/// What a kernel of a `#[gpuworld::kernels]` module sees beside its own function.
-#[derive(Default)]
-pub struct Context {
-    /// `const NAME: T = value;` of f32, u32, i32 or bool: its type and value expression.
-    pub consts: HashMap<String, (Ty, syn::Expr)>,
-    /// `#[gpuworld::func] fn name(..) -> T { .. }`.
-    pub funcs: HashMap<String, syn::ItemFn>,
-    /// `#[repr(C)] struct Name { .. }`: its fields, or why a kernel cannot use it.
-    pub structs: HashMap<String, std::result::Result<Vec<(String, Ty)>, String>>,
-}
 
 /// Whether `attr` is `#[name]` or `#[path::name]`.
 fn is(attr: &syn::Attribute, name: &str) -> bool {
@@ -82,7 +71,7 @@ pub fn expand(item: proc_macro2::TokenStream) -> Result<proc_macro2::TokenStream
                 ));
             }
         };
-        let tokens = crate::expand(options, function.to_token_stream(), context.clone())?;
+        let tokens = crate::expand::expand(options, function.to_token_stream(), context.clone())?;
         *item = syn::Item::Verbatim(tokens);
     }
     Ok(module.into_token_stream())

@@ -4,7 +4,7 @@
 //! assignment to a local — never inside another expression, where a target could evaluate it
 //! twice (both sides of an `if` value) or in another order.
 
-use super::{Name, Parser, check_args, coerce_args, single_ident, unknown};
+use super::state::{Name, Parser, check_args, coerce_args, single_ident, unknown};
 use crate::ir::*;
 use syn::{Error, Expr as SynExpr, Result};
 

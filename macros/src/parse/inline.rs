@@ -3,7 +3,7 @@
 //! stand for their values, and its result is one expression of the subset, so a call is as pure
 //! as any expression (the generators never see a function). Recursion is refused.
 
-use super::{Name, Parser, coerce, expect};
+use super::state::{Name, Parser, coerce, expect, local_type, unknown};
 use crate::ir::*;
 use std::collections::HashMap;
 use syn::{Error, Result};
@@ -13,7 +13,7 @@ impl Parser {
     pub(super) fn constant(&mut self, ident: &syn::Ident) -> Result<Expr> {
         let name = ident.to_string();
         let Some((ty, value)) = self.context.consts.get(&name).cloned() else {
-            return Err(super::unknown(ident));
+            return Err(unknown(ident));
         };
         self.enter(&name, ident)?;
         // A constant sees the module's constants only, as Rust's do.
@@ -47,7 +47,7 @@ impl Parser {
                 "a `#[gpuworld::func]` returns one value: `-> f32`",
             ));
         };
-        let Some(returns) = super::local_type(returns) else {
+        let Some(returns) = local_type(returns) else {
             return Err(Error::new_spanned(
                 returns,
                 "a `#[gpuworld::func]` returns f32, u32, i32 or bool",
@@ -66,7 +66,7 @@ impl Parser {
         let mut bound = HashMap::new();
         for ((input, arg), tokens) in signature.inputs.iter().zip(args).zip(&call.args) {
             let (ident, ty) = match input {
-                syn::FnArg::Typed(typed) => match (&*typed.pat, super::local_type(&typed.ty)) {
+                syn::FnArg::Typed(typed) => match (&*typed.pat, local_type(&typed.ty)) {
                     (syn::Pat::Ident(pat), Some(ty)) => (pat.ident.to_string(), ty),
                     _ => {
                         return Err(Error::new_spanned(
@@ -122,7 +122,7 @@ impl Parser {
                 syn::Pat::Ident(pat) if pat.mutability.is_none() => (&pat.ident, None),
                 syn::Pat::Type(typed) => match &*typed.pat {
                     syn::Pat::Ident(pat) if pat.mutability.is_none() => {
-                        (&pat.ident, super::local_type(&typed.ty))
+                        (&pat.ident, local_type(&typed.ty))
                     }
                     other => return Err(Error::new_spanned(other, usage)),
                 },

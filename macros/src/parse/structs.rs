@@ -6,22 +6,12 @@
 //! with its bits, so every backend moves the same bits and no target declares the struct. A
 //! struct local is one local per field.
 
-use super::{Array, Name, Parser, coerce, expect};
+use super::state::{
+    Array, Name, Parser, StructLocal, StructType, check_name, coerce, expect, single_ident, unknown,
+};
 use crate::ir::*;
 use syn::spanned::Spanned;
 use syn::{Error, Expr as SynExpr, Result};
-
-/// A struct the kernel uses: its name and fields.
-pub struct StructType {
-    pub name: String,
-    pub fields: Vec<(String, Ty)>,
-}
-
-/// A struct local: its type (`Parser::struct_types`) and the local holding each field.
-pub struct StructLocal {
-    pub ty: usize,
-    pub fields: Vec<LocalId>,
-}
 
 /// What `a.b` names.
 pub enum Field {
@@ -329,9 +319,9 @@ impl Parser {
                 (ty, values)
             }
             SynExpr::Path(path) => {
-                let ident = super::single_ident(path)?;
+                let ident = single_ident(path)?;
                 let Some(Name::Struct(s)) = self.lookup(&ident.to_string()) else {
-                    return Err(super::unknown(ident));
+                    return Err(unknown(ident));
                 };
                 let ty = self.struct_locals[s].ty;
                 let values = self.struct_locals[s]
@@ -384,7 +374,7 @@ impl Parser {
         mutable: bool,
         value: &SynExpr,
     ) -> Result<Vec<Stmt>> {
-        super::check_name(ident)?;
+        check_name(ident)?;
         let (ty, values) = self.struct_fields_of(value, None)?;
         let mut fields = Vec::new();
         let mut stmts = Vec::new();

@@ -5,7 +5,7 @@
 //! a.z * b.z`, each product and sum rounded, never fused), `length(v)` is `dot(v, v).sqrt()` and
 //! `normalize(v)` divides each component by it.
 
-use super::{Name, Parser, coerce};
+use super::state::{Name, Parser, VectorLocal, check_name, coerce, expect, single_ident, unknown};
 use crate::ir::*;
 use syn::spanned::Spanned;
 use syn::{Error, Expr as SynExpr, Result};
@@ -14,12 +14,6 @@ use syn::{Error, Expr as SynExpr, Result};
 pub struct Vector {
     pub elem: Ty,
     pub comps: Vec<Expr>,
-}
-
-/// A vector local: its component type and the local holding each component.
-pub struct VectorLocal {
-    pub elem: Ty,
-    pub comps: Vec<LocalId>,
 }
 
 /// The components' names, in order.
@@ -81,9 +75,9 @@ impl Parser {
         }
         let vector = match expr {
             SynExpr::Path(path) => {
-                let ident = super::single_ident(path)?;
+                let ident = single_ident(path)?;
                 let Some(Name::Vector(v)) = self.lookup(&ident.to_string()) else {
-                    return Err(super::unknown(ident));
+                    return Err(unknown(ident));
                 };
                 let local = &self.vectors[v];
                 Vector {
@@ -133,7 +127,7 @@ impl Parser {
             SynExpr::Group(group) => self.vector(&group.expr)?,
             SynExpr::If(if_expr) => {
                 let cond = self.expr(&if_expr.cond)?;
-                super::expect(&cond, Ty::Bool, &if_expr.cond)?;
+                expect(&cond, Ty::Bool, &if_expr.cond)?;
                 let branch = |block: &syn::Block| match block.stmts.as_slice() {
                     [syn::Stmt::Expr(value, None)] => Ok(value.clone()),
                     _ => Err(Error::new_spanned(
@@ -244,7 +238,7 @@ impl Parser {
             ));
         }
         for (comp, arg) in comps.iter().zip(&call.args) {
-            super::expect(comp, elem, arg)?;
+            expect(comp, elem, arg)?;
         }
         Ok(Vector { elem, comps })
     }
@@ -369,7 +363,7 @@ impl Parser {
         let SynExpr::Path(path) = &*field.base else {
             return Err(Error::new_spanned(field, usage));
         };
-        let ident = super::single_ident(path)?;
+        let ident = single_ident(path)?;
         let Some(Name::Vector(v)) = self.lookup(&ident.to_string()) else {
             return Err(Error::new_spanned(
                 field,
@@ -403,7 +397,7 @@ impl Parser {
         mutable: bool,
         value: Vector,
     ) -> Result<Vec<Stmt>> {
-        super::check_name(ident)?;
+        check_name(ident)?;
         let mut comps = Vec::new();
         let mut stmts = Vec::new();
         for (k, comp) in value.comps.into_iter().enumerate() {
@@ -438,7 +432,7 @@ impl Parser {
         at: &SynExpr,
     ) -> Result<Vec<Stmt>> {
         let Some(Name::Vector(v)) = self.lookup(&target.to_string()) else {
-            return Err(super::unknown(target));
+            return Err(unknown(target));
         };
         let (elem, comps) = (self.vectors[v].elem, self.vectors[v].comps.clone());
         if !self.locals[comps[0]].mutable {
@@ -484,7 +478,7 @@ impl Parser {
         binary: &syn::ExprBinary,
     ) -> Result<Vec<Stmt>> {
         let target = match &*binary.left {
-            SynExpr::Path(path) => super::single_ident(path)?.clone(),
+            SynExpr::Path(path) => single_ident(path)?.clone(),
             other => return Err(Error::new_spanned(other, "expected a vector local")),
         };
         let current = self.operand(&binary.left)?;
