@@ -268,22 +268,11 @@ impl Pool for ExclusivePool {
         self.free.values().map(Vec::len).sum()
     }
 
-    fn lends_free_ranges(&self) -> bool {
-        false
+    fn report(&self) -> &PoolReport {
+        &self.report
     }
 
-    /// The pool's counts.
-    fn report(&self) -> PoolReport {
-        self.report.clone()
-    }
-
-    /// The pool's counts, to adjust when a parked slice changes hands.
-    fn resized(&mut self, _block: &Block, before: u64, requested: u64) {
-        self.report.resized(before, requested);
-    }
-
-    /// Entries waiting in the idle queue.
-    fn idle_entries(&self) -> usize {
-        self.idle.len()
+    fn report_mut(&mut self) -> &mut PoolReport {
+        &mut self.report
     }
 }

@@ -98,6 +98,7 @@ impl IdlePages {
     }
 
     /// Number of entries waiting (a page freed, reused and freed again may appear twice).
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.unstamped.len() + self.stamped.len()
     }

@@ -1,34 +1,97 @@
-//! The ladder: pools by request size, smallest first, itself a [`Pool`]. A request goes to the
-//! first pool whose largest allocation fits it; one that its pool cannot place takes a free range
-//! of another sliced pool before the device is asked; a pool at its cap passes growth on to the
-//! next. Blocks carry the position of the pool that placed them, so releases and lookups go back
-//! to it.
+//! The ladder: pools by request size, smallest first. A request goes to the first pool whose
+//! largest allocation fits it; one that its pool cannot place takes a free range of another
+//! sliced pool before the device is asked; a pool at its cap passes growth on to the next.
+//! Blocks carry the position of the pool that placed them, so releases and lookups go straight
+//! to it ([`Ladder::pool_mut`]). Each pool is a [`Rung`] of its kind, so what only one kind does
+//! (a sliced pool's growth, a compacting pool's moves) is asked of that kind, not of every pool.
 
-use crate::backend::{AllocError, StorageId};
+use crate::backend::AllocError;
 use crate::error::MemoryError;
 use crate::memory::Block;
-use crate::memory::pool::{DeviceMemory, Movable, Pool};
-use crate::memory::report::PoolReport;
+use crate::memory::compacting::CompactingPool;
+use crate::memory::exclusive::ExclusivePool;
+use crate::memory::mapped::MappedPool;
+use crate::memory::pool::{Compacts, DeviceMemory, Movable, Pool};
+use crate::memory::sliced::SlicedPool;
+
+/// One pool of the ladder, by kind.
+#[derive(Debug)]
+pub enum Rung {
+    /// Pages shared by slices, with holes it lends to other pools.
+    Sliced(SlicedPool),
+    /// A buffer per allocation.
+    Exclusive(ExclusivePool),
+    /// Pages whose live blocks it moves to make room.
+    Compacting(CompactingPool),
+    /// Reserved addresses with pages mapped under them.
+    Mapped(MappedPool),
+}
+
+impl Rung {
+    /// The pool.
+    pub fn pool(&self) -> &dyn Pool {
+        match self {
+            Rung::Sliced(pool) => pool,
+            Rung::Exclusive(pool) => pool,
+            Rung::Compacting(pool) => pool,
+            Rung::Mapped(pool) => pool,
+        }
+    }
+
+    /// The pool, to change.
+    pub fn pool_mut(&mut self) -> &mut dyn Pool {
+        match self {
+            Rung::Sliced(pool) => pool,
+            Rung::Exclusive(pool) => pool,
+            Rung::Compacting(pool) => pool,
+            Rung::Mapped(pool) => pool,
+        }
+    }
+
+    /// Whether a request routed to another pool may take a free range of this one before the
+    /// device is asked for more: a sliced pool's hole between live slices, or a compacting
+    /// pool's (what it places there may be moved like any block of it). A mapped pool's free
+    /// addresses may need pages mapped, and an exclusive pool's buffers are reused whole.
+    fn lends_free_ranges(&self) -> bool {
+        matches!(self, Rung::Sliced(_) | Rung::Compacting(_))
+    }
+
+    /// The pool, if it is a compacting one.
+    fn compacting(&mut self) -> Option<&mut CompactingPool> {
+        match self {
+            Rung::Compacting(pool) => Some(pool),
+            _ => None,
+        }
+    }
+
+    /// [`Rung::compacting`], to read.
+    fn compacting_ref(&self) -> Option<&CompactingPool> {
+        match self {
+            Rung::Compacting(pool) => Some(pool),
+            _ => None,
+        }
+    }
+}
 
 /// Pools by size limit, in routing order.
 #[derive(Debug)]
 pub struct Ladder {
     /// Largest padded request of each pool.
     max_allocs: Vec<u64>,
-    pools: Vec<Box<dyn Pool>>,
+    pools: Vec<Rung>,
 }
 
 impl Ladder {
     /// A ladder of `pools`, each paired with the largest padded request it takes, in routing
     /// order (the last pool also takes anything larger).
-    pub fn new(pools: Vec<(u64, Box<dyn Pool>)>) -> Ladder {
+    pub fn new(pools: Vec<(u64, Rung)>) -> Ladder {
         let (max_allocs, pools) = pools.into_iter().unzip();
         Ladder { max_allocs, pools }
     }
 
     /// The pools, in routing order.
     pub fn pools(&self) -> impl Iterator<Item = &dyn Pool> {
-        self.pools.iter().map(|pool| &**pool)
+        self.pools.iter().map(Rung::pool)
     }
 
     /// The pool a request of `padded` bytes goes to first.
@@ -42,6 +105,7 @@ impl Ladder {
     /// Pool `index`'s `try_reserve`, the block stamped with `index`.
     fn try_pool(&mut self, index: usize, padded: u64, requested: u64) -> Option<Block> {
         self.pools[index]
+            .pool_mut()
             .try_reserve(padded, requested)
             .map(|block| Block {
                 pool: index,
@@ -49,31 +113,41 @@ impl Ladder {
             })
     }
 
-    /// The pool that placed `block`.
-    fn owner(&mut self, block: &Block) -> Result<usize, MemoryError> {
-        if block.pool < self.pools.len() {
-            Ok(block.pool)
-        } else {
-            Err(MemoryError::StaleHandle {
-                what: format!(
-                    "block of ladder pool {} (of {})",
-                    block.pool,
-                    self.pools.len()
-                )
-                .into(),
-            })
+    /// The pool that placed `block`: where it is released, split, joined and looked up.
+    pub fn pool(&self, block: &Block) -> Option<&dyn Pool> {
+        self.pools.get(block.pool).map(Rung::pool)
+    }
+
+    /// [`Ladder::pool`], to change.
+    pub fn pool_mut(&mut self, block: &Block) -> Result<&mut dyn Pool, MemoryError> {
+        let pools = self.pools.len();
+        match self.pools.get_mut(block.pool) {
+            Some(rung) => Ok(rung.pool_mut()),
+            None => Err(MemoryError::StaleHandle {
+                what: format!("block of ladder pool {} (of {pools})", block.pool).into(),
+            }),
+        }
+    }
+
+    /// Tells the sliced pool that placed the live `block`, before the ladder grows, that the
+    /// block is parked by a stream and is the longest parked block shorter than the request
+    /// ([`SlicedPool::parked_growth`]); other pools do not weigh it.
+    pub fn parked_growth(&mut self, block: &Block) {
+        if let Some(Rung::Sliced(pool)) = self.pools.get_mut(block.pool) {
+            pool.parked_growth(block);
         }
     }
 }
 
-impl Pool for Ladder {
-    /// The request's own pool from free memory; failing that, free memory of another sliced
+/// Where requests go: the pools as one ([`Pool`]'s placing and cleanup, over the rungs).
+impl Ladder {
+    /// Places `padded` bytes in free memory: the request's own pool; failing that, free memory of another sliced
     /// pool, smaller pools first. Holes between live slices are what fragments sliced pages when
     /// sizes shift; a request its own pool cannot place fills one before the device is asked for
     /// more. On the trace family of `benches/alloc_traces.rs` (cpu, scale 32, 16 seeds) the mixes
     /// reached peak reserved / peak in use of 1.107 without it and 1.090 with it, with 14% fewer
     /// device allocations on the log-uniform shape and a third fewer on the training one.
-    fn try_reserve(&mut self, padded: u64, requested: u64) -> Option<Block> {
+    pub fn try_reserve(&mut self, padded: u64, requested: u64) -> Option<Block> {
         let routed = self.routed(padded);
         if let Some(block) = self.try_pool(routed, padded, requested) {
             return Some(block);
@@ -89,17 +163,20 @@ impl Pool for Ladder {
         None
     }
 
-    fn can_place(&self, padded: u64) -> bool {
+    /// Whether [`Ladder::try_reserve`] would place `padded` bytes.
+    pub fn can_place(&self, padded: u64) -> bool {
         let routed = self.routed(padded);
-        self.pools.iter().enumerate().any(|(index, pool)| {
-            (index >= routed || pool.lends_free_ranges()) && pool.can_place(padded)
+        self.pools.iter().enumerate().any(|(index, rung)| {
+            (index >= routed || rung.lends_free_ranges()) && rung.pool().can_place(padded)
         })
     }
 
-    /// The request's own pool grows by a new page; a pool at its cap passes the request on to
+    /// Asks the device for a new page and places `padded` bytes in it; `Ok(None)` when every
+    /// pool from the request's own on is at its cap. The request's own pool grows by a new
+    /// page; a pool at its cap passes the request on to
     /// the next, which first tries its free memory. A device refusal ends the climb: the caller
     /// cleans up and asks again.
-    fn grow(
+    pub fn grow(
         &mut self,
         backend: &mut dyn DeviceMemory,
         padded: u64,
@@ -112,7 +189,9 @@ impl Pool for Ladder {
             {
                 return Ok(Some(block));
             }
-            let grown = self.pools[index].grow(backend, padded, requested)?;
+            let grown = self.pools[index]
+                .pool_mut()
+                .grow(backend, padded, requested)?;
             if let Some(block) = grown {
                 return Ok(Some(Block {
                     pool: index,
@@ -124,103 +203,33 @@ impl Pool for Ladder {
         Ok(None)
     }
 
-    fn release(&mut self, block: &Block, requested: u64) -> Result<(), MemoryError> {
-        let index = self.owner(block)?;
-        self.pools[index].release(block, requested)
-    }
-
-    fn storage(&self, block: &Block) -> Option<StorageId> {
-        self.pools.get(block.pool)?.storage(block)
-    }
-
-    fn cleanup(&mut self, backend: &mut dyn DeviceMemory) -> u64 {
+    /// Returns every free page of its pools to the device; the bytes returned.
+    pub fn cleanup(&mut self, backend: &mut dyn DeviceMemory) -> u64 {
         self.pools
             .iter_mut()
-            .map(|pool| pool.cleanup(backend))
+            .map(|rung| rung.pool_mut().cleanup(backend))
             .sum()
     }
 
-    fn periodic_cleanup(&mut self, backend: &mut dyn DeviceMemory, tick: u64) -> u64 {
+    /// Returns its pools' pages free for their `release_after_ticks`; the bytes returned.
+    pub fn periodic_cleanup(&mut self, backend: &mut dyn DeviceMemory, tick: u64) -> u64 {
         self.pools
             .iter_mut()
-            .map(|pool| pool.periodic_cleanup(backend, tick))
+            .map(|rung| rung.pool_mut().periodic_cleanup(backend, tick))
             .sum()
     }
 
-    /// The largest pools first: their idle pages are the ones worth a device call.
-    fn release_idle(&mut self, backend: &mut dyn DeviceMemory, at_least: u64) -> u64 {
+    /// Returns free pages until at least `at_least` bytes went back or none is left, the largest
+    /// pools first (their idle pages are the ones worth a device call); the bytes returned.
+    pub fn release_idle(&mut self, backend: &mut dyn DeviceMemory, at_least: u64) -> u64 {
         let mut freed = 0;
-        for pool in self.pools.iter_mut().rev() {
+        for rung in self.pools.iter_mut().rev() {
             if freed >= at_least {
                 break;
             }
-            freed += pool.release_idle(backend, at_least - freed);
+            freed += rung.pool_mut().release_idle(backend, at_least - freed);
         }
         freed
-    }
-
-    fn free_blocks(&self) -> usize {
-        self.pools.iter().map(|pool| pool.free_blocks()).sum()
-    }
-
-    /// The ladder is where requests are routed from, never lent to.
-    fn lends_free_ranges(&self) -> bool {
-        false
-    }
-
-    /// Its pools' counts summed; the largest allocation is the largest of theirs, and the peak
-    /// of pages the sum of their peaks.
-    fn report(&self) -> PoolReport {
-        let mut sum = PoolReport::new("ladder".to_string());
-        for pool in &self.pools {
-            let report = pool.report();
-            sum.pages += report.pages;
-            sum.peak_pages += report.peak_pages;
-            sum.allocs += report.allocs;
-            sum.bytes_in_use += report.bytes_in_use;
-            sum.bytes_reserved += report.bytes_reserved;
-            sum.largest_alloc = sum.largest_alloc.max(report.largest_alloc);
-            sum.pages_allocated += report.pages_allocated;
-            sum.bytes_allocated += report.bytes_allocated;
-            sum.bytes_moved += report.bytes_moved;
-            sum.blocks_moved += report.blocks_moved;
-        }
-        sum
-    }
-
-    fn resized(&mut self, block: &Block, before: u64, requested: u64) {
-        if let Ok(index) = self.owner(block) {
-            self.pools[index].resized(block, before, requested);
-        }
-    }
-
-    fn idle_entries(&self) -> usize {
-        self.pools.iter().map(|pool| pool.idle_entries()).sum()
-    }
-
-    fn split(&mut self, block: &Block, at: u64) -> Option<Block> {
-        let index = self.owner(block).ok()?;
-        self.pools[index].split(block, at)
-    }
-
-    fn parked_growth(&mut self, block: &Block) {
-        if let Some(pool) = self.pools.get_mut(block.pool) {
-            pool.parked_growth(block);
-        }
-    }
-
-    fn splits(&self, block: &Block) -> bool {
-        self.pools
-            .get(block.pool)
-            .is_some_and(|pool| pool.splits(block))
-    }
-
-    fn join(&mut self, first: &Block, second: &Block) -> Option<Block> {
-        if first.pool != second.pool {
-            return None;
-        }
-        let index = self.owner(first).ok()?;
-        self.pools[index].join(first, second)
     }
 }
 
@@ -246,7 +255,7 @@ impl Ladder {
                     ..*block
                 })
             };
-            let Some(pool) = self.pools[index].compaction() else {
+            let Some(pool) = self.pools[index].compacting() else {
                 continue;
             };
             retired += pool.evacuate(needed - retired, &mut stamped, moves);
@@ -261,7 +270,7 @@ impl Ladder {
     /// Returns the pages its pools retired through evacuation `through` to the device.
     pub fn release_retiring(&mut self, backend: &mut dyn DeviceMemory, through: u64) -> u64 {
         (self.pools.iter_mut())
-            .filter_map(|pool| pool.compaction())
+            .filter_map(Rung::compacting)
             .map(|pool| pool.release_retiring(backend, through))
             .sum()
     }
@@ -269,7 +278,7 @@ impl Ladder {
     /// The latest evacuation whose pages still retire in any pool; 0 when none does.
     pub fn retiring_generation(&self) -> u64 {
         (self.pools.iter())
-            .filter_map(|pool| pool.compaction_ref())
+            .filter_map(Rung::compacting_ref)
             .map(|pool| pool.retiring_generation())
             .max()
             .unwrap_or(0)
@@ -278,14 +287,14 @@ impl Ladder {
     /// Bytes of pages retiring in its pools.
     pub fn retiring(&self) -> u64 {
         (self.pools.iter())
-            .filter_map(|pool| pool.compaction_ref())
+            .filter_map(Rung::compacting_ref)
             .map(|pool| pool.retiring())
             .sum()
     }
 
     /// Tells its compacting pools the room left within the budget and the recent peak.
     pub fn set_room(&mut self, room: u64, peak: u64) {
-        for pool in self.pools.iter_mut().filter_map(|pool| pool.compaction()) {
+        for pool in self.pools.iter_mut().filter_map(Rung::compacting) {
             pool.set_room(room, peak);
         }
     }
@@ -310,7 +319,7 @@ impl Ladder {
                     ..*block
                 })
             };
-            let Some(pool) = self.pools[index].compaction() else {
+            let Some(pool) = self.pools[index].compacting() else {
                 continue;
             };
             if let Some(block) = pool.compact(padded, requested, &mut stamped, moves) {

@@ -525,21 +525,12 @@ impl Pool for MappedPool {
         self.by_len.len()
     }
 
-    /// Its free addresses may need pages mapped: never lent.
-    fn lends_free_ranges(&self) -> bool {
-        false
+    fn report(&self) -> &PoolReport {
+        &self.report
     }
 
-    fn report(&self) -> PoolReport {
-        self.report.clone()
-    }
-
-    fn resized(&mut self, _block: &Block, before: u64, requested: u64) {
-        self.report.resized(before, requested);
-    }
-
-    fn idle_entries(&self) -> usize {
-        self.idle.len() + self.stamped.len() + self.unstamped.len()
+    fn report_mut(&mut self) -> &mut PoolReport {
+        &mut self.report
     }
 
     /// The page where head and tail meet, if they share one, gains a user; every page stays

@@ -5,6 +5,7 @@
 // that feature parts of it are used by neither.
 #![cfg_attr(not(feature = "internals"), allow(dead_code))]
 
+mod block;
 mod budget;
 mod compacting;
 mod config;
@@ -15,6 +16,7 @@ pub mod layout;
 mod mapped;
 mod mode;
 mod parked;
+mod parking;
 mod persistent;
 mod pool;
 mod report;
@@ -22,6 +24,8 @@ mod reserve;
 mod sliced;
 
 pub use crate::usage::MemoryUsage;
+pub use block::{Block, PageKey, SliceKey};
+pub(crate) use block::{largest_fit, stale_page};
 pub use config::{CachePolicy, DEFAULT_RELEASE_AFTER_TICKS, MemoryConfig, PoolConfig, PoolKind};
 pub use layout::{TensorLayout, TensorPlacement};
 pub use mode::AllocationMode;
@@ -36,9 +40,9 @@ pub(crate) use exclusive::ExclusivePool;
 #[cfg(feature = "internals")]
 pub use exclusive::{ExclusivePool, Fit};
 #[cfg(feature = "internals")]
-pub use ladder::Ladder;
+pub use ladder::{Ladder, Rung};
 #[cfg(not(feature = "internals"))]
-pub(crate) use ladder::Ladder;
+pub(crate) use ladder::{Ladder, Rung};
 #[cfg(feature = "internals")]
 pub use mapped::MappedPool;
 #[cfg(not(feature = "internals"))]
@@ -56,7 +60,7 @@ pub use sliced::{PageSizes, SlicedPool};
 #[cfg(not(feature = "internals"))]
 pub(crate) use sliced::{PageSizes, SlicedPool};
 
-use crate::backend::{AllocError, Backend, DeviceProperties, Region, StorageId};
+use crate::backend::{AllocError, Backend, DeviceProperties, Region};
 use crate::error::MemoryError;
 use crate::ids::StreamId;
 use bevy_ecs::entity::Entity;
@@ -66,13 +70,6 @@ use parked::ParkedSlices;
 use rustc_hash::FxHashMap;
 use slotmap::{SlotMap, new_key_type};
 use std::fmt::Write;
-
-new_key_type! {
-    /// A live allocation; generational, so a released or stale key is detected, never misread.
-    pub struct SliceKey;
-    /// A page (backend buffer) of one pool; never renumbered, not even by cleanup.
-    pub struct PageKey;
-}
 
 new_key_type! {
     /// The slices one stream parked between two GC stages (`MemoryPool::seal_parking`).
@@ -112,52 +109,6 @@ const PARKED_TRIED: usize = 8;
 const PARKED_WAITS: u32 = 256;
 /// How long, at most, a request waits for parked memory (`MemoryPool::waits_for_parked`).
 const PARKED_WAIT: std::time::Duration = std::time::Duration::from_millis(2);
-
-/// Where a pool placed a request: a byte range of one of its pages.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[cfg_attr(not(feature = "internals"), doc(hidden))]
-pub struct Block {
-    /// The page.
-    pub page: PageKey,
-    /// The page's backend buffer.
-    pub storage: StorageId,
-    /// First byte in the page (a multiple of the device alignment).
-    pub offset: u64,
-    /// Bytes set aside, padding included.
-    pub len: u64,
-    /// Which pool of a [`Ladder`] placed it (its position in routing order); 0 from a pool on its
-    /// own.
-    pub pool: usize,
-}
-
-impl Block {
-    /// The part of the block from `at` bytes on (what `Pool::split` hands out).
-    pub(crate) fn tail(&self, at: u64) -> Block {
-        Block {
-            offset: self.offset + at,
-            len: self.len - at,
-            ..*self
-        }
-    }
-
-    /// Whether `at` bytes cut the block in two non-empty parts (what `Pool::split` takes).
-    pub(crate) fn cuts_at(&self, at: u64) -> bool {
-        at > 0 && at < self.len
-    }
-
-    /// Whether `next` starts right where this block ends, in the same page.
-    pub(crate) fn meets(&self, next: &Block) -> bool {
-        self.page == next.page && self.offset + self.len == next.offset
-    }
-
-    /// This block and `next`, right after it in its page, as one (what `Pool::join` hands out).
-    pub(crate) fn joined(&self, next: &Block) -> Block {
-        Block {
-            len: self.len + next.len,
-            ..*self
-        }
-    }
-}
 
 /// A reserved allocation: its key and the device bytes it may use.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -206,14 +157,6 @@ pub struct Compaction<'a> {
     /// The allocating stream's entity, if any: memory parked for it is free to the request
     /// (`Movable::Reusable`).
     pub stream: Option<Entity>,
-}
-
-/// The largest block a request of `padded` bytes may take whole (a buffer of an exclusive pool, a
-/// parked slice): one it wastes at most a fifth of. Pages of their own in sliced pools are reused
-/// more tightly (`sliced.rs`, `DEDICATED_FIT_DIVISOR`).
-pub(crate) fn largest_fit(padded: u64) -> u64 {
-    // len - padded <= len / 5  <=>  4 len <= 5 padded
-    padded.saturating_mul(5) / 4
 }
 
 #[derive(Debug)]
@@ -275,12 +218,12 @@ impl MemoryPool {
             .enumerate()
             .map(|(index, pool)| {
                 let name = format!("pool {index}");
-                let made: Box<dyn Pool> = match pool.kind {
+                let made = match pool.kind {
                     PoolKind::Sliced {
                         page_size,
                         max_slice,
                         first_page,
-                    } => Box::new(SlicedPool::new(
+                    } => Rung::Sliced(SlicedPool::new(
                         name,
                         PageSizes {
                             full: page_size,
@@ -292,7 +235,7 @@ impl MemoryPool {
                         pool.release_after_ticks,
                         cache.fit_divisor,
                     )),
-                    PoolKind::Exclusive => Box::new(ExclusivePool::for_ladder(
+                    PoolKind::Exclusive => Rung::Exclusive(ExclusivePool::for_ladder(
                         name,
                         pool.max_alloc,
                         pool.max_reserved,
@@ -301,7 +244,7 @@ impl MemoryPool {
                     PoolKind::Compacting {
                         page_size,
                         follow_peak,
-                    } => Box::new(CompactingPool::new(
+                    } => Rung::Compacting(CompactingPool::new(
                         name,
                         page_size,
                         follow_peak,
@@ -312,7 +255,7 @@ impl MemoryPool {
                         page_size,
                         chunk_size,
                         range_size,
-                    } => Box::new(MappedPool::new(
+                    } => Rung::Mapped(MappedPool::new(
                         name,
                         page_size,
                         chunk_size,
@@ -408,19 +351,19 @@ impl MemoryPool {
         self.ladder.pools().chain(std::iter::once(persistent))
     }
 
-    /// The pool `index` names.
-    fn pool(&self, index: PoolIndex) -> &dyn Pool {
+    /// The pool that placed `block`, of the pools `index` names.
+    fn pool(&self, index: PoolIndex, block: &Block) -> Option<&dyn Pool> {
         match index {
-            PoolIndex::Ladder => &self.ladder,
-            PoolIndex::Persistent => &self.persistent,
+            PoolIndex::Ladder => self.ladder.pool(block),
+            PoolIndex::Persistent => Some(&self.persistent),
         }
     }
 
-    /// The pool `index` names, to change.
-    fn pool_mut(&mut self, index: PoolIndex) -> &mut dyn Pool {
+    /// [`MemoryPool::pool`], to change.
+    fn pool_mut(&mut self, index: PoolIndex, block: &Block) -> Result<&mut dyn Pool, MemoryError> {
         match index {
-            PoolIndex::Ladder => &mut self.ladder,
-            PoolIndex::Persistent => &mut self.persistent,
+            PoolIndex::Ladder => self.ladder.pool_mut(block),
+            PoolIndex::Persistent => Ok(&mut self.persistent),
         }
     }
 
@@ -585,7 +528,7 @@ impl MemoryPool {
             }
             None => self.count_released(record.requested, record.block.len),
         }
-        self.pool_mut(record.pool)
+        self.pool_mut(record.pool, &record.block)?
             .release(&record.block, record.requested)
     }
 
@@ -593,8 +536,8 @@ impl MemoryPool {
     pub fn locate(&self, key: SliceKey) -> Result<Region, MemoryError> {
         let record = self.slices.get(key).ok_or_else(|| stale_slice(key))?;
         let storage = self
-            .pool(record.pool)
-            .storage(&record.block)
+            .pool(record.pool, &record.block)
+            .and_then(|pool| pool.storage(&record.block))
             .ok_or_else(|| stale_page(record.block.page))?;
         Ok(Region {
             storage,
@@ -636,7 +579,7 @@ impl MemoryPool {
 
     /// Each pool's counts: the ladder in routing order, then the persistent pool.
     pub fn reports(&self) -> Vec<PoolReport> {
-        self.pools().map(|pool| pool.report()).collect()
+        self.pools().map(|pool| pool.report().clone()).collect()
     }
 
     /// Free slices and buffers waiting for reuse.
@@ -678,13 +621,6 @@ impl MemoryPool {
 fn stale_slice(key: SliceKey) -> MemoryError {
     MemoryError::StaleHandle {
         what: format!("memory slice {key:?}").into(),
-    }
-}
-
-/// The error for a page key that no longer names a page.
-pub(crate) fn stale_page(key: PageKey) -> MemoryError {
-    MemoryError::StaleHandle {
-        what: format!("memory page {key:?}").into(),
     }
 }
 

@@ -1,9 +1,10 @@
 //! What every pool of device memory does, as cubecl's `MemoryPool` trait: place a request in
 //! free memory or in a new page, take it back, give free pages back to the device, report.
-//! `SlicedPool` and `ExclusivePool` (the persistent pool is one, with exact fit) implement it,
-//! and so does the [`Ladder`](crate::memory::Ladder) of them that routes requests by
-//! size; `MemoryPool` holds a ladder and the persistent pool, and names a slice's by
-//! [`PoolIndex`].
+//! `SlicedPool`, `ExclusivePool` (the persistent pool is one, with exact fit), `CompactingPool`
+//! and `MappedPool` implement it; the [`Ladder`](crate::memory::Ladder) of them routes requests
+//! by size and reaches each by its kind for what only that kind does (a sliced pool's growth,
+//! a compacting pool's moves); `MemoryPool` holds a ladder and the persistent pool, and names a
+//! slice's by [`PoolIndex`].
 
 use crate::backend::{AllocError, Backend, StorageId};
 use crate::error::MemoryError;
@@ -99,16 +100,12 @@ pub trait Pool: std::fmt::Debug + Send + Sync {
     fn release_idle(&mut self, backend: &mut dyn DeviceMemory, at_least: u64) -> u64;
     /// Free blocks waiting for reuse (free ranges of pages, free buffers).
     fn free_blocks(&self) -> usize;
-    /// Whether a request routed to another pool may take a free range of this one before the
-    /// device is asked for more (a sliced pool's hole between live slices).
-    fn lends_free_ranges(&self) -> bool;
-    /// The pool's counts now.
-    fn report(&self) -> PoolReport;
-    /// Counts `block`, live with `before` bytes requested, handed to a new request of
-    /// `requested` bytes (a parked slice taken by its stream's next allocation).
-    fn resized(&mut self, block: &Block, before: u64, requested: u64);
-    /// Entries waiting in the idle queue.
-    fn idle_entries(&self) -> usize;
+    /// The pool's counts now, which it keeps as it places, releases, splits and joins blocks
+    /// and as pages come and go.
+    fn report(&self) -> &PoolReport;
+    /// [`Pool::report`], to count what happens to a block outside the pool (a parked slice
+    /// taken by its stream's next allocation: [`PoolReport::resized`]).
+    fn report_mut(&mut self) -> &mut PoolReport;
     /// Splits the live `block` after its first `at` bytes (a multiple of the alignment, shorter
     /// than the block) into two live blocks: `block` keeps the head, and the tail is returned,
     /// counted as an allocation of no bytes. `None`, with nothing changed, where the pool keeps
@@ -125,19 +122,6 @@ pub trait Pool: std::fmt::Debug + Send + Sync {
     /// live block, counted as one allocation of both blocks' bytes; `None`, with nothing
     /// changed, where the pool keeps one block per buffer.
     fn join(&mut self, _first: &Block, _second: &Block) -> Option<Block> {
-        None
-    }
-    /// Tells the pool, before it grows, that the live `block` is parked by a stream and is the
-    /// longest parked block shorter than the request: a pool that gives a growing buffer room
-    /// (`SlicedPool::dedicated_page`) weighs it as an idle page of that size.
-    fn parked_growth(&mut self, _block: &Block) {}
-    /// The pool's compaction, where it moves live blocks to make room (only a compacting pool
-    /// does); `None` otherwise.
-    fn compaction(&mut self) -> Option<&mut dyn Compacts> {
-        None
-    }
-    /// [`Pool::compaction`], to read.
-    fn compaction_ref(&self) -> Option<&dyn Compacts> {
         None
     }
 }

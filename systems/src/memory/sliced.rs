@@ -128,6 +128,18 @@ pub struct SlicedPool {
 }
 
 impl SlicedPool {
+    /// Tells the pool, before it grows, that the live `block` is parked by a stream and is the
+    /// longest parked block shorter than the request: evidence for `dedicated_page`, which
+    /// takes it as it takes a page of that size just returned (room only if the page is just
+    /// smaller than the request).
+    pub(crate) fn parked_growth(&mut self, block: &Block) {
+        if let Some(page) = self.pages.get(block.page)
+            && page.dedicated
+        {
+            self.returned_dedicated.push(page.size);
+        }
+    }
+
     /// An empty pool of `pages` holding slices up to `max_slice` bytes, whose pages of their own
     /// are reused by requests that waste at most a `fit_divisor`th of them.
     pub fn new(
@@ -503,23 +515,12 @@ impl Pool for SlicedPool {
         self.pages.values().map(|page| page.free.len()).sum()
     }
 
-    fn lends_free_ranges(&self) -> bool {
-        true
+    fn report(&self) -> &PoolReport {
+        &self.report
     }
 
-    /// The pool's counts.
-    fn report(&self) -> PoolReport {
-        self.report.clone()
-    }
-
-    /// The pool's counts, to adjust when a parked slice changes hands.
-    fn resized(&mut self, _block: &Block, before: u64, requested: u64) {
-        self.report.resized(before, requested);
-    }
-
-    /// Entries waiting in the idle queue (bounded by pages freed per tick times the delay).
-    fn idle_entries(&self) -> usize {
-        self.idle.len()
+    fn report_mut(&mut self) -> &mut PoolReport {
+        &mut self.report
     }
 
     /// A page keeps no record of its live slices, only of its free ranges: the tail is live
@@ -537,16 +538,6 @@ impl Pool for SlicedPool {
         self.pages
             .get(block.page)
             .is_some_and(|page| !page.dedicated)
-    }
-
-    /// Evidence for `dedicated_page`, which takes it as it takes a page of that size just
-    /// returned: room only if the page is just smaller than the request.
-    fn parked_growth(&mut self, block: &Block) {
-        if let Some(page) = self.pages.get(block.page)
-            && page.dedicated
-        {
-            self.returned_dedicated.push(page.size);
-        }
     }
 
     fn join(&mut self, first: &Block, second: &Block) -> Option<Block> {

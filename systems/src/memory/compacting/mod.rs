@@ -442,22 +442,12 @@ impl Pool for CompactingPool {
         self.free.len()
     }
 
-    /// Its holes serve requests of other pools before the device is asked for more; what they
-    /// place here may be moved like any block of the pool.
-    fn lends_free_ranges(&self) -> bool {
-        true
+    fn report(&self) -> &PoolReport {
+        &self.report
     }
 
-    fn report(&self) -> PoolReport {
-        self.report.clone()
-    }
-
-    fn resized(&mut self, _block: &Block, before: u64, requested: u64) {
-        self.report.resized(before, requested);
-    }
-
-    fn idle_entries(&self) -> usize {
-        self.idle.len()
+    fn report_mut(&mut self) -> &mut PoolReport {
+        &mut self.report
     }
 
     fn split(&mut self, block: &Block, at: u64) -> Option<Block> {
@@ -490,14 +480,6 @@ impl Pool for CompactingPool {
         page.live.insert(first.offset, first.len + second.len);
         self.report.released(0);
         Some(first.joined(second))
-    }
-
-    fn compaction(&mut self) -> Option<&mut dyn Compacts> {
-        Some(self)
-    }
-
-    fn compaction_ref(&self) -> Option<&dyn Compacts> {
-        Some(self)
     }
 }
 
