@@ -72,11 +72,12 @@ fn a_sliced_pool_capped_below_its_page_size_serves_up_to_its_cap() {
     pool.release(c.slice).unwrap();
 }
 
-/// The ladder, a `Pool` itself, counts what its pools count: after every reserve, release,
-/// cleanup and idle release of a seeded mix of sizes over every pool of the default ladder, its
-/// report is the sum of theirs, and each slice is found in the pool that placed it.
+/// The ladder's pools count what the memory reserves: after every reserve, release, cleanup and
+/// idle release of a seeded mix of sizes over every pool of the default ladder, their reports
+/// summed with the persistent pool's are the memory's usage, everything goes back at the end,
+/// and each slice is found in the pool that placed it.
 #[test]
-fn the_ladder_reports_the_sum_of_its_pools_through_a_mix_of_sizes() {
+fn the_ladders_pools_count_what_the_memory_reserves_through_a_mix_of_sizes() {
     let mut backend = device(1 << 34);
     let mut pool = MemoryPool::new(
         &properties(256, MemoryLayout::Sliced),
