@@ -132,7 +132,7 @@ impl SlicedPool {
     /// longest parked block shorter than the request: evidence for `dedicated_page`, which
     /// takes it as it takes a page of that size just returned (room only if the page is just
     /// smaller than the request).
-    pub(crate) fn parked_growth(&mut self, block: &Block) {
+    pub fn parked_growth(&mut self, block: &Block) {
         if let Some(page) = self.pages.get(block.page)
             && page.dedicated
         {
