@@ -315,43 +315,6 @@ const KNOWN_CYCLES: &[(&str, &[&str])] = &[
         ],
     ),
     ("backends/sim/src", &["", "faults"]),
-    // The crate root's constructors, the client's files and the tuner's read the configuration
-    // and each other (the render interop's constructors joined the root to `config`,
-    // 2026-12-06).
-    (
-        "src",
-        &[
-            "",
-            "devices",
-            "client",
-            "client::drivers",
-            "client::frames",
-            "client::transfers",
-            "client::replies",
-            "client::to_client",
-            "config",
-            "tune::cache",
-            "tune::tuner",
-            "tune::benchmark",
-            "tune::tunable",
-            "tune::checks",
-        ],
-    ),
-    ("src", &["bevy", "bevy::readback"]),
-    (
-        "src",
-        &[
-            "cli",
-            "cli::config",
-            "cli::demo",
-            "cli::demo_devices",
-            "cli::heat",
-            "cli::demo_processes",
-            "cli::info",
-            "cli::replay",
-        ],
-    ),
-    ("src", &["distributed", "distributed::on_device"]),
     // The kernel macro's parser and its per-feature children share the parser's state both
     // ways, and a module of kernels expands through the crate root (2026-12-06).
     (
