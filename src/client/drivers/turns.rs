@@ -14,8 +14,8 @@ use std::time::Instant;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Driver {
-    /// The host calls [`ComputeClient::tick`]; blocking calls tick until their reply is ready;
-    /// nothing else ticks, and getters read what the last tick left.
+    /// The host calls [`ComputeClient::tick`](crate::ComputeClient::tick); blocking calls tick
+    /// until their reply is ready; nothing else ticks, and getters read what the last tick left.
     Manual,
     /// A device thread ticks whenever the inbox has work; calls that only enqueue return at
     /// once, and a blocking call ticks itself as under `Manual` while the device thread waits.
