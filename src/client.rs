@@ -16,6 +16,7 @@ mod open;
 mod profile;
 mod replies;
 mod resource;
+mod shared;
 mod tensors;
 mod to_client;
 mod transfers;
@@ -25,6 +26,13 @@ pub use graph::{FrameGraph, FrameMode, Graph};
 #[cfg(feature = "wgpu")]
 pub use lease::RenderLease;
 pub use lease::{Leasable, Lease};
+#[cfg(feature = "cpu")]
+pub use open::cpu_client;
+pub use open::sim_client;
+#[cfg(feature = "cuda")]
+pub use open::{cuda_client, cuda_client_with};
+#[cfg(feature = "wgpu")]
+pub use open::{wgpu_client, wgpu_client_on_device, wgpu_client_with};
 pub use profile::ProfileDuration;
 pub use replies::{ReadTicket, ReplyFuture};
 pub use resource::ResourceGuard;
@@ -34,21 +42,21 @@ pub(crate) use to_client::FromRead;
 pub(crate) use transfers::decode;
 
 use futures_channel::oneshot;
-use gpuworld_systems::backend::StagingAllocator;
 use gpuworld_systems::error::{BindingError, LaunchError};
 use gpuworld_systems::inbox::{Command, Inbox, Launch, Op};
 use gpuworld_systems::kernel::limits::{validate_cube_count, validate_cube_dim};
 use gpuworld_systems::kernel::{Elem, LaunchMode, validate_buffer_size, validate_launch};
-use gpuworld_systems::published::Published;
-use gpuworld_systems::tune::{TuneCache, TuneMessage, TuneResult, TuneResults};
+use gpuworld_systems::open::DeviceId;
+use gpuworld_systems::tune::{TuneCache, TuneMessage, TuneResult};
 use gpuworld_systems::{
-    Backend, Binding, CubeCount, DeviceProperties, Error, ExecutionMode, Kernel, KernelDef,
-    MemoryUsage, Result, Runtime, RuntimeConfig, RuntimeId, StreamId,
+    Backend, Binding, CubeCount, DeviceProperties, Error, ExecutionMode, Kernel, MemoryUsage,
+    Result, Runtime, RuntimeConfig, RuntimeId, StreamId,
 };
 use parking_lot::Mutex;
+use shared::Shared;
 use smallvec::SmallVec;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 /// The buffers and scalars of a launch, in the kernel's order; each scalar keeps its type, which
@@ -109,52 +117,6 @@ impl Bindings {
     }
 }
 
-struct Shared<B: Backend> {
-    runtime: lock::RuntimeLock<B>,
-    inbox: Arc<Inbox>,
-    id: RuntimeId,
-    properties: DeviceProperties,
-    /// The backend's index of the device (`ComputeClient::device_id`).
-    device_index: u32,
-    /// Where uploads take host memory, without the runtime lock (the backend's, fetched once).
-    staging: Arc<dyn StagingAllocator>,
-    /// The tune stage's message queue and cache, shared so tuners never take the runtime lock.
-    tune_results: TuneResults,
-    tune_cache: TuneCache,
-    /// What the runtime publishes at the end of every tick (memory usage), read without its lock.
-    published: Arc<Published>,
-    /// Set for `Driver::Manual`, and when the device thread could not be started.
-    manual: AtomicBool,
-    /// Which thread drives the runtime beside a device thread.
-    drivers: drivers::Drivers,
-    /// The last kernel found to have a source for the backend: a launch of it again (the usual
-    /// loop) skips the search of its sources.
-    last_kernel_with_source: AtomicPtr<KernelDef>,
-    /// Fences of the frames ended and not yet seen finished (`frames.rs`).
-    frames: Mutex<frames::FrameFences>,
-    /// Alive while a user holds a client of this runtime (a graph's own clones do not count).
-    user_clients: std::sync::Weak<()>,
-    /// What the device thread's panic said, once it panicked: every blocking call fails with it
-    /// from then on (`drivers::device_thread`).
-    device_thread_panic: std::sync::OnceLock<Arc<str>>,
-}
-
-impl<B: Backend> Shared<B> {
-    /// Whether the backend has a source for `kernel` (a kernel's sources never change).
-    fn has_source(&self, kernel: Kernel) -> bool {
-        let address = std::ptr::from_ref(kernel).cast_mut();
-        if self.last_kernel_with_source.load(Ordering::Relaxed) == address {
-            return true;
-        }
-        let found = B::source_for(kernel).is_some();
-        if found {
-            self.last_kernel_with_source
-                .store(address, Ordering::Relaxed);
-        }
-        found
-    }
-}
-
 /// A client of one runtime: cheap to clone, usable from many threads at once.
 pub struct ComputeClient<B: Backend> {
     // Declared first so that it drops first: the last client joins the device thread before it
@@ -196,23 +158,12 @@ impl<B: Backend> ComputeClient<B> {
         let inbox = Arc::new(Inbox::new(RuntimeId::fresh()));
         let runtime = Runtime::with_inbox(backend, config, inbox.clone());
         let user = Arc::new(());
-        let shared = Arc::new(Shared {
-            user_clients: Arc::downgrade(&user),
-            id: runtime.id(),
-            properties: runtime.properties().clone(),
-            device_index: runtime.backend().device_index(),
-            staging: runtime.backend().staging(),
-            tune_results: runtime.tune_results(),
-            tune_cache: runtime.tune_cache().clone(),
-            published: runtime.published().clone(),
-            runtime: lock::RuntimeLock::new(runtime),
-            inbox: inbox.clone(),
-            manual: AtomicBool::new(driver == Driver::Manual),
-            drivers: drivers::Drivers::default(),
-            last_kernel_with_source: AtomicPtr::new(std::ptr::null_mut()),
-            frames: Mutex::default(),
-            device_thread_panic: std::sync::OnceLock::new(),
-        });
+        let shared = Arc::new(Shared::new(
+            runtime,
+            inbox.clone(),
+            driver == Driver::Manual,
+            &user,
+        ));
         let thread = match driver {
             Driver::Manual => None,
             Driver::DeviceThread => {
@@ -289,8 +240,8 @@ impl<B: Backend> ComputeClient<B> {
     }
 
     /// The device this client's runtime runs on. Never ticks.
-    pub fn device_id(&self) -> crate::DeviceId {
-        crate::DeviceId {
+    pub fn device_id(&self) -> DeviceId {
+        DeviceId {
             backend: B::NAME,
             index: self.shared.device_index,
         }

@@ -27,10 +27,16 @@ pub mod tune;
 
 #[cfg(feature = "wgpu")]
 pub use client::RenderLease;
+#[cfg(feature = "cpu")]
+pub use client::cpu_client;
 pub use client::{
     Bindings, ComputeClient, Driver, FrameGraph, FrameMode, Graph, Leasable, Lease,
-    ProfileDuration, ReadTicket, ReplyFuture, ResourceGuard, TensorDesc, TensorHandle,
+    ProfileDuration, ReadTicket, ReplyFuture, ResourceGuard, TensorDesc, TensorHandle, sim_client,
 };
+#[cfg(feature = "cuda")]
+pub use client::{cuda_client, cuda_client_with};
+#[cfg(feature = "wgpu")]
+pub use client::{wgpu_client, wgpu_client_on_device, wgpu_client_with};
 #[cfg(feature = "cpu")]
 pub use devices::cpu_clients;
 pub use devices::{devices, sim_clients};
@@ -73,76 +79,13 @@ pub fn kernel_source_text<B: Backend>(kernel: &KernelDef) -> Option<String> {
     B::generated_text(kernel)
 }
 
-/// A client of a new runtime on the CPU backend: [`ComputeClient::open`] with the default
-/// [`CpuConfig`], so the scheduler and memory settings of `gpuworld.toml` and `GPUWORLD_*` apply,
-/// the cpu device's memory limit included (see [`config`]).
-#[cfg(feature = "cpu")]
-pub fn cpu_client(driver: Driver) -> Result<ComputeClient<CpuBackend>> {
-    ComputeClient::open(CpuConfig::default(), driver)
-}
-
 /// Tasks a wgpu stream queues before they are recorded, when nothing forces them earlier.
 #[cfg(feature = "wgpu")]
 pub const WGPU_MAX_TASKS: usize = gpuworld_wgpu::MAX_TASKS;
 
-/// A client of a new runtime on the wgpu device `config` selects, ticked by a device thread:
-/// [`ComputeClient::open`] with `Driver::DeviceThread`.
-#[cfg(feature = "wgpu")]
-pub fn wgpu_client(config: WgpuConfig) -> Result<ComputeClient<WgpuBackend>> {
-    ComputeClient::open(config, Driver::DeviceThread)
-}
-
-/// Like [`wgpu_client`], advanced by `driver`: [`ComputeClient::open`].
-#[cfg(feature = "wgpu")]
-pub fn wgpu_client_with(config: WgpuConfig, driver: Driver) -> Result<ComputeClient<WgpuBackend>> {
-    ComputeClient::open(config, driver)
-}
-
-/// A client of a new runtime on a wgpu device the caller already opened (a renderer's),
-/// advanced by `driver`: gpuworld submits on `queue`, so its work and the caller's run in
-/// submission order (docs/render.md). The scheduler and memory settings of `gpuworld.toml` and
-/// `GPUWORLD_*` apply as in [`ComputeClient::open`]. `DeviceError::BackendUnavailable` naming
-/// each limit the device lacks ([`WgpuBackend::on_device`] gives the typed
-/// [`SharedDeviceError`]); `ConfigError::InvalidSetting` when the configuration cannot be read.
-#[cfg(feature = "wgpu")]
-pub fn wgpu_client_on_device(
-    adapter: &wgpu::Adapter,
-    device: wgpu::Device,
-    queue: wgpu::Queue,
-    config: WgpuConfig,
-    driver: Driver,
-) -> Result<ComputeClient<WgpuBackend>> {
-    let settings = config::Settings::load()?;
-    let backend = WgpuBackend::on_device(adapter, device, queue, config)?;
-    let runtime = settings.runtime_config(
-        &Backend::properties(&backend),
-        gpuworld_systems::RuntimeConfig::for_backend::<WgpuBackend>(),
-    );
-    Ok(ComputeClient::new(backend, runtime, driver))
-}
-
 /// Tasks a cuda stream queues before they are submitted, when nothing forces them earlier.
 #[cfg(feature = "cuda")]
 pub const CUDA_MAX_TASKS: usize = gpuworld_cuda::MAX_TASKS;
-
-/// A client of a new runtime on the CUDA device `config` names, ticked by a device thread:
-/// [`ComputeClient::open`] with `Driver::DeviceThread`.
-#[cfg(feature = "cuda")]
-pub fn cuda_client(config: CudaConfig) -> Result<ComputeClient<CudaBackend>> {
-    ComputeClient::open(config, Driver::DeviceThread)
-}
-
-/// Like [`cuda_client`], advanced by `driver`: [`ComputeClient::open`].
-#[cfg(feature = "cuda")]
-pub fn cuda_client_with(config: CudaConfig, driver: Driver) -> Result<ComputeClient<CudaBackend>> {
-    ComputeClient::open(config, driver)
-}
-
-/// A client of a new runtime on the sim backend, ticked by hand: [`ComputeClient::open`] with
-/// `Driver::Manual` (the sim reads no configuration file).
-pub fn sim_client(config: SimConfig) -> Result<ComputeClient<SimBackend>> {
-    ComputeClient::open(config, Driver::Manual)
-}
 
 /// The README's examples, compiled and run as doctests so they stay true.
 #[cfg(doctest)]

@@ -9,8 +9,10 @@
 //! Several plugins drive several runtimes: each is keyed by its backend and a marker type.
 //! `docs/architecture.md` (Bevy) says why this shape rather than a `SubApp`.
 
+mod gpu;
 mod readback;
 
+pub use gpu::{Gpu, GpuworldSet};
 pub use readback::{DEFAULT_READS_IN_FLIGHT, Readback, ReadbackComplete, ReadbackFailed};
 
 use crate::{ComputeClient, Driver, FrameGraph, FrameMode, InFlight, StreamId};
@@ -20,7 +22,6 @@ use bevy_ecs::prelude::*;
 use bevy_ecs::schedule::ScheduleLabel;
 use gpuworld_systems::{Backend, Error};
 use std::marker::PhantomData;
-use std::ops::Deref;
 use std::time::{Duration, Instant};
 
 /// Frames a runtime may run ahead of the device by default, as a triple-buffered swapchain.
@@ -29,19 +30,6 @@ pub const DEFAULT_FRAMES_IN_FLIGHT: usize = 3;
 /// The stream the plugin's client works on: fixed, so launches from systems on any thread of
 /// Bevy's task pool land on one stream, in the order the schedule runs them.
 pub const PLUGIN_STREAM: StreamId = StreamId { value: 0 };
-
-/// The plugin's system sets, run in this order in the plugin's schedule.
-#[derive(SystemSet, Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum GpuworldSet {
-    /// User systems that launch, write and read; skipped in a frame whose runtime has its
-    /// frames-in-flight limit reached under [`FramesFull::Skip`].
-    Submit,
-    /// Ends the frame (a fence) and ticks each runtime.
-    Tick,
-    /// Delivers finished readbacks to their entities ([`ReadbackComplete`]).
-    Readback,
-}
 
 /// The plugin's own steps around the user's sets.
 #[derive(SystemSet, Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -74,35 +62,6 @@ pub enum FramesFull {
     Wait,
     /// Skip this frame's submissions (the `Submit` set does not run); the frame still ticks.
     Skip,
-}
-
-/// The client of the runtime that `GpuworldPlugin<B, M>` drives, on [`PLUGIN_STREAM`]; derefs
-/// to [`ComputeClient`]. `M` tells several runtimes of one backend apart.
-#[derive(Resource)]
-pub struct Gpu<B: Backend, M: Send + Sync + 'static = ()> {
-    client: ComputeClient<B>,
-    marker: PhantomData<fn() -> M>,
-}
-
-impl<B: Backend, M: Send + Sync + 'static> std::fmt::Debug for Gpu<B, M> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_tuple("Gpu").field(&self.client).finish()
-    }
-}
-
-impl<B: Backend, M: Send + Sync + 'static> Gpu<B, M> {
-    /// The client.
-    pub fn client(&self) -> &ComputeClient<B> {
-        &self.client
-    }
-}
-
-impl<B: Backend, M: Send + Sync + 'static> Deref for Gpu<B, M> {
-    type Target = ComputeClient<B>;
-
-    fn deref(&self) -> &ComputeClient<B> {
-        &self.client
-    }
 }
 
 /// What the plugin of runtime `(B, M)` did so far: frames ended, submissions skipped, waits.
@@ -254,10 +213,7 @@ impl<B: Backend, M: Send + Sync + 'static> GpuworldPlugin<B, M> {
 impl<B: Backend, M: Send + Sync + 'static> Plugin for GpuworldPlugin<B, M> {
     fn build(&self, app: &mut App) {
         let schedule = self.schedule;
-        app.insert_resource(Gpu::<B, M> {
-            client: self.client.clone(),
-            marker: PhantomData,
-        });
+        app.insert_resource(Gpu::<B, M>::new(self.client.clone()));
         if let Some(identical) = self.frame_graph {
             app.insert_resource(GpuFrameGraph::<B, M> {
                 frames: FrameGraph::new(&self.client, identical),

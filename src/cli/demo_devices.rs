@@ -3,7 +3,7 @@
 
 use super::CliError;
 use super::backends::{BackendKind, sim_config};
-use super::demo::{DemoArgs, DriverKind, progress_bar, write_trace};
+use super::demo_args::{DemoArgs, DriverKind, progress_bar, write_trace};
 use super::field_stats::FieldStats;
 use super::heat::HeatProblem;
 use super::heatmap;

@@ -5,6 +5,7 @@ mod backends;
 mod checkpoint;
 mod config;
 mod demo;
+mod demo_args;
 mod demo_devices;
 mod demo_processes;
 mod error;
@@ -41,7 +42,7 @@ pub struct Cli {
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Simulate heat diffusion on a square grid and write the final field as a PNG (the default)
-    Demo(demo::DemoArgs),
+    Demo(demo_args::DemoArgs),
     /// List the backends built into this binary and their devices
     Info,
     /// Replay a recorded command stream tick for tick and print what its reads returned
@@ -58,7 +59,7 @@ pub enum Command {
 pub fn run(cli: Cli) -> Result<(), CliError> {
     match cli.command {
         Some(Command::Demo(args)) => demo::run(&args),
-        None => demo::run(&demo::DemoArgs::default()),
+        None => demo::run(&demo_args::DemoArgs::default()),
         Some(Command::Info) => info::run(),
         Some(Command::Replay(args)) => replay::run(&args),
         Some(Command::Config) => config::run(),

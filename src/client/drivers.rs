@@ -13,320 +13,29 @@
 //! device thread, for a tick to drain the inbox (`make_room`). Threads spin only briefly after activity
 //! (tens of microseconds; the device thread a quarter of a millisecond where cores are
 //! plentiful), because the next command or reply usually comes soon after the last.
+//!
+//! Here: how a blocking call waits. `turns.rs` counts who drives and who waits,
+//! `device_thread.rs` is the device thread's loop, `policy.rs` says when to spin, park or sleep.
 
+mod device_thread;
 mod policy;
+mod turns;
 
-use super::{ComputeClient, Shared};
+pub(super) use device_thread::{Lifetime, device_thread};
+pub use turns::Driver;
+pub(super) use turns::Drivers;
+
+use super::ComputeClient;
 use futures_channel::oneshot;
 use gpuworld_systems::inbox::Inbox;
 use gpuworld_systems::{Backend, Error, Result};
-pub(crate) use policy::DriverPolicy;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::task::Poll;
-use std::thread::{JoinHandle, Thread};
+use std::thread::Thread;
 use std::time::{Duration, Instant};
-
-/// Who advances the runtime.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Driver {
-    /// The host calls [`ComputeClient::tick`]; blocking calls tick until their reply is ready;
-    /// nothing else ticks, and getters read what the last tick left.
-    Manual,
-    /// A device thread ticks whenever the inbox has work; calls that only enqueue return at
-    /// once, and a blocking call ticks itself as under `Manual` while the device thread waits.
-    DeviceThread,
-}
-
-/// What the device thread and blocking callers share so that one thread at a time drives the
-/// runtime: a blocking caller ticks itself from its command to its reply (no handoff on the
-/// way), and the device thread stays out of its way meanwhile. Aligned to a cache-line pair: the
-/// device thread spins on `driving`, which nothing else written often may share a line with.
-#[repr(align(128))]
-pub(super) struct Drivers {
-    /// Blocking callers ticking the runtime themselves.
-    driving: AtomicUsize,
-    /// Blocking callers waiting for a reply, driving or asleep.
-    waiting: AtomicUsize,
-    /// The device thread, woken when the last driving caller leaves.
-    device_thread: OnceLock<Thread>,
-    /// When to spin, park or sleep, for this host's cores.
-    pub(super) policy: DriverPolicy,
-    /// With spare cores: until when (nanoseconds since `epoch`) callers leave every tick to the
-    /// device thread, `policy.shared_hold` after two last waited at once. A caller alone still
-    /// drives: the device thread's tick then costs a handoff per round trip (0.7x).
-    shared_until: AtomicU64,
-    /// The origin of `shared_until`.
-    epoch: Instant,
-    /// Callers spinning for a reply the device thread will send (see `policy.reply_spin`).
-    spinning: AtomicUsize,
-}
-
-/// Makes every runtime made afterwards take the path of a host with spare cores, so that the
-/// unit tests run it on CI's two cores too.
-#[cfg(test)]
-static FORCE_SPARE_CORES: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
-impl Default for Drivers {
-    fn default() -> Drivers {
-        let policy = DriverPolicy::for_this_host();
-        #[cfg(test)]
-        let policy = if FORCE_SPARE_CORES.load(Ordering::Relaxed) {
-            DriverPolicy::for_cores(2 * DriverPolicy::CORES_PER_DRIVER)
-        } else {
-            policy
-        };
-        Drivers {
-            driving: AtomicUsize::new(0),
-            waiting: AtomicUsize::new(0),
-            device_thread: OnceLock::new(),
-            policy,
-            shared_until: AtomicU64::new(0),
-            epoch: Instant::now(),
-            spinning: AtomicUsize::new(0),
-        }
-    }
-}
-
-impl Drivers {
-    /// Nanoseconds since `epoch`.
-    fn now(&self) -> u64 {
-        u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX)
-    }
-
-    /// Spins up to `policy.reply_spin` for the reply on `receiver`, if fewer than
-    /// `policy.max_spinning` callers spin already; the reply, if it came.
-    fn spin_for<T>(&self, receiver: &mut oneshot::Receiver<Result<T>>) -> Option<Result<T>> {
-        if self.spinning.fetch_add(1, Ordering::AcqRel) >= self.policy.max_spinning {
-            self.spinning.fetch_sub(1, Ordering::AcqRel);
-            return None;
-        }
-        let start = Instant::now();
-        let mut reply = None;
-        while reply.is_none() && start.elapsed() < self.policy.reply_spin {
-            reply = ready(receiver);
-            std::hint::spin_loop();
-        }
-        self.spinning.fetch_sub(1, Ordering::AcqRel);
-        reply
-    }
-
-    /// Whether callers leave every tick to the device thread now (see `Drivers::shared_until`).
-    fn shared(&self) -> bool {
-        self.policy.spare_cores && self.now() < self.shared_until.load(Ordering::Relaxed)
-    }
-}
-
-/// A blocking caller's turn at driving the runtime; leaving wakes the device thread if it was
-/// the last one.
-struct Driving<'a> {
-    drivers: &'a Drivers,
-    /// Whether the device thread may have work once this caller leaves (the default): the last
-    /// driver to leave then wakes it. Where cores are plentiful, a caller that leaves nothing in
-    /// flight and nothing queued lets it sleep out its `policy.quiet_poll` instead (a wake-up is a futex
-    /// call on the caller's thread).
-    work_left: bool,
-}
-
-impl<'a> Driving<'a> {
-    fn enter(drivers: &'a Drivers) -> Driving<'a> {
-        drivers.driving.fetch_add(1, Ordering::AcqRel);
-        Driving {
-            drivers,
-            work_left: true,
-        }
-    }
-}
-
-impl Drop for Driving<'_> {
-    fn drop(&mut self) {
-        // Where cores are few the device thread parks for long while callers drive (it does not
-        // poll): it is always woken.
-        if self.drivers.driving.fetch_sub(1, Ordering::AcqRel) == 1
-            && (self.work_left || !self.drivers.policy.spare_cores)
-            && let Some(thread) = self.drivers.device_thread.get()
-        {
-            thread.unpark();
-        }
-    }
-}
-
-/// A blocking caller's wait for its reply, counted so that a caller knows whether others wait
-/// too.
-struct Waiting<'a> {
-    drivers: &'a Drivers,
-    /// Whether fewer than `Drivers::max_drivers` other callers were waiting when this one came
-    /// (on few cores: whether none was): it may drive.
-    may_drive: bool,
-}
-
-impl<'a> Waiting<'a> {
-    fn enter(drivers: &'a Drivers) -> Waiting<'a> {
-        let others = drivers.waiting.fetch_add(1, Ordering::AcqRel);
-        if others > 0 && drivers.policy.spare_cores {
-            let hold = drivers.policy.shared_hold.as_nanos() as u64;
-            let until = drivers.now().saturating_add(hold);
-            drivers.shared_until.fetch_max(until, Ordering::Relaxed);
-        }
-        Waiting {
-            drivers,
-            may_drive: others < drivers.policy.max_drivers && !drivers.shared(),
-        }
-    }
-}
-
-impl Drop for Waiting<'_> {
-    fn drop(&mut self) {
-        self.drivers.waiting.fetch_sub(1, Ordering::AcqRel);
-    }
-}
-
-/// Stops the device thread when the last client clone is dropped.
-pub(super) struct Lifetime {
-    pub(super) inbox: std::sync::Arc<gpuworld_systems::inbox::Inbox>,
-    pub(super) thread: parking_lot::Mutex<Option<JoinHandle<()>>>,
-}
-
-impl Drop for Lifetime {
-    fn drop(&mut self) {
-        // Through the inbox, which the device thread checks under its lock before it sleeps: a
-        // stop flag beside it and a plain wake-up were missed by a thread between its check and
-        // its wait, which then slept out `policy.device_thread_idle` (the loom model in `systems/loom`).
-        self.inbox.stop_device_thread();
-        if let Some(thread) = self.thread.lock().take() {
-            thread.thread().unpark();
-            let _ = thread.join();
-        }
-    }
-}
-
-/// The device thread's body: [`run_device_thread`]. A panic in a tick (a backend's or wgpu's
-/// assertion) is not left to die with the thread, where callers asleep for their replies would
-/// wait for ever and work enqueued later would never run: it is logged, and every blocking call
-/// of the runtime fails from then on with `ExecutionError::DeviceFault` quoting it (the tick it
-/// broke may have left the runtime's state half-updated, so nothing ticks it again).
-pub(super) fn device_thread<B: Backend>(shared: &Shared<B>) {
-    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        run_device_thread(shared);
-    }));
-    if let Err(payload) = outcome {
-        let said = (payload.downcast_ref::<&str>().map(|s| s.to_string()))
-            .or_else(|| payload.downcast_ref::<String>().cloned())
-            .unwrap_or_else(|| "a panic without a message".to_owned());
-        tracing::error!(target: "gpuworld::stream", panic = %said, "the device thread panicked: every blocking call of this runtime fails from now on");
-        let _ =
-            (shared.device_thread_panic).set(format!("the device thread panicked: {said}").into());
-        // Callers asleep for a reply see it within `SLEEP_CHECK`; pushers waiting for room
-        // wait no more.
-        shared.inbox.wake_all();
-    }
-}
-
-/// The device thread: ticks while commands are queued or work is in flight, unless blocking
-/// callers drive the runtime themselves; after a tick that did work it spins briefly for the next
-/// command, then sleeps on the inbox. Callers hand over what they leave in flight: replies others
-/// wait for through a tick request, memory behind events through a plain wake-up.
-pub(super) fn run_device_thread<B: Backend>(shared: &Shared<B>) {
-    let drivers = &shared.drivers;
-    let inbox = &shared.inbox;
-    let _ = drivers.device_thread.set(std::thread::current());
-    let callers_drive = || drivers.driving.load(Ordering::Acquire) > 0;
-    // With few cores, a spinning device thread takes the core that the device's own work (the
-    // cpu backend's workers) or the caller needs.
-    let policy = drivers.policy;
-    let spare_cores = policy.spare_cores;
-    let spin_for_work = policy.device_thread_spin;
-    // Whether our last tick left work in flight.
-    let mut busy = false;
-    // Whether others ticked, or nothing did, since our last tick.
-    let mut away = false;
-    while !inbox.device_thread_stopped() {
-        if callers_drive() {
-            // Stay out of the callers' way: park, looking again every `policy.quiet_poll` where cores
-            // are plentiful; the last one to leave unparks us if it left work (an unpark before
-            // the park makes it return).
-            std::thread::park_timeout(if spare_cores {
-                policy.quiet_poll
-            } else {
-                policy.device_thread_idle
-            });
-            (busy, away) = (false, true);
-            continue;
-        }
-        let had_commands = inbox.has_work();
-        if had_commands && !busy && !drivers.shared() {
-            // A command is often followed at once by a blocking call (a launch, then its read)
-            // whose caller ticks itself: give that caller a moment to take both in one tick.
-            if spin_until(policy.device_thread_linger, callers_drive) {
-                continue;
-            }
-        } else if away && !had_commands {
-            // Back after callers drove, or after a sleep: what is left in flight is memory behind
-            // events (a reply someone waits for comes with a tick request, which is work). It
-            // needs a tick, not at once, and the next blocking call often ticks it first. Where
-            // cores are plentiful, look every `policy.quiet_poll` rather than spin beside the caller.
-            let ready = || inbox.has_work() || callers_drive();
-            let found = if spare_cores {
-                poll_until(spin_for_work, policy.quiet_poll, ready)
-            } else {
-                spin_until(spin_for_work, ready)
-            };
-            if found {
-                continue;
-            }
-        }
-        let was_busy = busy;
-        busy = {
-            let mut runtime = shared.runtime.lock();
-            runtime.tick();
-            let busy = runtime.has_work_in_flight();
-            if busy && !inbox.has_work() && !callers_drive() {
-                // A blocking caller that comes meanwhile takes the runtime at once.
-                runtime.release_and_wait_for_device(policy.device_wait_slice, &|| {
-                    inbox.has_work() || callers_drive()
-                });
-            }
-            busy
-        };
-        away = false;
-        if busy {
-            continue;
-        }
-        let did_work = had_commands || was_busy;
-        if did_work && spin_until(spin_for_work, || inbox.has_work() || callers_drive()) {
-            continue;
-        }
-        inbox.wait_for_work(policy.device_thread_idle);
-        away = true;
-    }
-}
-
-/// Looks at `ready` until it holds or `limit` passed, with `pause` between looks; whether ready.
-fn wait_until(limit: Duration, mut pause: impl FnMut(), mut ready: impl FnMut() -> bool) -> bool {
-    let start = Instant::now();
-    loop {
-        if ready() {
-            return true;
-        }
-        if start.elapsed() >= limit {
-            return false;
-        }
-        pause();
-    }
-}
-
-/// [`wait_until`] yielding the core to runnable threads between looks.
-fn spin_until(limit: Duration, ready: impl FnMut() -> bool) -> bool {
-    wait_until(limit, std::thread::yield_now, ready)
-}
-
-/// [`wait_until`] parked `quiet_poll` at a time between looks.
-fn poll_until(limit: Duration, quiet_poll: Duration, ready: impl FnMut() -> bool) -> bool {
-    wait_until(limit, || std::thread::park_timeout(quiet_poll), ready)
-}
+use turns::{Driving, Waiting, ready};
 
 impl<B: Backend> ComputeClient<B> {
     /// Blocks until `receiver` has its reply, driving the runtime as the driver says.
@@ -473,7 +182,7 @@ impl<B: Backend> ComputeClient<B> {
 }
 
 impl<B: Backend> ComputeClient<B> {
-    /// `ExecutionError::DeviceFault` once the device thread panicked ([`device_thread`]).
+    /// `ExecutionError::DeviceFault` once the device thread panicked ([`device_thread()`]).
     fn device_thread_failed(&self) -> Result<()> {
         match self.shared.device_thread_panic.get() {
             None => Ok(()),
@@ -545,19 +254,12 @@ impl<B: Backend> ComputeClient<B> {
     }
 }
 
-/// The reply, if it came; a dropped sender is `Error::Disconnected`.
-fn ready<T>(receiver: &mut oneshot::Receiver<Result<T>>) -> Option<Result<T>> {
-    match receiver.try_recv() {
-        Ok(Some(reply)) => Some(reply),
-        Ok(None) => None,
-        Err(oneshot::Canceled) => Some(Err(Error::Disconnected)),
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use super::turns::FORCE_SPARE_CORES;
     use super::*;
     use crate::{Bindings, CubeCount, library};
+    use std::sync::atomic::Ordering;
     use std::sync::mpsc;
 
     /// Runs `f` on a thread of its own and fails if it has not returned within `limit`: a lost

@@ -3,42 +3,20 @@
 //! swapchain does; `in_flight` says what the runtime has not finished. Nothing here ticks but
 //! `wait_for_frames`, which waits like a blocking call.
 
+mod fences;
+
+pub(super) use fences::FrameFences;
+
 use super::ComputeClient;
-use futures_channel::oneshot;
 use gpuworld_systems::published::InFlight;
 use gpuworld_systems::{Backend, Result};
-use std::collections::VecDeque;
-
-/// The fences of the frames ended and not yet seen finished, oldest first.
-#[derive(Default)]
-pub(super) struct FrameFences {
-    fences: VecDeque<oneshot::Receiver<Result<()>>>,
-}
-
-impl FrameFences {
-    /// Drops the fences of finished frames from the front (frames finish in order on one
-    /// stream; a later frame finished early waits for the ones before it); how many are left.
-    fn retire_finished(&mut self) -> usize {
-        while let Some(oldest) = self.fences.front_mut() {
-            match oldest.try_recv() {
-                Ok(None) => break,
-                // Finished, with or without a fault: the fault is the stream's, and its next
-                // read or sync reports it.
-                Ok(Some(_)) | Err(oneshot::Canceled) => {
-                    self.fences.pop_front();
-                }
-            }
-        }
-        self.fences.len()
-    }
-}
 
 impl<B: Backend> ComputeClient<B> {
     /// Ends a frame: enqueues a fence after everything this client's stream was given so far
     /// (a sync, answered by the tick that sees the work done). Never ticks.
     pub fn end_frame(&self) {
         let fence = self.enqueue_sync();
-        self.shared.frames.lock().fences.push_back(fence);
+        self.shared.frames.lock().push(fence);
     }
 
     /// Frames ended with [`ComputeClient::end_frame`] whose work the ticks so far have not seen
@@ -57,7 +35,7 @@ impl<B: Backend> ComputeClient<B> {
                 if frames.retire_finished() <= limit {
                     return Ok(());
                 }
-                frames.fences.pop_front()
+                frames.pop_oldest()
             };
             if let Some(fence) = oldest {
                 self.wait(fence)?;

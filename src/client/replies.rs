@@ -6,7 +6,7 @@
 //! `block_on(read_async(..))` completes instead of hanging mute, while a host loop that ticks
 //! between its polls is never ticked behind its back.
 
-use super::Shared;
+use super::shared::Shared;
 use futures_channel::oneshot;
 use gpuworld_systems::{Backend, Error, HostBytes, Result};
 use parking_lot::Mutex;

@@ -15,7 +15,8 @@
 //! once as the warm-up; every replay of the graph issues it again the same way. The destination
 //! range is pinned on its runtime while the graph can replay into it.
 
-use super::{ComputeClient, Shared};
+use super::ComputeClient;
+use super::shared::Shared;
 use futures_channel::oneshot;
 use gpuworld_systems::arriving::{Arriving, ArrivingSource};
 use gpuworld_systems::cross_device::Drive;

@@ -31,6 +31,7 @@
 mod collectives;
 mod env;
 mod on_device;
+mod placement;
 mod rendezvous;
 mod watchdog;
 mod wire;
@@ -51,7 +52,7 @@ pub struct ProcessGroup {
     /// The connection to each rank, by rank.
     peers: Vec<Link>,
     /// Where the collectives run (decided at the first one with a client).
-    on_device: on_device::OnDevice,
+    on_device: placement::OnDevice,
 }
 
 /// This process's connection to one rank.
@@ -77,7 +78,7 @@ impl ProcessGroup {
         Ok(ProcessGroup {
             config,
             peers,
-            on_device: on_device::OnDevice::Undecided,
+            on_device: placement::OnDevice::Undecided,
         })
     }
 

@@ -9,6 +9,7 @@
 //! collective and its sizes), so a loop of the same calls pays for the check once and a
 //! mismatch is a typed error on every rank instead of a hang.
 
+use super::placement::{DeviceGroup, OnDevice};
 use super::watchdog::Watchdog;
 use super::{CollectivesOn, Link, ProcessGroup};
 use crate::ComputeClient;
@@ -18,48 +19,6 @@ use gpuworld_systems::{Backend, Binding, Result};
 use smallvec::SmallVec;
 use std::collections::HashSet;
 use std::sync::Arc;
-
-/// Where this group's collectives run.
-#[derive(Default)]
-pub(super) enum OnDevice {
-    /// Not decided: the first collective with a client decides.
-    #[default]
-    Undecided,
-    /// Through host memory over the TCP connections.
-    Host,
-    /// On the devices of `backend`, this rank's on `device`.
-    Device(DeviceGroup),
-}
-
-impl OnDevice {
-    /// The backend whose devices run the collectives, if decided so.
-    pub(super) fn backend(&self) -> Option<&'static str> {
-        match self {
-            OnDevice::Device(group) => Some(group.backend),
-            _ => None,
-        }
-    }
-}
-
-impl std::fmt::Debug for OnDevice {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            OnDevice::Undecided => f.write_str("Undecided"),
-            OnDevice::Host => f.write_str("Host"),
-            OnDevice::Device(group) => write!(f, "Device({} {})", group.backend, group.device),
-        }
-    }
-}
-
-/// This rank's part of a group on the devices.
-pub(super) struct DeviceGroup {
-    backend: &'static str,
-    device: u32,
-    collectives: Arc<dyn DeviceCollectives>,
-    /// Shapes of calls already checked across ranks.
-    checked: HashSet<Vec<u8>>,
-    _watchdog: Watchdog,
-}
 
 impl ProcessGroup {
     /// Where this group runs collectives with `client`'s backend: its devices' collectives, or

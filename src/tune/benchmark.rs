@@ -4,49 +4,13 @@
 //! else with host wall time around the sync. A candidate that errs, faults or panics gives its
 //! reason.
 
+use super::settings::BenchmarkConfig;
 use super::tunable::TuneOp;
 use crate::ComputeClient;
 use gpuworld_systems::Backend;
 use gpuworld_systems::kernel::panic_message;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::time::{Duration, Instant};
-
-/// How many runs a candidate gets.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct BenchmarkConfig {
-    /// Runs before timing starts (compiles pipelines, fills caches).
-    pub warmup: usize,
-    /// Timed runs; the median of them decides.
-    pub samples: usize,
-}
-
-// Builders: the struct is `#[non_exhaustive]`, so other crates start from a constructor or
-// `Default` and set fields one by one.
-impl BenchmarkConfig {
-    /// This configuration with [`warmup`](Self::warmup) set to `warmup`.
-    #[must_use]
-    pub fn with_warmup(mut self, warmup: usize) -> Self {
-        self.warmup = warmup;
-        self
-    }
-
-    /// This configuration with [`samples`](Self::samples) set to `samples`.
-    #[must_use]
-    pub fn with_samples(mut self, samples: usize) -> Self {
-        self.samples = samples;
-        self
-    }
-}
-
-impl Default for BenchmarkConfig {
-    fn default() -> Self {
-        BenchmarkConfig {
-            warmup: 1,
-            samples: 5,
-        }
-    }
-}
 
 /// What timing a candidate gave.
 pub(crate) struct Measured<O> {

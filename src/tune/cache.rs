@@ -4,6 +4,7 @@
 //! never lose each other's entries and a reader never sees half a file. A corrupt file is
 //! reported and ignored, never fatal.
 
+use super::settings::CACHE_DIR_ENV;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fs::{self, File, OpenOptions};
@@ -11,8 +12,6 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// The environment variable that names the cache directory.
-pub const CACHE_DIR_ENV: &str = "GPUWORLD_AUTOTUNE_CACHE";
 /// Version of the file's layout; a file of another version is ignored.
 const FORMAT: u32 = 1;
 

@@ -4,10 +4,11 @@
 //! on the caller's thread or in the background — and sends the result to the tick's tune stage
 //! as a message. While a key is pending, callers get the first candidate.
 
-use super::benchmark::{BenchmarkConfig, Measured, measure};
+use super::benchmark::{Measured, measure};
 use super::cache::{PersistentCache, StoredEntry, StoredOutcome, default_cache_dir};
 use super::checks::{OUTPUT_CHECKS_ENABLED, check_outputs};
 use super::key::TuneKey;
+use super::settings::{CacheLocation, TuneMode, TunerConfig};
 use super::tunable::TunableSet;
 use crate::ComputeClient;
 use gpuworld_systems::error::{AutotuneError, CandidateFailure};
@@ -17,81 +18,12 @@ use gpuworld_systems::{Backend, Error, Result};
 use parking_lot::{Mutex, RwLock};
 use rustc_hash::FxHashMap;
 use std::collections::{HashMap, HashSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
 /// The candidate callers get while their key is being tuned: the first one of the set.
 pub const FALLBACK_CANDIDATE: usize = 0;
-
-/// Where a miss is benchmarked.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum TuneMode {
-    /// On the caller's thread; the call returns with the winner.
-    Blocking,
-    /// On a thread of its own; callers get the fallback until the tick ingested the result.
-    Background,
-}
-
-/// Where the persistent cache lives.
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum CacheLocation {
-    /// `GPUWORLD_AUTOTUNE_CACHE`, else `target/gpuworld-autotune/` ([`default_cache_dir`]).
-    Default,
-    /// This directory.
-    Dir(PathBuf),
-    /// No file: results live as long as the runtime.
-    Disabled,
-}
-
-/// How a tuner benchmarks and where it keeps results.
-#[derive(Clone, Debug)]
-#[non_exhaustive]
-pub struct TunerConfig {
-    /// Warm-up runs and samples per candidate.
-    pub benchmark: BenchmarkConfig,
-    /// Blocking or background tuning.
-    pub mode: TuneMode,
-    /// The persistent cache's directory.
-    pub cache: CacheLocation,
-}
-
-// Builders: the struct is `#[non_exhaustive]`, so other crates start from a constructor or
-// `Default` and set fields one by one.
-impl TunerConfig {
-    /// This configuration with [`benchmark`](Self::benchmark) set to `benchmark`.
-    #[must_use]
-    pub fn with_benchmark(mut self, benchmark: BenchmarkConfig) -> Self {
-        self.benchmark = benchmark;
-        self
-    }
-
-    /// This configuration with [`mode`](Self::mode) set to `mode`.
-    #[must_use]
-    pub fn with_mode(mut self, mode: TuneMode) -> Self {
-        self.mode = mode;
-        self
-    }
-
-    /// This configuration with [`cache`](Self::cache) set to `cache`.
-    #[must_use]
-    pub fn with_cache(mut self, cache: CacheLocation) -> Self {
-        self.cache = cache;
-        self
-    }
-}
-
-impl Default for TunerConfig {
-    fn default() -> Self {
-        TunerConfig {
-            benchmark: BenchmarkConfig::default(),
-            mode: TuneMode::Blocking,
-            cache: CacheLocation::Default,
-        }
-    }
-}
 
 /// Which (set, key) a winner belongs to in the tuner's own map.
 type Slot = (u64, TuneKey);

@@ -296,43 +296,6 @@ fn cycles_in(dir: &Path) -> (BTreeMap<Module, BTreeSet<Module>>, Vec<Vec<String>
 /// owner. A cycle found outside these sets (a new module in one, or a new cycle) fails the
 /// test, so the list only shrinks; a set that no longer forms a cycle must be removed from it.
 const KNOWN_CYCLES: &[(&str, &[&str])] = &[
-    // The crate root's constructors, the client's files and the tuner's read the configuration
-    // and each other (the render interop's constructors joined the root to `config`,
-    // 2026-12-06).
-    (
-        "src",
-        &[
-            "",
-            "devices",
-            "client",
-            "client::drivers",
-            "client::frames",
-            "client::transfers",
-            "client::replies",
-            "client::to_client",
-            "config",
-            "tune::cache",
-            "tune::tuner",
-            "tune::benchmark",
-            "tune::tunable",
-            "tune::checks",
-        ],
-    ),
-    ("src", &["bevy", "bevy::readback"]),
-    (
-        "src",
-        &[
-            "cli",
-            "cli::config",
-            "cli::demo",
-            "cli::demo_devices",
-            "cli::heat",
-            "cli::demo_processes",
-            "cli::info",
-            "cli::replay",
-        ],
-    ),
-    ("src", &["distributed", "distributed::on_device"]),
     (
         "backends/wgpu/src",
         &[
