@@ -367,22 +367,6 @@ const KNOWN_CYCLES: &[(&str, &[&str])] = &[
         ],
     ),
     (
-        "backends/wgpu/src",
-        &[
-            "",
-            "bind_groups",
-            "wgsl",
-            "library",
-            "library::matmul",
-            "library::reduce",
-            "marks",
-            "pipelines",
-            "replay",
-            "launch",
-            "stream",
-        ],
-    ),
-    (
         "backends/cuda/src",
         &[
             "",
