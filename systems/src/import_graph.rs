@@ -366,23 +366,6 @@ const KNOWN_CYCLES: &[(&str, &[&str])] = &[
             "parse::inline",
         ],
     ),
-    (
-        "backends/cuda/src",
-        &[
-            "",
-            "compiler",
-            "cuda_c",
-            "copies",
-            "faults",
-            "graphs",
-            "library",
-            "library::matmul",
-            "library::reduce",
-            "mapping",
-            "nccl",
-            "watch",
-        ],
-    ),
 ];
 
 #[test]

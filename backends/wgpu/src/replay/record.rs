@@ -26,6 +26,9 @@ struct Staged<'a> {
     offset: Option<u32>,
 }
 
+/// The staged launches of a plan, and the bytes of their scalars.
+type Staging<'a> = (Vec<Staged<'a>>, Vec<u8>);
+
 impl WgpuBackend {
     /// Records `op` on stream `s` over the task's `buffers`: from its plan (made now if new),
     /// or launch by launch.
@@ -150,7 +153,7 @@ impl WgpuBackend {
         s: usize,
         buffers: &[Region],
         op: &'a WgpuReplay,
-    ) -> Result<Option<(Vec<Staged<'a>>, Vec<u8>)>, Error> {
+    ) -> Result<Option<Staging<'a>>, Error> {
         let stream = self.streams[s].id;
         let per_axis = self.limits.max_compute_workgroups_per_dimension;
         let alignment = u64::from(self.limits.min_uniform_buffer_offset_alignment).max(16);
