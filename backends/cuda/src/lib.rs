@@ -123,7 +123,7 @@ impl Backend for CudaBackend {
         })
     }
 
-    /// NCCL communicators over the group's devices (`nccl.rs`).
+    /// NCCL communicators over the group's devices (`nccl/`).
     fn device_collectives(devices: &[u32]) -> Option<Result<Arc<dyn DeviceCollectives>, Error>> {
         Some(communicators(devices).map(|comms| Arc::new(NcclGroup(comms)) as _))
     }
@@ -147,7 +147,7 @@ impl Backend for CudaBackend {
         Some(graphs::GraphReplay::work(graph, version, launches))
     }
 
-    /// NCCL communicators spanning processes (`nccl.rs`).
+    /// NCCL communicators spanning processes (`nccl/`).
     fn process_collectives() -> Option<Result<&'static dyn ProcessCollectives, Error>> {
         let ready = nccl::nccl().and_then(|_| {
             loader::driver().map_err(|reason| {
