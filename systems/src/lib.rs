@@ -31,6 +31,8 @@ pub mod outbox;
 #[cfg_attr(not(feature = "internals"), doc(hidden))]
 pub mod published;
 pub mod runtime;
+#[cfg(test)]
+mod source_sizes;
 /// The unit tests' device: the sim backend (`backends/sim`), a dev-dependency.
 #[cfg(test)]
 use gpuworld_sim as sim;

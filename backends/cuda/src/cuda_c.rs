@@ -21,8 +21,7 @@
 //!   source. With a dynamic cube count (`-DGPUWORLD_DYNAMIC=1`) the backend launches a fixed
 //!   grid whose blocks stride over the cubes.
 
-use crate::CudaBackend;
-use gpuworld_hal::backend::Backend;
+use crate::library;
 use gpuworld_hal::kernel::{Access, Elem, KernelDef};
 
 pub use gpuworld_hal::kernel::CudaSource;
@@ -112,7 +111,10 @@ pub fn parameter_list(kernel: &KernelDef) -> String {
 /// `None` when the backend has no CUDA source for it. Texts of several kernels may follow one
 /// prelude in one program.
 pub fn cuda_text(kernel: &KernelDef) -> Option<String> {
-    let source = CudaBackend::source_for(kernel)?;
+    // `Backend::source_for`'s rule: the kernel's own CUDA C, else the library's.
+    let source = kernel
+        .source::<CudaSource>()
+        .or_else(|| library::source(kernel))?;
     Some(format!(
         "#undef GW_PARAMS\n#define GW_PARAMS {}\n{}",
         parameter_list(kernel),

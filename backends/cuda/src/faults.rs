@@ -1,7 +1,8 @@
 //! Faults on the cuda backend: a failed call faults its stream; a sticky device error poisons the
 //! context, after which every stream faults and nothing waits on the dead device.
 
-use crate::{CudaBackend, loader};
+use crate::device::CudaBackend;
+use crate::loader::{self, sys_error};
 use cudarc::driver::sys;
 use gpuworld_hal::backend::HostBytes;
 use gpuworld_hal::error::Error;
@@ -70,8 +71,4 @@ impl CudaBackend {
             (_, None) => true,
         }
     }
-}
-
-pub(crate) fn sys_error(code: sys::CUresult) -> cudarc::driver::result::DriverError {
-    cudarc::driver::result::DriverError(code)
 }

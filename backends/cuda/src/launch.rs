@@ -2,13 +2,16 @@
 //! arguments in the order of the generated parameter list (`cuda_c::parameter_list`), and
 //! `cuLaunchKernel` on the stream.
 
-use crate::{CudaBackend, DYNAMIC_BLOCKS_PER_SM};
+use crate::device::CudaBackend;
 use cudarc::driver::sys;
 use gpuworld_hal::backend::{LaunchCount, Region};
 use gpuworld_hal::error::Error;
 use gpuworld_hal::kernel::{ExecutionMode, Kernel};
 use smallvec::SmallVec;
 use std::ffi::c_void;
+
+/// Blocks per multiprocessor of a launch whose cube count is read on the device.
+const DYNAMIC_BLOCKS_PER_SM: u32 = 8;
 
 /// A launch's function, dimensions and arguments, ready for `cuLaunchKernel` or a graph node.
 pub(crate) struct PreparedLaunch {

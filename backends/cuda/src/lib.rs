@@ -1,8 +1,10 @@
 #![doc = include_str!("../README.md")]
 
 mod compiler;
+mod config;
 mod copies;
 mod cuda_c;
+mod device;
 mod events;
 mod faults;
 mod flags;
@@ -19,8 +21,10 @@ mod pinned;
 mod watch;
 
 pub use compiler::{CompileStats, default_cache_dir};
+pub use config::CudaConfig;
 pub use cuda_c::{CudaSource, PRELUDE, cuda_text, parameter_list};
 pub use cudarc;
+pub use device::CudaBackend;
 pub use graphs::GraphReplay;
 pub use nccl::{
     Clique, NcclCall, NcclComm, NcclGroup, NcclKind, NcclProcessGroup, NcclProcesses,
@@ -29,9 +33,9 @@ pub use nccl::{
 pub use open::{availability, device_count};
 pub use peer::{Drive, PeerArrival, PeerCopy, PeerDestination, PeerLink};
 
-use copies::{PendingRead, Upload};
 use cudarc::driver::sys;
-use events::{EventState, EventTable, Timing};
+use device::CudaStream;
+use events::{EventState, Timing};
 use gpuworld_hal::backend::*;
 use gpuworld_hal::backend::{OpClock, OpKind, OpTime};
 use gpuworld_hal::cross_device::{DeviceCollectives, PeerTransfer, ProcessCollectives};
@@ -40,302 +44,8 @@ use gpuworld_hal::ids::StreamId;
 use gpuworld_hal::kernel::{ExecutionMode, Kernel, KernelDef};
 use gpuworld_hal::open::{BackendSettings, DeviceId, DeviceInfo, OpenBackend};
 use gpuworld_hal::open::{SchedulingDefaults, SchedulingStrategy};
-use op_timing::OpTiming;
-use pinned::PinnedHome;
-use rustc_hash::FxHashMap as HashMap;
-use std::ffi::c_void;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-/// Blocks per multiprocessor of a launch whose cube count is read on the device.
-const DYNAMIC_BLOCKS_PER_SM: u32 = 8;
-
-/// How to open a CUDA device.
-#[derive(Clone, Debug)]
-#[non_exhaustive]
-pub struct CudaConfig {
-    /// The device's ordinal.
-    pub device: usize,
-    /// Where compiled kernels are cached on disk; `None` keeps them in memory only.
-    pub cache_dir: Option<PathBuf>,
-    /// Free pinned staging bytes kept for reuse; more is returned to the driver.
-    pub max_free_staging: usize,
-}
-
-// Builders: the struct is `#[non_exhaustive]`, so other crates start from a constructor or
-// `Default` and set fields one by one.
-impl CudaConfig {
-    /// This configuration with [`device`](Self::device) set to `device`.
-    #[must_use]
-    pub fn with_device(mut self, device: usize) -> Self {
-        self.device = device;
-        self
-    }
-
-    /// This configuration with [`cache_dir`](Self::cache_dir) set to `cache_dir`.
-    #[must_use]
-    pub fn with_cache_dir(mut self, cache_dir: Option<PathBuf>) -> Self {
-        self.cache_dir = cache_dir;
-        self
-    }
-
-    /// This configuration with [`max_free_staging`](Self::max_free_staging) set to
-    /// `max_free_staging`.
-    #[must_use]
-    pub fn with_max_free_staging(mut self, max_free_staging: usize) -> Self {
-        self.max_free_staging = max_free_staging;
-        self
-    }
-}
-
-impl Default for CudaConfig {
-    fn default() -> Self {
-        CudaConfig {
-            device: 0,
-            cache_dir: default_cache_dir(),
-            max_free_staging: 1 << 30,
-        }
-    }
-}
-
-/// One runtime stream's CUDA stream and its first unreported fault.
-struct CudaStream {
-    id: StreamId,
-    handle: sys::CUstream,
-    fault: Option<Error>,
-    /// Whether a read without an event is the last work queued (see `PendingRead`).
-    read_is_last: bool,
-    /// The value this stream's read flag was last set to write (`flags.rs`).
-    flag_value: u32,
-}
-
-/// Makes `context` current on the calling thread, where it is not already.
-fn bind_context(context: sys::CUcontext) {
-    let mut current = std::ptr::null_mut();
-    // SAFETY: `context` is a primary context its backend retained and keeps until `Drop`;
-    // `current` is a valid out-pointer.
-    unsafe {
-        if sys::cuCtxGetCurrent(&mut current) != sys::CUresult::CUDA_SUCCESS || current != context {
-            sys::cuCtxSetCurrent(context);
-        }
-    }
-}
-
-/// An NVIDIA GPU driven through the CUDA driver API.
-pub struct CudaBackend {
-    device: sys::CUdevice,
-    context: sys::CUcontext,
-    properties: DeviceProperties,
-    arch: (i32, i32),
-    multiprocessors: u32,
-    buffers: HashMap<u64, (sys::CUdeviceptr, u64)>,
-    next_storage: u64,
-    allocated: u64,
-    streams: Vec<CudaStream>,
-    events: EventTable,
-    /// Each operation's device time, while a trace or kernel statistics record them.
-    op_timing: OpTiming,
-    kernels: compiler::KernelCache,
-    pinned: Arc<PinnedHome>,
-    uploads: Vec<Upload>,
-    reads: HashMap<ReadTicket, PendingRead>,
-    finished_reads: HashMap<ReadTicket, HostBytes>,
-    next_ticket: u64,
-    poisoned: Option<Arc<str>>,
-    /// The NCCL cliques this device ran collectives in (see `nccl::Clique`).
-    cliques: Vec<nccl::KnownClique>,
-    /// CUDA graphs made for captured gpuworld graphs (`graphs.rs`).
-    graphs: graphs::GraphCache,
-    /// The contexts of other devices this context was given direct access to (peer copies).
-    peers_enabled: Vec<usize>,
-    /// Address ranges reserved for the mapped pool, and their pages (`mapping.rs`).
-    mapping: mapping::AddressRanges,
-    /// The words the device sets when a read lands (`flags.rs`).
-    read_flags: flags::ReadFlags,
-    /// Turns of `collect_copies` since it last asked the driver about a flagged read.
-    flag_turns: u32,
-}
-
-// SAFETY: the CUDA handles are owned by the backend and used only through `&mut self` (each call
-// makes the context current on the calling thread first); `&self` methods read plain data.
-unsafe impl Send for CudaBackend {}
-// SAFETY: as above: no `&self` method touches a CUDA handle.
-unsafe impl Sync for CudaBackend {}
-
-impl std::fmt::Debug for CudaBackend {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CudaBackend")
-            .field("device", &self.device)
-            .field("name", &self.properties.name)
-            .field("arch", &self.arch)
-            .field("buffers", &self.buffers.len())
-            .field("allocated", &self.allocated)
-            .field("streams", &self.streams.len())
-            .field("poisoned", &self.poisoned)
-            .finish_non_exhaustive()
-    }
-}
-
-impl CudaBackend {
-    /// The device's compute capability (major, minor).
-    pub fn compute_capability(&self) -> (i32, i32) {
-        self.arch
-    }
-
-    /// The device's multiprocessor count.
-    pub fn multiprocessors(&self) -> u32 {
-        self.multiprocessors
-    }
-
-    /// How kernels were served so far: NVRTC compiles, disk cache hits, memory cache hits.
-    pub fn compile_stats(&self) -> CompileStats {
-        self.kernels.stats()
-    }
-
-    /// Page-locked staging bytes held: free, in use by copies, or lent to callers.
-    pub fn pinned_bytes(&self) -> usize {
-        self.pinned.allocated_bytes()
-    }
-
-    /// How many CUDA graphs this device keeps for captured graphs' replays.
-    pub fn graph_executables(&self) -> usize {
-        self.graphs.len()
-    }
-
-    /// How many CUDA graphs were captured for replays, and how many graph versions (scalar
-    /// updates) were applied to an executable in place instead.
-    pub fn graph_captures_and_updates(&self) -> (u64, u64) {
-        self.graphs.counts()
-    }
-
-    /// Device bytes allocated from the driver.
-    pub fn allocated(&self) -> u64 {
-        self.allocated
-    }
-
-    /// The device's free and total memory in bytes, as the driver reports them now
-    /// (`cuMemGetInfo`): what other allocations in this process and in other processes leave.
-    pub fn memory_info(&self) -> Result<(u64, u64), Error> {
-        self.bind();
-        let (mut free, mut total) = (0, 0);
-        // SAFETY: two out-parameters, with the backend's context current.
-        let code = unsafe { sys::cuMemGetInfo_v2(&mut free, &mut total) };
-        if code != sys::CUresult::CUDA_SUCCESS {
-            return Err(Error::Device(DeviceError::BackendUnavailable {
-                backend: "cuda",
-                reason: format!("cuMemGetInfo failed: {code:?}").into(),
-            }));
-        }
-        Ok((free as u64, total as u64))
-    }
-
-    /// The reason the context became unusable, once a sticky device error happened.
-    pub fn poisoned(&self) -> Option<Arc<str>> {
-        self.poisoned.clone()
-    }
-
-    /// The device pointer of `storage`, for interoperation with raw CUDA (benchmarks).
-    pub fn device_pointer(&self, storage: StorageId) -> Option<u64> {
-        self.buffers.get(&storage.0).map(|(ptr, _)| *ptr)
-    }
-
-    /// The raw CUDA stream behind a device stream, for interoperation with raw CUDA.
-    pub fn raw_stream(&self, stream: DeviceStream) -> Option<*mut c_void> {
-        self.streams
-            .get(stream.0 as usize)
-            .map(|s| s.handle.cast::<c_void>())
-    }
-
-    /// Makes the context current on the calling thread if it is not already (reading the current
-    /// context is cheaper than setting it, which matters for launch throughput).
-    fn bind(&self) {
-        bind_context(self.context);
-    }
-
-    fn region_pointer(&self, region: Region) -> Option<sys::CUdeviceptr> {
-        let (base, size) = self.buffers.get(&region.storage.0)?;
-        (region.offset.checked_add(region.size)? <= *size).then_some(base + region.offset)
-    }
-
-    /// Records an internal event (no timestamp) on stream `s`; `None` after recording the
-    /// failure.
-    fn record_internal(&mut self, s: usize) -> Option<sys::CUevent> {
-        self.record(s, Timing::Untimed)
-    }
-
-    /// Records an event of `timing` on stream `s`; `None` after recording the failure.
-    fn record(&mut self, s: usize, timing: Timing) -> Option<sys::CUevent> {
-        let event = match self.events.take_cuda_event(timing) {
-            Ok(event) => event,
-            Err(code) => {
-                self.failed(s, "cuEventCreate", code);
-                return None;
-            }
-        };
-        let stream = self.work_stream(s);
-        // SAFETY: `event` and the stream belong to the current context.
-        let code = unsafe { sys::cuEventRecord(event, stream) };
-        if code != sys::CUresult::CUDA_SUCCESS {
-            self.events.recycle(event, timing);
-            self.failed(s, "cuEventRecord", code);
-            return None;
-        }
-        Some(event)
-    }
-}
-
-impl CudaBackend {
-    /// A timed event on `stream` before an operation, while operations are timed.
-    fn stamp(&mut self, stream: DeviceStream) -> Option<sys::CUevent> {
-        if !self.op_timing.is_recording() || self.poisoned.is_some() {
-            return None;
-        }
-        let handle = self.streams.get(stream.0 as usize)?.handle;
-        self.bind();
-        self.op_timing.stamp(handle)
-    }
-
-    /// Ends the timing of an operation that began at `start`.
-    fn timed(
-        &mut self,
-        stream: DeviceStream,
-        start: Option<sys::CUevent>,
-        kind: OpKind,
-        bytes: u64,
-    ) {
-        let Some(start) = start else {
-            return;
-        };
-        let handle = self.streams[stream.0 as usize].handle;
-        if let Some(end) = self.op_timing.stamp(handle) {
-            self.op_timing.finish(stream, kind, bytes, start, end);
-        }
-    }
-
-    /// Completes the events and copies that have passed (recording failures as faults); whether
-    /// any had.
-    fn notice_completions(&mut self) -> bool {
-        let (events_passed, failure) = self.events.sweep();
-        if let Some(code) = failure {
-            self.failed(usize::MAX, "an event failed", code);
-        }
-        self.collect_copies() || events_passed
-    }
-
-    /// Records a runtime event of `timing` on `stream` (`flush` and `mark`).
-    fn record_numbered(&mut self, stream: DeviceStream, timing: Timing) -> DeviceEvent {
-        let s = stream.0 as usize;
-        if self.refuse(s) {
-            return self.events.completed_number();
-        }
-        self.bind();
-        match self.record(s, timing) {
-            Some(event) => self.events.insert(s, event, timing),
-            None => self.events.completed_number(),
-        }
-    }
-}
 
 /// Tasks a cuda stream queues before they are submitted, when nothing forces them earlier.
 pub const MAX_TASKS: usize = 1;
@@ -413,7 +123,7 @@ impl Backend for CudaBackend {
         })
     }
 
-    /// NCCL communicators over the group's devices (`nccl.rs`).
+    /// NCCL communicators over the group's devices (`nccl/`).
     fn device_collectives(devices: &[u32]) -> Option<Result<Arc<dyn DeviceCollectives>, Error>> {
         Some(communicators(devices).map(|comms| Arc::new(NcclGroup(comms)) as _))
     }
@@ -437,7 +147,7 @@ impl Backend for CudaBackend {
         Some(graphs::GraphReplay::work(graph, version, launches))
     }
 
-    /// NCCL communicators spanning processes (`nccl.rs`).
+    /// NCCL communicators spanning processes (`nccl/`).
     fn process_collectives() -> Option<Result<&'static dyn ProcessCollectives, Error>> {
         let ready = nccl::nccl().and_then(|_| {
             loader::driver().map_err(|reason| {
@@ -454,7 +164,7 @@ impl Backend for CudaBackend {
     type Source = CudaSource;
 
     fn library_source(kernel: &KernelDef) -> Option<&'static CudaSource> {
-        gpuworld_hal::library::source_in(&library::LIBRARY, kernel)
+        library::source(kernel)
     }
 
     fn generated_text(kernel: &KernelDef) -> Option<String> {
@@ -497,7 +207,7 @@ impl Backend for CudaBackend {
             // Not a lack of memory: a failed context (which poisons the backend) or a refusal.
             self.failed(usize::MAX, "cuMemAlloc", code);
             let reason = self.poisoned.clone().unwrap_or_else(|| {
-                format!("cuMemAlloc: {}", loader::describe(faults::sys_error(code))).into()
+                format!("cuMemAlloc: {}", loader::describe(loader::sys_error(code))).into()
             });
             return Err(AllocError::DeviceFailed { reason });
         }
@@ -763,48 +473,5 @@ impl Backend for CudaBackend {
         let code = unsafe { sys::cuEventElapsedTime_v2(&mut ms, a, b) };
         (code == sys::CUresult::CUDA_SUCCESS && ms >= 0.0)
             .then(|| Duration::from_secs_f64(f64::from(ms) / 1000.0))
-    }
-}
-
-impl Drop for CudaBackend {
-    fn drop(&mut self) {
-        self.bind();
-        // SAFETY: waits for every copy and launch of this context before their memory goes.
-        unsafe {
-            sys::cuCtxSynchronize();
-        }
-        self.retire_all_copies();
-        self.read_flags.free();
-        self.pinned.clear();
-        // Pinned memory lent to callers lives in this context: never reset it under them.
-        let lent_out = Arc::strong_count(&self.pinned) > 1;
-        self.events.destroy_all();
-        self.op_timing.destroy_all();
-        self.graphs.clear();
-        self.kernels.unload();
-        self.release_address_ranges();
-        for (_, (pointer, _)) in self.buffers.drain() {
-            // SAFETY: the context is idle, so no work uses the buffer.
-            unsafe {
-                sys::cuMemFree_v2(pointer);
-            }
-        }
-        for stream in self.streams.drain(..) {
-            if !stream.handle.is_null() {
-                // SAFETY: the stream is idle and never used again.
-                unsafe {
-                    sys::cuStreamDestroy_v2(stream.handle);
-                }
-            }
-        }
-        // SAFETY: a poisoned primary context is dead for every user of the process already;
-        // resetting it is the documented way to let a later retain start afresh where the driver
-        // allows it. Then the retain made in `new` is released.
-        unsafe {
-            if self.poisoned.is_some() && !lent_out {
-                sys::cuDevicePrimaryCtxReset_v2(self.device);
-            }
-            sys::cuDevicePrimaryCtxRelease_v2(self.device);
-        }
     }
 }

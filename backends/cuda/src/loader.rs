@@ -93,3 +93,20 @@ pub fn is_sticky(code: sys::CUresult) -> bool {
             | CUDA_ERROR_LAUNCH_TIMEOUT
     )
 }
+
+/// Makes `context` current on the calling thread, where it is not already.
+pub(crate) fn bind_context(context: sys::CUcontext) {
+    let mut current = std::ptr::null_mut();
+    // SAFETY: `context` is a primary context its backend retained and keeps until `Drop`;
+    // `current` is a valid out-pointer.
+    unsafe {
+        if sys::cuCtxGetCurrent(&mut current) != sys::CUresult::CUDA_SUCCESS || current != context {
+            sys::cuCtxSetCurrent(context);
+        }
+    }
+}
+
+/// `code` as the driver error cudarc reports.
+pub(crate) fn sys_error(code: sys::CUresult) -> result::DriverError {
+    result::DriverError(code)
+}

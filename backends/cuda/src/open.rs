@@ -2,9 +2,11 @@
 //! and the device's properties read; every failure is `DeviceError::BackendUnavailable` with the
 //! reason, never a panic.
 
+use crate::config::CudaConfig;
+use crate::device::CudaBackend;
 use crate::events::EventTable;
 use crate::pinned::PinnedHome;
-use crate::{CudaBackend, CudaConfig, compiler, loader, mapping, op_timing};
+use crate::{compiler, loader, mapping, op_timing};
 use cudarc::driver::sys;
 use gpuworld_hal::backend::{DeviceProperties, MemoryLayout};
 use gpuworld_hal::error::{DeviceError, Error};

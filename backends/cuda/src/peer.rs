@@ -9,7 +9,7 @@
 //! is used only by tasks on its own stream, so each runtime's own reuse rules keep it alive for
 //! the copy.
 
-use crate::CudaBackend;
+use crate::device::CudaBackend;
 use cudarc::driver::sys;
 use gpuworld_hal::backend::{NativeOp, NativeWork, Region};
 use gpuworld_hal::error::Error;

@@ -2,7 +2,7 @@
 //! the events and streams that were in flight when it let go, while other callers tick (issue
 //! 31: a caller waiting on the device under the lock held every other caller's submission back).
 
-use crate::CudaBackend;
+use crate::device::CudaBackend;
 use crate::events::{self, EventState};
 use cudarc::driver::sys;
 use gpuworld_hal::backend::ProgressWatch;
@@ -68,7 +68,7 @@ impl CudaWatch {
 
 impl ProgressWatch for CudaWatch {
     fn wait(&mut self, timeout: Duration, interrupt: Option<&dyn Fn() -> bool>) {
-        crate::bind_context(self.context);
+        crate::loader::bind_context(self.context);
         let start = Instant::now();
         loop {
             if self.progressed() || interrupt.is_some_and(|interrupted| interrupted()) {

@@ -6,7 +6,7 @@
 //! chunks that fit `max_storage_buffer_binding_size`. Copies move whole words, so offsets and
 //! size must be multiples of 4.
 
-use crate::WgpuBackend;
+use crate::device::WgpuBackend;
 use crate::wgsl::WgslSource;
 use gpuworld_hal::backend::{LaunchCount, Region};
 use gpuworld_hal::kernel::{KernelDef, Param, Signature};

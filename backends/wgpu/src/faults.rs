@@ -7,6 +7,9 @@ use parking_lot::Mutex;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+/// The backend's name (`Backend::NAME`), for errors raised below the backend.
+pub(crate) const NAME: &str = "wgpu";
+
 /// Errors raised by the device since they were last taken, and whether it was lost.
 pub(crate) struct DeviceErrors {
     raised: Arc<Mutex<Vec<wgpu::Error>>>,

@@ -8,8 +8,8 @@
 //! read-only and writable storage in one dispatch, and copying the read-only region aside made
 //! every in-place step (`x += y` into `x`) a buffer creation, a copy and a compute pass of its own.
 
-use crate::WgpuBackend;
 use crate::bind_groups::{BindGroupCache, BindKey};
+use crate::device::WgpuBackend;
 use crate::pipelines::KernelPipeline;
 use crate::stream::WgpuStream;
 use crate::wgsl::Declared;

@@ -10,9 +10,8 @@
 //! all declared `read_write` (`Declared::AllWritable`), for launches that bind one buffer both
 //! read-only and written.
 
-use crate::WgpuBackend;
+use crate::faults;
 use crate::wgsl::{Declared, check_source, uniform_size, wgsl_text_as};
-use gpuworld_hal::backend::Backend;
 use gpuworld_hal::error::{Error, ExecutionError, LaunchError};
 use gpuworld_hal::ids::StreamId;
 use gpuworld_hal::kernel::{Access, Kernel};
@@ -94,7 +93,7 @@ impl PipelineCache {
         let text = wgsl_text_as(kernel, declared).ok_or(Error::Launch(
             LaunchError::MissingKernelSource {
                 kernel: kernel.name,
-                backend: WgpuBackend::NAME,
+                backend: faults::NAME,
             },
         ))?;
         let started = std::time::Instant::now();

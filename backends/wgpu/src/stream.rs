@@ -11,6 +11,9 @@ use crate::uploads::UploadChunk;
 use gpuworld_hal::error::Error;
 use gpuworld_hal::ids::StreamId;
 
+/// Commands after which the poll submits a batch even while the device is busy.
+pub(crate) const AUTO_SUBMIT_COMMANDS: u32 = 512;
+
 /// One stream's pending batch and fault.
 pub(crate) struct WgpuStream {
     /// The runtime's stream.

@@ -3,8 +3,8 @@
 //! `gpuworld_hal::kernel::KernelDef`), then the source — with its `@workgroup_size` checked
 //! against the signature's cube dim.
 
-use crate::WgpuBackend;
-use gpuworld_hal::backend::{Backend, Region};
+use crate::library;
+use gpuworld_hal::backend::Region;
 use gpuworld_hal::kernel::{Access, Elem, KernelDef, Param};
 use std::fmt::Write;
 
@@ -125,7 +125,11 @@ pub fn wgsl_text(kernel: &KernelDef) -> Option<String> {
 
 /// [`wgsl_text`], the buffers declared as `declared` says.
 pub(crate) fn wgsl_text_as(kernel: &KernelDef, declared: Declared) -> Option<String> {
-    WgpuBackend::source_for(kernel).map(|source| module_text(kernel, source, declared))
+    // `Backend::source_for`'s rule: the kernel's own WGSL, else the library's.
+    let source = kernel
+        .source::<WgslSource>()
+        .or_else(|| library::source(kernel))?;
+    Some(module_text(kernel, source, declared))
 }
 
 /// The module the backend compiles for `kernel` from `source`: its declarations (the buffers

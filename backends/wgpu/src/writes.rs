@@ -2,7 +2,7 @@
 //! copied by the stream's encoder (see `uploads`); a partial word at either end of a write is
 //! merged into the buffer on the device, since copies move whole words.
 
-use crate::WgpuBackend;
+use crate::device::WgpuBackend;
 use crate::wgsl::WgslSource;
 use gpuworld_hal::backend::{LaunchCount, Region, StorageId};
 use gpuworld_hal::kernel::{KernelDef, Param, Signature};

@@ -45,12 +45,28 @@ pub fn render(trace: &Trace) -> String {
             threads.push(&tick.thread);
         }
     }
-    let thread_tid = |name: &str| {
-        threads
-            .iter()
-            .position(|t| *t == name)
-            .map_or(1, |i| i as u64 + 1)
-    };
+    track_names(trace, &threads, &mut events);
+    tick_events(trace, &threads, &mut events);
+    host_marks(trace, &threads, &mut events);
+    stream_events(trace, &mut events);
+    let document = json!({
+        "traceEvents": events,
+        "displayTimeUnit": "ns",
+        "otherData": {"backend": trace.backend, "stream_clock": trace.clock.name()},
+    });
+    document.to_string()
+}
+
+/// The track of host thread `name` among `threads` (1 for a thread not seen).
+fn thread_tid(threads: &[&str], name: &str) -> u64 {
+    threads
+        .iter()
+        .position(|t| *t == name)
+        .map_or(1, |i| i as u64 + 1)
+}
+
+/// The names of the host threads' and the streams' tracks.
+fn track_names(trace: &Trace, threads: &[&str], events: &mut Vec<Value>) {
     for (i, name) in threads.iter().enumerate() {
         events.push(
             json!({"ph": "M", "name": "thread_name", "pid": HOST_PID, "tid": i + 1,
@@ -61,8 +77,12 @@ pub fn render(trace: &Trace) -> String {
         events.push(json!({"ph": "M", "name": "thread_name", "pid": STREAMS_PID,
                            "tid": stream_tid(*stream), "args": {"name": name}}));
     }
+}
+
+/// Each tick on its thread's track, its stages nested in it.
+fn tick_events(trace: &Trace, threads: &[&str], events: &mut Vec<Value>) {
     for tick in &trace.ticks {
-        let tid = thread_tid(&tick.thread);
+        let tid = thread_tid(threads, &tick.thread);
         events.push(
             json!({"ph": "X", "cat": "tick", "name": format!("tick {}", tick.tick),
                            "pid": HOST_PID, "tid": tid, "ts": us(tick.start_ns),
@@ -77,12 +97,16 @@ pub fn render(trace: &Trace) -> String {
             );
         }
     }
+}
+
+/// The host's instants (GC reclamations, graph replays) and counters.
+fn host_marks(trace: &Trace, threads: &[&str], events: &mut Vec<Value>) {
     for reclaim in &trace.reclaims {
         let tid = trace
             .ticks
             .iter()
             .find(|t| t.tick == reclaim.tick)
-            .map_or(1, |t| thread_tid(&t.thread));
+            .map_or(1, |t| thread_tid(threads, &t.thread));
         events.push(
             json!({"ph": "i", "s": "t", "cat": "gc", "name": "gc reclaimed",
                            "pid": HOST_PID, "tid": tid, "ts": us(reclaim.at_ns),
@@ -94,7 +118,7 @@ pub fn render(trace: &Trace) -> String {
             .ticks
             .iter()
             .find(|t| t.tick == replay.tick)
-            .map_or(1, |t| thread_tid(&t.thread));
+            .map_or(1, |t| thread_tid(threads, &t.thread));
         events.push(json!({"ph": "i", "s": "t", "cat": "graph",
                            "name": format!("replay graph {}", replay.graph),
                            "pid": HOST_PID, "tid": tid, "ts": us(replay.at_ns),
@@ -111,6 +135,10 @@ pub fn render(trace: &Trace) -> String {
                            "args": {"tasks": counters.tasks_queued}}),
         );
     }
+}
+
+/// The streams' slices, and waits as flow arrows between stream tracks.
+fn stream_events(trace: &Trace, events: &mut Vec<Value>) {
     for slice in &trace.slices {
         events.push(json!({"ph": "X", "cat": slice.category, "name": slice.name,
                            "pid": STREAMS_PID, "tid": stream_tid(slice.stream),
@@ -128,10 +156,4 @@ pub fn render(trace: &Trace) -> String {
                            "ts": us(wait.consumer_ns)}),
         );
     }
-    let document = json!({
-        "traceEvents": events,
-        "displayTimeUnit": "ns",
-        "otherData": {"backend": trace.backend, "stream_clock": trace.clock.name()},
-    });
-    document.to_string()
 }

@@ -6,7 +6,7 @@
 //! `c = a · b`, elements outside the matrices read as zero and are never written; each output's
 //! products added in `k` order (NVRTC runs with `--fmad=false`), as on the CPU.
 
-use crate::cuda_c::CudaSource;
+use gpuworld_hal::kernel::CudaSource;
 
 /// A 4×4 block of outputs per unit, 64×64 per cube.
 pub(super) const FOUR_BY_FOUR: CudaSource = CudaSource(

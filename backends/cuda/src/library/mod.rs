@@ -5,8 +5,7 @@
 
 mod matmul;
 
-use crate::cuda_c::CudaSource;
-use gpuworld_hal::kernel::KernelDef;
+use gpuworld_hal::kernel::{CudaSource, KernelDef};
 use gpuworld_hal::library::matmul as mm;
 
 /// The hand-written library kernels and their CUDA C.
@@ -14,3 +13,8 @@ pub(crate) static LIBRARY: [(&KernelDef, CudaSource); 2] = [
     (&mm::MATMUL_4X4, matmul::FOUR_BY_FOUR),
     (&mm::MATMUL_TILED16, matmul::TILED16),
 ];
+
+/// The hand-written CUDA C of `kernel`, if [`LIBRARY`] has it.
+pub(crate) fn source(kernel: &KernelDef) -> Option<&'static CudaSource> {
+    gpuworld_hal::library::source_in(&LIBRARY, kernel)
+}

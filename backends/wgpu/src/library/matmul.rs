@@ -5,8 +5,8 @@
 //! never written. A driver may fuse its `acc + a * b` into a multiply-add, so its bits may
 //! differ from the CPU's.
 
-use super::tile_main;
-use crate::wgsl::WgslSource;
+use super::tile::tile_main;
+use gpuworld_hal::kernel::WgslSource;
 
 /// `a[row][col]` and `b[row][col]`, zero outside the matrices and the bindings.
 macro_rules! loads {

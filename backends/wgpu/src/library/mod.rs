@@ -5,28 +5,20 @@
 //! library kernel is a `#[kernel]` source whose WGSL the macro generates.
 
 mod matmul;
+mod tile;
 
-use crate::wgsl::WgslSource;
-use gpuworld_hal::kernel::KernelDef;
+use gpuworld_hal::kernel::{KernelDef, WgslSource};
 #[cfg(test)]
 use gpuworld_hal::library as lib;
 use gpuworld_hal::library::matmul as mm;
 
-/// The start of a 2-D kernel's entry point: 16×16 units per cube, `cube` and `unit` its ids.
-macro_rules! tile_main {
-    () => {
-        "@compute @workgroup_size(16, 16, 1)
-fn main(
-    @builtin(workgroup_id) cube: vec3<u32>,
-    @builtin(local_invocation_id) unit: vec3<u32>,
-) {
-"
-    };
-}
-pub(crate) use tile_main;
-
 /// The hand-written library kernels and their WGSL.
 pub(crate) static LIBRARY: [(&KernelDef, WgslSource); 1] = [(&mm::MATMUL_TILED16, matmul::TILED16)];
+
+/// The hand-written WGSL of `kernel`, if [`LIBRARY`] has it.
+pub(crate) fn source(kernel: &KernelDef) -> Option<&'static WgslSource> {
+    gpuworld_hal::library::source_in(&LIBRARY, kernel)
+}
 
 #[cfg(test)]
 mod tests {
