@@ -43,8 +43,8 @@ pub(in crate::client) fn device_thread<B: Backend>(shared: &Shared<B>) {
         tracing::error!(target: "gpuworld::stream", panic = %said, "the device thread panicked: every blocking call of this runtime fails from now on");
         let _ =
             (shared.device_thread_panic).set(format!("the device thread panicked: {said}").into());
-        // Callers asleep for a reply see it within `SLEEP_CHECK`; pushers waiting for room
-        // wait no more.
+        // Callers asleep for a reply see it within `SLEEP_CHECK` (`drivers.rs`); pushers waiting
+        // for room wait no more.
         shared.inbox.wake_all();
     }
 }
