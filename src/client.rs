@@ -34,7 +34,7 @@ pub(crate) use to_client::FromRead;
 pub(crate) use transfers::decode;
 
 use futures_channel::oneshot;
-use gpuworld_systems::backend::StagingAllocator;
+use gpuworld_systems::backend::{Capabilities, StagingAllocator};
 use gpuworld_systems::error::{BindingError, LaunchError};
 use gpuworld_systems::inbox::{Command, Inbox, Launch, Op};
 use gpuworld_systems::kernel::limits::{validate_cube_count, validate_cube_dim};
@@ -114,6 +114,8 @@ struct Shared<B: Backend> {
     inbox: Arc<Inbox>,
     id: RuntimeId,
     properties: DeviceProperties,
+    /// The optional parts of the backend interface the device has (the runtime's, read once).
+    capabilities: Capabilities,
     /// The backend's index of the device (`ComputeClient::device_id`).
     device_index: u32,
     /// Where uploads take host memory, without the runtime lock (the backend's, fetched once).
@@ -200,6 +202,7 @@ impl<B: Backend> ComputeClient<B> {
             user_clients: Arc::downgrade(&user),
             id: runtime.id(),
             properties: runtime.properties().clone(),
+            capabilities: runtime.capabilities(),
             device_index: runtime.backend().device_index(),
             staging: runtime.backend().staging(),
             tune_results: runtime.tune_results(),
@@ -281,6 +284,12 @@ impl<B: Backend> ComputeClient<B> {
     /// The device's properties. Never ticks.
     pub fn properties(&self) -> &DeviceProperties {
         &self.shared.properties
+    }
+
+    /// The optional parts of the backend interface the device has: graph replays as one op,
+    /// transfers and collectives on the devices, a device clock. Never ticks.
+    pub fn capabilities(&self) -> Capabilities {
+        self.shared.capabilities
     }
 
     /// The id of the runtime behind this client. Never ticks.

@@ -22,7 +22,7 @@
 //!   grid whose blocks stride over the cubes.
 
 use crate::CudaBackend;
-use gpuworld_hal::backend::Backend;
+use gpuworld_hal::backend::Kernels;
 use gpuworld_hal::kernel::{Access, Elem, KernelDef};
 
 pub use gpuworld_hal::kernel::CudaSource;

@@ -12,7 +12,7 @@
 
 use crate::WgpuBackend;
 use crate::wgsl::{Declared, check_source, uniform_size, wgsl_text_as};
-use gpuworld_hal::backend::Backend;
+use gpuworld_hal::backend::Kernels;
 use gpuworld_hal::error::{Error, ExecutionError, LaunchError};
 use gpuworld_hal::ids::StreamId;
 use gpuworld_hal::kernel::{Access, Kernel};

@@ -4,7 +4,7 @@
 //! against the signature's cube dim.
 
 use crate::WgpuBackend;
-use gpuworld_hal::backend::{Backend, Region};
+use gpuworld_hal::backend::{Kernels, Region};
 use gpuworld_hal::kernel::{Access, Elem, KernelDef, Param};
 use std::fmt::Write;
 
