@@ -133,7 +133,7 @@ impl Memory for VirtualDevice {
                 self.allocated -= len;
             }
             None if self.allocated.saturating_add(len) > self.refuse_over => {
-                Backend::trim_pages(self);
+                Memory::trim_pages(self);
                 if self.allocated.saturating_add(len) > self.refuse_over {
                     return Err(AllocError::OutOfMemory);
                 }

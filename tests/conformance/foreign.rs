@@ -45,7 +45,7 @@ impl OpenBackend for ForeignSim {
 impl Kernels for ForeignSim {
     const NAME: &'static str = "foreign-sim";
 
-    type Source = <SimBackend as Backend>::Source;
+    type Source = <SimBackend as Kernels>::Source;
 }
 
 impl Memory for ForeignSim {
