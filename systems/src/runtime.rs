@@ -293,7 +293,8 @@ impl<B: Backend> Runtime<B> {
         self.world.resource::<HandleIndex>().region(binding)
     }
 
-    /// Prepares `kernel` for launches in `mode` ([`Backend::warm_up`]).
+    /// Prepares `kernel` for launches in `mode`
+    /// ([`Kernels::warm_up`](crate::backend::Kernels::warm_up)).
     pub fn warm_up(
         &mut self,
         kernel: Kernel,

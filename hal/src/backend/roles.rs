@@ -82,7 +82,7 @@ pub trait Memory: Send + Sync + 'static {
     unsafe fn deallocate(&mut self, storage: StorageId);
     /// Reserves `size` bytes of device addresses with no memory under them, for
     /// [`Memory::map_pages`]; a multiple of
-    /// [`DeviceProperties::page_mapping`](crate::backend::DeviceProperties::page_mapping). Only
+    /// [`DeviceProperties::page_mapping`](super::DeviceProperties::page_mapping). Only
     /// a backend that reports `page_mapping` is asked; by default there is none.
     fn reserve_addresses(&mut self, _size: u64) -> Result<StorageId, AllocError> {
         Err(AllocError::DeviceFailed {
@@ -171,11 +171,11 @@ pub trait Queue: Kernels {
             reason: format!("it runs no native work (`{}`)", work.name()).into(),
         }))
     }
-    /// A captured graph's replay of `launches` (with static grids, on one stream unless
-    /// [`Capabilities::graph_replay_across_streams`](crate::backend::Capabilities::graph_replay_across_streams))
-    /// as one native op the backend runs itself, over the replay task's bindings (a CUDA graph,
-    /// made at the first replay of `graph` at `version` and launched with one call after).
-    /// Asked only where [`Capabilities::graph_replay`](crate::backend::Capabilities::graph_replay);
+    /// A captured graph's replay of `launches` (with static grids, on one stream unless the
+    /// backend's [`Capabilities`](super::Capabilities) say `graph_replay_across_streams`) as one
+    /// native op the backend runs itself, over the replay task's bindings (a CUDA graph, made at
+    /// the first replay of `graph` at `version` and launched with one call after).
+    /// Asked only where [`Capabilities::graph_replay`](super::Capabilities::graph_replay);
     /// `None` declines this replay, whose launches are then tasks of their own (the default).
     fn graph_replay(
         _graph: u64,
@@ -253,7 +253,7 @@ pub trait Completion: Send + Sync + 'static {
     /// that other callers tick meanwhile (issue 31: a caller waiting on the device under the
     /// lock held every other caller's submission back); `None` where nothing is in flight to
     /// wait for. Asked only where
-    /// [`Capabilities::progress_watch`](crate::backend::Capabilities::progress_watch); `None` by
+    /// [`Capabilities::progress_watch`](super::Capabilities::progress_watch); `None` by
     /// default.
     fn progress_watch(&mut self) -> Option<Box<dyn ProgressWatch>> {
         None
@@ -286,7 +286,7 @@ pub trait Completion: Send + Sync + 'static {
 /// and the times of each operation for traces and kernel statistics.
 pub trait DeviceTiming: Send + Sync + 'static {
     /// Device time spent running completed work since the backend was created. Asked only where
-    /// [`Capabilities::device_clock`](crate::backend::Capabilities::device_clock); `None` by
+    /// [`Capabilities::device_clock`](super::Capabilities::device_clock); `None` by
     /// default.
     fn device_clock(&self) -> Option<Duration> {
         None
@@ -309,12 +309,12 @@ pub trait DeviceTiming: Send + Sync + 'static {
 
 /// Work across devices that stays on them: transfers between two runtimes of the backend, and
 /// collectives over several devices or processes. Each is asked only where the backend's
-/// [`Capabilities`](crate::backend::Capabilities) say it has it; otherwise the runtime goes
+/// [`Capabilities`](super::Capabilities) say it has it; otherwise the runtime goes
 /// through host memory.
 pub trait CrossDevice: Kernels {
     /// A transfer between two runtimes of this backend that stays on the devices, each part
     /// ticking the other runtime with its `Drive` while it waits. Asked only where
-    /// [`Capabilities::peer_transfer`](crate::backend::Capabilities::peer_transfer); `None`
+    /// [`Capabilities::peer_transfer`](super::Capabilities::peer_transfer); `None`
     /// declines this pair, and the transfer goes through host memory (the default).
     fn peer_transfer(_source: Drive, _destination: Drive) -> Option<PeerTransfer>
     where
@@ -324,7 +324,7 @@ pub trait CrossDevice: Kernels {
     }
     /// Collectives over the devices `devices` (one per rank, in rank order) run on the devices
     /// themselves, or the error that prevents them. Asked only where
-    /// [`Capabilities::device_collectives`](crate::backend::Capabilities::device_collectives);
+    /// [`Capabilities::device_collectives`](super::Capabilities::device_collectives);
     /// `DeviceError::BackendUnavailable` by default.
     fn device_collectives(_devices: &[u32]) -> Result<Arc<dyn DeviceCollectives>, Error>
     where
@@ -334,7 +334,7 @@ pub trait CrossDevice: Kernels {
     }
     /// Collectives across processes run on the devices themselves, or the error that prevents
     /// them here. Asked only where
-    /// [`Capabilities::process_collectives`](crate::backend::Capabilities::process_collectives);
+    /// [`Capabilities::process_collectives`](super::Capabilities::process_collectives);
     /// `DeviceError::BackendUnavailable` by default.
     fn process_collectives() -> Result<&'static dyn ProcessCollectives, Error>
     where

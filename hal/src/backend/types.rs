@@ -40,7 +40,7 @@ impl Region {
     }
 
     /// Why a copy of this region into `dst` breaks the contract of
-    /// [`Queue::copy`](crate::backend::Queue::copy), if it does: the sizes differ, or the ranges
+    /// [`Queue::copy`](super::Queue::copy), if it does: the sizes differ, or the ranges
     /// share a byte.
     pub fn copy_refusal(&self, dst: &Region) -> Option<&'static str> {
         if self.size != dst.size {
@@ -128,8 +128,8 @@ pub struct DeviceProperties {
     pub max_buffer_bytes: Option<u64>,
     /// Bytes of a device page, when the backend can reserve device addresses with no memory
     /// under them and map memory page by page
-    /// ([`Memory::reserve_addresses`](crate::backend::Memory::reserve_addresses),
-    /// [`Memory::map_pages`](crate::backend::Memory::map_pages); CUDA's virtual memory
+    /// ([`Memory::reserve_addresses`](super::Memory::reserve_addresses),
+    /// [`Memory::map_pages`](super::Memory::map_pages); CUDA's virtual memory
     /// management). The default ladder then
     /// places large requests in mapped ranges (`PoolKind::Mapped`).
     pub page_mapping: Option<u64>,
