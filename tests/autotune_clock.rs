@@ -28,7 +28,6 @@ struct FlakyClock {
 
 impl Kernels for FlakyClock {
     const NAME: &'static str = "flaky-clock";
-
     type Source = CpuSource;
 }
 

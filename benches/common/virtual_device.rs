@@ -89,7 +89,6 @@ impl VirtualDevice {
 
 impl Kernels for VirtualDevice {
     const NAME: &'static str = "virtual";
-
     type Source = CpuSource;
 }
 

@@ -44,7 +44,6 @@ impl OpenBackend for ForeignSim {
 
 impl Kernels for ForeignSim {
     const NAME: &'static str = "foreign-sim";
-
     type Source = <SimBackend as Kernels>::Source;
 }
 

@@ -234,7 +234,6 @@ impl NativeResource for CpuBackend {
 
 impl Kernels for CpuBackend {
     const NAME: &'static str = "cpu";
-
     type Source = CpuSource;
 }
 

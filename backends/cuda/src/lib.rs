@@ -397,7 +397,6 @@ impl NativeResource for CudaBackend {
 
 impl Kernels for CudaBackend {
     const NAME: &'static str = "cuda";
-
     type Source = CudaSource;
 
     fn library_source(kernel: &KernelDef) -> Option<&'static CudaSource> {

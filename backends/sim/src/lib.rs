@@ -364,7 +364,6 @@ impl TestDevice for SimBackend {}
 
 impl Kernels for SimBackend {
     const NAME: &'static str = "sim";
-
     type Source = CpuSource;
 }
 

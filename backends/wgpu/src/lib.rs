@@ -450,7 +450,6 @@ impl WgpuBackend {
 
 impl Kernels for WgpuBackend {
     const NAME: &'static str = "wgpu";
-
     type Source = WgslSource;
 
     fn library_source(kernel: &KernelDef) -> Option<&'static WgslSource> {
