@@ -6,10 +6,10 @@
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use gpuworld::{
-    Backend, Bindings, ComputeClient, CubeCount, Driver, ExecutionMode, Handle, Kernel,
-    RuntimeConfig, SimBackend, SimConfig, StreamId, library,
+    Bindings, ComputeClient, CubeCount, Driver, ExecutionMode, Handle, Kernel, RuntimeConfig,
+    SimBackend, SimConfig, StreamId, library,
 };
-use gpuworld_systems::backend::{DeviceStream, LaunchCount, Region};
+use gpuworld_systems::backend::{Completion, DeviceStream, LaunchCount, Memory, Queue, Region};
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 

@@ -42,6 +42,7 @@ pub(crate) use to_client::FromRead;
 pub(crate) use transfers::decode;
 
 use futures_channel::oneshot;
+use gpuworld_systems::backend::Capabilities;
 use gpuworld_systems::error::{BindingError, LaunchError};
 use gpuworld_systems::inbox::{Command, Inbox, Launch, Op};
 use gpuworld_systems::kernel::limits::{validate_cube_count, validate_cube_dim};
@@ -232,6 +233,12 @@ impl<B: Backend> ComputeClient<B> {
     /// The device's properties. Never ticks.
     pub fn properties(&self) -> &DeviceProperties {
         &self.shared.properties
+    }
+
+    /// The optional parts of the backend interface the device has: graph replays as one op,
+    /// transfers and collectives on the devices, a device clock. Never ticks.
+    pub fn capabilities(&self) -> Capabilities {
+        self.shared.capabilities
     }
 
     /// The id of the runtime behind this client. Never ticks.

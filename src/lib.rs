@@ -41,7 +41,7 @@ pub use client::{wgpu_client, wgpu_client_on_device, wgpu_client_with};
 pub use devices::cpu_clients;
 pub use devices::{devices, sim_clients};
 pub use gpuworld_sim::{SimBackend, SimCall, SimConfig, SimLink, SimModel};
-pub use gpuworld_systems::backend::NativeResource;
+pub use gpuworld_systems::backend::{Capabilities, NativeResource};
 /// The error of each domain ([`error::MemoryError`], ...) that [`Error`] composes.
 pub use gpuworld_systems::error;
 pub use gpuworld_systems::memory::{

@@ -11,7 +11,8 @@ use gpuworld::{
     SimBackend, SimConfig, StreamId, library,
 };
 use gpuworld_systems::backend::{
-    AllocError, DeviceEvent, DeviceStream, HostBytes, LaunchCount, ReadTicket, Region, StorageId,
+    AllocError, Capabilities, Completion, CrossDevice, DeviceEvent, DeviceStream, DeviceTiming,
+    HostBytes, Kernels, LaunchCount, Memory, Queue, ReadTicket, Region, StorageId,
 };
 use std::sync::Arc;
 use std::time::Duration;
@@ -25,35 +26,35 @@ struct FlakyClock {
     answers: usize,
 }
 
-impl Backend for FlakyClock {
+impl Kernels for FlakyClock {
     const NAME: &'static str = "flaky-clock";
     type Source = CpuSource;
+}
 
-    fn properties(&self) -> DeviceProperties {
-        self.sim.properties()
-    }
-    fn begin_tick(&mut self, tick: u64) {
-        self.sim.begin_tick(tick);
-    }
-    fn end_tick(&mut self) {
-        self.sim.end_tick();
-    }
+impl Memory for FlakyClock {
     fn allocate(&mut self, size: u64) -> Result<StorageId, AllocError> {
         self.sim.allocate(size)
     }
+
     unsafe fn deallocate(&mut self, storage: StorageId) {
         // SAFETY: this backend's caller keeps `deallocate`'s contract, which is the sim's.
         unsafe { self.sim.deallocate(storage) };
     }
+}
+
+impl Queue for FlakyClock {
     fn create_stream(&mut self, id: StreamId) -> DeviceStream {
         self.sim.create_stream(id)
     }
+
     fn write(&mut self, stream: DeviceStream, dst: Region, data: HostBytes) {
         self.sim.write(stream, dst, data);
     }
+
     fn copy(&mut self, stream: DeviceStream, src: Region, dst: Region) {
         self.sim.copy(stream, src, dst);
     }
+
     unsafe fn launch(
         &mut self,
         stream: DeviceStream,
@@ -69,31 +70,63 @@ impl Backend for FlakyClock {
                 .launch(stream, kernel, count, buffers, scalars, mode);
         }
     }
+
     fn read(&mut self, stream: DeviceStream, src: Region) -> ReadTicket {
         self.sim.read(stream, src)
     }
+
     fn flush(&mut self, stream: DeviceStream) -> DeviceEvent {
         self.sim.flush(stream)
     }
+
     fn wait_event(&mut self, stream: DeviceStream, event: DeviceEvent) {
         self.sim.wait_event(stream, event);
     }
+}
+
+impl Completion for FlakyClock {
     fn poll(&mut self, tick: u64) {
         self.sim.poll(tick);
     }
+
     fn event_done(&mut self, event: DeviceEvent) -> bool {
         self.sim.event_done(event)
     }
+
     fn take_read(&mut self, ticket: ReadTicket) -> Option<HostBytes> {
         self.sim.take_read(ticket)
     }
+
     fn take_fault(&mut self, stream: DeviceStream) -> Option<Error> {
         self.sim.take_fault(stream)
     }
+}
+
+impl DeviceTiming for FlakyClock {
     fn device_elapsed(&mut self, _start: DeviceEvent, _end: DeviceEvent) -> Option<Duration> {
         let answered = self.answers > 0;
         self.answers = self.answers.saturating_sub(1);
         answered.then_some(DEVICE_ANSWER)
+    }
+}
+
+impl CrossDevice for FlakyClock {}
+
+impl Backend for FlakyClock {
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::default()
+    }
+
+    fn properties(&self) -> DeviceProperties {
+        self.sim.properties()
+    }
+
+    fn begin_tick(&mut self, tick: u64) {
+        self.sim.begin_tick(tick);
+    }
+
+    fn end_tick(&mut self) {
+        self.sim.end_tick();
     }
 }
 

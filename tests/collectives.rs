@@ -416,7 +416,8 @@ fn a_collective_on_sim_devices_costs_each_rank_its_read_and_its_write_on_the_lin
         .expect("all_reduce");
     group.sync_collective().expect("done");
     for client in group.clients() {
-        let clock = client.with_runtime(|rt| gpuworld::Backend::device_clock(rt.backend()));
+        let clock = client
+            .with_runtime(|rt| gpuworld_systems::backend::DeviceTiming::device_clock(rt.backend()));
         // 4000 B at 1 GB/s is 4 µs, plus 0.5 µs of latency: once for the read, once for the write.
         assert_eq!(clock, Some(std::time::Duration::from_nanos(2 * 4_500)));
     }

@@ -245,7 +245,7 @@ pub fn wait_for_read<B: gpuworld::Backend>(
         .expect("poll_until returns once the bytes arrived")
 }
 
-/// `Backend::copy` on `backend`, called directly: a copy within one buffer and one to another
+/// `Queue::copy` on `backend`, called directly: a copy within one buffer and one to another
 /// buffer, at offsets that are not multiples of 256 and a size that is not a power of two, each
 /// sees the work queued before it and none after; a copy between overlapping ranges faults the
 /// stream.

@@ -33,6 +33,7 @@ backend_suite! {
         cases::sync_returns_after_all_work_ran,
         cases::memory_is_reclaimed_and_returned_by_cleanup,
         cases::a_mark_follows_the_work_before_it,
+        cases::the_capabilities_say_what_the_optional_parts_answer,
         cases::staging_buffers_upload_and_read_back,
         cases::a_staged_write_too_large_is_refused_and_nothing_is_lost,
         cases::reads_outlive_the_client,

@@ -12,7 +12,7 @@ use gpuworld::{
     Backend, Bindings, ComputeClient, CubeCount, CudaBackend, CudaConfig, CudaSource, Driver,
     Error, ExecutionMode, KernelDef, RuntimeConfig, StreamId, library,
 };
-use gpuworld_systems::backend::{LaunchCount, Region};
+use gpuworld_systems::backend::{Completion, DeviceTiming, LaunchCount, Memory, Queue, Region};
 use std::time::{Duration, Instant};
 
 test_main![

@@ -26,9 +26,10 @@ test_main![
 
 use gpuworld::error::{ConfigError, DeviceError};
 use gpuworld::{
-    Backend, ComputeClient, CpuBackend, DeviceId, Driver, Error, Handle, OpenBackend,
-    RuntimeConfig, SimBackend, SimConfig, cpu_clients, devices, sim_clients,
+    ComputeClient, CpuBackend, DeviceId, Driver, Error, Handle, OpenBackend, RuntimeConfig,
+    SimBackend, SimConfig, cpu_clients, devices, sim_clients,
 };
+use gpuworld_systems::backend::Kernels;
 
 fn devices_lists_the_host_cpu_and_the_sim_with_their_properties() {
     let found = devices();
@@ -294,7 +295,7 @@ fn a_transfer_between_sim_devices_costs_the_configured_link_time_on_both() {
     let config = SimConfig::default().with_link(Some(link));
     let sims = sim_clients(&config, 2);
     let clock = |c: &ComputeClient<gpuworld::SimBackend>| {
-        c.with_runtime(|rt| gpuworld::Backend::device_clock(rt.backend()))
+        c.with_runtime(|rt| gpuworld_systems::backend::DeviceTiming::device_clock(rt.backend()))
             .expect("the sim keeps a clock with a link")
     };
     let source = sims[0].empty(1 << 20);

@@ -12,10 +12,10 @@ use gpuworld::error::{DeviceError, ExecutionError, LaunchError, MemoryError};
 use gpuworld::kernel::{CpuSource, Param, Signature};
 
 use gpuworld::{
-    AdapterSelection, Backend, Bindings, ComputeClient, CubeCount, Driver, Error, KernelDef,
-    StreamId, WgpuBackend, WgpuConfig, WgslSource, library,
+    AdapterSelection, Bindings, ComputeClient, CubeCount, Driver, Error, KernelDef, StreamId,
+    WgpuBackend, WgpuConfig, WgslSource, library,
 };
-use gpuworld_systems::backend::Region;
+use gpuworld_systems::backend::{Completion, Memory, Queue, Region};
 
 test_main![
     a_burst_of_writes_between_launches_never_overtakes_them,

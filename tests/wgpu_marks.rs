@@ -11,10 +11,12 @@ use gpuworld::tune::{
     BenchmarkConfig, CacheLocation, MATMUL_SET, MatmulInput, TuneEntry, matmul_set,
 };
 use gpuworld::{
-    Backend, Bindings, ComputeClient, CubeCount, Driver, ExecutionMode, StreamId, TuneMode, Tuner,
+    Bindings, ComputeClient, CubeCount, Driver, ExecutionMode, StreamId, TuneMode, Tuner,
     TunerConfig, WgpuBackend, WgpuConfig, library,
 };
-use gpuworld_systems::backend::{DeviceEvent, LaunchCount, Region};
+use gpuworld_systems::backend::{
+    Completion, DeviceEvent, DeviceTiming, LaunchCount, Memory, Queue, Region,
+};
 use std::io::Write;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

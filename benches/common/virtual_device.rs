@@ -4,8 +4,9 @@
 //! `systems/examples/pool_traces.rs`.
 
 use gpuworld_systems::backend::{
-    AllocError, Backend, DeviceEvent, DeviceProperties, DeviceStream, HostBytes, LaunchCount,
-    MemoryLayout, ReadTicket, Region, StorageId,
+    AllocError, Backend, Capabilities, Completion, CrossDevice, DeviceEvent, DeviceProperties,
+    DeviceStream, DeviceTiming, HostBytes, Kernels, LaunchCount, Memory, MemoryLayout, Queue,
+    ReadTicket, Region, StorageId,
 };
 use gpuworld_systems::error::Error;
 use gpuworld_systems::ids::StreamId;
@@ -86,26 +87,12 @@ impl VirtualDevice {
     }
 }
 
-impl Backend for VirtualDevice {
+impl Kernels for VirtualDevice {
     const NAME: &'static str = "virtual";
     type Source = CpuSource;
+}
 
-    fn properties(&self) -> DeviceProperties {
-        DeviceProperties {
-            name: "virtual device".into(),
-            memory_bytes: self.memory_bytes,
-            alignment: self.alignment,
-            memory_layout: MemoryLayout::Sliced,
-            limits: Default::default(),
-            features: Vec::new(),
-            max_cube_count: [u32::MAX; 3],
-            max_cube_dim: [u32::MAX; 3],
-            max_units_per_cube: u32::MAX,
-            max_buffer_bytes: None,
-            page_mapping: self.page_mapping,
-            slow_buffers: self.slow_buffers,
-        }
-    }
+impl Memory for VirtualDevice {
     fn allocate(&mut self, size: u64) -> Result<StorageId, AllocError> {
         if self.allocated.saturating_add(size) > self.refuse_over {
             return Err(AllocError::OutOfMemory);
@@ -117,14 +104,17 @@ impl Backend for VirtualDevice {
         self.sizes.insert(self.next, size);
         Ok(StorageId(self.next))
     }
+
     unsafe fn deallocate(&mut self, storage: StorageId) {
         self.allocated -= self.sizes.remove(&storage.0).unwrap_or(0);
     }
+
     fn reserve_addresses(&mut self, _size: u64) -> Result<StorageId, AllocError> {
         self.next += 1;
         self.mapped.insert(self.next, Default::default());
         Ok(StorageId(self.next))
     }
+
     fn map_pages(&mut self, storage: StorageId, offset: u64, len: u64) -> Result<(), AllocError> {
         let page = self
             .page_mapping
@@ -142,7 +132,7 @@ impl Backend for VirtualDevice {
                 self.allocated -= len;
             }
             None if self.allocated.saturating_add(len) > self.refuse_over => {
-                Backend::trim_pages(self);
+                Memory::trim_pages(self);
                 if self.allocated.saturating_add(len) > self.refuse_over {
                     return Err(AllocError::OutOfMemory);
                 }
@@ -166,6 +156,7 @@ impl Backend for VirtualDevice {
         }
         Ok(())
     }
+
     unsafe fn unmap_pages(&mut self, storage: StorageId, offset: u64, len: u64) {
         let page = self
             .page_mapping
@@ -185,11 +176,13 @@ impl Backend for VirtualDevice {
         // Kept until the next trim, as CUDA keeps it.
         self.spares.push(len);
     }
+
     fn trim_pages(&mut self) {
         for size in self.spares.drain(..) {
             self.allocated -= size;
         }
     }
+
     unsafe fn free_addresses(&mut self, storage: StorageId) {
         let pages = self.mapped.remove(&storage.0).expect("unknown range");
         assert!(
@@ -198,11 +191,17 @@ impl Backend for VirtualDevice {
             storage.0
         );
     }
+}
+
+impl Queue for VirtualDevice {
     fn create_stream(&mut self, _id: StreamId) -> DeviceStream {
         DeviceStream(0)
     }
+
     fn write(&mut self, _stream: DeviceStream, _dst: Region, _data: HostBytes) {}
+
     fn copy(&mut self, _stream: DeviceStream, _src: Region, _dst: Region) {}
+
     unsafe fn launch(
         &mut self,
         _stream: DeviceStream,
@@ -213,21 +212,57 @@ impl Backend for VirtualDevice {
         _mode: ExecutionMode,
     ) {
     }
+
     fn read(&mut self, _stream: DeviceStream, _src: Region) -> ReadTicket {
         ReadTicket(0)
     }
+
     fn flush(&mut self, _stream: DeviceStream) -> DeviceEvent {
         DeviceEvent(0)
     }
+
     fn wait_event(&mut self, _stream: DeviceStream, _event: DeviceEvent) {}
+}
+
+impl Completion for VirtualDevice {
     fn poll(&mut self, _tick: u64) {}
+
     fn event_done(&mut self, _event: DeviceEvent) -> bool {
         true
     }
+
     fn take_read(&mut self, _ticket: ReadTicket) -> Option<HostBytes> {
         None
     }
+
     fn take_fault(&mut self, _stream: DeviceStream) -> Option<Error> {
         None
+    }
+}
+
+impl DeviceTiming for VirtualDevice {}
+
+impl CrossDevice for VirtualDevice {}
+
+impl Backend for VirtualDevice {
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::default()
+    }
+
+    fn properties(&self) -> DeviceProperties {
+        DeviceProperties {
+            name: "virtual device".into(),
+            memory_bytes: self.memory_bytes,
+            alignment: self.alignment,
+            memory_layout: MemoryLayout::Sliced,
+            limits: Default::default(),
+            features: Vec::new(),
+            max_cube_count: [u32::MAX; 3],
+            max_cube_dim: [u32::MAX; 3],
+            max_units_per_cube: u32::MAX,
+            max_buffer_bytes: None,
+            page_mapping: self.page_mapping,
+            slow_buffers: self.slow_buffers,
+        }
     }
 }

@@ -1,15 +1,15 @@
 //! Captured graphs (issue 28), as a backend sees them: the launches of a replay that it runs as
-//! one unit ([`PlannedLaunch`], `Backend::graph_replay`: a CUDA graph), with the lanes of a
+//! one unit ([`PlannedLaunch`], `Queue::graph_replay`: a CUDA graph), with the lanes of a
 //! replay over several streams ([`ReplayLaneEnd`]). What a capture records is the runtime's
 //! (`gpuworld_systems::graph`).
 
 use crate::kernel::{ExecutionMode, Kernel};
 use smallvec::SmallVec;
 
-/// One launch of a replay that a backend runs as one unit ([`crate::Backend::graph_replay`]):
-/// its kernel, grid, which of the replay task's bindings it takes, in order, its scalars and
-/// mode, and, in a replay over several streams, its lane and the launches of other lanes it
-/// follows.
+/// One launch of a replay that a backend runs as one unit
+/// ([`Queue::graph_replay`](crate::backend::Queue::graph_replay)): its kernel, grid, which of the
+/// replay task's bindings it takes, in order, its scalars and mode, and, in a replay over several
+/// streams, its lane and the launches of other lanes it follows.
 #[derive(Clone, Debug)]
 pub struct PlannedLaunch {
     /// The kernel.

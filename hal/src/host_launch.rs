@@ -65,7 +65,7 @@ impl HostLaunch<'_> {
 /// [`HostLaunch::run_cube`] once for every cube.
 #[expect(
     clippy::too_many_arguments,
-    reason = "the launch's own arguments, as Backend::launch receives them"
+    reason = "the launch's own arguments, as Queue::launch receives them"
 )]
 pub fn run_on_host(
     memory: &HostMemory,
@@ -145,7 +145,7 @@ pub fn run_on_host(
 }
 
 /// Whether a launch on `backend` in `mode` runs under the race detector: checked launches on
-/// the sim (`"sim"`, its `Backend::NAME`; named here, since the sim imports this module)
+/// the sim (`"sim"`, its `Kernels::NAME`; named here, since the sim imports this module)
 /// always, on the cpu backend in builds with debug assertions (the detector's shadow costs a
 /// word per element and a compare-and-swap per access, which a release build's users did not
 /// ask for).

@@ -27,7 +27,7 @@ pub enum HostOp {
         /// The bytes.
         data: HostBytes,
     },
-    /// Copy device memory to other device memory (`Backend::copy`).
+    /// Copy device memory to other device memory (`Queue::copy`).
     Copy {
         /// What is copied.
         src: Region,
@@ -62,7 +62,7 @@ pub enum HostOp {
         /// The event waited on.
         event: DeviceEvent,
     },
-    /// Run a captured graph's launches in order, as one operation (`Backend::graph_replay`).
+    /// Run a captured graph's launches in order, as one operation (`Queue::graph_replay`).
     Replay {
         /// The launches; their bindings index `buffers`.
         launches: Arc<[PlannedLaunch]>,

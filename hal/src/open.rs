@@ -9,7 +9,8 @@ use std::fmt;
 /// A device: its backend's name and its index among that backend's devices.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct DeviceId {
-    /// The backend ([`Backend::NAME`]: `"cpu"`, `"sim"`, `"wgpu"`, `"cuda"`).
+    /// The backend ([`Kernels::NAME`](crate::backend::Kernels::NAME): `"cpu"`, `"sim"`, `"wgpu"`,
+    /// `"cuda"`).
     pub backend: &'static str,
     /// The device's index: a cpu or sim device's number, a wgpu adapter's index in
     /// `wgpu_adapters`, a CUDA ordinal.

@@ -1,11 +1,11 @@
 //! What every clone of a client shares: the runtime behind its lock, the inbox, what calls read
-//! without the lock (properties, staging, the tune queue, what ticks publish), and the state of
+//! without the lock (properties, capabilities, staging, the tune queue, what ticks publish), and the state of
 //! the drivers and of the frames in flight.
 
 use super::drivers::Drivers;
 use super::frames::FrameFences;
 use super::lock::RuntimeLock;
-use gpuworld_systems::backend::StagingAllocator;
+use gpuworld_systems::backend::{Capabilities, StagingAllocator};
 use gpuworld_systems::inbox::Inbox;
 use gpuworld_systems::published::Published;
 use gpuworld_systems::tune::{TuneCache, TuneResults};
@@ -20,6 +20,8 @@ pub(super) struct Shared<B: Backend> {
     pub(super) inbox: Arc<Inbox>,
     pub(super) id: RuntimeId,
     pub(super) properties: DeviceProperties,
+    /// The optional parts of the backend interface the device has (the runtime's, read once).
+    pub(super) capabilities: Capabilities,
     /// The backend's index of the device (`ComputeClient::device_id`).
     pub(super) device_index: u32,
     /// Where uploads take host memory, without the runtime lock (the backend's, fetched once).
@@ -58,6 +60,7 @@ impl<B: Backend> Shared<B> {
             user_clients: Arc::downgrade(user),
             id: runtime.id(),
             properties: runtime.properties().clone(),
+            capabilities: runtime.capabilities(),
             device_index: runtime.backend().device_index(),
             staging: runtime.backend().staging(),
             tune_results: runtime.tune_results(),

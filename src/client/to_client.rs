@@ -1,6 +1,6 @@
 //! Moving data between runtimes (devices, or backends): `to_client` and `to_client_into`.
 //!
-//! Between two runtimes of a backend with a `Backend::peer_transfer` a transfer stays on the
+//! Between two runtimes of a backend with a `CrossDevice::peer_transfer` a transfer stays on the
 //! devices (CUDA's: `cuMemcpyPeerAsync` on the source's stream, the destination's stream waiting on
 //! its event, `gpuworld_cuda`'s `peer.rs`). Otherwise it is two tasks. On the source it is a read
 //! on the caller's stream, so alignment orders it after the handle's last write on any stream, and
@@ -128,6 +128,7 @@ impl<B: Backend> ComputeClient<B> {
         // peer copies), the copy stays on the devices. `TypeId` only tells whether both clients
         // are of one backend, which the backend's parts assume; nothing is downcast.
         if TypeId::of::<B>() == TypeId::of::<C>()
+            && self.capabilities().peer_transfer
             && let Some(peer) = B::peer_transfer(self.drive(), dst.drive())
         {
             // Each part is pushed after the part it waits for.

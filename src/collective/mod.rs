@@ -40,7 +40,7 @@ use host::{Combine, Gathered, Share};
 use smallvec::{SmallVec, smallvec};
 use std::sync::{Arc, OnceLock};
 
-/// The backend's collectives on the devices of a group (`Backend::device_collectives`), or
+/// The backend's collectives on the devices of a group (`CrossDevice::device_collectives`), or
 /// `None` where it has none.
 type OnDevices = Option<Result<Arc<dyn DeviceCollectives>>>;
 
@@ -231,7 +231,10 @@ impl<B: Backend> Group<B> {
         self.on_devices
             .get_or_init(|| {
                 let devices: Vec<u32> = self.clients.iter().map(|c| c.device_id().index).collect();
-                let made = B::device_collectives(&devices)?;
+                if !self.clients.first()?.capabilities().device_collectives {
+                    return None;
+                }
+                let made = B::device_collectives(&devices);
                 let manual = self
                     .clients
                     .iter()

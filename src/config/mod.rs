@@ -349,8 +349,8 @@ impl Settings {
     }
 
     /// What the configuration says about the devices of the backend named `backend`
-    /// ([`gpuworld_systems::Backend::NAME`]): `[cpu] memory_limit` for `"cpu"`, nothing yet for
-    /// the others.
+    /// ([`Kernels::NAME`](gpuworld_systems::backend::Kernels::NAME)): `[cpu] memory_limit` for
+    /// `"cpu"`, nothing yet for the others.
     pub fn backend_settings(&self, backend: &str) -> BackendSettings {
         match backend {
             "cpu" => match self.cpu_memory_limit.value {

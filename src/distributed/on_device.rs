@@ -48,13 +48,11 @@ impl ProcessGroup {
             OnDevice::Undecided => {}
         }
         let wanted = self.config.collectives_on;
-        let available = match B::process_collectives() {
-            Some(available) if wanted != CollectivesOn::Host => available,
-            _ => {
-                self.on_device = OnDevice::Host;
-                return Ok(None);
-            }
-        };
+        if wanted == CollectivesOn::Host || !client.capabilities().process_collectives {
+            self.on_device = OnDevice::Host;
+            return Ok(None);
+        }
+        let available = B::process_collectives();
         // Every rank says whether it can; all use the devices, or none does.
         let ready = [u8::from(available.is_ok())];
         let ready = self.all_gather_bytes(&ready)?;

@@ -83,7 +83,7 @@ pub(crate) fn measure<B: Backend, I, O>(
     for _ in 0..config.warmup {
         output = Some(run_once(client, op, inputs)?);
     }
-    if device_clock(client).is_some() {
+    if client.capabilities().device_clock {
         clock = Clock::Device;
     } else {
         let (warm, device) = run_marked(client, op, inputs)?;

@@ -1,7 +1,7 @@
 //! `Runtime<B>`: the world and the tick schedule for one device. Clients talk to it through its
 //! inbox; whoever holds it calls [`Runtime::tick`].
 
-use crate::backend::{Backend, DeviceEvent, DeviceProperties, DeviceStream, Region};
+use crate::backend::{Backend, Capabilities, DeviceEvent, DeviceProperties, DeviceStream, Region};
 use crate::binding::Binding;
 use crate::error::Error;
 use crate::ids::{RuntimeId, StreamId};
@@ -38,6 +38,7 @@ pub struct Runtime<B: Backend> {
     inbox: Arc<Inbox>,
     published: Arc<Published>,
     properties: DeviceProperties,
+    capabilities: Capabilities,
     /// Whether the trace's systems are in the tick (see [`crate::trace`]).
     recording_systems: bool,
     backend: PhantomData<fn() -> B>,
@@ -78,6 +79,7 @@ impl<B: Backend> Runtime<B> {
     /// keeps (a client made with the runtime); no other runtime may drain it.
     pub fn with_inbox(backend: B, config: RuntimeConfig, inbox: Arc<Inbox>) -> Runtime<B> {
         let properties = backend.properties();
+        let capabilities = backend.capabilities();
         let mut world = World::new();
         world.insert_resource(StreamTable {
             slots: vec![None; config.stream_slots.max(1)],
@@ -112,6 +114,7 @@ impl<B: Backend> Runtime<B> {
             inbox,
             published,
             properties,
+            capabilities,
             recording_systems: false,
             backend: PhantomData,
         }
@@ -142,7 +145,7 @@ impl<B: Backend> Runtime<B> {
     /// backend cannot be waited on without itself (then [`Runtime::wait_for_device_until`]
     /// waits).
     pub fn progress_watch(&mut self) -> Option<Box<dyn crate::backend::ProgressWatch>> {
-        if !self.has_work_in_flight() {
+        if !self.capabilities.progress_watch || !self.has_work_in_flight() {
             return None;
         }
         self.world
@@ -212,6 +215,12 @@ impl<B: Backend> Runtime<B> {
     /// The device's properties.
     pub fn properties(&self) -> &DeviceProperties {
         &self.properties
+    }
+
+    /// The optional parts of the backend interface the device has, read once when the runtime
+    /// was made.
+    pub fn capabilities(&self) -> Capabilities {
+        self.capabilities
     }
 
     /// Memory in use and reserved.
@@ -284,7 +293,8 @@ impl<B: Backend> Runtime<B> {
         self.world.resource::<HandleIndex>().region(binding)
     }
 
-    /// Prepares `kernel` for launches in `mode` ([`Backend::warm_up`]).
+    /// Prepares `kernel` for launches in `mode`
+    /// ([`Kernels::warm_up`](crate::backend::Kernels::warm_up)).
     pub fn warm_up(
         &mut self,
         kernel: Kernel,
@@ -293,7 +303,7 @@ impl<B: Backend> Runtime<B> {
         self.device_mut().warm_up(kernel, mode)
     }
 
-    /// The device time between two events ([`Backend::device_elapsed`]).
+    /// The device time between two events ([`DeviceTiming::device_elapsed`](crate::backend::DeviceTiming::device_elapsed)).
     pub fn device_elapsed(&mut self, start: DeviceEvent, end: DeviceEvent) -> Option<Duration> {
         self.device_mut().device_elapsed(start, end)
     }

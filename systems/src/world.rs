@@ -127,8 +127,8 @@ pub struct TaskBinding {
 pub struct ReadRequest {
     /// Answered with the bytes.
     pub reply: Reply<ReadReply>,
-    /// Staging lent by the runtime that takes the bytes (see [`Backend::read_for`]); the
-    /// backend's own when `None`.
+    /// Staging lent by the runtime that takes the bytes (see
+    /// [`Queue::read_for`](crate::backend::Queue::read_for)); the backend's own when `None`.
     pub staging: Option<Arc<dyn StagingAllocator>>,
 }
 

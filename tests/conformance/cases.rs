@@ -390,6 +390,29 @@ pub fn a_mark_follows_the_work_before_it<B: Backend>(client: ComputeClient<B>) {
     assert_eq!(read_f32(&client, &out), vec![3.0; 1024]);
 }
 
+pub fn the_capabilities_say_what_the_optional_parts_answer<B: Backend>(client: ComputeClient<B>) {
+    let capabilities = client.capabilities();
+    let (backend_says, clock) = client.with_runtime(|rt| {
+        let backend = rt.backend();
+        (backend.capabilities(), backend.device_clock())
+    });
+    assert_eq!(
+        capabilities, backend_says,
+        "the client's copy is the backend's"
+    );
+    assert_eq!(
+        capabilities.device_clock,
+        clock.is_some(),
+        "{capabilities:?}"
+    );
+    // A backend that replays graphs as one op makes one for any launches it is given.
+    if capabilities.graph_replay {
+        assert!(B::graph_replay(1, 0, std::sync::Arc::<[_]>::from(Vec::new())).is_some());
+    }
+    // Without replays as one op, there are none across streams either.
+    assert!(capabilities.graph_replay || !capabilities.graph_replay_across_streams);
+}
+
 pub fn staging_buffers_upload_and_read_back<B: Backend>(client: ComputeClient<B>) {
     let sizes = [4096, 100, 0];
     let mut staging = client.reserve_staging(&sizes);

@@ -232,31 +232,12 @@ impl NativeResource for CpuBackend {
     }
 }
 
-impl Backend for CpuBackend {
+impl Kernels for CpuBackend {
     const NAME: &'static str = "cpu";
     type Source = CpuSource;
+}
 
-    fn properties(&self) -> DeviceProperties {
-        DeviceProperties {
-            name: format!("host CPU ({} threads)", rayon::current_num_threads()),
-            memory_bytes: self.memory.read().capacity().unwrap_or(u64::MAX),
-            alignment: 64,
-            max_cube_count: gpuworld_hal::kernel::limits::HOST_MAX_CUBE_COUNT,
-            max_cube_dim: gpuworld_hal::kernel::limits::HOST_MAX_CUBE_DIM,
-            max_units_per_cube: gpuworld_hal::kernel::limits::HOST_MAX_UNITS_PER_CUBE,
-            max_buffer_bytes: Some(HostMemory::MAX_BUFFER_BYTES),
-            page_mapping: None,
-            slow_buffers: false,
-            memory_layout: MemoryLayout::Sliced,
-            limits: Default::default(),
-            features: Vec::new(),
-        }
-    }
-
-    fn device_index(&self) -> u32 {
-        self.device
-    }
-
+impl Memory for CpuBackend {
     fn allocate(&mut self, size: u64) -> Result<StorageId, AllocError> {
         self.memory.write().allocate(size)
     }
@@ -265,6 +246,12 @@ impl Backend for CpuBackend {
         self.memory.write().deallocate(storage);
     }
 
+    fn staging(&self) -> Arc<dyn StagingAllocator> {
+        self.staging.clone()
+    }
+}
+
+impl Queue for CpuBackend {
     fn create_stream(&mut self, id: StreamId) -> DeviceStream {
         let index = self.workers.len();
         self.progress.add_stream();
@@ -327,75 +314,10 @@ impl Backend for CpuBackend {
         self.send(stream, HostOp::Wait { event });
     }
 
-    fn begin_tick(&mut self, _tick: u64) {
-        self.in_tick = true;
-    }
-
-    fn end_tick(&mut self) {
-        self.in_tick = false;
-        self.start_workers();
-    }
-
-    fn poll(&mut self, _tick: u64) {
-        self.start_workers();
-        self.polled_generation = self.progress.generation();
-    }
-
-    fn progress_watch(&mut self) -> Option<Box<dyn ProgressWatch>> {
-        self.start_workers();
-        Some(Box::new(CpuWatch {
-            progress: self.progress.clone(),
-            seen: self.polled_generation,
-        }))
-    }
-
-    fn event_label(&self, event: DeviceEvent) -> String {
-        event_label(event)
-    }
-
-    fn event_position(&self, event: DeviceEvent) -> Option<(DeviceStream, u64)> {
-        let (stream, ops) = event.stream_and_ops();
-        Some((DeviceStream(stream), ops))
-    }
-
-    fn event_done(&mut self, event: DeviceEvent) -> bool {
-        self.start_workers();
-        let (stream, ops) = event.stream_and_ops();
-        self.progress.completed(stream as usize) >= ops
-    }
-
-    fn take_read(&mut self, ticket: ReadTicket) -> Option<HostBytes> {
-        self.progress.take_read(ticket)
-    }
-
-    fn take_fault(&mut self, stream: DeviceStream) -> Option<Error> {
-        self.progress.take_fault(stream.0 as usize)
-    }
-
-    fn staging(&self) -> Arc<dyn StagingAllocator> {
-        self.staging.clone()
-    }
-
     fn mark(&mut self, stream: DeviceStream) -> DeviceEvent {
         let event = self.flush(stream);
         self.progress.mark(event);
         event
-    }
-
-    /// The time the stream's worker spent running work between the marks (waits excluded).
-    fn device_elapsed(&mut self, start: DeviceEvent, end: DeviceEvent) -> Option<Duration> {
-        self.progress.elapsed(start, end)
-    }
-
-    /// A replay of launches on one stream is one operation for the stream's worker.
-    fn replays_graphs() -> bool {
-        true
-    }
-
-    /// A replay over several streams runs on the first stream's worker, its launches in the
-    /// frame's order, one that every dependency between lanes follows.
-    fn replays_graphs_across_streams() -> bool {
-        true
     }
 
     /// The replay's launches, handed to the stream's worker at once (`HostOp::Replay`).
@@ -435,6 +357,51 @@ impl Backend for CpuBackend {
         }
         Ok(())
     }
+}
+
+impl Completion for CpuBackend {
+    fn poll(&mut self, _tick: u64) {
+        self.start_workers();
+        self.polled_generation = self.progress.generation();
+    }
+
+    fn progress_watch(&mut self) -> Option<Box<dyn ProgressWatch>> {
+        self.start_workers();
+        Some(Box::new(CpuWatch {
+            progress: self.progress.clone(),
+            seen: self.polled_generation,
+        }))
+    }
+
+    fn event_label(&self, event: DeviceEvent) -> String {
+        event_label(event)
+    }
+
+    fn event_position(&self, event: DeviceEvent) -> Option<(DeviceStream, u64)> {
+        let (stream, ops) = event.stream_and_ops();
+        Some((DeviceStream(stream), ops))
+    }
+
+    fn event_done(&mut self, event: DeviceEvent) -> bool {
+        self.start_workers();
+        let (stream, ops) = event.stream_and_ops();
+        self.progress.completed(stream as usize) >= ops
+    }
+
+    fn take_read(&mut self, ticket: ReadTicket) -> Option<HostBytes> {
+        self.progress.take_read(ticket)
+    }
+
+    fn take_fault(&mut self, stream: DeviceStream) -> Option<Error> {
+        self.progress.take_fault(stream.0 as usize)
+    }
+}
+
+impl DeviceTiming for CpuBackend {
+    /// The time the stream's worker spent running work between the marks (waits excluded).
+    fn device_elapsed(&mut self, start: DeviceEvent, end: DeviceEvent) -> Option<Duration> {
+        self.progress.elapsed(start, end)
+    }
 
     fn record_op_times(&mut self, on: bool) -> Option<OpClock> {
         self.progress.set_recording(on);
@@ -443,6 +410,52 @@ impl Backend for CpuBackend {
 
     fn take_op_times(&mut self, into: &mut Vec<OpTime>) {
         self.progress.take_op_times(into);
+    }
+}
+
+impl CrossDevice for CpuBackend {}
+
+impl Backend for CpuBackend {
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            // A replay of launches on one stream is one operation for the stream's worker; one
+            // over several streams runs on the first stream's worker, its launches in the
+            // frame's order, one that every dependency between lanes follows.
+            graph_replay: true,
+            graph_replay_across_streams: true,
+            progress_watch: true,
+            ..Capabilities::default()
+        }
+    }
+
+    fn properties(&self) -> DeviceProperties {
+        DeviceProperties {
+            name: format!("host CPU ({} threads)", rayon::current_num_threads()),
+            memory_bytes: self.memory.read().capacity().unwrap_or(u64::MAX),
+            alignment: 64,
+            max_cube_count: gpuworld_hal::kernel::limits::HOST_MAX_CUBE_COUNT,
+            max_cube_dim: gpuworld_hal::kernel::limits::HOST_MAX_CUBE_DIM,
+            max_units_per_cube: gpuworld_hal::kernel::limits::HOST_MAX_UNITS_PER_CUBE,
+            max_buffer_bytes: Some(HostMemory::MAX_BUFFER_BYTES),
+            page_mapping: None,
+            slow_buffers: false,
+            memory_layout: MemoryLayout::Sliced,
+            limits: Default::default(),
+            features: Vec::new(),
+        }
+    }
+
+    fn device_index(&self) -> u32 {
+        self.device
+    }
+
+    fn begin_tick(&mut self, _tick: u64) {
+        self.in_tick = true;
+    }
+
+    fn end_tick(&mut self) {
+        self.in_tick = false;
+        self.start_workers();
     }
 }
 

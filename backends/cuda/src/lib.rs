@@ -105,61 +105,7 @@ impl NativeResource for CudaBackend {
     }
 }
 
-impl Backend for CudaBackend {
-    /// `cuMemcpyPeerAsync` on the source's stream, the destination's stream waiting on its
-    /// event (`peer.rs`).
-    fn peer_transfer(source: Drive, destination: Drive) -> Option<PeerTransfer> {
-        let link = PeerLink::new();
-        Some(PeerTransfer {
-            destination: Box::new(PeerDestination(link.clone())),
-            copy: Box::new(PeerCopy {
-                link: link.clone(),
-                drive: destination,
-            }),
-            arrival: Box::new(PeerArrival {
-                link,
-                drive: source,
-            }),
-        })
-    }
-
-    /// NCCL communicators over the group's devices (`nccl/`).
-    fn device_collectives(devices: &[u32]) -> Option<Result<Arc<dyn DeviceCollectives>, Error>> {
-        Some(communicators(devices).map(|comms| Arc::new(NcclGroup(comms)) as _))
-    }
-
-    /// CUDA graphs (`graphs.rs`).
-    fn replays_graphs() -> bool {
-        true
-    }
-
-    /// Lanes of a CUDA graph, one per stream, ordered by events (`graphs.rs`).
-    fn replays_graphs_across_streams() -> bool {
-        true
-    }
-
-    /// A replay of launches as one CUDA graph (`graphs.rs`).
-    fn graph_replay(
-        graph: u64,
-        version: u64,
-        launches: std::sync::Arc<[gpuworld_hal::graph::PlannedLaunch]>,
-    ) -> Option<NativeWork> {
-        Some(graphs::GraphReplay::work(graph, version, launches))
-    }
-
-    /// NCCL communicators spanning processes (`nccl/`).
-    fn process_collectives() -> Option<Result<&'static dyn ProcessCollectives, Error>> {
-        let ready = nccl::nccl().and_then(|_| {
-            loader::driver().map_err(|reason| {
-                Error::Device(DeviceError::BackendUnavailable {
-                    backend: "cuda",
-                    reason,
-                })
-            })
-        });
-        Some(ready.map(|_| &nccl::NcclProcesses as &dyn ProcessCollectives))
-    }
-
+impl Kernels for CudaBackend {
     const NAME: &'static str = "cuda";
     type Source = CudaSource;
 
@@ -178,16 +124,9 @@ impl Backend for CudaBackend {
         self.bind();
         self.kernels.function(kernel, mode, false).map(|_| ())
     }
+}
 
-    fn properties(&self) -> DeviceProperties {
-        self.properties.clone()
-    }
-
-    fn device_index(&self) -> u32 {
-        // `cuDeviceGet` hands back the ordinal as the device handle.
-        u32::try_from(self.device).unwrap_or(0)
-    }
-
+impl Memory for CudaBackend {
     fn allocate(&mut self, size: u64) -> Result<StorageId, AllocError> {
         self.bind();
         if let Some(reason) = &self.poisoned {
@@ -247,6 +186,21 @@ impl Backend for CudaBackend {
                 sys::cuMemFree_v2(pointer);
             }
         }
+    }
+
+    fn staging(&self) -> Arc<dyn StagingAllocator> {
+        Arc::new(pinned::PinnedStaging(Arc::downgrade(&self.pinned)))
+    }
+}
+
+impl Queue for CudaBackend {
+    /// A replay of launches as one CUDA graph (`graphs.rs`).
+    fn graph_replay(
+        graph: u64,
+        version: u64,
+        launches: std::sync::Arc<[gpuworld_hal::graph::PlannedLaunch]>,
+    ) -> Option<NativeWork> {
+        Some(graphs::GraphReplay::work(graph, version, launches))
     }
 
     fn create_stream(&mut self, id: StreamId) -> DeviceStream {
@@ -348,18 +302,6 @@ impl Backend for CudaBackend {
         ticket
     }
 
-    fn record_op_times(&mut self, on: bool) -> Option<OpClock> {
-        self.op_timing.set_recording(on);
-        Some(OpClock::Device)
-    }
-
-    fn take_op_times(&mut self, into: &mut Vec<OpTime>) {
-        if self.poisoned.is_none() {
-            self.bind();
-            self.op_timing.take(into);
-        }
-    }
-
     fn flush(&mut self, stream: DeviceStream) -> DeviceEvent {
         self.record_numbered(stream, Timing::Untimed)
     }
@@ -384,7 +326,9 @@ impl Backend for CudaBackend {
             self.failed(s, "cuStreamWaitEvent", code);
         }
     }
+}
 
+impl Completion for CudaBackend {
     fn poll(&mut self, _tick: u64) {
         if self.poisoned.is_some() {
             return;
@@ -454,15 +398,25 @@ impl Backend for CudaBackend {
         self.finished_reads.remove(&ticket)
     }
 
-    fn staging(&self) -> Arc<dyn StagingAllocator> {
-        Arc::new(pinned::PinnedStaging(Arc::downgrade(&self.pinned)))
-    }
-
     fn take_fault(&mut self, stream: DeviceStream) -> Option<Error> {
         // Asked again as a read or sync is answered, after the wait for its work: a collective
         // another rank's abort ended during that wait is reported with it.
         self.notice_aborted_cliques();
         self.streams.get_mut(stream.0 as usize)?.fault.take()
+    }
+}
+
+impl DeviceTiming for CudaBackend {
+    fn record_op_times(&mut self, on: bool) -> Option<OpClock> {
+        self.op_timing.set_recording(on);
+        Some(OpClock::Device)
+    }
+
+    fn take_op_times(&mut self, into: &mut Vec<OpTime>) {
+        if self.poisoned.is_none() {
+            self.bind();
+            self.op_timing.take(into);
+        }
     }
 
     fn device_elapsed(&mut self, start: DeviceEvent, end: DeviceEvent) -> Option<Duration> {
@@ -473,5 +427,67 @@ impl Backend for CudaBackend {
         let code = unsafe { sys::cuEventElapsedTime_v2(&mut ms, a, b) };
         (code == sys::CUresult::CUDA_SUCCESS && ms >= 0.0)
             .then(|| Duration::from_secs_f64(f64::from(ms) / 1000.0))
+    }
+}
+
+impl CrossDevice for CudaBackend {
+    /// `cuMemcpyPeerAsync` on the source's stream, the destination's stream waiting on its
+    /// event (`peer.rs`).
+    fn peer_transfer(source: Drive, destination: Drive) -> Option<PeerTransfer> {
+        let link = PeerLink::new();
+        Some(PeerTransfer {
+            destination: Box::new(PeerDestination(link.clone())),
+            copy: Box::new(PeerCopy {
+                link: link.clone(),
+                drive: destination,
+            }),
+            arrival: Box::new(PeerArrival {
+                link,
+                drive: source,
+            }),
+        })
+    }
+
+    /// NCCL communicators over the group's devices (`nccl.rs`).
+    fn device_collectives(devices: &[u32]) -> Result<Arc<dyn DeviceCollectives>, Error> {
+        communicators(devices).map(|comms| Arc::new(NcclGroup(comms)) as _)
+    }
+
+    /// NCCL communicators spanning processes (`nccl.rs`).
+    fn process_collectives() -> Result<&'static dyn ProcessCollectives, Error> {
+        let ready = nccl::nccl().and_then(|_| {
+            loader::driver().map_err(|reason| {
+                Error::Device(DeviceError::BackendUnavailable {
+                    backend: "cuda",
+                    reason,
+                })
+            })
+        });
+        ready.map(|_| &nccl::NcclProcesses as &dyn ProcessCollectives)
+    }
+}
+
+impl Backend for CudaBackend {
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            // CUDA graphs, with a lane per stream ordered by events (`graphs.rs`).
+            graph_replay: true,
+            graph_replay_across_streams: true,
+            progress_watch: true,
+            device_clock: false,
+            // `cuMemcpyPeerAsync` (`peer.rs`) and NCCL (`nccl.rs`).
+            peer_transfer: true,
+            device_collectives: true,
+            process_collectives: true,
+        }
+    }
+
+    fn properties(&self) -> DeviceProperties {
+        self.properties.clone()
+    }
+
+    fn device_index(&self) -> u32 {
+        // `cuDeviceGet` hands back the ordinal as the device handle.
+        u32::try_from(self.device).unwrap_or(0)
     }
 }

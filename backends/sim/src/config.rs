@@ -29,13 +29,15 @@ pub struct SimConfig {
     /// Whether calls are recorded in the log.
     pub record: bool,
     /// Virtual cost of each launch; when set, a virtual device clock advances by it as launches
-    /// complete and [`Backend::device_clock`](gpuworld_hal::backend::Backend::device_clock) reports it (deterministic timings for autotune).
+    /// complete and [`DeviceTiming::device_clock`](gpuworld_hal::backend::DeviceTiming::device_clock)
+    /// reports it (deterministic timings for autotune).
     pub kernel_cost: Option<KernelCost>,
     /// Faults to inject (none by default).
     pub faults: FaultPlan,
     /// Virtual durations of launches and copies, and a timeline of the work
-    /// ([`SimBackend::timeline`](crate::SimBackend::timeline)); when set and `kernel_cost` is not, [`Backend::device_clock`](gpuworld_hal::backend::Backend::device_clock)
-    /// reports the timeline's end and `profile()` times work by this model.
+    /// ([`SimBackend::timeline`](crate::SimBackend::timeline)); when set and `kernel_cost` is not,
+    /// [`DeviceTiming::device_clock`](gpuworld_hal::backend::DeviceTiming::device_clock) reports
+    /// the timeline's end and `profile()` times work by this model.
     pub costs: Option<CostModel>,
     /// Virtual cost of copies between host and device (writes, reads: what transfers between
     /// sim devices and host collectives are made of); when set, the virtual device clock

@@ -387,34 +387,12 @@ impl OpenBackend for SimBackend {
 /// Tests read its log and change its fault plan through the runtime (`Runtime::sim_mut`).
 impl TestDevice for SimBackend {}
 
-impl Backend for SimBackend {
+impl Kernels for SimBackend {
     const NAME: &'static str = "sim";
     type Source = CpuSource;
+}
 
-    fn properties(&self) -> DeviceProperties {
-        DeviceProperties {
-            name: format!(
-                "sim device, work completes {} tick(s) after submission",
-                self.config.latency_ticks
-            ),
-            memory_bytes: self.config.memory_bytes,
-            alignment: 256,
-            max_cube_count: gpuworld_hal::kernel::limits::HOST_MAX_CUBE_COUNT,
-            max_cube_dim: gpuworld_hal::kernel::limits::HOST_MAX_CUBE_DIM,
-            max_units_per_cube: gpuworld_hal::kernel::limits::HOST_MAX_UNITS_PER_CUBE,
-            max_buffer_bytes: Some(HostMemory::MAX_BUFFER_BYTES),
-            page_mapping: None,
-            slow_buffers: false,
-            memory_layout: MemoryLayout::Sliced,
-            limits: Default::default(),
-            features: Vec::new(),
-        }
-    }
-
-    fn device_index(&self) -> u32 {
-        self.device
-    }
-
+impl Memory for SimBackend {
     fn allocate(&mut self, size: u64) -> Result<StorageId, AllocError> {
         let result = if self.faults.allocation(self.tick) {
             Err(AllocError::OutOfMemory)
@@ -432,7 +410,9 @@ impl Backend for SimBackend {
         self.memory.deallocate(storage);
         self.record(SimCall::Deallocate { storage });
     }
+}
 
+impl Queue for SimBackend {
     fn create_stream(&mut self, id: StreamId) -> DeviceStream {
         let stream = DeviceStream(self.streams.len() as u32);
         let name = format!("s{}", self.streams.len());
@@ -521,11 +501,15 @@ impl Backend for SimBackend {
         self.enqueue(stream, HostOp::Wait { event }, || format!("wait {label}"));
     }
 
-    fn begin_tick(&mut self, tick: u64) {
-        self.tick = tick;
-        self.faults.tick(tick);
+    fn mark(&mut self, stream: DeviceStream) -> DeviceEvent {
+        let event = self.flush(stream);
+        let queue = self.queue_of(stream.0 as usize);
+        self.timing.mark(event, self.done.completed(queue));
+        event
     }
+}
 
+impl Completion for SimBackend {
     fn poll(&mut self, tick: u64) {
         self.tick = tick;
         loop {
@@ -590,7 +574,9 @@ impl Backend for SimBackend {
     fn take_fault(&mut self, stream: DeviceStream) -> Option<Error> {
         self.done.take_fault(stream.0 as usize)
     }
+}
 
+impl DeviceTiming for SimBackend {
     fn device_clock(&self) -> Option<Duration> {
         match (&self.config.kernel_cost, &self.config.costs) {
             (Some(_), _) => Some(Duration::from_nanos(self.clock_ns)),
@@ -601,13 +587,6 @@ impl Backend for SimBackend {
                 .is_some()
                 .then(|| Duration::from_nanos(self.clock_ns)),
         }
-    }
-
-    fn mark(&mut self, stream: DeviceStream) -> DeviceEvent {
-        let event = self.flush(stream);
-        let queue = self.queue_of(stream.0 as usize);
-        self.timing.mark(event, self.done.completed(queue));
-        event
     }
 
     /// The virtual time the stream spent running work between the marks; `None` without
@@ -626,6 +605,50 @@ impl Backend for SimBackend {
 
     fn take_op_times(&mut self, into: &mut Vec<OpTime>) {
         self.timing.take_ops(into);
+    }
+}
+
+impl CrossDevice for SimBackend {}
+
+impl Backend for SimBackend {
+    fn capabilities(&self) -> Capabilities {
+        // The sim keeps device time only where it models it (`device_clock`).
+        let config = &self.config;
+        Capabilities {
+            device_clock: config.kernel_cost.is_some()
+                || config.costs.is_some()
+                || config.link.is_some(),
+            ..Capabilities::default()
+        }
+    }
+
+    fn properties(&self) -> DeviceProperties {
+        DeviceProperties {
+            name: format!(
+                "sim device, work completes {} tick(s) after submission",
+                self.config.latency_ticks
+            ),
+            memory_bytes: self.config.memory_bytes,
+            alignment: 256,
+            max_cube_count: gpuworld_hal::kernel::limits::HOST_MAX_CUBE_COUNT,
+            max_cube_dim: gpuworld_hal::kernel::limits::HOST_MAX_CUBE_DIM,
+            max_units_per_cube: gpuworld_hal::kernel::limits::HOST_MAX_UNITS_PER_CUBE,
+            max_buffer_bytes: Some(HostMemory::MAX_BUFFER_BYTES),
+            page_mapping: None,
+            slow_buffers: false,
+            memory_layout: MemoryLayout::Sliced,
+            limits: Default::default(),
+            features: Vec::new(),
+        }
+    }
+
+    fn device_index(&self) -> u32 {
+        self.device
+    }
+
+    fn begin_tick(&mut self, tick: u64) {
+        self.tick = tick;
+        self.faults.tick(tick);
     }
 }
 

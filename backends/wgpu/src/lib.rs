@@ -95,7 +95,7 @@ impl NativeResource for WgpuBackend {
     }
 }
 
-impl Backend for WgpuBackend {
+impl Kernels for WgpuBackend {
     const NAME: &'static str = faults::NAME;
     type Source = WgslSource;
 
@@ -105,55 +105,6 @@ impl Backend for WgpuBackend {
 
     fn generated_text(kernel: &KernelDef) -> Option<String> {
         wgsl::wgsl_text(kernel)
-    }
-
-    fn lifecycle_lock() -> Option<&'static parking_lot::Mutex<()>> {
-        Some(&DEVICE_LIFECYCLE)
-    }
-
-    /// Recorded plans (`replay.rs`).
-    fn replays_graphs() -> bool {
-        true
-    }
-
-    /// One queue: a replay over several streams records its launches in the frame's order, one
-    /// that every dependency between lanes follows.
-    fn replays_graphs_across_streams() -> bool {
-        true
-    }
-
-    /// A replay of launches on one stream, recorded from its plan (`replay.rs`).
-    fn graph_replay(
-        graph: u64,
-        version: u64,
-        launches: std::sync::Arc<[gpuworld_hal::graph::PlannedLaunch]>,
-    ) -> Option<gpuworld_hal::native::NativeWork> {
-        Some(replay::WgpuReplay::work(graph, version, launches))
-    }
-
-    fn run_native(
-        &mut self,
-        stream: DeviceStream,
-        buffers: &[Region],
-        work: gpuworld_hal::native::NativeWork,
-    ) -> Result<(), Error> {
-        let Some(op) = replay::as_replay(&work) else {
-            return Err(Error::Device(
-                gpuworld_hal::error::DeviceError::BackendUnavailable {
-                    backend: Self::NAME,
-                    reason: format!("it runs no native work `{}`", work.name()).into(),
-                },
-            ));
-        };
-        let Some(s) = self.stream_index(stream) else {
-            return Ok(());
-        };
-        if self.lost_on(s) {
-            return Ok(());
-        }
-        let result = self.run_replay(s, buffers, op);
-        self.attribute_errors(s);
-        result
     }
 
     fn warm_up(&mut self, kernel: Kernel, _mode: ExecutionMode) -> Result<(), Error> {
@@ -168,20 +119,9 @@ impl Backend for WgpuBackend {
             .get(&self.device, kernel, wgsl::Declared::AsSigned, StreamId::GC)
             .map(|_| ())
     }
+}
 
-    fn device_index(&self) -> u32 {
-        self.adapter_index
-    }
-
-    fn properties(&self) -> DeviceProperties {
-        adapter::device_properties(
-            &self.adapter_info,
-            &self.limits,
-            self.device.features(),
-            self.config.memory_capacity,
-        )
-    }
-
+impl Memory for WgpuBackend {
     fn allocate(&mut self, size: u64) -> Result<StorageId, AllocError> {
         let size = size.max(4).next_multiple_of(4);
         if size > self.limits.max_buffer_size {
@@ -231,6 +171,46 @@ impl Backend for WgpuBackend {
             self.bind_groups.forget(storage);
             self.plans.forget(storage);
         }
+    }
+
+    fn staging(&self) -> Arc<dyn StagingAllocator> {
+        self.readbacks.host()
+    }
+}
+
+impl Queue for WgpuBackend {
+    /// A replay of launches on one stream, recorded from its plan (`replay.rs`).
+    fn graph_replay(
+        graph: u64,
+        version: u64,
+        launches: std::sync::Arc<[gpuworld_hal::graph::PlannedLaunch]>,
+    ) -> Option<gpuworld_hal::native::NativeWork> {
+        Some(replay::WgpuReplay::work(graph, version, launches))
+    }
+
+    fn run_native(
+        &mut self,
+        stream: DeviceStream,
+        buffers: &[Region],
+        work: gpuworld_hal::native::NativeWork,
+    ) -> Result<(), Error> {
+        let Some(op) = replay::as_replay(&work) else {
+            return Err(Error::Device(
+                gpuworld_hal::error::DeviceError::BackendUnavailable {
+                    backend: Self::NAME,
+                    reason: format!("it runs no native work `{}`", work.name()).into(),
+                },
+            ));
+        };
+        let Some(s) = self.stream_index(stream) else {
+            return Ok(());
+        };
+        if self.lost_on(s) {
+            return Ok(());
+        }
+        let result = self.run_replay(s, buffers, op);
+        self.attribute_errors(s);
+        result
     }
 
     fn create_stream(&mut self, id: StreamId) -> DeviceStream {
@@ -344,7 +324,9 @@ impl Backend for WgpuBackend {
     fn wait_event(&mut self, _stream: DeviceStream, _event: DeviceEvent) {
         // One queue: the event's submission precedes every later submission of any stream.
     }
+}
 
+impl Completion for WgpuBackend {
     fn poll(&mut self, _tick: u64) {
         if let Some(reason) = self.errors.lost() {
             self.on_lost(&reason);
@@ -414,15 +396,13 @@ impl Backend for WgpuBackend {
         self.readbacks.take(ticket)
     }
 
-    fn staging(&self) -> Arc<dyn StagingAllocator> {
-        self.readbacks.host()
-    }
-
     fn take_fault(&mut self, stream: DeviceStream) -> Option<Error> {
         let s = self.stream_index(stream)?;
         self.streams[s].fault.take()
     }
+}
 
+impl DeviceTiming for WgpuBackend {
     fn device_elapsed(
         &mut self,
         start: DeviceEvent,
@@ -449,5 +429,37 @@ impl Backend for WgpuBackend {
             timing.collect();
             timing.take_ops(into);
         }
+    }
+}
+
+impl CrossDevice for WgpuBackend {}
+
+impl Backend for WgpuBackend {
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            // Recorded plans (`replay.rs`); one queue: a replay over several streams records its
+            // launches in the frame's order, one that every dependency between lanes follows.
+            graph_replay: true,
+            graph_replay_across_streams: true,
+            progress_watch: true,
+            ..Capabilities::default()
+        }
+    }
+
+    fn lifecycle_lock() -> Option<&'static parking_lot::Mutex<()>> {
+        Some(&DEVICE_LIFECYCLE)
+    }
+
+    fn device_index(&self) -> u32 {
+        self.adapter_index
+    }
+
+    fn properties(&self) -> DeviceProperties {
+        adapter::device_properties(
+            &self.adapter_info,
+            &self.limits,
+            self.device.features(),
+            self.config.memory_capacity,
+        )
     }
 }

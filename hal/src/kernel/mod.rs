@@ -4,7 +4,7 @@
 //! The three source types of gpuworld's conventions live here — [`CpuSource`] (cpu and sim),
 //! [`WgslSource`] (wgpu) and [`CudaSource`] (cuda) — so that a kernel can carry all three
 //! whatever backends a build enables (`#[gpuworld::kernel]` emits all three); each backend names
-//! its own as [`Backend::Source`](crate::backend::Backend::Source) and owns what the text means
+//! its own as [`Kernels::Source`](crate::backend::Kernels::Source) and owns what the text means
 //! (its declarations, prelude and compiler). A backend may also define a source type of its own.
 
 pub mod atomic;

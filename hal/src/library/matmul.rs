@@ -10,7 +10,7 @@
 //! (`every_variant_sums_in_order_and_reads_zero_past_a_short_binding`). The GPU sources are the
 //! `#[kernel]`'s where its code is within 1.1x of the hand-written time (`benches/kernels.rs`,
 //! H100 and H200 hosts, 2026-12-06; `docs/benchmarks.md`), else hand-written, in the backend
-//! (`Backend::library_source`, `backends/{wgpu,cuda}/src/library/`):
+//! (`Kernels::library_source`, `backends/{wgpu,cuda}/src/library/`):
 //! - [`MATMUL_NAIVE`]: generated everywhere (CUDA 0.85x, NVIDIA Vulkan 1.09x the hand-written).
 //! - [`MATMUL_4X4`]: generated WGSL (0.05x the hand-written WGSL's time, whose accumulator array
 //!   the driver kept in memory), hand-written CUDA C (the generated took 1.51–1.57x: its 32-bit

@@ -4,7 +4,7 @@
 //! backend. A few keep a hand-written CPU source (`cpu = ..`) where the generated one checks every
 //! access. Where the generated GPU code measured over 1.1x the hand-written time on the H100 and
 //! H200 hosts (`MATMUL_4X4`'s CUDA C, `MATMUL_TILED16`'s WGSL and CUDA C; `matmul`'s docs say
-//! why), the wgpu and cuda backends supply the hand-written source (`Backend::library_source`).
+//! why), the wgpu and cuda backends supply the hand-written source (`Kernels::library_source`).
 //! `benches/kernels.rs` keeps the hand-written text the ports replaced and times both.
 
 pub mod matmul;
@@ -231,7 +231,7 @@ pub static ALL: &[&KernelDef] = &[
 ];
 
 /// The source for `kernel` in a backend's `table` of library kernels and their sources, found by
-/// the definition's address (not its id): how a backend implements `Backend::library_source`.
+/// the definition's address (not its id): how a backend implements `Kernels::library_source`.
 pub fn source_in<S>(
     table: &'static [(&'static KernelDef, S)],
     kernel: &KernelDef,

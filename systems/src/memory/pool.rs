@@ -6,69 +6,69 @@
 //! a compacting pool's moves); `MemoryPool` holds a ladder and the persistent pool, and names a
 //! slice's by [`PoolIndex`].
 
-use crate::backend::{AllocError, Backend, StorageId};
+use crate::backend::{AllocError, Memory, StorageId};
 use crate::error::MemoryError;
 use crate::memory::Block;
 use crate::memory::report::PoolReport;
 
-/// The device calls a pool makes: pages in and out. Every backend is one.
+/// The device calls a pool makes: pages in and out. Every backend's [`Memory`] role is one.
 pub trait DeviceMemory {
-    /// A buffer of `size` bytes ([`Backend::allocate`]).
+    /// A buffer of `size` bytes ([`Memory::allocate`]).
     fn allocate(&mut self, size: u64) -> Result<StorageId, AllocError>;
-    /// Returns a buffer to the device ([`Backend::deallocate`]).
+    /// Returns a buffer to the device ([`Memory::deallocate`]).
     ///
     /// # Safety
-    /// As for [`Backend::deallocate`]: `storage` was allocated here and not yet returned, and no
+    /// As for [`Memory::deallocate`]: `storage` was allocated here and not yet returned, and no
     /// work queued or running on any stream uses it any more.
     unsafe fn deallocate(&mut self, storage: StorageId);
-    /// Reserves device addresses ([`Backend::reserve_addresses`]).
+    /// Reserves device addresses ([`Memory::reserve_addresses`]).
     fn reserve_addresses(&mut self, size: u64) -> Result<StorageId, AllocError>;
-    /// Maps pages under reserved addresses ([`Backend::map_pages`]).
+    /// Maps pages under reserved addresses ([`Memory::map_pages`]).
     fn map_pages(&mut self, storage: StorageId, offset: u64, len: u64) -> Result<(), AllocError>;
-    /// Unmaps pages ([`Backend::unmap_pages`]).
+    /// Unmaps pages ([`Memory::unmap_pages`]).
     ///
     /// # Safety
-    /// As for [`Backend::unmap_pages`].
+    /// As for [`Memory::unmap_pages`].
     unsafe fn unmap_pages(&mut self, storage: StorageId, offset: u64, len: u64);
-    /// Returns unmapped pages' memory ([`Backend::trim_pages`]).
+    /// Returns unmapped pages' memory ([`Memory::trim_pages`]).
     fn trim_pages(&mut self);
-    /// Returns reserved addresses ([`Backend::free_addresses`]).
+    /// Returns reserved addresses ([`Memory::free_addresses`]).
     ///
     /// # Safety
-    /// As for [`Backend::free_addresses`].
+    /// As for [`Memory::free_addresses`].
     unsafe fn free_addresses(&mut self, storage: StorageId);
 }
 
-impl<B: Backend> DeviceMemory for B {
+impl<B: Memory> DeviceMemory for B {
     fn allocate(&mut self, size: u64) -> Result<StorageId, AllocError> {
-        Backend::allocate(self, size)
+        Memory::allocate(self, size)
     }
 
     unsafe fn deallocate(&mut self, storage: StorageId) {
-        // SAFETY: the caller keeps `Backend::deallocate`'s contract, which this one repeats.
-        unsafe { Backend::deallocate(self, storage) }
+        // SAFETY: the caller keeps `Memory::deallocate`'s contract, which this one repeats.
+        unsafe { Memory::deallocate(self, storage) }
     }
 
     fn reserve_addresses(&mut self, size: u64) -> Result<StorageId, AllocError> {
-        Backend::reserve_addresses(self, size)
+        Memory::reserve_addresses(self, size)
     }
 
     fn trim_pages(&mut self) {
-        Backend::trim_pages(self);
+        Memory::trim_pages(self);
     }
 
     fn map_pages(&mut self, storage: StorageId, offset: u64, len: u64) -> Result<(), AllocError> {
-        Backend::map_pages(self, storage, offset, len)
+        Memory::map_pages(self, storage, offset, len)
     }
 
     unsafe fn unmap_pages(&mut self, storage: StorageId, offset: u64, len: u64) {
-        // SAFETY: the caller keeps `Backend::unmap_pages`'s contract, which this one repeats.
-        unsafe { Backend::unmap_pages(self, storage, offset, len) }
+        // SAFETY: the caller keeps `Memory::unmap_pages`'s contract, which this one repeats.
+        unsafe { Memory::unmap_pages(self, storage, offset, len) }
     }
 
     unsafe fn free_addresses(&mut self, storage: StorageId) {
-        // SAFETY: the caller keeps `Backend::free_addresses`'s contract, which this one repeats.
-        unsafe { Backend::free_addresses(self, storage) }
+        // SAFETY: the caller keeps `Memory::free_addresses`'s contract, which this one repeats.
+        unsafe { Memory::free_addresses(self, storage) }
     }
 }
 

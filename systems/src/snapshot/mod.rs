@@ -20,8 +20,8 @@ pub struct SnapshotOptions {
     /// Show each memory pool's line and the open allocation-mode windows.
     pub pools: bool,
     /// Show the first elements of each handle, read from device memory where the backend can
-    /// ([`crate::Backend::peek`]; the sim can: a device running work on
-    /// other threads cannot be read safely mid-tick).
+    /// ([`Completion::peek`](crate::backend::Completion::peek); the sim can: a device running
+    /// work on other threads cannot be read safely mid-tick).
     pub contents: Option<Contents>,
 }
 

@@ -52,20 +52,22 @@ impl<B: Backend> Ingest<'_, '_, '_, B> {
     }
 
     /// A replay of launches only, with static grids, as one native task the backend runs itself
-    /// (`Backend::graph_replay`: a CUDA graph, a wgpu plan, one operation of a cpu worker); on
+    /// (`Queue::graph_replay`: a CUDA graph, a wgpu plan, one operation of a cpu worker); on
     /// one stream, or on several where the backend replays across streams: then the task goes
     /// on the first launch's stream with each launch's lane and the launches of other lanes it
     /// follows, and each other stream gets a [`ReplayLaneEnd`] after it. The plan of a graph at
     /// a version is made at its first replay and kept ([`ReplayPlans`]): a replay resolves the
     /// frame's distinct bindings and shares the launches. Whether it was.
     fn replay_as_one(&mut self, graph: u64, version: u64, commands: &[Op]) -> bool {
-        if !B::replays_graphs() || commands.len() < 2 {
+        let capabilities = self.device.capabilities();
+        if !capabilities.graph_replay || commands.len() < 2 {
             return false;
         }
         let plan = match self.plans.get(graph, version) {
             Some(plan) => plan,
             None => {
-                let Some(plan) = ReplayPlan::make(commands, B::replays_graphs_across_streams())
+                let Some(plan) =
+                    ReplayPlan::make(commands, capabilities.graph_replay_across_streams)
                 else {
                     return false;
                 };
