@@ -11,6 +11,9 @@ mod config;
 mod exclusive;
 mod idle;
 mod ladder;
+/// Tensor layouts: [`TensorLayout`] and [`TensorPlacement`] are public here; the placement and
+/// copy functions the client uses are documented only with the `internals` feature.
+#[cfg_attr(not(feature = "internals"), doc(hidden))]
 pub mod layout;
 mod mapped;
 mod mode;
@@ -69,8 +72,10 @@ use std::fmt::Write;
 
 new_key_type! {
     /// A live allocation; generational, so a released or stale key is detected, never misread.
+    #[cfg_attr(not(feature = "internals"), doc(hidden))]
     pub struct SliceKey;
     /// A page (backend buffer) of one pool; never renumbered, not even by cleanup.
+    #[cfg_attr(not(feature = "internals"), doc(hidden))]
     pub struct PageKey;
 }
 
