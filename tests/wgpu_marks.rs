@@ -8,11 +8,12 @@ mod common;
 
 use common::{Skip, wgpu_backend_with, wgpu_client_with};
 use gpuworld::tune::{
-    BenchmarkConfig, CacheLocation, MATMUL_SET, MatmulInput, TuneEntry, matmul_set,
+    BenchmarkConfig, CacheLocation, MATMUL_SET, MatmulInput, TuneEntry, TuneMode, Tuner,
+    TunerConfig, matmul_set,
 };
 use gpuworld::{
-    Backend, Bindings, ComputeClient, CubeCount, Driver, ExecutionMode, StreamId, TuneMode, Tuner,
-    TunerConfig, WgpuBackend, WgpuConfig, library,
+    Backend, Bindings, ComputeClient, CubeCount, Driver, ExecutionMode, StreamId, WgpuBackend,
+    WgpuConfig, library,
 };
 use gpuworld_systems::backend::{DeviceEvent, LaunchCount, Region};
 use std::io::Write;

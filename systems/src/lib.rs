@@ -43,8 +43,12 @@ pub mod stages;
 pub(crate) mod stages;
 /// What tuners and the tune stage exchange: results, the cache of winners, candidates' outcomes.
 pub mod tune {
+    /// The queue of tuners' messages to the tune stage: the client's plumbing, documented only
+    /// with the `internals` feature.
+    #[cfg_attr(not(feature = "internals"), doc(hidden))]
+    pub use crate::stages::tune::TuneResults;
     pub use crate::stages::tune::{
-        CandidateOutcome, TuneCache, TuneEntry, TuneMessage, TuneResult, TuneResults,
+        CandidateOutcome, TuneCache, TuneEntry, TuneMessage, TuneResult,
     };
 }
 mod sync;
