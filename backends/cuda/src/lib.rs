@@ -27,8 +27,9 @@ pub use cudarc;
 pub use nccl::{NcclComm, communicators, grouped, nccl, process_communicator};
 pub use open::{availability, device_count};
 
-use nccl::NcclGroup;
-use peer::{Drive, PeerArrival, PeerCopy, PeerDestination, PeerLink};
+// The crate's own: the backend builds its collectives and peer copies from them.
+pub(crate) use nccl::NcclGroup;
+pub(crate) use peer::{Drive, PeerArrival, PeerCopy, PeerDestination, PeerLink};
 
 use copies::{PendingRead, Upload};
 use cudarc::driver::sys;
