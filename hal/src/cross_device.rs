@@ -1,8 +1,8 @@
 //! Work that spans runtimes of one backend and that the backend runs on its devices itself: a
 //! transfer between two of its devices ([`PeerTransfer`], CUDA's peer copies) and collectives
 //! over a group of them ([`DeviceCollectives`], NCCL). A backend offers them through
-//! [`Backend::peer_transfer`](crate::Backend::peer_transfer) and
-//! [`Backend::device_collectives`](crate::Backend::device_collectives); without them the client
+//! [`Backend::peer_transfer`](crate::backend::Backend::peer_transfer) and
+//! [`Backend::device_collectives`](crate::backend::Backend::device_collectives); without them the client
 //! moves bytes through host memory and combines collectives on the host.
 
 use crate::error::Error;

@@ -6,7 +6,7 @@
 use crate::kernel::{ExecutionMode, Kernel};
 use smallvec::SmallVec;
 
-/// One launch of a replay that a backend runs as one unit ([`crate::Backend::graph_replay`]):
+/// One launch of a replay that a backend runs as one unit ([`Backend::graph_replay`](crate::backend::Backend::graph_replay)):
 /// its kernel, grid, which of the replay task's bindings it takes, in order, its scalars and
 /// mode, and, in a replay over several streams, its lane and the launches of other lanes it
 /// follows.

@@ -1,4 +1,4 @@
-//! Kernel definitions and sources ([`gpuworld_hal::kernel`]); [`CubeCount`](crate::CubeCount),
+//! Kernel definitions and sources ([`gpuworld_hal::kernel`]); [`CubeCount`],
 //! how many cubes a launch runs (a dynamic count is read from a binding, which is the runtime's),
 //! is public at the crate's root.
 
