@@ -15,6 +15,8 @@ mod elem;
 pub mod exact_math;
 pub mod limits;
 pub mod ops;
+// The race detector runs only in the host backends' launches (`host_launch`, hal's `internals`).
+#[cfg_attr(not(feature = "internals"), allow(dead_code))]
 pub(crate) mod race;
 mod racing;
 pub mod transcendental;
