@@ -8,12 +8,12 @@
 
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 use gpuworld::tune::{
-    BenchmarkConfig, CacheLocation, MatmulInput, TunableSet, TuneEntry, TuneKey, TuneMode,
-    matmul_set,
+    BenchmarkConfig, CacheLocation, MatmulInput, TunableSet, TuneEntry, TuneKey, TuneMode, Tuner,
+    TunerConfig, matmul_set,
 };
 use gpuworld::{
     Backend, Bindings, ComputeClient, CubeCount, Driver, Handle, RuntimeConfig, SimBackend,
-    SimConfig, Tuner, TunerConfig, library,
+    SimConfig, library,
 };
 use std::hint::black_box;
 use std::sync::Arc;

@@ -56,7 +56,6 @@ pub use gpuworld_systems::{
     Runtime, RuntimeConfig, RuntimeId, SchedulingStrategy, Signature, StreamId, StreamState, func,
     kernel, kernels, library,
 };
-pub use tune::{Tunable, TunableSet, TuneKey, TuneMode, TuneResult, Tuner, TunerConfig};
 
 #[cfg(feature = "cpu")]
 pub use gpuworld_cpu::{CpuBackend, CpuConfig, HostWords};

@@ -481,7 +481,7 @@ fn a_group_with_negative_priority_is_not_benchmarked_for_that_key() {
         .candidate("slow", |c, j: &Job| launch_marker(c, &SLOW, j, 1))
         .candidate("medium", |c, j: &Job| launch_marker(c, &MEDIUM, j, 1))
         .with(
-            gpuworld::Tunable::new("fast", |c, j: &Job| launch_marker(c, &FAST, j, 1))
+            gpuworld::tune::Tunable::new("fast", |c, j: &Job| launch_marker(c, &FAST, j, 1))
                 .in_group("large-only"),
         ),
     );
@@ -570,11 +570,11 @@ fn a_key_for_which_every_candidate_is_excluded_fails_without_running_any() {
             job_inputs,
         )
         .with(
-            gpuworld::Tunable::new("off", |c, j: &Job| launch_marker(c, &FAST, j, 1))
+            gpuworld::tune::Tunable::new("off", |c, j: &Job| launch_marker(c, &FAST, j, 1))
                 .with_priority(-1),
         )
         .with(
-            gpuworld::Tunable::new("also-off", |c, j: &Job| launch_marker(c, &SLOW, j, 1))
+            gpuworld::tune::Tunable::new("also-off", |c, j: &Job| launch_marker(c, &SLOW, j, 1))
                 .with_priority(-1),
         ),
     );

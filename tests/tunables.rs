@@ -6,8 +6,9 @@
 
 mod common;
 
+use gpuworld::tune::Tuner;
 use gpuworld::tune::{CacheLocation, MatmulInput, ReduceInput, matmul_set, reduce_sum_set};
-use gpuworld::{Backend, ComputeClient, Handle, Tuner};
+use gpuworld::{Backend, ComputeClient, Handle};
 use std::sync::Arc;
 
 /// Lengths around the variants' boundaries: one cube, several passes, a strided remainder.

@@ -8,11 +8,12 @@ mod common;
 
 use common::{Skip, wgpu_backend_with, wgpu_client_with};
 use gpuworld::tune::{
-    BenchmarkConfig, CacheLocation, MATMUL_SET, MatmulInput, TuneEntry, matmul_set,
+    BenchmarkConfig, CacheLocation, MATMUL_SET, MatmulInput, TuneEntry, TuneMode, Tuner,
+    TunerConfig, matmul_set,
 };
 use gpuworld::{
-    Bindings, ComputeClient, CubeCount, Driver, ExecutionMode, StreamId, TuneMode, Tuner,
-    TunerConfig, WgpuBackend, WgpuConfig, library,
+    Bindings, ComputeClient, CubeCount, Driver, ExecutionMode, StreamId, WgpuBackend, WgpuConfig,
+    library,
 };
 use gpuworld_systems::backend::{
     Completion, DeviceEvent, DeviceTiming, LaunchCount, Memory, Queue, Region,

@@ -5,7 +5,7 @@
 //! the runtime failed to order (a copy and a kernel on the same bytes at once) then gives wrong
 //! values, never undefined behaviour. A large copy runs in word-aligned pieces on rayon's pool:
 //! one thread of word-sized atomics moves bytes well below memory bandwidth. A kernel's
-//! [`CpuBuffer`] borrows this memory, so a buffer cannot be freed while a view of it is alive;
+//! [`CpuBuffer`](crate::kernel::CpuBuffer) borrows this memory, so a buffer cannot be freed while a view of it is alive;
 //! the cpu backend holds its `RwLock`'s read guard for a whole launch and takes the write lock
 //! to free.
 //!

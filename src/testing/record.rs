@@ -6,9 +6,10 @@
 //! bytes as hex; `record_op` writes an op and the replayer's `op` reads one back.
 
 use crate::{Backend, ComputeClient};
-use gpuworld_systems::binding::Binding;
+use gpuworld_systems::Binding;
+use gpuworld_systems::CubeCount;
 use gpuworld_systems::inbox::{Command, CommandTap, Op, PinHolder};
-use gpuworld_systems::kernel::{CubeCount, ExecutionMode};
+use gpuworld_systems::kernel::ExecutionMode;
 use gpuworld_systems::memory::AllocationMode;
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};

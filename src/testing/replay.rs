@@ -5,9 +5,10 @@
 use super::record::{Data, RecordedBinding, RecordedCommand, RecordedOp, Recording};
 use crate::{Backend, ComputeClient, Error, KernelDef, library};
 use futures_channel::oneshot;
+use gpuworld_systems::CubeCount;
 use gpuworld_systems::error::BindingError;
 use gpuworld_systems::inbox::{Command, Inbox, Launch, Op, PinHolder, ReadReply};
-use gpuworld_systems::kernel::{CubeCount, LaunchMode};
+use gpuworld_systems::kernel::LaunchMode;
 use gpuworld_systems::memory::AllocationMode;
 use gpuworld_systems::{Handle, HandleId, StreamId};
 use std::collections::{HashMap, HashSet};

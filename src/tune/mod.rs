@@ -5,6 +5,9 @@
 
 mod benchmark;
 mod cache;
+/// The output checks of the library's sets: public for the workspace's tests, documented only
+/// with the `internals` feature.
+#[cfg_attr(not(feature = "internals"), doc(hidden))]
 pub mod checks;
 mod key;
 mod matmul;
@@ -13,7 +16,11 @@ mod settings;
 mod tunable;
 mod tuner;
 
-pub use cache::{PersistentCache, StoredEntry, StoredOutcome, default_cache_dir};
+pub use cache::default_cache_dir;
+/// The cache file's format: public for the workspace's tests of it, documented only with the
+/// `internals` feature (the file is the `Tuner`'s to read and write).
+#[cfg_attr(not(feature = "internals"), doc(hidden))]
+pub use cache::{PersistentCache, StoredEntry, StoredOutcome};
 pub use gpuworld_systems::error::CandidateFailure;
 pub use gpuworld_systems::tune::{CandidateOutcome, TuneCache, TuneEntry, TuneMessage, TuneResult};
 pub use key::{MAX_KEY_PARTS, TuneKey, pow2_bucket};

@@ -1,7 +1,7 @@
 //! The user's view of an allocation: a cheap-clone [`Handle`] whose last drop releases the memory
 //! through the inbox, and names a byte range of it as a [`Binding`].
 
-pub use crate::binding::Binding;
+use crate::binding::Binding;
 use crate::bytes::HostBytes;
 use crate::ids::{HandleId, RuntimeId, StreamId};
 use crate::inbox::{Command, Inbox, Op};

@@ -1,5 +1,6 @@
-//! Kernel definitions and sources ([`gpuworld_hal::kernel`]), and [`CubeCount`], how many cubes
-//! a launch runs (a dynamic count is read from a binding, which is the runtime's).
+//! Kernel definitions and sources ([`gpuworld_hal::kernel`]); [`CubeCount`],
+//! how many cubes a launch runs (a dynamic count is read from a binding, which is the runtime's),
+//! is public at the crate's root.
 
-pub use crate::binding::CubeCount;
+pub(crate) use crate::binding::CubeCount;
 pub use gpuworld_hal::kernel::*;

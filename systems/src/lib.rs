@@ -4,16 +4,15 @@
 /// `internals` feature (no stability promise).
 #[cfg_attr(not(feature = "internals"), doc(hidden))]
 pub mod arriving;
-pub mod binding;
+mod binding;
 pub mod graph;
-pub mod handle;
+mod handle;
 pub mod kernel;
 /// The backend interface and what backends share, at the paths users knew: documented in
 /// [`gpuworld_hal`], whose public API they are.
 #[doc(hidden)]
 pub use gpuworld_hal::{
-    backend, bytes, cross_device, error, host_launch, host_memory, host_ops, host_timing, ids,
-    library, native, open, staging, usage,
+    backend, bytes, cross_device, error, ids, library, native, open, staging, usage,
 };
 #[cfg(test)]
 mod import_graph;
@@ -30,7 +29,7 @@ pub mod outbox;
 /// `internals` feature (no stability promise).
 #[cfg_attr(not(feature = "internals"), doc(hidden))]
 pub mod published;
-pub mod runtime;
+mod runtime;
 #[cfg(test)]
 mod source_sizes;
 /// The unit tests' device: the sim backend (`backends/sim`), a dev-dependency.
@@ -46,8 +45,12 @@ pub mod stages;
 pub(crate) mod stages;
 /// What tuners and the tune stage exchange: results, the cache of winners, candidates' outcomes.
 pub mod tune {
+    /// The queue of tuners' messages to the tune stage: the client's plumbing, documented only
+    /// with the `internals` feature.
+    #[cfg_attr(not(feature = "internals"), doc(hidden))]
+    pub use crate::stages::tune::TuneResults;
     pub use crate::stages::tune::{
-        CandidateOutcome, TuneCache, TuneEntry, TuneMessage, TuneResult, TuneResults,
+        CandidateOutcome, TuneCache, TuneEntry, TuneMessage, TuneResult,
     };
 }
 mod sync;
@@ -61,7 +64,7 @@ pub mod world;
 pub(crate) mod world;
 
 pub use backend::{Backend, DeviceProperties};
-pub use binding::Binding;
+pub use binding::{Binding, CubeCount};
 pub use bytes::HostBytes;
 pub use error::{Error, ErrorKind, Result};
 /// `#[kernel]`: one Rust kernel compiled to every backend's source (see `gpuworld_macros`).
@@ -72,8 +75,7 @@ pub use gpuworld_macros::{func, kernels};
 pub use handle::Handle;
 pub use ids::{HandleId, RuntimeId, StreamId};
 pub use kernel::{
-    Access, CpuSource, CubeCount, Elem, ExecutionMode, Kernel, KernelDef, LaunchMode, Param,
-    Signature,
+    Access, CpuSource, Elem, ExecutionMode, Kernel, KernelDef, LaunchMode, Param, Signature,
 };
 pub use open::{BackendSettings, DeviceId, DeviceInfo, OpenBackend};
 pub use runtime::{HostRecords, Runtime, StreamState};

@@ -77,6 +77,7 @@ impl<B: Backend> Runtime<B> {
 
     /// A runtime over `backend` with `config` whose clients push into `inbox`, which the caller
     /// keeps (a client made with the runtime); no other runtime may drain it.
+    #[cfg_attr(not(feature = "internals"), doc(hidden))]
     pub fn with_inbox(backend: B, config: RuntimeConfig, inbox: Arc<Inbox>) -> Runtime<B> {
         let properties = backend.properties();
         let capabilities = backend.capabilities();
@@ -132,6 +133,7 @@ impl<B: Backend> Runtime<B> {
     /// Blocks until the device may have progressed, `timeout` passed, or `interrupt` returns
     /// true; a caller blocked on its reply passes [`Inbox::needs_tick`], so that other callers'
     /// commands that only enqueue wait for the end of the wait rather than each cost it a tick.
+    #[cfg_attr(not(feature = "internals"), doc(hidden))]
     pub fn wait_for_device_until(
         &mut self,
         timeout: std::time::Duration,
@@ -144,6 +146,7 @@ impl<B: Backend> Runtime<B> {
     /// lock (see [`crate::backend::ProgressWatch`]); `None` where nothing is in flight or the
     /// backend cannot be waited on without itself (then [`Runtime::wait_for_device_until`]
     /// waits).
+    #[cfg_attr(not(feature = "internals"), doc(hidden))]
     pub fn progress_watch(&mut self) -> Option<Box<dyn crate::backend::ProgressWatch>> {
         if !self.capabilities.progress_watch || !self.has_work_in_flight() {
             return None;
@@ -189,6 +192,7 @@ impl<B: Backend> Runtime<B> {
     }
 
     /// The state published at the end of every tick, readable without this runtime's lock.
+    #[cfg_attr(not(feature = "internals"), doc(hidden))]
     pub fn published(&self) -> &Arc<Published> {
         &self.published
     }
@@ -258,6 +262,7 @@ impl<B: Backend> Runtime<B> {
 
     /// The sim (a [`TestDevice`](crate::backend::TestDevice)), mutably: its log and its fault
     /// plan, for tests.
+    #[cfg_attr(not(feature = "internals"), doc(hidden))]
     pub fn sim_mut(&mut self) -> &mut B
     where
         B: crate::backend::TestDevice,
@@ -289,6 +294,7 @@ impl<B: Backend> Runtime<B> {
 
     /// The device bytes `binding` names, checked as ingest checks a task's binding (a released
     /// handle, a failed allocation, a range past its memory are errors); never ticks.
+    #[cfg_attr(not(feature = "internals"), doc(hidden))]
     pub fn binding_region(&self, binding: &Binding) -> std::result::Result<Region, Error> {
         self.world.resource::<HandleIndex>().region(binding)
     }
@@ -304,16 +310,19 @@ impl<B: Backend> Runtime<B> {
     }
 
     /// The device time between two events ([`DeviceTiming::device_elapsed`](crate::backend::DeviceTiming::device_elapsed)).
+    #[cfg_attr(not(feature = "internals"), doc(hidden))]
     pub fn device_elapsed(&mut self, start: DeviceEvent, end: DeviceEvent) -> Option<Duration> {
         self.device_mut().device_elapsed(start, end)
     }
 
     /// The queue autotune results are sent to; the tune stage ingests it.
+    #[cfg_attr(not(feature = "internals"), doc(hidden))]
     pub fn tune_results(&self) -> TuneResults {
         self.world.resource::<TuneResults>().clone()
     }
 
     /// The tune cache.
+    #[cfg_attr(not(feature = "internals"), doc(hidden))]
     pub fn tune_cache(&self) -> &TuneCache {
         self.world.resource::<TuneCache>()
     }
@@ -328,6 +337,7 @@ impl<B: Backend> Runtime<B> {
 
     /// Whether reads or syncs await the device as the last tick left them: replies someone may
     /// be blocked on, unlike memory pinned behind events, which only needs a tick eventually.
+    #[cfg_attr(not(feature = "internals"), doc(hidden))]
     pub fn has_replies_in_flight(&self) -> bool {
         let left = &self.world.resource::<TickLeft>().in_flight;
         left.reads + left.syncs > 0
@@ -355,6 +365,7 @@ impl<B: Backend> Runtime<B> {
     }
 
     /// Starts recording a trace (see [`crate::trace`]), replacing one already running.
+    #[cfg_attr(not(feature = "internals"), doc(hidden))]
     pub fn start_trace(&mut self) {
         let stats = self.world.resource::<KernelStats>().is_enabled();
         self.world
@@ -388,6 +399,7 @@ impl<B: Backend> Runtime<B> {
 
     /// Ends the trace and returns it; `None` when no trace was started. Work still in flight is
     /// not in it: sync first to include it.
+    #[cfg_attr(not(feature = "internals"), doc(hidden))]
     pub fn stop_trace(&mut self) -> Option<Trace> {
         let stats = self.world.resource::<KernelStats>().is_enabled();
         let trace = self
@@ -400,6 +412,7 @@ impl<B: Backend> Runtime<B> {
     }
 
     /// Starts or stops gathering per-kernel statistics; stopping keeps what was gathered.
+    #[cfg_attr(not(feature = "internals"), doc(hidden))]
     pub fn set_kernel_stats(&mut self, on: bool) {
         self.world.resource_mut::<KernelStats>().set_enabled(on);
         self.world
@@ -411,6 +424,7 @@ impl<B: Backend> Runtime<B> {
     }
 
     /// Per-kernel statistics gathered so far, by kernel id.
+    #[cfg_attr(not(feature = "internals"), doc(hidden))]
     pub fn kernel_stats(&self) -> Vec<KernelStat> {
         self.world.resource::<KernelStats>().report()
     }
@@ -439,6 +453,7 @@ impl<B: Backend> Runtime<B> {
     }
 
     /// Shows every command the next ticks ingest to `tap`, or stops showing them (`None`).
+    #[cfg_attr(not(feature = "internals"), doc(hidden))]
     pub fn set_command_tap(&mut self, tap: Option<crate::inbox::CommandTap>) {
         match tap {
             Some(tap) => self.world.insert_resource(tap),

@@ -22,16 +22,18 @@ mod watch;
 
 pub use compiler::{CompileStats, default_cache_dir};
 pub use config::CudaConfig;
-pub use cuda_c::{CudaSource, PRELUDE, cuda_text, parameter_list};
+pub use cuda_c::{CudaSource, PRELUDE, cuda_text};
 pub use cudarc;
 pub use device::CudaBackend;
-pub use graphs::GraphReplay;
-pub use nccl::{
-    Clique, NcclCall, NcclComm, NcclGroup, NcclKind, NcclProcessGroup, NcclProcesses,
-    communicators, grouped, nccl, process_communicator,
-};
+/// NCCL's library and communicators, for the workspace's collective benches: no stability
+/// promise (the runtime's collectives reach them through `CrossDevice::device_collectives`).
+#[doc(hidden)]
+pub use nccl::{NcclComm, communicators, grouped, nccl, process_communicator};
 pub use open::{availability, device_count};
-pub use peer::{Drive, PeerArrival, PeerCopy, PeerDestination, PeerLink};
+
+// The crate's own: the backend builds its collectives and peer copies from them.
+pub(crate) use nccl::NcclGroup;
+pub(crate) use peer::{Drive, PeerArrival, PeerCopy, PeerDestination, PeerLink};
 
 use cudarc::driver::sys;
 use device::CudaStream;

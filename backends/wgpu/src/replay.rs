@@ -1,5 +1,5 @@
 //! Captured graphs replayed as a recorded plan (issue 28). A replay of launches on one stream
-//! with static grids is one native task (`Backend::graph_replay`); at the first replay of a graph
+//! with static grids is one native task (`Queue::graph_replay`); at the first replay of a graph
 //! at a version over a set of buffers the backend builds its plan: each launch's pipeline, one
 //! bind group per distinct (pipeline, bindings) of the frame, and the scalars of every launch in
 //! one uniform buffer of the plan's own, at fixed dynamic offsets. Every replay then records the

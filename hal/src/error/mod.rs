@@ -17,7 +17,7 @@ use std::sync::Arc;
 ///
 /// ```
 /// use gpuworld_hal::error::{Error, ErrorKind, MemoryError};
-/// use gpuworld_hal::MemoryUsage;
+/// use gpuworld_hal::usage::MemoryUsage;
 ///
 /// let error = Error::from(MemoryError::OutOfMemory {
 ///     requested: 1 << 20,

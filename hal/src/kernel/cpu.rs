@@ -130,7 +130,9 @@ impl<'a> KernelIo<'a> {
 
     /// These arguments, every access to a writable binding recorded in `shadow` (the race
     /// detector, see [`race`](super::race)) for a launch of cubes of `units_per_cube` units.
-    pub fn with_races(self, shadow: &'a RaceShadow, units_per_cube: u64) -> Self {
+    /// Only the host backends' launches (`host_launch`, hal's `internals`) track races.
+    #[cfg_attr(not(feature = "internals"), allow(dead_code))]
+    pub(crate) fn with_races(self, shadow: &'a RaceShadow, units_per_cube: u64) -> Self {
         KernelIo {
             races: Some((shadow, units_per_cube)),
             ..self

@@ -7,7 +7,7 @@
 //! its own as [`Kernels::Source`](crate::backend::Kernels::Source) and owns what the text means
 //! (its declarations, prelude and compiler). A backend may also define a source type of its own.
 
-pub mod atomic;
+mod atomic;
 mod cpu;
 #[cfg(test)]
 pub(crate) use cpu::run_every_cube;
@@ -15,7 +15,9 @@ mod elem;
 pub mod exact_math;
 pub mod limits;
 pub mod ops;
-pub mod race;
+// The race detector runs only in the host backends' launches (`host_launch`, hal's `internals`).
+#[cfg_attr(not(feature = "internals"), allow(dead_code))]
+pub(crate) mod race;
 mod racing;
 pub mod transcendental;
 
@@ -26,6 +28,8 @@ pub use cpu::{
 };
 
 pub use elem::Elem;
+/// What a checked launch's race report names ([`ExecutionError::DataRace`](crate::error::ExecutionError::DataRace)).
+pub use racing::{AccessKind, RacingAccess};
 
 use crate::error::LaunchError;
 use std::any::Any;

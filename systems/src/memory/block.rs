@@ -8,8 +8,10 @@ use slotmap::new_key_type;
 
 new_key_type! {
     /// A live allocation; generational, so a released or stale key is detected, never misread.
+    #[cfg_attr(not(feature = "internals"), doc(hidden))]
     pub struct SliceKey;
     /// A page (backend buffer) of one pool; never renumbered, not even by cleanup.
+    #[cfg_attr(not(feature = "internals"), doc(hidden))]
     pub struct PageKey;
 }
 

@@ -12,6 +12,9 @@ mod config;
 mod exclusive;
 mod idle;
 mod ladder;
+/// Tensor layouts: [`TensorLayout`] and [`TensorPlacement`] are public here; the placement and
+/// copy functions the client uses are documented only with the `internals` feature.
+#[cfg_attr(not(feature = "internals"), doc(hidden))]
 pub mod layout;
 mod mapped;
 mod mode;

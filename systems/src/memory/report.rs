@@ -33,7 +33,7 @@ pub struct PoolReport {
 
 impl PoolReport {
     /// An empty report for a pool described by `name`.
-    pub fn new(name: String) -> PoolReport {
+    pub(crate) fn new(name: String) -> PoolReport {
         PoolReport {
             name,
             ..PoolReport::default()
@@ -41,7 +41,7 @@ impl PoolReport {
     }
 
     /// Counts a new page of `size` bytes.
-    pub fn page_added(&mut self, size: u64) {
+    pub(crate) fn page_added(&mut self, size: u64) {
         self.pages += 1;
         self.pages_allocated += 1;
         self.bytes_allocated += size;
@@ -50,26 +50,26 @@ impl PoolReport {
     }
 
     /// Counts a page of `size` bytes returned to the device.
-    pub fn page_removed(&mut self, size: u64) {
+    pub(crate) fn page_removed(&mut self, size: u64) {
         self.pages -= 1;
         self.bytes_reserved -= size;
     }
 
     /// Counts an allocation of `requested` bytes.
-    pub fn reserved(&mut self, requested: u64) {
+    pub(crate) fn reserved(&mut self, requested: u64) {
         self.allocs += 1;
         self.bytes_in_use += requested;
         self.largest_alloc = self.largest_alloc.max(requested);
     }
 
     /// Counts a live allocation's memory handed to a new request of `requested` bytes.
-    pub fn resized(&mut self, before: u64, requested: u64) {
+    pub(crate) fn resized(&mut self, before: u64, requested: u64) {
         self.bytes_in_use = self.bytes_in_use - before + requested;
         self.largest_alloc = self.largest_alloc.max(requested);
     }
 
     /// Counts a released allocation of `requested` bytes.
-    pub fn released(&mut self, requested: u64) {
+    pub(crate) fn released(&mut self, requested: u64) {
         self.allocs -= 1;
         self.bytes_in_use -= requested;
     }

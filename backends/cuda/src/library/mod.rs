@@ -1,5 +1,5 @@
 //! The CUDA C of the library kernels that stay hand-written (`gpuworld_hal::library`), which
-//! the backend supplies through `Backend::library_source`; parameters come from each kernel's
+//! the backend supplies through `Kernels::library_source`; parameters come from each kernel's
 //! signature (`GW_PARAMS`, convention in `cuda_c`). Every other library kernel is a `#[kernel]`
 //! source whose CUDA C the macro generates.
 

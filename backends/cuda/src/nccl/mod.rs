@@ -1,5 +1,5 @@
 //! NCCL for collectives between CUDA devices: communicators over a group of ordinals, and the
-//! collective calls a runtime's task enqueues on its stream (`Backend::run_native`).
+//! collective calls a runtime's task enqueues on its stream (`Queue::run_native`).
 //!
 //! The types are cudarc's (`nccl` feature); the functions are looked up here in
 //! `libnccl.so.2`, loaded at run time: cudarc's own loader looks for `libnccl.so` and other
@@ -13,9 +13,8 @@ mod library;
 mod processes;
 mod run;
 
-pub use clique::Clique;
 pub(crate) use clique::KnownClique;
 pub(crate) use comms::as_nccl_call;
-pub use comms::{NcclCall, NcclComm, NcclGroup, NcclKind, communicators};
+pub use comms::{NcclComm, NcclGroup, communicators};
 pub use library::nccl;
-pub use processes::{NcclProcessGroup, NcclProcesses, grouped, process_communicator};
+pub use processes::{NcclProcesses, grouped, process_communicator};

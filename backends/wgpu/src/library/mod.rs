@@ -1,5 +1,5 @@
 //! The WGSL of the library kernels that stay hand-written (`gpuworld_hal::library`), which the
-//! backend supplies through `Backend::library_source`: each kernel's entry point and helpers; the
+//! backend supplies through `Kernels::library_source`: each kernel's entry point and helpers; the
 //! bindings are declared from the kernel's signature. Every kernel checks its indices in both
 //! execution modes (loads out of bounds read 0, stores out of bounds are dropped). Every other
 //! library kernel is a `#[kernel]` source whose WGSL the macro generates.
