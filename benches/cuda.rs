@@ -547,8 +547,13 @@ fn paired_round_trips(
         time
     };
     let words = clients.map(|(_, client)| client.empty(4));
+    // Rounds in blocks: each block's medians give one ratio to raw, so the spread of the ratio
+    // over the blocks of one process is printed beside the median of all rounds (a raw side
+    // measured in another process ran at another speed: issue 52).
+    let mut blocks: Vec<[Duration; 3]> = Vec::new();
     let mut times: [Vec<Duration>; 3] = Default::default();
-    for round in 0..6000 {
+    let mut block: [Vec<Duration>; 3] = Default::default();
+    for round in 0..WARM_UP_ROUNDS + PAIRED_BLOCKS * BLOCK_ROUNDS {
         let start = Instant::now();
         raw.launch_and_read_word();
         let raw_time = start.elapsed();
@@ -561,35 +566,160 @@ fn paired_round_trips(
             let second = round_trip(clients[1].1, &words[1]);
             (round_trip(clients[0].1, &words[0]), second)
         };
-        // The first thousand rounds warm up.
-        if round >= 1000 {
-            times[0].push(raw_time);
-            times[1].push(first);
-            times[2].push(second);
+        if round < WARM_UP_ROUNDS {
+            continue;
+        }
+        for (kept, time) in block.iter_mut().zip([raw_time, first, second]) {
+            kept.push(time);
+        }
+        if block[0].len() == BLOCK_ROUNDS {
+            for (all, kept) in times.iter_mut().zip(&block) {
+                all.extend_from_slice(kept);
+            }
+            blocks.push(std::mem::take(&mut block).map(|mut t| client_rows::median(&mut t)));
         }
     }
     let [raw_median, first, second] = times.map(|mut t| client_rows::median(&mut t));
     let micros = |d: Duration| d.as_secs_f64() * 1e6;
     client_rows::emit("cuda raw/paired_round_trip_us", micros(raw_median));
+    let raw_blocks = blocks.iter().map(|b| micros(b[0])).collect::<Vec<_>>();
     summary.add(
         "cuda raw",
-        "paired: cuLaunchKernel + cuMemcpyDtoHAsync 4 B + sync (median of 5000)",
+        &format!("paired: cuLaunchKernel + cuMemcpyDtoHAsync 4 B + sync (median of {ROUNDS})"),
         format!("{:.1} µs", micros(raw_median)),
-        "-".into(),
+        format!("blocks of {BLOCK_ROUNDS}: {}", spread(&raw_blocks, "µs")),
     );
-    for ((label, _), median) in clients.iter().zip([first, second]) {
+    for (index, ((label, _), median)) in clients.iter().zip([first, second]).enumerate() {
+        let mut ratios: Vec<f64> = blocks
+            .iter()
+            .map(|b| micros(b[index + 1]) / micros(b[0]))
+            .collect();
+        ratios.sort_by(f64::total_cmp);
+        let ratio = ratios.get(ratios.len() / 2).copied().unwrap_or(f64::NAN);
         client_rows::emit(&format!("{label}/paired_round_trip_us"), micros(median));
-        client_rows::emit(
-            &format!("{label}/paired_round_trip_x_raw"),
-            micros(median) / micros(raw_median),
-        );
+        client_rows::emit(&format!("{label}/paired_round_trip_x_raw"), ratio);
+        if let (Some(low), Some(high)) = (ratios.first(), ratios.last()) {
+            client_rows::emit(&format!("{label}/paired_round_trip_x_raw_min"), *low);
+            client_rows::emit(&format!("{label}/paired_round_trip_x_raw_max"), *high);
+        }
         summary.add(
             label,
-            "paired: launch NOOP + read_one 4 B (median of 5000)",
+            &format!("paired: launch NOOP + read_one 4 B (median of {ROUNDS})"),
             format!("{:.1} µs", micros(median)),
-            format!("{:.2}x raw", micros(median) / micros(raw_median)),
+            format!(
+                "{ratio:.2}x raw (median of {PAIRED_BLOCKS} blocks' ratios, {}; all rounds {:.2}x)",
+                spread(&ratios, "x"),
+                micros(median) / micros(raw_median)
+            ),
         );
     }
+}
+
+/// Where a pageable upload of 256 MiB spends its time (issue 52: `create_from_slice` at 37-38
+/// GB/s against a target of 40): the row's `create_from_slice` + `sync`, the same bytes written
+/// into a live handle (no allocation, no pages mapped), written in pieces of 4 and 2 MiB (staging
+/// chunks of that size), and the host's share alone: the same pieces copied into page-locked
+/// staging as the client copies them (`copy_in_parallel`), with no device copy. Taken in turn, `UPLOAD_ROUNDS` rounds; each
+/// line the median GB/s and the spread.
+fn upload_anatomy(client: &ComputeClient<CudaBackend>, summary: &mut Summary) {
+    const BYTES: usize = 256 << 20;
+    let data = vec![7u8; BYTES];
+    let live = client.empty(BYTES as u64);
+    let mut staging = client.reserve_staging(&[BYTES]);
+    let write_in = |piece: usize| -> Result<(), gpuworld::Error> {
+        for (index, chunk) in data.chunks(piece).enumerate() {
+            let start = (index * piece) as u64;
+            let part = live
+                .binding()
+                .slice(start..start + chunk.len() as u64)
+                .map_err(gpuworld::Error::Binding)?;
+            client.write(part, chunk)?;
+        }
+        client.sync()
+    };
+    let names = [
+        "create_from_slice + sync (the row)",
+        "write into a live handle + sync",
+        "write in 4 MiB pieces + sync",
+        "write in 2 MiB pieces + sync",
+        "host only: 8 MiB pieces copied into page-locked staging as the client copies them",
+    ];
+    let mut times: [Vec<Duration>; 5] = Default::default();
+    for round in 0..UPLOAD_ROUNDS + 1 {
+        let mut runs: [Duration; 5] = Default::default();
+        for (which, run) in runs.iter_mut().enumerate() {
+            let start = Instant::now();
+            let done = match which {
+                0 => {
+                    let created = client.create_from_slice(&data);
+                    let done = client.sync();
+                    *run = start.elapsed();
+                    drop(created);
+                    done
+                }
+                1 => client.write(&live, &data).and_then(|()| client.sync()),
+                2 => write_in(4 << 20),
+                3 => write_in(2 << 20),
+                _ => {
+                    let out: &mut [u8] = &mut staging[0];
+                    for (to, from) in out.chunks_mut(8 << 20).zip(data.chunks(8 << 20)) {
+                        gpuworld_systems::staging::copy_in_parallel(to, from);
+                    }
+                    Ok(())
+                }
+            };
+            if which != 0 {
+                *run = start.elapsed();
+            }
+            if let Err(error) = done {
+                summary.failed("cuda device thread", names[which], &error);
+                return;
+            }
+        }
+        // The first round warms up (staging, pages, rayon's threads).
+        if round > 0 {
+            for (kept, run) in times.iter_mut().zip(runs) {
+                kept.push(run);
+            }
+        }
+    }
+    let keys = [
+        "upload_create_256MiB_gbps",
+        "upload_write_live_256MiB_gbps",
+        "upload_write_4MiB_pieces_gbps",
+        "upload_write_2MiB_pieces_gbps",
+        "upload_host_only_256MiB_gbps",
+    ];
+    for ((name, key), mut runs) in names.iter().zip(keys).zip(times) {
+        let rates: Vec<f64> = runs.iter().map(|t| client_rows::gb_s(BYTES, *t)).collect();
+        let median = client_rows::gb_s(BYTES, client_rows::median(&mut runs));
+        client_rows::emit(&format!("cuda device thread/{key}"), median);
+        summary.add(
+            "cuda device thread",
+            &format!("upload anatomy, 256 MiB pageable: {name} (median of {UPLOAD_ROUNDS})"),
+            format!("{median:.2} GB/s"),
+            spread(&rates, "GB/s"),
+        );
+    }
+}
+
+/// Rounds of `upload_anatomy`.
+const UPLOAD_ROUNDS: usize = 9;
+
+/// Round trips of each side before the paired loop keeps any.
+const WARM_UP_ROUNDS: usize = 1000;
+/// Blocks of the paired loop, each giving one ratio to raw.
+const PAIRED_BLOCKS: usize = 5;
+/// Rounds per block of the paired loop.
+const BLOCK_ROUNDS: usize = 1000;
+/// Rounds the paired loop keeps.
+const ROUNDS: usize = PAIRED_BLOCKS * BLOCK_ROUNDS;
+
+/// `low–high unit` of `values`.
+fn spread(values: &[f64], unit: &str) -> String {
+    let low = values.iter().copied().fold(f64::INFINITY, f64::min);
+    let high = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    format!("{low:.2}–{high:.2} {unit}")
 }
 
 /// Runs `work` `iters` times, keeping each run's time; their sum.
@@ -664,6 +794,7 @@ fn main() {
         Err(error) => eprintln!("SKIPPED cuda manual round trip: {error}"),
     }
     raw_rows(&mut c, &raw, shape, &mut summary);
+    upload_anatomy(&client, &mut summary);
     c.final_summary();
     summary.print();
 }

@@ -486,7 +486,7 @@ impl<B: Backend> ComputeClient<B> {
     /// Advances the runtime by one tick (the one call that always ticks); never waits on the
     /// device.
     pub fn tick(&self) {
-        self.shared.runtime.lock().tick();
+        self.tick_on_this_thread();
     }
 
     /// The runtime's state as stable text, as the last tick left it. Never ticks.

@@ -254,6 +254,27 @@ impl<B: Backend> ComputeClient<B> {
     }
 }
 
+impl<B: Backend> ComputeClient<B> {
+    /// One tick on the caller's thread ([`ComputeClient::tick`]). Beside a device thread the
+    /// caller counts as driving while it ticks, as a blocking call does, so the device thread
+    /// stays out of its way: a loop that sends a command and ticks after it (an exact
+    /// `memory_usage()` after every allocation) otherwise had the device thread take each
+    /// command in a tick of its own, the runtime lock passing between the two threads at every
+    /// event (issue 52). What the tick leaves in flight or queued goes back to the device thread.
+    pub(super) fn tick_on_this_thread(&self) {
+        if self.driver() == Driver::Manual {
+            self.shared.runtime.lock().tick();
+            return;
+        }
+        let mut driving = Driving::enter(&self.shared.drivers);
+        let mut runtime = self.shared.runtime.lock();
+        runtime.tick();
+        driving.work_left = runtime.has_work_in_flight() || self.shared.inbox.has_work();
+        drop(runtime);
+        drop(driving);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::turns::FORCE_SPARE_CORES;
