@@ -4,6 +4,7 @@ mod config;
 mod cost;
 mod faults;
 mod log;
+mod log_text;
 
 pub use config::{KernelCost, SimConfig, SimModel};
 pub use cost::{CostModel, KernelRate, Span};
