@@ -2,7 +2,7 @@
 //! pick a path, instead of calling an optional method to see whether it answers.
 
 /// The optional parts of the backend interface a backend implements
-/// ([`Backend::capabilities`](crate::Backend::capabilities)).
+/// ([`Backend::capabilities`](crate::backend::Backend::capabilities)).
 ///
 /// The runtime reads a field before it calls the methods the field names: a method whose field is
 /// `false` is never called, and its default answer (an error, `None`) is never seen. The default

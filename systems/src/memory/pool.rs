@@ -104,7 +104,7 @@ pub trait Pool: std::fmt::Debug + Send + Sync {
     /// and as pages come and go.
     fn report(&self) -> &PoolReport;
     /// [`Pool::report`], to count what happens to a block outside the pool (a parked slice
-    /// taken by its stream's next allocation: [`PoolReport::resized`]).
+    /// taken by its stream's next allocation: `PoolReport::resized`).
     fn report_mut(&mut self) -> &mut PoolReport;
     /// Splits the live `block` after its first `at` bytes (a multiple of the alignment, shorter
     /// than the block) into two live blocks: `block` keeps the head, and the tail is returned,
