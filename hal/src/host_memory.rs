@@ -76,6 +76,31 @@ impl HostMemory {
     /// Bytes of the largest buffer: a `Vec` holds at most `isize::MAX` bytes.
     pub const MAX_BUFFER_BYTES: u64 = (isize::MAX as u64) / 64 * 64;
 
+    /// The properties of a device whose memory is this host's (the cpu and sim backends): the
+    /// host's launch limits, sliced layout, no page mapping; `name`, `memory_bytes` and
+    /// `alignment` are the backend's.
+    pub fn device_properties(
+        name: String,
+        memory_bytes: u64,
+        alignment: u64,
+    ) -> crate::backend::DeviceProperties {
+        use crate::kernel::limits;
+        crate::backend::DeviceProperties {
+            name,
+            memory_bytes,
+            alignment,
+            max_cube_count: limits::HOST_MAX_CUBE_COUNT,
+            max_cube_dim: limits::HOST_MAX_CUBE_DIM,
+            max_units_per_cube: limits::HOST_MAX_UNITS_PER_CUBE,
+            max_buffer_bytes: Some(HostMemory::MAX_BUFFER_BYTES),
+            page_mapping: None,
+            slow_buffers: false,
+            memory_layout: crate::backend::MemoryLayout::Sliced,
+            limits: Default::default(),
+            features: Vec::new(),
+        }
+    }
+
     /// Host memory that refuses allocations beyond `capacity` bytes, when given.
     pub fn new(capacity: Option<u64>) -> HostMemory {
         HostMemory {

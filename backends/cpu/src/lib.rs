@@ -429,20 +429,11 @@ impl Backend for CpuBackend {
     }
 
     fn properties(&self) -> DeviceProperties {
-        DeviceProperties {
-            name: format!("host CPU ({} threads)", rayon::current_num_threads()),
-            memory_bytes: self.memory.read().capacity().unwrap_or(u64::MAX),
-            alignment: 64,
-            max_cube_count: gpuworld_hal::kernel::limits::HOST_MAX_CUBE_COUNT,
-            max_cube_dim: gpuworld_hal::kernel::limits::HOST_MAX_CUBE_DIM,
-            max_units_per_cube: gpuworld_hal::kernel::limits::HOST_MAX_UNITS_PER_CUBE,
-            max_buffer_bytes: Some(HostMemory::MAX_BUFFER_BYTES),
-            page_mapping: None,
-            slow_buffers: false,
-            memory_layout: MemoryLayout::Sliced,
-            limits: Default::default(),
-            features: Vec::new(),
-        }
+        HostMemory::device_properties(
+            format!("host CPU ({} threads)", rayon::current_num_threads()),
+            self.memory.read().capacity().unwrap_or(u64::MAX),
+            64,
+        )
     }
 
     fn device_index(&self) -> u32 {

@@ -624,23 +624,14 @@ impl Backend for SimBackend {
     }
 
     fn properties(&self) -> DeviceProperties {
-        DeviceProperties {
-            name: format!(
+        HostMemory::device_properties(
+            format!(
                 "sim device, work completes {} tick(s) after submission",
                 self.config.latency_ticks
             ),
-            memory_bytes: self.config.memory_bytes,
-            alignment: 256,
-            max_cube_count: gpuworld_hal::kernel::limits::HOST_MAX_CUBE_COUNT,
-            max_cube_dim: gpuworld_hal::kernel::limits::HOST_MAX_CUBE_DIM,
-            max_units_per_cube: gpuworld_hal::kernel::limits::HOST_MAX_UNITS_PER_CUBE,
-            max_buffer_bytes: Some(HostMemory::MAX_BUFFER_BYTES),
-            page_mapping: None,
-            slow_buffers: false,
-            memory_layout: MemoryLayout::Sliced,
-            limits: Default::default(),
-            features: Vec::new(),
-        }
+            self.config.memory_bytes,
+            256,
+        )
     }
 
     fn device_index(&self) -> u32 {
