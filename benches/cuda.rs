@@ -619,7 +619,8 @@ fn paired_round_trips(
 /// GB/s against a target of 40): the row's `create_from_slice` + `sync`, the same bytes written
 /// into a live handle (no allocation, no pages mapped), written in pieces of 4 and 2 MiB (staging
 /// chunks of that size), and the host's share alone: the same pieces copied into page-locked
-/// staging as the client copies them (`copy_in_parallel`), with no device copy. Taken in turn, `UPLOAD_ROUNDS` rounds; each
+/// staging as the client copies them (`stage_in_parallel`, streaming stores), with no device
+/// copy, and the same with plain stores (`copy_in_parallel`). Taken in turn, `UPLOAD_ROUNDS` rounds; each
 /// line the median GB/s and the spread.
 fn upload_anatomy(client: &ComputeClient<CudaBackend>, summary: &mut Summary) {
     const BYTES: usize = 256 << 20;
@@ -642,11 +643,12 @@ fn upload_anatomy(client: &ComputeClient<CudaBackend>, summary: &mut Summary) {
         "write into a live handle + sync",
         "write in 4 MiB pieces + sync",
         "write in 2 MiB pieces + sync",
-        "host only: 8 MiB pieces copied into page-locked staging as the client copies them",
+        "host only: 8 MiB pieces copied into page-locked staging as the client copies them (streaming stores)",
+        "host only: the same with plain stores (`copy_in_parallel`)",
     ];
-    let mut times: [Vec<Duration>; 5] = Default::default();
+    let mut times: [Vec<Duration>; 6] = Default::default();
     for round in 0..UPLOAD_ROUNDS + 1 {
-        let mut runs: [Duration; 5] = Default::default();
+        let mut runs: [Duration; 6] = Default::default();
         for (which, run) in runs.iter_mut().enumerate() {
             let start = Instant::now();
             let done = match which {
@@ -660,6 +662,13 @@ fn upload_anatomy(client: &ComputeClient<CudaBackend>, summary: &mut Summary) {
                 1 => client.write(&live, &data).and_then(|()| client.sync()),
                 2 => write_in(4 << 20),
                 3 => write_in(2 << 20),
+                4 => {
+                    let out: &mut [u8] = &mut staging[0];
+                    for (to, from) in out.chunks_mut(8 << 20).zip(data.chunks(8 << 20)) {
+                        gpuworld_systems::staging::stage_in_parallel(to, from);
+                    }
+                    Ok(())
+                }
                 _ => {
                     let out: &mut [u8] = &mut staging[0];
                     for (to, from) in out.chunks_mut(8 << 20).zip(data.chunks(8 << 20)) {
@@ -689,6 +698,7 @@ fn upload_anatomy(client: &ComputeClient<CudaBackend>, summary: &mut Summary) {
         "upload_write_4MiB_pieces_gbps",
         "upload_write_2MiB_pieces_gbps",
         "upload_host_only_256MiB_gbps",
+        "upload_host_only_plain_256MiB_gbps",
     ];
     for ((name, key), mut runs) in names.iter().zip(keys).zip(times) {
         let rates: Vec<f64> = runs.iter().map(|t| client_rows::gb_s(BYTES, *t)).collect();

@@ -414,6 +414,34 @@ fn the_compacting_pool_comes_from_the_file_or_the_environment() {
     }
 }
 
+#[test]
+fn buffers_for_repeated_sizes_come_from_the_file_or_the_environment() {
+    let sim = gpuworld::SimBackend::new(Default::default()).properties();
+    let repeats = |settings: &Settings| {
+        settings
+            .runtime_config(&sim, RuntimeConfig::default())
+            .memory
+            .repeat_buffers
+    };
+    let dir = dir_with_config("repeat_none", None);
+    let settings = load(&dir, &[]).unwrap();
+    assert!(repeats(&settings), "on by default");
+    let dir = dir_with_config("repeat_off", Some("[memory]\nrepeat_buffers = false\n"));
+    let settings = load(&dir, &[]).unwrap();
+    assert!(!repeats(&settings));
+    assert!(
+        settings
+            .describe()
+            .contains("memory.repeat_buffers = false")
+    );
+    let settings = load(&dir, &[("GPUWORLD_MEMORY_REPEAT_BUFFERS", "true")]).unwrap();
+    assert!(repeats(&settings), "the variable wins over the file");
+    let error = load(&dir, &[("GPUWORLD_MEMORY_REPEAT_BUFFERS", "often")])
+        .expect_err("not a boolean")
+        .to_string();
+    assert!(error.contains("GPUWORLD_MEMORY_REPEAT_BUFFERS"), "{error}");
+}
+
 /// Each bad file gives an error naming the file, the key and what is allowed.
 #[test]
 fn every_bad_file_is_an_error_naming_file_key_and_what_is_allowed() {

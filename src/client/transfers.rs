@@ -6,7 +6,7 @@ use super::{ComputeClient, ReadTicket, ReplyFuture};
 use futures_channel::oneshot;
 use gpuworld_systems::error::{BindingError, LayoutError};
 use gpuworld_systems::inbox::{Command, Op, ReadReply};
-use gpuworld_systems::staging::{StagingAllocator, copy_in_parallel};
+use gpuworld_systems::staging::{StagingAllocator, copy_in_parallel, stage_in_parallel};
 use gpuworld_systems::{Backend, Binding, Error, Handle, HostBytes, Result};
 use std::sync::Arc;
 
@@ -67,7 +67,12 @@ impl<B: Backend> ComputeClient<B> {
     /// A copy of `data` in staging memory.
     fn staged_copy(&self, data: &[u8]) -> HostBytes {
         let mut bytes = self.take_staging(data.len());
-        copy_in_parallel(&mut bytes, data);
+        if bytes.is_page_locked() {
+            // Only the device's DMA reads it: stores that bypass the cache.
+            stage_in_parallel(&mut bytes, data);
+        } else {
+            copy_in_parallel(&mut bytes, data);
+        }
         bytes
     }
 

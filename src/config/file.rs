@@ -98,6 +98,7 @@ pub(super) struct MemorySection {
     pub(super) cache: Option<CacheEntry>,
     pub(super) map_pages: Option<bool>,
     pub(super) compact: Option<bool>,
+    pub(super) repeat_buffers: Option<bool>,
 }
 
 /// The pools' cache policy as the file writes it: `"tight"`, `"roomy"`, or

@@ -110,6 +110,9 @@ pub struct Settings {
     /// Whether the default ladder compacts large requests on devices where making buffers is
     /// slow (wgpu).
     pub memory_compact: Setting<bool>,
+    /// Whether the default ladder gives large requests of recently placed sizes buffers of
+    /// their own (`MemoryConfig::repeat_buffers`).
+    pub memory_repeat_buffers: Setting<bool>,
     /// Tasks a stream queues before submitting; `None`: the backend's default.
     pub max_tasks: Setting<Option<usize>>,
     /// Submission order across streams; `None`: the backend's default.
@@ -136,6 +139,7 @@ impl Default for Settings {
             memory_cache: Setting::default(None),
             memory_map_pages: Setting::default(true),
             memory_compact: Setting::default(true),
+            memory_repeat_buffers: Setting::default(true),
             max_tasks: Setting::default(None),
             strategy: Setting::default(None),
             stream_slots: Setting::default(runtime.stream_slots),
@@ -221,6 +225,8 @@ impl Settings {
                 .put(memory.cache.map(|c| Some(c.0)), &source);
             self.memory_map_pages.put(memory.map_pages, &source);
             self.memory_compact.put(memory.compact, &source);
+            self.memory_repeat_buffers
+                .put(memory.repeat_buffers, &source);
         }
         if let Some(scheduler) = parsed.scheduler {
             self.max_tasks
@@ -296,6 +302,10 @@ impl Settings {
             let compact: bool = parse_env_value(&source, "memory.compact", &value)?;
             self.memory_compact.put(Some(compact), &source);
         }
+        if let Some((value, source)) = var(env, "GPUWORLD_MEMORY_REPEAT_BUFFERS") {
+            let repeat: bool = parse_env_value(&source, "memory.repeat_buffers", &value)?;
+            self.memory_repeat_buffers.put(Some(repeat), &source);
+        }
         if let Some((value, source)) = var(env, "GPUWORLD_SCHEDULER_MAX_TASKS") {
             let tasks: Positive = parse_env_value(&source, "scheduler.max_tasks", &value)?;
             self.max_tasks.put(Some(Some(tasks.0)), &source);
@@ -337,7 +347,8 @@ impl Settings {
             .memory
             .with_ladder(pools)
             .with_map_pages(map_pages)
-            .with_compact(compact);
+            .with_compact(compact)
+            .with_repeat_buffers(self.memory_repeat_buffers.value);
         if let Some(cache) = self.memory_cache.value {
             memory = memory.with_cache(cache);
         }
@@ -448,6 +459,11 @@ impl Settings {
                 "memory.compact",
                 self.memory_compact.value.to_string(),
                 &self.memory_compact.source,
+            ),
+            (
+                "memory.repeat_buffers",
+                self.memory_repeat_buffers.value.to_string(),
+                &self.memory_repeat_buffers.source,
             ),
             (
                 "scheduler.max_tasks",

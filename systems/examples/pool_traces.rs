@@ -14,7 +14,8 @@
 //! a tick being this many events: the runtime's batched replay, modelled; default none: freed
 //! buffers return at once, as unwritten ones do), `LAG=0` (with `TICK`: at the end of the same
 //! tick), `SLOW=1` (the device makes buffers slowly, as wgpu: large requests go to a compacting
-//! pool), `UNWRITTEN` (a compaction moves blocks without copying), `MEMORY_GIB` (default 8).
+//! pool), `UNWRITTEN` (a compaction moves blocks without copying), `COMPACT=0` (with `SLOW=1`: large
+//! requests get buffers of their own instead), `MEMORY_GIB` (default 8).
 
 #[path = "../../benches/common/alloc_traces.rs"]
 mod alloc_traces;
@@ -72,7 +73,11 @@ fn main() {
             _ => panic!("CACHE: `{pair}` is not SLACK,FIT"),
         }
     });
-    let config = MemoryConfig::default().with_cache(cache);
+    // `COMPACT=0`: large requests get buffers of their own where making buffers is slow.
+    let compact = std::env::var("COMPACT").map_or(true, |v| v != "0");
+    let config = MemoryConfig::default()
+        .with_cache(cache)
+        .with_compact(compact);
     // `SLOW=1`: the device makes buffers slowly (wgpu): large requests go to a compacting pool.
     let slow = std::env::var("SLOW").is_ok_and(|v| v == "1");
     let unwritten = std::env::var("UNWRITTEN").is_ok();

@@ -179,6 +179,49 @@ fn the_default_ladder_maps_only_requests_over_half_a_large_page() {
     );
 }
 
+#[test]
+fn a_repeated_large_size_gets_a_buffer_of_its_own_reused_whole() {
+    let size = 40 * MIB + 1;
+    for repeat_buffers in [true, false] {
+        let mut device = device(1 << 30);
+        let config = MemoryConfig::default().with_repeat_buffers(repeat_buffers);
+        let mut pool = MemoryPool::new(&device.properties(), &config);
+        let first = reserve(&mut pool, &mut device, size);
+        assert!(
+            device.mapped_under(first.region.storage, first.region.offset, first.region.size),
+            "a size not seen before is mapped"
+        );
+        let calls = device.allocations;
+        // The same size again, with the first still live: the pool must grow.
+        let second = reserve(&mut pool, &mut device, size);
+        if !repeat_buffers {
+            assert!(
+                device.mapped_under(second.region.storage, second.region.offset, size),
+                "repeat_buffers off: mapped again"
+            );
+            assert!(device.allocations - calls > 1, "one call per page");
+            continue;
+        }
+        assert!(
+            !device.mapped_under(second.region.storage, 0, 1),
+            "a repeated size gets a buffer of its own"
+        );
+        assert_eq!(
+            device.allocations,
+            calls + 1,
+            "one device call, not one per page"
+        );
+        pool.release(second.slice).unwrap();
+        let third = reserve(&mut pool, &mut device, size);
+        assert_eq!(
+            third.region.storage, second.region.storage,
+            "the idle buffer serves the next request of its size"
+        );
+        assert_eq!(device.allocations, calls + 1, "no device call");
+        assert!(pool.usage().bytes_reserved <= 2 * size.next_multiple_of(PAGE) + 2 * PAGE);
+    }
+}
+
 /// A tiny deterministic generator (xorshift), so the workload is the same on every run.
 struct Rng(u64);
 

@@ -247,6 +247,12 @@ pub struct MemoryConfig {
     /// making buffers is slow ([`DeviceProperties::slow_buffers`]; wgpu). On by default; off
     /// gives large requests buffers of their own.
     pub compact: bool,
+    /// Whether a large request whose size was placed recently gets a buffer of its own in the
+    /// sliced pool before the mapped or compacting one, reused whole by the next request of its
+    /// size, instead of mapped pages (a device call per page) or a share of compacting pages
+    /// ([`Ladder::with_repeat_buffers`](crate::memory::Ladder::with_repeat_buffers)). On by
+    /// default; off leaves every large request to its pool.
+    pub repeat_buffers: bool,
 }
 
 impl Default for MemoryConfig {
@@ -257,6 +263,7 @@ impl Default for MemoryConfig {
             cache: CachePolicy::default(),
             map_pages: true,
             compact: true,
+            repeat_buffers: true,
         }
     }
 }
@@ -297,6 +304,13 @@ impl MemoryConfig {
     #[must_use]
     pub fn with_compact(mut self, compact: bool) -> Self {
         self.compact = compact;
+        self
+    }
+
+    /// This configuration with [`repeat_buffers`](Self::repeat_buffers) set to `repeat_buffers`.
+    #[must_use]
+    pub fn with_repeat_buffers(mut self, repeat_buffers: bool) -> Self {
+        self.repeat_buffers = repeat_buffers;
         self
     }
 }

@@ -6,7 +6,7 @@ use crate::events::{self, EventState, Timing};
 use crate::{flags, pinned};
 use cudarc::driver::sys;
 use gpuworld_hal::backend::{HostBytes, ReadTicket, Region};
-use gpuworld_hal::staging::copy_in_parallel;
+use gpuworld_hal::staging::stage_in_parallel;
 
 impl CudaBackend {
     /// Enqueues a copy of `data` into `dst` on stream `s`: straight from page-locked bytes, else
@@ -29,7 +29,7 @@ impl CudaBackend {
             match self.pinned.take(len) {
                 Some(mut staging) => {
                     // One thread copies pageable memory well below memory bandwidth.
-                    copy_in_parallel(&mut staging, &data[..len]);
+                    stage_in_parallel(&mut staging, &data[..len]);
                     staging
                 }
                 None => {
