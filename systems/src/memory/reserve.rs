@@ -199,9 +199,21 @@ impl MemoryPool {
             }
         };
         let (block, retiring) = block;
+        // A block may move more than once in one compaction (into a run's room, then out of a
+        // run cleared after it): its later moves start where an earlier one put it, which only
+        // the moves so far know.
+        let mut moved_to: FxHashMap<Place, (SliceKey, Movable)> = FxHashMap::default();
         let moved: Vec<MovedBlock> = blocks
             .into_iter()
-            .map(|(from, to)| (from, to, place(&from)))
+            .map(|(from, to)| {
+                let held = moved_to
+                    .remove(&(from.pool, from.page, from.offset))
+                    .or_else(|| place(&from));
+                if let Some(held) = held {
+                    moved_to.insert((to.pool, to.page, to.offset), held);
+                }
+                (from, to, held)
+            })
             .collect();
         // Memory parked for the stream that the request's block took: its slices end here (the
         // GC stage finds their keys dead, as when the stream takes parked memory).
