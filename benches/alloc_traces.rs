@@ -18,6 +18,8 @@
 //! - `GPUWORLD_TRACES_DUMP=dir`: writes every trace replayed there as text, for
 //!   `benches/alloc_traces_torch.py` to replay the same events;
 //! - `GPUWORLD_TRACES_COMPACT=0`: without the default ladder's compacting pool (wgpu);
+//! - `GPUWORLD_MEMORY_REPEAT_BUFFERS=0`: no buffers of their own for repeated large sizes (every
+//!   backend; `cuda_client` reads it from the environment, the others from here);
 //! - `GPUWORLD_TRACES_WRITTEN=1`: every allocation written as it is made (moves copy bytes);
 //! - `GPUWORLD_TRACES_RAW=0`: no raw-wgpu replay table.
 
@@ -51,6 +53,9 @@ struct Settings {
     /// `GPUWORLD_TRACES_COMPACT=0`: the default ladder without its compacting pool (on devices
     /// where making buffers is slow: wgpu).
     compact: bool,
+    /// `GPUWORLD_MEMORY_REPEAT_BUFFERS=0`: large requests of recently placed sizes get no buffer
+    /// of their own (`MemoryConfig::repeat_buffers`).
+    repeat_buffers: bool,
     /// `GPUWORLD_TRACES_WRITTEN=1`: every allocation is written as it is made, so a pool that
     /// moves it copies its bytes.
     written: bool,
@@ -138,6 +143,9 @@ impl Settings {
             dump,
             cache,
             compact: flag("GPUWORLD_TRACES_COMPACT", true),
+            // The variable `cuda_client` reads from the environment, read here for the clients
+            // this bench configures itself (cpu, wgpu).
+            repeat_buffers: flag("GPUWORLD_MEMORY_REPEAT_BUFFERS", true),
             written: flag("GPUWORLD_TRACES_WRITTEN", false),
             raw: flag("GPUWORLD_TRACES_RAW", true),
         }
@@ -148,6 +156,7 @@ impl Settings {
         gpuworld::MemoryConfig::default()
             .with_cache(self.cache)
             .with_compact(self.compact)
+            .with_repeat_buffers(self.repeat_buffers)
     }
 
     /// Whether `backend` runs (when built).
