@@ -5,7 +5,6 @@
 //! release refused with `StaleHandle`, or as two live blocks sharing bytes.
 
 #[path = "../../benches/common/alloc_traces.rs"]
-#[allow(dead_code)]
 mod alloc_traces;
 #[path = "../../benches/common/virtual_device.rs"]
 mod virtual_device;
