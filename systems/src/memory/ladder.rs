@@ -293,11 +293,12 @@ impl Ladder {
         requested: u64,
     ) -> Result<Option<Block>, AllocError> {
         if let Some(own) = self.repeated(routed, padded) {
-            let grown = self.pools[own]
-                .pool_mut()
-                .grow(backend, padded, requested)?;
-            if let Some(block) = grown {
-                return Ok(Some(Block { pool: own, ..block }));
+            match self.pools[own].pool_mut().grow(backend, padded, requested) {
+                Ok(Some(block)) => return Ok(Some(Block { pool: own, ..block })),
+                // No room for one buffer of its size (a cap, or the device): pages of the
+                // request's own pool may still fit.
+                Ok(None) | Err(AllocError::OutOfMemory) => {}
+                Err(error) => return Err(error),
             }
         }
         for index in routed..self.pools.len() {
