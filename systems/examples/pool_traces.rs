@@ -15,7 +15,8 @@
 //! buffers return at once, as unwritten ones do), `LAG=0` (with `TICK`: at the end of the same
 //! tick), `SLOW=1` (the device makes buffers slowly, as wgpu: large requests go to a compacting
 //! pool), `UNWRITTEN` (a compaction moves blocks without copying), `COMPACT=0` (with `SLOW=1`: large
-//! requests get buffers of their own instead), `MEMORY_GIB` (default 8).
+//! requests get buffers of their own instead), `REPEAT=0` (no buffers of their own for repeated
+//! large sizes, `MemoryConfig::repeat_buffers`), `MEMORY_GIB` (default 8).
 
 #[path = "../../benches/common/alloc_traces.rs"]
 mod alloc_traces;
@@ -75,9 +76,12 @@ fn main() {
     });
     // `COMPACT=0`: large requests get buffers of their own where making buffers is slow.
     let compact = std::env::var("COMPACT").map_or(true, |v| v != "0");
+    // `REPEAT=0`: no buffers of their own for repeated large sizes.
+    let repeat = std::env::var("REPEAT").map_or(true, |v| v != "0");
     let config = MemoryConfig::default()
         .with_cache(cache)
-        .with_compact(compact);
+        .with_compact(compact)
+        .with_repeat_buffers(repeat);
     // `SLOW=1`: the device makes buffers slowly (wgpu): large requests go to a compacting pool.
     let slow = std::env::var("SLOW").is_ok_and(|v| v == "1");
     let unwritten = std::env::var("UNWRITTEN").is_ok();

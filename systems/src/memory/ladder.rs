@@ -127,10 +127,12 @@ impl Ladder {
     /// A buffer of its own costs one device call and is reused whole by the next request of
     /// its size; mapped pages cost a call per page (2 MiB on CUDA), and compacting pages are
     /// shared by requests that do not pack. Any such request takes an idle buffer of its own of
-    /// about its size first. On the trace family (pool-level replay, scale 1, seeds 1-4): CUDA's
-    /// training shape 3,814-5,106 device calls → 1,242-2,110 at peak reserved / peak in use
-    /// 1.002-1.004 (the other shapes within 0.001, the KV cache's calls up to 20% more); on a
-    /// compacting device the training shape 1.050-1.081 → 1.002-1.006.
+    /// about its size first. On the trace family (pool-level replay, scale 1, seeds 1-8): with
+    /// CUDA's pages the training shape's device calls fell from 34,468 to 13,651 at peak
+    /// reserved / peak in use 1.002-1.005 (the other shapes within 0.002, the KV cache's calls
+    /// 24% more); on a compacting device the training shape went from 1.049-1.081 to
+    /// 1.002-1.006, two mixed-stream seeds rose (1.002 to 1.026, 1.012 to 1.037; the worst seed
+    /// stayed 1.043) and one KV-cache seed fell (1.031 to 1.023).
     #[must_use]
     pub fn with_repeat_buffers(mut self, on: bool) -> Ladder {
         self.repeats = on.then(RecentSizes::default);
