@@ -158,15 +158,7 @@ pub(crate) const COPY_PIECE: usize = 512 << 10;
 /// Copies `src` into `dst` (as many bytes as the shorter holds), on several threads (rayon's
 /// pool) when it is large: one thread copies pageable memory well below memory bandwidth.
 pub fn copy_in_parallel(dst: &mut [u8], src: &[u8]) {
-    let len = dst.len().min(src.len());
-    let (dst, src) = (&mut dst[..len], &src[..len]);
-    if len < 2 * COPY_PIECE {
-        dst.copy_from_slice(src);
-        return;
-    }
-    dst.par_chunks_mut(COPY_PIECE)
-        .zip(src.par_chunks(COPY_PIECE))
-        .for_each(|(to, from)| to.copy_from_slice(from));
+    in_pieces(dst, src, <[u8]>::copy_from_slice);
 }
 
 /// Copies `src` into staging memory `dst` that a device's DMA engine reads next (as many bytes as
@@ -174,6 +166,12 @@ pub fn copy_in_parallel(dst: &mut [u8], src: &[u8]) {
 /// the stores bypass the cache (non-temporal), so the host does not first read every line of the
 /// destination it overwrites, nor keep bytes in cache that only the device reads.
 pub fn stage_in_parallel(dst: &mut [u8], src: &[u8]) {
+    in_pieces(dst, src, copy_streaming);
+}
+
+/// Copies as many bytes as the shorter of `dst` and `src` holds with `copy` (equal lengths), on
+/// rayon's pool in pieces of `COPY_PIECE` when there are two or more, else on this thread.
+fn in_pieces(dst: &mut [u8], src: &[u8], copy: fn(&mut [u8], &[u8])) {
     let len = dst.len().min(src.len());
     let (dst, src) = (&mut dst[..len], &src[..len]);
     if len < 2 * COPY_PIECE {
@@ -182,7 +180,7 @@ pub fn stage_in_parallel(dst: &mut [u8], src: &[u8]) {
     }
     dst.par_chunks_mut(COPY_PIECE)
         .zip(src.par_chunks(COPY_PIECE))
-        .for_each(|(to, from)| copy_streaming(to, from));
+        .for_each(|(to, from)| copy(to, from));
 }
 
 /// `dst.copy_from_slice(src)` (equal lengths) with non-temporal stores where the target has them.

@@ -34,10 +34,10 @@ impl Rng {
     }
 }
 
-/// Runs `steps` random allocations and frees of 1–`max_mib` MiB on a pool of compacting pages of
-/// `page_mib` MiB that follow the peak; panics on the first refused release or overlap.
-fn random_workload(seed: u64, steps: usize, page_mib: u64, max_mib: u64) {
-    let mut device = VirtualDevice::unbounded(64 << 30, 256);
+/// A device that makes buffers slowly, one pool of compacting pages following the peak up to
+/// `page_mib` MiB on it, and the stream the requests come from.
+fn compacting_pool(page_mib: u64) -> (VirtualDevice, MemoryPool, Entity) {
+    let mut device = VirtualDevice::unbounded(80 << 30, 256);
     device.slow_buffers = true;
     let pool = PoolConfig::new(
         PoolKind::Compacting {
@@ -46,35 +46,51 @@ fn random_workload(seed: u64, steps: usize, page_mib: u64, max_mib: u64) {
         },
         u64::MAX,
     );
-    let mut pool = MemoryPool::new(&device.properties(), &MemoryConfig::with_pools(vec![pool]));
-    let stream = Entity::from_raw_u32(1).expect("a small index");
+    let pool = MemoryPool::new(&device.properties(), &MemoryConfig::with_pools(vec![pool]));
+    (
+        device,
+        pool,
+        Entity::from_raw_u32(1).expect("a small index"),
+    )
+}
+
+/// Reserves `bytes`, letting the pool move live blocks (copied); when the request waits for pages
+/// a compaction emptied, they go back first (the runtime's next tick) and it asks again.
+fn reserve(
+    pool: &mut MemoryPool,
+    device: &mut VirtualDevice,
+    bytes: u64,
+    stream: Entity,
+) -> SliceKey {
+    loop {
+        let mut movable = |_: SliceKey| Movable::Copied;
+        let mut moves = Vec::new();
+        let compaction = Some(Compaction {
+            movable: &mut movable,
+            moves: &mut moves,
+            stream: Some(stream),
+        });
+        match pool.reserve_with(device, bytes, AllocationMode::Auto, compaction) {
+            Ok(reservation) => return reservation.slice,
+            Err(_) if pool.retiring() > 0 => {
+                pool.release_retiring(device, u64::MAX);
+            }
+            Err(error) => panic!("{bytes} bytes refused: {error}"),
+        }
+    }
+}
+
+/// Runs `steps` random allocations and frees of 1–`max_mib` MiB on a pool of compacting pages of
+/// `page_mib` MiB that follow the peak; panics on the first refused release or overlap.
+fn random_workload(seed: u64, steps: usize, page_mib: u64, max_mib: u64) {
+    let (mut device, mut pool, stream) = compacting_pool(page_mib);
     let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
     let mut live: Vec<SliceKey> = Vec::new();
     for step in 0..steps {
         let grow = live.is_empty() || rng.below(100) < 55;
         if grow {
             let bytes = (1 + rng.below(max_mib * 4)) * MIB / 4 + rng.below(4096);
-            let reservation = loop {
-                let mut movable = |_: SliceKey| Movable::Copied;
-                let mut moves = Vec::new();
-                let compaction = Some(Compaction {
-                    movable: &mut movable,
-                    moves: &mut moves,
-                    stream: Some(stream),
-                });
-                match pool.reserve_with(&mut device, bytes, AllocationMode::Auto, compaction) {
-                    Ok(reservation) => break reservation,
-                    // Pages emptied for the request go back once their copies were submitted
-                    // (the runtime's next tick); the request asks again.
-                    Err(_) if pool.retiring() > 0 => {
-                        pool.release_retiring(&mut device, u64::MAX);
-                    }
-                    Err(error) => {
-                        panic!("seed {seed}, step {step}: {bytes} bytes refused: {error}")
-                    }
-                }
-            };
-            live.push(reservation.slice);
+            live.push(reserve(&mut pool, &mut device, bytes, stream));
         } else {
             let index = rng.below(live.len() as u64) as usize;
             let key = live.swap_remove(index);
@@ -122,39 +138,13 @@ fn records_follow_every_move_of_random_workloads() {
 
 /// Replays `shape` (scale 1) on compacting pages that follow the peak up to `page_mib` MiB.
 fn replay(shape: alloc_traces::Shape, seed: u64, page_mib: u64) {
-    let mut device = VirtualDevice::unbounded(80 << 30, 256);
-    device.slow_buffers = true;
-    let pool = PoolConfig::new(
-        PoolKind::Compacting {
-            page_size: page_mib * MIB,
-            follow_peak: true,
-        },
-        u64::MAX,
-    );
-    let mut pool = MemoryPool::new(&device.properties(), &MemoryConfig::with_pools(vec![pool]));
-    let stream = Entity::from_raw_u32(1).expect("a small index");
+    let (mut device, mut pool, stream) = compacting_pool(page_mib);
     let trace = shape.generate(seed, 1);
     let mut live: HashMap<u32, SliceKey> = HashMap::new();
     for (step, event) in trace.events.iter().enumerate() {
         match *event {
             alloc_traces::Event::Alloc { id, bytes, .. } => {
-                let reservation = loop {
-                    let mut movable = |_: SliceKey| Movable::Copied;
-                    let mut moves = Vec::new();
-                    let compaction = Some(Compaction {
-                        movable: &mut movable,
-                        moves: &mut moves,
-                        stream: Some(stream),
-                    });
-                    match pool.reserve_with(&mut device, bytes, AllocationMode::Auto, compaction) {
-                        Ok(reservation) => break reservation,
-                        Err(_) if pool.retiring() > 0 => {
-                            pool.release_retiring(&mut device, u64::MAX);
-                        }
-                        Err(error) => panic!("{bytes} bytes refused: {error}"),
-                    }
-                };
-                live.insert(id, reservation.slice);
+                live.insert(id, reserve(&mut pool, &mut device, bytes, stream));
             }
             alloc_traces::Event::Free { id } => {
                 let key = live.remove(&id).expect("the trace frees a live buffer");
