@@ -21,110 +21,6 @@ use std::rc::Rc;
 use syn::spanned::Spanned;
 use syn::{Error, Expr as SynExpr, Result};
 
-/// Names a kernel's parameters may not take: keywords or reserved words of CUDA C++ or WGSL that
-/// Rust accepts as identifiers (the generated declarations use parameter names as written).
-const RESERVED: &[&str] = &[
-    // C and C++ keywords.
-    "auto",
-    "bool",
-    "case",
-    "char",
-    "class",
-    "const_cast",
-    "default",
-    "delete",
-    "double",
-    "explicit",
-    "export",
-    "float",
-    "friend",
-    "goto",
-    "inline",
-    "int",
-    "long",
-    "namespace",
-    "new",
-    "operator",
-    "private",
-    "protected",
-    "public",
-    "register",
-    "short",
-    "signed",
-    "sizeof",
-    "static_cast",
-    "switch",
-    "template",
-    "this",
-    "typedef",
-    "typename",
-    "union",
-    "unsigned",
-    "using",
-    "virtual",
-    "void",
-    "volatile",
-    "asm",
-    "nullptr",
-    "NULL",
-    // CUDA's built-in variables and the names gpuworld's prelude gives a meaning.
-    "threadIdx",
-    "blockIdx",
-    "blockDim",
-    "gridDim",
-    "warpSize",
-    // WGSL keywords and reserved words.
-    "alias",
-    "array",
-    "atomic",
-    "bitcast",
-    "diagnostic",
-    "discard",
-    "enable",
-    "fallthrough",
-    "fn",
-    "function",
-    "i32",
-    "f16",
-    "mat2x2",
-    "mat3x3",
-    "mat4x4",
-    "override",
-    "ptr",
-    "requires",
-    "sampler",
-    "storage",
-    "texture_2d",
-    "uniform",
-    "var",
-    "vec2",
-    "vec3",
-    "vec4",
-    "workgroup",
-    "active",
-    "attribute",
-    "common",
-    "filter",
-    "highp",
-    "layout",
-    "lowp",
-    "mediump",
-    "partition",
-    "precision",
-    "readonly",
-    "varying",
-    "writeonly",
-    "shared",
-    "set",
-    "module",
-    "target",
-    "wgsl",
-    // The generated declarations' own names.
-    "main",
-    "scalars",
-    "Scalars",
-];
-
 /// Parses `function` into a kernel of `cube_dim` units per cube.
 pub fn kernel(function: &syn::ItemFn, cube_dim: [u32; 3], context: Rc<Context>) -> Result<Kernel> {
     let signature = &function.sig;
@@ -215,15 +111,6 @@ impl Parser {
         }
         check_name(&pat.ident)?;
         let name = pat.ident.to_string();
-        if RESERVED.contains(&name.as_str()) {
-            return Err(Error::new_spanned(
-                &pat.ident,
-                format!(
-                    "`{name}` is a keyword or reserved name of CUDA C++ or WGSL, which name the \
-                     binding as written: rename the parameter"
-                ),
-            ));
-        }
         if self.scopes[0].contains_key(&name) {
             return Err(Error::new_spanned(
                 &pat.ident,

@@ -209,8 +209,12 @@ const RESERVED_ELSEWHERE: &[&str] = &[
     "gridDim",
     "warpSize",
     "NULL",
-    // WGSL keywords, reserved words and predeclared types Rust allows.
+    // WGSL keywords, reserved words, built-in functions and predeclared types Rust allows.
     "alias",
+    "bitcast",
+    "function",
+    "i32",
+    "texture_2d",
     "const_assert",
     "continuing",
     "diagnostic",
@@ -308,6 +312,7 @@ const RESERVED_ELSEWHERE: &[&str] = &[
     // The generated code's own names.
     "main",
     "scalars",
+    "Scalars",
 ];
 
 /// The element type named by `ty` (`f32`, `u32` or `i32`), if it is one.

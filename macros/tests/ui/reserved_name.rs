@@ -13,4 +13,11 @@ fn scales(scalars: &mut [f32]) {
     scalars[i] = 0.0;
 }
 
+// A WGSL built-in and type: the binding is declared under the parameter's name.
+#[kernel]
+fn casts(bitcast: &mut [f32], i32: &[f32]) {
+    let i = global_index();
+    bitcast[i] = i32[i];
+}
+
 fn main() {}
