@@ -33,7 +33,10 @@ fn modules(dir: &Path, path: &mut Module, out: &mut BTreeMap<Module, String>) {
             if name != "mod" && name != "lib" {
                 module.push(name);
             }
-            out.insert(module, std::fs::read_to_string(&file).unwrap_or_default());
+            // An unreadable file would pass as a module without imports.
+            let text = std::fs::read_to_string(&file)
+                .unwrap_or_else(|error| panic!("{}: {error}", file.display()));
+            out.insert(module, text);
         }
     }
 }

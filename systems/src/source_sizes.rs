@@ -214,7 +214,9 @@ fn offenders(workspace: &Path) -> Vec<(String, String, String)> {
         assert!(!files.is_empty(), "no source files under {dir}");
         files.sort();
         for file in files {
-            let text = std::fs::read_to_string(&file).unwrap_or_default();
+            // An unreadable file would pass as empty: the test says which one instead.
+            let text = std::fs::read_to_string(&file)
+                .unwrap_or_else(|error| panic!("{}: {error}", file.display()));
             let name = file
                 .strip_prefix(workspace)
                 .unwrap_or(&file)
