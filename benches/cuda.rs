@@ -516,12 +516,12 @@ fn round_trip_anatomy(c: &mut Criterion, manual: &ComputeClient<CudaBackend>, ra
     group.finish();
 }
 
-/// The round trip through both drivers and raw, taken in turn within one loop, so that a host
-/// that slows down or speeds up during the run weighs on all three alike: the medians and their
-/// ratios to raw.
+/// The round trip through each client and raw, taken in turn within one loop, so that a host
+/// that slows down or speeds up during the run weighs on all alike: the medians and their ratios
+/// to raw.
 fn paired_round_trips(
     c: &mut Criterion,
-    clients: [(&str, &ComputeClient<CudaBackend>); 2],
+    clients: &[(&str, &ComputeClient<CudaBackend>)],
     raw: &Raw,
     summary: &mut Summary,
 ) {
@@ -546,40 +546,42 @@ fn paired_round_trips(
         drop(bytes);
         time
     };
-    let words = clients.map(|(_, client)| client.empty(4));
+    let words: Vec<_> = clients.iter().map(|(_, client)| client.empty(4)).collect();
+    let n = clients.len();
     // Rounds in blocks: each block's medians give one ratio to raw, so the spread of the ratio
     // over the blocks of one process is printed beside the median of all rounds (a raw side
-    // measured in another process ran at another speed: issue 52).
-    let mut blocks: Vec<[Duration; 3]> = Vec::new();
-    let mut times: [Vec<Duration>; 3] = Default::default();
-    let mut block: [Vec<Duration>; 3] = Default::default();
+    // measured in another process ran at another speed: issue 52). Index 0 is raw.
+    let mut blocks: Vec<Vec<Duration>> = Vec::new();
+    let mut times: Vec<Vec<Duration>> = vec![Vec::new(); n + 1];
+    let mut block: Vec<Vec<Duration>> = vec![Vec::new(); n + 1];
     for round in 0..WARM_UP_ROUNDS + PAIRED_BLOCKS * BLOCK_ROUNDS {
         let start = Instant::now();
         raw.launch_and_read_word();
         let raw_time = start.elapsed();
         // The clients take turns going first, so that each also meets the longer gap since its
-        // last round trip (two others in between), as a loop with host work in it would.
-        let (first, second) = if round % 2 == 0 {
-            let first = round_trip(clients[0].1, &words[0]);
-            (first, round_trip(clients[1].1, &words[1]))
-        } else {
-            let second = round_trip(clients[1].1, &words[1]);
-            (round_trip(clients[0].1, &words[0]), second)
-        };
+        // last round trip (the others in between), as a loop with host work in it would.
+        let mut round_times = vec![raw_time; n + 1];
+        for k in 0..n {
+            let i = (round + k) % n;
+            round_times[i + 1] = round_trip(clients[i].1, &words[i]);
+        }
         if round < WARM_UP_ROUNDS {
             continue;
         }
-        for (kept, time) in block.iter_mut().zip([raw_time, first, second]) {
+        for (kept, time) in block.iter_mut().zip(round_times) {
             kept.push(time);
         }
         if block[0].len() == BLOCK_ROUNDS {
             for (all, kept) in times.iter_mut().zip(&block) {
                 all.extend_from_slice(kept);
             }
-            blocks.push(std::mem::take(&mut block).map(|mut t| client_rows::median(&mut t)));
+            let medians = block.iter_mut().map(|t| client_rows::median(t)).collect();
+            blocks.push(medians);
+            block.iter_mut().for_each(Vec::clear);
         }
     }
-    let [raw_median, first, second] = times.map(|mut t| client_rows::median(&mut t));
+    let medians: Vec<Duration> = times.iter_mut().map(|t| client_rows::median(t)).collect();
+    let raw_median = medians[0];
     let micros = |d: Duration| d.as_secs_f64() * 1e6;
     client_rows::emit("cuda raw/paired_round_trip_us", micros(raw_median));
     let raw_blocks = blocks.iter().map(|b| micros(b[0])).collect::<Vec<_>>();
@@ -589,7 +591,9 @@ fn paired_round_trips(
         format!("{:.1} µs", micros(raw_median)),
         format!("blocks of {BLOCK_ROUNDS}: {}", spread(&raw_blocks, "µs")),
     );
-    for (index, ((label, _), median)) in clients.iter().zip([first, second]).enumerate() {
+    for (index, ((label, _), median)) in
+        clients.iter().zip(medians[1..].iter().copied()).enumerate()
+    {
         let mut ratios: Vec<f64> = blocks
             .iter()
             .map(|b| micros(b[index + 1]) / micros(b[0]))
@@ -794,12 +798,14 @@ fn main() {
             let manual = ComputeClient::new(backend, runtime, Driver::Manual);
             client_rows::round_trip(&mut c, "cuda manual", &manual, shape, &mut summary);
             round_trip_anatomy(&mut c, &manual, &raw);
-            paired_round_trips(
-                &mut c,
-                [("cuda device thread", &client), ("cuda manual", &manual)],
-                &raw,
-                &mut summary,
-            );
+            // The device thread again with every read on the copy engine (no small-read
+            // kernel): what the kernel saves, in the same loop.
+            let engine_reads = gpuworld::cuda_client(CudaConfig::default().with_small_read_max(0));
+            let mut clients = vec![("cuda device thread", &client), ("cuda manual", &manual)];
+            if let Ok(engine_reads) = &engine_reads {
+                clients.push(("cuda device thread copy-engine reads", engine_reads));
+            }
+            paired_round_trips(&mut c, &clients, &raw, &mut summary);
         }
         Err(error) => eprintln!("SKIPPED cuda manual round trip: {error}"),
     }

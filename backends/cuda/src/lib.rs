@@ -18,6 +18,7 @@ mod op_timing;
 mod open;
 mod peer;
 mod pinned;
+mod small_reads;
 mod watch;
 
 pub use compiler::{CompileStats, default_cache_dir};
