@@ -1,7 +1,7 @@
 //! The parser's state while it reads one kernel, and the checks every part of it shares (names,
-//! types, arguments): what the grammar (`parse.rs`) and its per-feature parts (`atomics`,
-//! `inline`, `structs`, `vector`) all build on: they depend on it, it on none of them, and the
-//! parts on nothing of the grammar's.
+//! types, arguments): what the grammar (`parse.rs`, `stmts`, `places`, `exprs`) and its
+//! per-feature parts (`atomics`, `inline`, `structs`, `vector`) all build on: they depend on it,
+//! it on none of them, and the parts on nothing of the grammar's.
 
 use crate::context::Context;
 use crate::ir::*;
