@@ -39,6 +39,9 @@ const PTX: &str = r#"
     ld.param.u32 %r1, [p_len];
     ld.param.u64 %rd3, [p_flag];
     ld.param.u32 %r2, [p_value];
+    cvta.to.global.u64 %rd1, %rd1;
+    cvta.to.global.u64 %rd2, %rd2;
+    cvta.to.global.u64 %rd3, %rd3;
     mov.u32 %r3, %tid.x;
     mov.u32 %r4, %ntid.x;
     // Words: as many whole words as `len` holds where `src` is word-aligned, else none.
