@@ -798,13 +798,7 @@ fn main() {
             let manual = ComputeClient::new(backend, runtime, Driver::Manual);
             client_rows::round_trip(&mut c, "cuda manual", &manual, shape, &mut summary);
             round_trip_anatomy(&mut c, &manual, &raw);
-            // The device thread again with every read on the copy engine (no small-read
-            // kernel): what the kernel saves, in the same loop.
-            let engine_reads = gpuworld::cuda_client(CudaConfig::default().with_small_read_max(0));
-            let mut clients = vec![("cuda device thread", &client), ("cuda manual", &manual)];
-            if let Ok(engine_reads) = &engine_reads {
-                clients.push(("cuda device thread copy-engine reads", engine_reads));
-            }
+            let clients = [("cuda device thread", &client), ("cuda manual", &manual)];
             paired_round_trips(&mut c, &clients, &raw, &mut summary);
         }
         Err(error) => eprintln!("SKIPPED cuda manual round trip: {error}"),

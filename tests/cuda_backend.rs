@@ -22,7 +22,7 @@ test_main![
     a_second_backend_loads_the_kernel_from_the_disk_cache,
     uploads_and_readbacks_through_pinned_staging_round_trip,
     a_read_loop_reuses_one_pinned_buffer_and_small_reads_stay_pinned,
-    small_reads_by_kernel_give_the_copy_engines_bytes_at_every_size_and_offset,
+    small_reads_give_their_bytes_at_every_size_offset_and_stream,
     reserved_staging_is_page_locked_and_goes_back_to_the_pool,
     many_streams_run_independent_work_and_share_results,
     device_elapsed_measures_the_work_between_two_marks,
@@ -213,46 +213,34 @@ fn a_read_loop_reuses_one_pinned_buffer_and_small_reads_stay_pinned() -> Result<
     Ok(())
 }
 
-/// Reads of at most `CudaConfig::small_read_max` bytes are copied by a kernel that writes the
-/// read's flag after the bytes: at every length around the word and warp edges and the limit,
-/// from aligned and unaligned offsets, in one call with several bindings, on several streams, and
-/// with more work queued behind the read, the bytes are the copy engine's.
-fn small_reads_by_kernel_give_the_copy_engines_bytes_at_every_size_and_offset() -> Result<(), Skip>
-{
-    let by_kernel = cuda_client_or_skip()?;
-    let engine = gpuworld::cuda_client(CudaConfig::default().with_small_read_max(0))
-        .expect("a second client of the same device");
+/// Small reads, the round trip's kind: at every length around the word and warp edges, from
+/// aligned and unaligned offsets, in one call with several bindings, on several streams, and with
+/// more work queued behind a read (whose flag then is not its stream's last work), each read gives
+/// the bytes as they were when it was queued.
+fn small_reads_give_their_bytes_at_every_size_offset_and_stream() -> Result<(), Skip> {
+    let client = cuda_client_or_skip()?;
     let len = 12 << 10;
     let data: Vec<u8> = (0..len).map(|i| (i * 131 + 7) as u8).collect();
-    let handles = [&by_kernel, &engine].map(|client| client.create_from_slice(&data));
+    let handle = client.create_from_slice(&data);
     let lens = [
         1u64, 2, 3, 4, 5, 7, 8, 31, 32, 33, 127, 128, 129, 1023, 1024, 1025, 4095, 4096,
     ];
-    let lens = lens.into_iter().chain([4097, 8192]);
-    for read_len in lens {
+    for read_len in lens.into_iter().chain([4097, 8192]) {
         for offset in [0u64, 1, 2, 3, 4, 256, 257, 1024 + 3] {
-            let view = |handle: &gpuworld::Handle| {
-                let trim = len as u64 - offset - read_len;
-                handle.clone().offset_start(offset).offset_end(trim)
-            };
-            let want = &data[offset as usize..(offset + read_len) as usize];
-            let got = by_kernel.read_one(&view(&handles[0])).unwrap();
+            let trim = len as u64 - offset - read_len;
+            let view = handle.clone().offset_start(offset).offset_end(trim);
+            let got = client.read_one(&view).unwrap();
             assert!(got.is_page_locked(), "{read_len} B at {offset}");
-            assert_eq!(&got[..], want, "{read_len} B at {offset}, by kernel");
-            let copied = engine.read_one(&view(&handles[1])).unwrap();
-            assert_eq!(
-                &copied[..],
-                want,
-                "{read_len} B at {offset}, by the copy engine"
-            );
+            let want = &data[offset as usize..(offset + read_len) as usize];
+            assert_eq!(&got[..], want, "{read_len} B at {offset}");
         }
     }
     // Several small reads in one call, then work behind a read on the same stream: each read
     // gives the bytes as they were when it was queued.
-    let word = by_kernel.create_from_slice(&[9u8; 4]);
+    let word = client.create_from_slice(&[9u8; 4]);
     let bindings: Vec<_> = (0..8u64)
         .map(|i| {
-            handles[0]
+            handle
                 .clone()
                 .offset_start(i * 5)
                 .offset_end(len as u64 - i * 5 - 3)
@@ -260,14 +248,14 @@ fn small_reads_by_kernel_give_the_copy_engines_bytes_at_every_size_and_offset() 
         })
         .chain([word.binding()])
         .collect();
-    let many = by_kernel.read(&bindings).unwrap();
+    let many = client.read(&bindings).unwrap();
     for (i, bytes) in many.iter().take(8).enumerate() {
         assert_eq!(&bytes[..], &data[i * 5..i * 5 + 3], "binding {i}");
     }
     assert_eq!(&many[8][..], &[9u8; 4]);
-    let before = by_kernel.read_async(&[word.binding()]);
-    by_kernel.write(&word, &[7u8; 4]).unwrap();
-    let after = by_kernel.read_one(&word).unwrap();
+    let before = client.read_async(&[word.binding()]);
+    client.write(&word, &[7u8; 4]).unwrap();
+    let after = client.read_one(&word).unwrap();
     assert_eq!(&after[..], &[7u8; 4]);
     let before = futures_executor::block_on(before).unwrap();
     assert_eq!(
@@ -277,7 +265,7 @@ fn small_reads_by_kernel_give_the_copy_engines_bytes_at_every_size_and_offset() 
     );
     // Reads on other streams, each its own flag.
     for s in 1..4u64 {
-        let stream = by_kernel.with_stream(StreamId { value: s });
+        let stream = client.with_stream(StreamId { value: s });
         let mine = stream.create_from_slice(&[s as u8; 12]);
         assert_eq!(&stream.read_one(&mine).unwrap()[..], &[s as u8; 12]);
     }

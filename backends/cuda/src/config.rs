@@ -13,10 +13,6 @@ pub struct CudaConfig {
     pub cache_dir: Option<PathBuf>,
     /// Free pinned staging bytes kept for reuse; more is returned to the driver.
     pub max_free_staging: usize,
-    /// Reads of at most this many bytes are copied by a kernel that writes the bytes into the
-    /// read's pinned buffer and then its completion flag: one launch instead of a copy-engine
-    /// copy and a flag write, a shorter round trip. 0 copies every read with the copy engine.
-    pub small_read_max: usize,
 }
 
 // Builders: the struct is `#[non_exhaustive]`, so other crates start from a constructor or
@@ -43,14 +39,6 @@ impl CudaConfig {
         self.max_free_staging = max_free_staging;
         self
     }
-
-    /// This configuration with [`small_read_max`](Self::small_read_max) set to
-    /// `small_read_max`.
-    #[must_use]
-    pub fn with_small_read_max(mut self, small_read_max: usize) -> Self {
-        self.small_read_max = small_read_max;
-        self
-    }
 }
 
 impl Default for CudaConfig {
@@ -59,7 +47,6 @@ impl Default for CudaConfig {
             device: 0,
             cache_dir: default_cache_dir(),
             max_free_staging: 1 << 30,
-            small_read_max: 4096,
         }
     }
 }

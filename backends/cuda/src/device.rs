@@ -10,7 +10,7 @@ use crate::events::{EventTable, Timing};
 use crate::loader::bind_context;
 use crate::op_timing::OpTiming;
 use crate::pinned::PinnedHome;
-use crate::{flags, graphs, mapping, nccl, small_reads};
+use crate::{flags, graphs, mapping, nccl};
 use cudarc::driver::sys;
 use gpuworld_hal::backend::{
     DeviceEvent, DeviceProperties, DeviceStream, HostBytes, OpKind, ReadTicket, Region, StorageId,
@@ -65,10 +65,6 @@ pub struct CudaBackend {
     pub(crate) read_flags: flags::ReadFlags,
     /// Turns of `collect_copies` since it last asked the driver about a flagged read.
     pub(crate) flag_turns: u32,
-    /// The copy kernel of small reads (`small_reads.rs`).
-    pub(crate) small_reads: small_reads::SmallReads,
-    /// Reads of at most this many bytes go through `small_reads` (`CudaConfig::small_read_max`).
-    pub(crate) small_read_max: usize,
 }
 
 // SAFETY: the CUDA handles are owned by the backend and used only through `&mut self` (each call
@@ -260,7 +256,6 @@ impl Drop for CudaBackend {
         }
         self.retire_all_copies();
         self.read_flags.free();
-        self.small_reads.unload();
         self.pinned.clear();
         // Pinned memory lent to callers lives in this context: never reset it under them.
         let lent_out = Arc::strong_count(&self.pinned) > 1;

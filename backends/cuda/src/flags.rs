@@ -67,13 +67,6 @@ impl ReadFlags {
         false
     }
 
-    /// The device address of stream `s`'s flag word, for a kernel that writes it (the small
-    /// reads' copy kernel, `small_reads.rs`); `None` without flags. The context must be current.
-    pub(crate) fn device_word(&mut self, s: usize) -> Option<sys::CUdeviceptr> {
-        let page = self.page()?;
-        (s < WORDS).then(|| page.device + 4 * s as u64)
-    }
-
     /// Whether stream `s`'s flag has reached `value` (`None`: no flags to tell).
     pub(crate) fn reached(&self, s: usize, value: u32) -> Option<bool> {
         match self {
@@ -83,7 +76,7 @@ impl ReadFlags {
                 let word = unsafe { std::ptr::read_volatile(page.host.add(s)) };
                 // Values count up and wrap: reached when `word` is at or past `value`.
                 let reached = (word.wrapping_sub(value) as i32) >= 0;
-                // The bytes the device wrote before the flag are read after it.
+                // The bytes the copy wrote before the flag are read after it.
                 if reached {
                     std::sync::atomic::fence(std::sync::atomic::Ordering::Acquire);
                 }

@@ -18,7 +18,6 @@ mod op_timing;
 mod open;
 mod peer;
 mod pinned;
-mod small_reads;
 mod watch;
 
 pub use compiler::{CompileStats, default_cache_dir};

@@ -6,7 +6,7 @@ use crate::config::CudaConfig;
 use crate::device::CudaBackend;
 use crate::events::EventTable;
 use crate::pinned::PinnedHome;
-use crate::{compiler, loader, mapping, op_timing, small_reads};
+use crate::{compiler, loader, mapping, op_timing};
 use cudarc::driver::sys;
 use gpuworld_hal::backend::{DeviceProperties, MemoryLayout};
 use gpuworld_hal::error::{DeviceError, Error};
@@ -126,12 +126,6 @@ impl CudaBackend {
                 .unwrap_or_default(),
             read_flags: Default::default(),
             flag_turns: 0,
-            small_reads: if config.small_read_max == 0 {
-                small_reads::SmallReads::Off
-            } else {
-                small_reads::SmallReads::Untried
-            },
-            small_read_max: config.small_read_max,
         })
     }
 

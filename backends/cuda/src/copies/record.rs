@@ -3,7 +3,6 @@
 use super::{PendingRead, Upload};
 use crate::device::CudaBackend;
 use crate::events::{self, EventState, Timing};
-use crate::small_reads::SmallCopy;
 use crate::{flags, pinned};
 use cudarc::driver::sys;
 use gpuworld_hal::backend::{HostBytes, ReadTicket, Region};
@@ -120,19 +119,6 @@ impl CudaBackend {
             .take(len)
             .unwrap_or_else(|| HostBytes::from_vec(vec![0; len]));
         let handle = self.work_stream(s);
-        if let Some(value) = self.small_read(s, handle, pointer, &mut buffer) {
-            // The flag tells when the bytes landed, whatever work comes after: no event needed.
-            self.reads.insert(
-                ticket,
-                PendingRead {
-                    stream: s,
-                    event: None,
-                    flag: Some(value),
-                    buffer,
-                },
-            );
-            return ticket;
-        }
         // SAFETY: the buffer holds `len` bytes and is kept until the event after the copy passed
         // (a pageable one is written before the call returns); the source range is inside a live
         // buffer.
@@ -154,39 +140,6 @@ impl CudaBackend {
         );
         self.streams[s].read_is_last = true;
         ticket
-    }
-
-    /// Copies a read of `buffer.len()` bytes from `src` on stream `s` (`handle`) with the small
-    /// reads' kernel, which writes the stream's flag after the bytes (`small_reads.rs`): the flag's
-    /// value, or `None` where the read is too large, its buffer is not page-locked, or there is no
-    /// kernel or flag (the caller then copies with the copy engine).
-    fn small_read(
-        &mut self,
-        s: usize,
-        handle: sys::CUstream,
-        src: sys::CUdeviceptr,
-        buffer: &mut HostBytes,
-    ) -> Option<u32> {
-        let len = buffer.len();
-        if len > self.small_read_max || self.small_reads.is_off() || !buffer.is_page_locked() {
-            return None;
-        }
-        let copy = SmallCopy {
-            src,
-            dst: buffer.as_mut_ptr(),
-            len: u32::try_from(len).ok()?,
-            flag: self.read_flags.device_word(s)?,
-            value: self.streams[s].flag_value.wrapping_add(1),
-        };
-        let value = copy.value;
-        // SAFETY: `src` lies inside a live buffer of this context (`region_pointer`), `buffer` is
-        // page-locked, holds `len` bytes and is kept in `reads` until the flag or the stream says
-        // the kernel ran, and the flag word belongs to this context's flag page.
-        if !unsafe { self.small_reads.enqueue(self.device, handle, copy) } {
-            return None;
-        }
-        self.streams[s].flag_value = value;
-        Some(value)
     }
 
     /// Gives each read that is still its stream's last work, and has no flag yet, a flag write
@@ -223,8 +176,7 @@ impl CudaBackend {
         let unsealed: Vec<ReadTicket> = self
             .reads
             .iter()
-            // A flagged read needs no event: its flag tells when it landed.
-            .filter(|(_, read)| read.stream == s && read.event.is_none() && read.flag.is_none())
+            .filter(|(_, read)| read.stream == s && read.event.is_none())
             .map(|(ticket, _)| *ticket)
             .collect();
         for ticket in unsealed {
