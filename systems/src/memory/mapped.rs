@@ -22,6 +22,7 @@ use crate::memory::report::{PoolReport, human_bytes};
 use crate::memory::{Block, PageKey, stale_page};
 use slotmap::SlotMap;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::ops::Bound;
 
 /// Free ranges a placement looks at, smallest first (`MappedPool::place`).
 const PLACEMENT_SCAN: usize = 64;
@@ -44,19 +45,27 @@ struct Page {
     mapped: bool,
     /// The first page of the chunk it is mapped in (when mapped).
     chunk: usize,
+    /// At the first page of a chunk, the chunk (`pages` 0 elsewhere): next to the pages a
+    /// request touches, so that placing and releasing one touches a record per page.
+    head: Chunk,
 }
 
 /// Pages mapped by one device call (one allocation of device memory): they go back together,
-/// once none of them has users.
-#[derive(Clone, Copy, Debug)]
+/// once none of them has users. Kept at its first page (`Page::head`).
+#[derive(Clone, Copy, Debug, Default)]
 struct Chunk {
+    /// Its pages; 0 where no chunk starts.
     pages: usize,
     /// Pages of it with users.
     busy: usize,
-    /// When it last became idle, in the pool's count of chunks that did: an idle queue entry
-    /// with another number is stale.
+    /// When it last became idle, in the pool's count of releases that idled chunks: an idle
+    /// queue entry with another number is stale.
     idle_since: u64,
 }
+
+/// Chunks that one release left idle: `(range, first chunk, last chunk, idle_since)`, the first
+/// pages of the first and last chunk whose `idle_since` it set.
+type IdleRun = (PageKey, usize, usize, u64);
 
 /// One reserved address range.
 #[derive(Debug)]
@@ -64,8 +73,8 @@ struct AddressRange {
     storage: StorageId,
     size: u64,
     pages: Vec<Page>,
-    /// Mapped chunks by first page.
-    chunks: std::collections::HashMap<usize, Chunk>,
+    /// Chunks mapped.
+    mapped_chunks: usize,
     /// Free ranges, offset to length; neighbours are always merged.
     free: BTreeMap<u64, u64>,
     /// Live allocations in it.
@@ -88,16 +97,18 @@ pub struct MappedPool {
     by_len: BTreeSet<(u64, PageKey, u64)>,
     /// Most pages mapped by one device call.
     max_chunk: usize,
-    /// Chunks that became idle, oldest first: `(range, first page, idle_since)`.
-    idle: VecDeque<(PageKey, usize, u64)>,
-    /// Chunks that became idle so far (see `Chunk::idle_since`).
+    /// Chunks that became idle, oldest first, a run per release (a queue entry per chunk grew
+    /// by an entry per page released while idle pages were reused: with 4 KiB pages, 6 KiB per
+    /// MiB released; stale runs are dropped once they outnumber idle pages).
+    idle: VecDeque<IdleRun>,
+    /// Releases that idled chunks so far (see `Chunk::idle_since`).
     idled: u64,
     /// Bytes of mapped chunks without users.
     idle_bytes: u64,
     /// With `release_after`: idle chunks stamped with the tick the periodic cleanup first saw
     /// them, in stamp order, and those not stamped yet.
-    stamped: VecDeque<(u64, PageKey, usize, u64)>,
-    unstamped: Vec<(PageKey, usize, u64)>,
+    stamped: VecDeque<(u64, IdleRun)>,
+    unstamped: Vec<IdleRun>,
     report: PoolReport,
 }
 
@@ -153,11 +164,14 @@ impl MappedPool {
     /// smallest range wins a tie. Idle pages are reused before new ones are mapped.
     fn place(&self, padded: u64) -> Option<Placement> {
         let mut best: Option<Placement> = None;
-        for &(len, key, start) in self
-            .by_len
-            .range((padded, PageKey::default(), 0)..)
-            .take(PLACEMENT_SCAN)
-        {
+        // From the last entry shorter than `padded`, excluded: the null key
+        // (`PageKey::default()`) orders after every key in use, so starting at
+        // `(padded, PageKey::default(), 0)` skipped every free range of exactly `padded` bytes.
+        let at_least = (
+            Bound::Excluded((padded.saturating_sub(1), PageKey::default(), u64::MAX)),
+            Bound::Unbounded,
+        );
+        for &(len, key, start) in self.by_len.range(at_least).take(PLACEMENT_SCAN) {
             for offset in [start, start + len - padded] {
                 let limit = best.map_or(u64::MAX, |b| b.unmapped);
                 let unmapped = self.unmapped_bytes(key, offset, padded, limit);
@@ -217,16 +231,18 @@ impl MappedPool {
         }
         for index in pages {
             let page = &mut range.pages[index];
-            if page.users == 0 {
-                let chunk_bytes = self.page;
-                if let Some(chunk) = range.chunks.get_mut(&page.chunk) {
+            page.users += 1;
+            if page.users == 1 {
+                let head = page.chunk;
+                if let Some(chunk) = range.pages.get_mut(head).map(|page| &mut page.head)
+                    && chunk.pages > 0
+                {
                     if chunk.busy == 0 {
-                        self.idle_bytes -= chunk.pages as u64 * chunk_bytes;
+                        self.idle_bytes -= chunk.pages as u64 * self.page;
                     }
                     chunk.busy += 1;
                 }
             }
-            page.users += 1;
         }
         range.live += 1;
         self.report.reserved(requested);
@@ -252,7 +268,7 @@ impl MappedPool {
             storage,
             size,
             pages,
-            chunks: Default::default(),
+            mapped_chunks: 0,
             free: BTreeMap::from([(0, size)]),
             live: 0,
         });
@@ -307,19 +323,18 @@ impl MappedPool {
                     for page in &mut range.pages[first..first + count] {
                         page.mapped = false;
                     }
-                    range.chunks.remove(&first);
+                    range.pages[first].head = Chunk::default();
+                    range.mapped_chunks -= 1;
                 }
                 return Err(error);
             }
             chunks.push((index, count));
-            range.chunks.insert(
-                index,
-                Chunk {
-                    pages: count,
-                    busy: 0,
-                    idle_since: 0,
-                },
-            );
+            range.pages[index].head = Chunk {
+                pages: count,
+                busy: 0,
+                idle_since: 0,
+            };
+            range.mapped_chunks += 1;
             for page in &mut range.pages[index..=end] {
                 page.mapped = true;
                 page.chunk = index;
@@ -335,37 +350,68 @@ impl MappedPool {
         Ok(())
     }
 
-    /// Unmaps the chunk at page `first` of `key` if it is still the idle chunk that `since`
-    /// names; its bytes.
+    /// Unmaps the chunks of `run` still idle since its release, first pages first, until
+    /// `at_least` bytes went back: their bytes, and the rest of the run where it stopped early.
     fn unmap_if_idle(
         &mut self,
         backend: &mut dyn DeviceMemory,
-        key: PageKey,
-        first: usize,
-        since: u64,
-    ) -> u64 {
+        run: IdleRun,
+        at_least: u64,
+    ) -> (u64, Option<IdleRun>) {
+        let (key, first, last, since) = run;
         let Some(range) = self.ranges.get_mut(key) else {
-            return 0;
+            return (0, None);
         };
-        let Some(&chunk) = range.chunks.get(&first) else {
-            return 0;
-        };
-        if chunk.busy > 0 || chunk.idle_since != since {
-            return 0;
+        let mut freed = 0;
+        for head in first..=last.min(range.pages.len().saturating_sub(1)) {
+            if freed >= at_least {
+                return (freed, Some((key, head, last, since)));
+            }
+            let chunk = range.pages[head].head;
+            if chunk.pages == 0 || chunk.busy > 0 || chunk.idle_since != since {
+                continue;
+            }
+            range.pages[head].head = Chunk::default();
+            range.mapped_chunks -= 1;
+            for page in &mut range.pages[head..head + chunk.pages] {
+                page.mapped = false;
+            }
+            let bytes = chunk.pages as u64 * self.page;
+            // SAFETY: no page of the chunk has a live allocation, and the memory pool releases
+            // an allocation only once the device is done with it: no work queued or running
+            // uses it.
+            unsafe { backend.unmap_pages(range.storage, head as u64 * self.page, bytes) };
+            self.idle_bytes -= bytes;
+            for _ in 0..chunk.pages {
+                self.report.page_removed(self.page);
+            }
+            freed += bytes;
         }
-        range.chunks.remove(&first);
-        for page in &mut range.pages[first..first + chunk.pages] {
-            page.mapped = false;
+        (freed, None)
+    }
+
+    /// Whether some chunk of `run` is still idle since its release.
+    fn still_idle(ranges: &SlotMap<PageKey, AddressRange>, run: &IdleRun) -> bool {
+        let &(key, first, last, since) = run;
+        ranges.get(key).is_some_and(|range| {
+            range.pages[first..=last.min(range.pages.len().saturating_sub(1))]
+                .iter()
+                .any(|page| {
+                    let chunk = &page.head;
+                    chunk.pages > 0 && chunk.busy == 0 && chunk.idle_since == since
+                })
+        })
+    }
+
+    /// Drops stale idle runs once they outnumber idle pages four times over (idle pages reused
+    /// leave their runs behind).
+    fn drop_stale_runs(&mut self) {
+        let idle_pages = (self.idle_bytes / self.page) as usize;
+        if self.idle.len() <= 4 * idle_pages + 1024 {
+            return;
         }
-        let bytes = chunk.pages as u64 * self.page;
-        // SAFETY: no page of the chunk has a live allocation, and the memory pool releases an
-        // allocation only once the device is done with it: no work queued or running uses it.
-        unsafe { backend.unmap_pages(range.storage, first as u64 * self.page, bytes) };
-        self.idle_bytes -= bytes;
-        for _ in 0..chunk.pages {
-            self.report.page_removed(self.page);
-        }
-        bytes
+        let ranges = &self.ranges;
+        self.idle.retain(|run| Self::still_idle(ranges, run));
     }
 
     /// Returns the address ranges with no live allocation (their pages are unmapped first).
@@ -373,7 +419,7 @@ impl MappedPool {
         let empty: Vec<PageKey> = self
             .ranges
             .iter()
-            .filter(|(_, range)| range.live == 0 && range.chunks.is_empty())
+            .filter(|(_, range)| range.live == 0 && range.mapped_chunks == 0)
             .map(|(key, _)| key)
             .collect();
         for key in empty {
@@ -457,25 +503,35 @@ impl Pool for MappedPool {
         range.free.insert(offset, len);
         self.by_len.insert((len, block.page, offset));
         range.live -= 1;
+        let since = self.idled + 1;
+        let mut idled: Option<(usize, usize)> = None;
         for index in pages {
             let page = &mut range.pages[index];
             page.users = page.users.saturating_sub(1);
             if page.users > 0 {
                 continue;
             }
-            let Some(chunk) = range.chunks.get_mut(&page.chunk) else {
+            let head = page.chunk;
+            let Some(chunk) = (range.pages.get_mut(head).map(|page| &mut page.head))
+                .filter(|chunk| chunk.pages > 0)
+            else {
                 continue;
             };
             chunk.busy = chunk.busy.saturating_sub(1);
             if chunk.busy == 0 {
-                self.idled += 1;
-                chunk.idle_since = self.idled;
+                chunk.idle_since = since;
                 self.idle_bytes += chunk.pages as u64 * self.page;
-                self.idle.push_back((block.page, page.chunk, self.idled));
-                if self.release_after.is_some() {
-                    self.unstamped.push((block.page, page.chunk, self.idled));
-                }
+                idled = Some(idled.map_or((head, head), |(first, _)| (first, head)));
             }
+        }
+        if let Some((first, last)) = idled {
+            self.idled = since;
+            let run = (block.page, first, last, since);
+            self.idle.push_back(run);
+            if self.release_after.is_some() {
+                self.unstamped.push(run);
+            }
+            self.drop_stale_runs();
         }
         self.report.released(requested);
         Ok(())
@@ -496,15 +552,15 @@ impl Pool for MappedPool {
         let Some(after) = self.release_after else {
             return 0;
         };
-        for (key, index, since) in std::mem::take(&mut self.unstamped) {
-            self.stamped.push_back((tick, key, index, since));
+        for run in std::mem::take(&mut self.unstamped) {
+            self.stamped.push_back((tick, run));
         }
         let mut freed = 0;
-        while let Some(&(stamp, key, index, since)) = self.stamped.front()
+        while let Some(&(stamp, run)) = self.stamped.front()
             && tick.saturating_sub(stamp) >= after
         {
             self.stamped.pop_front();
-            freed += self.unmap_if_idle(backend, key, index, since);
+            freed += self.unmap_if_idle(backend, run, u64::MAX).0;
         }
         freed
     }
@@ -514,9 +570,13 @@ impl Pool for MappedPool {
         let mut freed = 0;
         while freed < at_least
             && self.idle_bytes > 0
-            && let Some((key, index, since)) = self.idle.pop_front()
+            && let Some(run) = self.idle.pop_front()
         {
-            freed += self.unmap_if_idle(backend, key, index, since);
+            let (bytes, rest) = self.unmap_if_idle(backend, run, at_least - freed);
+            freed += bytes;
+            if let Some(rest) = rest {
+                self.idle.push_front(rest);
+            }
         }
         freed
     }
@@ -583,5 +643,104 @@ impl Pool for MappedPool {
         range.live -= 1;
         self.report.released(0);
         Some(first.joined(second))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A device that maps pages under ranges it numbers, counting the pages mapped.
+    #[derive(Default)]
+    struct Pages {
+        ranges: u64,
+        mapped: u64,
+        map_calls: u64,
+    }
+
+    impl DeviceMemory for Pages {
+        fn allocate(&mut self, _size: u64) -> Result<StorageId, AllocError> {
+            Err(AllocError::OutOfMemory)
+        }
+        unsafe fn deallocate(&mut self, _storage: StorageId) {}
+        fn reserve_addresses(&mut self, _size: u64) -> Result<StorageId, AllocError> {
+            self.ranges += 1;
+            Ok(StorageId(self.ranges))
+        }
+        fn map_pages(
+            &mut self,
+            _storage: StorageId,
+            _offset: u64,
+            len: u64,
+        ) -> Result<(), AllocError> {
+            self.mapped += len;
+            self.map_calls += 1;
+            Ok(())
+        }
+        unsafe fn unmap_pages(&mut self, _storage: StorageId, _offset: u64, len: u64) {
+            self.mapped -= len;
+        }
+        fn trim_pages(&mut self) {}
+        unsafe fn free_addresses(&mut self, _storage: StorageId) {}
+    }
+
+    const PAGE: u64 = 4096;
+
+    /// A pool of 4 KiB pages mapped one per call, in ranges of 1024 pages.
+    fn pool() -> MappedPool {
+        MappedPool::new("test".into(), PAGE, PAGE, 1024 * PAGE, None, None)
+    }
+
+    fn place(pool: &mut MappedPool, device: &mut Pages, len: u64) -> Block {
+        match pool.try_reserve(len, len) {
+            Some(block) => block,
+            None => pool.grow(device, len, len).unwrap().expect("no cap"),
+        }
+    }
+
+    #[test]
+    fn a_hole_of_exactly_the_requests_size_is_reused_without_mapping() {
+        let (mut pool, mut device) = (pool(), Pages::default());
+        let blocks: Vec<Block> = (0..3)
+            .map(|_| place(&mut pool, &mut device, 3 * PAGE))
+            .collect();
+        assert_eq!(device.mapped, 9 * PAGE);
+        pool.release(&blocks[1], 3 * PAGE).unwrap();
+        let calls = device.map_calls;
+        let again = pool
+            .try_reserve(3 * PAGE, 3 * PAGE)
+            .expect("the hole fits it exactly");
+        assert_eq!(again.offset, blocks[1].offset);
+        assert_eq!((device.mapped, device.map_calls), (9 * PAGE, calls));
+    }
+
+    #[test]
+    fn making_room_unmaps_what_is_asked_oldest_first_and_idle_runs_stay_few() {
+        let (mut pool, mut device) = (pool(), Pages::default());
+        let old = place(&mut pool, &mut device, 8 * PAGE);
+        let _live = place(&mut pool, &mut device, PAGE);
+        let new = place(&mut pool, &mut device, 8 * PAGE);
+        pool.release(&old, 8 * PAGE).unwrap();
+        pool.release(&new, 8 * PAGE).unwrap();
+        assert_eq!(pool.release_idle(&mut device, 3 * PAGE), 3 * PAGE);
+        assert_eq!(device.mapped, 14 * PAGE, "three pages of the oldest run");
+        assert_eq!(pool.release_idle(&mut device, 6 * PAGE), 6 * PAGE);
+        assert_eq!(
+            device.mapped,
+            8 * PAGE,
+            "its five others, then one of the next"
+        );
+        // Released and reused a thousand times over: the runs left behind are dropped.
+        for _ in 0..1000 {
+            let block = place(&mut pool, &mut device, 4 * PAGE);
+            pool.release(&block, 4 * PAGE).unwrap();
+        }
+        assert!(
+            pool.idle.len() <= 4 * 16 + 1024 + 1,
+            "{} runs",
+            pool.idle.len()
+        );
+        assert_eq!(pool.cleanup(&mut device), 9 * PAGE - PAGE);
+        assert_eq!(device.mapped, PAGE, "only the live page");
     }
 }
