@@ -560,18 +560,19 @@ fn paired_round_trips(
         let raw_time = start.elapsed();
         // The clients take turns going first, so that each also meets the longer gap since its
         // last round trip (the others in between), as a loop with host work in it would.
-        let mut round_times = vec![raw_time; n + 1];
+        // Warm-up rounds run the same loop and keep nothing; no allocation between rounds.
+        let keep = round >= WARM_UP_ROUNDS;
+        if keep {
+            block[0].push(raw_time);
+        }
         for k in 0..n {
             let i = (round + k) % n;
-            round_times[i + 1] = round_trip(clients[i].1, &words[i]);
+            let time = round_trip(clients[i].1, &words[i]);
+            if keep {
+                block[i + 1].push(time);
+            }
         }
-        if round < WARM_UP_ROUNDS {
-            continue;
-        }
-        for (kept, time) in block.iter_mut().zip(round_times) {
-            kept.push(time);
-        }
-        if block[0].len() == BLOCK_ROUNDS {
+        if keep && block[0].len() == BLOCK_ROUNDS {
             for (all, kept) in times.iter_mut().zip(&block) {
                 all.extend_from_slice(kept);
             }
