@@ -331,3 +331,44 @@ fn a_binding_shared_across_streams_is_free_once_both_streams_are_synced() {
         assert_eq!(f32s(&b.read_one(&out).unwrap())[..4], [2.0; 4]);
     }
 }
+
+/// On unix the cpu backend maps host pages under reserved addresses, as CUDA maps device pages:
+/// the default ladder places a request over a page in its mapped pool, which holds whole pages
+/// under live allocations only (a hole costs at most the pages at its ends), and their bytes read
+/// back across pages and after a neighbour's release.
+#[test]
+#[cfg(unix)]
+fn the_cpu_backend_maps_host_pages_under_requests_over_a_page() {
+    let client = cpu();
+    let page = client
+        .properties()
+        .page_mapping
+        .expect("unix maps host pages");
+    let bytes = |seed: u64| -> Vec<u8> {
+        (0..3 * page)
+            .map(|i| ((i * 7 + seed) % 251) as u8)
+            .collect()
+    };
+    let mapped = || {
+        (client.memory_report().into_iter())
+            .find(|pool| pool.name.contains("mapped"))
+            .expect("a mapped pool")
+    };
+    let mut handles: Vec<_> = (0..3).map(|seed| client.create(bytes(seed))).collect();
+    client.sync().unwrap();
+    assert_eq!((mapped().allocs, mapped().bytes_reserved), (3, 9 * page));
+    // The middle one's pages are reused whole by a request of its size: nothing more is mapped.
+    drop(handles.remove(1));
+    handles.insert(1, client.create(bytes(5)));
+    client.sync().unwrap();
+    assert_eq!((mapped().allocs, mapped().bytes_reserved), (3, 9 * page));
+    for (handle, seed) in handles.iter().zip([0, 5, 2]) {
+        assert_eq!(&*client.read_one(handle).unwrap(), &bytes(seed)[..]);
+    }
+    drop(handles);
+    client.sync().unwrap();
+    client.memory_cleanup();
+    client.sync().unwrap();
+    assert_eq!(mapped().bytes_reserved, 0, "every page unmapped");
+    assert_eq!(client.with_runtime(|rt| rt.backend().allocated()), 0);
+}

@@ -9,11 +9,19 @@
 //! the cpu backend holds its `RwLock`'s read guard for a whole launch and takes the write lock
 //! to free.
 //!
+//! On unix it also maps pages, as CUDA does (`pages.rs`): addresses reserved with no memory under
+//! them ([`HostMemory::reserve_addresses`]), host pages mapped under them and unmapped again, so
+//! that the memory pool's mapped pool holds what is live within a page per hole. A region of
+//! reserved addresses is live memory only where every byte of it is mapped.
+//!
 //! [`KernelIo`]: crate::kernel::KernelIo
+
+mod pages;
 
 use crate::backend::{AllocError, Region, StorageId};
 use crate::kernel::CpuBuffer;
 use crate::staging::COPY_PIECE;
+use pages::{PagesError, Reservation};
 use rayon::prelude::*;
 use slotmap::{Key, KeyData, SlotMap, new_key_type};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -54,18 +62,26 @@ impl HostBuffer {
     }
 }
 
-/// Host buffers addressed by [`StorageId`].
+/// What a [`StorageId`] names: a buffer, or reserved addresses with pages mapped under them.
+enum Storage {
+    Buffer(HostBuffer),
+    Reserved(Reservation),
+}
+
+/// Host buffers and reserved addresses, addressed by [`StorageId`].
 #[derive(Default)]
 pub struct HostMemory {
-    buffers: SlotMap<BufferKey, HostBuffer>,
+    buffers: SlotMap<BufferKey, Storage>,
     capacity: Option<u64>,
     allocated: u64,
+    /// Reservations with pages unmapped since the last trim (maybe repeated, maybe gone).
+    untrimmed: Vec<BufferKey>,
 }
 
 impl std::fmt::Debug for HostMemory {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("HostMemory")
-            .field("buffers", &self.buffers.len())
+            .field("storages", &self.buffers.len())
             .field("allocated", &self.allocated)
             .field("capacity", &self.capacity)
             .finish()
@@ -107,10 +123,17 @@ impl HostMemory {
             buffers: SlotMap::with_key(),
             capacity,
             allocated: 0,
+            untrimmed: Vec::new(),
         }
     }
 
-    /// Bytes currently allocated.
+    /// Bytes of a page where this memory maps pages ([`HostMemory::reserve_addresses`]): the
+    /// host's page size on unix (not under Miri), else `None`.
+    pub fn page_mapping() -> Option<u64> {
+        pages::page_size()
+    }
+
+    /// Bytes currently allocated: buffers and mapped pages.
     pub fn allocated(&self) -> u64 {
         self.allocated
     }
@@ -136,29 +159,123 @@ impl HostMemory {
         }
         let buffer = HostBuffer::new(size).ok_or(AllocError::OutOfMemory)?;
         self.allocated += size;
-        let key = self.buffers.insert(buffer);
+        let key = self.buffers.insert(Storage::Buffer(buffer));
         Ok(StorageId(key.data().as_ffi()))
     }
 
-    /// Frees a buffer; an unknown id is ignored. Needs `&mut self`, so no view is alive.
+    /// Frees a buffer; an unknown id, or reserved addresses, are ignored. Needs `&mut self`, so
+    /// no view is alive.
     pub fn deallocate(&mut self, storage: StorageId) {
-        if let Some(buffer) = self.buffers.remove(key(storage)) {
+        if let Some(Storage::Buffer(buffer)) = self.buffers.get(key(storage)) {
             self.allocated -= buffer.size;
+            self.buffers.remove(key(storage));
         }
     }
 
-    /// The words of the live buffer holding `region`, and the region's byte offset and size.
-    fn checked_range(&self, region: Region) -> Option<(&[AtomicU32], usize, usize)> {
-        let buffer = self.buffers.get(key(region.storage))?;
-        let end = region.offset.checked_add(region.size)?;
-        if end > buffer.size {
-            return None;
+    /// Reserves `size` bytes of addresses (whole pages of [`HostMemory::page_mapping`]) with no
+    /// memory under them, for [`HostMemory::map_pages`]: `DeviceFailed` where this memory
+    /// cannot map pages, `OutOfMemory` when the host refuses the addresses.
+    pub fn reserve_addresses(&mut self, size: u64) -> Result<StorageId, AllocError> {
+        if Self::page_mapping().is_none() {
+            return Err(AllocError::DeviceFailed {
+                reason: "host memory maps pages only on unix".into(),
+            });
         }
-        Some((
-            buffer.words(),
-            usize::try_from(region.offset).ok()?,
-            usize::try_from(region.size).ok()?,
-        ))
+        let reservation = Reservation::new(size).ok_or(AllocError::OutOfMemory)?;
+        let key = self.buffers.insert(Storage::Reserved(reservation));
+        Ok(StorageId(key.data().as_ffi()))
+    }
+
+    /// The reservation `storage` names, to change.
+    fn reservation(&mut self, storage: StorageId) -> Result<&mut Reservation, AllocError> {
+        match self.buffers.get_mut(key(storage)) {
+            Some(Storage::Reserved(reservation)) => Ok(reservation),
+            _ => Err(AllocError::DeviceFailed {
+                reason: "not reserved addresses of this memory".into(),
+            }),
+        }
+    }
+
+    /// Maps host memory under the `len` bytes of whole pages at `offset` of reserved addresses,
+    /// none of them mapped: zeroed where fresh, while pages unmapped since the last
+    /// [`HostMemory::trim_pages`] keep their bytes. `OutOfMemory` beyond the capacity or when the
+    /// host refuses; `DeviceFailed` for pages that are not whole, outside the reservation or
+    /// mapped already. A refused call maps nothing.
+    pub fn map_pages(
+        &mut self,
+        storage: StorageId,
+        offset: u64,
+        len: u64,
+    ) -> Result<(), AllocError> {
+        let over_capacity = self
+            .capacity
+            .is_some_and(|cap| self.allocated.saturating_add(len) > cap);
+        let reservation = self.reservation(storage)?;
+        if over_capacity {
+            return Err(AllocError::OutOfMemory);
+        }
+        reservation.map(offset, len).map_err(pages_error)?;
+        self.allocated += len;
+        Ok(())
+    }
+
+    /// Unmaps the `len` bytes of mapped pages at `offset` of reserved addresses: from now on
+    /// no region over them is live memory, and the next [`HostMemory::trim_pages`] returns their
+    /// memory to the host (unless mapped again before). Pages not mapped are refused with
+    /// `DeviceFailed`. Needs `&mut self`, so no view is alive.
+    pub fn unmap_pages(
+        &mut self,
+        storage: StorageId,
+        offset: u64,
+        len: u64,
+    ) -> Result<(), AllocError> {
+        self.reservation(storage)?
+            .unmap(offset, len)
+            .map_err(pages_error)?;
+        self.allocated -= len;
+        if self.untrimmed.last() != Some(&key(storage)) {
+            self.untrimmed.push(key(storage));
+        }
+        Ok(())
+    }
+
+    /// Returns the memory of the pages unmapped since the last call and not mapped again, a
+    /// system call per run of neighbouring pages.
+    pub fn trim_pages(&mut self) {
+        for reserved in std::mem::take(&mut self.untrimmed) {
+            if let Some(Storage::Reserved(reservation)) = self.buffers.get_mut(reserved) {
+                reservation.trim();
+            }
+        }
+    }
+
+    /// Returns reserved addresses and every page under them; an unknown id, or a buffer, are
+    /// ignored.
+    pub fn free_addresses(&mut self, storage: StorageId) {
+        if let Some(Storage::Reserved(reservation)) = self.buffers.get(key(storage)) {
+            self.allocated -= reservation.mapped_bytes();
+            self.buffers.remove(key(storage));
+        }
+    }
+
+    /// The words holding `region` in live memory (from the word of its first byte, through its
+    /// last; for a buffer, through the buffer's end), with the region's first byte in them and
+    /// its size: `None` unless the region lies in a live buffer or in mapped pages.
+    fn checked_range(&self, region: Region) -> Option<(&[AtomicU32], usize, usize)> {
+        let size = usize::try_from(region.size).ok()?;
+        let words = match self.buffers.get(key(region.storage))? {
+            Storage::Buffer(buffer) => {
+                let end = region.offset.checked_add(region.size)?;
+                if end > buffer.size {
+                    return None;
+                }
+                buffer
+                    .words()
+                    .get(usize::try_from(region.offset / 4).ok()?..)?
+            }
+            Storage::Reserved(reservation) => reservation.words(region.offset, region.size)?,
+        };
+        Some((words, (region.offset % 4) as usize, size))
     }
 
     /// Copies `data` to the start of `region`; false if the region is not live memory.
@@ -242,12 +359,21 @@ impl HostMemory {
     /// assert_eq!(view.len(), 64);
     /// ```
     pub fn view(&self, region: Region) -> Option<CpuBuffer<'_>> {
-        let (words, offset, size) = self.checked_range(region)?;
-        if offset % 4 != 0 {
+        let (words, start, size) = self.checked_range(region)?;
+        if start != 0 {
             return None;
         }
-        let first = offset / 4;
-        Some(CpuBuffer::new(words.get(first..first + size / 4)?))
+        Some(CpuBuffer::new(words.get(..size / 4)?))
+    }
+}
+
+/// A reservation's refusal as the backend interface words it.
+fn pages_error(error: PagesError) -> AllocError {
+    match error {
+        PagesError::OutOfMemory => AllocError::OutOfMemory,
+        PagesError::Misuse(what) => AllocError::DeviceFailed {
+            reason: what.into(),
+        },
     }
 }
 
@@ -570,6 +696,156 @@ mod tests {
                 "a read of {len} bytes at {offset}"
             );
         }
+    }
+
+    /// Reserved addresses with `pages` pages of the host's size, and that size.
+    #[cfg(all(unix, not(miri)))]
+    fn reserved(memory: &mut HostMemory, pages: u64) -> (StorageId, u64) {
+        let page = HostMemory::page_mapping().expect("unix maps pages");
+        let storage = memory
+            .reserve_addresses(pages * page)
+            .expect("room for the addresses");
+        (storage, page)
+    }
+
+    #[test]
+    #[cfg(all(unix, not(miri)))]
+    fn mapped_pages_are_live_memory_whose_bytes_survive_until_unmapped_and_are_counted() {
+        let mut memory = HostMemory::new(None);
+        let (storage, page) = reserved(&mut memory, 8);
+        let region = |offset, size| Region {
+            storage,
+            offset,
+            size,
+        };
+        assert!(
+            memory.read(region(0, 16)).is_none(),
+            "no page mapped: no live memory"
+        );
+        memory.map_pages(storage, page, 2 * page).expect("room");
+        memory.map_pages(storage, 5 * page, page).expect("room");
+        assert_eq!(memory.allocated(), 3 * page);
+        assert_eq!(
+            memory.read(region(page, 8)),
+            Some(vec![0; 8]),
+            "fresh pages are zeroed"
+        );
+        // A region across the two neighbouring pages, at odd offsets.
+        let data: Vec<u8> = (0..page + 10).map(|i| (i * 7 + 1) as u8).collect();
+        let across = region(page + 5, page + 10);
+        assert!(memory.write(across, &data));
+        assert_eq!(memory.read(across), Some(data.clone()));
+        assert!(memory.copy(region(page + 8, 64), region(5 * page + 4, 64)));
+        assert_eq!(
+            memory.read(region(5 * page + 4, 64)).as_deref(),
+            Some(&data[3..67])
+        );
+        assert!(memory.view(region(5 * page, page)).is_some());
+        // Regions that reach an unmapped page are not live memory: every access is refused.
+        for outside in [
+            region(page - 4, 8),
+            region(2 * page + 8, page),
+            region(0, page),
+            region(4 * page, 4),
+            region(7 * page, page + 4),
+        ] {
+            assert!(memory.view(outside).is_none(), "{outside:?}");
+            assert!(memory.read(outside).is_none(), "{outside:?}");
+            assert!(!memory.write(outside, &[1; 4]), "{outside:?}");
+            assert!(
+                !memory.copy(region(page, outside.size), outside),
+                "{outside:?}"
+            );
+        }
+        memory
+            .unmap_pages(storage, page, 2 * page)
+            .expect("mapped by one call");
+        assert_eq!(memory.allocated(), page, "unmapped memory is returned");
+        assert!(memory.read(across).is_none());
+        memory.trim_pages();
+        memory.map_pages(storage, page, page).expect("room");
+        assert_eq!(
+            memory.read(region(page, 8)),
+            Some(vec![0; 8]),
+            "a trimmed page maps fresh"
+        );
+        memory.free_addresses(storage);
+        assert_eq!(memory.allocated(), 0);
+        assert!(memory.read(region(page, 8)).is_none());
+    }
+
+    #[test]
+    #[cfg(all(unix, not(miri)))]
+    fn pages_unmapped_and_mapped_again_before_a_trim_keep_their_bytes() {
+        let mut memory = HostMemory::new(None);
+        let (storage, page) = reserved(&mut memory, 4);
+        let region = Region {
+            storage,
+            offset: page,
+            size: page,
+        };
+        memory.map_pages(storage, page, page).expect("room");
+        assert!(memory.write(region, &vec![9; page as usize]));
+        memory.unmap_pages(storage, page, page).expect("mapped");
+        memory.map_pages(storage, page, page).expect("room");
+        assert_eq!(memory.read(region), Some(vec![9; page as usize]));
+        memory.trim_pages();
+        assert_eq!(
+            memory.read(region),
+            Some(vec![9; page as usize]),
+            "mapped again: the trim leaves it"
+        );
+    }
+
+    #[test]
+    #[cfg(all(unix, not(miri)))]
+    fn page_mapping_is_refused_over_the_capacity_and_for_calls_that_break_the_contract() {
+        let page = HostMemory::page_mapping().expect("unix maps pages");
+        let mut memory = HostMemory::new(Some(3 * page));
+        let (storage, _) = reserved(&mut memory, 8);
+        memory
+            .map_pages(storage, 0, 2 * page)
+            .expect("within the capacity");
+        assert_eq!(
+            memory.map_pages(storage, 2 * page, 2 * page),
+            Err(AllocError::OutOfMemory)
+        );
+        assert_eq!(memory.allocated(), 2 * page, "a refused call maps nothing");
+        let refused =
+            |result: Result<(), AllocError>| matches!(result, Err(AllocError::DeviceFailed { .. }));
+        assert!(
+            refused(memory.map_pages(storage, page, page)),
+            "mapped twice"
+        );
+        assert!(
+            refused(memory.map_pages(storage, 2 * page + 1, page)),
+            "not whole pages"
+        );
+        assert!(
+            refused(memory.map_pages(storage, 8 * page, page)),
+            "outside"
+        );
+        assert!(
+            refused(memory.unmap_pages(storage, 4 * page, page)),
+            "not mapped"
+        );
+        let buffer = memory.allocate(64).expect("within the capacity");
+        assert!(refused(memory.map_pages(buffer, 0, page)), "a buffer");
+        memory.deallocate(storage);
+        assert_eq!(
+            memory.allocated(),
+            2 * page + 64,
+            "deallocate leaves reservations"
+        );
+        memory.free_addresses(buffer);
+        assert_eq!(
+            memory.allocated(),
+            2 * page + 64,
+            "free_addresses leaves buffers"
+        );
+        memory.free_addresses(storage);
+        memory.deallocate(buffer);
+        assert_eq!(memory.allocated(), 0);
     }
 
     #[test]

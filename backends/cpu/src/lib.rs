@@ -246,6 +246,33 @@ impl Memory for CpuBackend {
         self.memory.write().deallocate(storage);
     }
 
+    /// Host addresses with no memory under them (`mmap(PROT_NONE)`), where
+    /// [`HostMemory::page_mapping`] says the host maps pages.
+    fn reserve_addresses(&mut self, size: u64) -> Result<StorageId, AllocError> {
+        self.memory.write().reserve_addresses(size)
+    }
+
+    /// Makes the pages readable and writable; the kernel gives them memory at their first touch.
+    fn map_pages(&mut self, storage: StorageId, offset: u64, len: u64) -> Result<(), AllocError> {
+        self.memory.write().map_pages(storage, offset, len)
+    }
+
+    /// No view can be made over the pages from now on; their memory goes back at the next
+    /// `trim_pages`, unless mapped again before.
+    unsafe fn unmap_pages(&mut self, storage: StorageId, offset: u64, len: u64) {
+        if let Err(error) = self.memory.write().unmap_pages(storage, offset, len) {
+            tracing::error!(target: "gpuworld::memory", ?error, offset, len, "cpu: unmapping pages that are not mapped");
+        }
+    }
+
+    fn trim_pages(&mut self) {
+        self.memory.write().trim_pages();
+    }
+
+    unsafe fn free_addresses(&mut self, storage: StorageId) {
+        self.memory.write().free_addresses(storage);
+    }
+
     fn staging(&self) -> Arc<dyn StagingAllocator> {
         self.staging.clone()
     }
@@ -428,12 +455,17 @@ impl Backend for CpuBackend {
         }
     }
 
+    /// Maps host pages where the host can ([`HostMemory::page_mapping`]: unix), so the default
+    /// ladder places requests over a page in a mapped pool.
     fn properties(&self) -> DeviceProperties {
-        HostMemory::device_properties(
-            format!("host CPU ({} threads)", rayon::current_num_threads()),
-            self.memory.read().capacity().unwrap_or(u64::MAX),
-            64,
-        )
+        DeviceProperties {
+            page_mapping: HostMemory::page_mapping(),
+            ..HostMemory::device_properties(
+                format!("host CPU ({} threads)", rayon::current_num_threads()),
+                self.memory.read().capacity().unwrap_or(u64::MAX),
+                64,
+            )
+        }
     }
 
     fn device_index(&self) -> u32 {
@@ -576,6 +608,50 @@ mod tests {
             fault.as_deref().is_some_and(|f| f.contains("overlapping")),
             "{fault:?}"
         );
+    }
+
+    #[test]
+    #[cfg(unix)]
+    fn work_on_mapped_pages_runs_and_work_reaching_an_unmapped_page_faults_the_stream() {
+        let page = HostMemory::page_mapping().expect("unix maps host pages");
+        let mut cpu = CpuBackend::with_capacity(Some(3 * page));
+        assert_eq!(cpu.properties().page_mapping, Some(page));
+        let stream = cpu.create_stream(StreamId { value: 0 });
+        let storage = cpu.reserve_addresses(4 * page).expect("addresses");
+        cpu.map_pages(storage, page, 2 * page).expect("room");
+        assert_eq!(cpu.allocated(), 2 * page);
+        let mapped = Region {
+            storage,
+            offset: page + 3,
+            size: 2 * page - 3,
+        };
+        let data: Vec<u8> = (0..mapped.size).map(|i| (i % 253) as u8).collect();
+        cpu.write(stream, mapped, HostBytes::from_vec(data.clone()));
+        let ticket = cpu.read(stream, mapped);
+        assert_eq!(&*finish(&mut cpu, stream, ticket), &data[..]);
+        assert!(cpu.take_fault(stream).is_none());
+        let reaching = Region {
+            size: mapped.size + 1,
+            ..mapped
+        };
+        let ticket = cpu.read(stream, reaching);
+        assert!(finish(&mut cpu, stream, ticket).is_empty());
+        let fault = cpu.take_fault(stream).map(|error| error.to_string());
+        assert!(
+            fault.as_deref().is_some_and(|f| f.contains("freed memory")),
+            "{fault:?}"
+        );
+        // SAFETY: mapped by the call above; the finished read was the last work on them.
+        unsafe { cpu.unmap_pages(storage, page, 2 * page) };
+        cpu.trim_pages();
+        assert_eq!(cpu.allocated(), 0);
+        assert_eq!(
+            cpu.map_pages(storage, 0, 4 * page),
+            Err(AllocError::OutOfMemory),
+            "over the capacity"
+        );
+        // SAFETY: no page is mapped any more.
+        unsafe { cpu.free_addresses(storage) };
     }
 
     #[test]

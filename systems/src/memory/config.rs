@@ -37,6 +37,23 @@ const MAPPED_FROM_DIVISOR: u64 = 2;
 /// 1.004-1.006) with 26.6k calls per log-uniform replay; two 1.001-1.016 with 13.3k; four up to
 /// 1.026 with 7.2k; sixteen up to 1.033.
 const MAPPED_CHUNK_PAGES: u64 = 1;
+/// Device pages at most this large are host pages (4 KiB on x86-64 Linux, 16 KiB on Apple
+/// silicon; CUDA's are 2 MiB, and 64 KiB pages, as some arm64 Linux hosts have, keep the ladder of
+/// coarse pages), each mapped by a system call of about a µs (the cpu backend; CUDA's calls cost
+/// ~85 µs over their life): the default ladder then maps every request over a page, one page per
+/// call, and gives no buffers of their own to repeated sizes, which exist to save coarse pages'
+/// calls. A mapped hole costs at most the pages at its ends, so with pages this fine the mapped
+/// pool holds what is live more closely than sliced pages and buffers of their own, whose reuse
+/// wastes up to an eighth. On the trace family of `benches/alloc_traces.rs` (pool-level replay,
+/// scale 32, seeds 1-16, 4 KiB pages): peak reserved / peak in use 1.000-1.006 (the sliced
+/// ladder, seeds 1-5: 1.002-1.088); 16 KiB pages up to 1.018 on the mixed streams; mapping only
+/// requests over 64 KiB up to 1.018, over 256 KiB up to 1.098; repeat buffers up to 1.042 on the
+/// training shape; 4 pages per call up to 1.014 (16: 1.031).
+const FINE_PAGE_MAX: u64 = 16 << 10;
+/// Pages of one address range of a mapped pool with fine pages (512 MiB of 4 KiB pages): the pool
+/// keeps a record per page of a range, made when the range is reserved, so ranges follow the
+/// program instead of covering the device's memory (a larger request gets a range of its own).
+const FINE_RANGE_PAGES: u64 = 1 << 17;
 /// Where making buffers is slow ([`DeviceProperties::slow_buffers`]), requests over this fraction
 /// of a large page (32 MiB of 64) go to the compacting pool; smaller ones keep the large pool's
 /// pages of their own.
@@ -251,7 +268,8 @@ pub struct MemoryConfig {
     /// sliced pool before the mapped or compacting one, reused whole by the next request of its
     /// size, instead of mapped pages (a device call per page) or a share of compacting pages
     /// ([`Ladder::with_repeat_buffers`](crate::memory::Ladder::with_repeat_buffers)). On by
-    /// default; off leaves every large request to its pool.
+    /// default, except in the default ladder of a device that maps host pages (the cpu
+    /// backend), where mapping costs little; off leaves every large request to its pool.
     pub repeat_buffers: bool,
 }
 
@@ -316,6 +334,20 @@ impl MemoryConfig {
 }
 
 impl MemoryConfig {
+    /// Whether a runtime on `device` gets buffers of their own for repeated sizes: where
+    /// [`repeat_buffers`](Self::repeat_buffers) is on, but not in the default ladder of a device
+    /// that maps host pages (a page of at most 16 KiB; the cpu backend), whose mapping calls
+    /// cost a µs and whose holes cost little.
+    pub(crate) fn repeats_on(&self, device: &DeviceProperties) -> bool {
+        let default_ladder = self.pools.as_ref().is_none_or(Vec::is_empty);
+        let fine_pages = self.map_pages
+            && device.memory_layout == MemoryLayout::Sliced
+            && device
+                .page_mapping
+                .is_some_and(|page| page.max(device.alignment.max(1)) <= FINE_PAGE_MAX);
+        self.repeat_buffers && !(default_ladder && fine_pages)
+    }
+
     /// Settings with exactly these pools.
     pub fn with_pools(pools: Vec<PoolConfig>) -> MemoryConfig {
         MemoryConfig {
@@ -394,7 +426,8 @@ impl MemoryConfig {
     }
 
     /// The default ladder, its large pool mapped where the device maps pages and
-    /// [`map_pages`](Self::map_pages) is on: what a runtime on `device` gets without
+    /// [`map_pages`](Self::map_pages) is on (where its pages are host pages, of at most 16 KiB,
+    /// every request over a page is mapped): what a runtime on `device` gets without
     /// [`pools`](Self::pools).
     pub fn default_pools(&self, device: &DeviceProperties) -> Vec<PoolConfig> {
         let mut pools = MemoryConfig::default_ladder(device);
@@ -407,6 +440,24 @@ impl MemoryConfig {
                 bytes => bytes,
             };
             let page = page.max(device.alignment.max(1));
+            if page <= FINE_PAGE_MAX {
+                // Host pages (`FINE_PAGE_MAX`): every request over a page is mapped, one page
+                // per call; the large sliced pool stays only where no small pool takes the rest.
+                let mut mapped = *large;
+                mapped.kind = PoolKind::Mapped {
+                    page_size: page,
+                    chunk_size: page,
+                    range_size: memory.min(page * FINE_RANGE_PAGES).next_multiple_of(page),
+                };
+                if pools.len() > 2 {
+                    pools.pop();
+                }
+                for pool in &mut pools {
+                    pool.max_alloc = pool.max_alloc.min(page);
+                }
+                pools.push(mapped);
+                return pools;
+            }
             let mut mapped = *large;
             mapped.kind = PoolKind::Mapped {
                 page_size: page,
@@ -553,6 +604,42 @@ mod tests {
                 ),
             ]
         );
+    }
+
+    #[test]
+    fn a_device_mapping_host_pages_maps_every_request_over_a_page_without_repeat_buffers() {
+        let host = DeviceProperties {
+            page_mapping: Some(4 << 10),
+            ..device(16 << 30, 64, MemoryLayout::Sliced)
+        };
+        let config = MemoryConfig::default();
+        let pools = config.resolve(&host);
+        let shape: Vec<(u64, bool)> = (pools.iter())
+            .map(|p| (p.max_alloc, matches!(p.kind, PoolKind::Mapped { .. })))
+            .collect();
+        assert_eq!(shape, [(64, false), (4 << 10, false), (u64::MAX, true)]);
+        assert_eq!(
+            pools[2].kind,
+            PoolKind::Mapped {
+                page_size: 4 << 10,
+                chunk_size: 4 << 10,
+                range_size: 512 * MIB,
+            }
+        );
+        assert!(!config.repeats_on(&host), "mapping a host page costs a µs");
+        assert!(
+            config.with_ladder(Some(pools)).repeats_on(&host),
+            "pools as configured"
+        );
+        // CUDA's 2 MiB pages keep the large pool for requests up to 32 MiB, and repeat buffers.
+        let gpu = DeviceProperties {
+            page_mapping: Some(2 * MIB),
+            ..device(16 << 30, 256, MemoryLayout::Sliced)
+        };
+        let pools = MemoryConfig::default().resolve(&gpu);
+        assert_eq!(pools.len(), 4);
+        assert_eq!(pools[2].max_alloc, 32 * MIB);
+        assert!(MemoryConfig::default().repeats_on(&gpu));
     }
 
     #[test]

@@ -280,7 +280,7 @@ impl MemoryPool {
                 0 | u64::MAX => None,
                 bytes => Some(bytes),
             },
-            ladder: Ladder::new(ladder).with_repeat_buffers(config.repeat_buffers),
+            ladder: Ladder::new(ladder).with_repeat_buffers(config.repeats_on(device)),
             persistent: persistent::persistent_pool(),
             slices: SlotMap::with_key(),
             usage: MemoryUsage::default(),
