@@ -262,6 +262,8 @@ impl Backend for VirtualDevice {
             max_units_per_cube: u32::MAX,
             max_buffer_bytes: None,
             page_mapping: self.page_mapping,
+            // Pages go back as they were mapped, as CUDA's do.
+            split_mappings: false,
             slow_buffers: self.slow_buffers,
         }
     }

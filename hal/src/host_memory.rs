@@ -110,6 +110,7 @@ impl HostMemory {
             max_units_per_cube: limits::HOST_MAX_UNITS_PER_CUBE,
             max_buffer_bytes: Some(HostMemory::MAX_BUFFER_BYTES),
             page_mapping: None,
+            split_mappings: false,
             slow_buffers: false,
             memory_layout: crate::backend::MemoryLayout::Sliced,
             limits: Default::default(),

@@ -258,7 +258,8 @@ impl Memory for CpuBackend {
     }
 
     /// No view can be made over the pages from now on; their memory goes back at the next
-    /// `trim_pages`, unless mapped again before.
+    /// `trim_pages`, unless mapped again before. Any run of mapped pages, whatever calls mapped
+    /// them (`split_mappings`).
     unsafe fn unmap_pages(&mut self, storage: StorageId, offset: u64, len: u64) {
         if let Err(error) = self.memory.write().unmap_pages(storage, offset, len) {
             tracing::error!(target: "gpuworld::memory", ?error, offset, len, "cpu: unmapping pages that are not mapped");
@@ -456,10 +457,13 @@ impl Backend for CpuBackend {
     }
 
     /// Maps host pages where the host can ([`HostMemory::page_mapping`]: unix), so the default
-    /// ladder places requests over a page in a mapped pool.
+    /// ladder places requests over a page in a mapped pool; host mappings split, so it keeps its
+    /// pages as runs.
     fn properties(&self) -> DeviceProperties {
+        let page_mapping = HostMemory::page_mapping();
         DeviceProperties {
-            page_mapping: HostMemory::page_mapping(),
+            page_mapping,
+            split_mappings: page_mapping.is_some(),
             ..HostMemory::device_properties(
                 format!("host CPU ({} threads)", rayon::current_num_threads()),
                 self.memory.read().capacity().unwrap_or(u64::MAX),

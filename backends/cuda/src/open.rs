@@ -75,6 +75,8 @@ impl CudaBackend {
         let page_mapping = mapping::page_mapping(device);
         let properties = properties.map(|p| DeviceProperties {
             page_mapping: page_mapping.as_ref().map(|(page, _)| *page),
+            // Each `map_pages` call maps one `cuMemCreate` allocation, which goes back whole.
+            split_mappings: false,
             slow_buffers: false,
             ..p
         });
@@ -208,6 +210,7 @@ impl CudaBackend {
             // `cuMemAlloc` takes any size the memory can hold.
             max_buffer_bytes: None,
             page_mapping: None,
+            split_mappings: false,
             slow_buffers: false,
         })
     }

@@ -329,6 +329,7 @@ pub(crate) fn device_properties(
         max_units_per_cube: l.max_compute_invocations_per_workgroup,
         max_buffer_bytes: Some(l.max_buffer_size),
         page_mapping: None,
+        split_mappings: false,
         slow_buffers: true,
     }
 }

@@ -109,8 +109,10 @@ pub trait Memory: Send + Sync + 'static {
     /// less than returning it and asking for more).
     ///
     /// # Safety
-    /// `offset` and `len` are those of one earlier `map_pages` call not unmapped since, and no
-    /// work queued or running on any stream uses the pages any more.
+    /// `offset` and `len` are those of one earlier `map_pages` call not unmapped since (where
+    /// the device reports [`split_mappings`](super::DeviceProperties::split_mappings): any run
+    /// of whole mapped pages), and no work queued or running on any stream uses the pages any
+    /// more.
     unsafe fn unmap_pages(&mut self, _storage: StorageId, _offset: u64, _len: u64) {}
     /// Returns the memory of pages unmapped since the last call and not mapped again. The memory
     /// pool calls it once a reservation, a cleanup or a periodic cleanup is done.

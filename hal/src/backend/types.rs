@@ -133,6 +133,11 @@ pub struct DeviceProperties {
     /// management). The default ladder then
     /// places large requests in mapped ranges (`PoolKind::Mapped`).
     pub page_mapping: Option<u64>,
+    /// With [`page_mapping`](Self::page_mapping): pages mapped by any calls may be unmapped in
+    /// any run of mapped pages ([`Memory::unmap_pages`](super::Memory::unmap_pages)), as host
+    /// pages are (`mprotect`, `madvise`); false where the pages of one call go back together
+    /// (CUDA: each call maps one device allocation). Mapped pools then keep their pages as runs.
+    pub split_mappings: bool,
     /// Making and freeing a buffer costs the driver time by the buffer's size (NVIDIA's Vulkan
     /// driver: about 33 ms per GiB made and destroyed), far more than copying the bytes. The
     /// default ladder then shares large pages among large requests and moves live ones to make

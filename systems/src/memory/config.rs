@@ -50,9 +50,11 @@ const MAPPED_CHUNK_PAGES: u64 = 1;
 /// requests over 64 KiB up to 1.018, over 256 KiB up to 1.098; repeat buffers up to 1.042 on the
 /// training shape; 4 pages per call up to 1.014 (16: 1.031).
 const FINE_PAGE_MAX: u64 = 16 << 10;
-/// Pages of one address range of a mapped pool with fine pages (512 MiB of 4 KiB pages): the pool
-/// keeps a record per page of a range, made when the range is reserved, so ranges follow the
-/// program instead of covering the device's memory (a larger request gets a range of its own).
+/// Pages of one address range of a mapped pool with fine pages (512 MiB of 4 KiB pages) where
+/// mappings do not split: that pool keeps a record per page of a range, made when the range is
+/// reserved, so ranges follow the program instead of covering the device's memory (a larger
+/// request gets a range of its own). Where they split (the cpu backend) the pool keeps runs of
+/// pages (`mapped_runs.rs`), and one range covers the device's memory, as on CUDA.
 const FINE_RANGE_PAGES: u64 = 1 << 17;
 /// Where making buffers is slow ([`DeviceProperties::slow_buffers`]), requests over this fraction
 /// of a large page (32 MiB of 64) go to the compacting pool; smaller ones keep the large pool's
@@ -96,7 +98,11 @@ pub enum PoolKind {
     /// Address ranges of `range_size` bytes reserved once, with device pages of `page_size`
     /// bytes mapped only under live allocations, packed best fit (`mapped.rs`): what it reserves
     /// follows what is live within two pages per hole, whatever the sizes. Needs a device with
-    /// [`DeviceProperties::page_mapping`]; elsewhere it becomes `Exclusive`, with a warning.
+    /// [`DeviceProperties::page_mapping`]; elsewhere it becomes `Exclusive`, with a warning. With
+    /// chunks of one page on a device whose mappings split
+    /// ([`DeviceProperties::split_mappings`]: host pages), the pool keeps its pages as runs and
+    /// maps a run of them per call (`mapped_runs.rs`), so a request costs about the same whatever
+    /// its page count.
     Mapped {
         /// Bytes of a mapped page (rounded up to a multiple of the device's).
         page_size: u64,
@@ -444,10 +450,15 @@ impl MemoryConfig {
                 // Host pages (`FINE_PAGE_MAX`): every request over a page is mapped, one page
                 // per call; the large sliced pool stays only where no small pool takes the rest.
                 let mut mapped = *large;
+                let range = if device.split_mappings {
+                    memory
+                } else {
+                    memory.min(page * FINE_RANGE_PAGES)
+                };
                 mapped.kind = PoolKind::Mapped {
                     page_size: page,
                     chunk_size: page,
-                    range_size: memory.min(page * FINE_RANGE_PAGES).next_multiple_of(page),
+                    range_size: range.next_multiple_of(page),
                 };
                 if pools.len() > 2 {
                     pools.pop();
@@ -574,6 +585,7 @@ mod tests {
             max_units_per_cube: 1,
             max_buffer_bytes: None,
             page_mapping: None,
+            split_mappings: false,
             slow_buffers: false,
         }
     }
@@ -627,6 +639,19 @@ mod tests {
             }
         );
         assert!(!config.repeats_on(&host), "mapping a host page costs a µs");
+        // Where host mappings split, the pool keeps runs of pages, in one range of all memory.
+        let splitting = DeviceProperties {
+            split_mappings: true,
+            ..host.clone()
+        };
+        assert_eq!(
+            config.resolve(&splitting)[2].kind,
+            PoolKind::Mapped {
+                page_size: 4 << 10,
+                chunk_size: 4 << 10,
+                range_size: 16 << 30,
+            }
+        );
         assert!(
             config.with_ladder(Some(pools)).repeats_on(&host),
             "pools as configured"

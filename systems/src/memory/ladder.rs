@@ -11,6 +11,7 @@ use crate::memory::Block;
 use crate::memory::compacting::CompactingPool;
 use crate::memory::exclusive::ExclusivePool;
 use crate::memory::mapped::MappedPool;
+use crate::memory::mapped_runs::MappedRunsPool;
 use crate::memory::pool::{Compacts, DeviceMemory, Movable, Pool};
 use crate::memory::sliced::SlicedPool;
 
@@ -25,6 +26,8 @@ pub enum Rung {
     Compacting(CompactingPool),
     /// Reserved addresses with pages mapped under them.
     Mapped(MappedPool),
+    /// Reserved addresses with pages mapped under them, kept as runs (mappings that split).
+    MappedRuns(MappedRunsPool),
 }
 
 impl Rung {
@@ -35,6 +38,7 @@ impl Rung {
             Rung::Exclusive(pool) => pool,
             Rung::Compacting(pool) => pool,
             Rung::Mapped(pool) => pool,
+            Rung::MappedRuns(pool) => pool,
         }
     }
 
@@ -45,6 +49,7 @@ impl Rung {
             Rung::Exclusive(pool) => pool,
             Rung::Compacting(pool) => pool,
             Rung::Mapped(pool) => pool,
+            Rung::MappedRuns(pool) => pool,
         }
     }
 
@@ -145,7 +150,9 @@ impl Ladder {
         self.repeats.as_ref()?;
         let own = routed.checked_sub(1)?;
         match (&self.pools[own], &self.pools[routed]) {
-            (Rung::Sliced(_), Rung::Mapped(_) | Rung::Compacting(_)) => Some(own),
+            (Rung::Sliced(_), Rung::Mapped(_) | Rung::MappedRuns(_) | Rung::Compacting(_)) => {
+                Some(own)
+            }
             _ => None,
         }
     }

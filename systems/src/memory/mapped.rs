@@ -30,11 +30,54 @@ const PLACEMENT_SCAN: usize = 64;
 /// Where a request goes: `offset` in the free range at `start` of range `key`, with
 /// `unmapped` bytes of pages to map.
 #[derive(Clone, Copy, Debug)]
-struct Placement {
-    key: PageKey,
-    start: u64,
-    offset: u64,
-    unmapped: u64,
+pub(super) struct Placement {
+    pub(super) key: PageKey,
+    pub(super) start: u64,
+    pub(super) offset: u64,
+    pub(super) unmapped: u64,
+}
+
+/// Where `padded` bytes go among the free ranges `by_len` (length, range, offset): of those that
+/// hold them (up to `PLACEMENT_SCAN`, smallest first), at either end, the place that needs the
+/// fewest pages mapped (`unmapped(range, offset, limit)`, which may stop counting at `limit`);
+/// the smallest range wins a tie. Idle pages are reused before new ones are mapped. The mapped
+/// pool's rule, and the runs pool's (`mapped_runs.rs`).
+pub(super) fn best_place(
+    by_len: &BTreeSet<(u64, PageKey, u64)>,
+    padded: u64,
+    unmapped: impl Fn(PageKey, u64, u64) -> u64,
+) -> Option<Placement> {
+    let mut best: Option<Placement> = None;
+    // From the last entry shorter than `padded`, excluded: the null key
+    // (`PageKey::default()`) orders after every key in use, so starting at
+    // `(padded, PageKey::default(), 0)` skipped every free range of exactly `padded` bytes.
+    let at_least = (
+        Bound::Excluded((padded.saturating_sub(1), PageKey::default(), u64::MAX)),
+        Bound::Unbounded,
+    );
+    for &(len, key, start) in by_len.range(at_least).take(PLACEMENT_SCAN) {
+        // An exact fit has one end; nothing beats a place that needs no page mapped.
+        let ends = if len == padded { 1 } else { 2 };
+        for offset in [start, start + len - padded].into_iter().take(ends) {
+            let limit = best.map_or(u64::MAX, |b| b.unmapped);
+            if limit == 0 {
+                break;
+            }
+            let unmapped = unmapped(key, offset, limit);
+            if unmapped < limit {
+                best = Some(Placement {
+                    key,
+                    start,
+                    offset,
+                    unmapped,
+                });
+            }
+        }
+        if best.is_some_and(|b| b.unmapped == 0) {
+            break;
+        }
+    }
+    best
 }
 
 /// A device page of an address range.
@@ -159,36 +202,11 @@ impl MappedPool {
         first as usize..=last as usize
     }
 
-    /// Where `padded` bytes go: of the free ranges that hold them (up to `PLACEMENT_SCAN`,
-    /// smallest first), at either end, the place that needs the fewest pages mapped; the
-    /// smallest range wins a tie. Idle pages are reused before new ones are mapped.
+    /// Where `padded` bytes go ([`best_place`]).
     fn place(&self, padded: u64) -> Option<Placement> {
-        let mut best: Option<Placement> = None;
-        // From the last entry shorter than `padded`, excluded: the null key
-        // (`PageKey::default()`) orders after every key in use, so starting at
-        // `(padded, PageKey::default(), 0)` skipped every free range of exactly `padded` bytes.
-        let at_least = (
-            Bound::Excluded((padded.saturating_sub(1), PageKey::default(), u64::MAX)),
-            Bound::Unbounded,
-        );
-        for &(len, key, start) in self.by_len.range(at_least).take(PLACEMENT_SCAN) {
-            for offset in [start, start + len - padded] {
-                let limit = best.map_or(u64::MAX, |b| b.unmapped);
-                let unmapped = self.unmapped_bytes(key, offset, padded, limit);
-                if unmapped < limit {
-                    best = Some(Placement {
-                        key,
-                        start,
-                        offset,
-                        unmapped,
-                    });
-                }
-            }
-            if best.is_some_and(|b| b.unmapped == 0) {
-                break;
-            }
-        }
-        best
+        best_place(&self.by_len, padded, |key, offset, limit| {
+            self.unmapped_bytes(key, offset, padded, limit)
+        })
     }
 
     /// Bytes that would have to be mapped to place `padded` bytes at `offset` of `key`;

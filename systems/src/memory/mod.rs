@@ -17,6 +17,7 @@ mod ladder;
 #[cfg_attr(not(feature = "internals"), doc(hidden))]
 pub mod layout;
 mod mapped;
+mod mapped_runs;
 mod mode;
 mod parked;
 mod parking;
@@ -50,6 +51,10 @@ pub(crate) use ladder::{Ladder, Rung};
 pub use mapped::MappedPool;
 #[cfg(not(feature = "internals"))]
 pub(crate) use mapped::MappedPool;
+#[cfg(feature = "internals")]
+pub use mapped_runs::MappedRunsPool;
+#[cfg(not(feature = "internals"))]
+pub(crate) use mapped_runs::MappedRunsPool;
 #[cfg(feature = "internals")]
 pub use mode::AllocationModes;
 #[cfg(not(feature = "internals"))]
@@ -254,6 +259,21 @@ impl MemoryPool {
                         pool.max_reserved,
                         pool.release_after_ticks,
                     )),
+                    // A page per chunk where mappings split: the same pool, its pages kept as
+                    // runs (a request costs about the same whatever its page count).
+                    PoolKind::Mapped {
+                        page_size,
+                        chunk_size,
+                        range_size,
+                    } if device.split_mappings && chunk_size == page_size => {
+                        Rung::MappedRuns(MappedRunsPool::new(
+                            name,
+                            page_size,
+                            range_size,
+                            pool.max_reserved,
+                            pool.release_after_ticks,
+                        ))
+                    }
                     PoolKind::Mapped {
                         page_size,
                         chunk_size,

@@ -55,6 +55,23 @@ impl PoolReport {
         self.bytes_reserved -= size;
     }
 
+    /// Counts `count` new pages of `size` bytes each, mapped together.
+    pub(crate) fn pages_added(&mut self, count: u64, size: u64) {
+        let pages = usize::try_from(count).unwrap_or(usize::MAX);
+        self.pages = self.pages.saturating_add(pages);
+        self.pages_allocated += count;
+        self.bytes_allocated += count * size;
+        self.peak_pages = self.peak_pages.max(self.pages);
+        self.bytes_reserved += count * size;
+    }
+
+    /// Counts `count` pages of `size` bytes each returned together.
+    pub(crate) fn pages_removed(&mut self, count: u64, size: u64) {
+        let pages = usize::try_from(count).unwrap_or(usize::MAX);
+        self.pages = self.pages.saturating_sub(pages);
+        self.bytes_reserved -= count * size;
+    }
+
     /// Counts an allocation of `requested` bytes.
     pub(crate) fn reserved(&mut self, requested: u64) {
         self.allocs += 1;

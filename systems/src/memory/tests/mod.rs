@@ -34,6 +34,7 @@ fn properties(alignment: u64, memory_layout: MemoryLayout) -> DeviceProperties {
         max_units_per_cube: 1,
         max_buffer_bytes: None,
         page_mapping: None,
+        split_mappings: false,
         slow_buffers: false,
     }
 }
