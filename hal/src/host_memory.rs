@@ -800,6 +800,42 @@ mod tests {
 
     #[test]
     #[cfg(all(unix, not(miri)))]
+    fn pages_mapped_by_separate_calls_are_unmapped_in_any_run_of_them() {
+        let mut memory = HostMemory::new(None);
+        let (storage, page) = reserved(&mut memory, 8);
+        let region = |offset, size| Region {
+            storage,
+            offset,
+            size,
+        };
+        for first in [page, 2 * page, 4 * page] {
+            memory.map_pages(storage, first, page).expect("room");
+        }
+        memory.map_pages(storage, 3 * page, page).expect("room");
+        assert_eq!(memory.allocated(), 4 * page);
+        assert!(
+            memory.read(region(page, 4 * page)).is_some(),
+            "one run of live memory across the calls"
+        );
+        // A run across two calls' pages, then the middle of what is left.
+        memory
+            .unmap_pages(storage, page, 2 * page)
+            .expect("mapped, by two calls");
+        memory.unmap_pages(storage, 3 * page, page).expect("mapped");
+        assert_eq!(memory.allocated(), page);
+        assert!(memory.read(region(3 * page, 4)).is_none());
+        assert!(memory.read(region(4 * page, page)).is_some());
+        memory.trim_pages();
+        assert!(
+            memory.unmap_pages(storage, 4 * page, 2 * page).is_err(),
+            "a run reaching an unmapped page"
+        );
+        memory.free_addresses(storage);
+        assert_eq!(memory.allocated(), 0);
+    }
+
+    #[test]
+    #[cfg(all(unix, not(miri)))]
     fn page_mapping_is_refused_over_the_capacity_and_for_calls_that_break_the_contract() {
         let page = HostMemory::page_mapping().expect("unix maps pages");
         let mut memory = HostMemory::new(Some(3 * page));

@@ -5,15 +5,13 @@
 //! to it ([`Ladder::pool_mut`]). Each pool is a [`Rung`] of its kind, so what only one kind does
 //! (a sliced pool's growth, a compacting pool's moves) is asked of that kind, not of every pool.
 
-use crate::backend::AllocError;
+use crate::backend::{AllocError, DeviceProperties};
 use crate::error::MemoryError;
-use crate::memory::Block;
-use crate::memory::compacting::CompactingPool;
 use crate::memory::exclusive::ExclusivePool;
-use crate::memory::mapped::MappedPool;
-use crate::memory::mapped_runs::MappedRunsPool;
 use crate::memory::pool::{Compacts, DeviceMemory, Movable, Pool};
-use crate::memory::sliced::SlicedPool;
+use crate::memory::{
+    Block, CompactingPool, MappedPool, MappedRunsPool, PageSizes, PoolConfig, PoolKind, SlicedPool,
+};
 
 /// One pool of the ladder, by kind.
 #[derive(Debug)]
@@ -31,6 +29,77 @@ pub enum Rung {
 }
 
 impl Rung {
+    /// The pool `pool` configures on `device`, named `name` (`fit_divisor`: the cache policy's
+    /// loosest reuse of a page of its own).
+    pub(crate) fn new(
+        name: String,
+        pool: &PoolConfig,
+        device: &DeviceProperties,
+        fit_divisor: u64,
+    ) -> Rung {
+        match pool.kind {
+            PoolKind::Sliced {
+                page_size,
+                max_slice,
+                first_page,
+            } => Rung::Sliced(SlicedPool::new(
+                name,
+                PageSizes {
+                    full: page_size,
+                    first: first_page,
+                    alignment: device.alignment,
+                },
+                max_slice,
+                pool.max_reserved,
+                pool.release_after_ticks,
+                fit_divisor,
+            )),
+            PoolKind::Exclusive => Rung::Exclusive(ExclusivePool::for_ladder(
+                name,
+                pool.max_alloc,
+                pool.max_reserved,
+                pool.release_after_ticks,
+            )),
+            PoolKind::Compacting {
+                page_size,
+                follow_peak,
+            } => Rung::Compacting(CompactingPool::new(
+                name,
+                page_size,
+                follow_peak,
+                pool.max_reserved,
+                pool.release_after_ticks,
+            )),
+            // A page per chunk where mappings split: the same pool, its pages kept as
+            // runs (a request costs about the same whatever its page count).
+            PoolKind::Mapped {
+                page_size,
+                chunk_size,
+                range_size,
+            } if device.split_mappings && chunk_size == page_size => {
+                Rung::MappedRuns(MappedRunsPool::new(
+                    name,
+                    page_size,
+                    range_size,
+                    pool.max_reserved,
+                    pool.release_after_ticks,
+                ))
+            }
+            PoolKind::Mapped {
+                page_size,
+                chunk_size,
+                range_size,
+            } => Rung::Mapped(MappedPool::new(
+                name,
+                page_size,
+                chunk_size,
+                range_size,
+                pool.max_reserved,
+                pool.release_after_ticks,
+            )),
+        }
+    }
+
     /// The pool.
     pub fn pool(&self) -> &dyn Pool {
         match self {

@@ -225,68 +225,7 @@ impl MemoryPool {
             .iter()
             .enumerate()
             .map(|(index, pool)| {
-                let name = format!("pool {index}");
-                let made = match pool.kind {
-                    PoolKind::Sliced {
-                        page_size,
-                        max_slice,
-                        first_page,
-                    } => Rung::Sliced(SlicedPool::new(
-                        name,
-                        PageSizes {
-                            full: page_size,
-                            first: first_page,
-                            alignment: device.alignment,
-                        },
-                        max_slice,
-                        pool.max_reserved,
-                        pool.release_after_ticks,
-                        cache.fit_divisor,
-                    )),
-                    PoolKind::Exclusive => Rung::Exclusive(ExclusivePool::for_ladder(
-                        name,
-                        pool.max_alloc,
-                        pool.max_reserved,
-                        pool.release_after_ticks,
-                    )),
-                    PoolKind::Compacting {
-                        page_size,
-                        follow_peak,
-                    } => Rung::Compacting(CompactingPool::new(
-                        name,
-                        page_size,
-                        follow_peak,
-                        pool.max_reserved,
-                        pool.release_after_ticks,
-                    )),
-                    // A page per chunk where mappings split: the same pool, its pages kept as
-                    // runs (a request costs about the same whatever its page count).
-                    PoolKind::Mapped {
-                        page_size,
-                        chunk_size,
-                        range_size,
-                    } if device.split_mappings && chunk_size == page_size => {
-                        Rung::MappedRuns(MappedRunsPool::new(
-                            name,
-                            page_size,
-                            range_size,
-                            pool.max_reserved,
-                            pool.release_after_ticks,
-                        ))
-                    }
-                    PoolKind::Mapped {
-                        page_size,
-                        chunk_size,
-                        range_size,
-                    } => Rung::Mapped(MappedPool::new(
-                        name,
-                        page_size,
-                        chunk_size,
-                        range_size,
-                        pool.max_reserved,
-                        pool.release_after_ticks,
-                    )),
-                };
+                let made = Rung::new(format!("pool {index}"), pool, device, cache.fit_divisor);
                 (pool.max_alloc, made)
             })
             .collect();
