@@ -44,7 +44,7 @@ impl DeviceMemory for HostPages {
             return Err(AllocError::OutOfMemory);
         }
         assert!(
-            offset % PAGE == 0 && len % PAGE == 0 && len > 0,
+            offset.is_multiple_of(PAGE) && len.is_multiple_of(PAGE) && len > 0,
             "whole pages"
         );
         for page in (offset..offset + len).step_by(PAGE as usize) {
@@ -58,7 +58,7 @@ impl DeviceMemory for HostPages {
     }
     unsafe fn unmap_pages(&mut self, storage: StorageId, offset: u64, len: u64) {
         assert!(
-            offset % PAGE == 0 && len % PAGE == 0 && len > 0,
+            offset.is_multiple_of(PAGE) && len.is_multiple_of(PAGE) && len > 0,
             "whole pages"
         );
         for page in (offset..offset + len).step_by(PAGE as usize) {
