@@ -13,6 +13,12 @@
 //! idle run stamped with the release, and are unmapped oldest first when the pool makes room,
 //! cleans up, or they outlive `release_after_ticks`; a request placed over idle pages takes them
 //! back first (placement prefers them).
+//!
+//! The block released last waits beside the free ranges (`latest`): the next request of exactly
+//! its size takes it as it is, any other call returns it to them first (`settle`). A program
+//! that frees and allocates one size in turn (a buffer per step, a ring of buffers) then costs
+//! no search: a release and a request of 1 MiB took 250-280 ns through the interval maps against
+//! 25-30 ns in a sliced pool's page of its own, and 26-27 ns with the latest block kept.
 
 use crate::backend::{AllocError, StorageId};
 use crate::error::MemoryError;
