@@ -15,6 +15,7 @@
 //! reserved addresses is live memory only where every byte of it is mapped.
 //!
 //! [`KernelIo`]: crate::kernel::KernelIo
+//! [`HostMemory::reserve_addresses`]: crate::host_memory::HostMemory::reserve_addresses
 
 mod pages;
 

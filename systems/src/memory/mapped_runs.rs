@@ -524,7 +524,7 @@ impl Pool for MappedRunsPool {
     }
 
     /// Validates the release and keeps the block as the latest released one
-    /// ([`MappedRunsPool::settle`] returns the one before to the free ranges).
+    /// (`settle` returns the one before to the free ranges).
     fn release(&mut self, block: &Block, requested: u64) -> Result<(), MemoryError> {
         let range = self
             .ranges
