@@ -106,6 +106,13 @@ struct Chunk {
     idle_since: u64,
 }
 
+impl Chunk {
+    /// Whether a chunk starts here and has been idle since release number `since`.
+    fn idle_since_release(&self, since: u64) -> bool {
+        self.pages > 0 && self.busy == 0 && self.idle_since == since
+    }
+}
+
 /// Chunks that one release left idle: `(range, first chunk, last chunk, idle_since)`, the first
 /// pages of the first and last chunk whose `idle_since` it set.
 type IdleRun = (PageKey, usize, usize, u64);
@@ -386,7 +393,7 @@ impl MappedPool {
                 return (freed, Some((key, head, last, since)));
             }
             let chunk = range.pages[head].head;
-            if chunk.pages == 0 || chunk.busy > 0 || chunk.idle_since != since {
+            if !chunk.idle_since_release(since) {
                 continue;
             }
             range.pages[head].head = Chunk::default();
@@ -414,10 +421,7 @@ impl MappedPool {
         ranges.get(key).is_some_and(|range| {
             range.pages[first..=last.min(range.pages.len().saturating_sub(1))]
                 .iter()
-                .any(|page| {
-                    let chunk = &page.head;
-                    chunk.pages > 0 && chunk.busy == 0 && chunk.idle_since == since
-                })
+                .any(|page| page.head.idle_since_release(since))
         })
     }
 
