@@ -17,68 +17,12 @@
 
 use crate::backend::{AllocError, StorageId};
 use crate::error::MemoryError;
+use crate::memory::free_ranges::{FreeRanges, Placement};
 use crate::memory::pool::{DeviceMemory, Pool};
 use crate::memory::report::{PoolReport, human_bytes};
 use crate::memory::{Block, PageKey, stale_page};
 use slotmap::SlotMap;
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
-use std::ops::Bound;
-
-/// Free ranges a placement looks at, smallest first (`MappedPool::place`).
-const PLACEMENT_SCAN: usize = 64;
-
-/// Where a request goes: `offset` in the free range at `start` of range `key`, with
-/// `unmapped` bytes of pages to map.
-#[derive(Clone, Copy, Debug)]
-pub(super) struct Placement {
-    pub(super) key: PageKey,
-    pub(super) start: u64,
-    pub(super) offset: u64,
-    pub(super) unmapped: u64,
-}
-
-/// Where `padded` bytes go among the free ranges `by_len` (length, range, offset): of those that
-/// hold them (up to `PLACEMENT_SCAN`, smallest first), at either end, the place that needs the
-/// fewest pages mapped (`unmapped(range, offset, limit)`, which may stop counting at `limit`);
-/// the smallest range wins a tie. Idle pages are reused before new ones are mapped. The mapped
-/// pool's rule, and the runs pool's (`mapped_runs.rs`).
-pub(super) fn best_place(
-    by_len: &BTreeSet<(u64, PageKey, u64)>,
-    padded: u64,
-    unmapped: impl Fn(PageKey, u64, u64) -> u64,
-) -> Option<Placement> {
-    let mut best: Option<Placement> = None;
-    // From the last entry shorter than `padded`, excluded: the null key
-    // (`PageKey::default()`) orders after every key in use, so starting at
-    // `(padded, PageKey::default(), 0)` skipped every free range of exactly `padded` bytes.
-    let at_least = (
-        Bound::Excluded((padded.saturating_sub(1), PageKey::default(), u64::MAX)),
-        Bound::Unbounded,
-    );
-    for &(len, key, start) in by_len.range(at_least).take(PLACEMENT_SCAN) {
-        // An exact fit has one end; nothing beats a place that needs no page mapped.
-        let ends = if len == padded { 1 } else { 2 };
-        for offset in [start, start + len - padded].into_iter().take(ends) {
-            let limit = best.map_or(u64::MAX, |b| b.unmapped);
-            if limit == 0 {
-                break;
-            }
-            let unmapped = unmapped(key, offset, limit);
-            if unmapped < limit {
-                best = Some(Placement {
-                    key,
-                    start,
-                    offset,
-                    unmapped,
-                });
-            }
-        }
-        if best.is_some_and(|b| b.unmapped == 0) {
-            break;
-        }
-    }
-    best
-}
+use std::collections::{BTreeMap, VecDeque};
 
 /// A device page of an address range.
 #[derive(Clone, Copy, Debug, Default)]
@@ -142,9 +86,8 @@ pub struct MappedPool {
     max_reserved: Option<u64>,
     release_after: Option<u64>,
     ranges: SlotMap<PageKey, AddressRange>,
-    /// Every free range by length, then range, then offset: best fit is the first at or after
-    /// the request.
-    by_len: BTreeSet<(u64, PageKey, u64)>,
+    /// Every free range, by length.
+    free: FreeRanges,
     /// Most pages mapped by one device call.
     max_chunk: usize,
     /// Chunks that became idle, oldest first, a run per release (a queue entry per chunk grew
@@ -191,7 +134,7 @@ impl MappedPool {
             max_reserved,
             release_after,
             ranges: SlotMap::with_key(),
-            by_len: BTreeSet::new(),
+            free: FreeRanges::default(),
             max_chunk: (chunk / page).max(1) as usize,
             idle: VecDeque::new(),
             idled: 0,
@@ -209,9 +152,9 @@ impl MappedPool {
         first as usize..=last as usize
     }
 
-    /// Where `padded` bytes go ([`best_place`]).
+    /// Where `padded` bytes go ([`FreeRanges::best_place`]).
     fn place(&self, padded: u64) -> Option<Placement> {
-        best_place(&self.by_len, padded, |key, offset, limit| {
+        self.free.best_place(padded, |key, offset, limit| {
             self.unmapped_bytes(key, offset, padded, limit)
         })
     }
@@ -237,23 +180,10 @@ impl MappedPool {
     /// Takes `padded` bytes at `offset` of the free range at `start` of `key`, whose pages are
     /// mapped.
     fn take(&mut self, place: Placement, padded: u64, requested: u64) -> Option<Block> {
-        let Placement {
-            key, start, offset, ..
-        } = place;
+        let Placement { key, offset, .. } = place;
         let pages = self.pages_of(offset, padded);
         let range = self.ranges.get_mut(key)?;
-        let len = range.free.remove(&start)?;
-        self.by_len.remove(&(len, key, start));
-        if offset > start {
-            range.free.insert(start, offset - start);
-            self.by_len.insert((offset - start, key, start));
-        }
-        let end = start + len;
-        if end > offset + padded {
-            range.free.insert(offset + padded, end - offset - padded);
-            self.by_len
-                .insert((end - offset - padded, key, offset + padded));
-        }
+        self.free.take(&mut range.free, place, padded)?;
         for index in pages {
             let page = &mut range.pages[index];
             page.users += 1;
@@ -289,15 +219,14 @@ impl MappedPool {
         let size = self.range_size.max(padded.next_multiple_of(self.page));
         let storage = backend.reserve_addresses(size)?;
         let pages = vec![Page::default(); (size / self.page) as usize];
-        let key = self.ranges.insert(AddressRange {
+        let key = self.ranges.insert_with_key(|key| AddressRange {
             storage,
             size,
             pages,
             mapped_chunks: 0,
-            free: BTreeMap::from([(0, size)]),
+            free: self.free.add_range(key, size),
             live: 0,
         });
-        self.by_len.insert((size, key, 0));
         tracing::debug!(target: "gpuworld::memory", pool = %self.name, size, "address range reserved");
         Ok(key)
     }
@@ -448,9 +377,7 @@ impl MappedPool {
             let Some(range) = self.ranges.remove(key) else {
                 continue;
             };
-            for (&offset, &len) in &range.free {
-                self.by_len.remove(&(len, key, offset));
-            }
+            self.free.remove_range(key, &range.free);
             // SAFETY: nothing is mapped in the range and no allocation lives in it.
             unsafe { backend.free_addresses(range.storage) };
             tracing::debug!(target: "gpuworld::memory", pool = %self.name, size = range.size, "address range returned");
@@ -507,23 +434,9 @@ impl Pool for MappedPool {
                 what: format!("block {block:?} of {}", self.name).into(),
             });
         }
-        // Merge with the free neighbours.
-        let (mut offset, mut len) = (block.offset, block.len);
-        if let Some((&before, &before_len)) = range.free.range(..offset).next_back()
-            && before + before_len == offset
-        {
-            range.free.remove(&before);
-            self.by_len.remove(&(before_len, block.page, before));
-            offset = before;
-            len += before_len;
-        }
-        if let Some(after_len) = range.free.remove(&(block.offset + block.len)) {
-            self.by_len
-                .remove(&(after_len, block.page, block.offset + block.len));
-            len += after_len;
-        }
-        range.free.insert(offset, len);
-        self.by_len.insert((len, block.page, offset));
+        // Merged with the free neighbours.
+        self.free
+            .give(&mut range.free, block.page, block.offset, block.len);
         range.live -= 1;
         let since = self.idled + 1;
         let mut idled: Option<(usize, usize)> = None;
@@ -604,7 +517,7 @@ impl Pool for MappedPool {
     }
 
     fn free_blocks(&self) -> usize {
-        self.by_len.len()
+        self.free.len()
     }
 
     fn report(&self) -> &PoolReport {

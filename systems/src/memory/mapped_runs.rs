@@ -22,12 +22,12 @@
 
 use crate::backend::{AllocError, StorageId};
 use crate::error::MemoryError;
-use crate::memory::mapped::{Placement, best_place};
+use crate::memory::free_ranges::{FreeRanges, Placement};
 use crate::memory::pool::{DeviceMemory, Pool};
 use crate::memory::report::{PoolReport, human_bytes};
 use crate::memory::{Block, PageKey, stale_page};
 use slotmap::SlotMap;
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 
 /// Idle pages one release left, as the pool queues them for return: `(range, start, end, since)`,
 /// the pages `[start, end)` that became idle with release number `since`. Parts of it may have
@@ -150,9 +150,8 @@ pub struct MappedRunsPool {
     max_reserved: Option<u64>,
     release_after: Option<u64>,
     ranges: SlotMap<PageKey, AddressRange>,
-    /// Every free range by length, then range, then offset: best fit is the first at or after
-    /// the request.
-    by_len: BTreeSet<(u64, PageKey, u64)>,
+    /// Every free range, by length.
+    free: FreeRanges,
     /// Idle runs as their releases made them, oldest first (stale ones are skipped, and dropped
     /// once they outnumber the idle runs left).
     queue: VecDeque<IdleRun>,
@@ -195,7 +194,7 @@ impl MappedRunsPool {
             max_reserved,
             release_after,
             ranges: SlotMap::with_key(),
-            by_len: BTreeSet::new(),
+            free: FreeRanges::default(),
             queue: VecDeque::new(),
             idled: 0,
             idle_bytes: 0,
@@ -212,9 +211,9 @@ impl MappedRunsPool {
         (start, (offset + len.max(1)).next_multiple_of(self.page))
     }
 
-    /// Where `padded` bytes go (`mapped::best_place`).
+    /// Where `padded` bytes go ([`FreeRanges::best_place`]).
     fn place(&self, padded: u64) -> Option<Placement> {
-        best_place(&self.by_len, padded, |key, offset, limit| {
+        self.free.best_place(padded, |key, offset, limit| {
             let (start, end) = self.pages_of(offset, padded);
             self.ranges
                 .get(key)
@@ -225,23 +224,10 @@ impl MappedRunsPool {
     /// Takes `padded` bytes at `offset` of the free range at `start` of `key`, whose pages are
     /// mapped: the idle pages among them are busy from now on.
     fn take(&mut self, place: Placement, padded: u64, requested: u64) -> Option<Block> {
-        let Placement {
-            key, start, offset, ..
-        } = place;
+        let Placement { key, offset, .. } = place;
         let (first, end_page) = self.pages_of(offset, padded);
         let range = self.ranges.get_mut(key)?;
-        let len = range.free.remove(&start)?;
-        self.by_len.remove(&(len, key, start));
-        if offset > start {
-            range.free.insert(start, offset - start);
-            self.by_len.insert((offset - start, key, start));
-        }
-        let end = start + len;
-        if end > offset + padded {
-            range.free.insert(offset + padded, end - offset - padded);
-            self.by_len
-                .insert((end - offset - padded, key, offset + padded));
-        }
+        self.free.take(&mut range.free, place, padded)?;
         while let Some((run, run_end, since)) = range.idle_overlapping(first, end_page) {
             range.idle.remove(&run);
             self.idle_runs -= 1;
@@ -274,15 +260,14 @@ impl MappedRunsPool {
     ) -> Result<PageKey, AllocError> {
         let size = self.range_size.max(padded.next_multiple_of(self.page));
         let storage = backend.reserve_addresses(size)?;
-        let key = self.ranges.insert(AddressRange {
+        let key = self.ranges.insert_with_key(|key| AddressRange {
             storage,
             size,
-            free: BTreeMap::from([(0, size)]),
+            free: self.free.add_range(key, size),
             mapped: BTreeMap::new(),
             idle: BTreeMap::new(),
             live: 0,
         });
-        self.by_len.insert((size, key, 0));
         tracing::debug!(target: "gpuworld::memory", pool = %self.name, size, "address range reserved");
         Ok(key)
     }
@@ -409,22 +394,7 @@ impl MappedRunsPool {
         let Some(range) = self.ranges.get_mut(block.page) else {
             return;
         };
-        let end = block.offset + block.len;
-        let (mut offset, mut len) = (block.offset, block.len);
-        if let Some((&before, &before_len)) = range.free.range(..offset).next_back()
-            && before + before_len == offset
-        {
-            range.free.remove(&before);
-            self.by_len.remove(&(before_len, block.page, before));
-            offset = before;
-            len += before_len;
-        }
-        if let Some(after_len) = range.free.remove(&end) {
-            self.by_len.remove(&(after_len, block.page, end));
-            len += after_len;
-        }
-        range.free.insert(offset, len);
-        self.by_len.insert((len, block.page, offset));
+        let (offset, len) = (self.free).give(&mut range.free, block.page, block.offset, block.len);
         let idle = first.max(offset.next_multiple_of(page));
         let idle_end = end_page.min((offset + len) / page * page);
         if idle < idle_end {
@@ -450,9 +420,7 @@ impl MappedRunsPool {
             let Some(range) = self.ranges.remove(key) else {
                 continue;
             };
-            for (&offset, &len) in &range.free {
-                self.by_len.remove(&(len, key, offset));
-            }
+            self.free.remove_range(key, &range.free);
             // SAFETY: nothing is mapped in the range and no allocation lives in it.
             unsafe { backend.free_addresses(range.storage) };
             tracing::debug!(target: "gpuworld::memory", pool = %self.name, size = range.size, "address range returned");
@@ -614,7 +582,7 @@ impl Pool for MappedRunsPool {
     }
 
     fn free_blocks(&self) -> usize {
-        self.by_len.len() + usize::from(self.latest.is_some())
+        self.free.len() + usize::from(self.latest.is_some())
     }
 
     fn report(&self) -> &PoolReport {

@@ -10,6 +10,7 @@ mod budget;
 mod compacting;
 mod config;
 mod exclusive;
+mod free_ranges;
 mod idle;
 mod ladder;
 /// Tensor layouts: [`TensorLayout`] and [`TensorPlacement`] are public here; the placement and
