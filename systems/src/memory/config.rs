@@ -346,12 +346,19 @@ impl MemoryConfig {
     /// cost a µs and whose holes cost little.
     pub(crate) fn repeats_on(&self, device: &DeviceProperties) -> bool {
         let default_ladder = self.pools.as_ref().is_none_or(Vec::is_empty);
-        let fine_pages = self.map_pages
-            && device.memory_layout == MemoryLayout::Sliced
-            && device
-                .page_mapping
-                .is_some_and(|page| page.max(device.alignment.max(1)) <= FINE_PAGE_MAX);
+        let fine_pages = self
+            .mapped_page(device)
+            .is_some_and(|page| page <= FINE_PAGE_MAX);
         self.repeat_buffers && !(default_ladder && fine_pages)
+    }
+
+    /// The page of the default ladder's mapped pool on `device`: the device's mapping page (at
+    /// least its alignment) where it maps pages, its memory is sliced and
+    /// [`map_pages`](Self::map_pages) is on.
+    fn mapped_page(&self, device: &DeviceProperties) -> Option<u64> {
+        let page = device.page_mapping?;
+        (self.map_pages && device.memory_layout == MemoryLayout::Sliced)
+            .then(|| page.max(device.alignment.max(1)))
     }
 
     /// Settings with exactly these pools.
@@ -437,46 +444,37 @@ impl MemoryConfig {
     /// [`pools`](Self::pools).
     pub fn default_pools(&self, device: &DeviceProperties) -> Vec<PoolConfig> {
         let mut pools = MemoryConfig::default_ladder(device);
-        if let (true, Some(page), MemoryLayout::Sliced) =
-            (self.map_pages, device.page_mapping, device.memory_layout)
+        if let Some(page) = self.mapped_page(device)
             && let Some(large) = pools.last_mut()
         {
             let memory = match device.memory_bytes {
                 0 | u64::MAX => ASSUMED_MEMORY,
                 bytes => bytes,
             };
-            let page = page.max(device.alignment.max(1));
-            if page <= FINE_PAGE_MAX {
+            let fine = page <= FINE_PAGE_MAX;
+            let (chunk_size, range) = match (fine, device.split_mappings) {
                 // Host pages (`FINE_PAGE_MAX`): every request over a page is mapped, one page
-                // per call; the large sliced pool stays only where no small pool takes the rest.
-                let mut mapped = *large;
-                let range = if device.split_mappings {
-                    memory
-                } else {
-                    memory.min(page * FINE_RANGE_PAGES)
-                };
-                mapped.kind = PoolKind::Mapped {
-                    page_size: page,
-                    chunk_size: page,
-                    range_size: range.next_multiple_of(page),
-                };
+                // per call.
+                (true, false) => (page, memory.min(page * FINE_RANGE_PAGES)),
+                (true, true) => (page, memory),
+                // One range covers the device's memory: addresses cost nothing until mapped.
+                (false, _) => (page * MAPPED_CHUNK_PAGES, memory),
+            };
+            let mut mapped = *large;
+            mapped.kind = PoolKind::Mapped {
+                page_size: page,
+                chunk_size,
+                range_size: range.next_multiple_of(page),
+            };
+            if fine {
+                // The large sliced pool stays only where no small pool takes the rest.
                 if pools.len() > 2 {
                     pools.pop();
                 }
                 for pool in &mut pools {
                     pool.max_alloc = pool.max_alloc.min(page);
                 }
-                pools.push(mapped);
-                return pools;
-            }
-            let mut mapped = *large;
-            mapped.kind = PoolKind::Mapped {
-                page_size: page,
-                chunk_size: page * MAPPED_CHUNK_PAGES,
-                // One range covers the device's memory: addresses cost nothing until mapped.
-                range_size: memory.next_multiple_of(page),
-            };
-            if let PoolKind::Sliced { page_size, .. } = large.kind {
+            } else if let PoolKind::Sliced { page_size, .. } = large.kind {
                 large.max_alloc = (page_size / MAPPED_FROM_DIVISOR).max(page);
             }
             pools.push(mapped);

@@ -70,33 +70,33 @@ impl Rung {
                 pool.max_reserved,
                 pool.release_after_ticks,
             )),
-            // A page per chunk where mappings split: the same pool, its pages kept as
-            // runs (a request costs about the same whatever its page count).
             PoolKind::Mapped {
                 page_size,
                 chunk_size,
                 range_size,
-            } if device.split_mappings && chunk_size == page_size => {
-                Rung::MappedRuns(MappedRunsPool::new(
-                    name,
-                    page_size,
-                    range_size,
-                    pool.max_reserved,
-                    pool.release_after_ticks,
-                ))
+            } => {
+                let (max_reserved, release_after) = (pool.max_reserved, pool.release_after_ticks);
+                // A page per chunk where mappings split: the same pool, its pages kept as
+                // runs (a request costs about the same whatever its page count).
+                if device.split_mappings && chunk_size == page_size {
+                    Rung::MappedRuns(MappedRunsPool::new(
+                        name,
+                        page_size,
+                        range_size,
+                        max_reserved,
+                        release_after,
+                    ))
+                } else {
+                    Rung::Mapped(MappedPool::new(
+                        name,
+                        page_size,
+                        chunk_size,
+                        range_size,
+                        max_reserved,
+                        release_after,
+                    ))
+                }
             }
-            PoolKind::Mapped {
-                page_size,
-                chunk_size,
-                range_size,
-            } => Rung::Mapped(MappedPool::new(
-                name,
-                page_size,
-                chunk_size,
-                range_size,
-                pool.max_reserved,
-                pool.release_after_ticks,
-            )),
         }
     }
 

@@ -296,9 +296,7 @@ impl MappedPool {
             index = end + 1;
         }
         let mapped: usize = chunks.iter().map(|&(_, count)| count).sum();
-        for _ in 0..mapped {
-            self.report.page_added(page_size);
-        }
+        self.report.pages_added(mapped as u64, page_size);
         // Idle until `take` counts their users.
         self.idle_bytes += mapped as u64 * page_size;
         Ok(())
@@ -336,9 +334,7 @@ impl MappedPool {
             // uses it.
             unsafe { backend.unmap_pages(range.storage, head as u64 * self.page, bytes) };
             self.idle_bytes -= bytes;
-            for _ in 0..chunk.pages {
-                self.report.page_removed(self.page);
-            }
+            self.report.pages_removed(chunk.pages as u64, self.page);
             freed += bytes;
         }
         (freed, None)

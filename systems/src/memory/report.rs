@@ -42,17 +42,12 @@ impl PoolReport {
 
     /// Counts a new page of `size` bytes.
     pub(crate) fn page_added(&mut self, size: u64) {
-        self.pages += 1;
-        self.pages_allocated += 1;
-        self.bytes_allocated += size;
-        self.peak_pages = self.peak_pages.max(self.pages);
-        self.bytes_reserved += size;
+        self.pages_added(1, size);
     }
 
     /// Counts a page of `size` bytes returned to the device.
     pub(crate) fn page_removed(&mut self, size: u64) {
-        self.pages -= 1;
-        self.bytes_reserved -= size;
+        self.pages_removed(1, size);
     }
 
     /// Counts `count` new pages of `size` bytes each, mapped together.
